@@ -1,0 +1,39 @@
+# Set-up and entry points. Every target is idempotent: the venv is rebuilt only
+# when pyproject.toml changes.
+PYTHON ?= python3.11
+VENV   := .venv
+BIN    := $(VENV)/bin
+STAMP  := $(VENV)/.installed
+CORES  ?= 2
+
+.PHONY: setup study test test-fast system-deps lint clean
+
+setup: $(STAMP)
+
+$(STAMP): pyproject.toml
+	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install -q --upgrade pip
+	$(BIN)/python -m pip install -q -e '.[test]'
+	touch $@
+
+## The default study on this machine (config/config.yaml): data, calibration, plan,
+## training runs, collect, fit and plots for text_image.
+study: setup
+	$(BIN)/snakemake --cores $(CORES) fit_text_image plot_text_image
+
+## Everything the tests need (venv, scheduler and MPI packages when root), then the whole suite.
+test: setup system-deps
+	PATH=$(CURDIR)/$(BIN):$$PATH $(BIN)/python -m pytest
+
+## Unit tests only: no Snakemake runs, no scheduler.
+test-fast: setup
+	PATH=$(CURDIR)/$(BIN):$$PATH $(BIN)/python -m pytest -m "not slow and not workflow and not cluster"
+
+system-deps:
+	tools/install-system-deps.sh
+
+lint: setup
+	$(BIN)/snakemake --lint
+
+clean:
+	rm -rf $(VENV) .snakemake .pytest_cache

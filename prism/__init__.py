@@ -1,0 +1,1 @@
+"""PRISM scaling studies."""
