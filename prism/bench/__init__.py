@@ -1,0 +1,1 @@
+"""Micro-benchmarks: the device's dense matmul peak and the throughput tests."""

@@ -1,0 +1,190 @@
+"""The measured dense matmul peak of a device: the denominator of every MFU.
+
+Vendor peaks are meaningless on a shared CPU (thread count, AVX clocks, other
+tenants), so MFU is reported against what a large square matmul actually
+achieves here. Measuring takes a few seconds, so the figure is cached per
+(host, device, dtype, threads, torch version) in `peak.json` under the cache
+dir (`$PRISM_CACHE_DIR`, default `~/.cache/prism`).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import platform
+import socket
+import statistics
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+from prism.errors import PrismError
+
+DTYPES = {"fp32": "float32", "float32": "float32", "bf16": "bfloat16", "bfloat16": "bfloat16",
+          "fp16": "float16", "float16": "float16"}
+
+# Sizes per device type: big enough to be compute-bound, small enough to be quick.
+_SIZES = {"cpu": (256, 512, 1024), "default": (2048, 4096, 8192)}
+_MIN_SECONDS = 0.05  # each timed repeat runs at least this long
+_REPEATS = 5
+
+
+def cache_dir() -> Path:
+    return Path(os.environ.get("PRISM_CACHE_DIR") or Path.home() / ".cache" / "prism")
+
+
+def cache_path() -> Path:
+    return cache_dir() / "peak.json"
+
+
+def _dtype(dtype: Any):
+    import torch
+
+    if isinstance(dtype, torch.dtype):
+        return dtype
+    name = DTYPES.get(str(dtype).removeprefix("torch."))
+    if name is None:
+        raise PrismError(f"unknown dtype {dtype!r}; valid: fp32, bf16, fp16")
+    return getattr(torch, name)
+
+
+def _device(device: Any):
+    import torch
+
+    if device in (None, "auto"):
+        if torch.cuda.is_available():
+            return torch.device("cuda")
+        if hasattr(torch, "xpu") and torch.xpu.is_available():
+            return torch.device("xpu")
+        return torch.device("cpu")
+    try:
+        dev = torch.device(device)
+    except (RuntimeError, TypeError) as err:
+        raise PrismError(f"unknown device {device!r} ({err}); use cpu, cuda, cuda:N, xpu or auto") from None
+    if dev.type == "cuda" and not torch.cuda.is_available():
+        raise PrismError(f"device {device!r} requested but CUDA is not available here; use --device cpu")
+    if dev.type == "xpu" and not (hasattr(torch, "xpu") and torch.xpu.is_available()):
+        raise PrismError(f"device {device!r} requested but XPU is not available here; use --device cpu")
+    return dev
+
+
+def device_name(device) -> str:
+    """A human name for the hardware behind `device` (CPU model, GPU name)."""
+    import torch
+
+    dev = _device(device)
+    if dev.type == "cuda":
+        return torch.cuda.get_device_name(dev)
+    if dev.type == "xpu":
+        return torch.xpu.get_device_name(dev)
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
+
+
+def synchronize(device) -> None:
+    import torch
+
+    dev = _device(device)
+    if dev.type == "cuda":
+        torch.cuda.synchronize(dev)
+    elif dev.type == "xpu":
+        torch.xpu.synchronize(dev)
+
+
+def cache_key(device, dtype) -> str:
+    import torch
+
+    dev = _device(device)
+    dt = _dtype(dtype)
+    threads = torch.get_num_threads() if dev.type == "cpu" else 0
+    return "|".join((socket.gethostname(), f"{dev.type}:{device_name(dev)}", str(dt).removeprefix("torch."),
+                     f"threads={threads}", f"torch={torch.__version__}"))
+
+
+def measure_peak(device, dtype, sizes: tuple[int, ...] | None = None) -> dict:
+    """Time square matmuls; return the best size's median FLOP/s and the per-size figures."""
+    import torch
+
+    dev = _device(device)
+    dt = _dtype(dtype)
+    sizes = sizes or _SIZES.get(dev.type, _SIZES["default"])
+    per_size: dict[str, float] = {}
+    for n in sizes:
+        a = torch.randn(n, n, device=dev, dtype=dt)
+        b = torch.randn(n, n, device=dev, dtype=dt)
+        out = torch.empty(n, n, device=dev, dtype=dt)
+        # Warm-up (allocator, kernel selection, clocks), and find how many calls fill _MIN_SECONDS.
+        calls = 1
+        while True:
+            synchronize(dev)
+            t0 = time.perf_counter()
+            for _ in range(calls):
+                torch.mm(a, b, out=out)
+            synchronize(dev)
+            if time.perf_counter() - t0 >= _MIN_SECONDS or calls >= 1 << 16:
+                break
+            calls *= 2
+        rates = []
+        for _ in range(_REPEATS):
+            synchronize(dev)
+            t0 = time.perf_counter()
+            for _ in range(calls):
+                torch.mm(a, b, out=out)
+            synchronize(dev)
+            rates.append(2.0 * n**3 * calls / (time.perf_counter() - t0))
+        per_size[str(n)] = statistics.median(rates)
+        del a, b, out
+    return {"flops": max(per_size.values()), "per_size": per_size}
+
+
+def _read_cache(path: Path) -> dict:
+    try:
+        data = json.loads(path.read_text())
+        return data if isinstance(data, dict) else {}
+    except (OSError, ValueError):
+        return {}  # a missing or corrupt cache is just re-measured
+
+
+def _write_cache(path: Path, data: dict) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".peak.", suffix=".json")
+    try:
+        with os.fdopen(fd, "w") as fh:
+            json.dump(data, fh, indent=2, sort_keys=True)
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def peak_record(device="cpu", dtype="fp32", refresh: bool = False) -> dict:
+    """The cached (or freshly measured) peak record: key, flops, per-size figures, when measured."""
+    key = cache_key(device, dtype)
+    path = cache_path()
+    cached = _read_cache(path).get(key)
+    if cached and not refresh and float(cached.get("flops", 0)) > 0:
+        return {**cached, "key": key, "cached": True, "cache": str(path)}
+    record = measure_peak(device, dtype)
+    record["measured_at"] = time.strftime("%Y-%m-%dT%H:%M:%S%z")
+    data = _read_cache(path)  # re-read: another process may have added other keys meanwhile
+    data[key] = record
+    _write_cache(path, data)
+    return {**record, "key": key, "cached": False, "cache": str(path)}
+
+
+def peak_flops(device="cpu", dtype="fp32") -> float:
+    """Measured dense matmul peak in FLOP/s for `device` and `dtype` (cached)."""
+    return float(peak_record(device, dtype)["flops"])
+
+
+def format_peak(record: dict) -> str:
+    sizes = ", ".join(f"{n}: {v / 1e9:.1f}" for n, v in sorted(record["per_size"].items(), key=lambda kv: int(kv[0])))
+    src = "cached" if record["cached"] else "measured"
+    return (f"peak {record['flops'] / 1e9:.1f} GFLOP/s ({src}; {record['key']})\n"
+            f"per matmul size (GFLOP/s): {sizes}\ncache: {record['cache']}")

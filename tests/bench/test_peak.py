@@ -1,0 +1,64 @@
+import json
+
+import pytest
+
+from prism.bench import peak
+from prism.errors import PrismError
+
+
+@pytest.fixture
+def cache(tmp_path, monkeypatch):
+    monkeypatch.setenv("PRISM_CACHE_DIR", str(tmp_path))
+    return tmp_path / "peak.json"
+
+
+def test_measure_small_matmul_is_positive():
+    rec = peak.measure_peak("cpu", "fp32", sizes=(64, 128))
+    assert set(rec["per_size"]) == {"64", "128"}
+    assert rec["flops"] == max(rec["per_size"].values()) > 0
+
+
+def test_peak_is_cached_and_refresh_remeasures(cache, monkeypatch):
+    calls = []
+
+    def fake(device, dtype, sizes=None):
+        calls.append((device, dtype))
+        return {"flops": 1e9 * len(calls), "per_size": {"8": 1e9 * len(calls)}}
+
+    monkeypatch.setattr(peak, "measure_peak", fake)
+    assert peak.peak_flops("cpu", "fp32") == 1e9
+    assert peak.peak_flops("cpu", "fp32") == 1e9  # from the cache
+    assert len(calls) == 1
+    data = json.loads(cache.read_text())
+    assert list(data) == [peak.cache_key("cpu", "fp32")]
+    assert peak.peak_record("cpu", "fp32", refresh=True)["flops"] == 2e9
+    assert peak.peak_flops("cpu", "bf16") == 3e9  # another dtype is another key
+    assert len(json.loads(cache.read_text())) == 2
+    assert not list(cache.parent.glob(".peak.*"))  # no temp file left behind
+
+
+def test_key_depends_on_threads(monkeypatch):
+    import torch
+
+    n = torch.get_num_threads()
+    k1 = peak.cache_key("cpu", "fp32")
+    try:
+        torch.set_num_threads(1 if n != 1 else 2)
+        assert peak.cache_key("cpu", "fp32") != k1
+    finally:
+        torch.set_num_threads(n)
+    assert "float32" in k1 and "torch=" in k1
+
+
+def test_corrupt_cache_is_remeasured(cache, monkeypatch):
+    cache.write_text("{not json")
+    monkeypatch.setattr(peak, "measure_peak", lambda d, t, sizes=None: {"flops": 5.0, "per_size": {"8": 5.0}})
+    assert peak.peak_flops("cpu", "fp32") == 5.0
+    assert json.loads(cache.read_text())
+
+
+def test_bad_dtype_and_device():
+    with pytest.raises(PrismError, match="dtype"):
+        peak.peak_flops("cpu", "int3")
+    with pytest.raises(PrismError, match="device"):
+        peak.peak_flops("nodevice", "fp32")
