@@ -1,0 +1,1 @@
+"""IsoFLOP study: calibrate, plan, forecast, collect, fit, report, plot."""

@@ -1,0 +1,158 @@
+"""The backbone, projector-variant and regime registries (pure Python, no torch).
+
+The CLI, the planner and the workflow read these to validate names and count
+parameters without importing torch.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from prism.errors import unknown_name
+
+# Byte tokenizer: 256 bytes + PAD, BOS, EOS, MOD (see prism.model.tokenizer).
+BYTE_VOCAB = 260
+# The small backbones pad the embedding table to 264 rows (a multiple of 8) so the
+# LM-head matmul has aligned shapes; the 4 extra ids never occur in the data.
+SMALL_VOCAB = 264
+
+
+@dataclass(frozen=True)
+class BackboneConfig:
+    """A decoder-only transformer's shape.
+
+    `vocab_size` is the embedding table's row count: the real sizes keep their
+    published vocabularies (so their parameter counts match the papers) while
+    the data only uses the first 260 ids.
+    """
+
+    name: str
+    d_model: int
+    n_layers: int
+    n_heads: int
+    n_kv_heads: int
+    ffn_dim: int
+    vocab_size: int = SMALL_VOCAB
+    tie_embeddings: bool = True
+    qkv_bias: bool = False
+    rope_theta: float = 10000.0
+    norm_eps: float = 1e-5
+
+    def __post_init__(self) -> None:
+        if self.d_model % self.n_heads:
+            raise ValueError(f"{self.name}: d_model {self.d_model} not divisible by n_heads {self.n_heads}")
+        if self.n_heads % self.n_kv_heads:
+            raise ValueError(f"{self.name}: n_heads {self.n_heads} not divisible by n_kv_heads {self.n_kv_heads}")
+        if self.head_dim % 2:
+            raise ValueError(f"{self.name}: head_dim {self.head_dim} must be even for rotary positions")
+
+    @property
+    def head_dim(self) -> int:
+        return self.d_model // self.n_heads
+
+    @property
+    def block_params(self) -> int:
+        """Parameters of one transformer block (attention, SwiGLU MLP, two RMSNorms)."""
+        d, kv = self.d_model, self.n_kv_heads * self.head_dim
+        attn = d * d + 2 * d * kv + d * d
+        if self.qkv_bias:
+            attn += d + 2 * kv
+        return attn + 3 * d * self.ffn_dim + 2 * d
+
+    @property
+    def non_embedding_params(self) -> int:
+        """Blocks plus the final norm: the size a backbone is named after."""
+        return self.n_layers * self.block_params + self.d_model
+
+    @property
+    def embedding_params(self) -> int:
+        """Input embedding plus (when untied) the LM head."""
+        return self.vocab_size * self.d_model * (1 if self.tie_embeddings else 2)
+
+    @property
+    def params(self) -> int:
+        return self.non_embedding_params + self.embedding_params
+
+    @property
+    def is_small(self) -> bool:
+        return self.name in SMALL_BACKBONES
+
+
+def _small(name: str, d: int, layers: int, heads: int, ffn: int) -> BackboneConfig:
+    return BackboneConfig(name, d_model=d, n_layers=layers, n_heads=heads, n_kv_heads=heads, ffn_dim=ffn)
+
+
+# Shallow and fairly wide (head_dim 16-32) so fp32 eager matmuls on a CPU stay
+# efficient; named by approximate non-embedding parameters.
+SMALL_BACKBONES: tuple[str, ...] = ("30k", "60k", "120k", "250k", "500k", "1m", "3m")
+
+BACKBONES: dict[str, BackboneConfig] = {
+    cfg.name: cfg
+    for cfg in (
+        _small("30k", 32, 2, 2, 112),
+        _small("60k", 48, 2, 3, 144),
+        _small("120k", 64, 2, 4, 224),
+        _small("250k", 80, 3, 5, 224),
+        _small("500k", 128, 3, 4, 256),
+        _small("1m", 128, 5, 4, 352),
+        _small("3m", 192, 6, 6, 608),
+        # Llama-3.2-1B shape.
+        BackboneConfig("1b", 2048, 16, 32, 8, 8192, vocab_size=128256, tie_embeddings=True, rope_theta=500000.0),
+        # Llama-2-7B shape.
+        BackboneConfig("7b", 4096, 32, 32, 32, 11008, vocab_size=32000, tie_embeddings=False),
+        # Qwen2.5-32B shape.
+        BackboneConfig(
+            "32b", 5120, 64, 40, 8, 27648, vocab_size=152064, tie_embeddings=False, qkv_bias=True,
+            rope_theta=1000000.0, norm_eps=1e-6,
+        ),
+    )
+}
+
+
+@dataclass(frozen=True)
+class ProjectorVariant:
+    """An MLP from encoder width to d_model: `n_layers` linears, hidden width `width_mult * d_model`."""
+
+    name: str
+    width_mult: int
+    n_layers: int
+
+
+VARIANTS: dict[str, ProjectorVariant] = {
+    v.name: v
+    for v in (
+        ProjectorVariant("BASE", 1, 2),
+        ProjectorVariant("W2X", 2, 2),
+        ProjectorVariant("W4X", 4, 2),
+        ProjectorVariant("D2X", 1, 4),
+        ProjectorVariant("D4X", 1, 8),
+    )
+}
+
+# Which parts train in each regime (the rest is frozen: requires_grad False).
+REGIMES: dict[str, tuple[str, ...]] = {
+    "projector_only": ("projector",),
+    "encoder_projector": ("encoder", "projector"),
+    "e2e": ("backbone", "encoder", "projector"),
+}
+
+
+def backbone_config(name: str) -> BackboneConfig:
+    try:
+        return BACKBONES[name]
+    except KeyError:
+        raise unknown_name("backbone", name, BACKBONES) from None
+
+
+def projector_variant(name: str) -> ProjectorVariant:
+    try:
+        return VARIANTS[name]
+    except KeyError:
+        raise unknown_name("projector variant", name, VARIANTS) from None
+
+
+def regime_parts(name: str) -> tuple[str, ...]:
+    try:
+        return REGIMES[name]
+    except KeyError:
+        raise unknown_name("regime", name, REGIMES) from None

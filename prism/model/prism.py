@@ -1,0 +1,74 @@
+"""PRISM: modality encoder -> projector -> decoder-only backbone, and the training regimes.
+
+The projected modality features replace the embeddings of the `MOD` slots in the
+token sequence (row-major: the S samples of a batch fill the MOD runs in order),
+so padded and packed batches go through the same code.
+"""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from prism.families import FamilySpec, family_spec
+from prism.model.backbone import Backbone
+from prism.model.config import BackboneConfig, ProjectorVariant, backbone_config, projector_variant, regime_parts
+from prism.model.encoders import build_encoder
+from prism.model.projector import Projector
+from prism.model.tokenizer import IGNORE, MOD
+
+COMPONENTS: tuple[str, ...] = ("backbone", "encoder", "projector")
+
+
+class PrismModel(nn.Module):
+    def __init__(self, family: FamilySpec, backbone: BackboneConfig, variant: ProjectorVariant, regime: str):
+        super().__init__()
+        self.family, self.backbone_config, self.variant = family, backbone, variant
+        self.encoder = build_encoder(family)
+        self.projector = Projector(family.encoder_width, backbone.d_model, variant)
+        self.backbone = Backbone(backbone)
+        self.regime = regime
+        self.set_regime(regime)
+
+    @property
+    def blocks(self) -> nn.ModuleList:
+        """The backbone's transformer blocks (units for per-block FSDP and activation checkpointing)."""
+        return self.backbone.blocks
+
+    def set_regime(self, regime: str) -> None:
+        """Freeze every component the regime does not train (requires_grad False)."""
+        trained = regime_parts(regime)
+        for name in COMPONENTS:
+            getattr(self, name).requires_grad_(name in trained)
+        self.regime = regime
+
+    def trainable_parameters(self) -> list[nn.Parameter]:
+        """What the optimizer gets: frozen parts carry no optimizer state."""
+        return [p for p in self.parameters() if p.requires_grad]
+
+    def forward(self, tokens: torch.Tensor, modality: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
+        """Mean next-token cross-entropy over the positions whose label is not -100."""
+        x = self.backbone.embed(tokens)
+        slots = tokens == MOD
+        feats = self.projector(self.encoder(modality.to(x.dtype)))  # [S, n_modality_tokens, d_model]
+        if tokens.device.type == "cpu":  # a cheap check where it costs no device sync
+            n_slots = int(slots.sum())
+            if n_slots != feats.shape[0] * feats.shape[1]:
+                raise ValueError(
+                    f"batch has {n_slots} MOD slots but {feats.shape[0]} samples x {feats.shape[1]} modality tokens"
+                )
+        x = x.masked_scatter(slots.unsqueeze(-1), feats.to(x.dtype))
+        logits = self.backbone.forward_embeddings(x)
+        return F.cross_entropy(logits.flatten(0, 1).float(), labels.flatten(), ignore_index=IGNORE)
+
+
+def build_model(family: str, backbone: str, variant: str, regime: str, device: str | torch.device = "cpu") -> PrismModel:
+    """Build a PRISM model directly on `device`; `"meta"` allocates no weights (calibration of real sizes).
+
+    Names are validated first so a typo is a PrismError listing the valid names.
+    """
+    spec, cfg, var = family_spec(family), backbone_config(backbone), projector_variant(variant)
+    regime_parts(regime)
+    with torch.device(device):
+        return PrismModel(spec, cfg, var, regime)
