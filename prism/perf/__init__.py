@@ -1,0 +1,1 @@
+"""Aggregate perf.jsonl files (one per run) into CSV, Markdown and a chart."""
