@@ -1,0 +1,254 @@
+"""Calibration, step 1 of an IsoFLOP study: what one training sample costs.
+
+For one (family, backbone, projector variant, regime) this counts parameters by
+component and the FLOPs of one padded sample's forward + backward on the meta
+device (exact, allocation-free, so real sizes calibrate anywhere), puts the 6·N·D
+estimate beside it, and optionally times real training steps on a device.
+The planner divides budgets by `flops_per_sample`; `load_calibration` is how it reads them.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import platform
+import tempfile
+import time
+from pathlib import Path
+
+from prism.errors import PrismError
+
+CALIBRATION_VERSION = 1
+
+
+def calibration_filename(family: str, backbone: str, variant: str, regime: str) -> str:
+    return f"{family}__{backbone}__{variant}__{regime}.json"
+
+
+def calibrate_command(family: str, backbone: str, variant: str, regime: str, calibration_dir: str | Path) -> str:
+    """The command that writes a calibration file (quoted in error messages)."""
+    return (
+        f"prism isoflop calibrate --backbone {backbone} --projector-variant {variant} "
+        f"--family {family} --regime {regime} --calibration-dir {calibration_dir}"
+    )
+
+
+def _validate(family: str, backbone: str, variant: str, regime: str) -> None:
+    from prism.families import family_spec
+    from prism.model.config import backbone_config, projector_variant, regime_parts
+
+    backbone_config(backbone), projector_variant(variant), family_spec(family), regime_parts(regime)
+
+
+def calibrate(
+    family: str,
+    backbone: str,
+    variant: str,
+    regime: str = "e2e",
+    seq_len: int | None = None,
+    device: str = "auto",
+    measure_throughput: bool = False,
+    batch_size: int = 32,
+    steps: int = 5,
+) -> dict:
+    """The calibration record (see docs/architecture.md and issue 2 for the keys)."""
+    _validate(family, backbone, variant, regime)
+    import torch
+
+    from prism.device import device_name, resolve_device
+    from prism.model.accounting import count_training_flops, input_embedding_params, param_counts
+    from prism.model.prism import build_model
+
+    dev = resolve_device(device)
+    model = build_model(family, backbone, variant, regime, device="meta")
+    spec, cfg = model.family, model.backbone_config
+    seq_len = spec.tokens_per_sample if seq_len is None else int(seq_len)
+    if seq_len < spec.n_modality_tokens + 2:
+        raise PrismError(
+            f"--seq-len {seq_len} is too short for family {family}: it needs at least "
+            f"{spec.n_modality_tokens} modality tokens + BOS + EOS = {spec.n_modality_tokens + 2}"
+        )
+    counts = param_counts(model)
+    params_total = sum(c["total"] for c in counts.values())
+    params_trainable = sum(c["trainable"] for c in counts.values())
+    flops = count_training_flops(model, seq_len)
+    record = {
+        "calibration_version": CALIBRATION_VERSION,
+        "family": family,
+        "backbone": backbone,
+        "variant": variant,
+        "regime": regime,
+        "seq_len": seq_len,
+        "tokens_per_sample": seq_len,
+        "n_modality_tokens": spec.n_modality_tokens,
+        "params_total": params_total,
+        "params_trainable": params_trainable,
+        "params_by_component": counts,
+        "input_embedding_params": input_embedding_params(model),
+        "backbone_non_embedding_params": cfg.non_embedding_params,
+        "d_model": cfg.d_model,
+        "n_layers": cfg.n_layers,
+        "flops_per_sample": flops,
+        "flops_6nd_per_sample": 6 * params_trainable * seq_len,
+        "flops_counted_on": "meta (torch.utils.flop_counter.FlopCounterMode, batch 1, forward + backward)",
+        "samples_per_s": None,
+        "throughput": None,
+        "device": str(dev),
+        "device_name": device_name(dev),
+        "host": platform.node(),
+        "torch_version": torch.__version__,
+    }
+    if measure_throughput:
+        record["throughput"] = measure_training_throughput(
+            family, backbone, variant, regime, seq_len, dev, batch_size, steps, params_total, params_trainable
+        )
+        record["samples_per_s"] = record["throughput"]["samples_per_s"]
+    return record
+
+
+def _available_bytes(device) -> int | None:
+    """Memory we may use: MemAvailable on cpu (the host is shared), device capacity otherwise."""
+    from prism.device import memory_capacity
+
+    if device.type == "cpu":
+        try:
+            with open("/proc/meminfo") as f:
+                for line in f:
+                    if line.startswith("MemAvailable:"):
+                        return int(line.split()[1]) * 1024
+        except OSError:
+            pass
+    return memory_capacity(device)
+
+
+def measure_training_throughput(
+    family: str,
+    backbone: str,
+    variant: str,
+    regime: str,
+    seq_len: int,
+    device,
+    batch_size: int,
+    steps: int,
+    params_total: int,
+    params_trainable: int,
+    warmup: int = 2,
+) -> dict:
+    """Samples/s of real fp32 forward + backward + AdamW steps at `batch_size` on `device`.
+
+    Refuses up front (PrismError) when weights, gradients and Adam state alone
+    would not fit, rather than thrashing or dying of OOM half-way.
+    """
+    import torch
+
+    from prism.device import max_memory_allocated, reset_peak_memory, synchronize
+    from prism.model.accounting import example_batch
+    from prism.model.prism import build_model
+
+    if batch_size < 1 or steps < 1:
+        raise PrismError(f"--batch-size ({batch_size}) and --steps ({steps}) must be at least 1")
+    state_bytes = 4 * params_total + 12 * params_trainable  # fp32 weights; grads + 2 Adam moments for trainable
+    available = _available_bytes(device)
+    if available is not None and state_bytes > 0.8 * available:
+        raise PrismError(
+            f"backbone {backbone} does not fit for --measure-throughput on {device}: fp32 weights, gradients and "
+            f"Adam state need {state_bytes / 2**30:.1f} GiB but {available / 2**30:.1f} GiB is available; "
+            "drop --measure-throughput (FLOPs and parameters need no memory) or measure on a larger device"
+        )
+    model = build_model(family, backbone, variant, regime, device=device)
+    opt = torch.optim.AdamW(model.trainable_parameters(), lr=1e-4)
+    batch = example_batch(model, seq_len, batch_size, device=device)
+    reset_peak_memory(device)
+    times = []
+    for i in range(warmup + steps):
+        synchronize(device)
+        t0 = time.perf_counter()
+        loss = model(*batch)
+        loss.backward()
+        opt.step()
+        opt.zero_grad(set_to_none=True)
+        synchronize(device)
+        if i >= warmup:
+            times.append(time.perf_counter() - t0)
+    step_time = sorted(times)[len(times) // 2]  # median: robust to a stray slow step on a shared host
+    return {
+        "batch_size": batch_size,
+        "steps": steps,
+        "warmup_steps": warmup,
+        "dtype": "float32",
+        "step_time_s": step_time,
+        "samples_per_s": batch_size / step_time,
+        "tokens_per_s": batch_size * seq_len / step_time,
+        "peak_memory_bytes": max_memory_allocated(device),
+        "threads": torch.get_num_threads() if device.type == "cpu" else None,
+    }
+
+
+def write_json_atomic(record: dict, path: str | Path) -> Path:
+    """Write `record` to `path` via a temp file + os.replace: a reader never sees half a file."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
+    try:
+        with os.fdopen(fd, "w") as f:
+            json.dump(record, f, indent=2)
+            f.write("\n")
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+    return path
+
+
+def run_calibrate(
+    family: str,
+    backbone: str,
+    variant: str,
+    regime: str = "e2e",
+    seq_len: int | None = None,
+    device: str = "auto",
+    measure_throughput: bool = False,
+    batch_size: int = 32,
+    steps: int = 5,
+    calibration_dir: str | Path | None = None,
+    out: str | Path | None = None,
+) -> Path:
+    """Calibrate and write the JSON to `out`, or to its canonical name in `calibration_dir`."""
+    if (calibration_dir is None) == (out is None):
+        raise PrismError("give exactly one of --calibration-dir DIR or --out FILE")
+    record = calibrate(family, backbone, variant, regime, seq_len, device, measure_throughput, batch_size, steps)
+    path = Path(out) if out is not None else Path(calibration_dir) / calibration_filename(family, backbone, variant, regime)
+    return write_json_atomic(record, path)
+
+
+REQUIRED_KEYS = ("params_total", "params_trainable", "params_by_component", "flops_per_sample", "tokens_per_sample")
+
+
+def load_calibration(calibration_dir: str | Path, family: str, backbone: str, variant: str, regime: str) -> dict:
+    """The calibration record for one (family, backbone, variant, regime), checked.
+
+    Raises PrismError naming the file and the command that (re)makes it when the
+    file is missing, unreadable, from another calibration version, or for other names.
+    """
+    path = Path(calibration_dir) / calibration_filename(family, backbone, variant, regime)
+    remake = calibrate_command(family, backbone, variant, regime, calibration_dir)
+    if not path.is_file():
+        raise PrismError(f"no calibration {path}; make it with: {remake}")
+    try:
+        record = json.loads(path.read_text())
+    except (OSError, json.JSONDecodeError) as err:
+        raise PrismError(f"cannot read calibration {path} ({err}); remake it with: {remake}") from None
+    if not isinstance(record, dict):
+        raise PrismError(f"calibration {path} is not a JSON object; remake it with: {remake}")
+    if record.get("calibration_version") != CALIBRATION_VERSION:
+        raise PrismError(
+            f"calibration {path} has calibration_version {record.get('calibration_version')!r}, "
+            f"this prism expects {CALIBRATION_VERSION}; remake it with: {remake}"
+        )
+    names = {"family": family, "backbone": backbone, "variant": variant, "regime": regime}
+    wrong = {k: record.get(k) for k, v in names.items() if record.get(k) != v}
+    missing = [k for k in REQUIRED_KEYS if k not in record]
+    if wrong or missing:
+        what = f"keys {wrong} do not match its name" if wrong else f"it lacks {', '.join(missing)}"
+        raise PrismError(f"calibration {path}: {what}; remake it with: {remake}")
+    return record

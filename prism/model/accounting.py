@@ -1,0 +1,66 @@
+"""Parameter and FLOP accounting.
+
+FLOPs are counted, not estimated: one padded sample's forward and backward run
+under `FlopCounterMode` with the regime's frozen parts in place, so a frozen
+backbone is charged its activation-gradient matmuls but no weight gradients.
+On the meta device this allocates nothing, so real sizes count in seconds.
+"""
+
+from __future__ import annotations
+
+import torch
+from torch.utils.flop_counter import FlopCounterMode
+
+from prism.model.prism import COMPONENTS, PrismModel
+from prism.model.tokenizer import BOS, EOS, IGNORE, MOD, PAD
+
+
+def _count(params) -> dict[str, int]:
+    params = list(params)
+    return {"total": sum(p.numel() for p in params), "trainable": sum(p.numel() for p in params if p.requires_grad)}
+
+
+def param_counts(model: PrismModel) -> dict[str, dict[str, int]]:
+    """`{component: {"total", "trainable"}}`; tied weights count once (module.parameters de-duplicates)."""
+    return {name: _count(getattr(model, name).parameters()) for name in COMPONENTS}
+
+
+def input_embedding_params(model: PrismModel) -> int:
+    """The token-embedding table: a lookup, so it costs no FLOPs (when tied it is also the LM head)."""
+    return model.backbone.embed_tokens.weight.numel()
+
+
+def example_batch(model: PrismModel, seq_len: int | None = None, batch_size: int = 1, device=None, text_byte: int = 65):
+    """A padded batch of `batch_size` identical-layout samples of `seq_len` tokens on `device`.
+
+    Layout per docs/architecture.md: MOD x n, BOS, text, EOS, PAD...; the text fills
+    the family's text_len. The modality is zeros (FLOPs do not depend on values).
+    """
+    spec = model.family
+    seq_len = spec.tokens_per_sample if seq_len is None else seq_len
+    n_mod = spec.n_modality_tokens
+    if seq_len < n_mod + 2:
+        raise ValueError(f"seq_len {seq_len} is shorter than {n_mod} modality tokens + BOS + EOS")
+    text_end = min(seq_len, spec.tokens_per_sample)
+    row = [MOD] * n_mod + [BOS] + [text_byte] * (text_end - n_mod - 2) + [EOS] + [PAD] * (seq_len - text_end)
+    tokens = torch.tensor([row] * batch_size, dtype=torch.int64)
+    labels = torch.cat([tokens[:, 1:], torch.full((batch_size, 1), IGNORE)], dim=1)
+    labels[(labels == MOD) | (labels == PAD)] = IGNORE
+    modality = torch.zeros(batch_size, *spec.modality_shape)
+    device = next(model.parameters()).device if device is None else device
+    return tokens.to(device), modality.to(device), labels.to(device)
+
+
+def count_training_flops(model: PrismModel, seq_len: int | None = None) -> int:
+    """FLOPs of one sample's forward + backward (batch 1, `seq_len` tokens, default the family's).
+
+    When nothing is trainable there is no backward to count. Gradients left on the
+    parameters are cleared so the model can be reused.
+    """
+    tokens, modality, labels = example_batch(model, seq_len)
+    with FlopCounterMode(display=False) as counter:
+        loss = model(tokens, modality, labels)
+        if loss.requires_grad:
+            loss.backward()
+    model.zero_grad(set_to_none=True)
+    return int(counter.get_total_flops())
