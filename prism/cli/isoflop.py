@@ -8,6 +8,11 @@ import argparse
 def register(verbs: argparse._SubParsersAction) -> None:
     """Add this group's verbs; each sets `func` to a handler that calls one library function."""
     _register_calibrate(verbs)
+    _register_plan(verbs)
+    _register_launch(verbs)
+    _register_collect(verbs)
+    _register_fit(verbs)
+    _register_plot(verbs)
 
 
 # --- calibrate -------------------------------------------------------------
@@ -47,3 +52,65 @@ def _calibrate(args: argparse.Namespace) -> int:
     )
     print(path)
     return 0
+
+
+# --- fit -------------------------------------------------------------------
+
+REGIME_CHOICES = ("projector_only", "encoder_projector", "e2e", "any")
+
+
+def _register_fit(verbs: argparse._SubParsersAction) -> None:
+    p = verbs.add_parser(
+        "fit",
+        help="Fit N_opt(C), D_opt(C) (Approach 2 and 3, bootstrap) and say whether the study determines them.",
+        description=(
+            "Read any CSV with params, tokens, loss and budget (or flops); other columns (family, backbone, "
+            "regime, status) only filter. Approach 2: a parabola of loss in log N per budget (budgets with the "
+            "minimum off the sampled range or no curvature are rejected, with the reason), then power laws in C. "
+            "Approach 3: L = E + A/N^alpha + B/D^beta, Huber on log L, grid of starts, run to convergence. "
+            "Writes JSON (programs) and Markdown (people) atomically; exits 2 when nothing can be fitted."
+        ),
+    )
+    p.add_argument("--csv", required=True, help="runs CSV (e.g. from `prism isoflop collect`)")
+    p.add_argument("--family", help="keep rows of this family (needs a family column)")
+    p.add_argument("--backbone", help="keep rows of this backbone (needs a backbone column)")
+    p.add_argument("--regime", default="any", choices=REGIME_CHOICES, help="keep rows of this regime (default: any = no filter)")
+    p.add_argument("--method", default="both", choices=("approach2", "approach3", "both"), help="default: both")
+    p.add_argument("--bootstrap", type=int, default=1000, help="bootstrap resamples for the intervals (default: 1000; 0 = none)")
+    p.add_argument("--seed", type=int, default=0, help="bootstrap seed (default: 0)")
+    p.add_argument("--output-json", required=True, help="fit JSON to write")
+    p.add_argument("--output-md", required=True, help="Markdown report to write")
+    p.set_defaults(func=_fit)
+
+
+def _fit(args: argparse.Namespace) -> int:
+    from prism.isoflop.fit import fit_csv
+
+    result = fit_csv(
+        args.csv, args.output_json, args.output_md, family=args.family, backbone=args.backbone,
+        regime=args.regime, method=args.method, bootstrap=args.bootstrap, seed=args.seed,
+    )
+    diag = result["diagnostics"]
+    parts = []
+    for name in ("approach2", "approach3"):
+        if result.get(name, {}).get("a") is not None:
+            parts.append(f"{name} a={result[name]['a']:.4f}")
+    verdict = "identifiable" if diag["identifiable"] else "NOT identifiable: " + diag["reasons"][0]
+    print(f"{', '.join(parts)}; {verdict}; wrote {args.output_json} and {args.output_md}")
+    return 0
+
+
+def _register_plan(verbs: argparse._SubParsersAction) -> None:
+    """(filled in below)"""
+
+
+def _register_launch(verbs: argparse._SubParsersAction) -> None:
+    """(filled in below)"""
+
+
+def _register_collect(verbs: argparse._SubParsersAction) -> None:
+    """(filled in below)"""
+
+
+def _register_plot(verbs: argparse._SubParsersAction) -> None:
+    """(filled in below)"""

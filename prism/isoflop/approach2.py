@@ -1,0 +1,224 @@
+"""Approach 2: a parabola of loss in log10 N per IsoFLOP curve, then power laws in C.
+
+Everything here is batched: the parabola solver takes a leading replicate axis,
+so the point fit, the bootstrap (all replicates' resampling indices drawn at
+once) and the planning forecast (all simulated studies at once) are the same
+few numpy calls.
+
+A budget is rejected, with the reason, when it has fewer than 3 distinct N,
+when its curvature is not positive (no minimum), or when the parabola's
+minimum lies outside the sampled N range (the losses still fall toward an edge:
+the vertex is an extrapolation). D_opt on an accepted budget is read off the
+budget's own N -> D relation (a line in log-log fitted to its runs), so it is
+exact for C = 6ND and still right when frozen parts make FLOPs per token differ
+from 6N.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from prism.isoflop.records import CI_LEVEL, BudgetFit, PowerLaw, format_budget
+
+MIN_POINTS = 3
+
+# Reason codes of the batched acceptance test (index into REASON_TEXT).
+OK, TOO_FEW, NOT_CONVEX, OUTSIDE = 0, 1, 2, 3
+
+
+def parabola_batch(x: np.ndarray, y: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Least-squares parabolas y = c0 + c1 x + c2 x^2 for a batch of point sets.
+
+    x and y are (R, n) (x may be (n,), shared). Returns (coef (R, 3), distinct (R,)),
+    where `distinct` counts the distinct x of each row; rows with fewer than 3
+    distinct x get NaN coefficients instead of a singular solve.
+    """
+    y = np.atleast_2d(np.asarray(y, dtype=float))
+    x = np.broadcast_to(np.asarray(x, dtype=float), y.shape)
+    xs = np.sort(x, axis=1)
+    distinct = 1 + (np.diff(xs, axis=1) > 1e-12).sum(axis=1)
+    ok = distinct >= MIN_POINTS
+    # Powers of x: sums for the 3x3 normal equations, all rows at once.
+    p = np.stack([np.ones_like(x), x, x * x, x**3, x**4], axis=-1).sum(axis=1)  # (R, 5)
+    m = np.stack(
+        [p[:, [0, 1, 2]], p[:, [1, 2, 3]], p[:, [2, 3, 4]]],
+        axis=1,
+    )  # (R, 3, 3)
+    rhs = np.stack([y.sum(axis=1), (x * y).sum(axis=1), (x * x * y).sum(axis=1)], axis=-1)
+    m[~ok] = np.eye(3)
+    coef = np.linalg.solve(m, rhs[..., None])[..., 0]
+    coef[~ok] = np.nan
+    return coef, distinct
+
+
+def vertex_and_verdict(
+    coef: np.ndarray, distinct: np.ndarray, x_lo: np.ndarray, x_hi: np.ndarray
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Vertex x*, loss at the vertex, and a reason code (OK, TOO_FEW, NOT_CONVEX, OUTSIDE) per row."""
+    c0, c1, c2 = coef[:, 0], coef[:, 1], coef[:, 2]
+    with np.errstate(divide="ignore", invalid="ignore"):
+        xv = -c1 / (2 * c2)
+        lv = c0 - c1 * c1 / (4 * c2)
+    code = np.full(len(coef), OK)
+    code[~(c2 > 0)] = NOT_CONVEX
+    code[(c2 > 0) & ((xv < x_lo) | (xv > x_hi))] = OUTSIDE
+    code[distinct < MIN_POINTS] = TOO_FEW
+    return xv, lv, code
+
+
+def power_law_batch(log_c: np.ndarray, log_y: np.ndarray, mask: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """OLS of log10 y = log10 k + e log10 C over the masked budgets of each row: (log10 k, e).
+
+    Rows with fewer than 2 usable budgets (or one distinct C) give NaN.
+    """
+    w = mask.astype(float)
+    y = np.where(mask, log_y, 0.0)
+    x = np.broadcast_to(log_c, y.shape)
+    sw, sx, sy = w.sum(1), (w * x).sum(1), (w * y).sum(1)
+    sxx, sxy = (w * x * x).sum(1), (w * x * y).sum(1)
+    den = sw * sxx - sx * sx
+    with np.errstate(divide="ignore", invalid="ignore"):
+        slope = np.where(den > 1e-12, (sw * sxy - sx * sy) / den, np.nan)
+        icpt = np.where(den > 1e-12, (sy - slope * sx) / sw, np.nan)
+    return icpt, slope
+
+
+def _reason(code: int, budget: float, xv: float, c2: float, x_lo: float, x_hi: float, n: int, distinct: int) -> str:
+    c = format_budget(budget)
+    if code == OK:
+        return "ok"
+    if code == TOO_FEW:
+        return f"{c}: {distinct} distinct N ({n} runs); a parabola needs at least {MIN_POINTS}"
+    if code == NOT_CONVEX:
+        return f"{c}: curvature {c2:.3g} <= 0, the curve has no minimum; the grid is too narrow or noise dominates"
+    side = "larger" if xv > x_hi else "smaller"
+    return (
+        f"{c}: parabola minimum at N={10**xv:.3g} is outside the sampled range "
+        f"[{10**x_lo:.3g}, {10**x_hi:.3g}] (loss still falls toward the edge); add {side} N"
+    )
+
+
+def fit_budgets(params, tokens, loss, budget) -> list[BudgetFit]:
+    """The per-budget parabolas of the point fit, one BudgetFit per distinct budget (ascending)."""
+    params, tokens, loss, budget = (np.asarray(v, dtype=float) for v in (params, tokens, loss, budget))
+    fits = []
+    for c in np.unique(budget):
+        sel = budget == c
+        x, y, logd = np.log10(params[sel]), loss[sel], np.log10(tokens[sel])
+        lo, hi = float(x.min()), float(x.max())
+        coef, distinct = parabola_batch(x, y[None])
+        xv, lv, code = vertex_and_verdict(coef, distinct, np.array([lo]), np.array([hi]))
+        coef, xv, lv, code, distinct = coef[0], float(xv[0]), float(lv[0]), int(code[0]), int(distinct[0])
+        common = dict(
+            budget=float(c),
+            n_points=int(sel.sum()),
+            n_min=float(10**lo),
+            n_max=float(10**hi),
+            n_spread_decades=hi - lo,
+            accepted=code == OK,
+            reason=_reason(code, c, xv, coef[2], lo, hi, int(sel.sum()), distinct),
+        )
+        if code == TOO_FEW:
+            fits.append(BudgetFit(**common))
+            continue
+        fitted = coef[0] + coef[1] * x + coef[2] * x * x
+        rss = float(((y - fitted) ** 2).sum())
+        grid = np.linspace(lo, hi, 64)
+        curve = coef[0] + coef[1] * grid + coef[2] * grid**2
+        extra = dict(coef=tuple(float(v) for v in coef), residual_ss=rss, signal=float(curve.max() - curve.min()))
+        if code == OK:
+            extra.update(n_opt=float(10**xv), d_opt=float(10 ** _d_at(x, logd, xv)), loss_min=lv)
+        fits.append(BudgetFit(**common, **extra))
+    return fits
+
+
+def _d_at(x: np.ndarray, logd: np.ndarray, xv) -> np.ndarray:
+    """log10 D at log10 N = xv from the budget's own log-log N -> D line."""
+    if np.ptp(x) < 1e-12:
+        return np.full_like(np.asarray(xv, dtype=float), logd.mean())
+    slope, icpt = np.polyfit(x, logd, 1)
+    return icpt + slope * np.asarray(xv)
+
+
+@dataclass(frozen=True)
+class Approach2Result:
+    per_budget: list[BudgetFit]
+    n_law: PowerLaw | None
+    d_law: PowerLaw | None
+    n_boot: int
+    n_boot_used: int
+    reason: str
+
+
+def fit_approach2(params, tokens, loss, budget, n_boot: int = 0, seed: int = 0, level: float = CI_LEVEL) -> Approach2Result:
+    """Point fit, then (n_boot > 0) the stratified bootstrap: runs resampled within each accepted budget."""
+    params, tokens, loss, budget = (np.asarray(v, dtype=float) for v in (params, tokens, loss, budget))
+    per_budget = fit_budgets(params, tokens, loss, budget)
+    acc = [f for f in per_budget if f.accepted]
+    if len(acc) < 2:
+        why = f"{len(acc)} accepted budget(s); a power law in C needs at least 2"
+        return Approach2Result(per_budget, None, None, n_boot, 0, why)
+    log_c = np.log10([f.budget for f in acc])
+    logk_n, a = power_law_batch(log_c, np.log10([[f.n_opt for f in acc]]), np.ones((1, len(acc)), bool))
+    logk_d, b = power_law_batch(log_c, np.log10([[f.d_opt for f in acc]]), np.ones((1, len(acc)), bool))
+    n_used, a_ci, b_ci, n_band, d_band = 0, None, None, None, None
+    if n_boot > 0:
+        boot = _bootstrap(params, tokens, loss, budget, acc, n_boot, seed)
+        good = np.isfinite(boot["a"]) & np.isfinite(boot["b"])
+        n_used = int(good.sum())
+        if n_used:
+            a_ci = _interval(boot["a"][good], level)
+            b_ci = _interval(boot["b"][good], level)
+            n_band = _band(boot["logk_n"][good], boot["a"][good], log_c, level)
+            d_band = _band(boot["logk_d"][good], boot["b"][good], log_c, level)
+    budgets = [f.budget for f in acc]
+    n_law = _law(logk_n[0], a[0], a_ci, budgets, n_band)
+    d_law = _law(logk_d[0], b[0], b_ci, budgets, d_band)
+    return Approach2Result(per_budget, n_law, d_law, n_boot, n_used, "ok")
+
+
+def _law(logk, exponent, ci, budgets, band) -> PowerLaw:
+    lo, hi = band if band is not None else ([], [])
+    return PowerLaw(
+        k=float(10**logk),
+        exponent=float(exponent),
+        exponent_ci=ci,
+        band_budgets=list(budgets) if band is not None else [],
+        band_lo=list(lo),
+        band_hi=list(hi),
+    )
+
+
+def _interval(v: np.ndarray, level: float) -> tuple[float, float]:
+    lo, hi = np.quantile(v, [(1 - level) / 2, (1 + level) / 2])
+    return float(lo), float(hi)
+
+
+def _band(logk: np.ndarray, e: np.ndarray, log_c: np.ndarray, level: float):
+    curves = logk[:, None] + e[:, None] * log_c[None, :]
+    lo, hi = np.quantile(curves, [(1 - level) / 2, (1 + level) / 2], axis=0)
+    return [float(10**v) for v in lo], [float(10**v) for v in hi]
+
+
+def _bootstrap(params, tokens, loss, budget, accepted: list[BudgetFit], n_boot: int, seed: int) -> dict:
+    """All replicates at once: per budget one (n_boot, n) index draw and one batched parabola solve."""
+    rng = np.random.default_rng(seed)
+    xv_all, ok_all, xd_all = [], [], []
+    for f in accepted:
+        sel = budget == f.budget
+        x, y, logd = np.log10(params[sel]), loss[sel], np.log10(tokens[sel])
+        idx = rng.integers(0, len(x), size=(n_boot, len(x)))
+        xb, yb = x[idx], y[idx]
+        coef, distinct = parabola_batch(xb, yb)
+        xv, _, code = vertex_and_verdict(coef, distinct, xb.min(axis=1), xb.max(axis=1))
+        ok = code == OK
+        xv_all.append(np.where(ok, xv, np.nan))
+        ok_all.append(ok)
+        xd_all.append(np.where(ok, _d_at(x, logd, np.where(ok, xv, x.mean())), np.nan))
+    log_c = np.log10([f.budget for f in accepted])
+    xv, ok, xd = np.stack(xv_all, 1), np.stack(ok_all, 1), np.stack(xd_all, 1)
+    logk_n, a = power_law_batch(log_c, xv, ok)
+    logk_d, b = power_law_batch(log_c, xd, ok)
+    return {"a": a, "b": b, "logk_n": logk_n, "logk_d": logk_d}

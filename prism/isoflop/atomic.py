@@ -1,0 +1,39 @@
+"""Write files so that a reader sees either the old file or the whole new one, never a half."""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from collections.abc import Callable
+from pathlib import Path
+
+
+def write_atomic(path: str | os.PathLike, write: Callable[[str], None]) -> Path:
+    """Call `write(tmp_path)` on a temporary file beside `path`, then rename it over `path`."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    os.close(fd)
+    try:
+        write(tmp)
+        os.chmod(tmp, 0o666 & ~_umask())
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+    return path
+
+
+def write_text_atomic(path: str | os.PathLike, text: str) -> Path:
+    def _write(tmp: str) -> None:
+        with open(tmp, "w", encoding="utf-8") as fh:
+            fh.write(text)
+
+    return write_atomic(path, _write)
+
+
+def _umask() -> int:
+    """The process umask (mkstemp makes 0600 files; outputs should be as readable as any other)."""
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask

@@ -1,0 +1,153 @@
+"""Plain records passed between the IsoFLOP stages (plan, collect, fit, report, plot).
+
+No numpy-heavy logic lives here: the maths modules take these records (or the
+numpy arrays built from them) and return new ones, so every stage can be tested
+on hand-made values without Snakemake, torch or matplotlib.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass, field
+
+# Loss-surface parameters of the Chinchilla form L = E + A / N^alpha + B / D^beta.
+SURFACE_KEYS = ("E", "A", "B", "alpha", "beta")
+
+# The intervals reported everywhere (fit and forecast): the 10th-90th percentile,
+# as Chinchilla reported its exponents.
+CI_LEVEL = 0.8
+
+
+def format_budget(budget: float) -> str:
+    """A budget as in run ids and file names: `3e11`, `1e12`, `2.5e17` (no `+`, no padding)."""
+    if not (budget > 0 and math.isfinite(budget)):
+        raise ValueError(f"budget must be a positive finite number, got {budget!r}")
+    mantissa, exponent = f"{budget:.6e}".split("e")
+    mantissa = mantissa.rstrip("0").rstrip(".")
+    return f"{mantissa}e{int(exponent)}"
+
+
+@dataclass(frozen=True)
+class RunRecord:
+    """One finished training run as the fit sees it: N, D, final loss, its budget."""
+
+    run_id: str
+    params: float
+    tokens: float
+    loss: float
+    budget: float
+
+
+@dataclass(frozen=True)
+class Surface:
+    """A loss surface L(N, D) = E + A / N^alpha + B / D^beta (a prior or a fit)."""
+
+    E: float
+    A: float
+    B: float
+    alpha: float
+    beta: float
+
+    def loss(self, n, d):
+        return self.E + self.A / n**self.alpha + self.B / d**self.beta
+
+    @property
+    def a(self) -> float:
+        """Exponent of N_opt(C) ~ C^a under C = 6ND."""
+        return self.beta / (self.alpha + self.beta)
+
+    @property
+    def b(self) -> float:
+        return self.alpha / (self.alpha + self.beta)
+
+    def n_opt(self, budget):
+        """The compute-optimal N at budget C when C = 6ND (Hoffmann et al. eq. 4)."""
+        g = (self.alpha * self.A / (self.beta * self.B)) ** (1.0 / (self.alpha + self.beta))
+        return g * (budget / 6.0) ** self.a
+
+
+# Epoch AI's refit of Chinchilla (Besiroglu et al. 2024): the default prior surface.
+CHINCHILLA_EPOCH = Surface(E=1.8172, A=482.01, B=2085.43, alpha=0.3478, beta=0.3658)
+
+
+@dataclass(frozen=True)
+class PowerLaw:
+    """y = k * C^exponent, with the bootstrap interval of the exponent (None without bootstrap)."""
+
+    k: float
+    exponent: float
+    exponent_ci: tuple[float, float] | None = None
+    # (lo, hi) of k * C^exponent at each budget of `band_budgets`, for the plot's band.
+    band_budgets: list[float] = field(default_factory=list)
+    band_lo: list[float] = field(default_factory=list)
+    band_hi: list[float] = field(default_factory=list)
+
+    def __call__(self, budget):
+        return self.k * budget**self.exponent
+
+
+@dataclass(frozen=True)
+class BudgetFit:
+    """Approach 2 on one IsoFLOP curve: the parabola of loss in log10 N and what it implies."""
+
+    budget: float
+    n_points: int
+    n_min: float
+    n_max: float
+    n_spread_decades: float
+    accepted: bool
+    reason: str
+    # loss = c0 + c1 * x + c2 * x^2 with x = log10 N; None when not fitted.
+    coef: tuple[float, float, float] | None = None
+    n_opt: float | None = None
+    d_opt: float | None = None
+    loss_min: float | None = None
+    residual_ss: float = 0.0
+    # max - min of the fitted parabola over the sampled N: the signal a size change makes.
+    signal: float | None = None
+
+    def to_json(self) -> dict:
+        out = asdict(self)
+        out["coef"] = list(self.coef) if self.coef is not None else None
+        return out
+
+
+@dataclass(frozen=True)
+class Approach3Fit:
+    """The parametric fit, with whether the optimiser really converged."""
+
+    surface: Surface
+    objective: float
+    grad_norm: float
+    converged: bool
+    convergence_note: str
+    n_points: int
+    n_starts: int
+    n_local: int
+    # log-space parameters (a, b, e, alpha, beta) of the optimum, for warm starts.
+    theta: tuple[float, float, float, float, float]
+
+
+@dataclass(frozen=True)
+class PlanRow:
+    """One planned training run (a row of plan.yaml / plan.csv)."""
+
+    run_id: str
+    family: str
+    backbone: str
+    variant: str
+    regime: str
+    budget: float
+    params: float
+    params_total: float
+    flops_per_sample: float
+    tokens_per_sample: float
+    global_batch: int
+    samples: int
+    steps: int
+    tokens: float
+    flops: float
+    node_hours: float | None
+
+    def to_json(self) -> dict:
+        return asdict(self)

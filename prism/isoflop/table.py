@@ -1,0 +1,133 @@
+"""Read a runs CSV into RunRecords for the fit: strict about what it needs, indifferent to the rest.
+
+Any CSV with `params`, `tokens`, `loss` and `budget` (or `flops`) works; other
+columns only filter. Rows are numbered as a spreadsheet shows them (the header
+is line 1), so an error can be found in the file.
+"""
+
+from __future__ import annotations
+
+import csv
+import math
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from prism.errors import PrismError
+from prism.isoflop.records import RunRecord
+
+REQUIRED = ("params", "tokens", "loss")
+FILTER_COLUMNS = ("family", "backbone", "regime")
+
+
+@dataclass
+class LoadedRuns:
+    """The fittable records and an account of every row that was not used."""
+
+    records: list[RunRecord]
+    n_rows: int
+    filters: dict[str, str]
+    budget_source: str
+    filtered_out: int = 0
+    excluded_status: dict[str, list[int]] = field(default_factory=dict)
+    excluded_nan: list[int] = field(default_factory=list)
+
+    def summary(self) -> dict:
+        return {
+            "n_rows": self.n_rows,
+            "n_used": len(self.records),
+            "filters": self.filters,
+            "budget_source": self.budget_source,
+            "filtered_out": self.filtered_out,
+            "excluded_status": {k: {"count": len(v), "lines": v} for k, v in self.excluded_status.items()},
+            "excluded_nan": {"count": len(self.excluded_nan), "lines": self.excluded_nan},
+        }
+
+
+def _budget_from_flops(flops: float) -> float:
+    """Runs of one IsoFLOP curve spend their budget to within ~1%: 2 significant digits name it."""
+    return float(f"{flops:.1e}")
+
+
+def _lines(rows: list[int]) -> str:
+    shown = ", ".join(str(r) for r in rows[:10])
+    return shown + (f" (and {len(rows) - 10} more)" if len(rows) > 10 else "")
+
+
+def load_runs(
+    csv_path: str | Path,
+    family: str | None = None,
+    backbone: str | None = None,
+    regime: str | None = None,
+) -> LoadedRuns:
+    """Parse, filter and validate; raise PrismError naming the column and lines of anything unusable."""
+    path = Path(csv_path)
+    if not path.is_file():
+        raise PrismError(f"{path}: no such CSV file (make it with `prism isoflop collect`)")
+    with path.open(newline="", encoding="utf-8") as fh:
+        reader = csv.DictReader(fh)
+        header = reader.fieldnames or []
+        rows = list(reader)
+    missing = [c for c in REQUIRED if c not in header]
+    budget_col = "budget" if "budget" in header else "flops" if "flops" in header else None
+    if budget_col is None:
+        missing.append("budget (or flops)")
+    if missing:
+        raise PrismError(f"{path}: missing column(s) {', '.join(missing)}; the header has: {', '.join(header)}")
+    filters = {"family": family, "backbone": backbone, "regime": None if regime in (None, "any") else regime}
+    filters = {k: v for k, v in filters.items() if v is not None}
+    for col in filters:
+        if col not in header:
+            raise PrismError(f"{path}: --{col} {filters[col]} given but the CSV has no {col!r} column")
+    loaded = LoadedRuns([], len(rows), filters, budget_col)
+    bad_text: dict[str, list[int]] = {}
+    bad_sign: dict[str, list[int]] = {}
+    for i, row in enumerate(rows):
+        line = i + 2
+        if any(row.get(col) != want for col, want in filters.items()):
+            loaded.filtered_out += 1
+            continue
+        status = (row.get("status") or "ok").strip()
+        if status != "ok":
+            loaded.excluded_status.setdefault(status, []).append(line)
+            continue
+        values = {}
+        for col in (*REQUIRED, budget_col):
+            text = (row.get(col) or "").strip()
+            if text == "" or text.lower() in ("nan", "na", "none", "null"):
+                values[col] = math.nan
+                continue
+            try:
+                values[col] = float(text)
+            except ValueError:
+                bad_text.setdefault(col, []).append(line)
+        if any(math.isnan(v) for v in values.values()) and len(values) == len(REQUIRED) + 1:
+            loaded.excluded_nan.append(line)
+            continue
+        if len(values) < len(REQUIRED) + 1:
+            continue
+        for col, v in values.items():
+            if not (v > 0 and math.isfinite(v)):
+                bad_sign.setdefault(col, []).append(line)
+        if any(not (v > 0 and math.isfinite(v)) for v in values.values()):
+            continue
+        budget = values[budget_col] if budget_col == "budget" else _budget_from_flops(values[budget_col])
+        run_id = row.get("run_id") or f"line{line}"
+        loaded.records.append(RunRecord(run_id, values["params"], values["tokens"], values["loss"], budget))
+    if bad_text:
+        raise PrismError(
+            f"{path}: non-numeric values in "
+            + "; ".join(f"column {c!r} at line(s) {_lines(r)}" for c, r in bad_text.items())
+            + "; fix or remove those rows"
+        )
+    if bad_sign:
+        raise PrismError(
+            f"{path}: values must be positive and finite in "
+            + "; ".join(f"column {c!r} at line(s) {_lines(r)}" for c, r in bad_sign.items())
+        )
+    if not loaded.records:
+        raise PrismError(
+            f"{path}: nothing to fit: {loaded.n_rows} rows, {loaded.filtered_out} filtered out by "
+            f"{filters or 'no filter'}, {sum(len(v) for v in loaded.excluded_status.values())} with a status "
+            f"other than ok, {len(loaded.excluded_nan)} with empty/NaN values"
+        )
+    return loaded
