@@ -1,0 +1,164 @@
+"""The shard directory's manifest and the one reader every consumer goes through.
+
+Whoever reads shards (the loader, `prism data verify`) reads them with
+`read_split`: it checks the manifest's sha256 and sample count of every shard and
+decodes every record, so a flipped byte, a truncated tar or a wrong count stops
+with a PrismError naming the shard (and the sample key where known). Nothing is
+skipped.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import json
+import re
+import tarfile
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from prism.errors import PrismError
+
+FORMAT_VERSION = 1
+MANIFEST = "manifest.json"
+SPLITS = ("train", "eval")
+SHARD_RE = re.compile(r"^(train|eval)-\d{6}\.tar$")
+KEY_RE = re.compile(r"^[A-Za-z0-9-]+__\d{4,}$")
+
+
+def sha256(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
+def npy_header(shape: tuple[int, ...]) -> bytes:
+    """The exact .npy header np.save writes for a float32 C-order array of `shape`."""
+    buf = io.BytesIO()
+    np.save(buf, np.zeros(shape, np.float32))
+    return buf.getvalue()[: -int(np.prod(shape)) * 4]
+
+
+def read_manifest(data_dir: str | Path) -> dict:
+    data_dir = Path(data_dir)
+    path = data_dir / MANIFEST
+    if not data_dir.is_dir():
+        raise PrismError(f"shard directory {data_dir} does not exist; build it with `prism data build --out {data_dir}`")
+    if not path.is_file():
+        raise PrismError(f"{path} is missing: {data_dir} is not a finished shard directory; rebuild it with `prism data build`")
+    try:
+        manifest = json.loads(path.read_text())
+    except (OSError, ValueError) as err:
+        raise PrismError(f"{path} is not valid JSON ({err}); rebuild the shard directory") from None
+    for key in ("format_version", "family", "seed", "splits", "modality_shape", "n_modality_tokens", "text_len"):
+        if key not in manifest:
+            raise PrismError(f"{path} has no key {key!r}; rebuild the shard directory")
+    if manifest["format_version"] != FORMAT_VERSION:
+        raise PrismError(
+            f"{path} has format_version {manifest['format_version']}, this prism reads {FORMAT_VERSION}; rebuild it"
+        )
+    listed = {s["name"] for split in manifest["splits"].values() for s in split["shards"]}
+    extra = sorted(p.name for p in data_dir.glob("*.tar") if p.name not in listed)
+    if extra:
+        raise PrismError(f"{data_dir} holds shards the manifest does not list: {', '.join(extra)}; rebuild the directory")
+    return manifest
+
+
+@dataclass
+class Records:
+    """One split, decoded: parallel lists in shard order."""
+
+    keys: list[str]
+    captions: list[str]
+    modality: np.ndarray  # float32 [N, *shape]; zeros for text-only samples
+    has_modality: np.ndarray  # bool [N]
+
+
+def read_split(data_dir: str | Path, manifest: dict, split: str) -> Records:
+    """Every record of `split`, after checking each shard's hash and count against the manifest."""
+    data_dir = Path(data_dir)
+    if split not in manifest["splits"]:
+        raise PrismError(f"{data_dir / MANIFEST} has no split {split!r}; splits: {', '.join(manifest['splits'])}")
+    shape = tuple(manifest["modality_shape"])
+    header = npy_header(shape)
+    nbytes = int(np.prod(shape)) * 4
+    keys: list[str] = []
+    captions: list[str] = []
+    arrays: list[bytes] = []
+    has_mod: list[bool] = []
+    zero = bytes(nbytes)
+    for entry in manifest["splits"][split]["shards"]:
+        path = data_dir / entry["name"]
+        if not SHARD_RE.match(entry["name"]):
+            raise PrismError(f"{data_dir / MANIFEST} lists a bad shard name {entry['name']!r}")
+        try:
+            data = path.read_bytes()
+        except OSError as err:
+            raise PrismError(f"shard {path} cannot be read ({err.strerror}); rebuild the shard directory") from None
+        if sha256(data) != entry["sha256"]:
+            raise PrismError(
+                f"shard {path} does not match its sha256 in the manifest (corrupt, truncated or replaced); "
+                "rebuild the shard directory"
+            )
+        count = 0
+        for key, members in iter_records(path, data):
+            if not KEY_RE.match(key):
+                raise PrismError(f"shard {path}, sample {key!r}: malformed key")
+            try:
+                meta = json.loads(members["json"])
+                caption = meta["caption"]
+            except (KeyError, ValueError, TypeError):
+                raise PrismError(f"shard {path}, sample {key}: missing or bad .json member") from None
+            if "npy" in members:
+                blob = members["npy"]
+                if len(blob) != len(header) + nbytes or blob[: len(header)] != header:
+                    raise PrismError(f"shard {path}, sample {key}: .npy is not float32 {list(shape)}")
+                arrays.append(blob[len(header) :])
+                has_mod.append(True)
+            else:
+                arrays.append(zero)
+                has_mod.append(False)
+            keys.append(key)
+            captions.append(caption)
+            count += 1
+        if count != entry["samples"]:
+            raise PrismError(f"shard {path} holds {count} samples, the manifest says {entry['samples']}; rebuild it")
+    if len(keys) != manifest["splits"][split]["samples"]:
+        raise PrismError(
+            f"{data_dir} split {split} holds {len(keys)} samples, the manifest says "
+            f"{manifest['splits'][split]['samples']}"
+        )
+    modality = np.frombuffer(b"".join(arrays), np.float32).reshape((len(keys), *shape))
+    return Records(keys, captions, modality, np.array(has_mod, bool))
+
+
+def iter_records(path: Path, data: bytes):
+    """(key, {extension: bytes}) per sample, in tar order; a broken tar names the shard and last key."""
+    key, members, last = None, {}, None
+    try:
+        with tarfile.open(fileobj=io.BytesIO(data), mode="r:") as tar:
+            for info in tar:
+                if not info.isfile() or "." not in info.name:
+                    raise PrismError(f"shard {path}: unexpected tar member {info.name!r}")
+                base, ext = info.name.split(".", 1)
+                if base != key:
+                    if key is not None:
+                        yield key, members
+                    key, members = base, {}
+                last = base
+                members[ext] = tar.extractfile(info).read()
+    except (tarfile.TarError, EOFError, OSError) as err:
+        where = f" after sample {last}" if last else ""
+        raise PrismError(f"shard {path} is not a readable tar{where} ({err}); rebuild the shard directory") from None
+    if key is not None:
+        yield key, members
+
+
+def verify(data_dir: str | Path) -> dict:
+    """Check every shard of every split against the manifest; a summary when all is well."""
+    manifest = read_manifest(data_dir)
+    summary = {"data_dir": str(data_dir), "family": manifest["family"], "seed": manifest["seed"]}
+    for split in manifest["splits"]:
+        records = read_split(data_dir, manifest, split)
+        summary[split] = {"samples": len(records.keys), "shards": len(manifest["splits"][split]["shards"])}
+    return summary

@@ -1,0 +1,177 @@
+"""`prism data build`: a family's samples -> train/eval webdataset shards + manifest.json.
+
+Honest by construction:
+- train and eval are split by source item (an image, a series, a graph, a row,
+  an episode), never by sample, with a seeded permutation of the item ids;
+- the same seed gives the same bytes (fixed tar mtime, owner and mode; no
+  timestamps in the manifest);
+- the shards are written into a temporary directory beside `--out` and renamed
+  into place at the end, so a reader never sees a half-written set.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import re
+import shutil
+import tempfile
+from pathlib import Path
+
+import numpy as np
+
+from prism.data.manifest import FORMAT_VERSION, MANIFEST, sha256
+from prism.data.sources import Sample, source_module
+from prism.errors import PrismError
+from prism.families import family_spec
+
+EVAL_FRACTION = 0.1
+SHARD_SAMPLES = 2000  # samples per tar shard
+SOURCE_RE = re.compile(r"^[A-Za-z0-9-]+$")
+TAR_MTIME = 0  # an int: a float mtime makes tarfile add a pax header per member
+
+
+def split_sources(sources: list[str], seed: int, eval_fraction: float = EVAL_FRACTION) -> tuple[set[str], set[str]]:
+    """(train, eval) sets of source ids: a seeded permutation of the sorted ids, eval takes the head."""
+    ordered = sorted(set(sources))
+    if len(ordered) < 2:
+        raise PrismError(f"cannot split {len(ordered)} source item(s) into train and eval")
+    perm = np.random.default_rng([seed, 1]).permutation(len(ordered))
+    n_eval = min(len(ordered) - 1, max(1, round(eval_fraction * len(ordered))))
+    eval_ids = {ordered[i] for i in perm[:n_eval]}
+    return set(ordered) - eval_ids, eval_ids
+
+
+def fit_caption(caption: str, max_bytes: int) -> tuple[str, bool]:
+    """`caption` cut to `max_bytes` UTF-8 bytes (at a character boundary); whether it was cut."""
+    raw = caption.encode("utf-8")
+    if len(raw) <= max_bytes:
+        return caption, False
+    return raw[:max_bytes].decode("utf-8", errors="ignore"), True
+
+
+def check_sample(sample: Sample, shape: tuple[int, ...], family: str) -> None:
+    if not SOURCE_RE.match(sample.source) or "--" in sample.source:
+        raise PrismError(f"{family}: source id {sample.source!r} must be letters, digits and single '-'")
+    m = sample.modality
+    if m.dtype != np.float32 or m.shape != shape or not np.isfinite(m).all():
+        raise PrismError(f"{family}: sample {sample.key} is {m.dtype} {m.shape}, expected finite float32 {shape}")
+
+
+def encode_record(key: str, caption: str, source: str, modality: np.ndarray | None) -> dict:
+    record = {"__key__": key, "json": json.dumps({"caption": caption, "source": source}, sort_keys=True).encode()}
+    if modality is not None:
+        buf = io.BytesIO()
+        np.save(buf, np.ascontiguousarray(modality, np.float32))
+        record["npy"] = buf.getvalue()
+    return record
+
+
+def lm_records(seed: int, n: int, max_bytes: int) -> list[dict]:
+    """`n` text-only records from the Python documentation (source ids `lm-...`)."""
+    from prism.data.sources import lm_text
+
+    items = lm_text.load_passages(max_bytes)
+    if n > len(items):
+        raise PrismError(f"--lm-ratio asks for {n} text passages, only {len(items)} exist; lower it")
+    picks = np.sort(np.random.default_rng([seed, 3]).choice(len(items), size=n, replace=False))
+    out = []
+    for j, i in enumerate(picks):
+        doc, text = items[int(i)]
+        source = "lm-" + re.sub(r"[^A-Za-z0-9]+", "-", doc).strip("-")
+        out.append(encode_record(f"{source}__{j:06d}", text, source, None))
+    return out
+
+
+def write_split(tmp: Path, split: str, records: list[dict]) -> list[dict]:
+    """Write `records` in order to `split-NNNNNN.tar` shards; their manifest entries."""
+    import webdataset as wds
+
+    pattern = str(tmp / f"{split}-%06d.tar")
+    with wds.ShardWriter(
+        pattern, maxcount=SHARD_SAMPLES, verbose=0, encoder=False,
+        mtime=TAR_MTIME, user="prism", group="prism", mode=0o444,
+    ) as writer:
+        for record in records:
+            writer.write(record)
+    entries = []
+    for k in range((len(records) + SHARD_SAMPLES - 1) // SHARD_SAMPLES):
+        path = tmp / (f"{split}-%06d.tar" % k)
+        data = path.read_bytes()
+        n = min(SHARD_SAMPLES, len(records) - k * SHARD_SAMPLES)
+        entries.append({"name": path.name, "sha256": sha256(data), "samples": n, "bytes": len(data)})
+    return entries
+
+
+def build(family: str, out: str | Path, seed: int = 0, overwrite: bool = False, lm_ratio: float = 0.0) -> dict:
+    """Build `out` for `family`; return the manifest. Refuses an existing `out` unless `overwrite`."""
+    spec = family_spec(family)
+    module = source_module(family)
+    out = Path(out)
+    if not 0.0 <= lm_ratio < 1.0:
+        raise PrismError(f"--lm-ratio {lm_ratio} must be in [0, 1)")
+    if out.exists():
+        if not overwrite:
+            raise PrismError(f"{out} already exists; pass --overwrite to replace it, or choose another --out")
+        if not (out / MANIFEST).is_file():
+            raise PrismError(f"{out} exists and is not a shard directory (no {MANIFEST}); refusing to replace it")
+    out.parent.mkdir(parents=True, exist_ok=True)
+
+    samples = list(module.samples(seed))
+    max_bytes = spec.text_len - 2  # BOS and EOS take two of text_len
+    truncated = 0
+    for s in samples:
+        check_sample(s, spec.modality_shape, family)
+    keys = [s.key for s in samples]
+    if len(set(keys)) != len(keys):
+        raise PrismError(f"{family}: the source produced duplicate sample keys")
+    train_ids, eval_ids = split_sources([s.source for s in samples], seed)
+
+    splits: dict[str, list[dict]] = {"train": [], "eval": []}
+    for s in samples:
+        caption, cut = fit_caption(s.caption, max_bytes)
+        truncated += cut
+        split = "eval" if s.source in eval_ids else "train"
+        splits[split].append(encode_record(s.key, caption, s.source, s.modality))
+    n_lm = round(lm_ratio / (1.0 - lm_ratio) * len(splits["train"])) if lm_ratio > 0 else 0
+    if n_lm:
+        splits["train"] += lm_records(seed, n_lm, spec.tokens_per_sample - 2)
+    rng = np.random.default_rng([seed, 2])
+    for split, records in splits.items():
+        order = rng.permutation(len(records))
+        splits[split] = [records[i] for i in order]
+
+    tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.tmp-", dir=out.parent))
+    try:
+        manifest = {
+            "format_version": FORMAT_VERSION,
+            "family": family,
+            "seed": seed,
+            "source": module.SOURCE,
+            "source_versions": module.versions(),
+            "modality_shape": list(spec.modality_shape),
+            "n_modality_tokens": spec.n_modality_tokens,
+            "text_len": spec.text_len,
+            "eval_fraction": EVAL_FRACTION,
+            "captions_truncated": truncated,
+            "lm_ratio": lm_ratio,
+            "lm_samples": n_lm,
+            "splits": {},
+            "source_items": {"train": sorted(train_ids), "eval": sorted(eval_ids)},
+        }
+        for split, records in splits.items():
+            manifest["splits"][split] = {"samples": len(records), "shards": write_split(tmp, split, records)}
+        (tmp / MANIFEST).write_text(json.dumps(manifest, indent=1, sort_keys=True) + "\n")
+        os.chmod(tmp, 0o755)
+        if out.exists():  # --overwrite: swap in the new set, then drop the old one
+            old = Path(tempfile.mkdtemp(prefix=f".{out.name}.old-", dir=out.parent))
+            os.replace(out, old / "d")
+            os.replace(tmp, out)
+            shutil.rmtree(old, ignore_errors=True)
+        else:
+            os.replace(tmp, out)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    return manifest

@@ -1,0 +1,64 @@
+"""One module per family: bundled, offline data turned into captioned samples.
+
+Every source module exposes `SOURCE` (what it reads), `versions()` (the package
+versions the bytes depend on) and `samples(seed) -> Iterator[Sample]`. Captions
+are computed from the stored modality array itself, so the text is predictable
+only by a model that reads the modality.
+"""
+
+from __future__ import annotations
+
+import importlib
+from dataclasses import dataclass
+from types import ModuleType
+
+import numpy as np
+
+# family -> module under prism.data.sources
+SOURCE_MODULES: dict[str, str] = {
+    "text_image": "image",
+    "text_ts": "ts",
+    "text_graph": "graph",
+    "text_table": "table",
+    "text_video": "video",
+    "vla": "vla",
+}
+
+
+@dataclass(frozen=True)
+class Sample:
+    """One training example.
+
+    `source` names the item the sample comes from (an image, a series, a graph,
+    a row, an episode): train and eval are split by it, so two samples of one
+    item never land on both sides. It must not contain '.', '/' or '__'.
+    """
+
+    source: str
+    facet: int
+    modality: np.ndarray  # float32, FamilySpec.modality_shape
+    caption: str
+
+    @property
+    def key(self) -> str:
+        return f"{self.source}__{self.facet:04d}"
+
+
+def source_module(family: str) -> ModuleType:
+    from prism.errors import unknown_name
+
+    if family not in SOURCE_MODULES:
+        raise unknown_name("family with a data source", family, SOURCE_MODULES)
+    return importlib.import_module(f"prism.data.sources.{SOURCE_MODULES[family]}")
+
+
+def package_versions(*names: str) -> dict[str, str]:
+    """Installed versions of the packages whose data or code decide the sample bytes."""
+    from importlib.metadata import version
+
+    return {name: version(name) for name in names}
+
+
+def bucket(value: float, edges: tuple[float, ...], names: tuple[str, ...]) -> str:
+    """The name of the bin `value` falls into (`len(names) == len(edges) + 1`)."""
+    return names[int(np.searchsorted(np.asarray(edges), value, side="right"))]
