@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import json
 import os
-import platform
 import socket
 import statistics
 import tempfile
@@ -50,51 +49,21 @@ def _dtype(dtype: Any):
 
 
 def _device(device: Any):
-    import torch
+    from prism.device import resolve_device
 
-    if device in (None, "auto"):
-        if torch.cuda.is_available():
-            return torch.device("cuda")
-        if hasattr(torch, "xpu") and torch.xpu.is_available():
-            return torch.device("xpu")
-        return torch.device("cpu")
-    try:
-        dev = torch.device(device)
-    except (RuntimeError, TypeError) as err:
-        raise PrismError(f"unknown device {device!r} ({err}); use cpu, cuda, cuda:N, xpu or auto") from None
-    if dev.type == "cuda" and not torch.cuda.is_available():
-        raise PrismError(f"device {device!r} requested but CUDA is not available here; use --device cpu")
-    if dev.type == "xpu" and not (hasattr(torch, "xpu") and torch.xpu.is_available()):
-        raise PrismError(f"device {device!r} requested but XPU is not available here; use --device cpu")
-    return dev
+    return resolve_device("auto" if device is None else str(device))
 
 
 def device_name(device) -> str:
-    """A human name for the hardware behind `device` (CPU model, GPU name)."""
-    import torch
+    from prism.device import device_name as name
 
-    dev = _device(device)
-    if dev.type == "cuda":
-        return torch.cuda.get_device_name(dev)
-    if dev.type == "xpu":
-        return torch.xpu.get_device_name(dev)
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or platform.machine()
+    return name(_device(device))
 
 
 def synchronize(device) -> None:
-    import torch
+    from prism.device import synchronize as sync
 
-    dev = _device(device)
-    if dev.type == "cuda":
-        torch.cuda.synchronize(dev)
-    elif dev.type == "xpu":
-        torch.xpu.synchronize(dev)
+    sync(device)
 
 
 def cache_key(device, dtype) -> str:
@@ -107,7 +76,7 @@ def cache_key(device, dtype) -> str:
                      f"threads={threads}", f"torch={torch.__version__}"))
 
 
-def measure_peak(device, dtype, sizes: tuple[int, ...] | None = None) -> dict:
+def measure_peak(device, dtype, sizes: tuple[int, ...] | None = None, min_seconds: float = _MIN_SECONDS) -> dict:
     """Time square matmuls; return the best size's median FLOP/s and the per-size figures."""
     import torch
 
@@ -127,7 +96,7 @@ def measure_peak(device, dtype, sizes: tuple[int, ...] | None = None) -> dict:
             for _ in range(calls):
                 torch.mm(a, b, out=out)
             synchronize(dev)
-            if time.perf_counter() - t0 >= _MIN_SECONDS or calls >= 1 << 16:
+            if time.perf_counter() - t0 >= min_seconds or calls >= 1 << 16:
                 break
             calls *= 2
         rates = []
