@@ -1,0 +1,82 @@
+# prism: IsoFLOP scaling studies as a DAG of file targets. Wiring only; the Python
+# helpers are in rules/common.smk, each stage in its own rules/*.smk, and every rule
+# calls `prism <group> <verb>`.
+#
+#   snakemake fit_text_image                      # the default study on this machine
+#   snakemake -n fit_text_image --config budgets=[3e11,1e12,3e12,1e13]
+#   snakemake --profile profiles/aurora fit_text_image   # PBS Pro, see profiles/aurora
+
+from snakemake.utils import min_version, validate
+
+min_version("9.0")
+
+
+configfile: "config/config.yaml"
+
+
+validate(config, "config/schema.yaml")
+
+
+report: "rules/report/workflow.rst"
+
+
+include: "rules/common.smk"
+include: "rules/data.smk"
+include: "rules/calibrate.smk"
+include: "rules/plan.smk"
+include: "rules/train.smk"
+include: "rules/collect.smk"
+include: "rules/fit.smk"
+include: "rules/plot.smk"
+include: "rules/sweep.smk"
+
+
+# On a cluster only training jobs are worth a PBS job; everything else is cheap.
+localrules:
+    all,
+    data,
+    calibrate,
+    plan,
+    collect,
+    fit,
+    plot,
+
+
+rule all:
+    input:
+        [fit_outputs(family) + plot_outputs(family) for family in config["families"]],
+    default_target: True
+
+
+# Named targets for every family: calibrate_F, plan_F, collect_F, fit_F, plot_F.
+for _family in FAMILIES:
+
+    rule:
+        name:
+            f"calibrate_{_family}"
+        input:
+            [calibration_file(_family, b, v, REGIME) for b in config["backbones"] for v in config["variants"]],
+
+    rule:
+        name:
+            f"plan_{_family}"
+        input:
+            f"{STUDY}/{_family}/plan.yaml",
+
+    rule:
+        name:
+            f"collect_{_family}"
+        input:
+            f"{STUDY}/{_family}/runs.csv",
+
+    rule:
+        name:
+            f"fit_{_family}"
+        input:
+            fit_outputs(_family),
+
+    rule:
+        name:
+            f"plot_{_family}"
+        input:
+            plot_outputs(_family),

@@ -1,0 +1,104 @@
+#!/usr/bin/env python3
+"""Status of one PBS job for Snakemake's cluster-generic executor: prints `running`, `success`
+or `failed` and always exits 0 (a non-zero exit would abort the whole workflow).
+
+    pbs_status.py JOBID [--status-dir logs/pbs/status]
+
+The job's own record (`STATUS_DIR/<id>`, written by profiles/aurora/jobscript.sh when the job
+body ends) decides success or failure. The scheduler is asked only whether the job still
+exists: Torque-style `qstat` shows every finished job as `C` without an exit status, and
+PBS Pro forgets finished jobs after its history window. A job the scheduler no longer knows
+(or shows finished) without a record, even after a few retries, is `failed`: it was killed
+(walltime, qdel, node failure) or never started. When the scheduler cannot be reached at
+all, the answer is `running` (ask again later) rather than failing a healthy job.
+Standard library only: it runs under whatever python3 the login node has.
+"""
+
+from __future__ import annotations
+
+import argparse
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+FINISHED_STATES = {"C", "F", "X"}  # Torque: completed; PBS Pro: finished, subjob finished
+# qstat exit codes for "no such job": PBS Pro / Torque 153 (unknown job id), PBS Pro 35
+# (job finished, history not requested).
+UNKNOWN_JOB_CODES = {153, 35}
+
+
+def job_record(status_dir: Path, job_id: str) -> str | None:
+    """`success`/`failed` from the job's own exit-status file, or None when there is none yet."""
+    short = job_id.split(".")[0]
+    for name in dict.fromkeys((short, job_id)):
+        path = status_dir / name
+        try:
+            text = path.read_text().strip()
+        except OSError:
+            continue
+        try:
+            return "success" if int(text) == 0 else "failed"
+        except ValueError:
+            return "failed"
+    return None
+
+
+def scheduler_state(job_id: str, timeout: float) -> str:
+    """`active`, `gone` (unknown or finished) or `unreachable`."""
+    try:
+        result = subprocess.run(
+            ["qstat", "-f", job_id], capture_output=True, text=True, timeout=timeout
+        )
+    except (OSError, subprocess.TimeoutExpired):
+        return "unreachable"
+    if result.returncode in UNKNOWN_JOB_CODES or "Unknown Job Id" in result.stderr:
+        return "gone"
+    if result.returncode != 0:
+        return "unreachable"
+    for line in result.stdout.splitlines():
+        key, _, value = line.strip().partition("=")
+        if key.strip() == "job_state":
+            return "gone" if value.strip() in FINISHED_STATES else "active"
+    return "gone" if not result.stdout.strip() else "active"
+
+
+def status(job_id: str, status_dir: Path, retries: int, wait: float, timeout: float) -> str:
+    record = job_record(status_dir, job_id)
+    if record:
+        return record
+    state = scheduler_state(job_id, timeout)
+    if state in ("active", "unreachable"):
+        return "running"
+    # Gone without a record: give a shared filesystem a moment to show the file.
+    for _ in range(retries):
+        time.sleep(wait)
+        record = job_record(status_dir, job_id)
+        if record:
+            return record
+        if scheduler_state(job_id, timeout) == "active":  # a transient answer before
+            return "running"
+    return "failed"
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("job_id")
+    parser.add_argument("--status-dir", default="logs/pbs/status", type=Path)
+    parser.add_argument("--retries", type=int, default=3)
+    parser.add_argument("--wait", type=float, default=2.0, help="seconds between retries")
+    parser.add_argument("--timeout", type=float, default=30.0, help="seconds qstat may take")
+    try:
+        args = parser.parse_args(argv)
+        answer = status(args.job_id.strip(), args.status_dir, args.retries, args.wait, args.timeout)
+    except SystemExit:
+        answer = "failed"
+    except Exception as err:  # never exit non-zero (Snakemake would abort); never hang a job forever
+        print(f"pbs_status: {err!r}", file=sys.stderr)
+        answer = "failed"
+    print(answer)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

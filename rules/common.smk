@@ -1,0 +1,145 @@
+# Python helpers of the workflow: config access, wildcard constraints, and the
+# input/params functions that read the plan (a checkpoint). No rules here.
+
+import math
+from pathlib import Path
+
+import yaml
+
+from prism.families import FAMILIES
+from prism.model.config import BACKBONES, REGIMES, VARIANTS
+
+STUDY = config["study_dir"].rstrip("/")
+REGIME = config["regime"]
+
+
+def budget_str(value):
+    """The canonical spelling of a budget, as run ids use it: 3e11, 1e12, 2.5e17."""
+    number = float(value)
+    if not math.isfinite(number) or number <= 0:
+        raise ValueError(f"config key 'budgets': {value!r} is not a positive number of FLOPs")
+    mantissa, exponent = f"{number:.6e}".split("e")
+    mantissa = mantissa.rstrip("0").rstrip(".")
+    return f"{mantissa}e{int(exponent)}"
+
+
+BUDGETS = sorted({budget_str(b) for b in config["budgets"]}, key=float)
+
+
+def _alternatives(names):
+    return "|".join(sorted(names, key=len, reverse=True))
+
+
+# Wildcards can only ever be these names: a run id or a family cannot smuggle
+# anything into a command line (and values are shell-quoted as well).
+wildcard_constraints:
+    family=_alternatives(FAMILIES),
+    backbone=_alternatives(BACKBONES),
+    variant=_alternatives(VARIANTS),
+    regime=_alternatives(REGIMES),
+    budget=r"[0-9]+(\.[0-9]+)?e[0-9]+",
+    run_id=r"[0-9a-z]+-[A-Z0-9]+-[a-z_]+-C[0-9]+(\.[0-9]+)?e[0-9]+",
+
+
+# ---- paths -------------------------------------------------------------------
+
+
+def data_dir(family):
+    return f"{STUDY}/data/{family}"
+
+
+def calibration_file(family, backbone, variant, regime):
+    return f"{STUDY}/calibration/{family}__{backbone}__{variant}__{regime}.json"
+
+
+def study_calibrations(wildcards):
+    """Every candidate's calibration: the plan chooses among them."""
+    return [
+        calibration_file(wildcards.family, b, v, REGIME)
+        for b in config["backbones"]
+        for v in config["variants"]
+    ]
+
+
+def logfile(*parts):
+    return str(Path(STUDY, "logs", *parts)) + ".log"
+
+
+# ---- the plan (a checkpoint) -------------------------------------------------
+
+
+def plan_rows(family):
+    """The planned runs of `family`, by run id.
+
+    Calling `checkpoints.plan.get` makes the caller wait for the plan (Snakemake
+    re-evaluates the DAG once it exists) without making plan.yaml an input: adding
+    a budget re-plans, but runs whose plan rows did not change are not retrained.
+    """
+    plan_file = checkpoints.plan.get(family=family).output.plan
+    with open(plan_file) as f:
+        plan = yaml.safe_load(f) or {}
+    return {row["run_id"]: row for row in plan.get("runs") or []}
+
+
+def plan_row(wildcards):
+    rows = plan_rows(wildcards.family)
+    if wildcards.run_id not in rows:
+        raise ValueError(
+            f"run {wildcards.run_id!r} is not in {STUDY}/{wildcards.family}/plan.yaml; "
+            f"planned: {', '.join(rows) or 'none'}"
+        )
+    return rows[wildcards.run_id]
+
+
+def train_inputs(wildcards):
+    """The data and this run's calibration; waits for the plan (to know the run) but does not depend on it."""
+    row = plan_row(wildcards)
+    return {
+        "data": data_dir(wildcards.family),
+        "calibration": calibration_file(wildcards.family, row["backbone"], row["variant"], row["regime"]),
+    }
+
+
+def row_value(key):
+    """A params function returning one field of this run's plan row (a rerun trigger when it changes)."""
+
+    def get(wildcards):
+        return plan_row(wildcards)[key]
+
+    return get
+
+
+def planned_metrics(wildcards):
+    """metrics.json of every planned run of the family: what collect aggregates."""
+    return [f"{STUDY}/{wildcards.family}/runs/{run_id}/metrics.json" for run_id in plan_rows(wildcards.family)]
+
+
+# ---- resources of training jobs (PBS on the cluster) --------------------------
+
+
+def train_nodes(wildcards):
+    cluster = config["cluster"]
+    backbone = plan_row(wildcards)["backbone"]
+    return int(cluster["nodes_by_backbone"].get(backbone, cluster["nodes"]))
+
+
+def train_walltime(wildcards):
+    cluster = config["cluster"]
+    backbone = plan_row(wildcards)["backbone"]
+    return cluster["walltimes"].get(backbone, cluster["walltime"])
+
+
+def walltime_minutes(walltime):
+    hours, minutes, seconds = (int(x) for x in walltime.split(":"))
+    return hours * 60 + minutes + (1 if seconds else 0)
+
+
+# ---- named targets -------------------------------------------------------------
+
+
+def fit_outputs(family):
+    return [f"{STUDY}/{family}/fit/{REGIME}.json", f"{STUDY}/{family}/fit/{REGIME}.md"]
+
+
+def plot_outputs(family):
+    return [f"{STUDY}/{family}/plots/{REGIME}"]

@@ -1,0 +1,18 @@
+# Stage 0: the webdataset shards of a family (`prism data build`, written atomically).
+
+
+rule data:
+    output:
+        directory(f"{STUDY}/data/{{family}}"),
+    log:
+        logfile("data", "{family}"),
+    params:
+        seed=config["data"]["seed"],
+    threads: 1
+    resources:
+        nodes=1,
+        walltime="00:30:00",
+        runtime=30,
+    shell:
+        "prism data build --family {wildcards.family:q} --out {output:q} --seed {params.seed:q}"
+        " > {log:q} 2>&1"

@@ -1,0 +1,38 @@
+# Stage 5: N_opt(C), D_opt(C) (Approach 2 and 3, bootstrap intervals) and the verdict
+# whether the study determines them.
+
+
+rule fit:
+    input:
+        csv=f"{STUDY}/{{family}}/runs.csv",
+    output:
+        json=report(
+            f"{STUDY}/{{family}}/fit/{{regime}}.json",
+            caption="report/fit_json.rst",
+            category="Fit",
+            subcategory="{family}",
+            labels={"family": "{family}", "regime": "{regime}", "file": "fit (JSON)"},
+        ),
+        md=report(
+            f"{STUDY}/{{family}}/fit/{{regime}}.md",
+            caption="report/fit_md.rst",
+            category="Fit",
+            subcategory="{family}",
+            labels={"family": "{family}", "regime": "{regime}", "file": "fit (table)"},
+        ),
+    log:
+        logfile("fit", "{family}", "{regime}"),
+    params:
+        method=config["fit"]["method"],
+        bootstrap=config["fit"]["bootstrap"],
+        seed=config["fit"]["seed"],
+    threads: 1
+    resources:
+        nodes=1,
+        walltime="00:30:00",
+        runtime=30,
+    shell:
+        "prism isoflop fit --csv {input.csv:q} --family {wildcards.family:q}"
+        " --regime {wildcards.regime:q} --method {params.method:q}"
+        " --bootstrap {params.bootstrap:q} --seed {params.seed:q}"
+        " --output-json {output.json:q} --output-md {output.md:q} > {log:q} 2>&1"

@@ -1,0 +1,53 @@
+# Stage 3 (launch): one job per planned run. Only metrics.json (written last, atomically)
+# is an output: the run directory with its checkpoints is not, so Snakemake never
+# deletes it, and a killed or failed run resumes from its last checkpoint when rerun.
+# To retrain a run from scratch, delete its directory.
+#
+# Rerun triggers are the data, the run's calibration and its plan row (params); where
+# and how it runs (launcher, nodes, device, storage) are resources, so moving a study
+# to the cluster or changing its node count retrains nothing.
+
+
+rule train:
+    input:
+        unpack(train_inputs),
+    output:
+        f"{STUDY}/{{family}}/runs/{{run_id}}/metrics.json",
+    log:
+        logfile("train", "{family}", "{run_id}"),
+    params:
+        rundir=lambda wildcards: f"{STUDY}/{wildcards.family}/runs/{wildcards.run_id}",
+        body=lambda wildcards: f"{STUDY}/{wildcards.family}/runs/{wildcards.run_id}/launch.sh",
+        backbone=row_value("backbone"),
+        variant=row_value("variant"),
+        regime=row_value("regime"),
+        budget=lambda wildcards: budget_str(plan_row(wildcards)["budget"]),
+        global_batch=row_value("global_batch"),
+        seed=config["train"]["seed"],
+    threads: config["train"]["threads"]
+    resources:
+        nodes=train_nodes,
+        walltime=train_walltime,
+        runtime=lambda wildcards: walltime_minutes(train_walltime(wildcards)),
+        launcher=config["train"]["launcher"],
+        storage=config["train"]["storage"],
+        strategy=config["train"]["strategy"],
+        device=config["train"]["device"],
+        account=config["cluster"]["account"],
+        queue=config["cluster"]["queue"],
+        filesystems=config["cluster"]["filesystems"],
+        place=config["cluster"]["place"],
+    # The launcher renders the job's body into the run directory (`local`: the one
+    # `prism train` command; `aurora`: mpiexec over every node of the PBS job, with the
+    # DAOS mount when storage is daos), which then runs. A run that ends `collapsed`
+    # exits non-zero but writes metrics.json (status collapsed): a finished run, which
+    # collect reports and the fit leaves out.
+    shell:
+        "prism train --family {wildcards.family:q} --backbone {params.backbone:q}"
+        " --variant {params.variant:q} --regime {params.regime:q} --budget {params.budget:q}"
+        " --data {input.data:q} --calibration {input.calibration:q} --out {params.rundir:q}"
+        " --global-batch {params.global_batch:q} --seed {params.seed:q} --device {resources.device:q}"
+        " --strategy {resources.strategy:q}"
+        " --launcher {resources.launcher:q} --nodes {resources.nodes:q} --storage {resources.storage:q}"
+        " --dry-run > {params.body:q} 2> {log:q}"
+        " && bash {params.body:q} >> {log:q} 2>&1 || test -f {output:q}"
