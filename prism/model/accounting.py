@@ -4,6 +4,11 @@ FLOPs are counted, not estimated: one padded sample's forward and backward run
 under `FlopCounterMode` with the regime's frozen parts in place, so a frozen
 backbone is charged its activation-gradient matmuls but no weight gradients.
 On the meta device this allocates nothing, so real sizes count in seconds.
+
+Counting always happens on meta: there `scaled_dot_product_attention` runs its
+math decomposition, whose bmm's the counter sees (the full L x L score matrix,
+no causal halving, the usual convention), whereas the fused CPU kernel is not
+counted at all by FlopCounterMode in torch 2.13.
 """
 
 from __future__ import annotations
@@ -51,16 +56,27 @@ def example_batch(model: PrismModel, seq_len: int | None = None, batch_size: int
     return tokens.to(device), modality.to(device), labels.to(device)
 
 
+def meta_copy(model: PrismModel) -> PrismModel:
+    """The same architecture on the meta device, with the same parameters frozen."""
+    with torch.device("meta"):
+        meta = PrismModel(model.family, model.backbone_config, model.variant, model.regime)
+    flags = {name: p.requires_grad for name, p in model.named_parameters()}
+    for name, p in meta.named_parameters():
+        p.requires_grad_(flags[name])
+    return meta
+
+
 def count_training_flops(model: PrismModel, seq_len: int | None = None) -> int:
     """FLOPs of one sample's forward + backward (batch 1, `seq_len` tokens, default the family's).
 
-    When nothing is trainable there is no backward to count. Gradients left on the
-    parameters are cleared so the model can be reused.
+    A model on a real device is counted through its meta copy (see the module
+    docstring). When nothing is trainable there is no backward to count.
     """
+    if next(model.parameters()).device.type != "meta":
+        model = meta_copy(model)
     tokens, modality, labels = example_batch(model, seq_len)
     with FlopCounterMode(display=False) as counter:
         loss = model(tokens, modality, labels)
         if loss.requires_grad:
             loss.backward()
-    model.zero_grad(set_to_none=True)
     return int(counter.get_total_flops())

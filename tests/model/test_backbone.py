@@ -1,0 +1,80 @@
+import pytest
+import torch
+
+from prism.model.backbone import Attention, Backbone, apply_rope, rope_cos_sin
+from prism.model.config import BACKBONES, BackboneConfig
+
+
+@pytest.fixture(autouse=True)
+def _seed():
+    torch.manual_seed(0)
+
+
+def tiny(**kw) -> BackboneConfig:
+    base = dict(name="tiny", d_model=32, n_layers=2, n_heads=4, n_kv_heads=4, ffn_dim=64, vocab_size=264)
+    return BackboneConfig(**{**base, **kw})
+
+
+def test_logits_shape_and_causality():
+    model = Backbone(tiny())
+    tokens = torch.randint(0, 256, (2, 10))
+    logits = model(tokens)
+    assert logits.shape == (2, 10, 264)
+    changed = tokens.clone()
+    changed[:, 6:] = (changed[:, 6:] + 1) % 256
+    later = model(changed)
+    torch.testing.assert_close(logits[:, :6], later[:, :6])
+    assert not torch.allclose(logits[:, 6:], later[:, 6:])
+
+
+def test_gqa_shapes_and_equivalence_to_repeated_heads():
+    gqa = Attention(tiny(n_heads=4, n_kv_heads=2))
+    assert gqa.k.weight.shape == (2 * 8, 32) and gqa.v.weight.shape == (2 * 8, 32)
+    mha = Attention(tiny(n_heads=4, n_kv_heads=4))
+    with torch.no_grad():
+        mha.q.weight.copy_(gqa.q.weight)
+        mha.o.weight.copy_(gqa.o.weight)
+        for name in ("k", "v"):
+            w = getattr(gqa, name).weight.view(2, 8, 32).repeat_interleave(2, dim=0).reshape(32, 32)
+            getattr(mha, name).weight.copy_(w)
+    x = torch.randn(3, 7, 32)
+    cos, sin = rope_cos_sin(7, 8, 10000.0, x.device)
+    torch.testing.assert_close(gqa(x, cos, sin), mha(x, cos, sin))
+
+
+def test_rope_is_a_rotation_that_depends_on_relative_position():
+    cos, sin = rope_cos_sin(12, 16, 10000.0, "cpu")
+    q, k = torch.randn(16), torch.randn(16)
+    rq = apply_rope(q.expand(1, 1, 12, 16), cos, sin)[0, 0]
+    rk = apply_rope(k.expand(1, 1, 12, 16), cos, sin)[0, 0]
+    torch.testing.assert_close(rq.norm(dim=-1), q.norm().expand(12))
+    # <R_m q, R_n k> depends only on m - n.
+    torch.testing.assert_close(rq[5] @ rk[2], rq[9] @ rk[6])
+    assert not torch.allclose(rq[5] @ rk[2], rq[5] @ rk[4])
+    torch.testing.assert_close(rq[0], q)  # position 0 is not rotated
+
+
+def test_tied_and_untied_embeddings():
+    tied, untied = Backbone(tiny(tie_embeddings=True)), Backbone(tiny(tie_embeddings=False))
+    assert tied.lm_head.weight is tied.embed_tokens.weight
+    assert untied.lm_head.weight is not untied.embed_tokens.weight
+    n = lambda m: sum(p.numel() for p in m.parameters())  # noqa: E731
+    assert n(untied) - n(tied) == 264 * 32
+
+
+def test_qkv_bias():
+    assert Backbone(tiny(qkv_bias=True)).blocks[0].attn.q.bias is not None
+    assert Backbone(tiny()).blocks[0].attn.q.bias is None
+
+
+@pytest.mark.parametrize("name", list(BACKBONES))
+def test_config_params_match_the_module(name):
+    device = "cpu" if BACKBONES[name].is_small else "meta"
+    with torch.device(device):
+        model = Backbone(BACKBONES[name])
+    assert sum(p.numel() for p in model.parameters()) == BACKBONES[name].params
+
+
+def test_bad_shapes_are_rejected():
+    with pytest.raises(ValueError, match="n_kv_heads"):
+        tiny(n_heads=4, n_kv_heads=3)
