@@ -100,17 +100,120 @@ def _fit(args: argparse.Namespace) -> int:
     return 0
 
 
+# --- plan ------------------------------------------------------------------
+
+
+def _csv_list(text: str) -> list[str]:
+    return [t for t in text.replace(" ", "").split(",") if t]
+
+
 def _register_plan(verbs: argparse._SubParsersAction) -> None:
-    """(filled in below)"""
+    p = verbs.add_parser(
+        "plan",
+        help="Plan the runs of each budget from calibration, with the identifiability forecast.",
+        description=(
+            "For each budget: the candidate runs (backbone x variant) with N, FLOPs per sample, steps that "
+            "spend the budget within 1%%, tokens D and node-hours; the grid is centred on the predicted "
+            "optimum N_opt = k C^a and a budget whose grid does not bracket it is refused. Then a forecast "
+            "simulates the study (prior surface + noise) and says whether it can determine the exponent. "
+            "Each budget's runs depend only on that budget, so adding one never changes the others."
+        ),
+    )
+    p.add_argument("--family", required=True, help="modality family, e.g. text_image")
+    p.add_argument("--budgets", required=True, help="comma-separated FLOP budgets, e.g. 1e17,3e17")
+    p.add_argument("--calibration-dir", required=True, help="directory of calibration JSONs")
+    p.add_argument("--scaling-study-dir", help="the study dir; a previous round's fit/{regime}.json there centres the grid")
+    p.add_argument("--regime", default="e2e", choices=REGIME_CHOICES[:-1], help="default: e2e")
+    p.add_argument("--backbones", type=_csv_list, help="comma-separated (default: every calibrated one)")
+    p.add_argument("--variants", type=_csv_list, help="comma-separated (default: every calibrated one)")
+    p.add_argument("--global-batch", type=int, help="samples per step (default: per run, the largest power of 2 leaving --min-steps)")
+    p.add_argument("--min-steps", type=int, default=50, help="drop runs with fewer steps (default: 50, which keeps FLOPs within 1%%)")
+    p.add_argument("--window", type=float, default=0.6, help="keep candidates within this many decades of N_opt (default: 0.6)")
+    p.add_argument("--prior-a", type=float, help="prior exponent of N_opt = k C^a (default 0.5; overrides a previous fit)")
+    p.add_argument("--prior-k", type=float, help="prior coefficient k (default 0.1; overrides a previous fit)")
+    p.add_argument("--data-tokens", type=float, help="training tokens the data holds; runs needing more (x --max-epochs) are dropped")
+    p.add_argument("--max-epochs", type=float, default=1.0, help="passes over the data allowed with --data-tokens (default: 1)")
+    p.add_argument("--noise", type=float, default=0.012, help="loss noise std for the forecast (default: 0.012)")
+    p.add_argument("--simulations", type=int, default=200, help="simulated studies in the forecast (default: 200)")
+    p.add_argument("--seed", type=int, default=0, help="forecast seed (default: 0)")
+    p.add_argument("--dry-run", action="store_true", help="print the table and the forecast; write nothing")
+    p.add_argument("--out", help="plan.yaml to write (plan.csv beside it)")
+    p.set_defaults(func=_plan)
+
+
+def _plan(args: argparse.Namespace) -> int:
+    from prism.isoflop.plan import parse_budgets, run_plan
+
+    print(
+        run_plan(
+            args.out, args.dry_run, family=args.family, budgets=parse_budgets(args.budgets),
+            calibration_dir=args.calibration_dir, scaling_study_dir=args.scaling_study_dir, regime=args.regime,
+            backbones=args.backbones, variants=args.variants, global_batch=args.global_batch,
+            prior_a=args.prior_a, prior_k=args.prior_k, window=args.window, min_steps=args.min_steps,
+            data_tokens=args.data_tokens, max_epochs=args.max_epochs, noise=args.noise,
+            simulations=args.simulations, seed=args.seed,
+        )
+    )
+    return 0
 
 
 def _register_launch(verbs: argparse._SubParsersAction) -> None:
     """(filled in below)"""
 
 
+# --- collect ---------------------------------------------------------------
+
+
 def _register_collect(verbs: argparse._SubParsersAction) -> None:
-    """(filled in below)"""
+    p = verbs.add_parser(
+        "collect",
+        help="One CSV row per run directory (finished, unfinished, collapsed or broken).",
+        description=(
+            "Scan ROOT for run directories (those with config.yaml) and write one row each: run_id, family, "
+            "backbone, variant, regime, budget, flops, params, params_total, tokens, loss (mean of the last "
+            "--eval-window evaluations), loss_std, n_evals, status (ok|incomplete|collapsed|error), n_bad_lines, "
+            "note. Corrupt lines are reported (run, file, line) and counted, never fatal. Without --force an "
+            "existing CSV newer than every run file, listing the same runs, is left untouched."
+        ),
+    )
+    p.add_argument("--outputs", required=True, metavar="ROOT", help="directory holding the run directories")
+    p.add_argument("--csv", required=True, help="runs CSV to write")
+    p.add_argument("--eval-window", type=int, default=5, help="average the last this-many evaluations (default: 5)")
+    p.add_argument("--force", action="store_true", help="rewrite the CSV even if it looks up to date")
+    p.set_defaults(func=_collect)
+
+
+def _collect(args: argparse.Namespace) -> int:
+    from prism.isoflop.collect import collect
+
+    print(collect(args.outputs, args.csv, eval_window=args.eval_window, force=args.force))
+    return 0
+
+
+# --- plot ------------------------------------------------------------------
 
 
 def _register_plot(verbs: argparse._SubParsersAction) -> None:
-    """(filled in below)"""
+    p = verbs.add_parser(
+        "plot",
+        help="PNG figures: IsoFLOP curves, N_opt/D_opt power laws, Approach 3 predicted vs observed.",
+        description=(
+            "Write isoflop_curves.png, scaling_laws.png and approach3_fit.png to --outdir from the runs CSV "
+            "and the fit JSON (without --fit-json a point fit without bootstrap is made here)."
+        ),
+    )
+    p.add_argument("--csv", required=True, help="runs CSV")
+    p.add_argument("--fit-json", help="fit JSON from `prism isoflop fit` (recommended: carries the bootstrap bands)")
+    p.add_argument("--family", help="keep rows of this family")
+    p.add_argument("--regime", default="any", choices=REGIME_CHOICES, help="keep rows of this regime (default: any)")
+    p.add_argument("--dpi", type=int, default=150, help="resolution (default: 150)")
+    p.add_argument("--outdir", required=True, help="directory for the PNGs")
+    p.set_defaults(func=_plot)
+
+
+def _plot(args: argparse.Namespace) -> int:
+    from prism.isoflop.plot import plot_study
+
+    for path in plot_study(args.csv, args.outdir, args.fit_json, args.family, args.regime, args.dpi):
+        print(path)
+    return 0

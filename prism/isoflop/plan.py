@@ -1,0 +1,402 @@
+"""The IsoFLOP plan: which runs (backbone x variant) each budget trains, and what they cost.
+
+Per budget, independently of the other budgets (adding a budget never changes
+the runs already planned for another, so a study grows incrementally):
+1. every candidate gets its N (trainable params), FLOPs and tokens per sample from
+   its calibration JSON; samples = C / flops_per_sample; a global batch (given, or
+   the largest power of two that still leaves `min_steps` steps) and
+   steps = round(samples / batch), so the FLOPs spent are within 1% of C
+   (rounding moves at most half a step: <= 1% from 50 steps on);
+2. candidates that cannot be run are dropped with the reason: too few steps, FLOPs
+   off by more than 1%, more tokens than the data holds (times `max_epochs`);
+3. the grid is centred on the predicted optimum N_opt(C) = k C^a (explicit prior
+   flags, else the centre of the existing plan at `--out`, else the previous round's
+   identifiable fit in the study dir, else the default prior) and candidates more
+   than `window` decades away are dropped;
+4. a budget whose remaining candidates do not bracket N_opt is refused, naming
+   what to add.
+Then the identifiability forecast simulates the planned grid (`forecast.py`).
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import math
+import re
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+from prism.errors import PrismError
+from prism.isoflop.records import PlanRow, format_budget
+
+# Prior centre: N_opt = k C^a. a = 0.5 (Chinchilla); k = 0.1 puts N_opt at
+# ~1e5 trainable parameters for 1e12 FLOPs (this project's CPU ladder) and ~7e10
+# at Chinchilla's 5.8e23 (Hoffmann et al.: 70B).
+DEFAULT_PRIOR_A = 0.5
+DEFAULT_PRIOR_K = 0.1
+DEFAULT_WINDOW = 0.6
+DEFAULT_MIN_STEPS = 50
+MAX_AUTO_BATCH = 512
+FLOP_TOLERANCE = 0.01
+RUN_ID_RE = re.compile(r"^[0-9a-z]+-[A-Z0-9]+-[a-z0-9_]+-C[0-9.]+e[0-9]+$")
+
+
+def run_id(backbone: str, variant: str, regime: str, budget: float) -> str:
+    rid = f"{backbone}-{variant}-{regime}-C{format_budget(budget)}"
+    if not RUN_ID_RE.match(rid):
+        raise PrismError(f"run id {rid!r} does not match {RUN_ID_RE.pattern}; check the backbone/variant names")
+    return rid
+
+
+def parse_budgets(text: str) -> list[float]:
+    """`1e17,3e17` -> [1e17, 3e17], ascending, no duplicates; a clear error for anything else."""
+    out = []
+    for part in str(text).replace(" ", "").split(","):
+        if not part:
+            continue
+        try:
+            value = float(part)
+        except ValueError:
+            raise PrismError(f"--budgets: {part!r} is not a number (use e.g. 1e17,3e17)") from None
+        if not (value > 0 and math.isfinite(value)):
+            raise PrismError(f"--budgets: {part!r} must be a positive FLOP count")
+        out.append(value)
+    if not out:
+        raise PrismError("--budgets: no budget given (use e.g. 1e17,3e17)")
+    return sorted(set(out))
+
+
+@dataclass(frozen=True)
+class Centre:
+    """Where a budget's grid is centred: N_opt(C) = k C^a, and where that came from."""
+
+    a: float
+    k: float
+    source: str
+
+    def n_opt(self, budget: float) -> float:
+        return self.k * budget**self.a
+
+
+@dataclass(frozen=True)
+class Candidate:
+    """One (backbone, variant) with its calibration numbers."""
+
+    backbone: str
+    variant: str
+    params: float
+    params_total: float
+    flops_per_sample: float
+    tokens_per_sample: float
+    samples_per_s: float | None
+
+
+@dataclass
+class BudgetPlan:
+    budget: float
+    n_opt: float
+    runs: list[PlanRow] = field(default_factory=list)
+    dropped: list[dict] = field(default_factory=list)
+    refused: str | None = None
+
+
+def choose_batch(samples: float, min_steps: int, global_batch: int | None) -> int | None:
+    """The given batch, or the largest power of two <= MAX_AUTO_BATCH leaving >= min_steps steps."""
+    if global_batch is not None:
+        return global_batch
+    batch = MAX_AUTO_BATCH
+    while batch >= 1:
+        if round(samples / batch) >= min_steps:
+            return batch
+        batch //= 2
+    return None
+
+
+def plan_budget(
+    budget: float,
+    candidates: list[Candidate],
+    family: str,
+    regime: str,
+    centre: Centre,
+    window: float = DEFAULT_WINDOW,
+    global_batch: int | None = None,
+    min_steps: int = DEFAULT_MIN_STEPS,
+    data_tokens: float | None = None,
+    max_epochs: float = 1.0,
+) -> BudgetPlan:
+    """The runs of one budget (pure: depends on this budget and the candidates only)."""
+    n_opt = centre.n_opt(budget)
+    out = BudgetPlan(budget=budget, n_opt=n_opt)
+    for cand in candidates:
+        rid = run_id(cand.backbone, cand.variant, regime, budget)
+
+        def drop(reason: str) -> None:
+            out.dropped.append(
+                {"run_id": rid, "budget": budget, "backbone": cand.backbone, "variant": cand.variant,
+                 "params": cand.params, "reason": reason}
+            )
+
+        distance = math.log10(cand.params / n_opt)
+        if abs(distance) > window:
+            drop(f"N={cand.params:.3g} is {distance:+.2f} decades from N_opt={n_opt:.3g} (window +-{window})")
+            continue
+        samples = budget / cand.flops_per_sample
+        batch = choose_batch(samples, min_steps, global_batch)
+        steps = 0 if batch is None else round(samples / batch)
+        if batch is None or steps < min_steps:
+            drop(
+                f"too few steps: {samples:.3g} samples make {steps} steps at batch {batch or 1} "
+                f"(< {min_steps}); use a larger budget or a smaller backbone"
+            )
+            continue
+        flops = steps * batch * cand.flops_per_sample
+        if abs(flops / budget - 1) > FLOP_TOLERANCE:
+            drop(f"{steps} steps x batch {batch} spend {flops:.3g} FLOPs, {100 * (flops / budget - 1):+.1f}% off the budget")
+            continue
+        tokens = steps * batch * cand.tokens_per_sample
+        if data_tokens is not None and tokens > data_tokens * max_epochs:
+            drop(
+                f"needs {tokens:.3g} tokens, more than the data's {data_tokens:.3g} x {max_epochs:g} epoch(s); "
+                "raise --max-epochs to allow repetition"
+            )
+            continue
+        hours = None if not cand.samples_per_s else steps * batch / cand.samples_per_s / 3600.0
+        out.runs.append(
+            PlanRow(
+                run_id=rid, family=family, backbone=cand.backbone, variant=cand.variant, regime=regime,
+                budget=budget, params=cand.params, params_total=cand.params_total,
+                flops_per_sample=cand.flops_per_sample, tokens_per_sample=cand.tokens_per_sample,
+                global_batch=batch, samples=steps * batch, steps=steps, tokens=tokens, flops=flops,
+                node_hours=hours,
+            )
+        )
+    ns = [r.params for r in out.runs]
+    c = format_budget(budget)
+    if not ns:
+        out.refused = f"budget {c}: no candidate left (N_opt={n_opt:.3g}); see the dropped runs"
+    elif min(ns) > n_opt:
+        out.refused = (
+            f"budget {c}: the grid does not bracket the predicted optimum N_opt={n_opt:.3g}: every kept "
+            f"candidate is larger (smallest N={min(ns):.3g}); add a smaller backbone or variant "
+            f"(N <= {n_opt:.3g}) or drop this budget"
+        )
+    elif max(ns) < n_opt:
+        out.refused = (
+            f"budget {c}: the grid does not bracket the predicted optimum N_opt={n_opt:.3g}: every kept "
+            f"candidate is smaller (largest N={max(ns):.3g}); add a larger backbone (N >= {n_opt:.3g}) "
+            "or drop this budget"
+        )
+    return out
+
+
+def candidates_from_calibration(
+    calibration_dir: str | Path, family: str, regime: str, backbones: list[str] | None, variants: list[str] | None
+) -> list[Candidate]:
+    """Load every (backbone, variant) calibration; without lists, whatever the dir holds for family x regime."""
+    from prism.isoflop.calibrate import load_calibration
+
+    cal_dir = Path(calibration_dir)
+    if backbones is None or variants is None:
+        if not cal_dir.is_dir():
+            raise PrismError(f"--calibration-dir {cal_dir}: no such directory (run `prism isoflop calibrate`)")
+        found = [p.name.split("__") for p in sorted(cal_dir.glob(f"{family}__*__*__{regime}.json"))]
+        backbones = backbones or sorted({f[1] for f in found})
+        variants = variants or sorted({f[2] for f in found})
+        if not backbones or not variants:
+            raise PrismError(
+                f"{cal_dir}: no calibration for family {family} and regime {regime} "
+                f"(expected files {family}__BACKBONE__VARIANT__{regime}.json; run `prism isoflop calibrate`)"
+            )
+    out = []
+    for b in backbones:
+        for v in variants:
+            rec = load_calibration(cal_dir, family, b, v, regime)
+            sps = rec.get("samples_per_s")
+            out.append(
+                Candidate(
+                    backbone=b, variant=v, params=float(rec["params_trainable"]),
+                    params_total=float(rec["params_total"]), flops_per_sample=float(rec["flops_per_sample"]),
+                    tokens_per_sample=float(rec["tokens_per_sample"]), samples_per_s=float(sps) if sps else None,
+                )
+            )
+    return sorted(out, key=lambda c: (c.params, c.backbone, c.variant))
+
+
+def find_centre(
+    out: Path | None, study_dir: Path | None, family: str, regime: str, prior_a: float | None, prior_k: float | None
+) -> Centre:
+    """Explicit prior > existing plan's centre > previous round's identifiable fit > default prior."""
+    if prior_a is not None or prior_k is not None:
+        return Centre(prior_a or DEFAULT_PRIOR_A, prior_k or DEFAULT_PRIOR_K, "prior (command line)")
+    if out is not None and out.is_file():
+        import yaml
+
+        try:
+            old = yaml.safe_load(out.read_text()) or {}
+            c = old["centre"]
+            return Centre(float(c["a"]), float(c["k"]), f"existing plan {out} ({c['source']})")
+        except (yaml.YAMLError, KeyError, TypeError, ValueError):
+            pass  # not a plan of ours: plan afresh
+    if study_dir is not None:
+        for path in (study_dir / "fit" / f"{regime}.json", study_dir / family / "fit" / f"{regime}.json",
+                     study_dir / "fit.json"):
+            centre = _centre_from_fit(path)
+            if centre is not None:
+                return centre
+    return Centre(DEFAULT_PRIOR_A, DEFAULT_PRIOR_K, "default prior")
+
+
+def _centre_from_fit(path: Path) -> Centre | None:
+    if not path.is_file():
+        return None
+    try:
+        fit = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return None
+    if not fit.get("diagnostics", {}).get("identifiable"):
+        return None
+    a3, a2 = fit.get("approach3") or {}, fit.get("approach2") or {}
+    if a3.get("converged") and a3.get("a") is not None and a3.get("k"):
+        return Centre(float(a3["a"]), float(a3["k"]), f"previous fit {path} (Approach 3)")
+    if a2.get("a") is not None and a2.get("k"):
+        return Centre(float(a2["a"]), float(a2["k"]), f"previous fit {path} (Approach 2)")
+    return None
+
+
+PLAN_CSV_COLUMNS = list(PlanRow.__dataclass_fields__)
+
+
+def plan_csv_text(rows: list[PlanRow]) -> str:
+    buf = io.StringIO()
+    w = csv.DictWriter(buf, fieldnames=PLAN_CSV_COLUMNS, lineterminator="\n")
+    w.writeheader()
+    for r in rows:
+        w.writerow(r.to_json())
+    return buf.getvalue()
+
+
+def plan_table(rows: list[PlanRow]) -> str:
+    """The plan for people: one line per run."""
+    head = f"{'run_id':<34} {'N':>9} {'steps':>6} {'batch':>5} {'tokens D':>9} {'FLOPs':>9} {'node-h':>7}"
+    lines = [head, "-" * len(head)]
+    for r in rows:
+        hours = "-" if r.node_hours is None else f"{r.node_hours:.3g}"
+        lines.append(
+            f"{r.run_id:<34} {r.params:>9.3g} {r.steps:>6d} {r.global_batch:>5d} {r.tokens:>9.3g} "
+            f"{r.flops:>9.3g} {hours:>7}"
+        )
+    return "\n".join(lines)
+
+
+def forecast_text(fc: dict) -> str:
+    verdict = "DETERMINED" if fc["determined"] else "UNDETERMINED"
+    lines = [
+        f"Identifiability forecast ({fc['n_sims']} simulated studies, noise {fc['noise']:g}, Approach 2): "
+        f"exponent a {verdict}",
+    ]
+    if fc["a_ci"]:
+        lines.append(
+            f"  expected {int(100 * fc['ci_level'])}% interval of a: [{fc['a_ci'][0]:.3f}, {fc['a_ci'][1]:.3f}] "
+            f"(width {fc['a_ci_width']:.3f}); noise-free a on this grid "
+            + ("n/a" if fc["a_noise_free"] is None else f"{fc['a_noise_free']:.3f}")
+        )
+    lines += [f"  - {r}" for r in fc["reasons"]]
+    for b in fc["per_budget"]:
+        lines.append(
+            f"  {format_budget(b['budget']):>8}: {b['n_runs']} runs, N spread {b['n_spread_decades']:.2f} decades, "
+            f"minimum inside the grid in {100 * b['accept_rate']:.0f}% of simulations, signal {b['snr']:.1f}x noise"
+        )
+    return "\n".join(lines)
+
+
+def make_plan(
+    family: str,
+    budgets: list[float],
+    calibration_dir: str | Path,
+    scaling_study_dir: str | Path | None = None,
+    regime: str = "e2e",
+    backbones: list[str] | None = None,
+    variants: list[str] | None = None,
+    global_batch: int | None = None,
+    out: str | Path | None = None,
+    prior_a: float | None = None,
+    prior_k: float | None = None,
+    window: float = DEFAULT_WINDOW,
+    min_steps: int = DEFAULT_MIN_STEPS,
+    data_tokens: float | None = None,
+    max_epochs: float = 1.0,
+    noise: float = 0.012,
+    simulations: int = 200,
+    seed: int = 0,
+) -> dict:
+    """The whole plan as a dict (the plan.yaml content); pure but for reading calibrations and the centre."""
+    from prism.families import family_spec
+    from prism.isoflop import forecast as fc_mod
+
+    family_spec(family)
+    if global_batch is not None and global_batch < 1:
+        raise PrismError(f"--global-batch must be >= 1, got {global_batch}")
+    out_path = Path(out) if out else None
+    study = Path(scaling_study_dir) if scaling_study_dir else None
+    centre = find_centre(out_path, study, family, regime, prior_a, prior_k)
+    cands = candidates_from_calibration(calibration_dir, family, regime, backbones, variants)
+    plans = [
+        plan_budget(c, cands, family, regime, centre, window, global_batch, min_steps, data_tokens, max_epochs)
+        for c in budgets
+    ]
+    runs = [r for p in plans if not p.refused for r in p.runs]
+    refused = [{"budget": p.budget, "reason": p.refused} for p in plans if p.refused]
+    if not runs:
+        raise PrismError("no budget can be planned: " + "; ".join(r["reason"] for r in refused))
+    prior = fc_mod.prior_surface(centre.a, centre.k)
+    fc = fc_mod.forecast(
+        [r.params for r in runs], [r.tokens for r in runs], [r.budget for r in runs], prior,
+        noise=noise, n_sims=simulations, seed=seed,
+    )
+    hours = [r.node_hours for r in runs]
+    return {
+        "family": family,
+        "regime": regime,
+        "budgets": [p.budget for p in plans if not p.refused],
+        "centre": asdict(centre) | {"n_opt": {format_budget(p.budget): p.n_opt for p in plans}},
+        "window_decades": window,
+        "min_steps": min_steps,
+        "node_hours_total": None if any(h is None for h in hours) else sum(hours),
+        "runs": [r.to_json() for r in runs],
+        "dropped": [d for p in plans for d in p.dropped],
+        "refused": refused,
+        "forecast": fc.to_json(),
+    }
+
+
+def run_plan(out: str | Path | None, dry_run: bool, **kwargs) -> str:
+    """`prism isoflop plan`: make the plan; write plan.yaml and plan.csv (atomically) unless dry run.
+
+    Returns the text to print (the table, refusals and the forecast).
+    """
+    import yaml
+
+    from prism.isoflop.atomic import write_text_atomic
+
+    if not dry_run and not out:
+        raise PrismError("--out PLAN.yaml is required unless --dry-run")
+    plan = make_plan(out=out, **kwargs)
+    rows = [PlanRow(**r) for r in plan["runs"]]
+    text = [plan_table(rows), ""]
+    total = plan["node_hours_total"]
+    text.append(
+        f"{len(rows)} runs on {len(plan['budgets'])} budget(s); centre N_opt = {plan['centre']['k']:.3g} C^"
+        f"{plan['centre']['a']:.3g} ({plan['centre']['source']}); "
+        + ("node-hours: not calibrated (no samples_per_s)" if total is None else f"node-hours total {total:.3g}")
+    )
+    text += [f"dropped {d['run_id']}: {d['reason']}" for d in plan["dropped"]]
+    text += [f"REFUSED {r['reason']}" for r in plan["refused"]]
+    text += ["", forecast_text(plan["forecast"])]
+    if not dry_run:
+        out = Path(out)
+        write_text_atomic(out.with_suffix(".csv"), plan_csv_text(rows))
+        write_text_atomic(out, yaml.safe_dump(plan, sort_keys=False))
+        text.append(f"wrote {out} and {out.with_suffix('.csv')}")
+    return "\n".join(text)
