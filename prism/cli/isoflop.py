@@ -157,8 +157,47 @@ def _plan(args: argparse.Namespace) -> int:
     return 0
 
 
+# --- launch ----------------------------------------------------------------
+
+
 def _register_launch(verbs: argparse._SubParsersAction) -> None:
-    """(filled in below)"""
+    p = verbs.add_parser(
+        "launch",
+        help="Run or submit every unfinished run of a plan (without Snakemake), keeping a ledger CSV.",
+        description=(
+            "For each run of plan.yaml, render the command with the training launchers (local, torchrun, or "
+            "an aurora PBS job body submitted with qsub) and run it, or print it with --dry-run (which writes "
+            "nothing). Finished runs (metrics.json present) are skipped. Every action appends a row "
+            "(time, run_id, launcher, job_id, state, detail) to --csv."
+        ),
+    )
+    p.add_argument("--plan", required=True, help="plan.yaml from `prism isoflop plan`")
+    p.add_argument("--launcher", required=True, choices=("local", "torchrun", "aurora"))
+    p.add_argument("--csv", required=True, help="ledger CSV (appended)")
+    p.add_argument("--data", required=True, help="shard directory from `prism data build`")
+    p.add_argument("--runs-dir", help="where run directories go (default: runs/ beside the plan)")
+    p.add_argument("--calibration-dir", help="calibration JSONs (default: the plan's calibration_dir)")
+    p.add_argument("--nodes", type=int, default=1, help="nodes per job (aurora; default: 1)")
+    p.add_argument("--procs-per-node", type=int, help="processes per node (torchrun, aurora)")
+    p.add_argument("--storage", default="local", choices=("local", "lustre", "daos"), help="aurora: where shards are read")
+    p.add_argument("--strategy", default="none", choices=("none", "ddp", "fsdp", "hsdp"), help="parallel strategy (default: none)")
+    p.add_argument("--device", default="auto", help="auto|cpu|cuda|xpu (default: auto)")
+    p.add_argument("--seed", type=int, default=0, help="seed of every run (default: 0)")
+    p.add_argument("--dry-run", action="store_true", help="print each command or job body; run and write nothing")
+    p.set_defaults(func=_launch)
+
+
+def _launch(args: argparse.Namespace) -> int:
+    from prism.isoflop.launch import launch_plan
+
+    results = launch_plan(
+        args.plan, args.launcher, args.csv, args.data, runs_dir=args.runs_dir,
+        calibration_dir=args.calibration_dir, dry_run=args.dry_run, nodes=args.nodes,
+        procs_per_node=args.procs_per_node, storage=args.storage, strategy=args.strategy,
+        device=args.device, seed=args.seed,
+    )
+    failed = [r["run_id"] for r in results if r["state"] in ("failed", "submit-failed")]
+    return 1 if failed else 0
 
 
 # --- collect ---------------------------------------------------------------

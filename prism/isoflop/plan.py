@@ -194,33 +194,42 @@ def plan_budget(
 def candidates_from_calibration(
     calibration_dir: str | Path, family: str, regime: str, backbones: list[str] | None, variants: list[str] | None
 ) -> list[Candidate]:
-    """Load every (backbone, variant) calibration; without lists, whatever the dir holds for family x regime."""
+    """Load the candidates' calibrations.
+
+    With both lists: every backbone x variant (a missing file is an error naming the
+    command that makes it). Otherwise: every calibration the dir holds for
+    family x regime, narrowed by whichever list was given.
+    """
     from prism.isoflop.calibrate import load_calibration
 
     cal_dir = Path(calibration_dir)
-    if backbones is None or variants is None:
+    if backbones is not None and variants is not None:
+        pairs = [(b, v) for b in backbones for v in variants]
+    else:
         if not cal_dir.is_dir():
             raise PrismError(f"--calibration-dir {cal_dir}: no such directory (run `prism isoflop calibrate`)")
-        found = [p.name.split("__") for p in sorted(cal_dir.glob(f"{family}__*__*__{regime}.json"))]
-        backbones = backbones or sorted({f[1] for f in found})
-        variants = variants or sorted({f[2] for f in found})
-        if not backbones or not variants:
+        found = [p.name.split("__")[1:3] for p in sorted(cal_dir.glob(f"{family}__*__*__{regime}.json"))]
+        pairs = [
+            (b, v) for b, v in found
+            if (backbones is None or b in backbones) and (variants is None or v in variants)
+        ]
+        if not pairs:
             raise PrismError(
-                f"{cal_dir}: no calibration for family {family} and regime {regime} "
-                f"(expected files {family}__BACKBONE__VARIANT__{regime}.json; run `prism isoflop calibrate`)"
+                f"{cal_dir}: no calibration for family {family}, regime {regime}"
+                + (f", backbones {backbones}" if backbones else "") + (f", variants {variants}" if variants else "")
+                + f" (files {family}__BACKBONE__VARIANT__{regime}.json; run `prism isoflop calibrate`)"
             )
     out = []
-    for b in backbones:
-        for v in variants:
-            rec = load_calibration(cal_dir, family, b, v, regime)
-            sps = rec.get("samples_per_s")
-            out.append(
-                Candidate(
-                    backbone=b, variant=v, params=float(rec["params_trainable"]),
-                    params_total=float(rec["params_total"]), flops_per_sample=float(rec["flops_per_sample"]),
-                    tokens_per_sample=float(rec["tokens_per_sample"]), samples_per_s=float(sps) if sps else None,
-                )
+    for b, v in pairs:
+        rec = load_calibration(cal_dir, family, b, v, regime)
+        sps = rec.get("samples_per_s")
+        out.append(
+            Candidate(
+                backbone=b, variant=v, params=float(rec["params_trainable"]),
+                params_total=float(rec["params_total"]), flops_per_sample=float(rec["flops_per_sample"]),
+                tokens_per_sample=float(rec["tokens_per_sample"]), samples_per_s=float(sps) if sps else None,
             )
+        )
     return sorted(out, key=lambda c: (c.params, c.backbone, c.variant))
 
 
@@ -359,6 +368,7 @@ def make_plan(
     return {
         "family": family,
         "regime": regime,
+        "calibration_dir": str(calibration_dir),
         "budgets": [p.budget for p in plans if not p.refused],
         "centre": asdict(centre) | {"n_opt": {format_budget(p.budget): p.n_opt for p in plans}},
         "window_decades": window,

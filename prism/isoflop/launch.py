@@ -1,0 +1,141 @@
+"""Run (or submit) every run of a plan without Snakemake, keeping a ledger CSV.
+
+Each planned run becomes a `RunConfig` and its command comes from the training
+runtime's launchers (`prism.launch.render`), so this is exactly what the
+workflow would run. `local`/`torchrun` run one after the other here; `aurora`
+writes each PBS job body to `RUNS/jobs/RUN_ID.pbs` and submits it with `qsub`.
+A run whose `metrics.json` exists is finished and skipped. The ledger is
+append-only: one row per action (time, run id, launcher, job id, state, detail).
+"""
+
+from __future__ import annotations
+
+import csv
+import datetime as dt
+import shlex
+import shutil
+import subprocess
+from pathlib import Path
+
+from prism.errors import PrismError
+
+LEDGER_COLUMNS = ("time", "run_id", "launcher", "job_id", "state", "detail")
+
+
+def _read_plan(plan_path: Path) -> dict:
+    import yaml
+
+    if not plan_path.is_file():
+        raise PrismError(f"--plan {plan_path}: no such file (make it with `prism isoflop plan --out`)")
+    try:
+        plan = yaml.safe_load(plan_path.read_text())
+    except yaml.YAMLError as err:
+        raise PrismError(f"--plan {plan_path}: not YAML ({str(err).splitlines()[0]})") from None
+    if not isinstance(plan, dict) or not isinstance(plan.get("runs"), list):
+        raise PrismError(f"--plan {plan_path}: no `runs:` list; make it with `prism isoflop plan --out`")
+    return plan
+
+
+class Ledger:
+    """Append-only CSV; each row is flushed so an interrupted launch keeps what happened."""
+
+    def __init__(self, path: Path | None):
+        self.path = path
+        if path is not None:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            new = not path.exists() or path.stat().st_size == 0
+            self._fh = path.open("a", newline="")
+            self._w = csv.writer(self._fh)
+            if new:
+                self._w.writerow(LEDGER_COLUMNS)
+                self._fh.flush()
+
+    def add(self, run_id: str, launcher: str, job_id: str, state: str, detail: str = "") -> None:
+        if self.path is None:
+            return
+        now = dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")
+        self._w.writerow([now, run_id, launcher, job_id, state, detail])
+        self._fh.flush()
+
+    def close(self) -> None:
+        if self.path is not None:
+            self._fh.close()
+
+
+def launch_plan(
+    plan: str | Path,
+    launcher: str,
+    ledger_csv: str | Path,
+    data: str | Path,
+    runs_dir: str | Path | None = None,
+    calibration_dir: str | Path | None = None,
+    dry_run: bool = False,
+    nodes: int = 1,
+    procs_per_node: int | None = None,
+    storage: str = "local",
+    strategy: str = "none",
+    device: str = "auto",
+    seed: int = 0,
+    qsub: str = "qsub",
+    echo=print,
+) -> list[dict]:
+    """Launch every unfinished run of the plan; returns one dict per run (run_id, state, job_id, command)."""
+    from prism.launch import render
+    from prism.train.config import RunConfig
+
+    plan_path = Path(plan)
+    content = _read_plan(plan_path)
+    runs_root = Path(runs_dir) if runs_dir else plan_path.parent / "runs"
+    cal = calibration_dir or content.get("calibration_dir")
+    ledger = Ledger(None if dry_run else Path(ledger_csv))
+    results = []
+    try:
+        for row in content["runs"]:
+            run_id = row["run_id"]
+            out = runs_root / run_id
+            cfg = RunConfig(
+                family=row["family"], backbone=row["backbone"], variant=row["variant"], regime=row["regime"],
+                budget=float(row["budget"]), data=str(data), out=str(out), global_batch=int(row["global_batch"]),
+                calibration_dir=str(cal) if cal else None, strategy=strategy, device=device, seed=seed,
+            )
+            if cfg.run_id != run_id:
+                raise PrismError(f"{plan_path}: run {run_id} does not match its fields (expected id {cfg.run_id})")
+            command = render(launcher, cfg, nodes=nodes, procs_per_node=procs_per_node, storage=storage)
+            if (out / "metrics.json").exists():
+                results.append({"run_id": run_id, "state": "finished", "job_id": "", "command": command})
+                echo(f"# {run_id}: finished ({out / 'metrics.json'} exists), skipped")
+                ledger.add(run_id, launcher, "", "skipped", "metrics.json exists")
+                continue
+            if dry_run:
+                echo(f"# {run_id}\n{command}")
+                results.append({"run_id": run_id, "state": "dry-run", "job_id": "", "command": command})
+                continue
+            state, job_id, detail = _execute(launcher, command, runs_root, run_id, qsub)
+            ledger.add(run_id, launcher, job_id, state, detail)
+            echo(f"{run_id}: {state} {job_id} {detail}".rstrip())
+            results.append({"run_id": run_id, "state": state, "job_id": job_id, "command": command})
+    finally:
+        ledger.close()
+    return results
+
+
+def _execute(launcher: str, command: str, runs_root: Path, run_id: str, qsub: str) -> tuple[str, str, str]:
+    """Run here (local, torchrun) or submit (aurora); (state, job id, detail)."""
+    runs_root.mkdir(parents=True, exist_ok=True)
+    if launcher == "aurora":
+        if shutil.which(qsub) is None:
+            raise PrismError(f"`{qsub}` not found: launcher aurora submits with PBS qsub (use --dry-run to see the job)")
+        from prism.isoflop.atomic import write_text_atomic
+
+        body = write_text_atomic(runs_root / "jobs" / f"{run_id}.pbs", command)
+        done = subprocess.run([qsub, str(body)], capture_output=True, text=True)
+        if done.returncode != 0:
+            said = (done.stderr or done.stdout).strip().splitlines()
+            return "submit-failed", "", said[-1] if said else f"rc {done.returncode}"
+        return "submitted", done.stdout.strip(), str(body)
+    log = runs_root / f"{run_id}.launch.log"
+    with log.open("ab") as fh:
+        proc = subprocess.Popen(["bash", "-c", command], stdout=fh, stderr=subprocess.STDOUT)
+        rc = proc.wait()
+    state = "finished" if rc == 0 else "failed"
+    return state, str(proc.pid), f"rc {rc}; log {shlex.quote(str(log))}"
