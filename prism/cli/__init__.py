@@ -29,18 +29,23 @@ def build_parser() -> argparse.ArgumentParser:
     groups = parser.add_subparsers(dest="group", required=True, metavar="GROUP")
     for name, help_text in GROUPS.items():
         group = groups.add_parser(name, help=help_text, description=help_text)
+        module = importlib.import_module(f"prism.cli.{name}")
+        if hasattr(module, "configure"):  # a group that is its own verb: `prism train --flags`
+            module.configure(group)
+            continue
         verbs = group.add_subparsers(dest="verb", required=True, metavar="VERB")
-        importlib.import_module(f"prism.cli.{name}").register(verbs)
+        module.register(verbs)
     return parser
 
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
+    command = " ".join(str(part) for part in (args.group, getattr(args, "verb", None)) if part)
     try:
         return int(args.func(args) or 0)
     except PrismError as err:
-        print(f"prism {args.group} {args.verb}: error: {err}", file=sys.stderr)
+        print(f"prism {command}: error: {err}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
-        print(f"prism {args.group} {args.verb}: interrupted", file=sys.stderr)
+        print(f"prism {command}: interrupted", file=sys.stderr)
         return 130

@@ -1,9 +1,50 @@
-"""`prism train ...`."""
+"""`prism train --family F --backbone B ... --out RUNDIR`: one training run (no verb).
+
+The flags are generated from `prism.train.config.RunConfig`, so a run config file
+(`--config RUN.yaml`) and the command line say the same things; flags given here
+override the file.
+"""
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 
 
-def register(verbs: argparse._SubParsersAction) -> None:
-    """Add this group's verbs; each sets `func` to a handler that calls one library function."""
+def _train(args: argparse.Namespace) -> int:
+    from prism.train.command import train_command
+
+    flags = {k: v for k, v in vars(args).items() if k not in ("func", "group", "verb")}
+    return train_command(flags)
+
+
+def _type(field: dataclasses.Field):
+    kind = str(field.type)
+    return float if kind.startswith("float") else int if kind.startswith("int") else str
+
+
+def configure(parser: argparse.ArgumentParser) -> None:
+    """`prism train` is a group without verbs: its flags live on the group's parser."""
+    from prism.train.config import RunConfig
+
+    parser.description = ("Train one run to a FLOP budget; rerunning the same command resumes from the last "
+                          "checkpoint, and does nothing once metrics.json exists.")
+    parser.add_argument("--config", metavar="RUN.yaml", help="run config file (same keys as these flags)")
+    for field in dataclasses.fields(RunConfig):
+        meta = field.metadata
+        default = f" (default: {field.default})" if field.default is not None and not meta.get("required") else ""
+        parser.add_argument("--" + field.name.replace("_", "-"), dest=field.name, type=_type(field),
+                            choices=meta.get("choices"), metavar=meta.get("metavar"), default=None,
+                            help=(meta.get("help") or "") + default)
+    launch = parser.add_argument_group("launching (not part of the run config)")
+    launch.add_argument("--launcher", choices=("local", "torchrun", "aurora"), default="local",
+                        help="local: train here; torchrun: re-run under torchrun on this node; aurora: PBS job "
+                             "body (with --dry-run)")
+    launch.add_argument("--nodes", type=int, default=1, metavar="N", help="nodes (aurora)")
+    launch.add_argument("--procs-per-node", type=int, default=None, metavar="N",
+                        help="processes per node (torchrun default auto; aurora default 12)")
+    launch.add_argument("--storage", choices=("local", "lustre", "daos"), default="local",
+                        help="where the data lives on the cluster (daos mounts it with dfuse)")
+    launch.add_argument("--dry-run", action="store_true", help="print the exact command or job body and exit")
+    parser.set_defaults(func=_train)
+

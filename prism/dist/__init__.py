@@ -1,0 +1,1 @@
+"""Distributed training: rank discovery (`env`) and the parallel layout (`parallel`)."""

@@ -1,0 +1,103 @@
+"""`aurora`: the PBS job body that runs one training job on ALCF Aurora.
+
+Facts from ALCF's user guide (see shared/docs/aurora.md): 12 ranks per node, one
+per GPU tile, with the guide's CPU binding; `module load frameworks` for torch
+with the `xccl` backend; the oneCCL variables; `MASTER_ADDR` the first host of
+`$PBS_NODEFILE`. With `--storage daos` the job mounts the DAOS container with
+`launch-dfuse.sh` before training and unmounts it with `clean-dfuse.sh` after,
+also when training fails (an EXIT trap), and `mpiexec` gets `--no-vni` and the
+`libpil4dfs` interception library.
+
+The `#PBS` lines make the body submittable on its own (`qsub -A PROJECT -q QUEUE
+-l walltime=HH:MM:SS body.sh`); the workflow passes account, queue and walltime
+on its own `qsub` line. The node count is rendered as a number (what the
+scheduler was asked for) and checked against `$PBS_NODEFILE` at run time.
+"""
+
+from __future__ import annotations
+
+import os
+import shlex
+import sys
+
+from prism.errors import PrismError
+from prism.launch.command import train_args
+from prism.train.config import RunConfig
+
+PROCS_PER_NODE = 12
+CPU_BIND = "verbose,list:4-7:8-11:12-15:16-19:20-23:24-27:56-59:60-63:64-67:68-71:72-75:76-79"
+CCL_ENV = (
+    ("CCL_PROCESS_LAUNCHER", "pmix"),
+    ("CCL_ATL_TRANSPORT", "mpi"),
+    ("CCL_KVS_MODE", "mpi"),
+    ("FI_MR_CACHE_MONITOR", "userfaultfd"),
+)
+MASTER_PORT = 29500
+DAOS_PRELOAD = "/usr/lib64/libpil4dfs.so"
+FILESYSTEMS = {"local": "flare:home", "lustre": "flare:home", "daos": "flare:daos_user_fs"}
+
+
+def _venv() -> str | None:
+    """The virtual environment rendering this body (the job activates the same one)."""
+    venv = os.environ.get("VIRTUAL_ENV")
+    if venv:
+        return venv
+    return sys.prefix if sys.prefix != sys.base_prefix else None
+
+
+def render_aurora(run: RunConfig, nodes: int = 1, procs_per_node: int | None = None,
+                  storage: str = "local", workdir: str | None = None, venv: str | None = None) -> str:
+    ppn = procs_per_node or PROCS_PER_NODE
+    ranks = nodes * ppn
+    if ranks > 1 and run.strategy == "none":
+        raise PrismError(f"{ranks} ranks with --strategy none would train separate copies; "
+                         "choose --strategy ddp, fsdp or hsdp")
+    q = shlex.quote
+    workdir = workdir or os.getcwd()
+    venv = venv if venv is not None else _venv()
+    daos = storage == "daos"
+    lines = [
+        "#!/bin/bash",
+        f"#PBS -N {run.run_id[:236]}",
+        f"#PBS -l select={nodes}",
+        "#PBS -l place=scatter",
+        f"#PBS -l filesystems={FILESYSTEMS[storage]}",
+        "#PBS -k doe",
+        "# Submit: qsub -A PROJECT -q QUEUE -l walltime=HH:MM:SS THIS_FILE",
+        f"# prism run {run.run_id}: {nodes} node(s) x {ppn} ranks, storage {storage}",
+        "set -o pipefail",
+        f"cd {q(workdir)} || exit 2",
+        "module load frameworks || exit 2",
+    ]
+    if venv:
+        lines.append(f"source {q(os.path.join(venv, 'bin', 'activate'))} || exit 2")
+    lines += [f"export {k}={q(v)}" for k, v in CCL_ENV]
+    lines += [
+        'NNODES=$(wc -l < "$PBS_NODEFILE")',
+        f'if [ "$NNODES" -ne {nodes} ]; then',
+        f'  echo "prism: this job has $NNODES nodes but was rendered for {nodes}" >&2',
+        "  exit 2",
+        "fi",
+        'export MASTER_ADDR=$(head -n 1 "$PBS_NODEFILE")',
+        f"export MASTER_PORT={MASTER_PORT}",
+    ]
+    mpiexec = ["mpiexec", "-n", str(ranks), "--ppn", str(ppn), f"--cpu-bind={CPU_BIND}"]
+    if daos:
+        lines += [
+            "module use /soft/modulefiles || exit 2",
+            "module load daos || exit 2",
+            ': "${DAOS_POOL:?set DAOS_POOL (pass it with qsub -v DAOS_POOL=...,DAOS_CONT=...)}"',
+            ': "${DAOS_CONT:?set DAOS_CONT (pass it with qsub -v DAOS_POOL=...,DAOS_CONT=...)}"',
+            "# unmount on every exit, also when training fails",
+            "trap 'clean-dfuse.sh \"${DAOS_POOL}:${DAOS_CONT}\"' EXIT",
+            'launch-dfuse.sh "${DAOS_POOL}:${DAOS_CONT}" || exit 2',
+        ]
+        mpiexec += ["--no-vni", "--env", f"LD_PRELOAD={DAOS_PRELOAD}"]
+    command = shlex.join([*mpiexec, "python", "-m", "prism", *train_args(run)])
+    lines += [
+        command,
+        "status=$?",
+        f'echo "prism: run {run.run_id} finished with exit status $status" >&2',
+        "exit $status",
+    ]
+    return "\n".join(lines) + "\n"

@@ -1,0 +1,112 @@
+"""Checkpoints: everything a run needs to continue as if it had never stopped.
+
+A checkpoint holds the full (unsharded) model and optimizer state dicts, keyed by
+parameter name through torch.distributed.checkpoint's state-dict API, so one
+written by a DDP run loads into an FSDP run and vice versa; plus the scheduler,
+each rank's data-loader position, the RNG states (python, numpy, torch, device),
+the step and the loop's counters. Rank 0 writes `checkpoints/step-NNNNNNNN.pt`
+through a temporary file and a rename, so a job killed mid-write leaves the
+previous checkpoint as the latest complete one. Every rank reads the file itself
+(the run directory is on a shared filesystem in multi-node jobs).
+"""
+
+from __future__ import annotations
+
+import os
+import random
+import re
+import tempfile
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+import torch.distributed as dist
+from torch.distributed.checkpoint.state_dict import StateDictOptions, get_state_dict, set_state_dict
+
+from prism.errors import PrismError
+
+_NAME = re.compile(r"^step-(\d{8})\.pt$")
+KEEP = 2
+
+
+def checkpoint_dir(run_dir: Path) -> Path:
+    return Path(run_dir) / "checkpoints"
+
+
+def latest(run_dir: Path) -> Path | None:
+    """The newest complete checkpoint (temporary files never match the name pattern)."""
+    found = sorted(p for p in checkpoint_dir(run_dir).glob("step-*.pt") if _NAME.match(p.name))
+    return found[-1] if found else None
+
+
+def rng_state(device: torch.device) -> dict[str, Any]:
+    state = {"python": random.getstate(), "numpy": np.random.get_state(), "torch": torch.get_rng_state()}
+    if device.type in ("cuda", "xpu"):
+        state[device.type] = getattr(torch, device.type).get_rng_state(device)
+    return state
+
+
+def set_rng_state(state: dict[str, Any], device: torch.device) -> None:
+    random.setstate(state["python"])
+    np.random.set_state(state["numpy"])
+    torch.set_rng_state(state["torch"])
+    if device.type in state:
+        getattr(torch, device.type).set_rng_state(state[device.type], device)
+
+
+def _gather(obj: Any) -> list[Any]:
+    if dist.is_initialized() and dist.get_world_size() > 1:
+        out: list[Any] = [None] * dist.get_world_size()
+        dist.all_gather_object(out, obj)
+        return out
+    return [obj]
+
+
+def save(run_dir: Path, step: int, model: torch.nn.Module, optimizer: torch.optim.Optimizer,
+         scheduler: Any, loader_state: Any, extra: dict[str, Any], device: torch.device,
+         is_main: bool) -> Path:
+    """Collective (every rank calls it): gather full states, rank 0 writes atomically."""
+    options = StateDictOptions(full_state_dict=True, cpu_offload=True)
+    model_sd, optim_sd = get_state_dict(model, optimizer, options=options)
+    loader_states = _gather(loader_state)
+    path = checkpoint_dir(run_dir) / f"step-{step:08d}.pt"
+    if is_main:
+        payload = {
+            "step": step, "model": model_sd, "optimizer": optim_sd,
+            "scheduler": scheduler.state_dict(), "loader": loader_states,
+            "rng": rng_state(device), "extra": extra,
+        }
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".step-", suffix=".tmp")
+        try:
+            with os.fdopen(fd, "wb") as handle:
+                torch.save(payload, handle)
+                handle.flush()
+                os.fsync(handle.fileno())
+            os.replace(tmp, path)
+        except BaseException:
+            Path(tmp).unlink(missing_ok=True)
+            raise
+        for old in sorted(p for p in path.parent.glob("step-*.pt") if _NAME.match(p.name))[:-KEEP]:
+            old.unlink(missing_ok=True)
+    if dist.is_initialized():
+        dist.barrier()
+    return path
+
+
+def load(path: Path, model: torch.nn.Module, optimizer: torch.optim.Optimizer, scheduler: Any,
+         device: torch.device, rank: int) -> tuple[int, Any, dict[str, Any]]:
+    """Restore in place; returns (step, this rank's loader state, extra)."""
+    try:
+        payload = torch.load(path, map_location="cpu", weights_only=False)
+    except Exception as err:  # a corrupt file: say which and what to do
+        raise PrismError(f"checkpoint {path} cannot be read ({err}); delete it to resume from the "
+                         "previous one, or delete the run directory to start over") from None
+    set_state_dict(model, optimizer, model_state_dict=payload["model"], optim_state_dict=payload["optimizer"],
+                   options=StateDictOptions(full_state_dict=True))
+    scheduler.load_state_dict(payload["scheduler"])
+    set_rng_state(payload["rng"], device)
+    loaders = payload["loader"]
+    loader_state = loaders[rank] if rank < len(loaders) else loaders[0]
+    return int(payload["step"]), loader_state, payload["extra"]

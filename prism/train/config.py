@@ -1,0 +1,247 @@
+"""RunConfig: every `prism train` setting, identical from flags or from a YAML file.
+
+The plan writes one YAML file per run (`--config RUN.yaml`); the CLI builds its
+flags from the same fields, so the two cannot drift. Precedence: defaults, then
+the file, then flags given on the command line. Unknown keys in a file are an
+error naming the key (a typo must not silently fall back to a default).
+
+Pure Python plus PyYAML (imported lazily): the CLI, the planner and the launchers
+use it without importing torch.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import os
+import tempfile
+from dataclasses import dataclass, field, fields
+from pathlib import Path
+from typing import Any
+
+from prism.errors import PrismError, check_name
+
+STRATEGIES = ("none", "ddp", "fsdp", "hsdp")
+DEVICES = ("auto", "cpu", "cuda", "xpu")
+COMPILE_MODES = ("none", "static", "dynamic")
+LAYOUTS = ("padded", "packed")
+
+# Keys a run writes beside its settings in RUNDIR/config.yaml: derived, informational.
+RESOLVED_KEY = "resolved"
+
+# Settings that change a run's numbers: a rerun on an existing RUNDIR must agree on them.
+RESULT_FIELDS = ("family", "backbone", "variant", "regime", "budget", "seed", "global_batch",
+                 "layout", "seq_len", "max_steps", "lr", "warmup")
+
+
+def _f(default: Any = None, help: str = "", choices: tuple[str, ...] | None = None,
+       metavar: str | None = None, required: bool = False) -> Any:
+    meta = {"help": help, "choices": choices, "metavar": metavar, "required": required}
+    return field(default=default, metadata=meta)
+
+
+@dataclass
+class RunConfig:
+    """One training run. `None` means "derive it" (see the field's help)."""
+
+    family: str = _f(help="modality family (prism model families)", metavar="F", required=True)
+    backbone: str = _f(help="backbone name, e.g. 30k, 3m, 1b", metavar="B", required=True)
+    variant: str = _f(help="projector variant: BASE W2X W4X D2X D4X", metavar="V", required=True)
+    regime: str = _f(help="projector_only, encoder_projector or e2e", metavar="R", required=True)
+    budget: float = _f(help="training FLOPs (forward+backward), e.g. 3e11", metavar="C", required=True)
+    data: str = _f(help="shard directory made by `prism data build`", metavar="DIR", required=True)
+    out: str = _f(help="run directory (created; a rerun resumes from its checkpoints)",
+                  metavar="RUNDIR", required=True)
+    strategy: str = _f("none", "parallel strategy", STRATEGIES)
+    replicate: int | None = _f(None, "hsdp: replicas (default world size / shard)", metavar="N")
+    shard: int | None = _f(None, "hsdp: shards per replica (default processes per node)", metavar="N")
+    seed: int = _f(0, "seed of the initialisation and of the data order", metavar="S")
+    device: str = _f("auto", "device (auto: cuda, then xpu, then cpu)", DEVICES)
+    compile: str = _f("none", "torch.compile the blocks (for GPUs; loses on short CPU runs)",
+                      COMPILE_MODES)
+    grad_checkpoint: int = _f(0, "activation checkpointing on every K-th block (0: off)", metavar="K")
+    global_batch: int = _f(32, "samples per optimizer step, over all ranks", metavar="B")
+    calibration: str | None = _f(None, "calibration JSON giving flops_per_sample", metavar="FILE")
+    calibration_dir: str | None = _f(None, "calibration directory ({family}__{backbone}__{variant}"
+                                     "__{regime}.json); without either, FLOPs are counted in-process",
+                                     metavar="DIR")
+    layout: str = _f("padded", "batch layout (one sample per row, or packed rows)", LAYOUTS)
+    seq_len: int | None = _f(None, "row length in tokens (default: the family's sample length)",
+                             metavar="L")
+    max_steps: int | None = _f(None, "train this many steps instead of the budget's (smoke and sweep "
+                               "runs; the schedule spans them; FLOPs spent are recorded)", metavar="N")
+    lr: float | None = _f(None, "peak learning rate (default: width-scaled, see prism.train.schedule)",
+                          metavar="LR")
+    warmup: int | None = _f(None, "warm-up steps (default: 5%% of the steps, at least 1)", metavar="N")
+    eval_every: int | None = _f(None, "evaluate every K steps (default: about 10 evaluations a run); "
+                                "always at step 0 and at the end", metavar="K")
+    eval_samples: int = _f(256, "held-out samples per evaluation (a fixed subset)", metavar="N")
+    checkpoint_every: int | None = _f(None, "checkpoint every K steps (default: about 10 a run)",
+                                      metavar="K")
+    log_every: int = _f(10, "write a perf.jsonl row every K steps (and at steps 1 and last)",
+                        metavar="K")
+    threads: int | None = _f(None, "CPU threads per process (default: cores / processes on the node)",
+                             metavar="N")
+
+    def __post_init__(self) -> None:
+        self.validate()
+
+    # --- validation ------------------------------------------------------------------
+
+    def validate(self, source: str = "run config") -> None:
+        """Check every value; names against the registries (no torch needed)."""
+        missing = [f.name for f in fields(self) if f.metadata.get("required") and getattr(self, f.name) is None]
+        if missing:
+            raise PrismError(f"{source}: missing {', '.join('--' + m.replace('_', '-') for m in missing)}")
+        from prism.families import FAMILIES
+        from prism.model.config import BACKBONES, REGIMES, VARIANTS
+
+        check_name("family", self.family, FAMILIES)
+        check_name("backbone", self.backbone, BACKBONES)
+        check_name("projector variant", self.variant, VARIANTS)
+        check_name("regime", self.regime, REGIMES)
+        for f in fields(self):
+            choices = f.metadata.get("choices")
+            if choices:
+                check_name(f.name.replace("_", "-"), getattr(self, f.name), choices)
+        if not (math.isfinite(self.budget) and self.budget > 0):
+            raise PrismError(f"{source}: budget must be a positive number of FLOPs, got {self.budget}")
+        for name in ("replicate", "shard", "global_batch", "seq_len", "max_steps", "eval_every",
+                     "eval_samples", "checkpoint_every", "log_every", "threads"):
+            value = getattr(self, name)
+            if value is not None and value < 1:
+                raise PrismError(f"{source}: {name} must be at least 1, got {value}")
+        for name in ("grad_checkpoint", "warmup", "seed"):
+            value = getattr(self, name)
+            if value is not None and value < 0:
+                raise PrismError(f"{source}: {name} must be at least 0, got {value}")
+        if self.lr is not None and not (math.isfinite(self.lr) and self.lr > 0):
+            raise PrismError(f"{source}: lr must be a positive number, got {self.lr}")
+        if self.calibration and self.calibration_dir:
+            raise PrismError(f"{source}: give calibration or calibration_dir, not both")
+
+    # --- identity --------------------------------------------------------------------
+
+    @property
+    def run_id(self) -> str:
+        from prism.isoflop.records import format_budget
+
+        return f"{self.backbone}-{self.variant}-{self.regime}-C{format_budget(self.budget)}"
+
+    @property
+    def out_dir(self) -> Path:
+        return Path(self.out)
+
+    # --- dict / YAML -----------------------------------------------------------------
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any], source: str = "run config") -> RunConfig:
+        """Build from a mapping; unknown keys and wrong types are errors naming the key."""
+        known = {f.name: f for f in fields(cls)}
+        values: dict[str, Any] = {}
+        for key, value in data.items():
+            if key == RESOLVED_KEY:
+                continue
+            name = str(key).replace("-", "_")
+            if name not in known:
+                raise PrismError(f"{source}: unknown key {key!r}; valid: {', '.join(known)}")
+            values[name] = _coerce(known[name], value, source)
+        try:
+            return cls(**values)
+        except TypeError as err:  # a required field absent from both file and flags
+            raise PrismError(f"{source}: {err}") from None
+
+    @classmethod
+    def from_yaml(cls, path: str | os.PathLike) -> RunConfig:
+        return cls.from_dict(read_yaml(path), source=str(path))
+
+    def to_yaml(self, path: str | os.PathLike, resolved: dict[str, Any] | None = None) -> None:
+        """Write atomically; `resolved` (derived values) goes under its own key."""
+        import yaml
+
+        data = self.to_dict()
+        if resolved:
+            data[RESOLVED_KEY] = resolved
+        atomic_write_text(Path(path), yaml.safe_dump(data, sort_keys=False))
+
+    def result_mismatch(self, other: RunConfig) -> list[str]:
+        """The result-changing settings on which two configs differ."""
+        return [f"{n}: {getattr(other, n)!r} -> {getattr(self, n)!r}" for n in RESULT_FIELDS
+                if getattr(self, n) != getattr(other, n)]
+
+
+def _coerce(f: dataclasses.Field, value: Any, source: str) -> Any:
+    """YAML reads `3e11` as a string and `32` as int; accept what means the field's type."""
+    if value is None:
+        return None
+    kind = str(f.type)
+    try:
+        if kind.startswith("float"):
+            if isinstance(value, bool):
+                raise ValueError
+            return float(value)
+        if kind.startswith("int"):
+            if isinstance(value, bool) or (isinstance(value, float) and not value.is_integer()):
+                raise ValueError
+            return int(value)
+        if kind.startswith("str"):
+            if isinstance(value, (dict, list)):
+                raise ValueError
+            return str(value)
+    except (TypeError, ValueError):
+        raise PrismError(f"{source}: key {f.name!r} must be {kind.split(' ')[0]}, got {value!r}") from None
+    return value
+
+
+def read_yaml(path: str | os.PathLike) -> dict[str, Any]:
+    import yaml
+
+    try:
+        text = Path(path).read_text()
+    except OSError as err:
+        raise PrismError(f"cannot read run config {path}: {err.strerror}") from None
+    try:
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as err:
+        raise PrismError(f"{path}: not valid YAML ({str(err).splitlines()[0]})") from None
+    if data is None:
+        data = {}
+    if not isinstance(data, dict):
+        raise PrismError(f"{path}: a run config is a mapping of settings, got {type(data).__name__}")
+    return data
+
+
+def merge(config_file: str | None, flags: dict[str, Any]) -> RunConfig:
+    """Defaults < file < flags (a flag left at None was not given)."""
+    known = {f.name for f in fields(RunConfig)}
+    data: dict[str, Any] = {}
+    if config_file:
+        for key, value in read_yaml(config_file).items():
+            name = str(key).replace("-", "_")
+            if key == RESOLVED_KEY:
+                continue
+            if name not in known:
+                raise PrismError(f"{config_file}: unknown key {key!r}; valid: {', '.join(sorted(known))}")
+            data[name] = value
+    for key, value in flags.items():
+        if key in known and value is not None:
+            data[key] = value
+    return RunConfig.from_dict(data, source=f"{config_file} + flags" if config_file else "flags")
+
+
+def atomic_write_text(path: Path, text: str) -> None:
+    """Write next to the target then rename: readers see the old file or the new one, never half."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "w") as handle:
+            handle.write(text)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise

@@ -1,0 +1,113 @@
+"""The files of a run directory, and the few rules that keep them trustworthy.
+
+- `config.yaml`: the RunConfig (round-trips through `--config`) plus `resolved:`
+  (steps, lr, FLOPs per sample and where it came from, world size, ...).
+- `perf.jsonl`, `eval.jsonl`: one JSON object per line, appended and flushed as the
+  run goes. On resume, rows past the checkpoint's step (written by the killed
+  process after its last checkpoint) are dropped so the files read as one run.
+- `metrics.json`: written last, atomically; present means finished.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import math
+import os
+import subprocess
+from pathlib import Path
+from typing import Any
+
+from prism.train.config import atomic_write_text
+
+CONFIG = "config.yaml"
+PERF = "perf.jsonl"
+EVAL = "eval.jsonl"
+METRICS = "metrics.json"
+
+
+def _clean(value: Any) -> Any:
+    """JSON has no NaN/inf: write them as strings so every line parses everywhere."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return str(value)
+    if isinstance(value, dict):
+        return {k: _clean(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_clean(v) for v in value]
+    return value
+
+
+class JsonlWriter:
+    """Appends one JSON object per line, flushed so a killed job keeps what it logged."""
+
+    def __init__(self, path: Path, enabled: bool = True):
+        self.path = Path(path)
+        self._handle = open(self.path, "a") if enabled else None
+
+    def write(self, row: dict[str, Any]) -> None:
+        if self._handle is not None:
+            self._handle.write(json.dumps(_clean(row)) + "\n")
+            self._handle.flush()
+
+    def close(self) -> None:
+        if self._handle is not None:
+            self._handle.close()
+            self._handle = None
+
+
+def read_jsonl(path: Path) -> list[dict[str, Any]]:
+    """Complete rows only: a torn last line (a kill mid-write) is skipped."""
+    rows = []
+    try:
+        text = Path(path).read_text()
+    except FileNotFoundError:
+        return rows
+    for line in text.splitlines():
+        try:
+            row = json.loads(line)
+        except ValueError:
+            continue
+        if isinstance(row, dict):
+            rows.append(row)
+    return rows
+
+
+def truncate_after(path: Path, step: int) -> None:
+    """Keep the rows logged at or before `step` (the checkpoint a run resumes from)."""
+    if not Path(path).exists():
+        return
+    rows = [r for r in read_jsonl(path) if isinstance(r.get("step"), int) and r["step"] <= step]
+    atomic_write_text(Path(path), "".join(json.dumps(r) + "\n" for r in rows))
+
+
+def write_json_atomic(path: Path, data: dict[str, Any]) -> None:
+    atomic_write_text(Path(path), json.dumps(_clean(data), indent=2, sort_keys=True) + "\n")
+
+
+def read_json(path: Path) -> dict[str, Any] | None:
+    try:
+        return json.loads(Path(path).read_text())
+    except (OSError, ValueError):
+        return None
+
+
+@functools.cache
+def git_rev() -> str:
+    """The source revision of this prism (resolved once per process); `+dirty` if modified."""
+    root = Path(__file__).resolve().parents[2]
+    try:
+        rev = subprocess.run(["git", "-C", str(root), "rev-parse", "--short=12", "HEAD"],
+                             capture_output=True, text=True, timeout=5, check=True).stdout.strip()
+        dirty = subprocess.run(["git", "-C", str(root), "status", "--porcelain", "--untracked-files=no",
+                                "--", "prism"], capture_output=True, text=True, timeout=5).stdout.strip()
+        return rev + ("+dirty" if dirty else "")
+    except (OSError, subprocess.SubprocessError):
+        return os.environ.get("PRISM_GIT_REV", "unknown")
+
+
+def resolved_of(config_path: Path) -> dict[str, Any]:
+    """The `resolved:` section a run wrote into its config.yaml (empty when absent)."""
+    from prism.train.config import RESOLVED_KEY, read_yaml
+
+    section = read_yaml(config_path).get(RESOLVED_KEY)
+    return section if isinstance(section, dict) else {}
