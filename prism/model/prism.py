@@ -2,7 +2,9 @@
 
 The projected modality features replace the embeddings of the `MOD` slots in the
 token sequence (row-major: the S samples of a batch fill the MOD runs in order),
-so padded and packed batches go through the same code.
+so padded and packed batches go through the same code. In a packed row the
+causal attention spans the whole row (a sample also sees the earlier samples of
+its row), the usual packing trade-off; positions run on across the row.
 """
 
 from __future__ import annotations
