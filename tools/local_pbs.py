@@ -116,6 +116,9 @@ def write_config(folder: Path, cpus: int, host: str) -> Path:
         "MailProg=/bin/true",
         # Keep finished jobs visible to qstat for 10 minutes (state C).
         "MinJobAge=600",
+        # Job ids differ between instances (Slurm would restart at 1), so a job's recorded
+        # exit status (logs/pbs/status/<id>) can never be mistaken for an older job's.
+        f"FirstJobId={int(time.time()) % 50_000_000 + 1}",
         "SchedulerParameters=sched_interval=1",
         "SlurmctldTimeout=30",
         "SlurmdTimeout=30",

@@ -17,6 +17,7 @@ Standard library only: it runs under whatever python3 the login node has.
 from __future__ import annotations
 
 import argparse
+import os
 import subprocess
 import sys
 import time
@@ -63,12 +64,25 @@ def scheduler_state(job_id: str, timeout: float) -> str:
     return "gone" if not result.stdout.strip() else "active"
 
 
+def register(job_id: str) -> None:
+    """Tell this run's sidecar (pbs_sidecar.py) about the job, so Ctrl-C cancels it.
+
+    Submitted jobs are registered by the submit command; this also covers jobs that
+    Snakemake adopted from an earlier, interrupted run ("Resuming incomplete job").
+    """
+    registry = os.environ.get("SNAKEMAKE_CLUSTER_SIDECAR_VARS")
+    if registry and os.path.isfile(registry):
+        with open(registry, "a") as f:
+            f.write(job_id + "\n")
+
+
 def status(job_id: str, status_dir: Path, retries: int, wait: float, timeout: float) -> str:
     record = job_record(status_dir, job_id)
     if record:
         return record
     state = scheduler_state(job_id, timeout)
     if state in ("active", "unreachable"):
+        register(job_id)
         return "running"
     # Gone without a record: give a shared filesystem a moment to show the file.
     for _ in range(retries):
@@ -85,8 +99,8 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("job_id")
     parser.add_argument("--status-dir", default="logs/pbs/status", type=Path)
-    parser.add_argument("--retries", type=int, default=3)
-    parser.add_argument("--wait", type=float, default=2.0, help="seconds between retries")
+    parser.add_argument("--retries", type=int, default=2)
+    parser.add_argument("--wait", type=float, default=1.0, help="seconds between retries")
     parser.add_argument("--timeout", type=float, default=30.0, help="seconds qstat may take")
     try:
         args = parser.parse_args(argv)

@@ -1,0 +1,73 @@
+#!/usr/bin/env python3
+"""Cancels this Snakemake run's PBS jobs when Snakemake stops early (Ctrl-C).
+
+cluster-generic starts this "sidecar" once per Snakemake run and terminates it when the
+run ends. Its first output line (a registry file) reaches the submit command as
+$SNAKEMAKE_CLUSTER_SIDECAR_VARS; the submit command appends each new job id to it. When
+the sidecar is terminated or interrupted it `qdel`s every registered job that has not
+recorded an exit status (logs/pbs/status/<id>, see jobscript.sh), then removes the registry.
+
+Why: on Ctrl-C Snakemake cancels only the jobs in its active list, and the executor empties
+that list while a round of status checks runs, so an interrupt during a round would leave
+queued jobs behind. On a normal end every job has recorded its status and nothing is
+cancelled. Standard library only.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+STATUS_DIR = Path("logs/pbs/status")
+
+
+def unfinished(registry: Path) -> list[str]:
+    try:
+        ids = [line.strip() for line in registry.read_text().splitlines() if line.strip()]
+    except OSError:
+        return []
+    return [i for i in dict.fromkeys(ids) if not (STATUS_DIR / i.split(".")[0]).exists()]
+
+
+def cancel(registry: Path) -> None:
+    ids = unfinished(registry)
+    if ids:
+        print(f"pbs_sidecar: qdel {' '.join(ids)}", file=sys.stderr, flush=True)
+        try:
+            subprocess.run(["qdel", *ids], timeout=60, capture_output=True)
+        except (OSError, subprocess.TimeoutExpired) as err:
+            print(f"pbs_sidecar: qdel failed: {err}", file=sys.stderr, flush=True)
+    try:
+        registry.unlink()
+    except OSError:
+        pass
+
+
+def main() -> int:
+    folder = Path("logs/pbs")
+    folder.mkdir(parents=True, exist_ok=True)
+    STATUS_DIR.mkdir(parents=True, exist_ok=True)
+    registry = (folder / f"submitted.{os.getpid()}.{int(time.time())}").resolve()
+    registry.touch()
+    done = False
+
+    def stop(signum, frame):
+        nonlocal done
+        if not done:
+            done = True
+            cancel(registry)
+        sys.exit(0)
+
+    signal.signal(signal.SIGTERM, stop)
+    signal.signal(signal.SIGINT, stop)
+    print(registry, flush=True)
+    while True:
+        signal.pause()
+
+
+if __name__ == "__main__":
+    sys.exit(main())
