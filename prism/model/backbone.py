@@ -109,6 +109,8 @@ class Backbone(nn.Module):
 
     def reset_parameters(self) -> None:
         """GPT-2 style: N(0, 0.02), residual output projections scaled by 1/sqrt(2 n_layers)."""
+        if self.embed_tokens.weight.device.type == "meta":
+            return  # nothing to initialise (and meta normal_ would import the whole compiler stack)
         std = 0.02
         for name, p in self.named_parameters():
             if name.endswith("norm.weight"):
