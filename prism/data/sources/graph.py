@@ -72,7 +72,7 @@ def adjacency(graph, order: np.ndarray) -> np.ndarray:
 
     n = graph.number_of_nodes()
     a = np.zeros((MAX_NODES, MAX_NODES), np.float32)
-    a[:n, :n] = nx.to_numpy_array(graph, nodelist=[sorted(graph.nodes)[i] for i in order], dtype=np.float32)
+    a[:n, :n] = nx.to_numpy_array(graph, nodelist=[sorted(graph.nodes)[i] for i in order], dtype=np.float32, weight=None)
     a[np.arange(n), np.arange(n)] = 1.0  # the diagonal marks real nodes: an isolated node is not padding
     return a
 

@@ -39,20 +39,27 @@ def documents() -> list[tuple[str, str]]:
     """(document id, text) in a fixed order."""
     import importlib
     import inspect
+    import warnings
 
     from pydoc_data.topics import topics
 
     docs = [(f"topic-{name}", topics[name]) for name in sorted(topics)]
-    for mod_name in MODULES:
-        module = importlib.import_module(mod_name)
-        if module.__doc__:
-            docs.append((f"mod-{mod_name}", module.__doc__))
-        for name, obj in sorted(vars(module).items()):
-            if name.startswith("_") or getattr(obj, "__module__", None) != module.__name__:
-                continue
-            doc = inspect.getdoc(obj) if (inspect.isclass(obj) or inspect.isfunction(obj)) else None
-            if doc:
-                docs.append((f"mod-{mod_name}-{name}", doc))
+    with warnings.catch_warnings():  # deprecated aliases (typing.io, ...) warn when touched
+        warnings.simplefilter("ignore", DeprecationWarning)
+        for mod_name in MODULES:
+            docs += module_docs(importlib.import_module(mod_name), inspect)
+    return docs
+
+
+def module_docs(module, inspect) -> list[tuple[str, str]]:
+    """The docstrings of a module and of the classes and functions it defines."""
+    docs = [(f"mod-{module.__name__}", module.__doc__)] if module.__doc__ else []
+    for name, obj in sorted(vars(module).items()):
+        if name.startswith("_") or getattr(obj, "__module__", None) != module.__name__:
+            continue
+        doc = inspect.getdoc(obj) if (inspect.isclass(obj) or inspect.isfunction(obj)) else None
+        if doc:
+            docs.append((f"mod-{module.__name__}-{name}", doc))
     return docs
 
 

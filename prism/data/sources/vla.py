@@ -24,7 +24,7 @@ LEVELS = (
     "BabyAI-PutNextLocal-v0",
     "BabyAI-GoToObj-v0",
 )
-EPISODES_PER_LEVEL = 240
+EPISODES_PER_LEVEL = 200
 MAX_STEPS = 64  # longer expert episodes are cut (the bot rarely needs more on these levels)
 # The largest values of minigrid's OBJECT_TO_IDX, COLOR_TO_IDX, STATE_TO_IDX.
 CHANNEL_MAX = np.array([10.0, 5.0, 2.0], np.float32)

@@ -1,0 +1,121 @@
+"""prism data build: splits by source item, deterministic bytes, atomic directories."""
+
+from __future__ import annotations
+
+import json
+import tarfile
+
+import pytest
+
+from prism.cli import main
+from prism.data import shards
+from prism.data.manifest import read_manifest
+from prism.data.shards import build, split_sources
+from prism.errors import PrismError
+from prism.families import FAMILIES
+
+
+def shard_keys(data_dir, split):
+    manifest = read_manifest(data_dir)
+    keys = []
+    for entry in manifest["splits"][split]["shards"]:
+        with tarfile.open(data_dir / entry["name"]) as tar:
+            keys += sorted({m.name.split(".")[0] for m in tar})
+    return keys
+
+
+@pytest.mark.parametrize("family", ["text_image", "text_ts", "text_graph"])
+def test_build_then_verify_exits_zero(built, family, capsys):
+    data_dir = built(family)
+    assert main(["data", "verify", str(data_dir)]) == 0
+    assert "ok" in capsys.readouterr().out
+    manifest = read_manifest(data_dir)
+    assert manifest["family"] == family and manifest["seed"] == 0
+    assert manifest["modality_shape"] == list(FAMILIES[family].modality_shape)
+    assert manifest["splits"]["train"]["samples"] > 5 * manifest["splits"]["eval"]["samples"] > 0
+    for entry in manifest["splits"]["train"]["shards"]:
+        assert len(entry["sha256"]) == 64 and entry["samples"] > 0
+
+
+@pytest.mark.slow
+def test_vla_builds_and_verifies(built):
+    data_dir = built("vla")
+    assert main(["data", "verify", str(data_dir)]) == 0
+    assert read_manifest(data_dir)["splits"]["train"]["samples"] > 1000
+
+
+@pytest.mark.parametrize("family", ["text_image", "text_ts", "text_graph"])
+def test_train_and_eval_source_items_are_disjoint(built, family):
+    data_dir = built(family)
+    manifest = read_manifest(data_dir)
+    train_items, eval_items = set(manifest["source_items"]["train"]), set(manifest["source_items"]["eval"])
+    assert train_items and eval_items and not train_items & eval_items
+    # The keys in the tar files themselves say the same (key = source__facet).
+    from_keys = {split: {k.split("__")[0] for k in shard_keys(data_dir, split)} for split in ("train", "eval")}
+    assert from_keys["train"] == train_items and from_keys["eval"] == eval_items
+    # Several samples per item exist, so a per-sample split would have leaked.
+    n_train = manifest["splits"]["train"]["samples"]
+    assert n_train > len(train_items)
+
+
+def test_same_seed_same_bytes_other_seed_other_split(built, tmp_path):
+    first = built("text_graph")
+    build("text_graph", tmp_path / "again", seed=0)
+    names = sorted(p.name for p in first.iterdir())
+    assert names == sorted(p.name for p in (tmp_path / "again").iterdir())
+    for name in names:
+        assert (first / name).read_bytes() == (tmp_path / "again" / name).read_bytes(), name
+    other = build("text_graph", tmp_path / "seed1", seed=1)
+    assert other["source_items"]["eval"] != read_manifest(first)["source_items"]["eval"]
+
+
+def test_existing_directory_is_refused_or_replaced(built, tmp_path):
+    out = tmp_path / "d"
+    build("text_table", out, seed=0)
+    with pytest.raises(PrismError, match="already exists.*--overwrite"):
+        build("text_table", out, seed=1)
+    assert read_manifest(out)["seed"] == 0
+    build("text_table", out, seed=1, overwrite=True)
+    assert read_manifest(out)["seed"] == 1
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["d"]  # no temp or old directory left behind
+    plain = tmp_path / "not_shards"
+    plain.mkdir()
+    with pytest.raises(PrismError, match="not a shard directory"):
+        build("text_table", plain, overwrite=True)
+
+
+def test_failed_build_leaves_nothing(tmp_path, monkeypatch):
+    def broken(tmp, split, records):
+        (tmp / f"{split}-000000.tar").write_bytes(b"partial")
+        raise RuntimeError("disk full")
+
+    monkeypatch.setattr(shards, "write_split", broken)
+    with pytest.raises(RuntimeError):
+        build("text_table", tmp_path / "d", seed=0)
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_cli_build_refuses_existing_dir_with_one_line(built, capsys):
+    assert main(["data", "build", "--family", "text_image", "--out", str(built("text_image"))]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "already exists" in err
+
+
+def test_split_sources_is_by_item_and_seeded():
+    ids = [f"item{i}" for i in range(50) for _ in range(3)]
+    train, eval_ = split_sources(ids, seed=0)
+    assert train | eval_ == set(ids) and not train & eval_ and len(eval_) == 5
+    assert split_sources(list(reversed(ids)), seed=0) == (train, eval_)
+    assert split_sources(ids, seed=1) != (train, eval_)
+    with pytest.raises(PrismError):
+        split_sources(["only"], seed=0)
+
+
+def test_lm_ratio_mixes_text_only_samples(tmp_path):
+    manifest = build("text_table", tmp_path / "mixed", seed=0, lm_ratio=0.2)
+    n_train = manifest["splits"]["train"]["samples"]
+    assert manifest["lm_samples"] == pytest.approx(0.2 * n_train, abs=1)
+    keys = shard_keys(tmp_path / "mixed", "train")
+    assert sum(k.startswith("lm-") for k in keys) == manifest["lm_samples"]
+    assert not any(k.startswith("lm-") for k in shard_keys(tmp_path / "mixed", "eval"))
+    assert json.loads((tmp_path / "mixed" / "manifest.json").read_text())["lm_ratio"] == 0.2
