@@ -83,7 +83,7 @@ def _save(fig, path: Path, dpi: int) -> Path:
     return path
 
 
-def plot_isoflop_curves(records, fit: dict, path: Path, dpi: int = 150):
+def figure_isoflop_curves(records, fit: dict):
     plt = _style()
     per_budget = (fit.get("approach2") or {}).get("per_budget", [])
     budgets = sorted({r.budget for r in records})
@@ -114,12 +114,10 @@ def plot_isoflop_curves(records, fit: dict, path: Path, dpi: int = 150):
     ax.set_ylabel(LOSS_LABEL)
     ax.set_title("IsoFLOP curves (Approach 2 parabolas; $\\star$ = minimum)")
     ax.legend(frameon=False, loc="upper left", bbox_to_anchor=(1.01, 1.0))
-    _save(fig, path, dpi)
-    plt.close(fig)
-    return path
+    return fig
 
 
-def plot_scaling_laws(fit: dict, path: Path, dpi: int = 150):
+def figure_scaling_laws(fit: dict):
     plt = _style()
     a2 = fit.get("approach2") or {}
     a3 = fit.get("approach3") or {}
@@ -159,12 +157,10 @@ def plot_scaling_laws(fit: dict, path: Path, dpi: int = 150):
     verdict = "identifiable" if fit.get("diagnostics", {}).get("identifiable") else "NOT identifiable"
     extra = f"; dotted: {len(rej)} rejected budget(s)" if rej else ""
     fig.suptitle(f"Compute-optimal scaling (exponent {verdict}{extra})", fontsize=11)
-    _save(fig, path, dpi)
-    plt.close(fig)
-    return path
+    return fig
 
 
-def plot_approach3(records, fit: dict, path: Path, dpi: int = 150):
+def figure_approach3(records, fit: dict):
     plt = _style()
     a3 = fit.get("approach3") or {}
     fig, ax = plt.subplots(figsize=(4.8, 4.6))
@@ -195,9 +191,7 @@ def plot_approach3(records, fit: dict, path: Path, dpi: int = 150):
                 transform=ax.transAxes)
     ax.set_xlabel("observed " + LOSS_LABEL.replace(" (cross-entropy, nats/token)", " (nats/token)"))
     ax.set_ylabel("predicted loss (nats/token)")
-    _save(fig, path, dpi)
-    plt.close(fig)
-    return path
+    return fig
 
 
 def plot_study(
@@ -227,8 +221,13 @@ def plot_study(
         fit = fit_records(records, method="both" if len(records) >= 5 else "approach2", n_boot=0)
     out = Path(outdir)
     out.mkdir(parents=True, exist_ok=True)
-    return [
-        plot_isoflop_curves(records, fit, out / "isoflop_curves.png", dpi),
-        plot_scaling_laws(fit, out / "scaling_laws.png", dpi),
-        plot_approach3(records, fit, out / "approach3_fit.png", dpi),
-    ]
+    plt = _style()
+    written = []
+    for name, fig in (
+        ("isoflop_curves.png", figure_isoflop_curves(records, fit)),
+        ("scaling_laws.png", figure_scaling_laws(fit)),
+        ("approach3_fit.png", figure_approach3(records, fit)),
+    ):
+        written.append(_save(fig, out / name, dpi))
+        plt.close(fig)
+    return written

@@ -2,10 +2,13 @@
 
 Runs sit on IsoFLOP grids (C = 6ND exactly), `per_budget` sizes spaced evenly in
 log N over `spread` decades around a centre (by default the surface's own
-optimum, shifted by `offset` decades), with optional Gaussian loss noise.
+optimum, shifted by `offset` decades, or by `offset(C)` to mimic a grid centred
+on a wrong prior), with optional Gaussian loss noise.
 """
 
 from __future__ import annotations
+
+from collections.abc import Callable
 
 import numpy as np
 
@@ -17,14 +20,14 @@ def isoflop_study(
     budgets: list[float],
     per_budget: int = 7,
     spread: float = 1.2,
-    offset: float = 0.0,
+    offset: float | Callable[[float], float] = 0.0,
     noise: float = 0.0,
     seed: int = 0,
 ) -> list[RunRecord]:
     rng = np.random.default_rng(seed)
     out = []
     for c in budgets:
-        centre = np.log10(surface.n_opt(c)) + offset
+        centre = np.log10(surface.n_opt(c)) + (offset(c) if callable(offset) else offset)
         for x in np.linspace(centre - spread / 2, centre + spread / 2, per_budget):
             n = 10.0**x
             d = c / (6 * n)

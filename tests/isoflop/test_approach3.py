@@ -1,0 +1,96 @@
+"""Approach 3 on the published Chinchilla data and on surfaces with a known truth."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from scipy import optimize
+
+from prism.isoflop import approach3
+from prism.isoflop.records import Surface
+from prism.isoflop.synthetic import isoflop_study
+
+BUDGETS = [1e18, 3e18, 1e19, 3e19, 1e20, 3e20]
+
+
+def test_chinchilla_reaches_epochs_optimum(chinchilla_fit):
+    """Epoch AI's refit (Besiroglu et al. 2024): the true optimum, not SciPy's early stop."""
+    s = chinchilla_fit.surface
+    assert s.E == pytest.approx(1.817, abs=0.01)
+    assert s.alpha == pytest.approx(0.348, abs=0.005)
+    assert s.beta == pytest.approx(0.366, abs=0.006)
+    assert s.a == pytest.approx(0.513, abs=0.01)
+    assert chinchilla_fit.converged, chinchilla_fit.convergence_note
+    # The early-stop trap sits near 1.167e-3; the optimum is 1.018e-3.
+    assert chinchilla_fit.objective == pytest.approx(1.018e-3, rel=2e-3)
+    assert chinchilla_fit.n_points == 240
+
+
+def test_chinchilla_bootstrap_alpha_overlaps_epoch_interval(chinchilla, chinchilla_fit):
+    boot = approach3.bootstrap_approach3(*chinchilla, chinchilla_fit, n_boot=40, seed=1)
+    lo, hi = approach3.interval(boot[:, 3])
+    assert lo < hi
+    assert lo < 0.373 and hi > 0.317  # overlaps Epoch's 95% interval of alpha
+    assert np.all(np.isfinite(boot))
+
+
+def test_gradient_is_exact():
+    rng = np.random.default_rng(0)
+    log_n, log_d = rng.uniform(17, 23, 50), rng.uniform(19, 25, 50)
+    log_l = np.log(2 + rng.uniform(0, 1, 50))
+    weights = rng.integers(0, 3, 50).astype(float)
+    theta = np.array([6.0, 7.5, 0.6, 0.35, 0.37])
+    for w in (None, weights):
+        err = optimize.check_grad(
+            lambda t: approach3.objective_and_grad(t, log_n, log_d, log_l, w, 1e-3)[0],
+            lambda t: approach3.objective_and_grad(t, log_n, log_d, log_l, w, 1e-3)[1],
+            theta,
+        )
+        scale = np.linalg.norm(approach3.objective_and_grad(theta, log_n, log_d, log_l, w, 1e-3)[1])
+        assert err < 1e-5 * max(scale, 1.0)
+
+
+def test_predict_matches_surface():
+    s = Surface(E=1.7, A=400.0, B=900.0, alpha=0.3, beta=0.35)
+    n, d = np.array([1e8, 1e9]), np.array([1e10, 3e11])
+    pred = approach3.predict_log_loss(approach3.surface_to_theta(s), np.log(n), np.log(d))
+    assert np.allclose(np.exp(pred), s.loss(n, d), rtol=1e-12)
+
+
+@pytest.mark.parametrize(
+    "truth",
+    [
+        Surface(E=1.8, A=480.0, B=2000.0, alpha=0.35, beta=0.35),  # symmetric
+        Surface(E=1.8, A=480.0, B=400.0, alpha=0.46, beta=0.15),  # strongly asymmetric
+    ],
+    ids=["symmetric", "asymmetric"],
+)
+def test_noise_free_surface_recovered_within_1_percent(truth):
+    recs = isoflop_study(truth, BUDGETS, per_budget=7, spread=1.2)
+    n, d, loss = (np.array([getattr(r, k) for r in recs]) for k in ("params", "tokens", "loss"))
+    fit = approach3.fit_approach3(n, d, loss)
+    s = fit.surface
+    assert s.alpha == pytest.approx(truth.alpha, rel=0.01)
+    assert s.beta == pytest.approx(truth.beta, rel=0.01)
+    assert s.a == pytest.approx(truth.a, rel=0.01)
+    assert fit.converged, fit.convergence_note
+
+
+def test_flat_direction_is_not_called_converged():
+    """All runs at one D: B and beta are not determined, and the fitter must say so."""
+    truth = Surface(E=1.8, A=480.0, B=2000.0, alpha=0.35, beta=0.35)
+    n = np.logspace(7, 10, 30)
+    d = np.full_like(n, 1e10)
+    fit = approach3.fit_approach3(n, d, truth.loss(n, d))
+    assert not fit.converged
+    assert fit.convergence_note
+
+
+def test_too_few_points_is_an_error():
+    with pytest.raises(ValueError, match="at least 5"):
+        approach3.fit_approach3([1e8] * 4, [1e10] * 4, [2.0] * 4)
+
+
+def test_interval_ignores_nan():
+    assert approach3.interval(np.array([np.nan, 1.0, 2.0, 3.0]), 0.8) == pytest.approx((1.2, 2.8))
+    assert approach3.interval(np.array([np.nan])) is None
