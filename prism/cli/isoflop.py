@@ -37,6 +37,7 @@ def _register_calibrate(verbs: argparse._SubParsersAction) -> None:
     p.add_argument("--measure-throughput", action="store_true", help="time real fp32 fwd+bwd+AdamW steps on --device")
     p.add_argument("--batch-size", type=int, default=32, help="samples per timed step (default: 32)")
     p.add_argument("--steps", type=int, default=5, help="timed steps after 2 warm-up steps (default: 5)")
+    p.add_argument("--threads", type=int, default=None, help="CPU threads for the timed steps (default: torch's)")
     out = p.add_mutually_exclusive_group(required=True)
     out.add_argument("--calibration-dir", help="write DIR/{family}__{backbone}__{variant}__{regime}.json")
     out.add_argument("--out", help="write this file instead")
@@ -48,7 +49,7 @@ def _calibrate(args: argparse.Namespace) -> int:
 
     path = run_calibrate(
         args.family, args.backbone, args.variant, args.regime, args.seq_len, args.device,
-        args.measure_throughput, args.batch_size, args.steps, args.calibration_dir, args.out,
+        args.measure_throughput, args.batch_size, args.steps, args.calibration_dir, args.out, args.threads,
     )
     print(path)
     return 0

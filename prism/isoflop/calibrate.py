@@ -50,8 +50,13 @@ def calibrate(
     measure_throughput: bool = False,
     batch_size: int = 32,
     steps: int = 5,
+    threads: int | None = None,
 ) -> dict:
-    """The calibration record (see docs/architecture.md and issue 2 for the keys)."""
+    """The calibration record (see docs/architecture.md and issue 2 for the keys).
+
+    `threads` sets torch's CPU threads for the timed steps (on a shared host one
+    thread per process avoids OpenMP oversubscription, which is many times slower).
+    """
     _validate(family, backbone, variant, regime)
     import torch
 
@@ -100,7 +105,8 @@ def calibrate(
     }
     if measure_throughput:
         record["throughput"] = measure_training_throughput(
-            family, backbone, variant, regime, seq_len, dev, batch_size, steps, params_total, params_trainable
+            family, backbone, variant, regime, seq_len, dev, batch_size, steps, params_total, params_trainable,
+            threads=threads,
         )
         record["samples_per_s"] = record["throughput"]["samples_per_s"]
     return record
@@ -133,6 +139,7 @@ def measure_training_throughput(
     params_total: int,
     params_trainable: int,
     warmup: int = 2,
+    threads: int | None = None,
 ) -> dict:
     """Samples/s of real fp32 forward + backward + AdamW steps at `batch_size` on `device`.
 
@@ -145,8 +152,10 @@ def measure_training_throughput(
     from prism.model.accounting import example_batch
     from prism.model.prism import build_model
 
-    if batch_size < 1 or steps < 1:
-        raise PrismError(f"--batch-size ({batch_size}) and --steps ({steps}) must be at least 1")
+    if batch_size < 1 or steps < 1 or (threads is not None and threads < 1):
+        raise PrismError(f"--batch-size ({batch_size}), --steps ({steps}) and --threads ({threads}) must be at least 1")
+    if threads is not None:
+        torch.set_num_threads(threads)
     state_bytes = 4 * params_total + 12 * params_trainable  # fp32 weights; grads + 2 Adam moments for trainable
     available = _available_bytes(device)
     if available is not None and state_bytes > 0.8 * available:
@@ -212,11 +221,12 @@ def run_calibrate(
     steps: int = 5,
     calibration_dir: str | Path | None = None,
     out: str | Path | None = None,
+    threads: int | None = None,
 ) -> Path:
     """Calibrate and write the JSON to `out`, or to its canonical name in `calibration_dir`."""
     if (calibration_dir is None) == (out is None):
         raise PrismError("give exactly one of --calibration-dir DIR or --out FILE")
-    record = calibrate(family, backbone, variant, regime, seq_len, device, measure_throughput, batch_size, steps)
+    record = calibrate(family, backbone, variant, regime, seq_len, device, measure_throughput, batch_size, steps, threads)
     path = Path(out) if out is not None else Path(calibration_dir) / calibration_filename(family, backbone, variant, regime)
     return write_json_atomic(record, path)
 

@@ -42,8 +42,14 @@ def test_real_sizes_calibrate_on_meta(name, published):
 
 
 def test_measure_throughput_on_a_small_model():
-    rec = cal.calibrate("text_image", "30k", "BASE", "e2e", device="cpu", measure_throughput=True, batch_size=4, steps=1)
-    assert rec["samples_per_s"] > 0 and rec["throughput"]["batch_size"] == 4
+    import torch
+
+    before = torch.get_num_threads()
+    try:
+        rec = cal.calibrate("text_image", "30k", "BASE", "e2e", device="cpu", measure_throughput=True, batch_size=4, steps=1, threads=1)
+    finally:
+        torch.set_num_threads(before)
+    assert rec["samples_per_s"] > 0 and rec["throughput"]["batch_size"] == 4 and rec["throughput"]["threads"] == 1
     assert rec["throughput"]["tokens_per_s"] == pytest.approx(rec["samples_per_s"] * 64)
 
 
