@@ -172,22 +172,24 @@ def plan_budget(
                 node_hours=hours,
             )
         )
-    ns = [r.params for r in out.runs]
+    ns = [r.params for r in out.runs] or [cand.params for cand in candidates]
     c = format_budget(budget)
-    if not ns:
-        out.refused = f"budget {c}: no candidate left (N_opt={n_opt:.3g}); see the dropped runs"
+    why = "every kept candidate" if out.runs else "no candidate is runnable (see the dropped runs) and every one"
+    if not candidates:
+        out.refused = f"budget {c}: no candidates"
     elif min(ns) > n_opt:
         out.refused = (
-            f"budget {c}: the grid does not bracket the predicted optimum N_opt={n_opt:.3g}: every kept "
-            f"candidate is larger (smallest N={min(ns):.3g}); add a smaller backbone or variant "
-            f"(N <= {n_opt:.3g}) or drop this budget"
+            f"budget {c}: the grid does not bracket the predicted optimum N_opt={n_opt:.3g}: {why} "
+            f"is larger (smallest N={min(ns):.3g}); add a smaller backbone or variant (N <= {n_opt:.3g}) "
+            "or drop this budget"
         )
     elif max(ns) < n_opt:
         out.refused = (
-            f"budget {c}: the grid does not bracket the predicted optimum N_opt={n_opt:.3g}: every kept "
-            f"candidate is smaller (largest N={max(ns):.3g}); add a larger backbone (N >= {n_opt:.3g}) "
-            "or drop this budget"
+            f"budget {c}: the grid does not bracket the predicted optimum N_opt={n_opt:.3g}: {why} "
+            f"is smaller (largest N={max(ns):.3g}); add a larger backbone (N >= {n_opt:.3g}) or drop this budget"
         )
+    elif not out.runs:
+        out.refused = f"budget {c}: no candidate left (N_opt={n_opt:.3g}); see the dropped runs"
     return out
 
 

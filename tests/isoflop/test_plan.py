@@ -1,0 +1,134 @@
+"""The plan: steps that spend the budget, a centred and bracketing grid, incremental budgets, the forecast."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+import yaml
+
+from prism.cli import main
+from prism.errors import PrismError
+from prism.isoflop.plan import RUN_ID_RE, Centre, Candidate, make_plan, parse_budgets, plan_budget, run_id
+
+from .conftest import write_calibration
+
+
+def _plan(ladder, budgets, **kw):
+    return make_plan("text_image", budgets, ladder, regime="e2e", simulations=50, **kw)
+
+
+def test_run_id_format():
+    assert run_id("120k", "W2X", "e2e", 2.5e17) == "120k-W2X-e2e-C2.5e17"
+    assert run_id("1b", "BASE", "projector_only", 1e12) == "1b-BASE-projector_only-C1e12"
+    assert RUN_ID_RE.match(run_id("30k", "D4X", "encoder_projector", 3e11))
+    assert parse_budgets("3e12, 1e12,1e12") == [1e12, 3e12]
+    with pytest.raises(PrismError, match="not a number"):
+        parse_budgets("1e12,lots")
+
+
+def test_rows_spend_the_budget_within_1_percent(ladder):
+    plan = _plan(ladder, [1e12, 1e13])
+    assert plan["runs"]
+    for r in plan["runs"]:
+        assert abs(r["flops"] / r["budget"] - 1) <= 0.01
+        assert r["steps"] >= 50 and r["samples"] == r["steps"] * r["global_batch"]
+        assert r["tokens"] == r["samples"] * r["tokens_per_sample"]
+        assert r["node_hours"] == pytest.approx(r["samples"] / 1000.0 / 3600)
+        assert RUN_ID_RE.match(r["run_id"])
+        # within the window around N_opt = 0.1 C^0.5
+        assert abs(r["params"] / (0.1 * r["budget"] ** 0.5)) < 10**0.6 + 1e-9
+
+
+def test_fixed_batch_drops_runs_with_too_few_steps():
+    cands = [Candidate(f"b{i}", "BASE", n, n, 6 * n * 64, 64, None) for i, n in enumerate((5e4, 1.2e5, 2.5e5))]
+    bp = plan_budget(1e12, cands, "text_image", "e2e", Centre(0.5, 0.1, "test"), global_batch=512)
+    dropped = {d["backbone"]: d["reason"] for d in bp.dropped}
+    assert set(dropped) == {"b1", "b2"} and "too few steps" in dropped["b2"] and "42 steps" in dropped["b1"]
+    assert [r.global_batch for r in bp.runs] == [512]
+    assert "add a larger backbone" in bp.refused  # only N=5e4 < N_opt=1e5 is left
+
+
+def test_adding_a_budget_does_not_change_existing_runs(ladder):
+    one = _plan(ladder, [1e12])
+    two = _plan(ladder, [1e12, 1e13])
+    assert [r for r in two["runs"] if r["budget"] == 1e12] == one["runs"]
+
+
+def test_unbracketed_budget_is_refused_naming_what_to_add(ladder):
+    plan = _plan(ladder, [1e12, 1e16])  # N_opt(1e16) = 1e7: the ladder tops out at 2e6
+    refused = {r["budget"]: r["reason"] for r in plan["refused"]}
+    assert "1e16" in refused[1e16] and "add a larger backbone" in refused[1e16]
+    assert all(r["budget"] == 1e12 for r in plan["runs"])
+    with pytest.raises(PrismError, match="no budget can be planned"):
+        _plan(ladder, [1e16])
+
+
+def test_data_limit_drops_runs_unless_repetition_allowed(ladder):
+    plan = _plan(ladder, [1e13], data_tokens=1e7)
+    assert any("more than the data" in d["reason"] for d in plan["dropped"])
+    relaxed = _plan(ladder, [1e13], data_tokens=1e7, max_epochs=100)
+    assert len(relaxed["runs"]) > len(plan["runs"])
+
+
+def test_centre_from_previous_fit_and_existing_plan(ladder, tmp_path):
+    study = tmp_path / "study"
+    (study / "fit").mkdir(parents=True)
+    fit = {"diagnostics": {"identifiable": True}, "approach3": {"converged": True, "a": 0.5, "k": 0.3}}
+    (study / "fit" / "e2e.json").write_text(json.dumps(fit))
+    plan = _plan(ladder, [1e12], scaling_study_dir=study)
+    assert plan["centre"]["k"] == 0.3 and "previous fit" in plan["centre"]["source"]
+    # not identifiable: ignored
+    fit["diagnostics"]["identifiable"] = False
+    (study / "fit" / "e2e.json").write_text(json.dumps(fit))
+    assert _plan(ladder, [1e12], scaling_study_dir=study)["centre"]["source"] == "default prior"
+    # an existing plan keeps its centre, so its runs stay as they were
+    out = tmp_path / "plan.yaml"
+    out.write_text(yaml.safe_dump({"centre": {"a": 0.5, "k": 0.2, "source": "prior"}}))
+    assert _plan(ladder, [1e12], out=out)["centre"]["k"] == 0.2
+    assert _plan(ladder, [1e12], out=out, prior_k=0.1)["centre"]["k"] == 0.1
+
+
+def test_cli_writes_plan_yaml_and_csv(ladder, tmp_path, capsys):
+    out = tmp_path / "text_image" / "plan.yaml"
+    rc = main(["isoflop", "plan", "--family", "text_image", "--budgets", "1e12,1e13", "--calibration-dir",
+               str(ladder), "--scaling-study-dir", str(tmp_path), "--simulations", "50", "--out", str(out)])
+    assert rc == 0
+    plan = yaml.safe_load(out.read_text())
+    assert {"family", "regime", "budgets", "runs", "dropped", "forecast"} <= set(plan)
+    assert set(plan["runs"][0]) >= {"run_id", "family", "backbone", "variant", "regime", "budget", "params",
+                                    "params_total", "flops_per_sample", "global_batch", "samples", "steps",
+                                    "tokens", "node_hours"}
+    lines = (out.with_suffix(".csv")).read_text().splitlines()
+    assert lines[0].startswith("run_id,") and len(lines) == len(plan["runs"]) + 1
+    assert "Identifiability forecast" in capsys.readouterr().out
+
+
+def test_dry_run_writes_nothing_and_forecasts_small_n_spread(tmp_path, capsys):
+    """One backbone, the projector ladder only: N moves by < 0.1 decade; the forecast says so."""
+    cal = tmp_path / "cal"
+    for variant, n in {"BASE": 1.00e5, "W2X": 1.05e5, "W4X": 1.15e5, "D2X": 1.08e5, "D4X": 1.12e5}.items():
+        write_calibration(cal, "text_image", "120k", variant, "e2e", n)
+    out = tmp_path / "plan.yaml"
+    rc = main(["isoflop", "plan", "--family", "text_image", "--budgets", "1e12,3e12", "--calibration-dir", str(cal),
+               "--scaling-study-dir", str(tmp_path), "--dry-run", "--out", str(out), "--prior-k", "0.1",
+               "--window", "1.0", "--simulations", "100"])
+    text = capsys.readouterr().out
+    assert rc == 0 and not out.exists() and not out.with_suffix(".csv").exists()
+    assert "UNDETERMINED" in text and "N spread 0.06 decades at 1e12" in text and "add a larger backbone" in text
+    assert "120k-BASE-e2e-C1e12" in text
+
+
+def test_plan_budget_is_pure():
+    cands = [Candidate("30k", "BASE", n, n, 6 * n * 64, 64, None) for n in (3e4, 1e5, 3e5)]
+    centre = Centre(0.5, 0.1, "test")
+    a = plan_budget(1e12, cands, "text_image", "e2e", centre)
+    b = plan_budget(1e12, list(reversed(cands)), "text_image", "e2e", centre)
+    assert sorted(r.run_id for r in a.runs) == sorted(r.run_id for r in b.runs)
+    assert a.refused is None
+
+
+def test_missing_calibration_names_the_command(tmp_path):
+    write_calibration(tmp_path / "cal", "text_image", "30k", "BASE", "e2e", 2e4)
+    with pytest.raises(PrismError, match="prism isoflop calibrate --backbone 60k"):
+        make_plan("text_image", [1e12], tmp_path / "cal", backbones=["30k", "60k"], variants=["BASE"])
