@@ -12,13 +12,11 @@ import math
 import statistics
 from collections.abc import Iterable
 
-# Per-step figures summarised by a median over the steady state.
-RATE_KEYS = ("samples_per_s", "tokens_per_s", "flops_per_s", "mfu", "step_time_s", "data_wait_s")
 # Columns first in the CSV, in this order, when present.
 LEADING = ("run_dir", "run_id", "sweep_id", "design", "preset", "family", "backbone", "variant", "regime",
            "layout", "storage", "strategy", "world_size", "device", "compile", "grad_checkpoint",
            "torch_version", "git_rev", "steps_logged", "steps_used", "first_step", "last_step",
-           "samples_per_s", "samples_per_s_iqr", "tokens_per_s", "tokens_per_sample", "flops_per_s", "mfu",
+           "samples_per_s", "samples_per_s_iqr", "units_per_s", "tokens_per_s", "tokens_per_sample", "flops_per_s", "mfu",
            "mfu_iqr", "step_time_s", "data_wait_s", "data_wait_share", "peak_mem_bytes", "final_loss", "bad_lines")
 
 
@@ -40,8 +38,32 @@ def steady_state(rows: list[dict], warmup_fraction: float = 0.2) -> list[dict]:
     return rows[min(skip, len(rows) - 1):] if rows else []
 
 
+def with_sample_rates(rows: list[dict]) -> list[dict]:
+    """Rows whose `samples_per_s` counts real samples, from the cumulative `samples` counter.
+
+    `prism train` logs `samples_per_s` as global-batch units per second, and a packed
+    unit is a row of several samples; the cumulative `samples` counter and the
+    window's step time give the real rate (for padded runs the two agree). The
+    logged unit rate is kept as `units_per_s`.
+    """
+    rows = sorted(rows, key=lambda r: r["step"] if _is_number(r.get("step")) else math.inf)
+    out, prev_step, prev_samples = [], 0, 0
+    for r in rows:
+        r = dict(r)
+        step, samples, dt = r.get("step"), r.get("samples"), r.get("step_time_s")
+        if _is_number(step) and _is_number(samples) and _is_number(dt) and _is_number(r.get("samples_per_s")):
+            window = step - prev_step
+            if window > 0 and dt > 0 and samples >= prev_samples:
+                r["units_per_s"] = r["samples_per_s"]
+                r["samples_per_s"] = (samples - prev_samples) / (dt * window)
+            prev_step, prev_samples = step, samples
+        out.append(r)
+    return out
+
+
 def summarize_run(rows: list[dict], meta: dict | None = None, warmup_fraction: float = 0.2) -> dict:
     """One run's record: its metadata (text fields) and steady-state medians of its numeric fields."""
+    rows = with_sample_rates(rows)
     out: dict = {}
     for row in rows:  # text fields: the last value a row gave (they are constant in a run)
         for key, value in row.items():
