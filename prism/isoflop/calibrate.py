@@ -164,21 +164,27 @@ def measure_training_throughput(
             f"Adam state need {state_bytes / 2**30:.1f} GiB but {available / 2**30:.1f} GiB is available; "
             "drop --measure-throughput (FLOPs and parameters need no memory) or measure on a larger device"
         )
-    model = build_model(family, backbone, variant, regime, device=device)
-    opt = torch.optim.AdamW(model.trainable_parameters(), lr=1e-4)
-    batch = example_batch(model, seq_len, batch_size, device=device)
-    reset_peak_memory(device)
-    times = []
-    for i in range(warmup + steps):
-        synchronize(device)
-        t0 = time.perf_counter()
-        loss = model(*batch)
-        loss.backward()
-        opt.step()
-        opt.zero_grad(set_to_none=True)
-        synchronize(device)
-        if i >= warmup:
-            times.append(time.perf_counter() - t0)
+    try:
+        model = build_model(family, backbone, variant, regime, device=device)
+        opt = torch.optim.AdamW(model.trainable_parameters(), lr=1e-4)
+        batch = example_batch(model, seq_len, batch_size, device=device)
+        reset_peak_memory(device)
+        times = []
+        for i in range(warmup + steps):
+            synchronize(device)
+            t0 = time.perf_counter()
+            loss = model(*batch)
+            loss.backward()
+            opt.step()
+            opt.zero_grad(set_to_none=True)
+            synchronize(device)
+            if i >= warmup:
+                times.append(time.perf_counter() - t0)
+    except torch.OutOfMemoryError:
+        raise PrismError(
+            f"backbone {backbone} ran out of memory on {device} at --batch-size {batch_size} "
+            "(fp32, no sharding); try a smaller --batch-size, or drop --measure-throughput"
+        ) from None
     step_time = sorted(times)[len(times) // 2]  # median: robust to a stray slow step on a shared host
     return {
         "batch_size": batch_size,
