@@ -1,0 +1,78 @@
+"""plot: the three PNGs exist, are PNGs, and their axes say what they show."""
+
+from __future__ import annotations
+
+import struct
+
+import pytest
+
+from prism.cli import main
+from prism.isoflop.fit import fit_records
+from prism.isoflop.records import Surface
+from prism.isoflop.synthetic import isoflop_study, write_csv
+
+SURFACE = Surface(E=1.8, A=480.0, B=2000.0, alpha=0.35, beta=0.35)
+
+
+@pytest.fixture(scope="module")
+def study():
+    recs = isoflop_study(SURFACE, [1e18, 1e19, 1e20], per_budget=5, spread=1.0, noise=0.005, seed=2)
+    recs += isoflop_study(SURFACE, [1e21], per_budget=4, spread=0.5, offset=0.9)  # edge minimum: rejected
+    return recs, fit_records(recs, n_boot=20)
+
+
+def _png_size(path):
+    head = path.read_bytes()[:24]
+    assert head[:8] == b"\x89PNG\r\n\x1a\n"
+    return struct.unpack(">II", head[16:24])
+
+
+def test_cli_writes_three_pngs(tmp_path, study):
+    import json
+
+    recs, fit = study
+    write_csv(recs, tmp_path / "runs.csv")
+    (tmp_path / "fit.json").write_text(json.dumps(fit))
+    outdir = tmp_path / "plots"
+    assert main(["isoflop", "plot", "--csv", str(tmp_path / "runs.csv"), "--fit-json", str(tmp_path / "fit.json"),
+                 "--outdir", str(outdir), "--dpi", "60"]) == 0
+    for name in ("isoflop_curves.png", "scaling_laws.png", "approach3_fit.png"):
+        w, h = _png_size(outdir / name)
+        assert w > 100 and h > 100
+    assert not list(outdir.glob(".*"))  # no temporary files left
+
+
+def test_axes_are_labelled_log_scaled_and_rejections_marked(study):
+    import matplotlib.pyplot as plt
+
+    from prism.isoflop import plot
+
+    recs, fit = study
+    fig = plot.figure_isoflop_curves(recs, fit)
+    ax = fig.axes[0]
+    assert ax.get_xscale() == "log" and "parameters" in ax.get_xlabel() and "loss" in ax.get_ylabel()
+    labels = [t.get_text() for t in ax.get_legend().get_texts()]
+    assert any("rejected" in t and "10^{21}" in t for t in labels)
+    assert any("10^{18}" in t for t in labels)
+    # the rejected budget is drawn hollow
+    hollow = [line for line in ax.lines if line.get_markerfacecolor() == "none"]
+    assert hollow
+    plt.close(fig)
+    fig = plot.figure_scaling_laws(fit)
+    for ax in fig.axes:
+        assert ax.get_xscale() == "log" and ax.get_yscale() == "log"
+        assert "FLOPs" in ax.get_xlabel() and ax.get_ylabel()
+        assert ax.collections  # the bootstrap band
+    plt.close(fig)
+    fig = plot.figure_approach3(recs, fit)
+    ax = fig.axes[0]
+    assert "observed" in ax.get_xlabel() and "predicted" in ax.get_ylabel()
+    plt.close(fig)
+
+
+def test_sci_labels():
+    from prism.isoflop.plot import sci
+
+    assert sci(1e12) == "$10^{12}$"
+    assert sci(3e17) == "$3{\\times}10^{17}$"
+    assert sci(2.5e17) == "$2.5{\\times}10^{17}$"
