@@ -2,12 +2,18 @@
 # input/params functions that read the plan (a checkpoint). No rules here.
 
 import math
+import os
+import sys
 from pathlib import Path
 
 import yaml
 
 from prism.families import FAMILIES
 from prism.model.config import BACKBONES, REGIMES, VARIANTS
+
+# Rules call `prism`: find the one installed beside the Python running Snakemake
+# (`.venv/bin/snakemake` works without activating the venv, here and in PBS jobs).
+os.environ["PATH"] = os.pathsep.join([str(Path(sys.executable).parent), os.environ.get("PATH", "")])
 
 STUDY = config["study_dir"].rstrip("/")
 REGIME = config["regime"]
@@ -38,7 +44,7 @@ wildcard_constraints:
     variant=_alternatives(VARIANTS),
     regime=_alternatives(REGIMES),
     budget=r"[0-9]+(\.[0-9]+)?e[0-9]+",
-    run_id=r"[0-9a-z]+-[A-Z0-9]+-[a-z_]+-C[0-9]+(\.[0-9]+)?e[0-9]+",
+    run_id=r"[0-9a-z]+-[A-Z0-9]+-[a-z0-9_]+-C[0-9]+(\.[0-9]+)?e[0-9]+",
 
 
 # ---- paths -------------------------------------------------------------------
@@ -66,6 +72,24 @@ def logfile(*parts):
 
 
 # ---- the plan (a checkpoint) -------------------------------------------------
+
+
+def plan_options():
+    """The planner flags the config sets, as an argument list (quoted one by one in the shell)."""
+    flags = {
+        "global_batch": "--global-batch",
+        "prior_a": "--prior-a",
+        "prior_k": "--prior-k",
+        "window": "--window",
+        "min_steps": "--min-steps",
+        "previous_round": "--scaling-study-dir",
+    }
+    args = []
+    for key, flag in flags.items():
+        value = config["plan"][key]
+        if value is not None:
+            args += [flag, str(value)]
+    return args
 
 
 def plan_rows(family):

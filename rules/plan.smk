@@ -18,12 +18,8 @@ checkpoint plan:
         variants=",".join(config["variants"]),
         regime=REGIME,
         calibration_dir=f"{STUDY}/calibration",
-        study_dir=lambda wildcards: f"{STUDY}/{wildcards.family}",
-        global_batch=(
-            ["--global-batch", str(config["plan"]["global_batch"])]
-            if config["plan"]["global_batch"]
-            else []
-        ),
+        # Optional planner flags: only those the config sets (null = the planner's default).
+        options=lambda wildcards: plan_options(),
     threads: 1
     resources:
         nodes=1,
@@ -32,5 +28,4 @@ checkpoint plan:
     shell:
         "prism isoflop plan --family {wildcards.family:q} --budgets {params.budgets:q}"
         " --regime {params.regime:q} --backbones {params.backbones:q} --variants {params.variants:q}"
-        " --calibration-dir {params.calibration_dir:q} --scaling-study-dir {params.study_dir:q}"
-        " {params.global_batch:q} --out {output.plan:q} > {log:q} 2>&1"
+        " --calibration-dir {params.calibration_dir:q} {params.options:q} --out {output.plan:q} > {log:q} 2>&1"

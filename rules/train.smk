@@ -47,6 +47,7 @@ rule train:
         " --variant {params.variant:q} --regime {params.regime:q} --budget {params.budget:q}"
         " --data {input.data:q} --calibration {input.calibration:q} --out {params.rundir:q}"
         " --global-batch {params.global_batch:q} --seed {params.seed:q} --device {resources.device:q}"
+        " --threads {threads}"
         " --strategy {resources.strategy:q}"
         " --launcher {resources.launcher:q} --nodes {resources.nodes:q} --storage {resources.storage:q}"
         " --dry-run > {params.body:q} 2> {log:q}"

@@ -1,0 +1,118 @@
+"""The workflow through profiles/aurora against a real local scheduler (Slurm + Torque qsub).
+
+The tests run in order on one study: a full run, an interrupted one, a failing one, and
+the rerun that finishes it.
+"""
+
+from __future__ import annotations
+
+import re
+import signal
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+
+from workflow.wfhelpers import SNAKEMAKE, env, make_workdir, planned_run_ids, snakemake
+
+pytestmark = [pytest.mark.cluster, pytest.mark.slow]
+
+CLUSTER = {
+    "account": "prismtest",
+    "queue": "debug",
+    "filesystems": "flare:home",
+    "walltime": "00:10:00",
+    "nodes": 1,
+}
+MORE_BUDGETS = "budgets=[1e10,2e10,3e10,4e10]"
+PBS_ARGS = ("--profile", "profiles/aurora", "--seconds-between-status-checks", "1", "--latency-wait", "5")
+
+
+@pytest.fixture(scope="module")
+def study(scheduler, tmp_path_factory):
+    workdir = make_workdir(tmp_path_factory.mktemp("pbs-study"), {"cluster": CLUSTER})
+    client_env = {k: v for k, v in scheduler.items() if k != "folder"}
+    return workdir, client_env
+
+
+def pbs(study, *args, check=True, timeout=600):
+    workdir, client_env = study
+    return snakemake(workdir, *PBS_ARGS, *args, check=check, timeout=timeout, extra_env=client_env)
+
+
+def submitted(output: str) -> list[str]:
+    return re.findall(r"Submitted job \d+ with external jobid '([^']+)'", output)
+
+
+def queue(client_env, states="PD,R,CG") -> list[str]:
+    out = subprocess.run(["squeue", "-h", "-t", states, "-o", "%i %t %j"], env={**env(), **client_env},
+                         capture_output=True, text=True, check=True).stdout
+    return [line for line in out.splitlines() if line.strip()]
+
+
+def status_records(workdir: Path) -> dict[str, str]:
+    folder = workdir / "logs" / "pbs" / "status"
+    return {p.name: p.read_text().strip() for p in folder.iterdir() if not p.name.startswith(".")}
+
+
+def test_every_training_job_goes_through_qsub(study):
+    workdir, client_env = study
+    out = pbs(study, "fit_text_image").stdout
+    runs = planned_run_ids(workdir)
+    ids = submitted(out)
+    assert len(ids) == len(runs) > 0
+    # Only training jobs are submitted; everything else runs where Snakemake runs.
+    assert out.count("localrule train") == 0 and "localrule plan" in out
+    records = status_records(workdir)
+    assert {i: records.get(i) for i in ids} == {i: "0" for i in ids}
+    info = subprocess.run(["qstat", "-f", ids[0]], env={**env(), **client_env},
+                          capture_output=True, text=True).stdout
+    assert "prism.train" in info
+    assert (workdir / "scaling-study" / "text_image" / "fit" / "e2e.json").exists()
+
+
+def test_sigint_cancels_queued_jobs(study):
+    workdir, client_env = study
+    log = open(workdir / "sigint.log", "w")
+    proc = subprocess.Popen([SNAKEMAKE, *PBS_ARGS, "fit_text_image", "--config", MORE_BUDGETS],
+                            cwd=workdir, env={**env(), **client_env}, stdout=log, stderr=subprocess.STDOUT)
+    try:
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline and not any(" PD " in line for line in queue(client_env)):
+            assert proc.poll() is None, (workdir / "sigint.log").read_text()[-3000:]
+            time.sleep(0.3)
+        assert queue(client_env, "PD"), "no job ever queued"
+        proc.send_signal(signal.SIGINT)
+        assert proc.wait(timeout=120) != 0
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+        log.close()
+    deadline = time.monotonic() + 30
+    while queue(client_env) and time.monotonic() < deadline:
+        time.sleep(0.5)
+    assert queue(client_env) == []
+
+
+def test_failing_job_is_failed_and_stops_the_workflow(study):
+    workdir, _ = study
+    before = status_records(workdir)
+    out = pbs(study, "fit_text_image", "--config", MORE_BUDGETS, "--retries", "0",
+              "--set-resources", "train:device='cuda'", check=False)
+    assert out.returncode != 0
+    assert "Error in rule train" in out.stdout
+    new = {k: v for k, v in status_records(workdir).items() if k not in before}
+    assert new and all(v != "0" for v in new.values())
+    assert not (workdir / "scaling-study" / "text_image" / "runs" / "30k-BASE-e2e-C4e10" / "metrics.json").exists()
+
+
+def test_rerun_resubmits_only_what_is_missing(study):
+    workdir, _ = study
+    runs_dir = workdir / "scaling-study" / "text_image" / "runs"
+    done = {p.parent.name: p.stat().st_mtime_ns for p in runs_dir.glob("*/metrics.json")}
+    out = pbs(study, "fit_text_image", "--config", MORE_BUDGETS).stdout
+    planned = planned_run_ids(workdir)
+    assert len(submitted(out)) == len(planned - set(done))
+    assert {p.parent.name: p.stat().st_mtime_ns for p in runs_dir.glob("*/metrics.json") if p.parent.name in done} == done
+    assert all((runs_dir / r / "metrics.json").exists() for r in planned)

@@ -1,0 +1,101 @@
+"""Helpers for the tests that run Snakemake on the real workflow in a scratch folder."""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import yaml
+
+REPO = Path(__file__).resolve().parents[2]
+BIN = Path(sys.executable).parent
+SNAKEMAKE = str(BIN / "snakemake")
+
+# A study small enough to train in seconds per run: three sizes per budget (a parabola
+# needs three), a small batch, and a prior that centres the grid on the tiny ladder.
+TINY_BUDGETS = ["1e10", "2e10"]
+TINY_CONFIG = {
+    "families": ["text_image"],
+    "regime": "e2e",
+    "backbones": ["30k", "60k", "120k"],
+    "variants": ["BASE"],
+    "budgets": TINY_BUDGETS,
+    "plan": {"global_batch": 8, "min_steps": 10, "window": 3, "prior_k": 1.0},
+    "train": {"device": "cpu", "threads": 1},
+    "fit": {"bootstrap": 20},
+    "plot": {"dpi": 60},
+}
+
+
+def make_workdir(path: Path, overrides: dict | None = None) -> Path:
+    """Copy the workflow (Snakefile, rules, config, profiles) into `path` with the tiny study as config.yaml."""
+    path.mkdir(parents=True, exist_ok=True)
+    shutil.copy2(REPO / "Snakefile", path / "Snakefile")
+    for folder in ("rules", "config", "profiles"):
+        shutil.copytree(REPO / folder, path / folder, dirs_exist_ok=True)
+    config = {**yaml.safe_load((REPO / "config" / "config.yaml").read_text()), **TINY_CONFIG, **(overrides or {})}
+    (path / "config" / "config.yaml").write_text(yaml.safe_dump(config, sort_keys=False))
+    return path
+
+
+def env() -> dict[str, str]:
+    """The environment of a Snakemake call: this venv first on PATH, two threads at most."""
+    out = dict(os.environ)
+    out["PATH"] = os.pathsep.join([str(BIN), out.get("PATH", "")])
+    out.pop("SNAKEMAKE_PROFILE", None)
+    return out
+
+
+def snakemake(workdir: Path, *args: str, timeout: float = 600, check: bool = True,
+              extra_env: dict | None = None) -> subprocess.CompletedProcess:
+    """Run Snakemake in `workdir`; stdout and stderr together in `.stdout`."""
+    result = subprocess.run(
+        [SNAKEMAKE, *args], cwd=workdir, env={**env(), **(extra_env or {})},
+        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=timeout,
+    )
+    if check and result.returncode != 0:
+        raise AssertionError(f"snakemake {' '.join(args)} failed ({result.returncode}):\n{result.stdout[-6000:]}")
+    return result
+
+
+def job_counts(output: str) -> dict[str, int]:
+    """The 'Job stats' table of a Snakemake (dry) run: {rule: count}."""
+    counts: dict[str, int] = {}
+    lines = output.splitlines()
+    for i, line in enumerate(lines):
+        if line.strip().startswith("job") and "count" in line and i + 1 < len(lines) and set(lines[i + 1].strip()) <= {"-", " "}:
+            for row in lines[i + 2:]:
+                parts = row.split()
+                if len(parts) != 2 or not parts[1].isdigit() or parts[0] == "total":
+                    break
+                counts[parts[0]] = int(parts[1])
+            break
+    return counts
+
+
+def rule_outputs(output: str, rule: str) -> list[str]:
+    """The `output:` of every job of `rule` that a Snakemake (dry) run lists."""
+    found, inside = [], False
+    for line in output.splitlines():
+        if re.fullmatch(rf"(local)?rule {re.escape(rule)}:", line.strip()):
+            inside = True
+        elif inside and line.strip().startswith("output:"):
+            found.append(line.split(":", 1)[1].strip())
+            inside = False
+        elif inside and not line.startswith(" "):
+            inside = False
+    return found
+
+
+def train_run_ids(output: str) -> list[str]:
+    """Run ids of the train jobs a Snakemake (dry) run lists (a list: duplicates would show)."""
+    return [re.search(r"runs/([^/]+)/metrics\.json", o).group(1) for o in rule_outputs(output, "train")]
+
+
+def planned_run_ids(workdir: Path, family: str = "text_image") -> set[str]:
+    plan = yaml.safe_load((workdir / "scaling-study" / family / "plan.yaml").read_text())
+    return {row["run_id"] for row in plan["runs"]}
