@@ -76,6 +76,8 @@ def calibrate(
     counts = param_counts(model)
     params_total = sum(c["total"] for c in counts.values())
     params_trainable = sum(c["trainable"] for c in counts.values())
+    if measure_throughput:  # fail before the (slower) FLOP count
+        check_fits(backbone, dev, params_total, params_trainable)
     flops = count_training_flops(model, seq_len)
     record = {
         "calibration_version": CALIBRATION_VERSION,
@@ -127,6 +129,18 @@ def _available_bytes(device) -> int | None:
     return memory_capacity(device)
 
 
+def check_fits(backbone: str, device, params_total: int, params_trainable: int) -> None:
+    """Refuse (PrismError) when fp32 weights, gradients and Adam state alone exceed 80% of the memory at hand."""
+    state_bytes = 4 * params_total + 12 * params_trainable  # fp32 weights; grads + 2 Adam moments for trainable
+    available = _available_bytes(device)
+    if available is not None and state_bytes > 0.8 * available:
+        raise PrismError(
+            f"backbone {backbone} does not fit for --measure-throughput on {device}: fp32 weights, gradients and "
+            f"Adam state need {state_bytes / 2**30:.1f} GiB but {available / 2**30:.1f} GiB is available; "
+            "drop --measure-throughput (FLOPs and parameters need no memory) or measure on a larger device"
+        )
+
+
 def measure_training_throughput(
     family: str,
     backbone: str,
@@ -156,14 +170,7 @@ def measure_training_throughput(
         raise PrismError(f"--batch-size ({batch_size}), --steps ({steps}) and --threads ({threads}) must be at least 1")
     if threads is not None:
         torch.set_num_threads(threads)
-    state_bytes = 4 * params_total + 12 * params_trainable  # fp32 weights; grads + 2 Adam moments for trainable
-    available = _available_bytes(device)
-    if available is not None and state_bytes > 0.8 * available:
-        raise PrismError(
-            f"backbone {backbone} does not fit for --measure-throughput on {device}: fp32 weights, gradients and "
-            f"Adam state need {state_bytes / 2**30:.1f} GiB but {available / 2**30:.1f} GiB is available; "
-            "drop --measure-throughput (FLOPs and parameters need no memory) or measure on a larger device"
-        )
+    check_fits(backbone, device, params_total, params_trainable)
     try:
         model = build_model(family, backbone, variant, regime, device=device)
         opt = torch.optim.AdamW(model.trainable_parameters(), lr=1e-4)
