@@ -123,7 +123,7 @@ def _register_plan(verbs: argparse._SubParsersAction) -> None:
     p.add_argument("--family", required=True, help="modality family, e.g. text_image")
     p.add_argument("--budgets", required=True, help="comma-separated FLOP budgets, e.g. 1e17,3e17")
     p.add_argument("--calibration-dir", required=True, help="directory of calibration JSONs")
-    p.add_argument("--scaling-study-dir", help="the study dir; a previous round's fit/{regime}.json there centres the grid")
+    p.add_argument("--scaling-study-dir", help="the study dir; a previous round's fit copied to DIR/prior.json (or {a, k}) centres the grid")
     p.add_argument("--regime", default="e2e", choices=REGIME_CHOICES[:-1], help="default: e2e")
     p.add_argument("--backbones", type=_csv_list, help="comma-separated (default: every calibrated one)")
     p.add_argument("--variants", type=_csv_list, help="comma-separated (default: every calibrated one)")

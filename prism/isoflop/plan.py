@@ -10,9 +10,9 @@ the runs already planned for another, so a study grows incrementally):
 2. candidates that cannot be run are dropped with the reason: too few steps, FLOPs
    off by more than 1%, more tokens than the data holds (times `max_epochs`);
 3. the grid is centred on the predicted optimum N_opt(C) = k C^a (explicit prior
-   flags, else the centre of the existing plan at `--out`, else the previous round's
-   identifiable fit in the study dir, else the default prior) and candidates more
-   than `window` decades away are dropped;
+   flags, else the centre of the existing plan at `--out`, else a previous round's
+   identifiable fit copied to `{study dir}/prior.json`, else the default prior) and
+   candidates more than `window` decades away are dropped;
 4. a budget whose remaining candidates do not bracket N_opt is refused, naming
    what to add.
 Then the identifiability forecast simulates the planned grid (`forecast.py`).
@@ -40,6 +40,8 @@ DEFAULT_WINDOW = 0.6
 DEFAULT_MIN_STEPS = 50
 MAX_AUTO_BATCH = 512
 FLOP_TOLERANCE = 0.01
+# A previous round's fit (copied by the user) in the study dir centres the grid.
+PRIOR_FILE = "prior.json"
 RUN_ID_RE = re.compile(r"^[0-9a-z]+-[A-Z0-9]+-[a-z0-9_]+-C[0-9.]+e[0-9]+$")
 
 
@@ -251,24 +253,34 @@ def find_centre(
         except (yaml.YAMLError, KeyError, TypeError, ValueError):
             pass  # not a plan of ours: plan afresh
     if study_dir is not None:
-        for path in (study_dir / "fit" / f"{regime}.json", study_dir / family / "fit" / f"{regime}.json",
-                     study_dir / "fit.json"):
-            centre = _centre_from_fit(path)
+        for path in (study_dir / PRIOR_FILE, study_dir / family / PRIOR_FILE):
+            centre = _centre_from_file(path, regime)
             if centre is not None:
                 return centre
     return Centre(DEFAULT_PRIOR_A, DEFAULT_PRIOR_K, "default prior")
 
 
-def _centre_from_fit(path: Path) -> Centre | None:
+def _centre_from_file(path: Path, regime: str) -> Centre | None:
+    """A previous round's centre: `{"a": .., "k": ..}`, a fit JSON, or `{regime: fit JSON}`.
+
+    The current round's own fit (`fit/{regime}.json`) is deliberately not read:
+    re-centring on it would change the runs of budgets already trained.
+    """
     if not path.is_file():
         return None
     try:
-        fit = json.loads(path.read_text())
-    except (OSError, ValueError):
+        data = json.loads(path.read_text())
+    except (OSError, ValueError) as err:
+        raise PrismError(f"{path}: not JSON ({err}); it should hold a previous round's fit or {{a, k}}") from None
+    if isinstance(data, dict) and regime in data and isinstance(data[regime], dict):
+        data = data[regime]
+    if isinstance(data, dict) and "a" in data and "k" in data:
+        return Centre(float(data["a"]), float(data["k"]), f"{path}")
+    if not isinstance(data, dict) or "diagnostics" not in data:
+        raise PrismError(f"{path}: neither {{a, k}} nor a fit JSON from `prism isoflop fit`")
+    if not data["diagnostics"].get("identifiable"):
         return None
-    if not fit.get("diagnostics", {}).get("identifiable"):
-        return None
-    a3, a2 = fit.get("approach3") or {}, fit.get("approach2") or {}
+    a3, a2 = data.get("approach3") or {}, data.get("approach2") or {}
     if a3.get("converged") and a3.get("a") is not None and a3.get("k"):
         return Centre(float(a3["a"]), float(a3["k"]), f"previous fit {path} (Approach 3)")
     if a2.get("a") is not None and a2.get("k"):

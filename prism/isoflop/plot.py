@@ -94,10 +94,10 @@ def figure_isoflop_curves(records, fit: dict):
         pts = sorted((r.params, r.loss) for r in records if r.budget == c)
         n, loss = np.array(pts).T
         b = info.get(c, {})
-        accepted = bool(b.get("accepted"))
+        accepted = bool(b.get("accepted")) or not info  # no Approach 2 in the fit: plain points
         col = colours[c]
         label = f"C = {sci(c)} FLOPs"
-        if not accepted:
+        if not accepted and info:
             label += f"\n  rejected: {_short_reason(b.get('reason', 'not fitted'))}"
         ax.plot(
             n, loss, "o", ms=5, color=col, label=label,

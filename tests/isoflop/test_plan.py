@@ -75,13 +75,22 @@ def test_centre_from_previous_fit_and_existing_plan(ladder, tmp_path):
     study = tmp_path / "study"
     (study / "fit").mkdir(parents=True)
     fit = {"diagnostics": {"identifiable": True}, "approach3": {"converged": True, "a": 0.5, "k": 0.3}}
-    (study / "fit" / "e2e.json").write_text(json.dumps(fit))
-    plan = _plan(ladder, [1e12], scaling_study_dir=study)
-    assert plan["centre"]["k"] == 0.3 and "previous fit" in plan["centre"]["source"]
-    # not identifiable: ignored
-    fit["diagnostics"]["identifiable"] = False
+    # this round's own fit does not move the grid (that would retrain planned budgets)
     (study / "fit" / "e2e.json").write_text(json.dumps(fit))
     assert _plan(ladder, [1e12], scaling_study_dir=study)["centre"]["source"] == "default prior"
+    # a previous round's fit, copied to prior.json, does
+    (study / "prior.json").write_text(json.dumps(fit))
+    plan = _plan(ladder, [1e12], scaling_study_dir=study)
+    assert plan["centre"]["k"] == 0.3 and "previous fit" in plan["centre"]["source"]
+    (study / "prior.json").write_text(json.dumps({"a": 0.45, "k": 0.25}))
+    assert _plan(ladder, [1e12], scaling_study_dir=study)["centre"]["a"] == 0.45
+    # not identifiable: ignored
+    fit["diagnostics"]["identifiable"] = False
+    (study / "prior.json").write_text(json.dumps(fit))
+    assert _plan(ladder, [1e12], scaling_study_dir=study)["centre"]["source"] == "default prior"
+    (study / "prior.json").write_text("{oops")
+    with pytest.raises(PrismError, match="prior.json: not JSON"):
+        _plan(ladder, [1e12], scaling_study_dir=study)
     # an existing plan keeps its centre, so its runs stay as they were
     out = tmp_path / "plan.yaml"
     out.write_text(yaml.safe_dump({"centre": {"a": 0.5, "k": 0.2, "source": "prior"}}))
