@@ -1,2 +1,108 @@
-# The per-modality throughput sweep (`prism sweep run`, `prism perf aggregate`).
-# Owned by the sweep issue, which fills this file in; included by the Snakefile.
+# The per-modality throughput sweep: one job per (design, preset) cell, then one table.
+#
+#   snakemake sweep                      # every cell of config `sweep:` on this machine
+#   snakemake --profile profiles/aurora sweep --config 'sweep={"designs": ["PRISM-MODALITY-SMOKE-2N"]}'
+#
+# A cell (`prism sweep run-cell`) trains its preset padded and packed into
+# SWEEP_DIR/<design>/<preset>/{padded,packed}/ and writes status.json last: that is the
+# rule's only output, so a finished cell is never redone and a half-done one resumes.
+# Each family's shards are their own rule's output and every cell gets its family's
+# directory explicitly. On the cluster a cell is one PBS job of the design's node count;
+# inside it the cell renders the aurora job body (mpiexec, DAOS mount) and runs it.
+
+from prism.launch.aurora import FILESYSTEMS as SWEEP_FILESYSTEMS
+from prism.sweep.presets import load as load_sweep_presets
+
+SWEEP = config["sweep"]
+SWEEP_DIR = str(Path(SWEEP["outputs"], SWEEP["id"]))
+SWEEP_FILE = load_sweep_presets(SWEEP["presets_file"])
+
+
+SWEEP_CELLS = [
+    f"{SWEEP_DIR}/{design}/{preset}/status.json"
+    for design in SWEEP["designs"]
+    for preset in SWEEP["presets"]
+]
+
+
+# Cheap steps run where Snakemake runs, also with the cluster profile.
+localrules:
+    sweep,
+    sweep_data,
+    sweep_aggregate,
+
+
+rule sweep_data:
+    output:
+        directory(f"{SWEEP_DIR}/data/{{family}}-seed{{seed}}"),
+    log:
+        f"{SWEEP_DIR}/logs/data/{{family}}-seed{{seed}}.log",
+    wildcard_constraints:
+        seed=r"[0-9]+",
+    threads: 1
+    resources:
+        nodes=1,
+        walltime="00:30:00",
+        runtime=30,
+    shell:
+        "prism data build --family {wildcards.family:q} --out {output:q} --seed {wildcards.seed:q}"
+        " > {log:q} 2>&1"
+
+
+rule sweep_cell:
+    input:
+        data=lambda wildcards: "{root}/data/{p.family}-seed{p.data_seed}".format(
+            root=SWEEP_DIR, p=SWEEP_FILE.preset(wildcards.preset)
+        ),
+    output:
+        f"{SWEEP_DIR}/{{design}}/{{preset}}/status.json",
+    log:
+        f"{SWEEP_DIR}/logs/{{design}}/{{preset}}.log",
+    wildcard_constraints:
+        design="|".join(sorted(SWEEP_FILE.designs, key=len, reverse=True)),
+        preset="|".join(sorted(SWEEP_FILE.presets, key=len, reverse=True)),
+    params:
+        outputs=SWEEP["outputs"],
+        sweep_id=SWEEP["id"],
+        presets_file=SWEEP["presets_file"],
+        data_root=f"{SWEEP_DIR}/data",
+    # One training process at a time per cell; it uses the machine's cores.
+    threads: workflow.cores
+    resources:
+        nodes=lambda wildcards: SWEEP_FILE.design(wildcards.design).nodes,
+        walltime=lambda wildcards: SWEEP_FILE.design(wildcards.design).walltime,
+        runtime=lambda wildcards: walltime_minutes(SWEEP_FILE.design(wildcards.design).walltime),
+        storage=SWEEP["storage"],
+        account=config["cluster"]["account"],
+        queue=config["cluster"]["queue"],
+        filesystems=SWEEP_FILESYSTEMS[SWEEP["storage"]],
+        place=config["cluster"]["place"],
+    shell:
+        "prism sweep run-cell --preset {wildcards.preset:q} --design {wildcards.design:q}"
+        " --sweep-id {params.sweep_id:q} --storage {resources.storage:q} --outputs {params.outputs:q}"
+        " --data-root {params.data_root:q} --presets-file {params.presets_file:q} > {log:q} 2>&1"
+
+
+rule sweep_aggregate:
+    input:
+        SWEEP_CELLS,
+    output:
+        csv=f"{SWEEP_DIR}/perf.csv",
+        md=f"{SWEEP_DIR}/perf.md",
+        png=f"{SWEEP_DIR}/perf.png",
+    log:
+        f"{SWEEP_DIR}/logs/aggregate.log",
+    params:
+        outputs=SWEEP_DIR,
+    threads: 1
+    resources:
+        nodes=1,
+        walltime="00:10:00",
+        runtime=10,
+    shell:
+        "prism perf aggregate --outputs {params.outputs:q} --csv {output.csv:q} --per-modality > {log:q} 2>&1"
+
+
+rule sweep:
+    input:
+        rules.sweep_aggregate.output,
