@@ -47,10 +47,11 @@ def _short_reason(reason: str) -> str:
 def _colours(n: int) -> list:
     import matplotlib
 
-    if n <= len(OKABE_ITO) - 1:  # keep black for reference lines
-        return OKABE_ITO[:n]
+    categorical = [c for c in OKABE_ITO if c not in ("#F0E442", "#000000")]  # yellow is faint on white; black is y=x
+    if n <= len(categorical):
+        return categorical[:n]
     cmap = matplotlib.colormaps["cividis"]
-    return [cmap(v) for v in np.linspace(0.0, 0.9, n)]
+    return [cmap(v) for v in np.linspace(0.0, 0.85, n)]
 
 
 def _style():
