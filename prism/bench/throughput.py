@@ -219,15 +219,24 @@ class Bench:
         """FLOPs and kernel operand bytes of one step at this batch, counted once per shape."""
         from torch.utils.flop_counter import FlopCounterMode
 
+        import torch
+
+        from prism.model.accounting import example_batch, meta_copy
+
         key = (batch, train)
         if key not in self._flops:
-            tokens, modality, labels = self.batch(batch)
+            # Counted on a meta copy: the fused CPU attention kernel is invisible to FlopCounterMode,
+            # and the meta device allocates nothing (so real sizes count cheaply).
+            meta = meta_copy(self.model)
+            tokens, modality, labels = example_batch(meta, self.cfg.seq_len, batch, device="meta")
+            dtype = {"bf16": torch.bfloat16, "fp16": torch.float16}.get(self.cfg.dtype)
+            if dtype is not None:  # autocast runs the matmuls in the low precision: count bytes at that width
+                meta = meta.to(dtype)
             with FlopCounterMode(display=False) as counter, _bytes_mode() as bm:
-                with _autocast(self.device, self.cfg.dtype):
-                    loss = self.model(tokens, modality, labels)
-                if train and loss.requires_grad:
-                    loss.backward()
-            self.model.zero_grad(set_to_none=True)
+                with torch.set_grad_enabled(train):
+                    loss = meta(tokens, modality, labels)
+                    if train and loss.requires_grad:
+                        loss.backward()
             self._flops[key] = (int(counter.get_total_flops()), int(bm.bytes))
         return self._flops[key]
 
