@@ -2,8 +2,8 @@
 
 Series are resampled (linear) to 64 steps; a series with fewer than 3 channels
 is zero-padded, one with more keeps its first 3. Long unlabelled series are cut
-into non-overlapping 64-step windows, each its own source item (no two windows
-share a step, so no step is in both splits). Every channel is z-normalised per
+into non-overlapping 64-step windows; all windows of one series are one source
+item, so a series never straddles the split. Every channel is z-normalised per
 window; the captions' statistics are computed on the stored channel 0, so they
 are readable from the array: trend, peaks, dominant period, range in sd.
 """
@@ -11,6 +11,7 @@ are readable from the array: trend, peaks, dominant period, range in sd.
 from __future__ import annotations
 
 from collections.abc import Iterator
+from itertools import chain
 
 import numpy as np
 
@@ -88,8 +89,8 @@ def labelled_series() -> Iterator[tuple[str, np.ndarray, str]]:
             yield f"{tag}{i:04d}", x, f"{name}: {word}"
 
 
-def unlabelled_windows() -> Iterator[tuple[str, np.ndarray, str]]:
-    """Non-overlapping 64-step windows of the long statsmodels series."""
+def unlabelled_windows() -> Iterator[tuple[str, int, np.ndarray, str]]:
+    """(series id, window number, [C, 64] array, name): non-overlapping windows of the statsmodels series."""
     import statsmodels.api as sm
 
     for dataset, (name, columns) in UNLABELLED.items():
@@ -98,14 +99,13 @@ def unlabelled_windows() -> Iterator[tuple[str, np.ndarray, str]]:
         series = values.reshape(-1, 1) if dataset == "elnino" else values  # months in order
         series = series.T  # [C, T]
         for j in range(series.shape[1] // LENGTH):
-            yield f"{dataset}w{j:03d}", series[:, j * LENGTH : (j + 1) * LENGTH], name
+            yield dataset, j, series[:, j * LENGTH : (j + 1) * LENGTH], name
 
 
 def samples(seed: int) -> Iterator[Sample]:
     del seed  # fixed data; the writer decides split and order
-    from itertools import chain
-
-    for source, x, label in chain(labelled_series(), unlabelled_windows()):
+    labelled = ((source, 0, x, label) for source, x, label in labelled_series())
+    for source, window_no, x, label in chain(labelled, unlabelled_windows()):
         window = to_window(x)
-        yield Sample(source, 0, window, label)
-        yield Sample(source, 1, window, stats_caption(window))
+        yield Sample(source, 2 * window_no, window, label)
+        yield Sample(source, 2 * window_no + 1, window, stats_caption(window))
