@@ -22,7 +22,6 @@ from typing import Any
 import numpy as np
 import torch
 import torch.distributed as dist
-from torch.distributed.checkpoint.state_dict import StateDictOptions, get_state_dict, set_state_dict
 
 from prism.errors import PrismError
 
@@ -67,6 +66,8 @@ def save(run_dir: Path, step: int, model: torch.nn.Module, optimizer: torch.opti
          scheduler: Any, loader_state: Any, extra: dict[str, Any], device: torch.device,
          is_main: bool) -> Path:
     """Collective (every rank calls it): gather full states, rank 0 writes atomically."""
+    from torch.distributed.checkpoint.state_dict import StateDictOptions, get_state_dict
+
     options = StateDictOptions(full_state_dict=True, cpu_offload=True)
     model_sd, optim_sd = get_state_dict(model, optimizer, options=options)
     loader_states = _gather(loader_state)
@@ -98,6 +99,8 @@ def save(run_dir: Path, step: int, model: torch.nn.Module, optimizer: torch.opti
 def load(path: Path, model: torch.nn.Module, optimizer: torch.optim.Optimizer, scheduler: Any,
          device: torch.device, rank: int) -> tuple[int, Any, dict[str, Any]]:
     """Restore in place; returns (step, this rank's loader state, extra)."""
+    from torch.distributed.checkpoint.state_dict import StateDictOptions, set_state_dict
+
     try:
         payload = torch.load(path, map_location="cpu", weights_only=False)
     except Exception as err:  # a corrupt file: say which and what to do

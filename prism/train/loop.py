@@ -95,9 +95,47 @@ def _calibration(config: RunConfig) -> dict | None:
     return record
 
 
+def counted_flops(config: RunConfig, seq_len: int) -> tuple[float, bool]:
+    """FLOPs of one sample's training step, counted on a meta-device model and cached.
+
+    Counting imports torch's tracing stack (seconds of start-up), so the figure is kept
+    in `flops.json` beside the peak cache, keyed by everything it depends on.
+    """
+    import json
+
+    import torch
+
+    from prism.bench.peak import cache_dir
+    from prism.model import build_model
+    from prism.model.accounting import count_training_flops
+
+    import hashlib
+
+    import prism.model
+
+    model_src = hashlib.sha256()
+    for source in sorted(Path(prism.model.__file__).parent.glob("*.py")):
+        model_src.update(source.read_bytes())
+    key = "|".join([config.family, config.backbone, config.variant, config.regime, str(seq_len),
+                    str(torch.__version__), model_src.hexdigest()[:16]])
+    path = cache_dir() / "flops.json"
+    cache = runfiles.read_json(path) or {}
+    if isinstance(cache.get(key), (int, float)) and cache[key] > 0:
+        return float(cache[key]), True
+    meta = build_model(config.family, config.backbone, config.variant, config.regime, device="meta")
+    fps = float(count_training_flops(meta, seq_len))
+    cache = runfiles.read_json(path) or {}
+    cache[key] = fps
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        runfiles.atomic_write_text(path, json.dumps(cache, indent=1, sort_keys=True))
+    except OSError:
+        pass  # a read-only cache only costs the recount
+    return fps, False
+
+
 def make_plan(config: RunConfig, model: Any, world_size: int) -> Plan:
     from prism.families import family_spec
-    from prism.model.accounting import param_counts
     from prism.model.config import backbone_config
     from prism.train.schedule import default_lr, default_warmup
 
@@ -116,14 +154,11 @@ def make_plan(config: RunConfig, model: Any, world_size: int) -> Plan:
             fps, tps = fps * seq_len / tps, seq_len
             source += f", scaled linearly to {seq_len}-token packed rows"
     else:
-        from prism.model import build_model
-        from prism.model.accounting import count_training_flops
-
-        meta = build_model(config.family, config.backbone, config.variant, config.regime, device="meta")
-        fps = float(count_training_flops(meta, seq_len))
+        fps, cached = counted_flops(config, seq_len)
         tps = seq_len
         source = "counted in-process (prism.model.accounting; no calibration given)"
-        log(f"[{config.run_id}] no --calibration: counted {fps:.4g} training FLOPs per sample in-process")
+        log(f"[{config.run_id}] no --calibration: {fps:.4g} training FLOPs per sample counted in-process"
+            + (" (cached)" if cached else ""))
     if fps <= 0:
         raise PrismError(f"{config.run_id}: {fps} FLOPs per sample (nothing trainable?); cannot plan steps")
     budget_steps = round(config.budget / (fps * config.global_batch))
@@ -134,7 +169,9 @@ def make_plan(config: RunConfig, model: Any, world_size: int) -> Plan:
                          "--global-batch")
     if config.global_batch % world_size:
         raise PrismError(f"--global-batch {config.global_batch} is not divisible by the {world_size} processes")
-    counts = param_counts(model)
+    # Counted here, not via prism.model.accounting: importing that pulls torch's tracing stack
+    # (seconds of start-up). parameters() de-duplicates tied weights, as accounting does.
+    params = list(model.parameters())
     d_model = backbone_config(config.backbone).d_model
     return Plan(
         flops_per_sample=fps, flops_source=source, tokens_per_sample=tps, seq_len=seq_len,
@@ -143,8 +180,8 @@ def make_plan(config: RunConfig, model: Any, world_size: int) -> Plan:
         warmup=min(steps, config.warmup) if config.warmup is not None else default_warmup(steps),
         eval_every=config.eval_every or max(1, steps // 10),
         checkpoint_every=config.checkpoint_every or max(1, steps // 10),
-        params=sum(c["trainable"] for c in counts.values()),
-        params_total=sum(c["total"] for c in counts.values()),
+        params=sum(p.numel() for p in params if p.requires_grad),
+        params_total=sum(p.numel() for p in params),
     )
 
 
@@ -211,9 +248,8 @@ class _Session:
         self.parallel = ParallelConfig.resolve(config.strategy, env.world_size, env.local_world_size,
                                                device_type, config.replicate, config.shard)
         self.device = local_device(device_type, env.local_rank)
-        if device_type == "cpu":
-            # Bit-identical resume; free on CPU (the ops used here have deterministic kernels).
-            torch.use_deterministic_algorithms(True)
+        # No torch.use_deterministic_algorithms: it costs ~4 s of start-up, and the CPU kernels used
+        # here are deterministic for a fixed thread count (what bit-identical resume relies on).
         self.parallel.init_process_group(env)
 
     def _build(self) -> None:
@@ -233,8 +269,9 @@ class _Session:
         if config.compile != "none":
             for block in model.blocks:
                 block.compile(dynamic=config.compile == "dynamic")
-        self.params = model.trainable_parameters()
         self.model = self.parallel.wrap(model, self.device)
+        # After wrapping: fully_shard replaces the parameters with sharded DTensor ones.
+        self.params = model.trainable_parameters()
         self.eval_model = self.model.module if self.parallel.strategy == "ddp" else self.model
         from prism.train.schedule import build_optimizer, build_scheduler
 

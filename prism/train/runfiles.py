@@ -18,7 +18,7 @@ import subprocess
 from pathlib import Path
 from typing import Any
 
-from prism.train.config import atomic_write_text
+from prism.train.config import atomic_write_text  # noqa: F401  (re-exported)
 
 CONFIG = "config.yaml"
 PERF = "perf.jsonl"

@@ -1,0 +1,31 @@
+"""Run-directory files: torn lines, truncation on resume, JSON without NaN."""
+
+from __future__ import annotations
+
+import json
+import math
+
+from prism.train import runfiles
+
+
+def test_truncate_after_drops_later_rows_and_a_torn_line(tmp_path):
+    path = tmp_path / "perf.jsonl"
+    path.write_text("".join(json.dumps({"step": s, "loss": 1.0}) + "\n" for s in range(1, 8)) + '{"step": 8, "lo')
+    runfiles.truncate_after(path, 5)
+    assert [r["step"] for r in runfiles.read_jsonl(path)] == [1, 2, 3, 4, 5]
+
+
+def test_writer_makes_parseable_json_of_non_finite_values(tmp_path):
+    writer = runfiles.JsonlWriter(tmp_path / "x.jsonl")
+    writer.write({"step": 1, "loss": math.nan, "grad": math.inf})
+    writer.close()
+    assert json.loads((tmp_path / "x.jsonl").read_text()) == {"step": 1, "loss": "nan", "grad": "inf"}
+
+
+def test_atomic_json_leaves_no_temporary_files(tmp_path):
+    runfiles.write_json_atomic(tmp_path / "metrics.json", {"status": "ok"})
+    assert [p.name for p in tmp_path.iterdir()] == ["metrics.json"]
+
+
+def test_git_rev_is_resolved_once():
+    assert runfiles.git_rev() is runfiles.git_rev()

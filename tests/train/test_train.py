@@ -1,0 +1,137 @@
+"""`prism train` end to end on the 30k backbone: files, resume after SIGKILL, collapse, reruns."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from prism.train.runfiles import read_jsonl
+
+from .conftest import TINY
+
+pytestmark = pytest.mark.slow
+
+CONTEXT_KEYS = {"strategy", "world_size", "device", "torch_version", "compile", "grad_checkpoint", "git_rev",
+                "family", "backbone", "variant", "regime", "layout", "run_id"}
+PERF_KEYS = {"step", "loss", "samples_per_s", "tokens_per_s", "step_time_s", "data_wait_s", "mfu",
+             "peak_mem_bytes"}
+
+
+def metrics(out: Path) -> dict:
+    return json.loads((out / "metrics.json").read_text())
+
+
+def test_a_3e11_budget_run_writes_every_file_and_learns(train, tmp_path):
+    out = tmp_path / "run"
+    res = train(out, "--global-batch", "32", "--threads", "2")
+    assert res.returncode == 0, res.stderr
+    assert {p.name for p in out.iterdir()} == {"config.yaml", "perf.jsonl", "eval.jsonl", "checkpoints",
+                                               "metrics.json"}
+    m = metrics(out)
+    assert m["status"] == "ok" and m["steps"] == m["budget_steps"] == round(3e11 / (m["flops_per_sample"] * 32))
+    assert m["flops"] == pytest.approx(3e11, rel=0.01) and m["tokens"] == m["samples"] * 64
+    assert m["params"] == m["params_total"] > 0 and m["run_id"] == "30k-BASE-e2e-C3e11"
+    assert "counted in-process" in m["flops_source"] and "counted" in res.stderr
+    assert m["final_eval_loss"] < 0.5 * m["initial_eval_loss"]
+    perf = read_jsonl(out / "perf.jsonl")
+    assert perf[0]["step"] == 1 and perf[-1]["step"] == m["steps"]
+    assert all(PERF_KEYS | CONTEXT_KEYS <= row.keys() for row in perf)
+    assert 0 < perf[-1]["mfu"] < 1 and perf[-1]["world_size"] == 1 and perf[-1]["strategy"] == "none"
+    evals = read_jsonl(out / "eval.jsonl")
+    assert evals[0]["step"] == 0 and evals[-1]["step"] == m["steps"] and evals[-1]["loss"] == m["final_eval_loss"]
+    assert {"step", "tokens", "flops", "loss"} <= evals[1].keys()
+    assert "ETA" in res.stderr and f"step {m['steps']}/{m['steps']}" in res.stderr
+    assert any(out.glob("checkpoints/step-*.pt"))
+    # A rerun sees metrics.json and does nothing.
+    before = (out / "perf.jsonl").read_text()
+    again = train(out, "--global-batch", "32", "--threads", "2")
+    assert again.returncode == 0 and "nothing to do" in again.stderr
+    assert (out / "perf.jsonl").read_text() == before
+
+
+def _wait_for_step(path: Path, step: int, proc: subprocess.Popen, timeout: float = 300) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        rows = read_jsonl(path)
+        if rows and rows[-1].get("step", 0) >= step:
+            return
+        if proc.poll() is not None:
+            pytest.fail(f"the run ended (rc {proc.returncode}) before step {step}: {proc.stderr.read()}")
+        time.sleep(0.02)
+    pytest.fail(f"step {step} not reached in {timeout} s")
+
+
+def test_sigkill_then_rerun_resumes_and_ends_like_an_uninterrupted_run(train, shards, tmp_path):
+    flags = ["--max-steps", "160", "--checkpoint-every", "20", "--eval-every", "40", "--log-every", "5"]
+    whole = tmp_path / "whole"
+    assert train(whole, *flags).returncode == 0
+    killed = tmp_path / "killed"
+    proc = subprocess.Popen([sys.executable, "-m", "prism", "train", *TINY, "--data", str(shards),
+                             "--out", str(killed), *flags], stderr=subprocess.PIPE, text=True)
+    try:
+        _wait_for_step(killed / "perf.jsonl", 85, proc)
+        os.kill(proc.pid, signal.SIGKILL)
+        proc.wait()
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert not (killed / "metrics.json").exists(), "the run finished before it was killed"
+    res = train(killed, *flags)
+    assert res.returncode == 0, res.stderr
+    assert "resuming from" in res.stderr
+    a, b = metrics(whole), metrics(killed)
+    assert b["resumed_from"] is not None and 80 <= b["resumed_from"] < 160 and b["resumed_from"] % 20 == 0
+    assert b["final_eval_loss"] == pytest.approx(a["final_eval_loss"], rel=1e-4)
+    perf = read_jsonl(killed / "perf.jsonl")
+    steps = [r["step"] for r in perf]
+    assert steps == sorted(set(steps)), "rows past the checkpoint were not dropped"
+    assert [r["step"] for r in perf if r.get("resumed_from") == b["resumed_from"]][0] > b["resumed_from"]
+    whole_loss = {r["step"]: r["loss"] for r in read_jsonl(whole / "perf.jsonl")}
+    for row in perf:
+        assert row["loss"] == pytest.approx(whole_loss[row["step"]], rel=1e-4)
+    assert [r["loss"] for r in read_jsonl(killed / "eval.jsonl")] == \
+        pytest.approx([r["loss"] for r in read_jsonl(whole / "eval.jsonl")], rel=1e-4)
+
+
+def test_injected_nan_collapses_with_reason_step_and_nonzero_exit(train, tmp_path):
+    out = tmp_path / "nan"
+    res = train(out, "--max-steps", "20", env={"PRISM_TEST_INJECT_NAN_AT_STEP": "7"})
+    assert res.returncode == 3, res.stderr
+    m = metrics(out)
+    assert m["status"] == "collapsed" and m["step"] == 7 and "non-finite" in m["reason"]
+    assert m["final_eval_loss"] is None and "COLLAPSED at step 7" in res.stderr
+    assert '"status": "ok"' not in (out / "metrics.json").read_text()
+    again = train(out, "--max-steps", "20")
+    assert again.returncode == 3 and "status collapsed" in again.stderr
+
+
+def test_absurd_learning_rate_collapses(train, tmp_path):
+    res = train(tmp_path / "lr", "--max-steps", "40", "--lr", "1e6")
+    assert res.returncode == 3
+    assert metrics(tmp_path / "lr")["status"] == "collapsed"
+
+
+def test_calibration_sets_the_steps_and_a_changed_rerun_is_refused(train, tmp_path):
+    cal = tmp_path / "cal"
+    cal.mkdir()
+    fps = 3e11 / (8 * 7)  # exactly 7 steps of 8 samples
+    record = {"calibration_version": 1, "family": "text_image", "backbone": "30k", "variant": "BASE",
+              "regime": "e2e", "params_total": 1, "params_trainable": 1, "params_by_component": {},
+              "flops_per_sample": fps, "tokens_per_sample": 64}
+    (cal / "text_image__30k__BASE__e2e.json").write_text(json.dumps(record))
+    out = tmp_path / "run"
+    res = train(out, "--calibration-dir", str(cal), "--checkpoint-every", "3")
+    assert res.returncode == 0, res.stderr
+    m = metrics(out)
+    assert m["steps"] == 7 and m["flops_per_sample"] == fps and "calibration" in m["flops_source"]
+    (out / "metrics.json").unlink()
+    res = train(out, "--calibration-dir", str(cal), "--seed", "5")
+    assert res.returncode == 2 and "holds a different run (seed: 0 -> 5)" in res.stderr
+    assert len(res.stderr.strip().splitlines()) == 1
