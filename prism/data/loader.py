@@ -137,6 +137,11 @@ class ShardLoader:
         return len(self.data) if self.layout == "padded" else len(self._pack(epoch)[0]) - 1
 
     @property
+    def samples_per_unit(self) -> float:
+        """Mean samples per row of epoch 0: 1.0 padded, the packing factor packed (for FLOP accounting)."""
+        return len(self.data) / self.units_in_epoch(0)
+
+    @property
     def epochs_seen(self) -> float:
         return self.epoch + self.unit / self.units_in_epoch(self.epoch)
 

@@ -66,3 +66,6 @@ def test_packing_puts_several_samples_in_a_row(built, family):
     loader = ShardLoader(built(family), "train", 16, seed=0, layout="packed", seq_len=256)
     n = sum(next(loader)["n_samples"] for _ in range(5))
     assert n / (5 * 16) >= 256 // spec.tokens_per_sample
+    k = 256 // spec.tokens_per_sample  # every row but an epoch's last holds at least k samples
+    assert len(loader) >= k * (loader.units_in_epoch(0) - 1) and loader.samples_per_unit > k - 0.1
+    assert ShardLoader(built(family), "train", 16, seed=0, seq_len=256).samples_per_unit == 1.0

@@ -119,3 +119,23 @@ def test_lm_ratio_mixes_text_only_samples(tmp_path):
     assert sum(k.startswith("lm-") for k in keys) == manifest["lm_samples"]
     assert not any(k.startswith("lm-") for k in shard_keys(tmp_path / "mixed", "eval"))
     assert json.loads((tmp_path / "mixed" / "manifest.json").read_text())["lm_ratio"] == 0.2
+
+
+def test_shards_read_back_with_plain_webdataset(built):
+    """The shards are ordinary webdataset tars: its own reader decodes what the loader serves."""
+    import numpy as np
+    import webdataset as wds
+
+    from prism.data.loader import ShardLoader
+
+    data_dir = built("text_image")
+    loader = ShardLoader(data_dir, "eval", 8, seed=0)
+    position = {key: i for i, key in enumerate(loader.keys)}
+    dataset = wds.WebDataset(str(data_dir / "eval-000000.tar"), shardshuffle=False).decode()
+    seen = 0
+    for sample in dataset:
+        i = position[sample["__key__"]]
+        np.testing.assert_array_equal(sample["npy"], loader.data.modality[i])
+        assert sample["json"]["source"] == loader.sources[i]
+        seen += 1
+    assert seen == len(loader)
