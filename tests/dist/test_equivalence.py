@@ -1,0 +1,75 @@
+"""Two processes train the same curve as one with the same global batch (torchrun and MPICH mpiexec)."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import socket
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from prism.train.runfiles import read_jsonl
+
+from .conftest import TINY, run_prism
+
+pytestmark = [pytest.mark.slow, pytest.mark.distributed]
+
+STEPS = ["--max-steps", "25", "--log-every", "5", "--checkpoint-every", "100"]
+TORCHRUN = Path(sys.executable).with_name("torchrun")
+MPIEXEC = shutil.which("mpiexec.mpich") or shutil.which("mpiexec")
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+@pytest.fixture(scope="module")
+def reference(shards, tmp_path_factory) -> dict[int, float]:
+    out = tmp_path_factory.mktemp("single") / "run"
+    res = run_prism("train", *TINY, *STEPS, "--data", str(shards), "--out", str(out))
+    assert res.returncode == 0, res.stderr
+    return {r["step"]: r["loss"] for r in read_jsonl(out / "perf.jsonl")}
+
+
+def check_matches(out: Path, reference: dict[int, float], strategy: str, mesh: str) -> None:
+    rows = read_jsonl(out / "perf.jsonl")
+    assert rows and all(r["world_size"] == 2 and r["strategy"] == strategy and r["mesh"] == mesh for r in rows)
+    compared = [r for r in rows if r["step"] >= 20]
+    assert [r["step"] for r in compared] == [20, 25]
+    for row in compared:
+        assert row["loss"] == pytest.approx(reference[row["step"]], rel=1e-3), row["step"]
+    assert json.loads((out / "metrics.json").read_text())["status"] == "ok"
+
+
+@pytest.mark.parametrize("strategy,extra,mesh", [
+    ("ddp", [], "2x1"),
+    ("fsdp", [], "1x2"),
+    ("hsdp", ["--shard", "2"], "1x2"),
+    ("hsdp", ["--replicate", "2"], "2x1"),
+])
+def test_torchrun_two_processes_match_one(shards, tmp_path, reference, strategy, extra, mesh):
+    out = tmp_path / "run"
+    cmd = [str(TORCHRUN), "--standalone", "--nproc-per-node", "2", "-m", "prism", "train", *TINY, *STEPS,
+           "--data", str(shards), "--out", str(out), "--strategy", strategy, *extra]
+    res = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
+    assert res.returncode == 0, res.stderr[-3000:]
+    check_matches(out, reference, strategy, mesh)
+
+
+@pytest.mark.skipif(MPIEXEC is None, reason="no mpiexec (Debian package mpich; tools/install-system-deps.sh)")
+@pytest.mark.parametrize("strategy,mesh", [("ddp", "2x1"), ("fsdp", "1x2")])
+def test_mpich_mpiexec_two_ranks_find_their_place_and_match(shards, tmp_path, reference, strategy, mesh):
+    out = tmp_path / "run"
+    env = {k: v for k, v in os.environ.items() if k not in ("RANK", "WORLD_SIZE", "LOCAL_RANK", "MASTER_ADDR")}
+    env["MASTER_PORT"] = str(free_port())
+    cmd = [MPIEXEC, "-n", "2", sys.executable, "-m", "prism", "train", *TINY, *STEPS, "--data", str(shards),
+           "--out", str(out), "--strategy", strategy]
+    res = subprocess.run(cmd, capture_output=True, text=True, timeout=600, env=env)
+    assert res.returncode == 0, res.stderr[-3000:]
+    check_matches(out, reference, strategy, mesh)

@@ -1,0 +1,129 @@
+"""Launch renderers: the exact command or PBS job body, every value quoted."""
+
+from __future__ import annotations
+
+import shlex
+import subprocess
+import sys
+
+import pytest
+
+from prism.errors import PrismError
+from prism.launch import render
+from prism.launch.aurora import CPU_BIND, render_aurora
+from prism.train.config import RunConfig
+
+RUN = RunConfig(family="text_image", backbone="30k", variant="BASE", regime="e2e", budget=3e11,
+                data="/data/shards dir", out="runs/30k-BASE-e2e-C3e11", strategy="hsdp", seed=2)
+FLAGS = ["--family", "text_image", "--backbone", "30k", "--variant", "BASE", "--regime", "e2e",
+         "--budget", "3e11", "--data", "/data/shards dir", "--out", "runs/30k-BASE-e2e-C3e11"]
+
+
+def test_local_is_the_prism_train_command_with_non_default_settings():
+    argv = shlex.split(render("local", RunConfig(**{**RUN.to_dict(), "strategy": "none"})))
+    assert argv == ["prism", "train", *FLAGS, "--seed", "2"]
+
+
+def test_torchrun_runs_the_module_on_one_node():
+    argv = shlex.split(render("torchrun", RUN, procs_per_node=2))
+    assert argv[:6] == ["torchrun", "--standalone", "--nproc-per-node", "2", "-m", "prism"]
+    assert argv[6:] == ["train", *FLAGS, "--strategy", "hsdp", "--seed", "2"]
+    with pytest.raises(PrismError, match="one node"):
+        render("torchrun", RUN, nodes=2)
+
+
+def test_rendered_command_round_trips_to_the_same_run_config():
+    from prism.cli import build_parser
+    from prism.train.config import merge
+
+    argv = shlex.split(render("local", RUN))[1:]
+    args = vars(build_parser().parse_args(argv))
+    flags = {k: v for k, v in args.items() if k not in ("func", "group", "verb", "launcher", "nodes",
+                                                        "procs_per_node", "storage", "dry_run", "config")}
+    assert merge(None, flags) == RUN
+
+
+def test_aurora_daos_body(tmp_path):
+    body = render_aurora(RUN, nodes=2, storage="daos", workdir="/lus/flare/projects/p x", venv="/home/u/venv")
+    lines = body.splitlines()
+    assert lines[0] == "#!/bin/bash" and "#PBS -l select=2" in lines
+    assert "#PBS -l filesystems=flare:daos_user_fs" in lines
+    assert "cd '/lus/flare/projects/p x' || exit 2" in lines
+    assert "module load frameworks || exit 2" in lines and "source /home/u/venv/bin/activate || exit 2" in lines
+    for var in ("CCL_PROCESS_LAUNCHER=pmix", "CCL_ATL_TRANSPORT=mpi", "CCL_KVS_MODE=mpi",
+                "FI_MR_CACHE_MONITOR=userfaultfd"):
+        assert f"export {var}" in lines
+    assert 'export MASTER_ADDR=$(head -n 1 "$PBS_NODEFILE")' in lines
+    assert 'NNODES=$(wc -l < "$PBS_NODEFILE")' in lines
+    mpiexec = next(line for line in lines if line.startswith("mpiexec"))
+    assert mpiexec.startswith(f"mpiexec -n 24 --ppn 12 --cpu-bind={CPU_BIND} --no-vni "
+                              "--env LD_PRELOAD=/usr/lib64/libpil4dfs.so python -m prism train ")
+    assert shlex.split(mpiexec)[shlex.split(mpiexec).index("--data") + 1] == "/data/shards dir"
+    order = [next(i for i, line in enumerate(lines) if key in line)
+             for key in ("module load daos", "trap 'clean-dfuse.sh", "launch-dfuse.sh", "mpiexec", "status=$?")]
+    assert order == sorted(order), "trap before mount, mount before training, status recorded after"
+    assert lines[-1] == "exit $status"
+
+
+def test_aurora_body_is_valid_bash_and_unmounts_on_failure(tmp_path):
+    """Run the body with stand-ins for the cluster commands: the unmount runs though training fails."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    log = tmp_path / "calls.log"
+    for name in ("module", "launch-dfuse.sh", "clean-dfuse.sh", "mpiexec"):
+        rc = 7 if name == "mpiexec" else 0
+        (bin_dir / name).write_text(f'#!/bin/bash\necho "{name} $*" >> {log}\nexit {rc}\n')
+        (bin_dir / name).chmod(0o755)
+    nodefile = tmp_path / "nodefile"
+    nodefile.write_text("n1\nn2\n")
+    body = render_aurora(RUN, nodes=2, storage="daos", workdir=str(tmp_path), venv="")
+    script = tmp_path / "job.sh"
+    script.write_text(body)
+    env = {"PATH": f"{bin_dir}:/usr/bin:/bin", "PBS_NODEFILE": str(nodefile), "DAOS_POOL": "pool",
+           "DAOS_CONT": "cont"}
+    res = subprocess.run(["bash", str(script)], env=env, capture_output=True, text=True)
+    assert res.returncode == 7
+    calls = log.read_text().splitlines()
+    assert calls[-3].startswith("launch-dfuse.sh pool:cont") and calls[-2].startswith("mpiexec -n 24")
+    assert calls[-1] == "clean-dfuse.sh pool:cont"
+    assert "finished with exit status 7" in res.stderr
+    nodefile.write_text("n1\n")
+    res = subprocess.run(["bash", str(script)], env=env, capture_output=True, text=True)
+    assert res.returncode == 2 and "has 1 nodes but was rendered for 2" in res.stderr
+
+
+def test_aurora_without_daos_has_no_dfuse():
+    body = render("aurora", RUN, nodes=1, storage="lustre")
+    assert "dfuse" not in body and "--no-vni" not in body and "mpiexec -n 12 --ppn 12" in body
+
+
+def test_multi_rank_launch_needs_a_strategy():
+    single = RunConfig(**{**RUN.to_dict(), "strategy": "none"})
+    with pytest.raises(PrismError, match="choose --strategy"):
+        render("aurora", single, nodes=1)
+    assert "mpiexec -n 1 --ppn 1" in render("aurora", single, nodes=1, procs_per_node=1)
+
+
+def test_cli_dry_run_prints_the_job_body():
+    res = subprocess.run([sys.executable, "-m", "prism", "train", *FLAGS, "--strategy", "hsdp", "--launcher",
+                          "aurora", "--nodes", "2", "--storage", "daos", "--dry-run"],
+                         capture_output=True, text=True)
+    assert res.returncode == 0, res.stderr
+    assert "mpiexec -n 24 --ppn 12" in res.stdout and "--no-vni" in res.stdout
+    assert "launch-dfuse.sh" in res.stdout and "clean-dfuse.sh" in res.stdout and CPU_BIND in res.stdout
+
+
+def test_cli_config_file_and_flags_render_identically(tmp_path):
+    path = tmp_path / "run.yaml"
+    RUN.to_yaml(path)
+    def dry(*args):
+        res = subprocess.run([sys.executable, "-m", "prism", "train", *args, "--dry-run"], capture_output=True,
+                             text=True)
+        assert res.returncode == 0, res.stderr
+        return res.stdout
+    assert dry("--config", str(path)) == dry(*FLAGS, "--strategy", "hsdp", "--seed", "2")
+    assert "--seed 9" in dry("--config", str(path), "--seed", "9")
+    path.write_text(path.read_text() + "nodes: 2\n")
+    res = subprocess.run([sys.executable, "-m", "prism", "train", "--config", str(path), "--dry-run"],
+                         capture_output=True, text=True)
+    assert res.returncode == 2 and "unknown key 'nodes'" in res.stderr and "Traceback" not in res.stderr
