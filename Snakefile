@@ -6,6 +6,8 @@
 #   snakemake -n fit_text_image --config budgets=[3e11,1e12,3e12,1e13]
 #   snakemake --profile profiles/aurora fit_text_image   # PBS Pro, see profiles/aurora
 
+from functools import partial
+
 from snakemake.utils import min_version, validate
 
 min_version("9.0")
@@ -44,11 +46,18 @@ localrules:
 
 rule all:
     input:
-        [fit_outputs(family) + plot_outputs(family) for family in config["families"]],
+        lambda wildcards: [
+            path
+            for family in config["families"]
+            for path in fit_outputs(family) + plot_outputs(family) + study_metrics(family)
+        ],
     default_target: True
 
 
-# Named targets for every family: calibrate_F, plan_F, collect_F, fit_F, plot_F.
+# Named targets for every family: calibrate_F, plan_F, collect_F, fit_F, plot_F. Those
+# after the plan also name every planned run's metrics.json: Snakemake does not rebuild
+# a missing intermediate file when what follows it exists, so without this a deleted
+# run directory would not be retrained.
 for _family in FAMILIES:
 
     rule:
@@ -68,15 +77,18 @@ for _family in FAMILIES:
             f"collect_{_family}"
         input:
             f"{STUDY}/{_family}/runs.csv",
+            partial(study_metrics, _family),
 
     rule:
         name:
             f"fit_{_family}"
         input:
             fit_outputs(_family),
+            partial(study_metrics, _family),
 
     rule:
         name:
             f"plot_{_family}"
         input:
             plot_outputs(_family),
+            partial(study_metrics, _family),

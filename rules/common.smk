@@ -2,7 +2,7 @@
 # input/params functions that read the plan (a checkpoint). No rules here.
 
 import math
-import os
+import shlex
 import sys
 from pathlib import Path
 
@@ -13,7 +13,7 @@ from prism.model.config import BACKBONES, REGIMES, VARIANTS
 
 # Rules call `prism`: find the one installed beside the Python running Snakemake
 # (`.venv/bin/snakemake` works without activating the venv, here and in PBS jobs).
-os.environ["PATH"] = os.pathsep.join([str(Path(sys.executable).parent), os.environ.get("PATH", "")])
+shell.prefix(f'set -euo pipefail; export PATH={shlex.quote(str(Path(sys.executable).parent))}:"$PATH"; ')
 
 STUDY = config["study_dir"].rstrip("/")
 REGIME = config["regime"]
@@ -133,9 +133,14 @@ def row_value(key):
     return get
 
 
+def study_metrics(family, wildcards=None):
+    """metrics.json of every planned run of `family` (waits for the plan)."""
+    return [f"{STUDY}/{family}/runs/{run_id}/metrics.json" for run_id in plan_rows(family)]
+
+
 def planned_metrics(wildcards):
-    """metrics.json of every planned run of the family: what collect aggregates."""
-    return [f"{STUDY}/{wildcards.family}/runs/{run_id}/metrics.json" for run_id in plan_rows(wildcards.family)]
+    """What collect aggregates: every planned run of the family."""
+    return study_metrics(wildcards.family)
 
 
 # ---- resources of training jobs (PBS on the cluster) --------------------------

@@ -24,7 +24,7 @@ TINY_CONFIG = {
     "backbones": ["30k", "60k", "120k"],
     "variants": ["BASE"],
     "budgets": TINY_BUDGETS,
-    "plan": {"global_batch": 8, "min_steps": 10, "window": 3, "prior_k": 1.0},
+    "plan": {"global_batch": 8, "min_steps": 10, "window": 3, "prior_k": 0.85},
     "train": {"device": "cpu", "threads": 1},
     "fit": {"bootstrap": 20},
     "plot": {"dpi": 60},
