@@ -57,6 +57,7 @@ class BenchConfig:
     max_seconds: float = 10.0  # per measurement: fewer repeats (at least 3) for slow steps
     procs: int = 2  # ddp_overhead
     compile: bool = False  # torch.compile the model (inductor fuses the element-wise ops)
+    threads: int | None = None  # CPU threads (None: torch's default, the cores)
     out: str | None = None
     extra: dict = field(default_factory=dict)
 
@@ -145,8 +146,6 @@ def _available_bytes(device) -> int | None:
 
 def required_bytes(cfg: BenchConfig, batch: int, train: bool) -> int:
     """A lower bound on the memory one step needs: weights (+ grads + AdamW state) + a rough activation term."""
-    import torch
-
     from prism.model.prism import build_model
 
     model = build_model(cfg.family, cfg.model, cfg.variant, cfg.regime, device="meta")
@@ -159,7 +158,6 @@ def required_bytes(cfg: BenchConfig, batch: int, train: bool) -> int:
     # Per token and layer: ~16 d_model-wide tensors saved for backward (norms, q/k/v, MLP) in training.
     acts = batch * cfg.seq_len * bc.n_layers * bc.d_model * act_bytes * (16 if train else 2)
     logits = batch * cfg.seq_len * bc.vocab_size * 4 * (3 if train else 1)
-    del model, torch
     return weights + acts + logits
 
 
@@ -323,8 +321,6 @@ def sync_overhead(bench: Bench, peak: float) -> dict:
     The batch starts on the host (as it does from a loader) and is copied in each
     step; the loss is read back (`.item()`), as a training loop logging it would.
     """
-    import torch
-
     from prism.device import synchronize
 
     cfg = bench.cfg
@@ -355,7 +351,6 @@ def sync_overhead(bench: Bench, peak: float) -> dict:
     row["host_queue_s"] = statistics.median(queue_s)
     row["sync_s"] = statistics.median(sync_s)
     row["sync_share"] = statistics.median(s / t for s, t in zip(sync_s, total_s))
-    del torch
     return row
 
 
@@ -369,7 +364,7 @@ def _ddp_worker(rank: int, world: int, cfg_dict: dict, port: int, outdir: str) -
     from torch.nn.parallel import DistributedDataParallel as DDP
 
     cfg = BenchConfig(**{**cfg_dict, "batch_sizes": tuple(cfg_dict["batch_sizes"]), "compile": False})
-    torch.set_num_threads(max(1, (os.cpu_count() or 1) // world))
+    torch.set_num_threads(max(1, (cfg.threads or os.cpu_count() or 1) // world))
     os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
     dist.init_process_group("gloo", rank=rank, world_size=world)
     try:
@@ -464,6 +459,12 @@ def run(cfg: BenchConfig) -> list[dict]:
         raise PrismError("--seq-len, --batch and --batch-sizes must be positive")
     from prism.device import resolve_device
 
+    if cfg.threads is not None:
+        import torch
+
+        if cfg.threads < 1:
+            raise PrismError(f"--threads must be at least 1, got {cfg.threads}")
+        torch.set_num_threads(cfg.threads)  # before the peak: its cache key holds the thread count
     device = resolve_device(cfg.device)
     # Check memory before building: the largest batch any requested test uses.
     biggest = max([cfg.batch * (cfg.procs if "ddp_overhead" in tests else 1)]

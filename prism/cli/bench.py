@@ -39,7 +39,7 @@ def _throughput(args: argparse.Namespace) -> int:
     cfg = BenchConfig(test=args.test, model=args.model, seq_len=args.seq_len, family=args.family,
                       variant=args.variant, regime=args.regime, batch=args.batch, batch_sizes=args.batch_sizes,
                       device=args.device, dtype=args.dtype, warmup=args.warmup, repeats=args.repeats,
-                      procs=args.procs, compile=args.compile, out=args.out)
+                      procs=args.procs, compile=args.compile, threads=args.threads, out=args.out)
     rows = run(cfg)
     print(format_table(rows))
     if args.out:
@@ -68,6 +68,8 @@ def register_throughput(verbs: argparse._SubParsersAction) -> None:
     p.add_argument("--warmup", type=int, default=3, help="untimed steps before timing (default 3)")
     p.add_argument("--repeats", type=int, default=10, help="timed steps per measurement (default 10)")
     p.add_argument("--procs", type=int, default=2, help="processes for ddp_overhead (default 2)")
+    p.add_argument("--threads", type=int, help="CPU threads (default: all cores); MFU is against the peak "
+                   "measured with the same thread count")
     p.add_argument("--compile", action="store_true",
                    help="torch.compile the model first (fuses element-wise ops; compiling takes a minute on a CPU)")
     p.add_argument("--out", help="append the rows to this JSON-lines file (e.g. perf.jsonl)")
