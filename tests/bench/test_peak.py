@@ -31,7 +31,7 @@ def test_peak_is_cached_and_refresh_remeasures(cache, monkeypatch):
     assert len(calls) == 1
     data = json.loads(cache.read_text())
     assert list(data) == [peak.cache_key("cpu", "fp32")]
-    assert peak.peak_record("cpu", "fp32", refresh=True)["flops"] == 2e9
+    assert peak.peak_record("cpu", "fp32", refresh=True)["flops"] == 2e9  # a higher re-measurement replaces
     assert peak.peak_flops("cpu", "bf16") == 3e9  # another dtype is another key
     assert len(json.loads(cache.read_text())) == 2
     assert not list(cache.parent.glob(".peak.*"))  # no temp file left behind
@@ -62,3 +62,13 @@ def test_bad_dtype_and_device():
         peak.peak_flops("cpu", "int3")
     with pytest.raises(PrismError, match="device"):
         peak.peak_flops("nodevice", "fp32")
+
+
+def test_refresh_never_lowers_the_peak(cache, monkeypatch):
+    rates = iter([5e9, 1e9])
+    monkeypatch.setattr(peak, "measure_peak", lambda d, t, sizes=None: {"flops": (f := next(rates)), "per_size": {"8": f}})
+    assert peak.peak_flops("cpu", "fp32") == 5e9
+    rec = peak.peak_record("cpu", "fp32", refresh=True)  # measured 1e9 on a busy machine
+    assert rec["flops"] == 5e9 and rec["kept_higher"] == 1e9
+    assert "kept the cached peak" in peak.format_peak(rec)
+    assert peak.peak_flops("cpu", "fp32") == 5e9
