@@ -99,11 +99,21 @@ def fit_records(
         if len(records) < 5:
             out["approach3"] = {"converged": False, "reason": f"{len(records)} runs; 5 parameters need at least 5"}
         else:
-            a3_fit = approach3.fit_approach3(n, d, loss, approach3_options)
-            boot = (
-                approach3.bootstrap_approach3(n, d, loss, a3_fit, n_boot, seed, approach3_options) if n_boot > 0 else None
-            )
-            out["approach3"] = _approach3_json(a3_fit, boot, CI_LEVEL)
+            try:
+                a3_fit = approach3.fit_approach3(n, d, loss, approach3_options)
+            except OverflowError:
+                # A coefficient ran off to infinity: the runs do not constrain L(N, D) (say so, do not crash).
+                out["approach3"] = {"converged": False,
+                                    "reason": "Approach 3 diverged (a coefficient overflowed): the runs do not constrain L(N, D)"}
+            else:
+                try:
+                    boot = (
+                        approach3.bootstrap_approach3(n, d, loss, a3_fit, n_boot, seed, approach3_options)
+                        if n_boot > 0 else None
+                    )
+                except OverflowError:
+                    boot = None  # resamples diverge: no interval rather than a crash
+                out["approach3"] = _approach3_json(a3_fit, boot, CI_LEVEL)
     out["diagnostics"] = _diagnostics(a2, a3_fit, out, n, d, budget, records)
     return out
 
