@@ -466,16 +466,22 @@ class _Session:
 
         config, plan = self.config, self.plan
         world = self.env.world_size
-        inject = int(os.environ.get(INJECT_NAN_ENV, "0") or 0)
+        try:
+            inject = int(os.environ.get(INJECT_NAN_ENV) or 0)
+        except ValueError:
+            raise PrismError(f"{INJECT_NAN_ENV}={os.environ[INJECT_NAN_ENV]!r} is not a step number "
+                             "(it is a test hook; unset it)") from None
         distributed = self.parallel.uses_process_group and world > 1
         batches = iter(self.loader)
         context = self._context() if self.is_main else {}
         if self.resumed_from is not None:
             context["resumed_from"] = self.resumed_from
         peak = None
-        win_steps = win_time = win_wait = 0.0
+        win_steps = win_samples = win_time = win_wait = 0.0
+        prog_steps = prog_samples = prog_time = 0.0
         last_progress = time.perf_counter()
         first_step_logged = False
+        mfu = None
         while self.step < plan.steps:
             t0 = time.perf_counter()
             try:
@@ -524,9 +530,12 @@ class _Session:
             t2 = time.perf_counter()
             self.step = step
             self.samples += int(batch_samples)
+            win_samples += int(batch_samples)
             win_steps += 1
             win_time += t2 - t0
             win_wait += t1 - t0
+            prog_steps, prog_samples, prog_time = prog_steps + 1, prog_samples + int(batch_samples), \
+                prog_time + t2 - t0
             if self.is_main and not first_step_logged:
                 first_step_logged = True
                 self.startup_s = process_age_s()
@@ -536,12 +545,13 @@ class _Session:
                     from prism.bench.peak import peak_flops
 
                     peak = peak_flops(self.device.type, "fp32")
-                sps = win_steps * config.global_batch / win_time
-                achieved = sps * plan.flops_per_sample
+                units_per_s = win_steps * config.global_batch / win_time  # rows when packed
+                sps = win_samples / win_time
+                achieved = units_per_s * plan.flops_per_sample
                 row = {
                     "step": step, "loss": loss_value, "grad_norm": grad_value,
                     "lr": self.scheduler.get_last_lr()[0],
-                    "samples_per_s": sps, "tokens_per_s": sps * plan.tokens_per_sample,
+                    "samples_per_s": sps, "tokens_per_s": units_per_s * plan.tokens_per_sample,
                     "step_time_s": win_time / win_steps, "data_wait_s": win_wait / win_steps,
                     "flops_per_s": achieved, "mfu": achieved / (peak * world),
                     "peak_mem_bytes": max_memory_allocated(self.device), **self._counters(step),
@@ -550,13 +560,17 @@ class _Session:
                 if step == 1:
                     row["startup_s"] = self.startup_s
                 self.perf.write(row)
-                now = time.perf_counter()
-                if now - last_progress >= PROGRESS_SECONDS or step == 1 or last:
-                    last_progress = now
-                    eta = (plan.steps - step) * win_time / win_steps
-                    log(f"[{config.run_id}] step {step}/{plan.steps} loss {loss_value:.4f} "
-                        f"{sps:.1f} samples/s mfu {row['mfu']:.1%} ETA {_fmt_eta(eta)}")
-                win_steps = win_time = win_wait = 0.0
+                mfu = row["mfu"]
+                win_steps = win_samples = win_time = win_wait = 0.0
+            now = time.perf_counter()
+            if self.is_main and (now - last_progress >= PROGRESS_SECONDS or step == 1 or last):
+                # Progress for people reading a job log; independent of --log-every.
+                eta = (plan.steps - step) * prog_time / prog_steps
+                log(f"[{config.run_id}] step {step}/{plan.steps} loss {loss_value:.4f} "
+                    f"{prog_samples / prog_time:.1f} samples/s"
+                    + (f" mfu {mfu:.1%}" if mfu is not None else "") + f" ETA {_fmt_eta(eta)}")
+                last_progress = now
+                prog_steps = prog_samples = prog_time = 0.0
             if step % plan.eval_every == 0 and not last:
                 self._evaluate()
             if step % plan.checkpoint_every == 0:

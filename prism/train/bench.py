@@ -1,0 +1,106 @@
+"""Benchmark: what the training loop costs beyond the step itself.
+
+    python -m prism.train.bench --data DIR [--backbone 3m] [--global-batch 32] [--steps 60]
+
+Times a bare step (forward + backward + AdamW step on one fixed batch, nothing
+else) and then `prism.train.train` on the same shapes (loader, loss weighting,
+gradient clipping, collapse checks, logging, all included; evaluations and
+checkpoints excluded, as perf.jsonl reports them), then the bare step again;
+prints loop/bare samples/s, the loop's MFU against the measured peak
+(`prism.bench.peak`), and the start-up time of a fresh `prism train` process to
+its first step. A figure for the README, not a test: it depends on the machine.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+
+def bare_step_samples_per_s(family: str, backbone: str, variant: str, regime: str, data: str,
+                            global_batch: int, steps: int, threads: int) -> float:
+    import torch
+
+    from prism.data.loader import ShardLoader
+    from prism.model import build_model
+    from prism.model.config import backbone_config
+    from prism.train.schedule import build_optimizer, default_lr
+
+    torch.set_num_threads(threads)
+    torch.manual_seed(0)
+    model = build_model(family, backbone, variant, regime)
+    opt = build_optimizer(model.trainable_parameters(), default_lr(backbone_config(backbone).d_model))
+    batch = next(iter(ShardLoader(data, "train", global_batch, 0, family=family)))
+    tokens, modality, labels = batch["tokens"], batch["modality"], batch["labels"]
+    times = []
+    for i in range(steps + 5):
+        t0 = time.perf_counter()
+        model(tokens, modality, labels).backward()
+        opt.step()
+        opt.zero_grad(set_to_none=True)
+        if i >= 5:
+            times.append(time.perf_counter() - t0)
+    return global_batch / statistics.median(times)
+
+
+def loop_samples_per_s(family: str, backbone: str, variant: str, regime: str, data: str, global_batch: int,
+                       steps: int, threads: int, out: Path) -> tuple[float, float, list[dict]]:
+    from prism.train.config import RunConfig
+    from prism.train.loop import train
+    from prism.train.runfiles import read_jsonl
+
+    config = RunConfig(family=family, backbone=backbone, variant=variant, regime=regime, budget=1e18,
+                       data=data, out=str(out), global_batch=global_batch, max_steps=steps, log_every=5,
+                       eval_samples=64, eval_every=10**9, checkpoint_every=10**9, threads=threads)
+    train(config)
+    rows = [r for r in read_jsonl(out / "perf.jsonl") if r["step"] > 5]
+    return (statistics.median(r["samples_per_s"] for r in rows), statistics.median(r["mfu"] for r in rows), rows)
+
+
+def startup_s(family: str, data: str, out: Path, threads: int) -> float | None:
+    """Process start to the end of the first step of a fresh `prism train` (30k backbone)."""
+    cmd = [sys.executable, "-m", "prism", "train", "--family", family, "--backbone", "30k", "--variant", "BASE",
+           "--regime", "e2e", "--budget", "3e11", "--data", data, "--out", str(out), "--max-steps", "2",
+           "--eval-samples", "32", "--threads", str(threads)]
+    subprocess.run(cmd, capture_output=True, check=True)
+    first = json.loads((out / "perf.jsonl").read_text().splitlines()[0])
+    return first.get("startup_s")
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--data", required=True, help="shard directory (prism data build --family F)")
+    parser.add_argument("--family", default="text_image")
+    parser.add_argument("--backbone", default="3m")
+    parser.add_argument("--variant", default="BASE")
+    parser.add_argument("--regime", default="e2e")
+    parser.add_argument("--global-batch", type=int, default=32)
+    parser.add_argument("--steps", type=int, default=60)
+    parser.add_argument("--threads", type=int, default=2)
+    args = parser.parse_args(argv)
+    shape = (args.family, args.backbone, args.variant, args.regime, args.data, args.global_batch)
+    with tempfile.TemporaryDirectory() as tmp:
+        bare1 = bare_step_samples_per_s(*shape, args.steps, args.threads)
+        loop, mfu, rows = loop_samples_per_s(*shape, args.steps, args.threads, Path(tmp) / "loop")
+        bare2 = bare_step_samples_per_s(*shape, args.steps, args.threads)
+        start = startup_s(args.family, args.data, Path(tmp) / "startup", args.threads)
+    bare = (bare1 + bare2) / 2
+    wait = statistics.median(r["data_wait_s"] / r["step_time_s"] for r in rows)
+    print(f"{args.backbone} {args.regime} batch {args.global_batch}, {args.threads} threads:")
+    print(f"  bare fwd+bwd+AdamW step: {bare1:.1f} / {bare2:.1f} samples/s (before / after the loop)")
+    print(f"  training loop:           {loop:.1f} samples/s = {loop / bare:.1%} of the bare step "
+          f"(data wait {wait:.1%} of a step)")
+    print(f"  loop MFU:                {mfu:.1%} of the measured fp32 peak")
+    print(f"  start-up (30k, process start to end of step 1): {start:.2f} s" if start is not None
+          else "  start-up: unknown (no /proc)")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
