@@ -35,6 +35,8 @@ from pathlib import Path
 from prism.errors import PrismError
 
 TESTS: tuple[str, ...] = ("forward_only", "batch_scaling", "fwd_bwd", "sync_overhead", "ddp_overhead")
+# Tests outside `all`: they need shards (`--data`).
+DATA_TESTS: tuple[str, ...] = ("packing",)
 DEFAULT_BATCH_SIZES: tuple[int, ...] = (1, 2, 4, 8, 16, 32, 64)
 
 
@@ -58,14 +60,15 @@ class BenchConfig:
     procs: int = 2  # ddp_overhead
     compile: bool = False  # torch.compile the model (inductor fuses the element-wise ops)
     threads: int | None = None  # CPU threads (None: torch's default, the cores)
+    data: str | None = None  # shard directory for `packing`
     out: str | None = None
     extra: dict = field(default_factory=dict)
 
     def tests(self) -> list[str]:
         if self.test == "all":
             return list(TESTS)
-        if self.test not in TESTS:
-            raise PrismError(f"unknown test {self.test!r}; valid: {', '.join(TESTS)}, all")
+        if self.test not in TESTS + DATA_TESTS:
+            raise PrismError(f"unknown test {self.test!r}; valid: {', '.join(TESTS + DATA_TESTS)}, all")
         return [self.test]
 
 
@@ -359,6 +362,52 @@ def sync_overhead(bench: Bench, peak: float) -> dict:
     return row
 
 
+def packing(bench: Bench, peak: float) -> list[dict]:
+    """Padded vs packed batches of real shards, same model and same [batch, seq_len] shape, steps interleaved.
+
+    Interleaving puts both layouts under the same machine load, so their ratio holds on a
+    shared machine where two separate runs minutes apart do not compare. samples/s counts
+    real samples (a packed row holds several); FLOPs are those of the padded row (the
+    packed row's extra encoder passes are not counted, so its MFU is a slight underestimate).
+    """
+    import torch
+
+    from prism.data.loader import ShardLoader
+    from prism.device import synchronize
+
+    cfg = bench.cfg
+    if not cfg.data:
+        raise PrismError(f"--test packing needs --data DIR: {cfg.family} shards from `prism data build`")
+    check_memory(cfg, bench.device, cfg.batch, True)
+    loaders = {lay: iter(ShardLoader(cfg.data, "train", cfg.batch, 0, layout=lay, seq_len=cfg.seq_len,
+                                     family=cfg.family)) for lay in ("padded", "packed")}
+    flops, nbytes = bench.flops_and_bytes(cfg.batch, True)
+    times: dict[str, list[float]] = {lay: [] for lay in loaders}
+    samples = dict.fromkeys(loaders, 0)
+    for i in range(cfg.warmup + cfg.repeats):
+        for lay, it in loaders.items():
+            batch = next(it)
+            args = [torch.as_tensor(batch[k]).to(bench.device) for k in ("tokens", "modality", "labels")]
+            synchronize(bench.device)
+            t0 = time.perf_counter()
+            bench._train(*args)
+            synchronize(bench.device)
+            if i >= cfg.warmup:
+                times[lay].append(time.perf_counter() - t0)
+                samples[lay] += int(batch["n_samples"])
+    rows = []
+    for lay in loaders:
+        row = _rates(_base_row(cfg, bench, "packing", cfg.batch, peak), times[lay], flops, nbytes, peak, cfg.batch)
+        total = sum(times[lay])
+        row.update(layout=lay, data=str(cfg.data), samples_per_s=samples[lay] / total,
+                   units_per_s=len(times[lay]) * cfg.batch / total,
+                   tokens_per_sample=len(times[lay]) * cfg.batch * cfg.seq_len / samples[lay],
+                   samples_per_row=samples[lay] / (len(times[lay]) * cfg.batch))
+        rows.append(row)
+    rows[1]["packing_speedup"] = rows[1]["samples_per_s"] / rows[0]["samples_per_s"]
+    return rows
+
+
 # --- ddp_overhead: N real processes -------------------------------------------------------------------------
 
 
@@ -485,6 +534,8 @@ def run(cfg: BenchConfig) -> list[dict]:
             new = batch_scaling(bench, peak)
         elif test == "sync_overhead":
             new = [sync_overhead(bench, peak)]
+        elif test == "packing":
+            new = packing(bench, peak)
         else:
             new = ddp_overhead(bench, peak)
         rows.extend(new)
@@ -512,6 +563,10 @@ def format_table(rows: list[dict]) -> str:
                 parts.append(f"saturates at batch {r['saturates_at']}")
             if "sync_share" in r:
                 parts.append(f"sync {100 * r['sync_share']:.1f}% of step")
+            if "packing_speedup" in r:
+                parts.append(f"packed {r['samples_per_row']:.2f} samples/row: {r['packing_speedup']:.2f}x samples/s")
+            elif "samples_per_row" in r:
+                parts.append(f"{r['layout']} {r['samples_per_row']:.2f} samples/row")
             if r.get("strategy") == "ddp":
                 parts.append(f"comm {100 * r['comm_share']:.1f}% of step, all-reduce {1e3 * r['allreduce_s']:.2f} ms")
             return "; ".join(parts)

@@ -39,7 +39,8 @@ def _throughput(args: argparse.Namespace) -> int:
     cfg = BenchConfig(test=args.test, model=args.model, seq_len=args.seq_len, family=args.family,
                       variant=args.variant, regime=args.regime, batch=args.batch, batch_sizes=args.batch_sizes,
                       device=args.device, dtype=args.dtype, warmup=args.warmup, repeats=args.repeats,
-                      procs=args.procs, compile=args.compile, threads=args.threads, out=args.out)
+                      procs=args.procs, compile=args.compile, threads=args.threads, data=args.data,
+                      out=args.out)
     rows = run(cfg)
     print(format_table(rows))
     if args.out:
@@ -48,12 +49,13 @@ def _throughput(args: argparse.Namespace) -> int:
 
 
 def register_throughput(verbs: argparse._SubParsersAction) -> None:
-    from prism.bench.throughput import DEFAULT_BATCH_SIZES, TESTS
+    from prism.bench.throughput import DATA_TESTS, DEFAULT_BATCH_SIZES, TESTS
 
     p = verbs.add_parser("throughput", help="Throughput micro-benchmarks (samples/s, tokens/s, MFU) of one model.",
                          description="Time forward, training, batch scaling, sync and DDP overhead of one PRISM "
                                      "model; medians after warm-up, MFU against `prism bench peak`.")
-    p.add_argument("--test", required=True, choices=[*TESTS, "all"])
+    p.add_argument("--test", required=True, choices=[*TESTS, *DATA_TESTS, "all"],
+                   help="all = every test but packing (which needs --data)")
     p.add_argument("--model", required=True, help="backbone name (prism model list), e.g. 30k, 3m, 1b")
     p.add_argument("--seq-len", type=int, required=True, help="tokens per row")
     p.add_argument("--family", default="text_image", help="modality family (default text_image)")
@@ -72,5 +74,6 @@ def register_throughput(verbs: argparse._SubParsersAction) -> None:
                    "measured with the same thread count")
     p.add_argument("--compile", action="store_true",
                    help="torch.compile the model first (fuses element-wise ops; compiling takes a minute on a CPU)")
+    p.add_argument("--data", help="shard directory of --family (prism data build) for --test packing")
     p.add_argument("--out", help="append the rows to this JSON-lines file (e.g. perf.jsonl)")
     p.set_defaults(func=_throughput)

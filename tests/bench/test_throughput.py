@@ -66,3 +66,17 @@ def test_ddp_overhead_starts_two_processes():
     assert (single["world_size"], ddp["world_size"]) == (1, 2) and ddp["procs_started"] == 2
     assert ddp["strategy"] == "ddp" and 0 <= ddp["comm_share"] < 1 and ddp["allreduce_s"] > 0
     assert ddp["samples_per_s"] == pytest.approx(4 / ddp["step_time_s"])
+
+
+@pytest.mark.slow
+def test_packing_interleaves_layouts_on_real_shards(tmp_path):
+    from prism.data.shards import build
+
+    build("text_ts", tmp_path / "ts", seed=0)
+    with pytest.raises(PrismError, match="needs --data"):
+        tp.run(_cfg(test="packing", family="text_ts"))
+    padded, packed = tp.run(_cfg(test="packing", family="text_ts", data=str(tmp_path / "ts"), seq_len=128, batch=4))
+    assert (padded["layout"], packed["layout"]) == ("padded", "packed")
+    assert padded["samples_per_row"] == 1 and packed["samples_per_row"] > 1
+    assert packed["tokens_per_sample"] == pytest.approx(128 / packed["samples_per_row"])
+    assert packed["packing_speedup"] == pytest.approx(packed["samples_per_s"] / padded["samples_per_s"])
