@@ -9,7 +9,10 @@ processes under DDP with gloo: the communication share of the step).
 Every figure is a median over timed steps after warm-up, with min, max and IQR
 beside it. Achieved FLOP/s uses the FLOPs of the measured step itself, counted
 once per shape with `FlopCounterMode` (not 6ND), so MFU = achieved / measured
-peak (`prism.bench.peak`).
+peak (`prism.bench.peak`). Two more views for a shared machine, where other
+tenants stretch the wall clock: `mfu_best` (the fastest step) and, on a CPU,
+`mfu_cpu` (FLOPs over the CPU seconds the process got per thread; exact with
+`--threads 1`, pessimistic with more, where idle OpenMP threads spin).
 
 Arithmetic intensity (`arithmetic_intensity`, FLOP/byte) is defined as the step's
 counted FLOPs over the bytes of the operands and results of the FLOP-carrying
@@ -255,14 +258,16 @@ class Bench:
                 break  # slow steps warm up within one or two calls; keep `--test all` bounded
         synchronize(self.device)
         times: list[float] = []
+        self.cpu_times: list[float] = []
         started = time.perf_counter()
         while len(times) < self.cfg.repeats:
-            t0 = time.perf_counter()
+            t0, c0 = time.perf_counter(), time.process_time()
             out = fn(*batch_args)
             if on_step is not None:
                 on_step(out)
             synchronize(self.device)
             times.append(time.perf_counter() - t0)
+            self.cpu_times.append(time.process_time() - c0)
             if len(times) >= 3 and time.perf_counter() - started > self.cfg.max_seconds:
                 break
         return times
@@ -284,7 +289,8 @@ def _base_row(cfg: BenchConfig, bench: Bench, test: str, batch: int, peak: float
             "timestamp": time.strftime("%Y-%m-%dT%H:%M:%S%z")}
 
 
-def _rates(row: dict, times: list[float], flops: int, nbytes: int, peak: float, samples_per_step: int) -> dict:
+def _rates(row: dict, times: list[float], flops: int, nbytes: int, peak: float, samples_per_step: int,
+           cpu_times: list[float] | None = None) -> dict:
     sp = spread(times)
     t = sp["step_time_s"]
     row.update(sp)
@@ -296,6 +302,12 @@ def _rates(row: dict, times: list[float], flops: int, nbytes: int, peak: float, 
     # The fastest step: what the device did when nothing else ran (a shared machine's medians drift).
     row["mfu_best"] = flops / sp["step_time_min_s"] / peak
     row["arithmetic_intensity"] = flops / nbytes if nbytes else None
+    if cpu_times and row.get("device", "cpu").startswith("cpu"):
+        # CPU seconds the process got per step, per thread: on a shared machine the wall clock also counts
+        # the time other tenants held the cores; with one thread this is the step's own cost.
+        cpu = statistics.median(cpu_times) / max(1, row.get("threads") or 1)
+        row["cpu_time_s"] = cpu
+        row["mfu_cpu"] = flops / cpu / peak if cpu > 0 else None
     return row
 
 
@@ -306,7 +318,8 @@ def measure(bench: Bench, test: str, batch: int, peak: float) -> dict:
     args = bench.batch(batch)
     flops, nbytes = bench.flops_and_bytes(batch, train)
     times = bench.time_steps(bench.step_fn(train), args)
-    return _rates(_base_row(bench.cfg, bench, test, batch, peak), times, flops, nbytes, peak, batch)
+    return _rates(_base_row(bench.cfg, bench, test, batch, peak), times, flops, nbytes, peak, batch,
+                  bench.cpu_times)
 
 
 def batch_scaling(bench: Bench, peak: float) -> list[dict]:
@@ -551,7 +564,7 @@ def format_table(rows: list[dict]) -> str:
     """A fixed-width table for the terminal."""
     cols = [("test", "test", "{}"), ("strategy", "strategy", "{}"), ("world_size", "N", "{}"),
             ("batch", "batch", "{}"), ("seq_len", "seq", "{}"), ("samples_per_s", "samples/s", "{:.1f}"),
-            ("tokens_per_s", "tokens/s", "{:.0f}"), ("flops_per_s", "GFLOP/s", None), ("mfu", "MFU", None), ("mfu_best", "best", None),
+            ("tokens_per_s", "tokens/s", "{:.0f}"), ("flops_per_s", "GFLOP/s", None), ("mfu", "MFU", None), ("mfu_best", "best", None), ("mfu_cpu", "MFU(cpu)", None),
             ("arithmetic_intensity", "FLOP/B", "{:.1f}"), ("step_time_s", "step ms", None),
             ("step_time_iqr_s", "IQR ms", None), ("note", "note", "{}")]
 
@@ -574,7 +587,7 @@ def format_table(rows: list[dict]) -> str:
             return "-"
         if key == "flops_per_s":
             return f"{v / 1e9:.2f}"
-        if key in ("mfu", "mfu_best"):
+        if key in ("mfu", "mfu_best", "mfu_cpu"):
             return f"{100 * v:.1f}%"
         if key in ("step_time_s", "step_time_iqr_s"):
             return f"{1e3 * v:.2f}"
