@@ -15,7 +15,8 @@ TINY = {
         "text_graph": {"family": "text_graph", "data_seed": 0, "packed_seq_len": 128, "global_batch": 4},
     },
     "designs": {
-        "TINY-1N": {"nodes": 1, "procs_per_node": 1, "backbone": "30k", "max_steps": 4, "log_every": 1},
+        "TINY-1N": {"nodes": 1, "procs_per_node": 1, "backbone": "30k", "max_steps": 3, "log_every": 1,
+                    "threads": 1},
         "TINY-2N": {"nodes": 2, "procs_per_node": 12, "backbone": "1b", "max_steps": 4, "strategy": "ddp",
                     "launcher": "aurora", "device": "xpu"},
     },
