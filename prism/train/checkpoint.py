@@ -39,6 +39,12 @@ def latest(run_dir: Path) -> Path | None:
     return found[-1] if found else None
 
 
+def remove_partial(run_dir: Path) -> None:
+    """Delete temporary files of a checkpoint whose writer was killed mid-write."""
+    for tmp in checkpoint_dir(run_dir).glob(".step-*.tmp"):
+        tmp.unlink(missing_ok=True)
+
+
 def rng_state(device: torch.device) -> dict[str, Any]:
     state = {"python": random.getstate(), "numpy": np.random.get_state(), "torch": torch.get_rng_state()}
     if device.type in ("cuda", "xpu"):

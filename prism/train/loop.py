@@ -332,6 +332,8 @@ class _Session:
         self.first_eval: float | None = None
         self.last_eval_step = -1
         self.startup_s: float | None = None
+        if self.is_main:
+            checkpoint.remove_partial(out)
         latest = checkpoint.latest(out)
         if latest is None and self.is_main:
             out.mkdir(parents=True, exist_ok=True)

@@ -30,7 +30,7 @@ def metrics(out: Path) -> dict:
 
 def test_a_3e11_budget_run_writes_every_file_and_learns(train, tmp_path):
     out = tmp_path / "run"
-    res = train(out, "--global-batch", "32", "--threads", "2")
+    res = train(out, "--global-batch", "32")
     assert res.returncode == 0, res.stderr
     assert {p.name for p in out.iterdir()} == {"config.yaml", "perf.jsonl", "eval.jsonl", "checkpoints",
                                                "metrics.json"}
@@ -51,7 +51,7 @@ def test_a_3e11_budget_run_writes_every_file_and_learns(train, tmp_path):
     assert any(out.glob("checkpoints/step-*.pt"))
     # A rerun sees metrics.json and does nothing.
     before = (out / "perf.jsonl").read_text()
-    again = train(out, "--global-batch", "32", "--threads", "2")
+    again = train(out, "--global-batch", "32")
     assert again.returncode == 0 and "nothing to do" in again.stderr
     assert (out / "perf.jsonl").read_text() == before
 
