@@ -396,21 +396,24 @@ def packing(bench: Bench, peak: float) -> list[dict]:
                                      family=cfg.family)) for lay in ("padded", "packed")}
     flops, nbytes = bench.flops_and_bytes(cfg.batch, True)
     times: dict[str, list[float]] = {lay: [] for lay in loaders}
+    cpu: dict[str, list[float]] = {lay: [] for lay in loaders}
     samples = dict.fromkeys(loaders, 0)
     for i in range(cfg.warmup + cfg.repeats):
         for lay, it in loaders.items():
             batch = next(it)
             args = [torch.as_tensor(batch[k]).to(bench.device) for k in ("tokens", "modality", "labels")]
             synchronize(bench.device)
-            t0 = time.perf_counter()
+            t0, c0 = time.perf_counter(), time.process_time()
             bench._train(*args)
             synchronize(bench.device)
             if i >= cfg.warmup:
                 times[lay].append(time.perf_counter() - t0)
+                cpu[lay].append(time.process_time() - c0)
                 samples[lay] += int(batch["n_samples"])
     rows = []
     for lay in loaders:
-        row = _rates(_base_row(cfg, bench, "packing", cfg.batch, peak), times[lay], flops, nbytes, peak, cfg.batch)
+        row = _rates(_base_row(cfg, bench, "packing", cfg.batch, peak), times[lay], flops, nbytes, peak, cfg.batch,
+                     cpu[lay])
         total = sum(times[lay])
         row.update(layout=lay, data=str(cfg.data), samples_per_s=samples[lay] / total,
                    units_per_s=len(times[lay]) * cfg.batch / total,
