@@ -37,11 +37,16 @@ def bar_chart(records: list[dict], out: Path, label_key: str = "preset", title: 
         ax.set_xticks(range(len(records)), labels, rotation=30, ha="right")
         ax.set_ylabel(ylabel)
         ax.grid(axis="y", alpha=0.3)
-        if layouts:
-            ax.legend(title="layout")
+    top = 1.0
     if title:
-        fig.suptitle(title)
-    fig.tight_layout()
+        fig.suptitle(title, y=0.99)
+        top = 0.93
+    if layouts:  # one legend for both panels, above them, where it hides no bar
+        handles, names = axes[0].get_legend_handles_labels()
+        fig.legend(handles, names, title="layout", loc="upper center", ncol=len(layouts),
+                   bbox_to_anchor=(0.5, top), frameon=False)
+        top -= 0.1
+    fig.tight_layout(rect=(0, 0, 1, top))
     out = Path(out)
     out.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=out.parent, prefix=f".{out.stem}.", suffix=".png")
