@@ -41,10 +41,10 @@ def steady_state(rows: list[dict], warmup_fraction: float = 0.2) -> list[dict]:
 def with_sample_rates(rows: list[dict]) -> list[dict]:
     """Rows whose `samples_per_s` counts real samples, from the cumulative `samples` counter.
 
-    `prism train` logs `samples_per_s` as global-batch units per second, and a packed
-    unit is a row of several samples; the cumulative `samples` counter and the
-    window's step time give the real rate (for padded runs the two agree). The
-    logged unit rate is kept as `units_per_s`.
+    A packed global-batch unit is a row of several samples; the cumulative `samples`
+    counter and the window's step time give the real rate whatever the logger called
+    `samples_per_s` (early `prism train` versions logged units there). The unit rate
+    (rows per second) is `units_per_s` = global_batch / step_time_s.
     """
     rows = sorted(rows, key=lambda r: r["step"] if _is_number(r.get("step")) else math.inf)
     out, prev_step, prev_samples = [], 0, 0
@@ -54,8 +54,9 @@ def with_sample_rates(rows: list[dict]) -> list[dict]:
         if _is_number(step) and _is_number(samples) and _is_number(dt) and _is_number(r.get("samples_per_s")):
             window = step - prev_step
             if window > 0 and dt > 0 and samples >= prev_samples:
-                r["units_per_s"] = r["samples_per_s"]
                 r["samples_per_s"] = (samples - prev_samples) / (dt * window)
+                if _is_number(r.get("global_batch")):
+                    r["units_per_s"] = r["global_batch"] / dt
             prev_step, prev_samples = step, samples
         out.append(r)
     return out

@@ -114,7 +114,7 @@ def test_cli_errors_are_one_line(tmp_path, capsys):
 def test_packed_samples_per_s_from_the_samples_counter():
     # prism train logs units (packed rows) per second; 4 samples per row in this run.
     rows = [{"step": s, "samples_per_s": 10.0, "step_time_s": 0.1, "samples": 4 * 1 * s, "tokens_per_s": 2560.0,
-             "layout": "packed"} for s in range(1, 11)]
+             "global_batch": 1, "layout": "packed"} for s in range(1, 11)]
     rec = summarize_run(rows)
     assert rec["units_per_s"] == 10.0 and rec["samples_per_s"] == pytest.approx(40.0)
     assert rec["tokens_per_sample"] == pytest.approx(64.0)
