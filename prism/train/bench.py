@@ -24,7 +24,8 @@ from pathlib import Path
 
 
 def bare_step_samples_per_s(family: str, backbone: str, variant: str, regime: str, data: str,
-                            global_batch: int, steps: int, threads: int) -> float:
+                            global_batch: int, steps: int, threads: int) -> tuple[float, float]:
+    """(samples/s by the wall clock, CPU seconds per step and thread) of the bare step."""
     import torch
 
     from prism.data.loader import ShardLoader
@@ -38,15 +39,16 @@ def bare_step_samples_per_s(family: str, backbone: str, variant: str, regime: st
     opt = build_optimizer(model.trainable_parameters(), default_lr(backbone_config(backbone).d_model))
     batch = next(iter(ShardLoader(data, "train", global_batch, 0, family=family)))
     tokens, modality, labels = batch["tokens"], batch["modality"], batch["labels"]
-    times = []
+    times, cpu = [], []
     for i in range(steps + 5):
-        t0 = time.perf_counter()
+        t0, c0 = time.perf_counter(), time.process_time()
         model(tokens, modality, labels).backward()
         opt.step()
         opt.zero_grad(set_to_none=True)
         if i >= 5:
             times.append(time.perf_counter() - t0)
-    return global_batch / statistics.median(times)
+            cpu.append((time.process_time() - c0) / threads)
+    return global_batch / statistics.median(times), statistics.median(cpu)
 
 
 def loop_samples_per_s(family: str, backbone: str, variant: str, regime: str, data: str, global_batch: int,
@@ -93,13 +95,19 @@ def main(argv: list[str] | None = None) -> int:
         loop, mfu, rows = loop_samples_per_s(*shape, args.steps, args.threads, Path(tmp) / "loop")
         bare2 = bare_step_samples_per_s(*shape, args.steps, args.threads)
         start = startup_s(args.family, args.data, Path(tmp) / "startup", args.threads)
-    bare = (bare1 + bare2) / 2
+    bare = (bare1[0] + bare2[0]) / 2
+    bare_cpu = (bare1[1] + bare2[1]) / 2
+    loop_cpu = statistics.median(r["cpu_time_s"] for r in rows)
+    mfu_cpu = statistics.median(r["mfu_cpu"] for r in rows)
     wait = statistics.median(r["data_wait_s"] / r["step_time_s"] for r in rows)
     print(f"{args.backbone} {args.regime} batch {args.global_batch}, {args.threads} threads:")
-    print(f"  bare fwd+bwd+AdamW step: {bare1:.1f} / {bare2:.1f} samples/s (before / after the loop)")
+    print(f"  bare fwd+bwd+AdamW step: {bare1[0]:.1f} / {bare2[0]:.1f} samples/s (before / after the loop)")
     print(f"  training loop:           {loop:.1f} samples/s = {loop / bare:.1%} of the bare step "
           f"(data wait {wait:.1%} of a step)")
-    print(f"  loop MFU:                {mfu:.1%} of the measured fp32 peak")
+    print(f"  CPU time per step:       bare {bare_cpu * 1e3:.0f} ms, loop {loop_cpu * 1e3:.0f} ms: loop at "
+          f"{bare_cpu / loop_cpu:.1%} of the bare step's speed (robust to other tenants with 1 thread)")
+    print(f"  loop MFU:                {mfu:.1%} of the measured fp32 peak (wall clock); "
+          f"{mfu_cpu:.1%} by CPU time")
     print(f"  start-up (30k, process start to end of step 1): {start:.2f} s" if start is not None
           else "  start-up: unknown (no /proc)")
     return 0

@@ -479,13 +479,13 @@ class _Session:
         if self.resumed_from is not None:
             context["resumed_from"] = self.resumed_from
         peak = None
-        win_steps = win_samples = win_time = win_wait = 0.0
+        win_steps = win_samples = win_time = win_wait = win_cpu = 0.0
         prog_steps = prog_samples = prog_time = 0.0
         last_progress = time.perf_counter()
         first_step_logged = False
         mfu = None
         while self.step < plan.steps:
-            t0 = time.perf_counter()
+            t0, c0 = time.perf_counter(), time.process_time()
             try:
                 batch = next(batches)
             except StopIteration:  # the loader's epoch ended: start the next one
@@ -536,6 +536,7 @@ class _Session:
             win_steps += 1
             win_time += t2 - t0
             win_wait += t1 - t0
+            win_cpu += time.process_time() - c0
             prog_steps, prog_samples, prog_time = prog_steps + 1, prog_samples + int(batch_samples), \
                 prog_time + t2 - t0
             if self.is_main and not first_step_logged:
@@ -559,11 +560,18 @@ class _Session:
                     "peak_mem_bytes": max_memory_allocated(self.device), **self._counters(step),
                     **context,
                 }
+                if self.device.type == "cpu":
+                    # CPU seconds per step and thread: on a shared machine the wall clock also counts the
+                    # time other tenants held the cores (exact with one thread; see prism.bench.throughput).
+                    cpu = win_cpu / win_steps / self.threads
+                    row["cpu_time_s"] = cpu
+                    row["mfu_cpu"] = config.global_batch * plan.flops_per_sample / cpu / (peak * world) \
+                        if cpu > 0 else None
                 if step == 1:
                     row["startup_s"] = self.startup_s
                 self.perf.write(row)
                 mfu = row["mfu"]
-                win_steps = win_samples = win_time = win_wait = 0.0
+                win_steps = win_samples = win_time = win_wait = win_cpu = 0.0
             now = time.perf_counter()
             if self.is_main and (now - last_progress >= PROGRESS_SECONDS or step == 1 or last):
                 # Progress for people reading a job log; independent of --log-every.
