@@ -1,7 +1,6 @@
 # Python helpers of the workflow: config access, wildcard constraints, and the
 # input/params functions that read the plan (a checkpoint). No rules here.
 
-import math
 import shlex
 import sys
 from pathlib import Path
@@ -9,6 +8,7 @@ from pathlib import Path
 import yaml
 
 from prism.families import FAMILIES
+from prism.isoflop.records import format_budget
 from prism.model.config import BACKBONES, REGIMES, VARIANTS
 
 # Rules call `prism`: find the one installed beside the Python running Snakemake
@@ -20,13 +20,8 @@ REGIME = config["regime"]
 
 
 def budget_str(value):
-    """The canonical spelling of a budget, as run ids use it: 3e11, 1e12, 2.5e17."""
-    number = float(value)
-    if not math.isfinite(number) or number <= 0:
-        raise ValueError(f"config key 'budgets': {value!r} is not a positive number of FLOPs")
-    mantissa, exponent = f"{number:.6e}".split("e")
-    mantissa = mantissa.rstrip("0").rstrip(".")
-    return f"{mantissa}e{int(exponent)}"
+    """The canonical spelling of a budget, as run ids use it: 3e11, 1e12, 2.5e17 (the planner's own)."""
+    return format_budget(float(value))
 
 
 BUDGETS = sorted({budget_str(b) for b in config["budgets"]}, key=float)

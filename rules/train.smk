@@ -25,6 +25,9 @@ rule train:
         global_batch=row_value("global_batch"),
         seed=config["train"]["seed"],
     threads: config["train"]["threads"]
+    # Longest runs first (steps stand in for time): the study ends sooner than when the
+    # longest run happens to start last.
+    priority: lambda wildcards: int(plan_row(wildcards)["steps"])
     resources:
         nodes=train_nodes,
         walltime=train_walltime,
