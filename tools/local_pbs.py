@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import pwd
 import shutil
 import signal
 import socket
@@ -190,9 +191,28 @@ def _tail(path: Path, n: int = 15) -> str:
         return f"--- {path.name}: (none)"
 
 
+def _drain(folder: Path, timeout: float = 15.0) -> None:
+    """Cancel this instance's jobs and wait until none is left, so no job step outlives slurmd."""
+    pid = _pid(folder / "slurmctld.pid")
+    if pid is None or not _alive(pid):
+        return
+    env = {**os.environ, **env_for(folder)}
+    try:
+        subprocess.run(["scancel", "--user", pwd.getpwuid(os.getuid()).pw_name], env=env, capture_output=True, timeout=10)
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            out = subprocess.run(["squeue", "-h", "-o", "%i"], env=env, capture_output=True, text=True, timeout=10)
+            if out.returncode != 0 or not out.stdout.strip():
+                return
+            time.sleep(0.3)
+    except (OSError, subprocess.TimeoutExpired):
+        return
+
+
 def stop(folder: str | os.PathLike, timeout: float = 15.0) -> list[int]:
     """Stop the daemons of this instance by the pids in its pid files; return the pids signalled."""
     folder = Path(folder).resolve()
+    _drain(folder)
     stopped = []
     for name in ("slurmd", "slurmctld", "munged"):
         pid = _pid(folder / f"{name}.pid")
