@@ -68,19 +68,28 @@ def encode_record(key: str, caption: str, source: str, modality: np.ndarray | No
     return record
 
 
-def lm_records(seed: int, n: int, max_bytes: int) -> list[dict]:
-    """`n` text-only records from the Python documentation (source ids `lm-...`)."""
+def lm_records(seed: int, counts: dict[str, int], max_bytes: int) -> dict[str, list[dict]]:
+    """Text-only records from the Python documentation (source ids `lm-...`), `counts[split]` per split.
+
+    Documents, not passages, are split between train and eval (by the same rule
+    as the modality items), so no held-out passage shares a document with training.
+    """
     from prism.data.sources import lm_text
 
     items = lm_text.load_passages(max_bytes)
-    if n > len(items):
-        raise PrismError(f"--lm-ratio asks for {n} text passages, only {len(items)} exist; lower it")
-    picks = np.sort(np.random.default_rng([seed, 3]).choice(len(items), size=n, replace=False))
-    out = []
-    for j, i in enumerate(picks):
-        doc, text = items[int(i)]
-        source = "lm-" + re.sub(r"[^A-Za-z0-9]+", "-", doc).strip("-")
-        out.append(encode_record(f"{source}__{j:06d}", text, source, None))
+    sources = ["lm-" + re.sub(r"[^A-Za-z0-9]+", "-", doc).strip("-") for doc, _ in items]
+    train_docs, eval_docs = split_sources(sources, seed)
+    out: dict[str, list[dict]] = {}
+    for split, docs in (("train", train_docs), ("eval", eval_docs)):
+        pool = [i for i, source in enumerate(sources) if source in docs]
+        n = counts.get(split, 0)
+        if n > len(pool):
+            raise PrismError(f"--lm-ratio asks for {n} {split} text passages, only {len(pool)} exist; lower it")
+        picks = np.sort(np.random.default_rng([seed, 3, len(split)]).choice(len(pool), size=n, replace=False))
+        out[split] = [
+            encode_record(f"{sources[pool[i]]}__{j:06d}", items[pool[i]][1], sources[pool[i]], None)
+            for j, i in enumerate(picks)
+        ]
     return out
 
 
@@ -134,9 +143,14 @@ def build(family: str, out: str | Path, seed: int = 0, overwrite: bool = False, 
         truncated += cut
         split = "eval" if s.source in eval_ids else "train"
         splits[split].append(encode_record(s.key, caption, s.source, s.modality))
-    n_lm = round(lm_ratio / (1.0 - lm_ratio) * len(splits["train"])) if lm_ratio > 0 else 0
-    if n_lm:
-        splits["train"] += lm_records(seed, n_lm, spec.tokens_per_sample - 2)
+    # Text-only passages in both splits at the same ratio, so the eval loss measures
+    # what training optimises.
+    lm_counts = {split: round(lm_ratio / (1.0 - lm_ratio) * len(records)) for split, records in splits.items()}
+    lm_sources: dict[str, set[str]] = {"train": set(), "eval": set()}
+    if sum(lm_counts.values()):
+        for split, records in lm_records(seed, lm_counts, spec.tokens_per_sample - 2).items():
+            splits[split] += records
+            lm_sources[split] = {json.loads(r["json"])["source"] for r in records}
     rng = np.random.default_rng([seed, 2])
     for split, records in splits.items():
         order = rng.permutation(len(records))
@@ -156,9 +170,9 @@ def build(family: str, out: str | Path, seed: int = 0, overwrite: bool = False, 
             "eval_fraction": EVAL_FRACTION,
             "captions_truncated": truncated,
             "lm_ratio": lm_ratio,
-            "lm_samples": n_lm,
+            "lm_samples": lm_counts,
             "splits": {},
-            "source_items": {"train": sorted(train_ids), "eval": sorted(eval_ids)},
+            "source_items": {"train": sorted(train_ids | lm_sources["train"]), "eval": sorted(eval_ids | lm_sources["eval"])},
         }
         for split, records in splits.items():
             manifest["splits"][split] = {"samples": len(records), "shards": write_split(tmp, split, records)}

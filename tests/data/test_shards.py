@@ -113,11 +113,16 @@ def test_split_sources_is_by_item_and_seeded():
 
 def test_lm_ratio_mixes_text_only_samples(tmp_path):
     manifest = build("text_table", tmp_path / "mixed", seed=0, lm_ratio=0.2)
-    n_train = manifest["splits"]["train"]["samples"]
-    assert manifest["lm_samples"] == pytest.approx(0.2 * n_train, abs=1)
-    keys = shard_keys(tmp_path / "mixed", "train")
-    assert sum(k.startswith("lm-") for k in keys) == manifest["lm_samples"]
-    assert not any(k.startswith("lm-") for k in shard_keys(tmp_path / "mixed", "eval"))
+    docs = {}
+    for split in ("train", "eval"):
+        n = manifest["splits"][split]["samples"]
+        assert manifest["lm_samples"][split] == pytest.approx(0.2 * n, abs=1)
+        keys = shard_keys(tmp_path / "mixed", split)
+        assert sum(k.startswith("lm-") for k in keys) == manifest["lm_samples"][split]
+        docs[split] = {k.split("__")[0] for k in keys if k.startswith("lm-")}
+    # Held-out passages come from documents that training never sees.
+    assert docs["eval"] and not docs["train"] & docs["eval"]
+    assert docs["eval"] <= set(manifest["source_items"]["eval"])
     assert json.loads((tmp_path / "mixed" / "manifest.json").read_text())["lm_ratio"] == 0.2
 
 
