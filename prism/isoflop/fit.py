@@ -101,19 +101,19 @@ def fit_records(
         else:
             try:
                 a3_fit = approach3.fit_approach3(n, d, loss, approach3_options)
-            except OverflowError:
-                # A coefficient ran off to infinity: the runs do not constrain L(N, D) (say so, do not crash).
-                out["approach3"] = {"converged": False,
-                                    "reason": "Approach 3 diverged (a coefficient overflowed): the runs do not constrain L(N, D)"}
-            else:
                 try:
                     boot = (
                         approach3.bootstrap_approach3(n, d, loss, a3_fit, n_boot, seed, approach3_options)
                         if n_boot > 0 else None
                     )
-                except OverflowError:
+                except ArithmeticError:
                     boot = None  # resamples diverge: no interval rather than a crash
                 out["approach3"] = _approach3_json(a3_fit, boot, CI_LEVEL)
+            except ArithmeticError as err:
+                # A coefficient ran off to 0 or infinity: the runs do not constrain L(N, D) (say so, do not crash).
+                a3_fit = None
+                out["approach3"] = {"converged": False,
+                                    "reason": f"Approach 3 diverged ({err}): the runs do not constrain L(N, D)"}
     out["diagnostics"] = _diagnostics(a2, a3_fit, out, n, d, budget, records)
     return out
 
