@@ -37,17 +37,17 @@ FAMILIES: dict[str, FamilySpec] = {
     spec.name: spec
     for spec in (
         # 8x8 grey digits, 2x2 patches -> 16 tokens.
-        FamilySpec("text_image", (1, 8, 8), 16, 64, 48, "sklearn.datasets.load_digits"),
+        FamilySpec("text_image", (1, 8, 8), 16, 32, 48, "sklearn.datasets.load_digits"),
         # 3 channels x 64 steps, patches of 8 steps -> 8 tokens.
-        FamilySpec("text_ts", (3, 64), 8, 64, 56, "sktime + statsmodels bundled series"),
+        FamilySpec("text_ts", (3, 64), 8, 32, 56, "sktime + statsmodels bundled series"),
         # adjacency of up to 16 nodes (zero-padded), one token per node slot.
-        FamilySpec("text_graph", (16, 16), 16, 64, 48, "networkx graph atlas + named graphs"),
+        FamilySpec("text_graph", (16, 16), 16, 32, 48, "networkx graph atlas + named graphs"),
         # up to 32 standardised features (zero-padded), groups of 8 -> 4 tokens.
-        FamilySpec("text_table", (32,), 4, 64, 60, "sklearn bundled tables"),
+        FamilySpec("text_table", (32,), 4, 32, 60, "sklearn bundled tables"),
         # 4 frames of 8x8 (a digit moving), one 4x4 patch grid per frame -> 16 tokens.
-        FamilySpec("text_video", (4, 1, 8, 8), 16, 64, 48, "sklearn digits, moved across frames"),
+        FamilySpec("text_video", (4, 1, 8, 8), 16, 32, 48, "sklearn digits, moved across frames"),
         # BabyAI 7x7 egocentric grid (object, colour, state), one token per row -> 7 tokens.
-        FamilySpec("vla", (3, 7, 7), 7, 64, 57, "minigrid BabyAI levels + BabyAIBot expert"),
+        FamilySpec("vla", (3, 7, 7), 7, 32, 57, "minigrid BabyAI levels + BabyAIBot expert"),
     )
 }
 

@@ -8,6 +8,7 @@ rule data:
         logfile("data", "{family}"),
     params:
         seed=config["data"]["seed"],
+        lm_ratio=config["data"]["lm_ratio"],
     threads: 1
     resources:
         nodes=1,
@@ -15,4 +16,5 @@ rule data:
         runtime=30,
     shell:
         "prism data build --family {wildcards.family:q} --out {output:q} --seed {params.seed:q}"
+        " --lm-ratio {params.lm_ratio:q}"
         " > {log:q} 2>&1"

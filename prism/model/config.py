@@ -84,11 +84,12 @@ def _small(name: str, d: int, layers: int, heads: int, ffn: int) -> BackboneConf
 
 # Shallow and fairly wide (head_dim 16-32) so fp32 eager matmuls on a CPU stay
 # efficient; named by approximate non-embedding parameters.
-SMALL_BACKBONES: tuple[str, ...] = ("30k", "60k", "120k", "250k", "500k", "1m", "3m")
+SMALL_BACKBONES: tuple[str, ...] = ("15k", "30k", "60k", "120k", "250k", "500k", "1m", "3m")
 
 BACKBONES: dict[str, BackboneConfig] = {
     cfg.name: cfg
     for cfg in (
+        _small("15k", 24, 2, 1, 80),
         _small("30k", 32, 2, 2, 112),
         _small("60k", 48, 2, 3, 144),
         _small("120k", 64, 2, 4, 224),
