@@ -133,6 +133,14 @@ def study_metrics(family, wildcards=None):
     return [f"{STUDY}/{family}/runs/{run_id}/metrics.json" for run_id in plan_rows(family)]
 
 
+def train_priority(wildcards):
+    """Longer runs first (their planned steps); 0 while the plan is not there yet."""
+    try:
+        return int(plan_row(wildcards)["steps"])
+    except Exception:  # noqa: BLE001 - the checkpoint is still pending: any order will do
+        return 0
+
+
 def planned_metrics(wildcards):
     """What collect aggregates: every planned run of the family."""
     return study_metrics(wildcards.family)
@@ -141,16 +149,20 @@ def planned_metrics(wildcards):
 # ---- resources of training jobs (PBS on the cluster) --------------------------
 
 
+def _backbone_of(wildcards):
+    # From the run id, so resources never wait on the plan (Snakemake cannot evaluate
+    # resources of a job whose checkpoint is pending).
+    return wildcards.run_id.split("-", 1)[0]
+
+
 def train_nodes(wildcards):
     cluster = config["cluster"]
-    backbone = plan_row(wildcards)["backbone"]
-    return int(cluster["nodes_by_backbone"].get(backbone, cluster["nodes"]))
+    return int(cluster["nodes_by_backbone"].get(_backbone_of(wildcards), cluster["nodes"]))
 
 
 def train_walltime(wildcards):
     cluster = config["cluster"]
-    backbone = plan_row(wildcards)["backbone"]
-    return cluster["walltimes"].get(backbone, cluster["walltime"])
+    return cluster["walltimes"].get(_backbone_of(wildcards), cluster["walltime"])
 
 
 def walltime_minutes(walltime):
