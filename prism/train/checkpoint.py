@@ -15,6 +15,7 @@ from __future__ import annotations
 import os
 import random
 import re
+import shutil
 import tempfile
 from pathlib import Path
 from typing import Any
@@ -37,6 +38,25 @@ def latest(run_dir: Path) -> Path | None:
     """The newest complete checkpoint (temporary files never match the name pattern)."""
     found = sorted(p for p in checkpoint_dir(run_dir).glob("step-*.pt") if _NAME.match(p.name))
     return found[-1] if found else None
+
+
+def final_dir(run_dir: Path) -> Path:
+    return Path(run_dir) / "final"
+
+
+def retire(run_dir: Path) -> None:
+    """Keep a finished run's last checkpoints as `final/`, out of the resume path.
+
+    The weights stay for whoever wants them, and a forced rerun (metrics.json
+    removed, e.g. by `snakemake --forcerun train`) trains from scratch instead of
+    "resuming" at the last step and only re-evaluating.
+    """
+    src, dst = checkpoint_dir(run_dir), final_dir(run_dir)
+    if not src.is_dir():
+        return
+    if dst.exists():
+        shutil.rmtree(dst)
+    os.replace(src, dst)
 
 
 def remove_partial(run_dir: Path) -> None:

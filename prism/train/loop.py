@@ -608,6 +608,9 @@ class _Session:
         if self.is_main:
             runfiles.write_json_atomic(config.out_dir / runfiles.METRICS, metrics)
             if status == "ok":
+                from prism.train import checkpoint
+
+                checkpoint.retire(config.out_dir)
                 log(f"[{config.run_id}] done: {self.step} steps, eval loss {self.first_eval:.4f} -> "
                     f"{self.last_eval:.4f}, {metrics['flops']:.3g} FLOPs, {metrics['wall_s']:.1f} s")
         return metrics

@@ -32,7 +32,7 @@ def test_a_3e11_budget_run_writes_every_file_and_learns(train, tmp_path):
     out = tmp_path / "run"
     res = train(out, "--global-batch", "32")
     assert res.returncode == 0, res.stderr
-    assert {p.name for p in out.iterdir()} == {"config.yaml", "perf.jsonl", "eval.jsonl", "checkpoints",
+    assert {p.name for p in out.iterdir()} == {"config.yaml", "perf.jsonl", "eval.jsonl", "final",
                                                "metrics.json"}
     m = metrics(out)
     assert m["status"] == "ok" and m["steps"] == m["budget_steps"] == round(3e11 / (m["flops_per_sample"] * 32))
@@ -48,12 +48,20 @@ def test_a_3e11_budget_run_writes_every_file_and_learns(train, tmp_path):
     assert evals[0]["step"] == 0 and evals[-1]["step"] == m["steps"] and evals[-1]["loss"] == m["final_eval_loss"]
     assert {"step", "tokens", "flops", "loss"} <= evals[1].keys()
     assert "ETA" in res.stderr and f"step {m['steps']}/{m['steps']}" in res.stderr
-    assert any(out.glob("checkpoints/step-*.pt"))
+    # The final weights are kept, out of the resume path.
+    assert any(out.glob(f"final/step-{m['steps']:08d}.pt"))
     # A rerun sees metrics.json and does nothing.
     before = (out / "perf.jsonl").read_text()
     again = train(out, "--global-batch", "32")
     assert again.returncode == 0 and "nothing to do" in again.stderr
     assert (out / "perf.jsonl").read_text() == before
+    # A forced rerun (metrics.json removed, as `snakemake --forcerun train` does) trains again
+    # from step 1 instead of "resuming" at the last step.
+    (out / "metrics.json").unlink()
+    forced = train(out, "--global-batch", "32")
+    assert forced.returncode == 0 and "resuming from" not in forced.stderr
+    assert metrics(out)["resumed_from"] is None and read_jsonl(out / "perf.jsonl")[0]["step"] == 1
+    assert metrics(out)["final_eval_loss"] == pytest.approx(m["final_eval_loss"], rel=1e-4)
 
 
 def _wait_for_step(path: Path, step: int, proc: subprocess.Popen, timeout: float = 300) -> None:
