@@ -19,7 +19,7 @@ $(STAMP): pyproject.toml
 ## The default study on this machine (config/config.yaml): data, calibration, plan,
 ## training runs, collect, fit and plots for text_image.
 study: setup
-	$(BIN)/snakemake --cores $(CORES) fit_text_image plot_text_image
+	$(BIN)/snakemake --cores $(CORES) fit_text_image
 
 ## Everything the tests need (venv, scheduler and MPI packages when root), then the whole suite.
 test: setup system-deps

@@ -79,11 +79,14 @@ for _family in FAMILIES:
             f"{STUDY}/{_family}/runs.csv",
             partial(study_metrics, _family),
 
+    # The study's results: the fit and its figures (so that `snakemake --report report.html
+    # fit_F` shows the plots too).
     rule:
         name:
             f"fit_{_family}"
         input:
             fit_outputs(_family),
+            plot_outputs(_family),
             partial(study_metrics, _family),
 
     rule:
