@@ -82,7 +82,7 @@ def test_deleted_run_retrains_only_that_run(tiny_study):
     shutil.rmtree(copy / "scaling-study" / "text_image" / "runs" / victim)
     out = snakemake(copy, "-n", "fit_text_image").stdout
     assert train_run_ids(out) == [victim]
-    assert set(job_counts(out)) == {"train", "collect", "fit", "fit_text_image"}
+    assert set(job_counts(out)) == {"train", "collect", "fit", "plot", "fit_text_image"}
 
 
 def test_plot_option_replots_only(tiny_study):
@@ -91,7 +91,7 @@ def test_plot_option_replots_only(tiny_study):
                     "--configfile", "dpi.yaml").stdout
     counts = job_counts(out)
     assert counts.get("plot") == 1
-    assert set(counts) == {"plot", "plot_text_image"}, counts
+    assert set(counts) == {"plot", "plot_text_image", "fit_text_image"}, counts
 
 
 def test_code_edit_does_not_retrain(tiny_study):
