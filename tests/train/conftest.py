@@ -1,4 +1,4 @@
-"""A text_image shard directory built once per session, and a `prism train` runner."""
+"""Shards built once per session and a `prism train` runner; tests/dist uses them too."""
 
 from __future__ import annotations
 
@@ -18,7 +18,7 @@ TINY = ["--family", "text_image", "--backbone", "30k", "--variant", "BASE", "--r
 def shards(tmp_path_factory) -> Path:
     from prism.data.shards import build
 
-    out = tmp_path_factory.getbasetemp() / "train_shards_text_image"
+    out = tmp_path_factory.getbasetemp() / "shards_text_image"
     if not (out / "manifest.json").exists():
         build("text_image", out, seed=0)
     return out
