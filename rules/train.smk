@@ -46,21 +46,16 @@ rule train:
     # exits non-zero but writes metrics.json (status collapsed): a finished run, which
     # collect reports and the fit leaves out.
     #
-    # Resuming is right only for the same inputs: the run records a fingerprint of its data
-    # manifest and calibration (inputs.sha256); when Snakemake reruns it because they changed
-    # (new data, a recalibrated model), the old checkpoints are removed and it starts over.
+    # Resuming is right only for the same inputs: `prism train` records a fingerprint of its
+    # data manifest and calibration, and when Snakemake reruns it because they changed (new
+    # data, a recalibrated model) it starts over instead of resuming.
     shell:
-        "fingerprint=$(cat {input.data:q}/manifest.json {input.calibration:q} | sha256sum | cut -d' ' -f1);"
-        " if [ -e {params.rundir:q}/config.yaml ] && [ \"$(cat {params.rundir:q}/inputs.sha256 2>/dev/null)\" != \"$fingerprint\" ];"
-        " then echo 'prism workflow: inputs changed since this run started; starting over' > {log:q};"
-        " find {params.rundir:q} -mindepth 1 -delete; fi;"
-        " echo \"$fingerprint\" > {params.rundir:q}/inputs.sha256;"
-        " prism train --family {wildcards.family:q} --backbone {params.backbone:q}"
+        "prism train --family {wildcards.family:q} --backbone {params.backbone:q}"
         " --variant {params.variant:q} --regime {params.regime:q} --budget {params.budget:q}"
         " --data {input.data:q} --calibration {input.calibration:q} --out {params.rundir:q}"
         " --global-batch {params.global_batch:q} --seed {params.seed:q} --device {resources.device:q}"
         " --threads {threads}"
         " --strategy {resources.strategy:q}"
         " --launcher {resources.launcher:q} --nodes {resources.nodes:q} --storage {resources.storage:q}"
-        " --dry-run > {params.body:q} 2>> {log:q}"
+        " --dry-run > {params.body:q} 2> {log:q}"
         " && bash {params.body:q} >> {log:q} 2>&1 || test -f {output:q}"

@@ -59,6 +59,11 @@ def retire(run_dir: Path) -> None:
     os.replace(src, dst)
 
 
+def clear(run_dir: Path) -> None:
+    """Drop every in-progress checkpoint (the run starts over)."""
+    shutil.rmtree(checkpoint_dir(run_dir), ignore_errors=True)
+
+
 def remove_partial(run_dir: Path) -> None:
     """Delete temporary files of a checkpoint whose writer was killed mid-write."""
     for tmp in checkpoint_dir(run_dir).glob(".step-*.tmp"):

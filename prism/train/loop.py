@@ -95,6 +95,25 @@ def _calibration(config: RunConfig) -> dict | None:
     return record
 
 
+def input_fingerprint(config: RunConfig) -> dict[str, str | None]:
+    """What a run's result depends on beyond its flags: the shards and the calibration.
+
+    A rerun whose inputs changed (rebuilt data, a recalibrated model; e.g. Snakemake
+    rerunning the job for that reason) starts over instead of resuming checkpoints
+    that were trained on something else.
+    """
+    import hashlib
+    import json
+
+    manifest = Path(config.data) / "manifest.json"
+    calibration = _calibration(config)
+    return {
+        "data_manifest": hashlib.sha256(manifest.read_bytes()).hexdigest() if manifest.is_file() else None,
+        "calibration": (hashlib.sha256(json.dumps(calibration, sort_keys=True).encode()).hexdigest()
+                        if calibration else None),
+    }
+
+
 def counted_flops(config: RunConfig, seq_len: int) -> tuple[float, bool]:
     """FLOPs of one sample's training step, counted on a meta-device model and cached.
 
@@ -332,14 +351,19 @@ class _Session:
         self.first_eval: float | None = None
         self.last_eval_step = -1
         self.startup_s: float | None = None
+        self.inputs = input_fingerprint(config)
+        changed = self._inputs_changed(out)  # every rank decides alike, before rank 0 deletes anything
         if self.is_main:
             checkpoint.remove_partial(out)
-        latest = checkpoint.latest(out)
+            if changed:
+                log(f"[{config.run_id}] {', '.join(changed)} changed since this run started: starting over")
+                checkpoint.clear(out)
+        latest = None if changed else checkpoint.latest(out)
         if latest is None and self.is_main:
             out.mkdir(parents=True, exist_ok=True)
             for name in (runfiles.PERF, runfiles.EVAL):
                 (out / name).unlink(missing_ok=True)  # rows of a run that died before its first checkpoint
-        self._check_config(out)
+        self._check_config(out, steps_may_change=bool(changed))
         if latest is not None:
             step, loader_state, extra = checkpoint.load(latest, self.model, self.optimizer, self.scheduler,
                                                         self.device, env.rank)
@@ -372,8 +396,20 @@ class _Session:
                 self._checkpoint()
         return self._finish(status, reason)
 
-    def _check_config(self, out: Path) -> None:
-        """A rerun must describe the same run as the one whose checkpoints it finds."""
+    def _inputs_changed(self, out: Path) -> list[str]:
+        """The inputs (see `input_fingerprint`) that differ from those the run directory was started on."""
+        path = out / runfiles.CONFIG
+        old = runfiles.resolved_of(path).get("inputs") if path.exists() else None
+        if not old:
+            return []
+        return [name for name, digest in self.inputs.items() if old.get(name) != digest]
+
+    def _check_config(self, out: Path, steps_may_change: bool = False) -> None:
+        """A rerun must describe the same run as the one whose checkpoints it finds.
+
+        Its steps may differ only when it starts over on new inputs (a new calibration
+        changes FLOPs per sample, hence steps).
+        """
         from prism.train.config import RunConfig
 
         path = out / runfiles.CONFIG
@@ -382,7 +418,7 @@ class _Session:
         old = RunConfig.from_yaml(path)
         diff = self.config.result_mismatch(old)
         old_steps = (runfiles.resolved_of(path)).get("steps")
-        if old_steps is not None and old_steps != self.plan.steps:
+        if old_steps is not None and old_steps != self.plan.steps and not steps_may_change:
             diff.append(f"steps: {old_steps} -> {self.plan.steps}")
         if diff:
             raise PrismError(f"{out} holds a different run ({'; '.join(diff)}); use another --out or delete "
@@ -400,6 +436,7 @@ class _Session:
             "params": plan.params, "params_total": plan.params_total, "strategy": self.parallel.strategy,
             "world_size": self.parallel.world_size, "mesh": [self.parallel.replicate, self.parallel.shard],
             "device": str(self.device), "threads": self.threads, "torch_version": str(torch.__version__),
+            "inputs": self.inputs,
         }
 
     def _context(self) -> dict[str, Any]:

@@ -143,3 +143,22 @@ def test_calibration_sets_the_steps_and_a_changed_rerun_is_refused(train, tmp_pa
     res = train(out, "--calibration-dir", str(cal), "--seed", "5")
     assert res.returncode == 2 and "holds a different run (seed: 0 -> 5)" in res.stderr
     assert len(res.stderr.strip().splitlines()) == 1
+
+
+def test_rerun_on_changed_inputs_starts_over(train, tmp_path):
+    """Checkpoints trained on other data or another calibration are not resumed."""
+    cal = tmp_path / "calibration.json"
+    record = {"family": "text_image", "backbone": "30k", "variant": "BASE", "regime": "e2e",
+              "flops_per_sample": 2.0e7}
+    cal.write_text(json.dumps(record))
+    out = tmp_path / "changed"
+    flags = ["--max-steps", "30", "--checkpoint-every", "5", "--calibration", str(cal)]
+    first = train(out, *flags, env={"PRISM_TEST_INJECT_NAN_AT_STEP": "12"})
+    assert first.returncode == 3 and any(out.glob("checkpoints/step-*.pt"))
+    (out / "metrics.json").unlink()  # what Snakemake does before rerunning the job
+    cal.write_text(json.dumps({**record, "flops_per_sample": 2.1e7}))
+    res = train(out, *flags)
+    assert res.returncode == 0, res.stderr
+    assert "calibration changed since this run started: starting over" in res.stderr
+    assert "resuming from" not in res.stderr and metrics(out)["resumed_from"] is None
+    assert read_jsonl(out / "perf.jsonl")[0]["step"] == 1
