@@ -10,9 +10,7 @@ The planner divides budgets by `flops_per_sample`; `load_calibration` is how it 
 from __future__ import annotations
 
 import json
-import os
 import platform
-import tempfile
 import time
 from pathlib import Path
 
@@ -207,19 +205,10 @@ def measure_training_throughput(
 
 
 def write_json_atomic(record: dict, path: str | Path) -> Path:
-    """Write `record` to `path` via a temp file + os.replace: a reader never sees half a file."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
-    try:
-        with os.fdopen(fd, "w") as f:
-            json.dump(record, f, indent=2)
-            f.write("\n")
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-    return path
+    """Write `record` to `path` atomically (prism.atomic): a reader never sees half a file."""
+    from prism.atomic import write_json_atomic as write
+
+    return write(path, record, indent=2)
 
 
 def run_calibrate(

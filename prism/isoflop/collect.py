@@ -206,7 +206,7 @@ def _up_to_date(csv_path: Path, run_dirs: list[Path]) -> bool:
 
 def collect(outputs: str | Path, csv_path: str | Path, eval_window: int = 5, force: bool = False) -> str:
     """`prism isoflop collect`: write the runs CSV (atomically); returns the summary to print."""
-    from prism.isoflop.atomic import write_text_atomic
+    from prism.atomic import write_text_atomic
 
     root, csv_path = Path(outputs), Path(csv_path)
     if eval_window < 1:

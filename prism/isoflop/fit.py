@@ -184,7 +184,7 @@ def fit_csv(
     seed: int = 0,
 ) -> dict:
     """`prism isoflop fit`: read the CSV, fit, write the JSON and the Markdown (atomically)."""
-    from prism.isoflop.atomic import write_text_atomic
+    from prism.atomic import write_text_atomic
     from prism.isoflop.report import fit_markdown
     from prism.isoflop.table import load_runs
 

@@ -125,7 +125,7 @@ def _execute(launcher: str, command: str, runs_root: Path, run_id: str, qsub: st
     if launcher == "aurora":
         if shutil.which(qsub) is None:
             raise PrismError(f"`{qsub}` not found: launcher aurora submits with PBS qsub (use --dry-run to see the job)")
-        from prism.isoflop.atomic import write_text_atomic
+        from prism.atomic import write_text_atomic
 
         body = write_text_atomic(runs_root / "jobs" / f"{run_id}.pbs", command)
         done = subprocess.run([qsub, str(body)], capture_output=True, text=True)

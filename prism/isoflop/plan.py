@@ -402,7 +402,7 @@ def run_plan(out: str | Path | None, dry_run: bool, **kwargs) -> str:
     """
     import yaml
 
-    from prism.isoflop.atomic import write_text_atomic
+    from prism.atomic import write_text_atomic
 
     if not dry_run and not out:
         raise PrismError("--out PLAN.yaml is required unless --dry-run")

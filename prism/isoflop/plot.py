@@ -78,7 +78,7 @@ def _style():
 
 
 def _save(fig, path: Path, dpi: int) -> Path:
-    from prism.isoflop.atomic import write_atomic
+    from prism.atomic import write_atomic
 
     write_atomic(path, lambda tmp: fig.savefig(tmp, dpi=dpi, format="png"))
     return path

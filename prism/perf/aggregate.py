@@ -11,12 +11,11 @@ from __future__ import annotations
 import csv
 import io
 import json
-import os
 import sys
-import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from prism.atomic import write_text_atomic
 from prism.errors import PrismError
 from prism.perf import summary
 from prism.perf.reader import BadLine, read_perf
@@ -90,18 +89,6 @@ def collect_runs(root: Path, warmup_fraction: float = 0.2) -> tuple[list[dict], 
     return records, bad
 
 
-def _write_atomic(path: Path, text: str) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
-    try:
-        with os.fdopen(fd, "w", newline="") as fh:
-            fh.write(text)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-
-
 def _csv_text(records: list[dict], cols: list[str]) -> str:
     buf = io.StringIO()
     writer = csv.DictWriter(buf, fieldnames=cols, extrasaction="ignore", lineterminator="\n")
@@ -151,12 +138,12 @@ def aggregate(outputs: Path, csv_path: Path, filters: list[str] | None = None, p
         md_cols = [c for c in _MD_RUN_COLS if c in cols]
         label = "run_dir"
     csv_path = Path(csv_path)
-    _write_atomic(csv_path, _csv_text(records, cols))
+    write_text_atomic(csv_path, _csv_text(records, cols))
     md_path = csv_path.with_suffix(".md")
     title = "Throughput per modality" if per_modality else "Throughput per run"
     note = (f"\n{len(records)} row(s) from {len(kept)} run(s) under `{outputs}`; steady-state medians "
             f"(first {warmup_fraction:.0%} of logged steps dropped); {len(bad)} malformed line(s) skipped.\n")
-    _write_atomic(md_path, f"## {title}\n\n" + markdown.table(records, md_cols) + note)
+    write_text_atomic(md_path, f"## {title}\n\n" + markdown.table(records, md_cols) + note)
     png_path = None
     if chart:
         from prism.perf.chart import bar_chart

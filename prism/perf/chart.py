@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-import os
-import tempfile
 from pathlib import Path
+
+from prism.atomic import write_atomic
 
 # Okabe-Ito: distinguishable with the common colour-vision deficiencies.
 OKABE_ITO = ("#0072B2", "#E69F00", "#009E73", "#CC79A7", "#56B4E9", "#D55E00", "#F0E442", "#000000")
@@ -47,14 +47,7 @@ def bar_chart(records: list[dict], out: Path, label_key: str = "preset", title: 
                    bbox_to_anchor=(0.5, top), frameon=False)
         top -= 0.1
     fig.tight_layout(rect=(0, 0, 1, top))
-    out = Path(out)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=out.parent, prefix=f".{out.stem}.", suffix=".png")
-    os.close(fd)
     try:
-        fig.savefig(tmp, dpi=120)
-        os.replace(tmp, out)
+        return write_atomic(out, lambda tmp: fig.savefig(tmp, dpi=120, format="png"))
     finally:
         plt.close(fig)
-        Path(tmp).unlink(missing_ok=True)
-    return out

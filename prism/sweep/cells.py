@@ -104,9 +104,9 @@ def make_cells(pf: PresetFile, presets: list[str], designs: list[str], sweep_id:
 
 
 def _write_json(path: Path, data: dict) -> None:
-    from prism.train.config import atomic_write_text
+    from prism.atomic import write_json_atomic
 
-    atomic_write_text(path, json.dumps(data, indent=1, sort_keys=True) + "\n")
+    write_json_atomic(path, data, indent=1, sort_keys=True)
 
 
 def ensure_data(cell: Cell, log=print) -> Path:

@@ -16,7 +16,6 @@ import os
 import random
 import re
 import shutil
-import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -24,6 +23,7 @@ import numpy as np
 import torch
 import torch.distributed as dist
 
+from prism.atomic import write_atomic
 from prism.errors import PrismError
 
 _NAME = re.compile(r"^step-(\d{8})\.pt$")
@@ -109,17 +109,7 @@ def save(run_dir: Path, step: int, model: torch.nn.Module, optimizer: torch.opti
             "scheduler": scheduler.state_dict(), "loader": loader_states,
             "rng": rng_state(device), "extra": extra,
         }
-        path.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".step-", suffix=".tmp")
-        try:
-            with os.fdopen(fd, "wb") as handle:
-                torch.save(payload, handle)
-                handle.flush()
-                os.fsync(handle.fileno())
-            os.replace(tmp, path)
-        except BaseException:
-            Path(tmp).unlink(missing_ok=True)
-            raise
+        write_atomic(path, lambda tmp: torch.save(payload, tmp))
         for old in sorted(p for p in path.parent.glob("step-*.pt") if _NAME.match(p.name))[:-KEEP]:
             old.unlink(missing_ok=True)
     if dist.is_initialized():

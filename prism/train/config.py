@@ -14,11 +14,11 @@ from __future__ import annotations
 import dataclasses
 import math
 import os
-import tempfile
 from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
+from prism.atomic import write_text_atomic
 from prism.errors import PrismError, check_name
 
 STRATEGIES = ("none", "ddp", "fsdp", "hsdp")
@@ -165,7 +165,7 @@ class RunConfig:
         data = self.to_dict()
         if resolved:
             data[RESOLVED_KEY] = resolved
-        atomic_write_text(Path(path), yaml.safe_dump(data, sort_keys=False))
+        write_text_atomic(path, yaml.safe_dump(data, sort_keys=False))
 
     def result_mismatch(self, other: RunConfig) -> list[str]:
         """The result-changing settings on which two configs differ."""
@@ -232,16 +232,3 @@ def merge(config_file: str | None, flags: dict[str, Any]) -> RunConfig:
     return RunConfig.from_dict(data, source=f"{config_file} + flags" if config_file else "flags")
 
 
-def atomic_write_text(path: Path, text: str) -> None:
-    """Write next to the target then rename: readers see the old file or the new one, never half."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "w") as handle:
-            handle.write(text)
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise

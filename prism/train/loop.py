@@ -120,7 +120,6 @@ def counted_flops(config: RunConfig, seq_len: int) -> tuple[float, bool]:
     Counting imports torch's tracing stack (seconds of start-up), so the figure is kept
     in `flops.json` beside the peak cache, keyed by everything it depends on.
     """
-    import json
 
     import torch
 
@@ -146,8 +145,9 @@ def counted_flops(config: RunConfig, seq_len: int) -> tuple[float, bool]:
     cache = runfiles.read_json(path) or {}
     cache[key] = fps
     try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        runfiles.atomic_write_text(path, json.dumps(cache, indent=1, sort_keys=True))
+        from prism.atomic import write_json_atomic
+
+        write_json_atomic(path, cache, indent=1, sort_keys=True)
     except OSError:
         pass  # a read-only cache only costs the recount
     return fps, False
@@ -333,7 +333,6 @@ class _Session:
     # --- the run ---------------------------------------------------------------------
 
     def run(self) -> dict:
-        import torch
 
         from prism.train import checkpoint
         from prism.train.collapse import CollapseDetector

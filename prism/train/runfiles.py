@@ -18,7 +18,7 @@ import subprocess
 from pathlib import Path
 from typing import Any
 
-from prism.train.config import atomic_write_text  # noqa: F401  (re-exported)
+from prism.atomic import write_text_atomic
 
 CONFIG = "config.yaml"
 PERF = "perf.jsonl"
@@ -77,11 +77,11 @@ def truncate_after(path: Path, step: int) -> None:
     if not Path(path).exists():
         return
     rows = [r for r in read_jsonl(path) if isinstance(r.get("step"), int) and r["step"] <= step]
-    atomic_write_text(Path(path), "".join(json.dumps(r) + "\n" for r in rows))
+    write_text_atomic(path, "".join(json.dumps(r) + "\n" for r in rows))
 
 
 def write_json_atomic(path: Path, data: dict[str, Any]) -> None:
-    atomic_write_text(Path(path), json.dumps(_clean(data), indent=2, sort_keys=True) + "\n")
+    write_text_atomic(path, json.dumps(_clean(data), indent=2, sort_keys=True) + "\n")
 
 
 def read_json(path: Path) -> dict[str, Any] | None:

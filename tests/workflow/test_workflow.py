@@ -8,9 +8,8 @@ import shutil
 import subprocess
 
 import pytest
-import yaml
 
-from .wfhelpers import BIN, job_counts, make_workdir, planned_run_ids, rule_outputs, snakemake, train_run_ids
+from .wfhelpers import BIN, job_counts, make_workdir, planned_run_ids, snakemake, train_run_ids
 
 pytestmark = [pytest.mark.workflow, pytest.mark.slow]
 

@@ -16,6 +16,8 @@ import re
 import sys
 from pathlib import Path
 
+from prism.atomic import write_text_atomic
+
 SOURCE = "pydoc_data.topics + stdlib docstrings of the running Python"
 MODULES = (
     "abc", "argparse", "array", "base64", "bisect", "calendar", "collections", "contextlib",
@@ -88,8 +90,5 @@ def load_passages(max_bytes: int) -> list[tuple[str, str]]:
         except (OSError, ValueError):
             pass  # a damaged cache is rebuilt below
     items = [(doc_id, p) for doc_id, text in documents() for p in passages(text, max_bytes)]
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_suffix(f".tmp{os.getpid()}")
-    tmp.write_text(json.dumps(items))
-    os.replace(tmp, path)
+    write_text_atomic(path, json.dumps(items))
     return items

@@ -1,11 +1,18 @@
-"""Write files so that a reader sees either the old file or the whole new one, never a half."""
+"""Write files so that a reader sees either the old file or the whole new one, never a half.
+
+Every output prism writes (metrics.json, checkpoints, plans, CSVs, fits, plots, caches)
+goes through here: a later stage, or a rerun after a crash, takes a file's presence as
+"finished", so a half-written file must never carry the final name.
+"""
 
 from __future__ import annotations
 
+import json
 import os
 import tempfile
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 
 def write_atomic(path: str | os.PathLike, write: Callable[[str], None]) -> Path:
@@ -16,6 +23,7 @@ def write_atomic(path: str | os.PathLike, write: Callable[[str], None]) -> Path:
     os.close(fd)
     try:
         write(tmp)
+        _fsync(tmp)
         os.chmod(tmp, 0o666 & ~_umask())
         os.replace(tmp, path)
     except BaseException:
@@ -30,6 +38,20 @@ def write_text_atomic(path: str | os.PathLike, text: str) -> Path:
             fh.write(text)
 
     return write_atomic(path, _write)
+
+
+def write_json_atomic(path: str | os.PathLike, data: Any, **dumps: Any) -> Path:
+    """`data` as JSON (keyword arguments go to json.dumps), newline-terminated."""
+    return write_text_atomic(path, json.dumps(data, **dumps) + "\n")
+
+
+def _fsync(path: str) -> None:
+    """Flush the data to disk before the rename makes it visible (a crash must not leave an empty file)."""
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
 
 
 def _umask() -> int:
