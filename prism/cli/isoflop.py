@@ -48,8 +48,9 @@ def _calibrate(args: argparse.Namespace) -> int:
     from prism.isoflop.calibrate import run_calibrate
 
     path = run_calibrate(
-        args.family, args.backbone, args.variant, args.regime, args.seq_len, args.device,
-        args.measure_throughput, args.batch_size, args.steps, args.calibration_dir, args.out, args.threads,
+        args.family, args.backbone, args.variant, args.regime, calibration_dir=args.calibration_dir, out=args.out,
+        seq_len=args.seq_len, device=args.device, measure_throughput=args.measure_throughput,
+        batch_size=args.batch_size, steps=args.steps, threads=args.threads,
     )
     print(path)
     return 0

@@ -13,6 +13,7 @@ import json
 import platform
 import time
 from pathlib import Path
+from typing import Any
 
 from prism.errors import PrismError
 
@@ -204,33 +205,25 @@ def measure_training_throughput(
     }
 
 
-def write_json_atomic(record: dict, path: str | Path) -> Path:
-    """Write `record` to `path` atomically (prism.atomic): a reader never sees half a file."""
-    from prism.atomic import write_json_atomic as write
-
-    return write(path, record, indent=2)
-
-
 def run_calibrate(
     family: str,
     backbone: str,
     variant: str,
     regime: str = "e2e",
-    seq_len: int | None = None,
-    device: str = "auto",
-    measure_throughput: bool = False,
-    batch_size: int = 32,
-    steps: int = 5,
+    *,
     calibration_dir: str | Path | None = None,
     out: str | Path | None = None,
-    threads: int | None = None,
+    **options: Any,
 ) -> Path:
-    """Calibrate and write the JSON to `out`, or to its canonical name in `calibration_dir`."""
+    """Calibrate (`options` as for `calibrate`) and write the JSON atomically to `out`,
+    or to its canonical name in `calibration_dir`."""
+    from prism.atomic import write_json_atomic
+
     if (calibration_dir is None) == (out is None):
         raise PrismError("give exactly one of --calibration-dir DIR or --out FILE")
-    record = calibrate(family, backbone, variant, regime, seq_len, device, measure_throughput, batch_size, steps, threads)
+    record = calibrate(family, backbone, variant, regime, **options)
     path = Path(out) if out is not None else Path(calibration_dir) / calibration_filename(family, backbone, variant, regime)
-    return write_json_atomic(record, path)
+    return write_json_atomic(path, record, indent=2)
 
 
 REQUIRED_KEYS = ("params_total", "params_trainable", "params_by_component", "flops_per_sample", "tokens_per_sample")
