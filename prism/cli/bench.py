@@ -34,6 +34,9 @@ def _ints(text: str) -> tuple[int, ...]:
 
 
 def _throughput(args: argparse.Namespace) -> int:
+    from prism.host import tune_host
+
+    tune_host()  # the process settings `prism train` runs with, so the figures compare
     from prism.bench.throughput import BenchConfig, format_table, run
 
     cfg = BenchConfig(test=args.test, model=args.model, seq_len=args.seq_len, family=args.family,

@@ -86,9 +86,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--steps", type=int, default=60)
     parser.add_argument("--threads", type=int, default=2)
     args = parser.parse_args(argv)
-    from prism.train.command import quiet_openmp_threads
+    from prism.host import tune_host
 
-    quiet_openmp_threads()  # as `prism train` does, so both sides of the comparison run alike
+    tune_host()  # as `prism train` does, so both sides of the comparison run alike
     shape = (args.family, args.backbone, args.variant, args.regime, args.data, args.global_batch)
     with tempfile.TemporaryDirectory() as tmp:
         bare1 = bare_step_samples_per_s(*shape, args.steps, args.threads)

@@ -8,6 +8,7 @@ import sys
 from typing import Any
 
 from prism.errors import PrismError
+from prism.host import tune_host
 
 LAUNCH_KEYS = ("launcher", "nodes", "procs_per_node", "storage", "dry_run", "config")
 
@@ -17,7 +18,7 @@ def train_command(flags: dict[str, Any]) -> int:
     `local` trains in this process. Returns the exit status (non-zero for a collapsed run)."""
     from prism.train.config import merge
 
-    quiet_openmp_threads()
+    tune_host()
     launch = {k: flags.pop(k, None) for k in LAUNCH_KEYS}
     run = merge(launch["config"], flags)
     launcher = launch["launcher"] or "local"
@@ -41,15 +42,3 @@ def train_command(flags: dict[str, Any]) -> int:
     from prism.train.loop import exit_code, train
 
     return exit_code(train(run))
-
-
-def quiet_openmp_threads() -> None:
-    """Let idle OpenMP threads sleep instead of spin (`OMP_WAIT_POLICY=PASSIVE`), unless set.
-
-    On a CPU shared with other jobs, spinning threads steal the cores their busy
-    siblings need: a 3M-parameter step with 2 threads took 4.8 s spinning and 1.2 s
-    passive on this 2-core machine under load. libgomp reads the variable when torch
-    loads it, so this must run before torch is imported (torchrun children inherit it).
-    """
-    if "torch" not in sys.modules:
-        os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")

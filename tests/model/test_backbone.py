@@ -1,7 +1,7 @@
 import pytest
 import torch
 
-from prism.model.backbone import Attention, Backbone, apply_rope, rope_cos_sin
+from prism.model.backbone import Attention, Backbone, apply_rope, rope_angles, rope_complex, rope_real
 from prism.model.config import BACKBONES, BackboneConfig
 
 
@@ -29,29 +29,37 @@ def test_logits_shape_and_causality():
 
 def test_gqa_shapes_and_equivalence_to_repeated_heads():
     gqa = Attention(tiny(n_heads=4, n_kv_heads=2))
-    assert gqa.k.weight.shape == (2 * 8, 32) and gqa.v.weight.shape == (2 * 8, 32)
+    assert gqa.qkv.weight.shape == ((4 + 2 * 2) * 8, 32)
     mha = Attention(tiny(n_heads=4, n_kv_heads=4))
+    q, k, v = gqa.qkv.weight.split((32, 16, 16))
+    repeat = lambda w: w.view(2, 8, 32).repeat_interleave(2, dim=0).reshape(32, 32)  # noqa: E731
     with torch.no_grad():
-        mha.q.weight.copy_(gqa.q.weight)
+        mha.qkv.weight.copy_(torch.cat((q, repeat(k), repeat(v))))
         mha.o.weight.copy_(gqa.o.weight)
-        for name in ("k", "v"):
-            w = getattr(gqa, name).weight.view(2, 8, 32).repeat_interleave(2, dim=0).reshape(32, 32)
-            getattr(mha, name).weight.copy_(w)
     x = torch.randn(3, 7, 32)
-    cos, sin = rope_cos_sin(7, 8, 10000.0, x.device)
-    torch.testing.assert_close(gqa(x, cos, sin), mha(x, cos, sin))
+    angles = rope_angles(7, 8, 10000.0, x.device)
+    torch.testing.assert_close(gqa(x, angles), mha(x, angles))
 
 
 def test_rope_is_a_rotation_that_depends_on_relative_position():
-    cos, sin = rope_cos_sin(12, 16, 10000.0, "cpu")
+    angles = rope_angles(12, 16, 10000.0, "cpu")
     q, k = torch.randn(16), torch.randn(16)
-    rq = apply_rope(q.expand(1, 1, 12, 16), cos, sin)[0, 0]
-    rk = apply_rope(k.expand(1, 1, 12, 16), cos, sin)[0, 0]
+    rq = apply_rope(q.expand(1, 12, 1, 16), angles)[0, :, 0]
+    rk = apply_rope(k.expand(1, 12, 1, 16), angles)[0, :, 0]
     torch.testing.assert_close(rq.norm(dim=-1), q.norm().expand(12))
     # <R_m q, R_n k> depends only on m - n.
     torch.testing.assert_close(rq[5] @ rk[2], rq[9] @ rk[6])
     assert not torch.allclose(rq[5] @ rk[2], rq[5] @ rk[4])
     torch.testing.assert_close(rq[0], q)  # position 0 is not rotated
+
+
+def test_eager_and_compiled_rope_forms_agree():
+    x = torch.randn(2, 9, 3, 16, requires_grad=True)
+    angles = rope_angles(9, 16, 10000.0, "cpu")
+    out = rope_complex(x, angles)
+    torch.testing.assert_close(out, rope_real(x, angles))
+    grad = torch.randn_like(out)
+    torch.testing.assert_close(torch.autograd.grad(out, x, grad), torch.autograd.grad(rope_real(x, angles), x, grad))
 
 
 def test_tied_and_untied_embeddings():
@@ -63,8 +71,8 @@ def test_tied_and_untied_embeddings():
 
 
 def test_qkv_bias():
-    assert Backbone(tiny(qkv_bias=True)).blocks[0].attn.q.bias is not None
-    assert Backbone(tiny()).blocks[0].attn.q.bias is None
+    assert Backbone(tiny(qkv_bias=True)).blocks[0].attn.qkv.bias is not None
+    assert Backbone(tiny()).blocks[0].attn.qkv.bias is None
 
 
 @pytest.mark.parametrize("name", list(BACKBONES))
