@@ -156,6 +156,12 @@ def peak_flops(device="cpu", dtype="fp32") -> float:
     return float(peak_record(device, dtype)["flops"])
 
 
+def peak_now(device="cpu", dtype="fp32") -> float:
+    """The peak measured now, uncached: on a shared machine, MFU against it (measured beside
+    the step) separates the code's efficiency from what other tenants left of the device."""
+    return float(measure_peak(_device(device), dtype)["flops"])
+
+
 def format_peak(record: dict) -> str:
     sizes = ", ".join(f"{n}: {v / 1e9:.1f}" for n, v in sorted(record["per_size"].items(), key=lambda kv: int(kv[0])))
     src = "cached" if record["cached"] else "measured"

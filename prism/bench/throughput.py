@@ -12,7 +12,9 @@ once per shape with `FlopCounterMode` (not 6ND), so MFU = achieved / measured
 peak (`prism.bench.peak`). Two more views for a shared machine, where other
 tenants stretch the wall clock: `mfu_best` (the fastest step) and, on a CPU,
 `mfu_cpu` (FLOPs over the CPU seconds the process got per thread; exact with
-`--threads 1`, pessimistic with more, where idle OpenMP threads spin).
+`--threads 1`, pessimistic with more, where idle OpenMP threads spin), and for
+forward_only/fwd_bwd `mfu_now` (against the peak re-measured just before and
+after the timed steps, the higher of the two: what the device could do then).
 
 Arithmetic intensity (`arithmetic_intensity`, FLOP/byte) is defined as the step's
 counted FLOPs over the bytes of the operands and results of the FLOP-carrying
@@ -35,6 +37,7 @@ import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
+from prism.bench.peak import peak_now
 from prism.errors import PrismError
 
 TESTS: tuple[str, ...] = ("forward_only", "batch_scaling", "fwd_bwd", "sync_overhead", "ddp_overhead")
@@ -317,9 +320,13 @@ def measure(bench: Bench, test: str, batch: int, peak: float) -> dict:
     check_memory(bench.cfg, bench.device, batch, train)
     args = bench.batch(batch)
     flops, nbytes = bench.flops_and_bytes(batch, train)
+    before = peak_now(bench.device, bench.cfg.dtype)
     times = bench.time_steps(bench.step_fn(train), args)
-    return _rates(_base_row(bench.cfg, bench, test, batch, peak), times, flops, nbytes, peak, batch,
-                  bench.cpu_times)
+    now = max(before, peak_now(bench.device, bench.cfg.dtype))
+    row = _rates(_base_row(bench.cfg, bench, test, batch, peak), times, flops, nbytes, peak, batch, bench.cpu_times)
+    row["peak_flops_now"] = now
+    row["mfu_now"] = row["flops_per_s"] / now
+    return row
 
 
 def batch_scaling(bench: Bench, peak: float) -> list[dict]:
@@ -567,7 +574,8 @@ def format_table(rows: list[dict]) -> str:
     """A fixed-width table for the terminal."""
     cols = [("test", "test", "{}"), ("strategy", "strategy", "{}"), ("world_size", "N", "{}"),
             ("batch", "batch", "{}"), ("seq_len", "seq", "{}"), ("samples_per_s", "samples/s", "{:.1f}"),
-            ("tokens_per_s", "tokens/s", "{:.0f}"), ("flops_per_s", "GFLOP/s", None), ("mfu", "MFU", None), ("mfu_best", "best", None), ("mfu_cpu", "MFU(cpu)", None),
+            ("tokens_per_s", "tokens/s", "{:.0f}"), ("flops_per_s", "GFLOP/s", None), ("mfu", "MFU", None), ("mfu_best", "best", None),
+            ("mfu_cpu", "MFU(cpu)", None), ("mfu_now", "MFU(now)", None),
             ("arithmetic_intensity", "FLOP/B", "{:.1f}"), ("step_time_s", "step ms", None),
             ("step_time_iqr_s", "IQR ms", None), ("note", "note", "{}")]
 
@@ -590,7 +598,7 @@ def format_table(rows: list[dict]) -> str:
             return "-"
         if key == "flops_per_s":
             return f"{v / 1e9:.2f}"
-        if key in ("mfu", "mfu_best", "mfu_cpu"):
+        if key in ("mfu", "mfu_best", "mfu_cpu", "mfu_now"):
             return f"{100 * v:.1f}%"
         if key in ("step_time_s", "step_time_iqr_s"):
             return f"{1e3 * v:.2f}"

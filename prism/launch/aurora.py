@@ -5,8 +5,9 @@ per GPU tile, with the guide's CPU binding; `module load frameworks` for torch
 with the `xccl` backend; the oneCCL variables; `MASTER_ADDR` the first host of
 `$PBS_NODEFILE`. With `--storage daos` the job mounts the DAOS container with
 `launch-dfuse.sh` before training and unmounts it with `clean-dfuse.sh` after,
-also when training fails (an EXIT trap), and `mpiexec` gets `--no-vni` and the
-`libpil4dfs` interception library.
+also when training fails (an EXIT trap), stages the shards into the container
+once (see `stage_into_daos`), trains on the mounted copy, and `mpiexec` gets
+`--no-vni` and the `libpil4dfs` interception library.
 
 The `#PBS` lines make the body submittable on its own (`qsub -A PROJECT -q QUEUE
 -l walltime=HH:MM:SS body.sh`); the workflow passes account, queue and walltime
@@ -35,6 +36,35 @@ CCL_ENV = (
 MASTER_PORT = 29500
 DAOS_PRELOAD = "/usr/lib64/libpil4dfs.so"
 FILESYSTEMS = {"local": "flare:home", "lustre": "flare:home", "daos": "flare:daos_user_fs"}
+DAOS_MOUNT = "/tmp/${DAOS_POOL}/${DAOS_CONT}"  # where launch-dfuse.sh mounts the container
+DATA_VAR = "PRISM_DATA"  # the job's shard directory once staged
+
+
+def stage_into_daos(data: str, workdir: str) -> list[str]:
+    """Shell lines that make `$PRISM_DATA` the shards' copy inside the mounted container.
+
+    The shards are built on Lustre (the workflow's data rules); each job copies them
+    into the container unless the copy there has the same manifest, which names and
+    checksums every shard. The copy goes to a job-private directory first and is
+    renamed into place, so a job killed mid-copy, or two jobs staging at once, never
+    leave a partial directory that a later job would take as staged.
+    """
+    q = shlex.quote
+    source = os.path.normpath(os.path.join(workdir, data))
+    # The same path inside the container: one copy per shard directory, whichever study uses it.
+    target = f"{DAOS_MOUNT}/prism/{q(source.lstrip('/'))}"
+    return [
+        f"{DATA_VAR}={target}",
+        "# stage the shards into the container unless the same shards are there (same manifest)",
+        f'if ! cmp -s {q(source)}/manifest.json "${DATA_VAR}/manifest.json"; then',
+        f'  staging="${DATA_VAR}.staging.${{PBS_JOBID:-$$}}"',
+        f'  mkdir -p "$(dirname "${DATA_VAR}")" && cp -r {q(source)} "$staging" || exit 2',
+        f'  rm -rf "${DATA_VAR}.old.${{PBS_JOBID:-$$}}"',
+        f'  [ -e "${DATA_VAR}" ] && mv "${DATA_VAR}" "${DATA_VAR}.old.${{PBS_JOBID:-$$}}"',
+        f'  mv -T "$staging" "${DATA_VAR}" 2>/dev/null || rm -rf "$staging"  # another job staged it first',
+        f'  rm -rf "${DATA_VAR}.old.${{PBS_JOBID:-$$}}"',
+        "fi",
+    ]
 
 
 def _venv() -> str | None:
@@ -92,8 +122,13 @@ def render_aurora(run: RunConfig, nodes: int = 1, procs_per_node: int | None = N
             "trap 'clean-dfuse.sh \"${DAOS_POOL}:${DAOS_CONT}\"' EXIT",
             'launch-dfuse.sh "${DAOS_POOL}:${DAOS_CONT}" || exit 2',
         ]
+        lines += stage_into_daos(run.data, workdir)
         mpiexec += ["--no-vni", "--env", f"LD_PRELOAD={DAOS_PRELOAD}"]
-    command = shlex.join([*mpiexec, "python", "-m", "prism", *train_args(run)])
+    argv = [*mpiexec, "python", "-m", "prism", *train_args(run)]
+    command = shlex.join(argv)
+    if daos:  # train on the staged copy: the one argument the shell must expand
+        data_at = argv.index("--data") + 1
+        command = " ".join([shlex.join(argv[:data_at]), f'"${DATA_VAR}"', shlex.join(argv[data_at + 1:])])
     lines += [
         command,
         "status=$?",

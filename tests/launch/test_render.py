@@ -5,6 +5,7 @@ from __future__ import annotations
 import shlex
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -58,15 +59,29 @@ def test_aurora_daos_body(tmp_path):
     mpiexec = next(line for line in lines if line.startswith("mpiexec"))
     assert mpiexec.startswith(f"mpiexec -n 24 --ppn 12 --cpu-bind={CPU_BIND} --no-vni "
                               "--env LD_PRELOAD=/usr/lib64/libpil4dfs.so python -m prism train ")
-    assert shlex.split(mpiexec)[shlex.split(mpiexec).index("--data") + 1] == "/data/shards dir"
+    assert ' --data "$PRISM_DATA" ' in mpiexec  # the staged copy inside the container
+    assert "PRISM_DATA=/tmp/${DAOS_POOL}/${DAOS_CONT}/prism/'data/shards dir'" in lines
     order = [next(i for i, line in enumerate(lines) if key in line)
-             for key in ("module load daos", "trap 'clean-dfuse.sh", "launch-dfuse.sh", "mpiexec", "status=$?")]
-    assert order == sorted(order), "trap before mount, mount before training, status recorded after"
+             for key in ("module load daos", "trap 'clean-dfuse.sh", "launch-dfuse.sh", "PRISM_DATA=", "mpiexec",
+                         "status=$?")]
+    assert order == sorted(order), "trap before mount, mount before staging and training, status recorded after"
     assert lines[-1] == "exit $status"
 
 
-def test_aurora_body_is_valid_bash_and_unmounts_on_failure(tmp_path):
-    """Run the body with stand-ins for the cluster commands: the unmount runs though training fails."""
+@pytest.fixture
+def daos_pool():
+    """A pool name whose stand-in mount, /tmp/POOL/CONT (where launch-dfuse.sh mounts), is removed after."""
+    import shutil
+    import uuid
+
+    pool = f"prism-test-{uuid.uuid4().hex[:12]}"
+    yield pool
+    shutil.rmtree(f"/tmp/{pool}", ignore_errors=True)
+
+
+def test_aurora_body_is_valid_bash_stages_once_and_unmounts_on_failure(tmp_path, daos_pool):
+    """Run the body with stand-ins for the cluster commands: shards are staged into the mount once,
+    training reads the staged copy, and the unmount runs though training fails."""
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir()
     log = tmp_path / "calls.log"
@@ -76,17 +91,34 @@ def test_aurora_body_is_valid_bash_and_unmounts_on_failure(tmp_path):
         (bin_dir / name).chmod(0o755)
     nodefile = tmp_path / "nodefile"
     nodefile.write_text("n1\nn2\n")
-    body = render_aurora(RUN, nodes=2, storage="daos", workdir=str(tmp_path), venv="")
+    shards = tmp_path / "data" / "text_image"
+    shards.mkdir(parents=True)
+    (shards / "manifest.json").write_text('{"shards": 1}')
+    (shards / "train-000000.tar").write_bytes(b"tar")
+    run = RunConfig(**{**RUN.to_dict(), "data": "data/text_image"})
     script = tmp_path / "job.sh"
-    script.write_text(body)
-    env = {"PATH": f"{bin_dir}:/usr/bin:/bin", "PBS_NODEFILE": str(nodefile), "DAOS_POOL": "pool",
-           "DAOS_CONT": "cont"}
+    script.write_text(render_aurora(run, nodes=2, storage="daos", workdir=str(tmp_path), venv=""))
+    env = {"PATH": f"{bin_dir}:/usr/bin:/bin", "PBS_NODEFILE": str(nodefile), "DAOS_POOL": daos_pool,
+           "DAOS_CONT": "cont", "PBS_JOBID": "1.pbs"}
     res = subprocess.run(["bash", str(script)], env=env, capture_output=True, text=True)
     assert res.returncode == 7
     calls = log.read_text().splitlines()
-    assert calls[-3].startswith("launch-dfuse.sh pool:cont") and calls[-2].startswith("mpiexec -n 24")
-    assert calls[-1] == "clean-dfuse.sh pool:cont"
+    assert calls[-3].startswith(f"launch-dfuse.sh {daos_pool}:cont") and calls[-2].startswith("mpiexec -n 24")
+    assert calls[-1] == f"clean-dfuse.sh {daos_pool}:cont"
     assert "finished with exit status 7" in res.stderr
+    staged = Path(f"/tmp/{daos_pool}/cont/prism") / str(shards).lstrip("/")
+    assert f"--data {staged} " in calls[-2]
+    assert (staged / "train-000000.tar").read_bytes() == b"tar"
+    assert sorted(p.name for p in staged.parent.iterdir()) == ["text_image"]  # no staging leftovers
+
+    (staged / "marker").write_text("")  # the same manifest: the next job trains on the staged copy as is
+    subprocess.run(["bash", str(script)], env=env, capture_output=True, text=True)
+    assert (staged / "marker").exists()
+    (shards / "manifest.json").write_text('{"shards": 2}')  # rebuilt shards: staged again
+    subprocess.run(["bash", str(script)], env=env, capture_output=True, text=True)
+    assert not (staged / "marker").exists() and (staged / "manifest.json").read_text() == '{"shards": 2}'
+    assert sorted(p.name for p in staged.parent.iterdir()) == ["text_image"]
+
     nodefile.write_text("n1\n")
     res = subprocess.run(["bash", str(script)], env=env, capture_output=True, text=True)
     assert res.returncode == 2 and "has 1 nodes but was rendered for 2" in res.stderr

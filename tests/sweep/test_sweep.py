@@ -74,7 +74,9 @@ def test_cluster_design_renders_a_pbs_body(presets_file, tmp_path):
     argv = sc.train_command(cell, "padded")
     body = (cell.run_dir("padded") / "launch.sh").read_text()
     assert argv[0] == "bash" and "#PBS -l select=2" in body and "launch-dfuse.sh" in body
-    assert "mpiexec -n 24" in body and f"--data {cell.data_dir}" in body
+    # The cell's own shards, staged into the DAOS container and read from there.
+    assert "mpiexec -n 24" in body and f"prism/{str(cell.data_dir).lstrip('/')}" in body
+    assert ' --data "$PRISM_DATA" ' in body
     assert "--global-batch 96" in body  # 4 rows per rank x 24 ranks
 
 
