@@ -191,12 +191,14 @@ class Bench:
 
         from prism.device import resolve_device
         from prism.model.prism import build_model
+        from prism.train.schedule import build_optimizer
 
         self.cfg = cfg
         self.device = resolve_device(cfg.device)
         torch.manual_seed(0)
         self.model = build_model(cfg.family, cfg.model, cfg.variant, cfg.regime, device=self.device)
-        self.opt = torch.optim.AdamW(self.model.trainable_parameters(), lr=1e-4) \
+        # The optimizer `prism train` uses, so a bench step is a training step.
+        self.opt = build_optimizer(self.model.trainable_parameters(), 1e-4) \
             if self.model.trainable_parameters() else None
         self._flops: dict[tuple, tuple[int, int]] = {}
         # The timed calls go through `step_model`; FLOPs are always counted on the plain model's meta copy.
@@ -440,6 +442,8 @@ def _ddp_worker(rank: int, world: int, cfg_dict: dict, port: int, outdir: str) -
     import torch.distributed as dist
     from torch.nn.parallel import DistributedDataParallel as DDP
 
+    from prism.train.schedule import build_optimizer
+
     cfg = BenchConfig(**{**cfg_dict, "batch_sizes": tuple(cfg_dict["batch_sizes"]), "compile": False})
     torch.set_num_threads(max(1, (cfg.threads or os.cpu_count() or 1) // world))
     os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
@@ -452,7 +456,7 @@ def _ddp_worker(rank: int, world: int, cfg_dict: dict, port: int, outdir: str) -
         plain = bench.time_steps(bench._train, args)
         dist.barrier()
         ddp = DDP(bench.model)
-        opt = torch.optim.AdamW([p for p in ddp.parameters() if p.requires_grad], lr=1e-4)
+        opt = build_optimizer([p for p in ddp.parameters() if p.requires_grad], 1e-4)
 
         def ddp_step(tokens, modality, labels):
             with _autocast(bench.device, cfg.dtype):

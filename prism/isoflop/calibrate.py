@@ -164,6 +164,7 @@ def measure_training_throughput(
     from prism.device import max_memory_allocated, reset_peak_memory, synchronize
     from prism.model.accounting import example_batch
     from prism.model.prism import build_model
+    from prism.train.schedule import build_optimizer
 
     if batch_size < 1 or steps < 1 or (threads is not None and threads < 1):
         raise PrismError(f"--batch-size ({batch_size}), --steps ({steps}) and --threads ({threads}) must be at least 1")
@@ -172,7 +173,7 @@ def measure_training_throughput(
     check_fits(backbone, device, params_total, params_trainable)
     try:
         model = build_model(family, backbone, variant, regime, device=device)
-        opt = torch.optim.AdamW(model.trainable_parameters(), lr=1e-4)
+        opt = build_optimizer(model.trainable_parameters(), 1e-4)
         batch = example_batch(model, seq_len, batch_size, device=device)
         reset_peak_memory(device)
         times = []
