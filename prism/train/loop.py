@@ -7,6 +7,12 @@ never a 6ND guess). Every rank weights its loss by its share of the global batch
 label tokens, so the gradient (and the logged loss) is the global batch's mean
 whatever the layout: 1 process, DDP, FSDP or HSDP train the same curve.
 
+SIGTERM (what PBS sends at the walltime and on preemption, before SIGKILL) ends the
+run after the step in progress with a checkpoint at that step and exit status 143,
+and no metrics.json: rerunning the command resumes from there, so a stopped job
+loses under one step rather than a checkpoint interval. Every rank stops at the same
+step: the flag rides on the all-reduce each step already makes.
+
 Test-only hook: `PRISM_TEST_INJECT_NAN_AT_STEP=K` multiplies the loss of step K by
 NaN (the collapse tests use it; nothing else should set it).
 """
@@ -29,6 +35,32 @@ MAX_GRAD_NORM = 1.0
 INJECT_NAN_ENV = "PRISM_TEST_INJECT_NAN_AT_STEP"
 EVAL_BATCH = 64
 COLLAPSED_EXIT = 3
+STOPPED_EXIT = 128 + 15  # the shell's status for a SIGTERM-ended process
+
+
+class _StopRequest:
+    """Set by SIGTERM while installed; the loop reads it once per step (a handler must not do more)."""
+
+    def __init__(self) -> None:
+        self.requested = False
+        self._previous: Any = None
+
+    def __enter__(self) -> _StopRequest:
+        import signal
+        import threading
+
+        if threading.current_thread() is threading.main_thread():  # handlers only install there
+            self._previous = signal.signal(signal.SIGTERM, self._handle)
+        return self
+
+    def _handle(self, signum: int, frame: Any) -> None:
+        self.requested = True
+
+    def __exit__(self, *exc: Any) -> None:
+        import signal
+
+        if self._previous is not None:
+            signal.signal(signal.SIGTERM, self._previous)
 
 
 def process_age_s() -> float | None:
@@ -387,7 +419,10 @@ class _Session:
         if self.step == 0:
             self._evaluate()
         self.model.train()
-        status, reason = self._loop()
+        with _StopRequest() as stop:
+            status, reason = self._loop(stop)
+        if status == "stopped":
+            return self._stopped(reason)
         if status == "ok":
             if self.last_eval_step != self.step:
                 self._evaluate()
@@ -495,7 +530,7 @@ class _Session:
     def _wall(self) -> float:
         return self.prior_wall + time.perf_counter() - self.wall_start
 
-    def _loop(self) -> tuple[str, str | None]:
+    def _loop(self, stop: _StopRequest) -> tuple[str, str | None]:
         import torch
         import torch.distributed as dist
 
@@ -542,12 +577,14 @@ class _Session:
                 share = (n_local / n_global).to(loss.dtype)
                 (loss * (share * world)).backward()
                 # One collective for the logged loss and (packed rows) the samples of the global batch.
-                stats = torch.stack([loss.detach().double() * share, n_local.new_tensor(batch["n_samples"])])
+                # ... and whether any rank was asked to stop, so that all stop after the same step.
+                stats = torch.stack([loss.detach().double() * share, n_local.new_tensor(batch["n_samples"]),
+                                     n_local.new_tensor(float(stop.requested))])
                 dist.all_reduce(stats)
-                global_loss, batch_samples = stats[0], stats[1]
+                global_loss, batch_samples, stopping = stats[0], stats[1], bool(stats[2] > 0)
             else:
                 loss.backward()
-                global_loss, batch_samples = loss.detach(), batch["n_samples"]
+                global_loss, batch_samples, stopping = loss.detach(), batch["n_samples"], stop.requested
             grad_norm = torch.nn.utils.clip_grad_norm_(self.params, MAX_GRAD_NORM)
             if hasattr(grad_norm, "full_tensor"):
                 grad_norm = grad_norm.full_tensor()
@@ -617,11 +654,21 @@ class _Session:
                     + (f" mfu {mfu:.1%}" if mfu is not None else "") + f" ETA {_fmt_eta(eta)}")
                 last_progress = now
                 prog_steps = prog_samples = prog_time = 0.0
+            if stopping and not last:
+                return "stopped", f"SIGTERM during step {step}"
             if step % plan.eval_every == 0 and not last:
                 self._evaluate()
             if step % plan.checkpoint_every == 0:
                 self._checkpoint()
         return "ok", None
+
+    def _stopped(self, reason: str | None) -> dict:
+        """A checkpoint at the step reached, and no metrics.json: the run is unfinished, not failed."""
+        self._checkpoint()
+        if self.is_main:
+            log(f"[{self.config.run_id}] stopped ({reason}): checkpoint at step {self.step}/{self.plan.steps}; "
+                "rerun the same command to resume")
+        return {"status": "stopped", "reason": reason, "step": self.step, "run_id": self.config.run_id}
 
     def _finish(self, status: str, reason: str | None) -> dict:
         config, plan = self.config, self.plan
@@ -653,5 +700,6 @@ class _Session:
 
 
 def exit_code(metrics: dict) -> int:
-    """0 for a finished run; COLLAPSED_EXIT for a collapsed one (also on a rerun)."""
-    return 0 if metrics.get("status") == "ok" else COLLAPSED_EXIT
+    """0 for a finished run; COLLAPSED_EXIT for a collapsed one (also on a rerun); STOPPED_EXIT
+    for one that SIGTERM stopped (resumable)."""
+    return {"ok": 0, "stopped": STOPPED_EXIT}.get(metrics.get("status"), COLLAPSED_EXIT)

@@ -5,9 +5,11 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import signal
 import socket
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -73,3 +75,43 @@ def test_mpich_mpiexec_two_ranks_find_their_place_and_match(shards, tmp_path, re
     res = subprocess.run(cmd, capture_output=True, text=True, timeout=600, env=env)
     assert res.returncode == 0, res.stderr[-3000:]
     check_matches(out, reference, strategy, mesh)
+
+
+def _worker_pids(launcher_pid: int) -> dict[int, int]:
+    """{rank: pid} of torchrun's worker processes (their RANK variable)."""
+    workers = {}
+    for child in Path(f"/proc/{launcher_pid}/task/{launcher_pid}/children").read_text().split():
+        environ = Path(f"/proc/{child}/environ").read_bytes().split(b"\0")
+        rank = next((int(v.split(b"=", 1)[1]) for v in environ if v.startswith(b"RANK=")), None)
+        if rank is not None:
+            workers[rank] = int(child)
+    return workers
+
+
+def test_sigterm_to_one_rank_stops_both_at_the_same_step_and_resumes(shards, tmp_path):
+    """Only rank 1 gets the signal; the flag rides the per-step all-reduce, so rank 0 stops after the
+    same step, the collective checkpoint completes, and a rerun resumes from it."""
+    out = tmp_path / "run"
+    flags = ["--max-steps", "200", "--log-every", "1", "--checkpoint-every", "1000", "--eval-every", "1000"]
+    cmd = [str(TORCHRUN), "--standalone", "--nproc-per-node", "2", "-m", "prism", "train", *TINY, *flags,
+           "--data", str(shards), "--out", str(out), "--strategy", "ddp"]
+    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.monotonic() + 300
+        while not (rows := read_jsonl(out / "perf.jsonl")) or rows[-1]["step"] < 10:
+            assert proc.poll() is None and time.monotonic() < deadline, "the run ended before step 10"
+            time.sleep(0.05)
+        os.kill(_worker_pids(proc.pid)[1], signal.SIGTERM)
+        _, err = proc.communicate(timeout=120)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode != 0 and "stopped (SIGTERM during step" in err, err[-3000:]
+    assert not (out / "metrics.json").exists()
+    (checkpoint,) = (out / "checkpoints").glob("step-*.pt")
+    at = int(checkpoint.stem[len("step-"):])
+    assert 10 <= at < 200 and f"checkpoint at step {at}/200" in err
+    res = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
+    assert res.returncode == 0, res.stderr[-3000:]
+    metrics = json.loads((out / "metrics.json").read_text())
+    assert metrics["status"] == "ok" and metrics["resumed_from"] == at and metrics["steps"] == 200

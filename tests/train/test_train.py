@@ -1,4 +1,4 @@
-"""`prism train` end to end on the 30k backbone: files, resume after SIGKILL, collapse, reruns."""
+"""`prism train` end to end on the 30k backbone: files, resume after SIGKILL and SIGTERM, collapse, reruns."""
 
 from __future__ import annotations
 
@@ -106,6 +106,34 @@ def test_sigkill_then_rerun_resumes_and_ends_like_an_uninterrupted_run(train, sh
         assert row["loss"] == pytest.approx(whole_loss[row["step"]], rel=1e-4)
     assert [r["loss"] for r in read_jsonl(killed / "eval.jsonl")] == \
         pytest.approx([r["loss"] for r in read_jsonl(whole / "eval.jsonl")], rel=1e-4)
+
+
+def test_sigterm_checkpoints_the_step_reached_and_the_rerun_resumes_there(train, shards, tmp_path):
+    """PBS's walltime/preemption signal: the run stops after the step in progress with a checkpoint
+    there (not the last periodic one), exits 143 without metrics.json, and resumes from that step."""
+    flags = ["--max-steps", "160", "--checkpoint-every", "50", "--eval-every", "40", "--log-every", "5"]
+    whole = tmp_path / "whole"
+    assert train(whole, *flags).returncode == 0
+    stopped = tmp_path / "stopped"
+    proc = subprocess.Popen([sys.executable, "-m", "prism", "train", *TINY, "--data", str(shards),
+                             "--out", str(stopped), *flags], stderr=subprocess.PIPE, text=True)
+    try:
+        _wait_for_step(stopped / "perf.jsonl", 60, proc)
+        proc.send_signal(signal.SIGTERM)
+        _, err = proc.communicate(timeout=120)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 143, err
+    assert not (stopped / "metrics.json").exists()
+    checkpoints = sorted(p.name for p in (stopped / "checkpoints").glob("step-*.pt"))
+    at = int(checkpoints[-1][len("step-"):-len(".pt")])
+    assert 60 < at < 160 and at % 50, f"the last checkpoint {checkpoints[-1]} is a periodic one"
+    assert f"checkpoint at step {at}/160" in err and "rerun the same command to resume" in err
+    res = train(stopped, *flags)
+    assert res.returncode == 0, res.stderr
+    assert metrics(stopped)["resumed_from"] == at
+    assert metrics(stopped)["final_eval_loss"] == pytest.approx(metrics(whole)["final_eval_loss"], rel=1e-4)
 
 
 def test_injected_nan_collapses_with_reason_step_and_nonzero_exit(train, tmp_path):
