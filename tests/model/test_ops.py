@@ -59,3 +59,11 @@ def test_frozen_norm_weight_gets_no_gradient():
     weight = torch.ones(8)
     rms_norm(x, weight, 1e-5).sum().backward()
     assert x.grad is not None and weight.grad is None
+
+
+def test_the_forms_used_under_torch_compile_agree(monkeypatch):
+    x, weight, h = torch.randn(4, 7, 32), torch.randn(32), torch.randn(4, 7, 64)
+    eager = rms_norm(x, weight, 1e-5), swiglu(h)
+    monkeypatch.setattr(torch.compiler, "is_compiling", lambda: True)
+    compiled = rms_norm(x, weight, 1e-5), swiglu(h)
+    torch.testing.assert_close(compiled, eager)

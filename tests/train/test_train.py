@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import os
 import signal
 import subprocess
 import sys
@@ -76,20 +75,26 @@ def _wait_for_step(path: Path, step: int, proc: subprocess.Popen, timeout: float
     pytest.fail(f"step {step} not reached in {timeout} s")
 
 
+def _signal_at_step(shards: Path, out: Path, flags: list[str], step: int, signum: int) -> tuple[int, str]:
+    """Start `prism train`, send `signum` once perf.jsonl reaches `step`; (exit status, stderr)."""
+    proc = subprocess.Popen([sys.executable, "-m", "prism", "train", *TINY, "--data", str(shards),
+                             "--out", str(out), *flags], stderr=subprocess.PIPE, text=True)
+    try:
+        _wait_for_step(out / "perf.jsonl", step, proc)
+        proc.send_signal(signum)
+        _, err = proc.communicate(timeout=120)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    return proc.returncode, err
+
+
 def test_sigkill_then_rerun_resumes_and_ends_like_an_uninterrupted_run(train, shards, tmp_path):
     flags = ["--max-steps", "160", "--checkpoint-every", "20", "--eval-every", "40", "--log-every", "5"]
     whole = tmp_path / "whole"
     assert train(whole, *flags).returncode == 0
     killed = tmp_path / "killed"
-    proc = subprocess.Popen([sys.executable, "-m", "prism", "train", *TINY, "--data", str(shards),
-                             "--out", str(killed), *flags], stderr=subprocess.PIPE, text=True)
-    try:
-        _wait_for_step(killed / "perf.jsonl", 85, proc)
-        os.kill(proc.pid, signal.SIGKILL)
-        proc.wait()
-    finally:
-        if proc.poll() is None:
-            proc.kill()
+    _signal_at_step(shards, killed, flags, 85, signal.SIGKILL)
     assert not (killed / "metrics.json").exists(), "the run finished before it was killed"
     res = train(killed, *flags)
     assert res.returncode == 0, res.stderr
@@ -115,16 +120,8 @@ def test_sigterm_checkpoints_the_step_reached_and_the_rerun_resumes_there(train,
     whole = tmp_path / "whole"
     assert train(whole, *flags).returncode == 0
     stopped = tmp_path / "stopped"
-    proc = subprocess.Popen([sys.executable, "-m", "prism", "train", *TINY, "--data", str(shards),
-                             "--out", str(stopped), *flags], stderr=subprocess.PIPE, text=True)
-    try:
-        _wait_for_step(stopped / "perf.jsonl", 60, proc)
-        proc.send_signal(signal.SIGTERM)
-        _, err = proc.communicate(timeout=120)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-    assert proc.returncode == 143, err
+    returncode, err = _signal_at_step(shards, stopped, flags, 60, signal.SIGTERM)
+    assert returncode == 143, err
     assert not (stopped / "metrics.json").exists()
     checkpoints = sorted(p.name for p in (stopped / "checkpoints").glob("step-*.pt"))
     at = int(checkpoints[-1][len("step-"):-len(".pt")])
