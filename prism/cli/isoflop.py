@@ -124,7 +124,8 @@ def _register_plan(verbs: argparse._SubParsersAction) -> None:
     p.add_argument("--family", required=True, help="modality family, e.g. text_image")
     p.add_argument("--budgets", required=True, help="comma-separated FLOP budgets, e.g. 1e17,3e17")
     p.add_argument("--calibration-dir", required=True, help="directory of calibration JSONs")
-    p.add_argument("--scaling-study-dir", help="the study dir; a previous round's fit copied to DIR/prior.json (or {a, k}) centres the grid")
+    p.add_argument("--scaling-study-dir", help="the study dir; a previous round's fit copied to DIR/prior.json (or {a, k}, optionally with "
+                   "E, A, B, alpha, beta) centres the grid and gives the forecast its loss surface")
     p.add_argument("--regime", default="e2e", choices=REGIME_CHOICES[:-1], help="default: e2e")
     p.add_argument("--backbones", type=_csv_list, help="comma-separated (default: every calibrated one)")
     p.add_argument("--variants", type=_csv_list, help="comma-separated (default: every calibrated one)")

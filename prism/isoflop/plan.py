@@ -15,7 +15,12 @@ the runs already planned for another, so a study grows incrementally):
    candidates more than `window` decades away are dropped;
 4. a budget whose remaining candidates do not bracket N_opt is refused, naming
    what to add.
-Then the identifiability forecast simulates the planned grid (`forecast.py`).
+Then the identifiability forecast simulates the planned grid (`forecast.py`) on a
+loss surface: a previous round's Approach 3 surface when the centre came from that
+fit (or prior.json gives `E, A, B, alpha, beta`), else a Chinchilla-shaped one
+through the centre. Chinchilla's shape overstates the loss differences of a small
+ladder (the default CPU study: forecast 32x the noise, measured 1.9x), so a second
+round is forecast on what the first measured.
 """
 
 from __future__ import annotations
@@ -29,7 +34,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from prism.errors import PrismError
-from prism.isoflop.records import PlanRow, format_budget
+from prism.isoflop.records import PlanRow, Surface, format_budget
 
 # Prior centre: N_opt = k C^a. a = 0.5 (Chinchilla); k = 0.1 puts N_opt at
 # ~1e5 trainable parameters for 1e12 FLOPs (this project's CPU ladder) and ~7e10
@@ -77,6 +82,8 @@ class Centre:
     a: float
     k: float
     source: str
+    # The loss surface (E, A, B, alpha, beta) the forecast simulates, where the centre's source has one.
+    surface: dict[str, float] | None = None
 
     def n_opt(self, budget: float) -> float:
         return self.k * budget**self.a
@@ -249,7 +256,8 @@ def find_centre(
         try:
             old = yaml.safe_load(out.read_text()) or {}
             c = old["centre"]
-            return Centre(float(c["a"]), float(c["k"]), f"existing plan {out} ({c['source']})")
+            return Centre(float(c["a"]), float(c["k"]), f"existing plan {out} ({c['source']})",
+                          _surface(c.get("surface")))
         except (yaml.YAMLError, KeyError, TypeError, ValueError):
             pass  # not a plan of ours: plan afresh
     if study_dir is not None:
@@ -275,17 +283,33 @@ def _centre_from_file(path: Path, regime: str) -> Centre | None:
     if isinstance(data, dict) and regime in data and isinstance(data[regime], dict):
         data = data[regime]
     if isinstance(data, dict) and "a" in data and "k" in data:
-        return Centre(float(data["a"]), float(data["k"]), f"{path}")
+        return Centre(float(data["a"]), float(data["k"]), f"{path}", _surface(data, path))
     if not isinstance(data, dict) or "diagnostics" not in data:
         raise PrismError(f"{path}: neither {{a, k}} nor a fit JSON from `prism isoflop fit`")
     if not data["diagnostics"].get("identifiable"):
         return None
     a3, a2 = data.get("approach3") or {}, data.get("approach2") or {}
     if a3.get("converged") and a3.get("a") is not None and a3.get("k"):
-        return Centre(float(a3["a"]), float(a3["k"]), f"previous fit {path} (Approach 3)")
+        return Centre(float(a3["a"]), float(a3["k"]), f"previous fit {path} (Approach 3)", _surface(a3, path))
     if a2.get("a") is not None and a2.get("k"):
         return Centre(float(a2["a"]), float(a2["k"]), f"previous fit {path} (Approach 2)")
     return None
+
+
+SURFACE_KEYS = ("E", "A", "B", "alpha", "beta")
+
+
+def _surface(data: dict | None, path: Path | None = None) -> dict[str, float] | None:
+    """The five surface parameters when `data` has them all (a fit's Approach 3, or a prior file)."""
+    if not data or not all(data.get(key) is not None for key in SURFACE_KEYS):
+        return None
+    try:
+        surface = {key: float(data[key]) for key in SURFACE_KEYS}
+    except (TypeError, ValueError):
+        raise PrismError(f"{path}: {', '.join(SURFACE_KEYS)} must be numbers") from None
+    if surface["A"] <= 0 or surface["B"] <= 0 or surface["alpha"] <= 0 or surface["beta"] <= 0:
+        raise PrismError(f"{path}: A, B, alpha and beta of a loss surface must be positive, got {surface}")
+    return surface
 
 
 PLAN_CSV_COLUMNS = list(PlanRow.__dataclass_fields__)
@@ -319,6 +343,8 @@ def forecast_text(fc: dict) -> str:
         f"Identifiability forecast ({fc['n_sims']} simulated studies, noise {fc['noise']:g}, Approach 2): "
         f"exponent a {verdict}",
     ]
+    if fc.get("surface_source"):
+        lines.append(f"  simulated on the {fc['surface_source']}")
     if fc["a_ci"]:
         lines.append(
             f"  expected {int(100 * fc['ci_level'])}% interval of a: [{fc['a_ci'][0]:.3f}, {fc['a_ci'][1]:.3f}] "
@@ -373,7 +399,7 @@ def make_plan(
     refused = [{"budget": p.budget, "reason": p.refused} for p in plans if p.refused]
     if not runs:
         raise PrismError("no budget can be planned: " + "; ".join(r["reason"] for r in refused))
-    prior = fc_mod.prior_surface(centre.a, centre.k)
+    prior = Surface(**centre.surface) if centre.surface else fc_mod.prior_surface(centre.a, centre.k)
     fc = fc_mod.forecast(
         [r.params for r in runs], [r.tokens for r in runs], [r.budget for r in runs], prior,
         noise=noise, n_sims=simulations, seed=seed,
@@ -391,7 +417,9 @@ def make_plan(
         "runs": [r.to_json() for r in runs],
         "dropped": [d for p in plans for d in p.dropped],
         "refused": refused,
-        "forecast": fc.to_json(),
+        "forecast": fc.to_json() | {"surface_source": (
+            f"fitted surface of {centre.source}" if centre.surface
+            else "Chinchilla-shaped surface through the centre (a previous round's fit in prior.json is closer)")},
     }
 
 
