@@ -654,10 +654,10 @@ class _Session:
                     + (f" mfu {mfu:.1%}" if mfu is not None else "") + f" ETA {_fmt_eta(eta)}")
                 last_progress = now
                 prog_steps = prog_samples = prog_time = 0.0
+            if step % plan.eval_every == 0 and not last:
+                self._evaluate()  # before stopping: a resumed run does not evaluate this step again
             if stopping and not last:
                 return "stopped", f"SIGTERM during step {step}"
-            if step % plan.eval_every == 0 and not last:
-                self._evaluate()
             if step % plan.checkpoint_every == 0:
                 self._checkpoint()
         return "ok", None

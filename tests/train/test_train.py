@@ -131,6 +131,9 @@ def test_sigterm_checkpoints_the_step_reached_and_the_rerun_resumes_there(train,
     assert res.returncode == 0, res.stderr
     assert metrics(stopped)["resumed_from"] == at
     assert metrics(stopped)["final_eval_loss"] == pytest.approx(metrics(whole)["final_eval_loss"], rel=1e-4)
+    evals = [(r["step"], r["loss"]) for r in read_jsonl(stopped / "eval.jsonl")]
+    assert evals == [(step, pytest.approx(loss, rel=1e-4)) for step, loss in
+                     ((r["step"], r["loss"]) for r in read_jsonl(whole / "eval.jsonl"))]
 
 
 def test_injected_nan_collapses_with_reason_step_and_nonzero_exit(train, tmp_path):
