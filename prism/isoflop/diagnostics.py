@@ -5,7 +5,10 @@ The rules (thresholds are module constants, quoted in every reason string):
   span at least MIN_SPREAD_DECADES of N, and the loss difference its sizes make
   (the fitted parabola's range over the sampled N) is at least MIN_SNR times the
   noise. A study needs at least 2 such budgets.
-- With a bootstrap, the interval of `a` must be narrower than MAX_CI_WIDTH.
+- With a bootstrap, the interval of `a` must be narrower than MAX_CI_WIDTH. When the
+  parabolas have fewer than MIN_NOISE_DOF residual degrees of freedom (3 runs per
+  budget fit exactly), resampling runs cannot measure the uncertainty, and the
+  interval is simulated instead (`prism.isoflop.fit`: the fitted surface plus noise).
 - Approach 3 must have converged when it was run.
 The noise is estimated from the parabola residuals (pooled over budgets, with
 their degrees of freedom); with too few degrees of freedom the cluster's
@@ -97,14 +100,14 @@ def verdict(
         )
     if a_ci is not None and a_ci[1] - a_ci[0] > MAX_CI_WIDTH:
         ok = False
-        reasons.append(f"bootstrap interval of a is {a_ci[1] - a_ci[0]:.3f} wide (> {MAX_CI_WIDTH})")
+        reasons.append(f"interval of a is {a_ci[1] - a_ci[0]:.3f} wide (> {MAX_CI_WIDTH})")
     if approach3_converged is False:
         ok = False
         reasons.append(f"Approach 3 did not converge: {approach3_note}")
     if ok:
         reasons.append(f"{len(informative)} informative budgets ({', '.join(informative)})")
         if a_ci is not None:
-            reasons.append(f"bootstrap interval of a is {a_ci[1] - a_ci[0]:.3f} wide (<= {MAX_CI_WIDTH})")
+            reasons.append(f"interval of a is {a_ci[1] - a_ci[0]:.3f} wide (<= {MAX_CI_WIDTH})")
     # Problems with single budgets are worth saying even when the study as a whole is fine.
     return ok, reasons + problems
 

@@ -120,11 +120,23 @@ def fit_records(
 
 def _diagnostics(a2, a3_fit, out, n, d, budget, records) -> dict:
     sigma, dof, source = diagnostics.noise_estimate(a2.per_budget)
-    a_ci = None
+    a_ci, interval_source = None, None
     if "approach3" in out and out["approach3"].get("a_ci"):
-        a_ci = tuple(out["approach3"]["a_ci"])
+        a_ci, interval_source = tuple(out["approach3"]["a_ci"]), "Approach 3 bootstrap over runs"
     elif a2.n_law is not None and a2.n_law.exponent_ci is not None:
-        a_ci = a2.n_law.exponent_ci
+        a_ci, interval_source = a2.n_law.exponent_ci, "Approach 2 bootstrap over runs"
+    if dof < diagnostics.MIN_NOISE_DOF and a3_fit is not None and a_ci is not None:
+        # Parabolas through 3 points fit them exactly: resampling such runs reproduces the same
+        # vertices (a degenerate, too narrow interval). Simulate instead: the fitted surface at
+        # these runs plus the assumed noise, refitted (the plan's forecast, on measured numbers).
+        from prism.isoflop.forecast import forecast
+
+        simulated = forecast(n, d, budget, a3_fit.surface, noise=sigma, seed=int(out.get("seed", 0)))
+        # No interval (too few usable simulated studies): as undetermined as an infinitely wide one.
+        a_ci = simulated.a_ci or (-math.inf, math.inf)
+        interval_source = (f"simulated: Approach 3's surface at these runs plus noise {sigma:g}, refitted "
+                           f"{simulated.n_sims} times ({dof} residual degrees of freedom: a bootstrap over "
+                           "runs would be degenerate)")
     a3_conv = None if "approach3" not in out else bool(out["approach3"].get("converged"))
     note = "" if a3_fit is None else a3_fit.convergence_note
     if "approach3" in out and a3_fit is None:
@@ -143,6 +155,8 @@ def _diagnostics(a2, a3_fit, out, n, d, budget, records) -> dict:
         "noise": sigma,
         "noise_dof": dof,
         "noise_source": source,
+        "a_interval": list(a_ci) if a_ci else None,
+        "a_interval_source": interval_source,
         "points_used": len(records),
         "budgets_used": [f.budget for f in used],
         "budgets_dropped": [{"budget": f.budget, "reason": f.reason} for f in a2.per_budget if not f.accepted],

@@ -36,6 +36,8 @@ def fit_markdown(result: dict) -> str:
         f"Bootstrap: {result['bootstrap']} resamples, seed {result['seed']}, {level}% intervals.",
         "",
     ]
+    if diag.get("a_interval_source"):
+        lines += [f"The verdict's interval of a: {diag['a_interval_source']}.", ""]
     a2, a3 = result.get("approach2"), result.get("approach3")
     lines += ["## Power laws", "", "| method | a (N_opt ~ C^a) | a interval | b (D_opt ~ C^b) | b interval |", "|---|---|---|---|---|"]
     if a2:

@@ -185,3 +185,23 @@ def test_isoflops_public_chinchilla_approach2(tmp_path):
     lo, hi = fit["approach2"]["a_ci"]
     assert lo < 0.534 and hi > 0.462
     assert fit["diagnostics"]["identifiable"] is True
+
+
+def test_three_runs_per_budget_get_a_simulated_interval_not_a_degenerate_bootstrap():
+    """Parabolas through 3 points fit them exactly, so resampling runs returns the same a every time
+    (a zero-width interval that would call anything determined); the verdict simulates the noise."""
+    widths = []
+    for spread in (0.6, 1.2):
+        fit = fit_records(isoflop_study(SYMMETRIC, [1e18, 1e19], per_budget=3, spread=spread), n_boot=200)
+        diag = fit["diagnostics"]
+        lo, hi = fit["approach2"]["a_ci"]
+        assert hi - lo < 1e-6  # the degenerate bootstrap over runs
+        assert diag["a_interval_source"].startswith("simulated: Approach 3's surface")
+        widths.append(diag["a_interval"][1] - diag["a_interval"][0])
+    assert 0.02 < widths[1] < widths[0] < 0.15  # honest widths, narrower for the wider grid
+
+
+def test_runs_with_residual_degrees_of_freedom_keep_the_bootstrap_over_runs():
+    recs = isoflop_study(SYMMETRIC, BUDGETS, per_budget=5, spread=1.2, noise=0.003, seed=1)
+    diag = fit_records(recs, n_boot=100)["diagnostics"]
+    assert diag["noise_dof"] >= 3 and diag["a_interval_source"] == "Approach 3 bootstrap over runs"
