@@ -19,7 +19,7 @@ Then the identifiability forecast simulates the planned grid (`forecast.py`) on 
 loss surface: a previous round's Approach 3 surface when the centre came from that
 fit (or prior.json gives `E, A, B, alpha, beta`), else a Chinchilla-shaped one
 through the centre. Chinchilla's shape overstates the loss differences of a small
-ladder (the default CPU study: forecast 32x the noise, measured 1.9x), so a second
+ladder (the default CPU study: forecast 32-48x the noise, measured 3.6-7.5x), so a second
 round is forecast on what the first measured.
 """
 
