@@ -45,6 +45,10 @@ def _register_calibrate(verbs: argparse._SubParsersAction) -> None:
 
 
 def _calibrate(args: argparse.Namespace) -> int:
+    if args.measure_throughput:
+        from prism.host import tune_host
+
+        tune_host()  # the process settings training runs with, so the measured samples/s plan its cost
     from prism.isoflop.calibrate import run_calibrate
 
     path = run_calibrate(
