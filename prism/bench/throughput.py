@@ -13,8 +13,8 @@ peak (`prism.bench.peak`). Two more views for a shared machine, where other
 tenants stretch the wall clock: `mfu_best` (the fastest step) and, on a CPU,
 `mfu_cpu` (FLOPs over the CPU seconds the process got per thread; exact with
 `--threads 1`, pessimistic with more, where idle OpenMP threads spin), and for
-forward_only/fwd_bwd `mfu_now` (against the peak re-measured just before and
-after the timed steps, the higher of the two: what the device could do then).
+forward_only, fwd_bwd and batch_scaling `mfu_now` (against the peak re-measured just
+before and after the timed steps, the higher of the two: what the device could do then).
 
 Arithmetic intensity (`arithmetic_intensity`, FLOP/byte) is defined as the step's
 counted FLOPs over the bytes of the operands and results of the FLOP-carrying

@@ -257,7 +257,7 @@ def find_centre(
             old = yaml.safe_load(out.read_text()) or {}
             c = old["centre"]
             return Centre(float(c["a"]), float(c["k"]), f"existing plan {out} ({c['source']})",
-                          _surface(c.get("surface")))
+                          _surface(c.get("surface"), out))
         except (yaml.YAMLError, KeyError, TypeError, ValueError):
             pass  # not a plan of ours: plan afresh
     if study_dir is not None:
@@ -296,10 +296,10 @@ def _centre_from_file(path: Path, regime: str) -> Centre | None:
     return None
 
 
-SURFACE_KEYS = ("E", "A", "B", "alpha", "beta")
+SURFACE_KEYS = tuple(Surface.__dataclass_fields__)  # E, A, B, alpha, beta
 
 
-def _surface(data: dict | None, path: Path | None = None) -> dict[str, float] | None:
+def _surface(data: dict | None, path: Path) -> dict[str, float] | None:
     """The five surface parameters when `data` has them all (a fit's Approach 3, or a prior file)."""
     if not data or not all(data.get(key) is not None for key in SURFACE_KEYS):
         return None

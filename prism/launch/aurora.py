@@ -57,12 +57,12 @@ def stage_into_daos(data: str, workdir: str) -> list[str]:
         f"{DATA_VAR}={target}",
         "# stage the shards into the container unless the same shards are there (same manifest)",
         f'if ! cmp -s {q(source)}/manifest.json "${DATA_VAR}/manifest.json"; then',
-        f'  staging="${DATA_VAR}.staging.${{PBS_JOBID:-$$}}"',
+        f'  staging="${DATA_VAR}.staging.${{PBS_JOBID:-$$}}" old="${DATA_VAR}.old.${{PBS_JOBID:-$$}}"',
         f'  mkdir -p "$(dirname "${DATA_VAR}")" && cp -r {q(source)} "$staging" || exit 2',
-        f'  rm -rf "${DATA_VAR}.old.${{PBS_JOBID:-$$}}"',
-        f'  [ -e "${DATA_VAR}" ] && mv "${DATA_VAR}" "${DATA_VAR}.old.${{PBS_JOBID:-$$}}"',
+        '  rm -rf "$old"',
+        f'  [ -e "${DATA_VAR}" ] && mv "${DATA_VAR}" "$old"',
         f'  mv -T "$staging" "${DATA_VAR}" 2>/dev/null || rm -rf "$staging"  # another job staged it first',
-        f'  rm -rf "${DATA_VAR}.old.${{PBS_JOBID:-$$}}"',
+        '  rm -rf "$old"',
         "fi",
     ]
 

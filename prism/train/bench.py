@@ -89,12 +89,12 @@ def main(argv: list[str] | None = None) -> int:
     from prism.host import tune_host
 
     tune_host()  # as `prism train` does, so both sides of the comparison run alike
-    shape = (args.family, args.backbone, args.variant, args.regime, args.data, args.global_batch)
     import torch
 
     from prism.bench.peak import peak_flops, peak_now
 
-    torch.set_num_threads(args.threads)
+    torch.set_num_threads(args.threads)  # before the peak: measured with the benchmark's thread count
+    shape = (args.family, args.backbone, args.variant, args.regime, args.data, args.global_batch)
     peaks = [peak_now()]
     with tempfile.TemporaryDirectory() as tmp:
         bare1 = bare_step_samples_per_s(*shape, args.steps, args.threads)
