@@ -16,6 +16,7 @@ from 6N.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import numpy as np
@@ -150,10 +151,21 @@ class Approach2Result:
     n_boot: int
     n_boot_used: int
     reason: str
+    # The replicates of the within-budget bootstrap (None without one): a, b, log10 k, log10 k_d,
+    # and the per-budget log10 N_opt, log10 D_opt (n_boot x accepted budgets; NaN where rejected).
+    boot: dict | None = None
+
+    @property
+    def accepted(self) -> list[BudgetFit]:
+        return [f for f in self.per_budget if f.accepted]
 
 
 def fit_approach2(params, tokens, loss, budget, n_boot: int = 0, seed: int = 0, level: float = CI_LEVEL) -> Approach2Result:
-    """Point fit, then (n_boot > 0) the stratified bootstrap: runs resampled within each accepted budget."""
+    """Point fit, then (n_boot > 0) the stratified bootstrap: runs resampled within each accepted budget.
+
+    The PowerLaw intervals here are the bootstrap's alone (noise within budgets);
+    `summarize` combines them with the regression over the minima.
+    """
     params, tokens, loss, budget = (np.asarray(v, dtype=float) for v in (params, tokens, loss, budget))
     per_budget = fit_budgets(params, tokens, loss, budget)
     acc = [f for f in per_budget if f.accepted]
@@ -163,21 +175,160 @@ def fit_approach2(params, tokens, loss, budget, n_boot: int = 0, seed: int = 0, 
     log_c = np.log10([f.budget for f in acc])
     logk_n, a = power_law_batch(log_c, np.log10([[f.n_opt for f in acc]]), np.ones((1, len(acc)), bool))
     logk_d, b = power_law_batch(log_c, np.log10([[f.d_opt for f in acc]]), np.ones((1, len(acc)), bool))
-    n_used, a_ci, b_ci, n_band, d_band = 0, None, None, None, None
+    n_used, a_ci, b_ci, n_band, d_band, boot = 0, None, None, None, None, None
     if n_boot > 0:
         boot = _bootstrap(params, tokens, loss, budget, acc, n_boot, seed)
         good = np.isfinite(boot["a"]) & np.isfinite(boot["b"])
+        boot = {k: v[good] for k, v in boot.items()}
         n_used = int(good.sum())
         if n_used:
-            a_ci = _interval(boot["a"][good], level)
-            b_ci = _interval(boot["b"][good], level)
-            n_band = _band(boot["logk_n"][good], boot["a"][good], log_c, level)
-            d_band = _band(boot["logk_d"][good], boot["b"][good], log_c, level)
+            a_ci = _interval(boot["a"], level)
+            b_ci = _interval(boot["b"], level)
+            n_band = _band(boot["logk_n"], boot["a"], log_c, level)
+            d_band = _band(boot["logk_d"], boot["b"], log_c, level)
+        else:
+            boot = None
     budgets = [f.budget for f in acc]
     n_law = _law(logk_n[0], a[0], a_ci, budgets, n_band)
     d_law = _law(logk_d[0], b[0], b_ci, budgets, d_band)
-    return Approach2Result(per_budget, n_law, d_law, n_boot, n_used, "ok")
+    return Approach2Result(per_budget, n_law, d_law, n_boot, n_used, "ok", boot)
 
+
+@dataclass(frozen=True)
+class LineFit:
+    """OLS of log10 y on log10 C over the accepted budgets, with its t intervals (m - 2 dof)."""
+
+    slope: float
+    icpt: float
+    slope_ci: tuple[float, float] | None
+    icpt_ci: tuple[float, float] | None
+    band_lo: np.ndarray | None  # log10 y interval of the line at each budget
+    band_hi: np.ndarray | None
+    loo: tuple[float, float] | None  # slope range with each budget left out
+
+
+def line_fit(log_c: np.ndarray, log_y: np.ndarray, level: float = CI_LEVEL) -> LineFit:
+    """The power law through the minima and how far the minima's own scatter lets it move.
+
+    With m budgets the residuals have m - 2 degrees of freedom; their scatter includes
+    every error of the minima (the noise within budgets and any misfit of the power law),
+    so the t interval needs no separate noise model. With 2 budgets there is none.
+    """
+    from scipy import stats
+
+    x, y = np.asarray(log_c, float), np.asarray(log_y, float)
+    m = len(x)
+    xbar = x.mean()
+    sxx = float(((x - xbar) ** 2).sum())
+    slope = float(((x - xbar) * (y - y.mean())).sum() / sxx)
+    icpt = float(y.mean() - slope * xbar)
+    if m < 3:
+        return LineFit(slope, icpt, None, None, None, None, None)
+    rss = float(((y - icpt - slope * x) ** 2).sum())
+    s2 = rss / (m - 2)
+    t = float(stats.t.ppf((1 + level) / 2, m - 2))
+    se_slope = math.sqrt(s2 / sxx)
+    se_icpt = math.sqrt(s2 * (1 / m + xbar**2 / sxx))
+    se_line = np.sqrt(s2 * (1 / m + (x - xbar) ** 2 / sxx))
+    line = icpt + slope * x
+    loo = []
+    for i in range(m):
+        keep = np.arange(m) != i
+        loo.append(float(np.polyfit(x[keep], y[keep], 1)[0]))
+    return LineFit(
+        slope, icpt,
+        (slope - t * se_slope, slope + t * se_slope),
+        (icpt - t * se_icpt, icpt + t * se_icpt),
+        line - t * se_line, line + t * se_line,
+        (min(loo), max(loo)),
+    )
+
+
+def _envelope(*intervals):
+    """The smallest interval holding every given one (None entries ignored)."""
+    given = [iv for iv in intervals if iv is not None]
+    if not given:
+        return None
+    return (float(min(iv[0] for iv in given)), float(max(iv[1] for iv in given)))
+
+
+def summarize(res: Approach2Result, level: float = CI_LEVEL, a_within: tuple[float, float] | None = None,
+              within_source: str | None = None):
+    """The typed Approach 2 record: the power laws with intervals that cover the line's uncertainty.
+
+    Each exponent's interval is the envelope of the regression over the per-budget minima
+    (their scatter around the line) and the within-budget bootstrap (each minimum's noise).
+    `a_within` replaces the bootstrap's interval of a where resampling runs is degenerate
+    (3 runs per budget: the parabolas fit them exactly); `within_source` says what it is.
+    """
+    from prism.isoflop.result import Approach2Summary, Band, Minimum
+
+    acc = res.accepted
+    if res.n_law is None or res.d_law is None:
+        return Approach2Summary(
+            a=None, b=None, k=None, k_d=None, a_ci=None, b_ci=None, k_ci=None, a_ci_regression=None,
+            a_ci_bootstrap=None, b_ci_regression=None, b_ci_bootstrap=None, a_loo=None, b_loo=None,
+            interval_method="", n_boot=res.n_boot, n_boot_used=res.n_boot_used, reason=res.reason,
+            per_budget=res.per_budget,
+        )
+    log_c = np.log10([f.budget for f in acc])
+    n_line = line_fit(log_c, np.log10([f.n_opt for f in acc]), level)
+    d_line = line_fit(log_c, np.log10([f.d_opt for f in acc]), level)
+    a_boot = a_within if a_within is not None else res.n_law.exponent_ci
+    b_boot = res.d_law.exponent_ci
+    k_boot = None
+    minima = []
+    boot = res.boot
+    for j, f in enumerate(acc):
+        n_ci = d_ci = None
+        if boot is not None:
+            n_ci = _finite_interval(boot["xv"][:, j], level)
+            d_ci = _finite_interval(boot["xd"][:, j], level)
+        minima.append(Minimum(f.budget, f.n_opt, f.d_opt,
+                              None if n_ci is None else (10 ** n_ci[0], 10 ** n_ci[1]),
+                              None if d_ci is None else (10 ** d_ci[0], 10 ** d_ci[1])))
+    if boot is not None:
+        k_boot = _interval(boot["logk_n"], level)
+    k_log = _envelope(n_line.icpt_ci, k_boot)
+    parts = []
+    if n_line.slope_ci is not None:
+        parts.append(f"regression over the {len(acc)} per-budget minima (t, {len(acc) - 2} degrees of freedom)")
+    else:
+        parts.append(f"no regression interval ({len(acc)} budgets leave the line no degree of freedom)")
+    if a_within is not None:
+        parts.append(within_source or "a simulated interval")
+    elif res.n_law.exponent_ci is not None:
+        parts.append(f"the within-budget bootstrap over runs ({res.n_boot_used} resamples)")
+    else:
+        parts.append("no bootstrap")
+    method = "envelope of " + " and ".join(parts)
+    band = Band()
+    if n_line.band_lo is not None or res.n_law.band_lo:
+        nb = [_envelope(*(iv for iv in (
+            None if n_line.band_lo is None else (10 ** n_line.band_lo[j], 10 ** n_line.band_hi[j]),
+            None if not res.n_law.band_lo else (res.n_law.band_lo[j], res.n_law.band_hi[j])) if iv))
+            for j in range(len(acc))]
+        db = [_envelope(*(iv for iv in (
+            None if d_line.band_lo is None else (10 ** d_line.band_lo[j], 10 ** d_line.band_hi[j]),
+            None if not res.d_law.band_lo else (res.d_law.band_lo[j], res.d_law.band_hi[j])) if iv))
+            for j in range(len(acc))]
+        band = Band([f.budget for f in acc], [v[0] for v in nb], [v[1] for v in nb],
+                    [v[0] for v in db], [v[1] for v in db])
+    return Approach2Summary(
+        a=res.n_law.exponent, b=res.d_law.exponent, k=res.n_law.k, k_d=res.d_law.k,
+        a_ci=_envelope(n_line.slope_ci, a_boot), b_ci=_envelope(d_line.slope_ci, b_boot),
+        k_ci=None if k_log is None else (10 ** k_log[0], 10 ** k_log[1]),
+        a_ci_regression=n_line.slope_ci, a_ci_bootstrap=a_boot,
+        b_ci_regression=d_line.slope_ci, b_ci_bootstrap=b_boot,
+        a_loo=n_line.loo, b_loo=d_line.loo, interval_method=method,
+        n_boot=res.n_boot, n_boot_used=res.n_boot_used, reason=res.reason,
+        per_budget=res.per_budget, minima=minima, band=band,
+    )
+
+
+def _finite_interval(v: np.ndarray, level: float):
+    v = v[np.isfinite(v)]
+    return _interval(v, level) if len(v) else None
 
 def _law(logk, exponent, ci, budgets, band) -> PowerLaw:
     lo, hi = band if band is not None else ([], [])
@@ -221,4 +372,4 @@ def _bootstrap(params, tokens, loss, budget, accepted: list[BudgetFit], n_boot: 
     xv, ok, xd = np.stack(xv_all, 1), np.stack(ok_all, 1), np.stack(xd_all, 1)
     logk_n, a = power_law_batch(log_c, xv, ok)
     logk_d, b = power_law_batch(log_c, xd, ok)
-    return {"a": a, "b": b, "logk_n": logk_n, "logk_d": logk_d}
+    return {"a": a, "b": b, "logk_n": logk_n, "logk_d": logk_d, "xv": xv, "xd": xd}

@@ -79,7 +79,7 @@ def forecast(
     tokens,
     budget,
     surface: Surface,
-    noise: float = diagnostics.DEFAULT_NOISE,
+    noise: float = 0.012,
     n_sims: int = DEFAULT_SIMULATIONS,
     seed: int = 0,
     max_ci_width: float = diagnostics.MAX_CI_WIDTH,

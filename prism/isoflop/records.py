@@ -29,13 +29,19 @@ def format_budget(budget: float) -> str:
 
 @dataclass(frozen=True)
 class RunRecord:
-    """One finished training run as the fit sees it: N, D, final loss, its budget."""
+    """One finished training run as the fit sees it: N, D, final loss, its budget.
+
+    `loss_se` is the standard error of the loss (from the run's final evaluation) and
+    `flops` the FLOPs it spent, when the runs CSV has them (None otherwise).
+    """
 
     run_id: str
     params: float
     tokens: float
     loss: float
     budget: float
+    loss_se: float | None = None
+    flops: float | None = None
 
 
 @dataclass(frozen=True)
