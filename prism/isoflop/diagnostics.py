@@ -87,11 +87,14 @@ def noise_estimate(per_budget: list[BudgetFit], loss: np.ndarray | None = None,
 
 
 def find_outliers(params, loss, budget, sigma: float, k: float = OUTLIER_K) -> list[tuple[int, str]]:
-    """Indices of outlier runs with the reason: leave-one-out residual > k x sigma, worst first, repeated.
+    """Indices of outlier runs with the reason, worst first, the test repeated after each removal.
 
     The residual of run i from the parabola fitted without it is e_i / (1 - h_ii) with
-    variance sigma^2 / (1 - h_ii) (h: the hat matrix of the parabola), so the test statistic
-    is e_i / (sigma sqrt(1 - h_ii)).
+    variance s^2 / (1 - h_ii) (h: the hat matrix of the parabola), so the statistic is
+    |e_i| / (s sqrt(1 - h_ii)): the externally studentized residual. Its noise s is the
+    larger of the study's robust noise and the scatter of the budget's other runs around
+    their own parabola, so a budget that is noisier throughout (or where a parabola fits a
+    wide grid less well) keeps its ordinary runs, while a run far off the rest stands out.
     """
     params, loss, budget = (np.asarray(v, float) for v in (params, loss, budget))
     out = []
@@ -105,14 +108,17 @@ def find_outliers(params, loss, budget, sigma: float, k: float = OUTLIER_K) -> l
             hat = design @ np.linalg.pinv(design)
             e = y - hat @ y
             h = np.clip(np.diag(hat), 0.0, 1.0 - 1e-9)
-            t = np.abs(e) / (sigma * np.sqrt(1.0 - h))
+            rss_without = np.maximum((e * e).sum() - e * e / (1.0 - h), 0.0)
+            own = np.sqrt(rss_without / (len(idx) - 4))  # the other runs' scatter: n - 1 runs, 3 coefficients
+            scale = np.maximum(sigma, own)
+            t = np.abs(e) / (scale * np.sqrt(1.0 - h))
             j = int(np.argmax(t))
             if not t[j] > k:
                 break
             loo = e[j] / (1.0 - h[j])
             out.append((idx[j], (
                 f"outlier at {format_budget(c)}: its loss is {loo:+.3g} from the parabola of the other runs, "
-                f"{t[j]:.1f}x the robust noise {sigma:.3g} (> {k:g}x)")))
+                f"{t[j]:.1f}x the noise {scale[j]:.3g} (> {k:g}x)")))
             idx.pop(j)
     return out
 

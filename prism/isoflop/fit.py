@@ -26,6 +26,8 @@ from prism.isoflop.result import (
 )
 
 METHODS = ("approach2", "approach3", "both")
+# Degrees of freedom given to an assumed noise (no residuals to measure it): treated as known.
+ASSUMED_NOISE_DOF = 1000
 
 
 @dataclass(frozen=True)
@@ -156,22 +158,13 @@ def fit_records(
     a2 = approach2.fit_approach2(n, d, loss, budget, n_boot=options.bootstrap if uses2 else 0, seed=options.seed)
     sigma, dof, source = diagnostics.noise_estimate(a2.per_budget, loss, loss_se if has_se else None)
     a3, a3_fit = (_fit_approach3(n, d, loss, options) if uses3 else (None, None))
-    a_within, within_source = None, None
-    if uses2 and dof < diagnostics.MIN_NOISE_DOF and a3_fit is not None and a3 is not None and a3.fitted \
-            and a2.n_law is not None and options.bootstrap > 0:
-        # Parabolas through 3 points fit them exactly: resampling such runs reproduces the same
-        # vertices (a degenerate interval). Simulate the noise instead: Approach 3's surface at
-        # these runs plus the noise, refitted; the spread is centred on the fitted a.
-        from prism.isoflop.forecast import forecast
-
-        sim = forecast(n, d, budget, a3_fit.surface, noise=sigma, seed=options.seed)
-        if sim.a_ci is not None and sim.a_median is not None:
-            shift = a2.n_law.exponent - sim.a_median
-            a_within = (sim.a_ci[0] + shift, sim.a_ci[1] + shift)
-            within_source = (f"the spread of a simulated from Approach 3's surface at these runs plus noise "
-                             f"{sigma:.3g}, refitted {sim.n_sims} times ({dof} residual degrees of freedom: a "
-                             "bootstrap over runs would be degenerate)")
-    a2_summary = approach2.summarize(a2, CI_LEVEL, a_within, within_source) if uses2 else None
+    a2_summary = None
+    if uses2:
+        # A measured noise (enough residual degrees of freedom) is pooled with the minima's scatter;
+        # an assumed one only stands in where 2 budgets leave the line no scatter to measure.
+        accepted = sum(f.accepted for f in a2.per_budget)
+        within_dof = dof if dof >= diagnostics.MIN_NOISE_DOF else (ASSUMED_NOISE_DOF if accepted == 2 else 0)
+        a2_summary = approach2.summarize(a2, CI_LEVEL, sigma, within_dof)
     a2_on_a3 = None
     if a3_fit is not None and a3 is not None and a3.a is not None:
         try:

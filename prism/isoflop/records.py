@@ -111,6 +111,10 @@ class BudgetFit:
     residual_ss: float = 0.0
     # max - min of the fitted parabola over the sampled N: the signal a size change makes.
     signal: float | None = None
+    # Variance of the vertex log10 N_opt per unit noise variance (delta method on the parabola's
+    # coefficients), and d log10 D / d log10 N of the budget's runs: the minimum's own uncertainty.
+    vertex_var_unit: float | None = None
+    d_slope: float | None = None
 
     def to_json(self) -> dict:
         out = asdict(self)

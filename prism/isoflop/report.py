@@ -76,9 +76,10 @@ def fit_markdown(result: FitResult | dict) -> str:
     lines.append("")
     if a2 is not None and a2.a is not None:
         lines += [
-            f"Approach 2's interval is the {a2.interval_method}: regression {_ci(a2.a_ci_regression)}, "
-            f"within budgets {_ci(a2.a_ci_bootstrap)}. The regression covers the scatter of the per-budget "
-            "minima around the line; the within-budget part only the noise of each minimum.",
+            f"Approach 2's interval of a: {a2.interval_method}. It covers the scatter of the per-budget minima "
+            f"around the power law as well as each minimum's noise. For comparison, the within-budget bootstrap "
+            f"over runs alone gives {_ci(a2.a_ci_bootstrap)} (noise within budgets only), and leaving one budget "
+            f"out moves a over {_ci(a2.a_loo)}.",
             "",
         ]
     if a3 is not None and a3.fitted:

@@ -191,15 +191,17 @@ def test_isoflops_public_chinchilla_approach2(tmp_path):
     assert fit.verdict.identifiable is True
 
 
-def test_three_runs_per_budget_get_a_simulated_interval_not_a_degenerate_bootstrap():
-    """Parabolas through 3 points fit them exactly, so resampling runs returns the same a every time;
-    the within-budget part of the interval is simulated instead, and 2 budgets are never enough."""
+def test_two_budgets_of_three_runs_are_never_identifiable_but_get_an_honest_width():
+    """Parabolas through 3 points fit them exactly (no measured noise) and 2 minima fit the line
+    exactly (no scatter): the interval comes from the assumed noise propagated to each minimum."""
     widths = []
     for spread in (0.6, 1.2):
         fit = fit_records(isoflop_study(SYMMETRIC, [1e18, 1e19], per_budget=3, spread=spread), bootstrap=200)
         a2 = fit.approach2
-        assert a2.a_ci_regression is None  # 2 budgets: no regression interval
-        assert "simulated from Approach 3's surface" in a2.interval_method
+        lo, hi = a2.a_ci_bootstrap
+        assert hi - lo < 1e-6  # the degenerate bootstrap over runs is not what the verdict uses
+        assert "2 budgets leave the line none" in a2.interval_method
+        assert "assumed: 1% of the median loss" in fit.diagnostics.noise_source
         assert fit.verdict.identifiable is False
         assert any("at least 3" in r for r in fit.verdict.reasons)
         widths.append(a2.a_ci[1] - a2.a_ci[0])
@@ -207,11 +209,12 @@ def test_three_runs_per_budget_get_a_simulated_interval_not_a_degenerate_bootstr
     assert 0.02 < widths[1] < widths[0]
 
 
-def test_runs_with_residual_degrees_of_freedom_keep_the_bootstrap_over_runs():
+def test_runs_with_residual_degrees_of_freedom_pool_their_noise_into_the_interval():
     recs = isoflop_study(SYMMETRIC, BUDGETS, per_budget=5, spread=1.2, noise=0.003, seed=1)
     fit = fit_records(recs, bootstrap=100)
     assert fit.diagnostics.noise_dof >= 3
-    assert "within-budget bootstrap over runs" in fit.approach2.interval_method
+    assert "regression over the 5 per-budget minima" in fit.approach2.interval_method
+    assert "noise from its parabola" in fit.approach2.interval_method or "larger than" in fit.approach2.interval_method
     assert "Approach 3: bootstrap over runs" in fit.verdict.interval_source
 
 
