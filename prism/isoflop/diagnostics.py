@@ -87,39 +87,57 @@ def noise_estimate(per_budget: list[BudgetFit], loss: np.ndarray | None = None,
 
 
 def find_outliers(params, loss, budget, sigma: float, k: float = OUTLIER_K) -> list[tuple[int, str]]:
-    """Indices of outlier runs with the reason, worst first, the test repeated after each removal.
+    """Indices of outlier runs with the reason.
 
-    The residual of run i from the parabola fitted without it is e_i / (1 - h_ii) with
-    variance s^2 / (1 - h_ii) (h: the hat matrix of the parabola), so the statistic is
-    |e_i| / (s sqrt(1 - h_ii)): the externally studentized residual. Its noise s is the
-    larger of the study's robust noise and the scatter of the budget's other runs around
-    their own parabola, so a budget that is noisier throughout (or where a parabola fits a
-    wide grid less well) keeps its ordinary runs, while a run far off the rest stands out.
+    Per budget, for q = 1, 2, ... up to a third of its runs: the q runs whose removal
+    leaves the best-fitting parabola (least trimmed squares, every subset tried, batched),
+    each judged by its distance from that parabola of the others over the noise, with the
+    prediction's own variance: |y_j - p(x_j)| / (s sqrt(1 + h_j)). The noise s is the larger
+    of the study's robust noise and the kept runs' scatter around their parabola, so a
+    noisier budget keeps its ordinary runs. The largest q whose removed runs all exceed
+    k x s is taken: trying pairs as well as single runs finds two outliers that would mask
+    each other (each pulls the parabola fitted without the other toward itself).
     """
+    import itertools
+
+    from prism.isoflop.approach2 import parabola_batch
+
     params, loss, budget = (np.asarray(v, float) for v in (params, loss, budget))
     out = []
     for c in np.unique(budget):
-        idx = list(np.flatnonzero(budget == c))
-        while len(idx) >= MIN_RUNS_FOR_OUTLIERS:
-            x, y = np.log10(params[idx]), loss[idx]
-            if len(np.unique(np.round(x, 12))) < 4:
+        idx = np.flatnonzero(budget == c)
+        n = len(idx)
+        if n < MIN_RUNS_FOR_OUTLIERS:
+            continue
+        x, y = np.log10(params[idx]), loss[idx]
+        found: list[tuple[int, float, float, float]] = []
+        for q in range(1, max(1, n // 3) + 1):
+            removed = np.array(list(itertools.combinations(range(n), q)))
+            if len(removed) > 5000:
                 break
-            design = np.stack([np.ones_like(x), x, x * x], 1)
-            hat = design @ np.linalg.pinv(design)
-            e = y - hat @ y
-            h = np.clip(np.diag(hat), 0.0, 1.0 - 1e-9)
-            rss_without = np.maximum((e * e).sum() - e * e / (1.0 - h), 0.0)
-            own = np.sqrt(rss_without / (len(idx) - 4))  # the other runs' scatter: n - 1 runs, 3 coefficients
-            scale = np.maximum(sigma, own)
-            t = np.abs(e) / (scale * np.sqrt(1.0 - h))
-            j = int(np.argmax(t))
-            if not t[j] > k:
+            keep = np.array([np.setdiff1d(np.arange(n), r) for r in removed])
+            coef, distinct = parabola_batch(x[keep], y[keep])
+            fitted = coef[:, :1] + coef[:, 1:2] * x[keep] + coef[:, 2:3] * x[keep] ** 2
+            rss = np.where(distinct >= 3, ((y[keep] - fitted) ** 2).sum(1), np.inf)
+            if n - q - 3 < 1 or not np.isfinite(rss).any():
                 break
-            loo = e[j] / (1.0 - h[j])
-            out.append((idx[j], (
-                f"outlier at {format_budget(c)}: its loss is {loo:+.3g} from the parabola of the other runs, "
-                f"{t[j]:.1f}x the noise {scale[j]:.3g} (> {k:g}x)")))
-            idx.pop(j)
+            best = int(np.argmin(rss))
+            kx, ky, rx = x[keep[best]], y[keep[best]], removed[best]
+            design = np.stack([np.ones_like(kx), kx, kx * kx], 1)
+            inv = np.linalg.pinv(design.T @ design)
+            scale = max(sigma, float(np.sqrt(rss[best] / (n - q - 3))))
+            trial = []
+            for j in rx:
+                v = np.array([1.0, x[j], x[j] ** 2])
+                resid = y[j] - float(v @ coef[best])
+                t = abs(resid) / (scale * np.sqrt(1.0 + float(v @ inv @ v)))
+                trial.append((int(j), resid, t, scale))
+            if all(t > k for _, _, t, _ in trial):
+                found = trial
+        for j, resid, t, scale in sorted(found, key=lambda f: -f[2]):
+            out.append((int(idx[j]), (
+                f"outlier at {format_budget(c)}: its loss is {resid:+.3g} from the parabola of the other runs, "
+                f"{t:.1f}x the noise {scale:.3g} (> {k:g}x)")))
     return out
 
 
