@@ -15,16 +15,13 @@ where published ones are not:
   with N or D, and makes N_opt(C) complex); an optimum on that bound is reported
   as not converged, with the reason, instead of crashing what comes after.
 
-When SciPy's defaults stop early (tested in tests/isoflop/test_approach3.py): with
-the Huber terms averaged over runs instead of summed, the gradient is n times
-smaller and L-BFGS-B's default gtol (1e-5) ends every one of the 4500 starts
-short of the optimum on Epoch's Chinchilla points (the best stop: objective
-1.108e-3, alpha 0.38, beta 0.31, a = 0.45, near Hoffmann et al.'s 0.46). With
-the sum, the defaults reach the optimum (1.018e-3) from the best grid starts;
-the tight tolerances here are a margin, not the fix.
-
-The bootstrap resamples runs (as counts, i.e. weights on the original points, so
-no arrays are copied) and warm-starts each replicate from the point fit.
+When SciPy's defaults stop early (tested in tests/isoflop/test_approach3.py), on
+Epoch's 240 Chinchilla points with L-BFGS-B's default tolerances from the 8 best
+grid starts: with the Huber terms summed over runs, 6 of the 8 reach the optimum
+(1.018e-3); with the terms averaged the gradient is n times smaller and every start
+stops early, most at the default gtol 1e-5 (over all 4500 starts the best averaged
+stop is 1.108e-3 at alpha 0.38, beta 0.31, a = 0.45, near Hoffmann et al.'s 0.46).
+The objective here is summed, and the tolerances are tightened anyway.
 """
 
 from __future__ import annotations
