@@ -145,7 +145,8 @@ def _register_plan(verbs: argparse._SubParsersAction) -> None:
     p.add_argument("--prior-k", type=float, help="prior coefficient k (default 0.1; overrides a previous fit)")
     p.add_argument("--data-tokens", type=float, help="training tokens the data holds; runs needing more (x --max-epochs) are dropped")
     p.add_argument("--max-epochs", type=float, default=1.0, help="passes over the data allowed with --data-tokens (default: 1)")
-    p.add_argument("--noise", type=float, default=0.012, help="loss noise std for the forecast (default: 0.012)")
+    p.add_argument("--noise", type=float, default=None, help="loss noise std for the forecast (default: a previous "
+                   "fit's measured noise, else 0.5-2%% of the simulated loss)")
     p.add_argument("--simulations", type=int, default=200, help="simulated studies in the forecast (default: 200)")
     p.add_argument("--seed", type=int, default=0, help="forecast seed (default: 0)")
     p.add_argument("--dry-run", action="store_true", help="print the table and the forecast; write nothing")

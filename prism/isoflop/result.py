@@ -219,7 +219,7 @@ class BudgetDiagnostics:
 
 @dataclass(frozen=True)
 class Diagnostics:
-    noise: float
+    noise: float | None
     noise_dof: int
     noise_source: str
     budgets: list[BudgetDiagnostics]
@@ -244,7 +244,7 @@ class Diagnostics:
         d["budgets"] = [BudgetDiagnostics(**_known(BudgetDiagnostics, b)) for b in data.get("budgets", [])]
         for key, default in (("budgets_used", []), ("budgets_dropped", []), ("points_used", 0),
                              ("approach_agreement", {}), ("thresholds", {}), ("noise_dof", 0),
-                             ("noise_source", "")):
+                             ("noise_source", ""), ("noise", None)):
             d.setdefault(key, default)
         return cls(**d)
 
