@@ -24,6 +24,8 @@ import numpy as np
 from prism.isoflop.records import CI_LEVEL, BudgetFit, PowerLaw, format_budget
 
 MIN_POINTS = 3
+# Degrees of freedom that mark a noise as assumed (no residuals measured it): treated as known.
+ASSUMED_DOF = 1000
 
 # Reason codes of the batched acceptance test (index into REASON_TEXT).
 OK, TOO_FEW, NOT_CONVEX, OUTSIDE = 0, 1, 2, 3
@@ -249,8 +251,9 @@ def line_fit(log_c, log_y, level: float = CI_LEVEL, within_var=None, within_dof:
     if w2 is None:
         var, dof, source = s2, res_dof, f"the minima's scatter around the line ({res_dof} degrees of freedom)"
     elif s2 is None:
-        var, dof, source = w2, within_dof, (f"each minimum's noise from its parabola ({within_dof} degrees of "
-                                            "freedom; 2 budgets leave the line none)")
+        measured = f"{within_dof} degrees of freedom" if within_dof < ASSUMED_DOF else "an assumed noise"
+        var, dof, source = w2, within_dof, (f"each minimum's noise from its parabola ({measured}; 2 budgets "
+                                            "leave the line no scatter to measure)")
     else:
         pooled = (res_dof * s2 + within_dof * w2) / (res_dof + within_dof)
         dof = res_dof + within_dof

@@ -26,8 +26,6 @@ from prism.isoflop.result import (
 )
 
 METHODS = ("approach2", "approach3", "both")
-# Degrees of freedom given to an assumed noise (no residuals to measure it): treated as known.
-ASSUMED_NOISE_DOF = 1000
 
 
 @dataclass(frozen=True)
@@ -163,7 +161,7 @@ def fit_records(
         # A measured noise (enough residual degrees of freedom) is pooled with the minima's scatter;
         # an assumed one only stands in where 2 budgets leave the line no scatter to measure.
         accepted = sum(f.accepted for f in a2.per_budget)
-        within_dof = dof if dof >= diagnostics.MIN_NOISE_DOF else (ASSUMED_NOISE_DOF if accepted == 2 else 0)
+        within_dof = dof if dof >= diagnostics.MIN_NOISE_DOF else (approach2.ASSUMED_DOF if accepted == 2 else 0)
         a2_summary = approach2.summarize(a2, CI_LEVEL, sigma, within_dof)
     a2_on_a3 = None
     if a3_fit is not None and a3 is not None and a3.a is not None:

@@ -199,7 +199,7 @@ def figure_scaling_laws(fit):
             upper = [ci[1] - y if ci else 0.0 for y, ci in zip(ys, cis)]
             ax.errorbar([m.budget for m in minima], ys, yerr=[np.maximum(lower, 0), np.maximum(upper, 0)], fmt="o",
                         color=OKABE_ITO[0], ms=6, capsize=3,
-                        label=f"Approach 2 per-budget minimum ({level}% within-budget interval)")
+                        label=f"per-budget minimum ({level}% within-budget interval)")
         exponent = (a2.a if key == "n" else a2.b) if a2 is not None else None
         coef = (a2.k if key == "n" else a2.k_d) if a2 is not None else None
         if exponent is not None and coef is not None:
@@ -211,7 +211,7 @@ def figure_scaling_laws(fit):
             lo, hi = (band.n_opt_lo, band.n_opt_hi) if key == "n" else (band.d_opt_lo, band.d_opt_hi)
             if lo:
                 ax.fill_between(band.budgets, lo, hi, color=OKABE_ITO[0], alpha=0.2, lw=0,
-                                label=f"{level}% band (regression over minima and within-budget bootstrap)")
+                                label=f"{level}% band of the power law")
         if a3 is not None and a3.a is not None and a3.k is not None:
             n3 = a3.k * cs**a3.a
             y3 = n3 if key == "n" else cs / (6 * n3)
@@ -225,6 +225,9 @@ def figure_scaling_laws(fit):
         ax.set_yscale("log")
         ax.set_xlim(lo_c, hi_c)
         log_ticks(ax.xaxis, lo_c, hi_c)
+        y_lo, y_hi = ax.get_ylim()
+        if y_lo > 0:
+            log_ticks(ax.yaxis, y_lo, y_hi)
         ax.set_xlabel("compute budget C (training FLOPs)")
         ax.set_ylabel(ylabel)
         ax.legend(frameon=False, loc="upper left", fontsize=7)

@@ -200,7 +200,7 @@ def test_two_budgets_of_three_runs_are_never_identifiable_but_get_an_honest_widt
         a2 = fit.approach2
         lo, hi = a2.a_ci_bootstrap
         assert hi - lo < 1e-6  # the degenerate bootstrap over runs is not what the verdict uses
-        assert "2 budgets leave the line none" in a2.interval_method
+        assert "an assumed noise; 2 budgets leave the line no scatter" in a2.interval_method
         assert "assumed: 1% of the median loss" in fit.diagnostics.noise_source
         assert fit.verdict.identifiable is False
         assert any("at least 3" in r for r in fit.verdict.reasons)
