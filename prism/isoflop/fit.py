@@ -135,6 +135,8 @@ def fit_records(
     exclusions = list(excluded)
     kept, dropped, warnings = checks.check_inputs(list(records), options.budget_tolerance)
     exclusions += dropped
+    # What training flagged (a loss spike, ...) is worth seeing before trusting the point.
+    warnings += [f"run {r.run_id}: {r.warnings}" for r in kept if r.warnings]
     if not kept:
         raise PrismError(f"nothing to fit: every one of {len(records)} runs was excluded")
     n, d, loss, budget = _arrays(kept)

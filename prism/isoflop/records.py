@@ -31,8 +31,8 @@ def format_budget(budget: float) -> str:
 class RunRecord:
     """One finished training run as the fit sees it: N, D, final loss, its budget.
 
-    `loss_se` is the standard error of the loss (from the run's final evaluation) and
-    `flops` the FLOPs it spent, when the runs CSV has them (None otherwise).
+    `loss_se` is the standard error of the loss (from the run's final evaluation), `flops`
+    the FLOPs it spent and `warnings` what training flagged, when the runs CSV has them.
     """
 
     run_id: str
@@ -42,6 +42,8 @@ class RunRecord:
     budget: float
     loss_se: float | None = None
     flops: float | None = None
+    # the run's own warnings (e.g. a loss spike), as the runs CSV's `warnings` column holds them
+    warnings: str | None = None
 
 
 @dataclass(frozen=True)

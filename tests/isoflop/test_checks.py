@@ -55,16 +55,17 @@ def test_mislabelled_budget_excluded_by_flops_or_6nd():
 
 def test_excluded_runs_listed_in_the_report_with_status_and_reason(tmp_path):
     recs = _study()
-    rows = [[r.run_id, r.params, r.tokens, r.loss, r.budget, r.budget, 0.002, "ok"] for r in recs]
-    rows[0][-1] = "stale"
-    rows[1][-1] = "collapsed"
+    rows = [[r.run_id, r.params, r.tokens, r.loss, r.budget, r.budget, 0.002, "ok", ""] for r in recs]
+    rows[4][-1] = "loss spike 5.5 -> 45.6 at step 120"
+    rows[0][-2] = "stale"
+    rows[1][-2] = "collapsed"
     rows[1][3] = "nan"
     rows.append(list(rows[5]))
     rows[-1][0] = "dup-run"
     rows[9][5] = rows[9][4] * 2.0  # flops twice the budget
     with open(tmp_path / "runs.csv", "w", newline="") as fh:
         w = csv.writer(fh)
-        w.writerow(["run_id", "params", "tokens", "loss", "budget", "flops", "loss_se", "status"])
+        w.writerow(["run_id", "params", "tokens", "loss", "budget", "flops", "loss_se", "status", "warnings"])
         w.writerows(rows)
     fit = fit_csv(tmp_path / "runs.csv", tmp_path / "f.json", tmp_path / "f.md", bootstrap=0, method="approach2")
     why = {e.run_id: e.kind for e in fit.exclusions}
@@ -75,6 +76,7 @@ def test_excluded_runs_listed_in_the_report_with_status_and_reason(tmp_path):
     for run_id in why:
         assert f"| {run_id} |" in md
     assert "status stale" in md and "status collapsed" in md and "exact duplicate of" in md
+    assert f"run {recs[4].run_id}: loss spike 5.5 -> 45.6 at step 120" in md  # training's warnings shown
     data = json.loads((tmp_path / "f.json").read_text())
     assert {e["run_id"] for e in data["exclusions"]} == set(why)
     # the runs' own standard error is read and reported
