@@ -96,6 +96,7 @@ def test_interval_ignores_nan():
     assert approach3.interval(np.array([np.nan])) is None
 
 
+@pytest.mark.slow
 def test_when_scipys_default_optimiser_stops_early(chinchilla):
     """SciPy's default L-BFGS-B (gtol 1e-5 on the projected gradient, ftol 2.2e-9) on Epoch's 240
     Chinchilla points, from the 8 best of Hoffmann's grid starts: with the Huber terms summed, 6 of
