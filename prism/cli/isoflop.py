@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import dataclasses
 
 
 def register(verbs: argparse._SubParsersAction) -> None:
@@ -81,27 +82,31 @@ def _register_fit(verbs: argparse._SubParsersAction) -> None:
     p.add_argument("--family", help="keep rows of this family (needs a family column)")
     p.add_argument("--backbone", help="keep rows of this backbone (needs a backbone column)")
     p.add_argument("--regime", default="any", choices=REGIME_CHOICES, help="keep rows of this regime (default: any = no filter)")
-    p.add_argument("--method", default="both", choices=("approach2", "approach3", "both"), help="default: both")
-    p.add_argument("--bootstrap", type=int, default=1000, help="bootstrap resamples for the intervals (default: 1000; 0 = none)")
-    p.add_argument("--seed", type=int, default=0, help="bootstrap seed (default: 0)")
+    from prism.isoflop.fit import FitOptions
+
+    # Flags from FitOptions: the defaults and help live there, in one place.
+    for f in dataclasses.fields(FitOptions):
+        kind = {"int": int, "float": float}.get(str(f.type), str)
+        extra = {"choices": f.metadata["choices"]} if "choices" in f.metadata else {}
+        p.add_argument(f"--{f.name.replace('_', '-')}", type=kind, default=f.default,
+                       help=f"{f.metadata['help']} (default: {f.default})".replace("%", "%%"), **extra)
     p.add_argument("--output-json", required=True, help="fit JSON to write")
     p.add_argument("--output-md", required=True, help="Markdown report to write")
     p.set_defaults(func=_fit)
 
 
 def _fit(args: argparse.Namespace) -> int:
-    from prism.isoflop.fit import fit_csv
+    from prism.isoflop.fit import FitOptions, fit_csv
 
+    options = FitOptions(**{f.name: getattr(args, f.name) for f in dataclasses.fields(FitOptions)})
     result = fit_csv(
         args.csv, args.output_json, args.output_md, family=args.family, backbone=args.backbone,
-        regime=args.regime, method=args.method, bootstrap=args.bootstrap, seed=args.seed,
+        regime=args.regime, options=options,
     )
-    diag = result["diagnostics"]
-    parts = []
-    for name in ("approach2", "approach3"):
-        if result.get(name, {}).get("a") is not None:
-            parts.append(f"{name} a={result[name]['a']:.4f}")
-    verdict = "identifiable" if diag["identifiable"] else "NOT identifiable: " + diag["reasons"][0]
+    parts = [f"{name} a={fit.a:.4f}" for name, fit in (("approach2", result.approach2), ("approach3", result.approach3))
+             if fit is not None and fit.a is not None]
+    v = result.verdict
+    verdict = "identifiable" if v.identifiable else "NOT identifiable: " + (v.reasons[0] if v.reasons else "")
     print(f"{', '.join(parts)}; {verdict}; wrote {args.output_json} and {args.output_md}")
     return 0
 
@@ -140,7 +145,8 @@ def _register_plan(verbs: argparse._SubParsersAction) -> None:
     p.add_argument("--prior-k", type=float, help="prior coefficient k (default 0.1; overrides a previous fit)")
     p.add_argument("--data-tokens", type=float, help="training tokens the data holds; runs needing more (x --max-epochs) are dropped")
     p.add_argument("--max-epochs", type=float, default=1.0, help="passes over the data allowed with --data-tokens (default: 1)")
-    p.add_argument("--noise", type=float, default=0.012, help="loss noise std for the forecast (default: 0.012)")
+    p.add_argument("--noise", type=float, default=None, help="loss noise std for the forecast (default: a previous "
+                   "fit's measured noise, else 0.5-2%% of the simulated loss)")
     p.add_argument("--simulations", type=int, default=200, help="simulated studies in the forecast (default: 200)")
     p.add_argument("--seed", type=int, default=0, help="forecast seed (default: 0)")
     p.add_argument("--dry-run", action="store_true", help="print the table and the forecast; write nothing")

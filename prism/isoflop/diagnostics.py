@@ -1,18 +1,29 @@
-"""Can this study determine the exponent? Noise, spread, signal and the verdict.
+"""Can this study determine the exponent? Noise, outliers, spread, signal and the verdict.
 
-The rules (thresholds are module constants, quoted in every reason string):
-- A budget only informs the exponent when its parabola was accepted, its runs
-  span at least MIN_SPREAD_DECADES of N, and the loss difference its sizes make
-  (the fitted parabola's range over the sampled N) is at least MIN_SNR times the
-  noise. A study needs at least 2 such budgets.
-- With a bootstrap, the interval of `a` must be narrower than MAX_CI_WIDTH. When the
-  parabolas have fewer than MIN_NOISE_DOF residual degrees of freedom (3 runs per
-  budget fit exactly), resampling runs cannot measure the uncertainty, and the
-  interval is simulated instead (`prism.isoflop.fit`: the fitted surface plus noise).
-- Approach 3 must have converged when it was run.
-The noise is estimated from the parabola residuals (pooled over budgets, with
-their degrees of freedom); with too few degrees of freedom the cluster's
-measured noise DEFAULT_NOISE is assumed, and the report says so.
+The noise is the scatter of a run's loss around its budget's parabola. It is
+estimated per budget (the residual std, with its n - 3 degrees of freedom) and
+combined robustly: the median over budgets of each budget's estimate scaled by its
+chi-square median (so that a budget of 4 runs is not read as quieter than it is).
+One bad budget therefore cannot set every budget's noise. Where the runs carry their
+own standard error (`loss_se`), the noise is at least their median. With fewer than
+MIN_NOISE_DOF residual degrees of freedom in all and no `loss_se`, the noise is
+assumed to be REL_NOISE of the median loss: relative to the data's loss scale.
+
+A run whose residual from its budget's parabola fitted without it exceeds
+OUTLIER_K times that robust noise is an outlier: excluded, with the numbers, rather
+than allowed to move its budget's minimum (a budget needs 5 runs for the test: one
+left out, 4 remain to fit and check a parabola).
+
+The verdict's rules (thresholds are module constants, quoted in every reason string):
+- A budget informs the exponent when its parabola was accepted, its runs span at
+  least MIN_SPREAD_DECADES of N, and the loss difference its sizes make is at least
+  MIN_SNR times the noise.
+- Approach 2 needs MIN_BUDGETS informative budgets: through 2 minima the line passes
+  exactly, and nothing measures how far it could move.
+- The interval of `a` the verdict uses (Approach 2's, Approach 3's, or with both the
+  envelope of the two) must be narrower than MAX_CI_WIDTH.
+- Approach 3 must have converged when it was fitted, with enough runs beyond its 5
+  parameters to measure its uncertainty.
 """
 
 from __future__ import annotations
@@ -23,50 +34,128 @@ import numpy as np
 
 from prism.isoflop.records import BudgetFit, format_budget
 
-DEFAULT_NOISE = 0.012
+REL_NOISE = 0.01
 MIN_SPREAD_DECADES = 0.1
 MIN_SNR = 3.0
 MAX_CI_WIDTH = 0.15
 MIN_NOISE_DOF = 3
+MIN_BUDGETS = 3
+OUTLIER_K = 5.0
+# An outlier test leaves one run out and fits a parabola to the rest: at least 4 must remain.
+MIN_RUNS_FOR_OUTLIERS = 5
 
 
-def noise_estimate(per_budget: list[BudgetFit]) -> tuple[float, int, str]:
-    """(sigma, degrees of freedom, source): pooled parabola residual std, or the default."""
-    fitted = [f for f in per_budget if f.coef is not None]
-    dof = sum(f.n_points - 3 for f in fitted)
+def budget_noise(f: BudgetFit) -> tuple[float | None, int]:
+    """(residual std, degrees of freedom) of one budget's parabola; None without residual dof."""
+    dof = f.n_points - 3
+    if f.coef is None or dof < 1:
+        return None, max(dof, 0)
+    return math.sqrt(f.residual_ss / dof), dof
+
+
+def _chi_median_factor(dof: int) -> float:
+    """median(s) / sigma for a residual std s with `dof` degrees of freedom (Gaussian noise)."""
+    from scipy import stats
+
+    return math.sqrt(stats.chi2.median(dof) / dof)
+
+
+def noise_estimate(per_budget: list[BudgetFit], loss: np.ndarray | None = None,
+                   loss_se: np.ndarray | None = None) -> tuple[float, int, str]:
+    """(sigma, residual degrees of freedom, source) as the module docstring says."""
+    per = [(f, *budget_noise(f)) for f in per_budget]
+    usable = [(f, s, dof) for f, s, dof in per if s is not None]
+    dof = sum(d for _, _, d in usable)
+    se = None
+    if loss_se is not None:
+        v = np.asarray([x for x in loss_se if x is not None and np.isfinite(x) and x > 0], float)
+        se = float(np.median(v)) if len(v) else None
     if dof >= MIN_NOISE_DOF:
-        sigma = math.sqrt(sum(f.residual_ss for f in fitted) / dof)
-        return sigma, dof, "parabola residuals"
-    return DEFAULT_NOISE, dof, f"assumed ({dof} residual degrees of freedom < {MIN_NOISE_DOF})"
+        scaled = [s / _chi_median_factor(d) for _, s, d in usable]
+        sigma = float(np.median(scaled))
+        source = (f"median over {len(usable)} budget(s) of each parabola's residual std "
+                  f"({dof} residual degrees of freedom)")
+        if se is not None and se > sigma:
+            return se, dof, f"the runs' median loss_se, above the parabolas' {sigma:.3g} ({source})"
+        return sigma, dof, source
+    if se is not None:
+        return se, dof, f"the runs' median loss_se ({dof} residual degrees of freedom < {MIN_NOISE_DOF})"
+    scale = float(np.median(loss)) if loss is not None and len(loss) else 1.0
+    return REL_NOISE * scale, dof, (
+        f"assumed: {100 * REL_NOISE:g}% of the median loss {scale:.3g} ({dof} residual degrees of freedom "
+        f"< {MIN_NOISE_DOF} and no loss_se)")
 
 
-def budget_table(per_budget: list[BudgetFit], sigma: float) -> list[dict]:
-    """Per budget: N spread, signal and its ratio to the noise."""
+def find_outliers(params, loss, budget, sigma: float, k: float = OUTLIER_K) -> list[tuple[int, str]]:
+    """Indices of outlier runs with the reason.
+
+    Per budget, for q = 1, 2, ... up to a third of its runs: the q runs whose removal
+    leaves the best-fitting parabola (least trimmed squares, every subset tried, batched),
+    each judged by its distance from that parabola of the others over the noise, with the
+    prediction's own variance: |y_j - p(x_j)| / (s sqrt(1 + h_j)). The noise s is the larger
+    of the study's robust noise and the kept runs' scatter around their parabola, so a
+    noisier budget keeps its ordinary runs. The largest q whose removed runs all exceed
+    k x s is taken: trying pairs as well as single runs finds two outliers that would mask
+    each other (each pulls the parabola fitted without the other toward itself).
+    """
+    import itertools
+
+    from prism.isoflop.approach2 import parabola_batch
+
+    params, loss, budget = (np.asarray(v, float) for v in (params, loss, budget))
+    out = []
+    for c in np.unique(budget):
+        idx = np.flatnonzero(budget == c)
+        n = len(idx)
+        if n < MIN_RUNS_FOR_OUTLIERS:
+            continue
+        x, y = np.log10(params[idx]), loss[idx]
+        found: list[tuple[int, float, float, float]] = []
+        for q in range(1, max(1, n // 3) + 1):
+            removed = np.array(list(itertools.combinations(range(n), q)))
+            if len(removed) > 5000:
+                break
+            keep = np.array([np.setdiff1d(np.arange(n), r) for r in removed])
+            coef, distinct = parabola_batch(x[keep], y[keep])
+            fitted = coef[:, :1] + coef[:, 1:2] * x[keep] + coef[:, 2:3] * x[keep] ** 2
+            rss = np.where(distinct >= 3, ((y[keep] - fitted) ** 2).sum(1), np.inf)
+            if n - q - 3 < 1 or not np.isfinite(rss).any():
+                break
+            best = int(np.argmin(rss))
+            kx, ky, rx = x[keep[best]], y[keep[best]], removed[best]
+            design = np.stack([np.ones_like(kx), kx, kx * kx], 1)
+            inv = np.linalg.pinv(design.T @ design)
+            scale = max(sigma, float(np.sqrt(rss[best] / (n - q - 3))))
+            trial = []
+            for j in rx:
+                v = np.array([1.0, x[j], x[j] ** 2])
+                resid = y[j] - float(v @ coef[best])
+                t = abs(resid) / (scale * np.sqrt(1.0 + float(v @ inv @ v)))
+                trial.append((int(j), resid, t, scale))
+            if all(t > k for _, _, t, _ in trial):
+                found = trial
+        for j, resid, t, scale in sorted(found, key=lambda f: -f[2]):
+            out.append((int(idx[j]), (
+                f"outlier at {format_budget(c)}: its loss is {resid:+.3g} from the parabola of the other runs, "
+                f"{t:.1f}x the noise {scale:.3g} (> {k:g}x)")))
+    return out
+
+
+def budget_table(per_budget: list[BudgetFit], sigma: float):
+    """Per budget: N spread, signal and its ratio to the noise, the parabola's own noise."""
+    from prism.isoflop.result import BudgetDiagnostics
+
     rows = []
     for f in per_budget:
         snr = None if f.signal is None else f.signal / max(sigma, 1e-12)
-        rows.append(
-            {
-                "budget": f.budget,
-                "n_points": f.n_points,
-                "n_spread_decades": f.n_spread_decades,
-                "signal": f.signal,
-                "snr": snr,
-                "accepted": f.accepted,
-            }
-        )
+        s, dof = budget_noise(f)
+        rows.append(BudgetDiagnostics(f.budget, f.n_points, f.n_spread_decades, f.signal, snr, f.accepted, s, dof))
     return rows
 
 
-def verdict(
-    per_budget: list[BudgetFit],
-    sigma: float,
-    a_ci: tuple[float, float] | None,
-    approach3_converged: bool | None,
-    approach3_note: str = "",
-) -> tuple[bool, list[str]]:
-    """identifiable, and the reasons (failures when false, the evidence when true)."""
-    narrow, rejected, weak, informative = [], [], [], []
+def informative(per_budget: list[BudgetFit], sigma: float) -> tuple[list[str], list[str]]:
+    """(informative budgets, problems with the others) in words."""
+    narrow, rejected, weak, good = [], [], [], []
     for f in per_budget:
         c = format_budget(f.budget)
         if f.n_spread_decades < MIN_SPREAD_DECADES:
@@ -76,7 +165,7 @@ def verdict(
         elif f.signal / max(sigma, 1e-12) < MIN_SNR:
             weak.append(f"{f.signal:.3g} ({f.signal / max(sigma, 1e-12):.1f}x) at {c}")
         else:
-            informative.append(c)
+            good.append(c)
     problems = []
     if narrow:
         problems.append(
@@ -90,26 +179,75 @@ def verdict(
             f"loss differences between sizes span {_few(weak)}, under {MIN_SNR:g}x the noise {sigma:.3g}: "
             "widen the N range"
         )
-    reasons = []
-    ok = True
-    if len(informative) < 2:
-        ok = False
-        reasons.append(
-            f"{len(informative)} informative budget(s) ({', '.join(informative) or 'none'}); "
-            "the exponent needs at least 2"
-        )
-    if a_ci is not None and a_ci[1] - a_ci[0] > MAX_CI_WIDTH:
-        ok = False
-        reasons.append(f"interval of a is {a_ci[1] - a_ci[0]:.3f} wide (> {MAX_CI_WIDTH})")
-    if approach3_converged is False:
-        ok = False
-        reasons.append(f"Approach 3 did not converge: {approach3_note}")
-    if ok:
-        reasons.append(f"{len(informative)} informative budgets ({', '.join(informative)})")
-        if a_ci is not None:
-            reasons.append(f"interval of a is {a_ci[1] - a_ci[0]:.3f} wide (<= {MAX_CI_WIDTH})")
-    # Problems with single budgets are worth saying even when the study as a whole is fine.
-    return ok, reasons + problems
+    return good, problems
+
+
+def verdict(
+    method: str,
+    per_budget: list[BudgetFit],
+    sigma: float,
+    a2_interval: tuple[float, float] | None,
+    a3,
+    a2_interval_source: str = "",
+    n_runs: int = 0,
+):
+    """The Verdict: identifiable, the reasons (failures when false, the evidence when true).
+
+    `method` says which approaches were fitted and so which intervals decide: Approach 2's
+    (`a2_interval`), Approach 3's bootstrap (`a3.a_ci`), or with both the envelope of the two.
+    """
+    from prism.isoflop.result import Verdict
+
+    good, problems = informative(per_budget, sigma)
+    uses2, uses3 = method in ("approach2", "both"), method in ("approach3", "both")
+    failures, evidence = [], []
+    intervals, sources = [], []
+    if uses2:
+        if len(good) < MIN_BUDGETS:
+            failures.append(
+                f"{len(good)} informative budget(s) ({', '.join(good) or 'none'}); the power law needs at least "
+                f"{MIN_BUDGETS} (through 2 minima the line passes exactly and nothing measures how far it could move)"
+            )
+        else:
+            evidence.append(f"{len(good)} informative budgets ({', '.join(good)})")
+        if a2_interval is None:
+            if len(good) >= MIN_BUDGETS:
+                failures.append("Approach 2 gave no interval of a")
+        else:
+            intervals.append(a2_interval)
+            sources.append(f"Approach 2: {a2_interval_source}")
+    if uses3:
+        if a3 is None or not a3.fitted:
+            failures.append(f"Approach 3 not fitted: {a3.reason if a3 is not None else 'not requested'}")
+        else:
+            if not a3.converged:
+                failures.append(f"Approach 3 did not converge: {a3.convergence_note}")
+            if n_runs - 5 < MIN_NOISE_DOF:
+                failures.append(
+                    f"{n_runs} runs for Approach 3's 5 parameters: under {MIN_NOISE_DOF} residual degrees of "
+                    "freedom, its uncertainty cannot be measured"
+                )
+            if a3.a_ci is None:
+                if a3.converged:
+                    failures.append("Approach 3 has no interval of a (bootstrap 0: rerun with --bootstrap > 0)")
+            else:
+                intervals.append(a3.a_ci)
+                sources.append(f"Approach 3: bootstrap over runs ({a3.n_boot_used} resamples)")
+    interval = None
+    if intervals:
+        interval = (min(iv[0] for iv in intervals), max(iv[1] for iv in intervals))
+    source = None
+    if sources:
+        source = sources[0] if len(sources) == 1 else "envelope of " + "; and ".join(sources)
+    if interval is not None:
+        width = interval[1] - interval[0]
+        if not math.isfinite(width) or width > MAX_CI_WIDTH:
+            failures.append(f"interval of a is {width:.3f} wide (> {MAX_CI_WIDTH})")
+        else:
+            evidence.append(f"interval of a is {width:.3f} wide (<= {MAX_CI_WIDTH})")
+    ok = not failures
+    reasons = (evidence if ok else failures) + problems
+    return Verdict(ok, reasons, interval, source, method)
 
 
 def _few(items: list[str], n: int = 6, sep: str = ", ") -> str:

@@ -16,11 +16,10 @@ the runs already planned for another, so a study grows incrementally):
 4. a budget whose remaining candidates do not bracket N_opt is refused, naming
    what to add.
 Then the identifiability forecast simulates the planned grid (`forecast.py`) on a
-loss surface: a previous round's Approach 3 surface when the centre came from that
-fit (or prior.json gives `E, A, B, alpha, beta`), else a Chinchilla-shaped one
-through the centre. Chinchilla's shape overstates the loss differences of a small
-ladder (the default CPU study: forecast 32-48x the noise, measured 3.6-7.5x), so a second
-round is forecast on what the first measured.
+loss surface: a previous round's Approach 3 surface and measured noise when the
+centre came from that fit (or prior.json gives `E, A, B, alpha, beta`), else a range
+of plausible surfaces through the centre (one Chinchilla-shaped surface overstated
+the loss differences of a small ladder: forecast 32-48x the noise, measured 3.6-7.5x).
 """
 
 from __future__ import annotations
@@ -84,6 +83,8 @@ class Centre:
     source: str
     # The loss surface (E, A, B, alpha, beta) the forecast simulates, where the centre's source has one.
     surface: dict[str, float] | None = None
+    # The loss noise a previous round's fit measured (None: the forecast's relative default).
+    noise: float | None = None
 
     def n_opt(self, budget: float) -> float:
         return self.k * budget**self.a
@@ -286,14 +287,13 @@ def _centre_from_file(path: Path, regime: str) -> Centre | None:
         return Centre(float(data["a"]), float(data["k"]), f"{path}", _surface(data, path))
     if not isinstance(data, dict) or "diagnostics" not in data:
         raise PrismError(f"{path}: neither {{a, k}} nor a fit JSON from `prism isoflop fit`")
-    if not data["diagnostics"].get("identifiable"):
+    from prism.isoflop.forecast import prior_from_fit
+
+    prior = prior_from_fit(data, f"previous fit {path}")
+    if prior is None:
         return None
-    a3, a2 = data.get("approach3") or {}, data.get("approach2") or {}
-    if a3.get("converged") and a3.get("a") is not None and a3.get("k"):
-        return Centre(float(a3["a"]), float(a3["k"]), f"previous fit {path} (Approach 3)", _surface(a3, path))
-    if a2.get("a") is not None and a2.get("k"):
-        return Centre(float(a2["a"]), float(a2["k"]), f"previous fit {path} (Approach 2)")
-    return None
+    surface = _surface(asdict(prior.surface), path) if prior.surface is not None else None
+    return Centre(prior.a, prior.k, prior.source, surface, prior.noise)
 
 
 SURFACE_KEYS = tuple(Surface.__dataclass_fields__)  # E, A, B, alpha, beta
@@ -376,7 +376,7 @@ def make_plan(
     min_steps: int = DEFAULT_MIN_STEPS,
     data_tokens: float | None = None,
     max_epochs: float = 1.0,
-    noise: float = 0.012,
+    noise: float | None = None,
     simulations: int = 200,
     seed: int = 0,
 ) -> dict:
@@ -399,10 +399,10 @@ def make_plan(
     refused = [{"budget": p.budget, "reason": p.refused} for p in plans if p.refused]
     if not runs:
         raise PrismError("no budget can be planned: " + "; ".join(r["reason"] for r in refused))
-    prior = Surface(**centre.surface) if centre.surface else fc_mod.prior_surface(centre.a, centre.k)
-    fc = fc_mod.forecast(
-        [r.params for r in runs], [r.tokens for r in runs], [r.budget for r in runs], prior,
-        noise=noise, n_sims=simulations, seed=seed,
+    fc = fc_mod.forecast_plan(
+        [r.params for r in runs], [r.tokens for r in runs], [r.budget for r in runs], centre.a, centre.k,
+        surface=Surface(**centre.surface) if centre.surface else None,
+        noise=noise if noise is not None else centre.noise, n_sims=simulations, seed=seed,
     )
     hours = [r.node_hours for r in runs]
     return {
@@ -419,7 +419,8 @@ def make_plan(
         "refused": refused,
         "forecast": fc.to_json() | {"surface_source": (
             f"fitted surface of {centre.source}" if centre.surface
-            else "Chinchilla-shaped surface through the centre (a previous round's fit in prior.json is closer)")},
+            else f"{fc.scenarios} plausible surfaces through the centre (first round; a previous round's fit in "
+                 "prior.json gives its own surface and noise)")},
     }
 
 

@@ -1,9 +1,12 @@
 """Figures of an IsoFLOP study (the only module here that imports matplotlib; Agg backend).
 
-- isoflop_curves.png: loss vs N per budget, the Approach 2 parabolas, their minima;
-  rejected budgets drawn hollow and dashed, with the reason in the legend.
-- scaling_laws.png: N_opt(C) and D_opt(C) with the fitted power laws and their
-  bootstrap bands (Approach 2), and Approach 3's law when fitted.
+- isoflop_curves.png: loss vs N per budget with each run's standard error (its
+  `loss_se`, else the fit's noise estimate), the Approach 2 parabolas, their minima;
+  rejected budgets drawn hollow and dashed, with the reason in the legend; runs the
+  fit excluded (status, duplicate, budget, outlier) as crosses.
+- scaling_laws.png: N_opt(C) and D_opt(C), each minimum with its within-budget
+  interval, the fitted power laws and the band of the interval the verdict uses
+  (Approach 2), and Approach 3's law when fitted.
 - approach3_fit.png: Approach 3's predicted vs observed loss, with y = x.
 Colours are the Okabe-Ito palette (distinguishable with every common colour-vision
 deficiency); with more budgets than it has colours, the cividis map.
@@ -84,94 +87,172 @@ def _save(fig, path: Path, dpi: int) -> Path:
     return path
 
 
-def figure_isoflop_curves(records, fit: dict):
+def log_ticks(axis, lo: float, hi: float) -> None:
+    """Readable log ticks on `axis` (ax.xaxis or ax.yaxis) spanning [lo, hi].
+
+    Matplotlib labels every minor tick when a log axis spans less than a decade, so
+    neighbours such as 3x10^12 and 4x10^12 overlap. Here only 1, 2 and 5 x 10^k are
+    labelled (every decade instead when the span is wide), and minor ticks never are.
+    """
+    from matplotlib import ticker
+
+    span = math.log10(hi) - math.log10(lo)
+    if span >= 2.5:
+        axis.set_major_locator(ticker.LogLocator(base=10.0, numticks=8))
+    else:
+        axis.set_major_locator(ticker.LogLocator(base=10.0, subs=(1.0, 2.0, 5.0) if span > 0.7 else
+                                                 (1.0, 2.0, 3.0, 5.0, 7.0), numticks=12))
+    axis.set_major_formatter(ticker.FuncFormatter(lambda v, _: sci(v) if v > 0 else ""))
+    axis.set_minor_formatter(ticker.NullFormatter())
+
+
+def _excluded_points(fit):
+    """The fit's excluded runs that have values to draw: (params, loss, budget, kind)."""
+    out = []
+    for e in fit.exclusions:
+        vals = (e.params, e.loss)
+        if all(v is not None and math.isfinite(v) and v > 0 for v in vals):
+            out.append((e.params, e.loss, e.budget, e.kind))
+    return out
+
+
+def figure_isoflop_curves(records, fit):
+    """Loss vs N per budget: each point with its standard error, the parabolas, the minima,
+    the fit's excluded runs as crosses."""
+    from prism.isoflop.result import FitResult
+
+    fit = fit if isinstance(fit, FitResult) else FitResult.from_json(fit)
     plt = _style()
-    per_budget = (fit.get("approach2") or {}).get("per_budget", [])
-    budgets = sorted({r.budget for r in records})
+    a2 = fit.approach2
+    per_budget = a2.per_budget if a2 is not None else []
+    excluded_ids = {e.run_id for e in fit.exclusions}
+    kept = [r for r in records if r.run_id not in excluded_ids]
+    crosses = _excluded_points(fit)
+    budgets = sorted({r.budget for r in kept} | {c for _, _, c, _ in crosses if c})
     colours = dict(zip(budgets, _colours(len(budgets))))
     fig, ax = plt.subplots(figsize=(6.4, 4.4))
-    info = {b["budget"]: b for b in per_budget}
+    info = {b.budget: b for b in per_budget}
+    noise = fit.diagnostics.noise
+    own_se = any(r.loss_se for r in kept)
     for c in budgets:
-        pts = sorted((r.params, r.loss) for r in records if r.budget == c)
-        n, loss = np.array(pts).T
-        b = info.get(c, {})
-        accepted = bool(b.get("accepted")) or not info  # no Approach 2 in the fit: plain points
+        pts = sorted((r.params, r.loss, r.loss_se if r.loss_se else noise) for r in kept if r.budget == c)
+        b = info.get(c)
+        accepted = (b is not None and b.accepted) or not info  # no Approach 2 in the fit: plain points
         col = colours[c]
         label = f"C = {sci(c)} FLOPs"
-        if not accepted and info:
-            label += f"\n  rejected: {_short_reason(b.get('reason', 'not fitted'))}"
-        ax.plot(
-            n, loss, "o", ms=5, color=col, label=label,
-            markerfacecolor=col if accepted else "none", markeredgewidth=1.2,
-        )
-        if b.get("coef"):
-            c0, c1, c2 = b["coef"]
-            x = np.linspace(math.log10(n.min()) - 0.05, math.log10(n.max()) + 0.05, 100)
-            ax.plot(10**x, c0 + c1 * x + c2 * x * x, "-" if accepted else "--", color=col, lw=1.3, alpha=0.9)
-        if accepted and b.get("n_opt"):
-            ax.plot(b["n_opt"], b["loss_min"], marker="*", ms=12, color=col, markeredgecolor="black", markeredgewidth=0.6, zorder=5)
+        if info and not accepted:
+            label += f"\n  rejected: {_short_reason(b.reason if b else 'not fitted')}"
+        if pts:
+            n, loss, se = np.array(pts).T
+            ax.errorbar(
+                n, loss, yerr=se, fmt="o", ms=5, color=col, label=label, capsize=2, elinewidth=0.8,
+                markerfacecolor=col if accepted else "none", markeredgewidth=1.2,
+            )
+            if b is not None and b.coef:
+                c0, c1, c2 = b.coef
+                x = np.linspace(math.log10(n.min()) - 0.05, math.log10(n.max()) + 0.05, 100)
+                ax.plot(10**x, c0 + c1 * x + c2 * x * x, "-" if accepted else "--", color=col, lw=1.3, alpha=0.9)
+        if accepted and b is not None and b.n_opt:
+            ax.plot(b.n_opt, b.loss_min, marker="*", ms=12, color=col, markeredgecolor="black",
+                    markeredgewidth=0.6, zorder=5)
+    if crosses:
+        kinds = sorted({k for *_, k in crosses})
+        for i, (n, loss, c, _) in enumerate(crosses):
+            ax.plot(n, loss, "x", ms=8, mew=1.8, color=colours.get(c, "0.4"), zorder=6,
+                    label=f"excluded ({', '.join(kinds)}; see the report)" if i == 0 else None)
     ax.set_xscale("log")
+    all_n = [r.params for r in kept] + [p for p, *_ in crosses]
+    if all_n:
+        log_ticks(ax.xaxis, min(all_n) / 1.2, max(all_n) * 1.2)
     ax.set_xlabel("trainable parameters N")
     ax.set_ylabel(LOSS_LABEL)
-    ax.set_title("IsoFLOP curves (Approach 2 parabolas; $\\star$ = minimum)")
+    bars = "the runs' loss_se" if own_se else f"the fit's noise estimate {noise:.2g}"
+    ax.set_title(f"IsoFLOP curves (Approach 2 parabolas; $\\star$ = minimum; error bars: {bars})", fontsize=9)
     ax.legend(frameon=False, loc="upper left", bbox_to_anchor=(1.01, 1.0))
     return fig
 
 
-def figure_scaling_laws(fit: dict):
+def figure_scaling_laws(fit):
+    """N_opt(C) and D_opt(C): the minima with their within-budget intervals, the power laws with
+    the interval band the verdict's exponent interval comes from, Approach 3's law when fitted."""
+    from prism.isoflop.result import FitResult
+
+    fit = fit if isinstance(fit, FitResult) else FitResult.from_json(fit)
     plt = _style()
-    a2 = fit.get("approach2") or {}
-    a3 = fit.get("approach3") or {}
-    acc = [b for b in a2.get("per_budget", []) if b.get("accepted")]
-    rej = [b for b in a2.get("per_budget", []) if not b.get("accepted")]
+    a2, a3 = fit.approach2, fit.approach3
+    per_budget = a2.per_budget if a2 is not None else []
+    rej = [b for b in per_budget if not b.accepted]
+    minima = a2.minima if a2 is not None else []
     fig, axes = plt.subplots(1, 2, figsize=(10.0, 4.2))
-    all_c = [b["budget"] for b in a2.get("per_budget", [])] or [1.0]
-    cs = np.logspace(math.log10(min(all_c)) - 0.2, math.log10(max(all_c)) + 0.2, 100)
-    band = a2.get("band") or {}
-    for ax, key, law_k, law_e, ci, lo_key, hi_key, ylabel in (
-        (axes[0], "n_opt", "k", "a", "a_ci", "n_opt_lo", "n_opt_hi", "compute-optimal trainable parameters $N_{opt}$"),
-        (axes[1], "d_opt", "k_d", "b", "b_ci", "d_opt_lo", "d_opt_hi", "compute-optimal tokens $D_{opt}$"),
+    all_c = [b.budget for b in per_budget] or [1e12, 1e13]
+    lo_c, hi_c = 10 ** (math.log10(min(all_c)) - 0.2), 10 ** (math.log10(max(all_c)) + 0.2)
+    cs = np.logspace(math.log10(lo_c), math.log10(hi_c), 100)
+    level = int(round(100 * fit.ci_level))
+    for ax, key, ylabel in (
+        (axes[0], "n", "compute-optimal trainable parameters $N_{opt}$"),
+        (axes[1], "d", "compute-optimal tokens $D_{opt}$"),
     ):
-        if acc:
-            ax.plot([b["budget"] for b in acc], [b[key] for b in acc], "o", color=OKABE_ITO[0], ms=6,
-                    label="Approach 2 per-budget minimum")
-        if a2.get(law_e) is not None:
-            ci_text = f" [{a2[ci][0]:.3f}, {a2[ci][1]:.3f}]" if a2.get(ci) else ""
-            ax.plot(cs, a2[law_k] * cs ** a2[law_e], "-", color=OKABE_ITO[0], lw=1.5,
-                    label=f"Approach 2: $\\propto C^{{{a2[law_e]:.3f}}}${ci_text}")
-            if band.get(lo_key):
-                ax.fill_between(band["budgets"], band[lo_key], band[hi_key], color=OKABE_ITO[0], alpha=0.2, lw=0,
-                                label=f"bootstrap {int(100 * fit.get('ci_level', 0.8))}% band")
-        if a3.get("a") is not None:
-            n3 = a3["k"] * cs ** a3["a"]
-            y3 = n3 if key == "n_opt" else cs / (6 * n3)
-            e3 = a3["a"] if key == "n_opt" else a3["b"]
-            conv = "" if a3.get("converged") else ", NOT converged"
-            ax.plot(cs, y3, "--", color=OKABE_ITO[3], lw=1.5, label=f"Approach 3 ($C=6ND$): $\\propto C^{{{e3:.3f}}}${conv}")
+        if minima:
+            ys = [m.n_opt if key == "n" else m.d_opt for m in minima]
+            cis = [m.n_opt_ci if key == "n" else m.d_opt_ci for m in minima]
+            lower = [y - ci[0] if ci else 0.0 for y, ci in zip(ys, cis)]
+            upper = [ci[1] - y if ci else 0.0 for y, ci in zip(ys, cis)]
+            ax.errorbar([m.budget for m in minima], ys, yerr=[np.maximum(lower, 0), np.maximum(upper, 0)], fmt="o",
+                        color=OKABE_ITO[0], ms=6, capsize=3,
+                        label=f"per-budget minimum ({level}% within-budget interval)")
+        exponent = (a2.a if key == "n" else a2.b) if a2 is not None else None
+        coef = (a2.k if key == "n" else a2.k_d) if a2 is not None else None
+        if exponent is not None and coef is not None:
+            ci = a2.a_ci if key == "n" else a2.b_ci
+            ci_text = f" [{ci[0]:.3f}, {ci[1]:.3f}]" if ci else ""
+            ax.plot(cs, coef * cs**exponent, "-", color=OKABE_ITO[0], lw=1.5,
+                    label=f"Approach 2: $\\propto C^{{{exponent:.3f}}}${ci_text}")
+            band = a2.band
+            lo, hi = (band.n_opt_lo, band.n_opt_hi) if key == "n" else (band.d_opt_lo, band.d_opt_hi)
+            if lo:
+                ax.fill_between(band.budgets, lo, hi, color=OKABE_ITO[0], alpha=0.2, lw=0,
+                                label=f"{level}% band of the power law")
+        if a3 is not None and a3.a is not None and a3.k is not None:
+            n3 = a3.k * cs**a3.a
+            y3 = n3 if key == "n" else cs / (6 * n3)
+            e3 = a3.a if key == "n" else a3.b
+            conv = "" if a3.converged else ", NOT converged"
+            ax.plot(cs, y3, "--", color=OKABE_ITO[3], lw=1.5,
+                    label=f"Approach 3 ($C=6ND$): $\\propto C^{{{e3:.3f}}}${conv}")
         for b in rej:
-            ax.axvline(b["budget"], color="0.6", lw=0.8, ls=":", zorder=0)
+            ax.axvline(b.budget, color="0.6", lw=0.8, ls=":", zorder=0)
         ax.set_xscale("log")
         ax.set_yscale("log")
+        ax.set_xlim(lo_c, hi_c)
+        log_ticks(ax.xaxis, lo_c, hi_c)
+        y_lo, y_hi = ax.get_ylim()
+        if y_lo > 0:
+            log_ticks(ax.yaxis, y_lo, y_hi)
         ax.set_xlabel("compute budget C (training FLOPs)")
         ax.set_ylabel(ylabel)
-        ax.legend(frameon=False, loc="upper left")
-    verdict = "identifiable" if fit.get("diagnostics", {}).get("identifiable") else "NOT identifiable"
+        ax.legend(frameon=False, loc="upper left", fontsize=7)
+    verdict = "identifiable" if fit.verdict.identifiable else "NOT identifiable"
     extra = f"; dotted: {len(rej)} rejected budget(s)" if rej else ""
     fig.suptitle(f"Compute-optimal scaling (exponent {verdict}{extra})", fontsize=11)
     return fig
 
 
-def figure_approach3(records, fit: dict):
+def figure_approach3(records, fit):
+    from prism.isoflop.result import FitResult
+
+    fit = fit if isinstance(fit, FitResult) else FitResult.from_json(fit)
     plt = _style()
-    a3 = fit.get("approach3") or {}
+    a3 = fit.approach3
     fig, ax = plt.subplots(figsize=(4.8, 4.6))
+    excluded_ids = {e.run_id for e in fit.exclusions}
+    records = [r for r in records if r.run_id not in excluded_ids]
     budgets = sorted({r.budget for r in records})
     colours = dict(zip(budgets, _colours(len(budgets))))
     observed = np.array([r.loss for r in records])
-    if a3.get("E") is not None:
+    if a3 is not None and a3.surface is not None and records:
         n = np.array([r.params for r in records])
         d = np.array([r.tokens for r in records])
-        pred = a3["E"] + a3["A"] / n ** a3["alpha"] + a3["B"] / d ** a3["beta"]
+        pred = a3.surface.loss(n, d)
         show_legend = len(budgets) <= 8
         for c in budgets:
             sel = np.array([r.budget == c for r in records])
@@ -180,16 +261,17 @@ def figure_approach3(records, fit: dict):
         lo, hi = min(observed.min(), pred.min()), max(observed.max(), pred.max())
         pad = 0.03 * (hi - lo)
         ax.plot([lo - pad, hi + pad], [lo - pad, hi + pad], "-", color="black", lw=0.8, label="y = x")
-        conv = "converged" if a3.get("converged") else "NOT converged"
+        conv = "converged" if a3.converged else "NOT converged"
         ax.set_title(
-            f"Approach 3: E={a3['E']:.3g}, $\\alpha$={a3['alpha']:.3f}, $\\beta$={a3['beta']:.3f} ({conv})",
+            f"Approach 3: E={a3.E:.3g}, $\\alpha$={a3.alpha:.3f}, $\\beta$={a3.beta:.3f} ({conv})",
             fontsize=10,
         )
         ax.legend(frameon=False, loc="upper left")
         ax.set_aspect("equal", adjustable="datalim")
     else:
-        ax.text(0.5, 0.5, f"Approach 3 not fitted:\n{a3.get('reason', 'not requested')}", ha="center", va="center",
-                transform=ax.transAxes)
+        why = a3.reason if a3 is not None else "not requested"
+        ax.text(0.5, 0.5, f"Approach 3 not fitted:\n{why}", ha="center", va="center", transform=ax.transAxes,
+                wrap=True)
     ax.set_xlabel("observed " + LOSS_LABEL.replace(" (cross-entropy, nats/token)", " (nats/token)"))
     ax.set_ylabel("predicted loss (nats/token)")
     return fig
@@ -210,16 +292,21 @@ def plot_study(
     from prism.isoflop.fit import fit_records
     from prism.isoflop.table import load_runs
 
-    records = load_runs(csv, family=family, regime=regime).records
+    from prism.isoflop.result import Exclusion, FitResult
+
+    loaded = load_runs(csv, family=family, regime=regime)
+    records = loaded.records
     if fit_json is not None:
         try:
-            fit = json.loads(Path(fit_json).read_text())
+            data = json.loads(Path(fit_json).read_text())
         except (OSError, ValueError) as err:
             raise PrismError(f"--fit-json {fit_json}: cannot read ({err}); make it with `prism isoflop fit`") from None
-        if "diagnostics" not in fit:
+        if not isinstance(data, dict) or "diagnostics" not in data:
             raise PrismError(f"--fit-json {fit_json}: not a fit JSON (no diagnostics); make it with `prism isoflop fit`")
+        fit = FitResult.from_json(data)
     else:
-        fit = fit_records(records, method="both" if len(records) >= 5 else "approach2", n_boot=0)
+        fit = fit_records(records, method="both" if len(records) >= 5 else "approach2", bootstrap=0,
+                          excluded=[Exclusion(**e) for e in loaded.excluded_runs])
     out = Path(outdir)
     out.mkdir(parents=True, exist_ok=True)
     plt = _style()

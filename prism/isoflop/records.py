@@ -29,13 +29,21 @@ def format_budget(budget: float) -> str:
 
 @dataclass(frozen=True)
 class RunRecord:
-    """One finished training run as the fit sees it: N, D, final loss, its budget."""
+    """One finished training run as the fit sees it: N, D, final loss, its budget.
+
+    `loss_se` is the standard error of the loss (from the run's final evaluation), `flops`
+    the FLOPs it spent and `warnings` what training flagged, when the runs CSV has them.
+    """
 
     run_id: str
     params: float
     tokens: float
     loss: float
     budget: float
+    loss_se: float | None = None
+    flops: float | None = None
+    # the run's own warnings (e.g. a loss spike), as the runs CSV's `warnings` column holds them
+    warnings: str | None = None
 
 
 @dataclass(frozen=True)
@@ -105,6 +113,10 @@ class BudgetFit:
     residual_ss: float = 0.0
     # max - min of the fitted parabola over the sampled N: the signal a size change makes.
     signal: float | None = None
+    # Variance of the vertex log10 N_opt per unit noise variance (delta method on the parabola's
+    # coefficients), and d log10 D / d log10 N of the budget's runs: the minimum's own uncertainty.
+    vertex_var_unit: float | None = None
+    d_slope: float | None = None
 
     def to_json(self) -> dict:
         out = asdict(self)

@@ -1,8 +1,9 @@
-"""Markdown for people: the fit JSON (and the plan forecast) said in tables and sentences."""
+"""Markdown for people: a FitResult said in tables and sentences, the verdict first."""
 
 from __future__ import annotations
 
 from prism.isoflop.records import format_budget
+from prism.isoflop.result import FitResult
 
 
 def _g(v, fmt: str = ".4g") -> str:
@@ -13,39 +14,75 @@ def _ci(ci, fmt: str = ".3f") -> str:
     return "-" if not ci else f"[{ci[0]:{fmt}}, {ci[1]:{fmt}}]"
 
 
-def fit_markdown(result: dict) -> str:
-    """The fit report: verdict first, then each approach, then the per-budget table."""
-    inp, diag = result.get("input", {}), result["diagnostics"]
-    level = int(round(100 * result.get("ci_level", 0.8)))
+def _budget(v) -> str:
+    return "-" if v is None else format_budget(v)
+
+
+def fit_markdown(result: FitResult | dict) -> str:
+    """The fit report: verdict, noise, exclusions, each approach, the per-budget table."""
+    if isinstance(result, dict):
+        result = FitResult.from_json(result)
+    r, v, diag = result, result.verdict, result.diagnostics
+    level = int(round(100 * r.ci_level))
     lines = ["# IsoFLOP fit", ""]
+    inp = r.input
     if inp:
-        filt = ", ".join(f"{k}={v}" for k, v in inp.get("filters", {}).items()) or "none"
-        status = ", ".join(f"{k}: {v['count']}" for k, v in inp.get("excluded_status", {}).items()) or "none"
+        filt = ", ".join(f"{k}={val}" for k, val in inp.get("filters", {}).items()) or "none"
         lines += [
-            f"Input `{inp.get('csv')}`: {inp.get('n_rows')} rows, {inp.get('n_used')} used "
-            f"(filters: {filt}; filtered out {inp.get('filtered_out')}; status not ok: {status}; "
-            f"empty/NaN values: {inp.get('excluded_nan', {}).get('count', 0)}).",
+            f"Input `{inp.get('csv')}`: {inp.get('n_rows')} rows, {diag.points_used} fitted "
+            f"(filters: {filt}; filtered out {inp.get('filtered_out')}; {len(r.exclusions)} excluded, listed below).",
             "",
         ]
-    verdict = "**identifiable**" if diag["identifiable"] else "**NOT identifiable**"
-    lines += [f"Verdict: the exponent is {verdict}.", ""]
-    lines += [f"- {r}" for r in diag["reasons"]]
+    verdict = "**identifiable**" if v.identifiable else "**NOT identifiable**"
+    used = {"approach2": "Approach 2", "approach3": "Approach 3", "both": "Approach 2 and Approach 3"}[v.method]
+    lines += [f"Verdict: the exponent a is {verdict} (method: {used}).", ""]
+    lines += [f"- {reason}" for reason in v.reasons]
+    lines.append("")
+    if v.interval is not None:
+        lines += [f"The verdict's {level}% interval of a: {_ci(v.interval)}, from {v.interval_source}.", ""]
     lines += [
-        "",
-        f"Noise estimate: {_g(diag['noise'], '.3g')} ({diag['noise_source']}). "
-        f"Bootstrap: {result['bootstrap']} resamples, seed {result['seed']}, {level}% intervals.",
+        f"Noise: {diag.noise:.3g} ({diag.noise_source})"
+        + (f"; the runs' median loss_se is {diag.loss_se_median:.3g}" if diag.loss_se_median is not None else "")
+        + ".",
+        f"Objective of Approach 3: Huber on log L with delta {r.huber_delta:g} "
+        f"({'least squares in effect' if r.huber_delta >= 1 else 'robust to outlying runs'}). "
+        f"Bootstrap: {r.bootstrap} resamples, seed {r.seed}. Budget check: FLOPs within "
+        f"{100 * r.budget_tolerance:g}% of the budget.",
         "",
     ]
-    if diag.get("a_interval_source"):
-        lines += [f"The verdict's interval of a: {diag['a_interval_source']}.", ""]
-    a2, a3 = result.get("approach2"), result.get("approach3")
-    lines += ["## Power laws", "", "| method | a (N_opt ~ C^a) | a interval | b (D_opt ~ C^b) | b interval |", "|---|---|---|---|---|"]
-    if a2:
-        lines.append(f"| Approach 2 | {_g(a2['a'], '.4f')} | {_ci(a2['a_ci'])} | {_g(a2['b'], '.4f')} | {_ci(a2['b_ci'])} |")
-    if a3 and a3.get("a") is not None:
-        lines.append(f"| Approach 3 | {a3['a']:.4f} | {_ci(a3['a_ci'])} | {a3['b']:.4f} | {_ci(a3['b_ci'])} |")
+    for w in r.warnings:
+        lines.append(f"Warning: {w}.")
+    if r.warnings:
+        lines.append("")
+    if r.exclusions:
+        lines += ["## Excluded runs", "", "| run | budget | N | loss | why |", "|---|---|---|---|---|"]
+        for e in r.exclusions:
+            lines.append(f"| {e.run_id} | {_budget(e.budget)} | {_g(e.params, '.3g')} | {_g(e.loss, '.4f')} | "
+                         f"{e.reason} |")
+        lines.append("")
+    a2, a3 = r.approach2, r.approach3
+    lines += [
+        "## Power laws",
+        "",
+        f"| method | a (N_opt ~ C^a) | a {level}% interval | a leaving one budget out | b (D_opt ~ C^b) | "
+        "b interval |",
+        "|---|---|---|---|---|---|",
+    ]
+    if a2 is not None:
+        lines.append(f"| Approach 2 | {_g(a2.a, '.4f')} | {_ci(a2.a_ci)} | {_ci(a2.a_loo)} | {_g(a2.b, '.4f')} | "
+                     f"{_ci(a2.b_ci)} |")
+    if a3 is not None and a3.a is not None:
+        lines.append(f"| Approach 3 | {a3.a:.4f} | {_ci(a3.a_ci)} | - | {_g(a3.b, '.4f')} | {_ci(a3.b_ci)} |")
     lines.append("")
-    if a3 and a3.get("a") is not None:
+    if a2 is not None and a2.a is not None:
+        lines += [
+            f"Approach 2's interval of a: {a2.interval_method}. It covers the scatter of the per-budget minima "
+            f"around the power law as well as each minimum's noise. For comparison, the within-budget bootstrap "
+            f"over runs alone gives {_ci(a2.a_ci_bootstrap)} (noise within budgets only), and leaving one budget "
+            f"out moves a over {_ci(a2.a_loo)}.",
+            "",
+        ]
+    if a3 is not None and a3.fitted:
         lines += [
             "## Approach 3: L(N, D) = E + A / N^alpha + B / D^beta",
             "",
@@ -53,33 +90,36 @@ def fit_markdown(result: dict) -> str:
             "|---|---|---|",
         ]
         for key in ("E", "A", "B", "alpha", "beta"):
-            lines.append(f"| {key} | {a3[key]:.4g} | {_ci(a3.get(key + '_ci'), '.4g')} |")
-        conv = "converged" if a3["converged"] else "**NOT converged**"
+            lines.append(f"| {key} | {getattr(a3, key):.4g} | {_ci(getattr(a3, key + '_ci'), '.4g')} |")
+        conv = "converged" if a3.converged else "**NOT converged**"
         lines += [
             "",
-            f"Optimiser: {conv}; objective {a3['objective']:.6e} (Huber, delta 1e-3, on log L), "
-            f"{a3['n_local']} of {a3['n_starts']} grid starts optimised; {a3['convergence_note']}.",
+            f"Optimiser: {conv}; objective {a3.objective:.6e} (Huber, delta {a3.huber_delta:g}, on log L), "
+            f"{a3.n_local} of {a3.n_starts} grid starts optimised; {a3.convergence_note}.",
             "",
         ]
-    elif a3:
-        lines += ["## Approach 3", "", f"Not fitted: {a3.get('reason')}", ""]
-    agree = diag["approach_agreement"]
+    elif a3 is not None:
+        lines += ["## Approach 3", "", f"Not fitted: {a3.reason}", ""]
+    agree = diag.approach_agreement
     if agree.get("difference") is not None:
         lines += ["## Agreement of the approaches", "", agree["note"], ""]
-    if a2:
+    if a2 is not None:
         lines += [
             "## Approach 2: per budget",
             "",
-            "| budget C | runs | N range | spread (decades) | N_opt | D_opt | loss at min | SNR | accepted | reason |",
-            "|---|---|---|---|---|---|---|---|---|---|",
+            "| budget C | runs | N range | spread (decades) | N_opt | N_opt interval | D_opt | loss at min | "
+            "noise | SNR | accepted | reason |",
+            "|---|---|---|---|---|---|---|---|---|---|---|---|",
         ]
-        snr = {b["budget"]: b["snr"] for b in diag["budgets"]}
-        for f in a2["per_budget"]:
+        rows = {b.budget: b for b in diag.budgets}
+        minima = {m.budget: m for m in a2.minima}
+        for f in a2.per_budget:
+            b, m = rows.get(f.budget), minima.get(f.budget)
             lines.append(
-                f"| {format_budget(f['budget'])} | {f['n_points']} | {f['n_min']:.3g}-{f['n_max']:.3g} | "
-                f"{f['n_spread_decades']:.2f} | {_g(f['n_opt'], '.3g')} | {_g(f['d_opt'], '.3g')} | "
-                f"{_g(f['loss_min'], '.4f')} | {_g(snr.get(f['budget']), '.1f')} | "
-                f"{'yes' if f['accepted'] else 'no'} | {f['reason']} |"
+                f"| {format_budget(f.budget)} | {f.n_points} | {f.n_min:.3g}-{f.n_max:.3g} | "
+                f"{f.n_spread_decades:.2f} | {_g(f.n_opt, '.3g')} | {_ci(m.n_opt_ci if m else None, '.3g')} | "
+                f"{_g(f.d_opt, '.3g')} | {_g(f.loss_min, '.4f')} | {_g(b.noise if b else None, '.3g')} | "
+                f"{_g(b.snr if b else None, '.1f')} | {'yes' if f.accepted else 'no'} | {f.reason} |"
             )
         lines.append("")
     return "\n".join(lines)

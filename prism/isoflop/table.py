@@ -30,6 +30,9 @@ class LoadedRuns:
     filtered_out: int = 0
     excluded_status: dict[str, list[int]] = field(default_factory=dict)
     excluded_nan: list[int] = field(default_factory=list)
+    # every row left out by status or NaN: run_id, reason and whatever values it has (for the
+    # fit's list of exclusions and the plots' marks)
+    excluded_runs: list[dict] = field(default_factory=list)
 
     def summary(self) -> dict:
         return {
@@ -51,6 +54,23 @@ def _budget_from_flops(flops: float) -> float:
 def _lines(rows: list[int]) -> str:
     shown = ", ".join(str(r) for r in rows[:10])
     return shown + (f" (and {len(rows) - 10} more)" if len(rows) > 10 else "")
+
+
+def _optional(row: dict, col: str) -> float | None:
+    """An optional numeric column (loss_se, flops): None when absent, empty or not a finite number."""
+    try:
+        v = float((row.get(col) or "").strip())
+    except ValueError:
+        return None
+    return v if math.isfinite(v) else None
+
+
+def _excluded(run_id: str, reason: str, kind: str, row: dict, budget_col: str) -> dict:
+    values = {k: _optional(row, k) for k in ("params", "tokens", "loss")}
+    budget = _optional(row, budget_col)
+    if budget is not None and budget_col == "flops" and budget > 0:
+        budget = _budget_from_flops(budget)
+    return {"run_id": run_id, "reason": reason, "kind": kind, **values, "budget": budget}
 
 
 def load_runs(
@@ -86,9 +106,11 @@ def load_runs(
         if any(row.get(col) != want for col, want in filters.items()):
             loaded.filtered_out += 1
             continue
+        run_id = row.get("run_id") or f"line{line}"
         status = (row.get("status") or "ok").strip()
         if status != "ok":
             loaded.excluded_status.setdefault(status, []).append(line)
+            loaded.excluded_runs.append(_excluded(run_id, f"status {status}", "status", row, budget_col))
             continue
         values = {}
         for col in (*REQUIRED, budget_col):
@@ -102,6 +124,7 @@ def load_runs(
                 bad_text.setdefault(col, []).append(line)
         if any(math.isnan(v) for v in values.values()) and len(values) == len(REQUIRED) + 1:
             loaded.excluded_nan.append(line)
+            loaded.excluded_runs.append(_excluded(run_id, "empty/NaN value", "nan", row, budget_col))
             continue
         if len(values) < len(REQUIRED) + 1:
             continue
@@ -111,8 +134,9 @@ def load_runs(
         if any(not (v > 0 and math.isfinite(v)) for v in values.values()):
             continue
         budget = values[budget_col] if budget_col == "budget" else _budget_from_flops(values[budget_col])
-        run_id = row.get("run_id") or f"line{line}"
-        loaded.records.append(RunRecord(run_id, values["params"], values["tokens"], values["loss"], budget))
+        loaded.records.append(RunRecord(run_id, values["params"], values["tokens"], values["loss"], budget,
+                                        loss_se=_optional(row, "loss_se"), flops=_optional(row, "flops"),
+                                        warnings=(row.get("warnings") or "").strip() or None))
     if bad_text:
         raise PrismError(
             f"{path}: non-numeric values in "

@@ -11,6 +11,7 @@ import pytest
 from prism.cli import main
 from prism.errors import PrismError
 from prism.isoflop.fit import fit_csv, fit_records
+from prism.isoflop.result import FitResult
 from prism.isoflop.records import Surface
 from prism.isoflop.synthetic import isoflop_study, write_csv
 
@@ -33,7 +34,7 @@ def test_json_has_the_issue_keys_and_markdown_a_table(tmp_path):
     rc, out_json, out_md = _fit_cli(tmp_path, tmp_path / "runs.csv", "--bootstrap", "20", "--seed", "3")
     assert rc == 0
     fit = json.loads(out_json.read_text())
-    for key in ("a", "a_ci", "b", "per_budget"):
+    for key in ("a", "a_ci", "a_ci_regression", "a_ci_bootstrap", "a_loo", "b", "per_budget"):
         assert key in fit["approach2"]
     for row in fit["approach2"]["per_budget"]:
         assert {"budget", "n_opt", "d_opt", "loss_min", "accepted", "reason"} <= set(row)
@@ -42,10 +43,11 @@ def test_json_has_the_issue_keys_and_markdown_a_table(tmp_path):
     assert fit["approach3"]["converged"] is True
     assert len(fit["approach2"]["a_ci"]) == 2 and len(fit["approach3"]["a_ci"]) == 2
     assert fit["diagnostics"]["identifiable"] is True and fit["diagnostics"]["reasons"]
+    assert fit["verdict"]["identifiable"] is True and fit["verdict"]["interval_source"]
     assert set(fit["diagnostics"]["n_spread_decades"]) == {"1e18", "3e18", "1e19", "3e19", "1e20"}
     assert 0.001 < fit["diagnostics"]["noise"] < 0.02
     md = out_md.read_text()
-    assert "| budget C |" in md and "identifiable" in md
+    assert "| budget C |" in md and "identifiable" in md and "delta 0.001" in md
     assert not list(tmp_path.glob(".*tmp"))  # nothing half-written left behind
 
 
@@ -60,12 +62,12 @@ def test_asymmetric_surface_approach3_exact_and_approach2_bias_reported():
 
     drift = lambda c: (0.5 - ASYMMETRIC.a) * math.log10(c / 1e19)  # noqa: E731
     recs = isoflop_study(ASYMMETRIC, BUDGETS, per_budget=7, spread=1.6, offset=drift)
-    fit = fit_records(recs, method="both", n_boot=0)
-    assert fit["approach3"]["a"] == pytest.approx(ASYMMETRIC.a, rel=0.01)
-    assert fit["approach3"]["alpha"] == pytest.approx(ASYMMETRIC.alpha, rel=0.01)
-    assert fit["approach3"]["beta"] == pytest.approx(ASYMMETRIC.beta, rel=0.01)
-    agree = fit["diagnostics"]["approach_agreement"]
-    bias = fit["approach2"]["a"] - ASYMMETRIC.a
+    fit = fit_records(recs, method="both", bootstrap=0)
+    assert fit.approach3.a == pytest.approx(ASYMMETRIC.a, rel=0.01)
+    assert fit.approach3.alpha == pytest.approx(ASYMMETRIC.alpha, rel=0.01)
+    assert fit.approach3.beta == pytest.approx(ASYMMETRIC.beta, rel=0.01)
+    agree = fit.diagnostics.approach_agreement
+    bias = fit.approach2.a - ASYMMETRIC.a
     assert abs(bias) > 0.002  # Approach 2 is biased on this surface even without noise
     assert agree["difference"] == pytest.approx(bias, abs=0.002)
     # and the report explains the difference as the method's bias on this very grid
@@ -74,17 +76,16 @@ def test_asymmetric_surface_approach3_exact_and_approach2_bias_reported():
 
 
 def test_symmetric_surface_approaches_agree():
-    fit = fit_records(isoflop_study(SYMMETRIC, BUDGETS, per_budget=7, spread=1.0), n_boot=0)
-    assert abs(fit["diagnostics"]["approach_agreement"]["difference"]) < 2e-3
+    fit = fit_records(isoflop_study(SYMMETRIC, BUDGETS, per_budget=7, spread=1.0), bootstrap=0)
+    assert abs(fit.diagnostics.approach_agreement["difference"]) < 2e-3
 
 
 def test_small_n_spread_with_noise_is_not_identifiable():
     recs = isoflop_study(SYMMETRIC, BUDGETS, per_budget=5, spread=0.08, noise=0.012, seed=4)
-    fit = fit_records(recs, method="approach2", n_boot=50)
-    diag = fit["diagnostics"]
-    assert diag["identifiable"] is False
-    assert any("N spread" in r for r in diag["reasons"]), diag["reasons"]
-    assert all(v < 0.1 for v in diag["n_spread_decades"].values())
+    fit = fit_records(recs, method="approach2", bootstrap=50)
+    assert fit.verdict.identifiable is False
+    assert any("N spread" in r for r in fit.verdict.reasons), fit.verdict.reasons
+    assert all(b.n_spread_decades < 0.1 for b in fit.diagnostics.budgets)
 
 
 def test_edge_minimum_budget_rejected_in_json(tmp_path):
@@ -133,17 +134,20 @@ def test_nan_rows_excluded_and_counted(tmp_path):
     lines[7] = ",".join(parts)
     (tmp_path / "r.csv").write_text("\n".join(lines) + "\n")
     fit = fit_csv(tmp_path / "r.csv", tmp_path / "f.json", tmp_path / "f.md", bootstrap=0, method="approach2")
-    assert fit["input"]["excluded_nan"] == {"count": 2, "lines": [5, 8]}
-    assert fit["diagnostics"]["points_dropped"]["nan"] == 2
-    assert fit["input"]["n_used"] == len(recs) - 2
+    assert fit.input["excluded_nan"] == {"count": 2, "lines": [5, 8]}
+    assert [e.kind for e in fit.exclusions] == ["nan", "nan"]
+    assert fit.input["n_used"] == len(recs) - 2 == fit.diagnostics.points_used
 
 
 def test_status_other_than_ok_is_excluded(tmp_path):
     recs = isoflop_study(SYMMETRIC, BUDGETS, per_budget=5, spread=1.0)
     write_csv(recs, tmp_path / "r.csv", status={recs[0].run_id: "collapsed", recs[1].run_id: "incomplete"})
     fit = fit_csv(tmp_path / "r.csv", tmp_path / "f.json", tmp_path / "f.md", bootstrap=0, method="approach2")
-    assert fit["input"]["excluded_status"]["collapsed"]["count"] == 1
-    assert fit["diagnostics"]["points_dropped"]["status"] == {"collapsed": 1, "incomplete": 1}
+    assert fit.input["excluded_status"]["collapsed"]["count"] == 1
+    assert {(e.run_id, e.reason) for e in fit.exclusions} == {
+        (recs[0].run_id, "status collapsed"), (recs[1].run_id, "status incomplete")}
+    md = (tmp_path / "f.md").read_text()
+    assert f"| {recs[0].run_id} |" in md and "status collapsed" in md
 
 
 def test_filters_need_their_column_and_filter_rows(tmp_path):
@@ -156,8 +160,8 @@ def test_filters_need_their_column_and_filter_rows(tmp_path):
     _write_rows(tmp_path / "g.csv", ["params", "tokens", "loss", "flops", "family", "regime"], rows)
     fit = fit_csv(tmp_path / "g.csv", tmp_path / "f.json", tmp_path / "f.md", family="text_ts",
                   regime="e2e", bootstrap=0, method="approach2")
-    assert fit["input"]["filtered_out"] == len(recs) // 2
-    assert fit["input"]["budget_source"] == "flops"
+    assert fit.input["filtered_out"] == len(recs) // 2
+    assert fit.input["budget_source"] == "flops"
 
 
 def test_nothing_fittable_exits_nonzero_and_writes_nothing(tmp_path, capsys):
@@ -181,27 +185,52 @@ def test_isoflops_public_chinchilla_approach2(tmp_path):
                 [[r["params"], r["tokens"], r["loss"], r["budget"]] for r in rows])
     fit = fit_csv(tmp_path / "c.csv", tmp_path / "f.json", tmp_path / "f.md", method="approach2", bootstrap=200)
     # Hoffmann et al.'s Approach 2: a = 0.49 (10th-90th percentile 0.462-0.534)
-    assert 0.45 < fit["approach2"]["a"] < 0.56
-    lo, hi = fit["approach2"]["a_ci"]
+    assert 0.45 < fit.approach2.a < 0.56
+    lo, hi = fit.approach2.a_ci
     assert lo < 0.534 and hi > 0.462
-    assert fit["diagnostics"]["identifiable"] is True
+    assert fit.verdict.identifiable is True
 
 
-def test_three_runs_per_budget_get_a_simulated_interval_not_a_degenerate_bootstrap():
-    """Parabolas through 3 points fit them exactly, so resampling runs returns the same a every time
-    (a zero-width interval that would call anything determined); the verdict simulates the noise."""
+def test_two_budgets_of_three_runs_are_never_identifiable_but_get_an_honest_width():
+    """Parabolas through 3 points fit them exactly (no measured noise) and 2 minima fit the line
+    exactly (no scatter): the interval comes from the assumed noise propagated to each minimum."""
     widths = []
     for spread in (0.6, 1.2):
-        fit = fit_records(isoflop_study(SYMMETRIC, [1e18, 1e19], per_budget=3, spread=spread), n_boot=200)
-        diag = fit["diagnostics"]
-        lo, hi = fit["approach2"]["a_ci"]
-        assert hi - lo < 1e-6  # the degenerate bootstrap over runs
-        assert diag["a_interval_source"].startswith("simulated: Approach 3's surface")
-        widths.append(diag["a_interval"][1] - diag["a_interval"][0])
-    assert 0.02 < widths[1] < widths[0] < 0.15  # honest widths, narrower for the wider grid
+        fit = fit_records(isoflop_study(SYMMETRIC, [1e18, 1e19], per_budget=3, spread=spread), bootstrap=200)
+        a2 = fit.approach2
+        lo, hi = a2.a_ci_bootstrap
+        assert hi - lo < 1e-6  # the degenerate bootstrap over runs is not what the verdict uses
+        assert "an assumed noise; 2 budgets leave the line no scatter" in a2.interval_method
+        assert "assumed: 1% of the median loss" in fit.diagnostics.noise_source
+        assert fit.verdict.identifiable is False
+        assert any("at least 3" in r for r in fit.verdict.reasons)
+        widths.append(a2.a_ci[1] - a2.a_ci[0])
+    # honest widths (the assumed noise is 1% of the loss, about 0.035 here), narrower for the wider grid
+    assert 0.02 < widths[1] < widths[0]
 
 
-def test_runs_with_residual_degrees_of_freedom_keep_the_bootstrap_over_runs():
+def test_runs_with_residual_degrees_of_freedom_pool_their_noise_into_the_interval():
     recs = isoflop_study(SYMMETRIC, BUDGETS, per_budget=5, spread=1.2, noise=0.003, seed=1)
-    diag = fit_records(recs, n_boot=100)["diagnostics"]
-    assert diag["noise_dof"] >= 3 and diag["a_interval_source"] == "Approach 3 bootstrap over runs"
+    fit = fit_records(recs, bootstrap=100)
+    assert fit.diagnostics.noise_dof >= 3
+    assert "regression over the 5 per-budget minima" in fit.approach2.interval_method
+    assert "noise from its parabola" in fit.approach2.interval_method or "larger than" in fit.approach2.interval_method
+    assert "Approach 3: bootstrap over runs" in fit.verdict.interval_source
+
+
+def test_json_round_trip_and_old_shape_readable(tmp_path):
+    recs = isoflop_study(SYMMETRIC, BUDGETS, per_budget=5, spread=1.0, noise=0.005, seed=1)
+    fit = fit_records(recs, bootstrap=20)
+    data = json.loads(json.dumps(fit.to_json()))
+    again = FitResult.from_json(data)
+    assert again.to_json() == data
+    assert again.approach2.a == fit.approach2.a and again.verdict == fit.verdict
+    # readers of the first shape still find their keys
+    assert data["diagnostics"]["identifiable"] is fit.verdict.identifiable
+    assert data["approach3"]["converged"] is True and data["approach2"]["a_ci"]
+    old = {"method": "both", "approach2": {"a": 0.5, "k": 0.1, "a_ci": [0.4, 0.6], "per_budget": []},
+           "approach3": {"converged": False, "reason": "x"},
+           "diagnostics": {"identifiable": False, "reasons": ["r"], "noise": 0.01, "a_interval": [0.4, 0.6]}}
+    parsed = FitResult.from_json(old)
+    assert parsed.verdict.reasons == ["r"] and parsed.verdict.interval == (0.4, 0.6)
+    assert parsed.approach2.a == 0.5 and parsed.approach3.fitted is False

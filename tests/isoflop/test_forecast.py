@@ -47,3 +47,52 @@ def test_noise_widens_the_interval_and_is_reproducible():
     again = forecast(*grid, prior_surface(0.5, 0.1), noise=0.05, n_sims=200, seed=1)
     assert loud.a_ci == again.a_ci
     assert loud.a_ci is None or loud.a_ci_width > quiet.a_ci_width
+
+
+def test_two_budgets_are_never_determined():
+    """A power law through 2 minima has no degree of freedom: however quiet, however wide."""
+    fc = forecast(*_grid([1e12, 1e14], spread=1.5, per_budget=9), prior_surface(0.5, 0.1), noise=1e-5)
+    assert not fc.determined
+    assert any("at least 3" in r and "no degree of freedom" in r for r in fc.reasons)
+
+
+def test_first_round_forecast_spans_plausible_surfaces_and_is_honest_about_the_default_grid():
+    """The default CPU study's grid (2 budgets x 3 sizes, centre 0.05 C^0.5) was forecast DETERMINED
+    with an interval 0.039 wide on one Chinchilla-shaped surface; it measured 0.377 wide."""
+    from prism.isoflop.forecast import forecast_plan
+
+    grid = _grid([1e12, 3e12], spread=0.48, per_budget=3, k=0.05)
+    fc = forecast_plan(*grid, 0.5, 0.05, n_sims=100)
+    assert fc.scenarios == 54 and not fc.determined
+    assert fc.a_ci_width_pessimistic >= fc.a_ci_width_median > 0.377 / 2
+    assert fc.reasons[0].startswith("over 54 plausible surfaces")
+    assert fc.noise_relative in (0.005, 0.01, 0.02)
+    # five budgets of five runs over a decade: determined on the median surface
+    wide = forecast_plan(*_grid([1e12, 3e12, 1e13, 3e13, 1e14], spread=1.0, per_budget=5, k=0.05), 0.5, 0.05)
+    assert wide.determined and wide.a_ci_width_median < 0.15
+    assert "pessimistic" in wide.reasons[0]
+
+
+def test_relative_noise_makes_the_forecast_independent_of_the_loss_scale():
+    grid = _grid([1e12, 3e12, 1e13], spread=1.0)
+    s = prior_surface(0.5, 0.1)
+    scaled = type(s)(E=10 * s.E, A=10 * s.A, B=10 * s.B, alpha=s.alpha, beta=s.beta)
+    one, ten = forecast(*grid, s, seed=3), forecast(*grid, scaled, seed=3)
+    assert ten.noise == pytest.approx(10 * one.noise) and one.noise_relative == 0.01
+    assert one.a_ci == pytest.approx(ten.a_ci) and one.determined == ten.determined
+
+
+def test_a_previous_fit_gives_its_surface_and_measured_noise():
+    from prism.isoflop.fit import fit_records
+    from prism.isoflop.forecast import prior_from_fit
+    from prism.isoflop.records import Surface
+    from prism.isoflop.synthetic import isoflop_study
+
+    truth = Surface(E=1.8, A=480.0, B=2000.0, alpha=0.35, beta=0.35)
+    recs = isoflop_study(truth, [1e18, 3e18, 1e19, 3e19, 1e20], per_budget=5, spread=1.0, noise=0.004, seed=1)
+    fit = fit_records(recs, bootstrap=20)
+    prior = prior_from_fit(fit.to_json(), "round 1")
+    assert prior.source == "round 1 (Approach 3)" and prior.surface == fit.approach3.surface
+    assert prior.noise == fit.diagnostics.noise and 0.002 < prior.noise < 0.008
+    assert prior.a == pytest.approx(truth.a, abs=0.02)
+    assert prior_from_fit(fit_records(recs[:10], bootstrap=0)) is None  # 2 budgets: nothing determined

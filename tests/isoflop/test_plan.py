@@ -145,25 +145,32 @@ def test_missing_calibration_names_the_command(tmp_path):
 
 def test_forecast_simulates_a_previous_rounds_fitted_surface(ladder, tmp_path):
     """The centre's fit also supplies the surface: one with the same optimum but 100x smaller
-    loss differences plans the same runs and forecasts 100x less signal, undetermined."""
+    loss differences plans the same runs and forecasts 100x less signal, undetermined. Without
+    a previous fit the forecast spans a range of plausible surfaces."""
     from dataclasses import asdict
 
     from prism.isoflop.forecast import prior_surface
 
     study = tmp_path / "study"
     study.mkdir()
+    budgets = [1e11, 1e12, 1e13]
     chinchilla_shaped = prior_surface(0.5, 0.3)
-    flat = {**asdict(chinchilla_shaped), "A": chinchilla_shaped.A / 100, "B": chinchilla_shaped.B / 100}
-    fit = {"diagnostics": {"identifiable": True}, "approach3": {"converged": True, "a": 0.5, "k": 0.3, **flat}}
-    (study / "prior.json").write_text(json.dumps(fit))
-    fitted = _plan(ladder, [1e11, 1e12], scaling_study_dir=study)
-    shaped = _plan(ladder, [1e11, 1e12], prior_a=0.5, prior_k=0.3)
-    assert [r["run_id"] for r in fitted["runs"]] == [r["run_id"] for r in shaped["runs"]]
+    plans = {}
+    for name, scale in (("flat", 100), ("shaped", 1)):
+        surface = {**asdict(chinchilla_shaped), "A": chinchilla_shaped.A / scale, "B": chinchilla_shaped.B / scale}
+        fit = {"diagnostics": {"identifiable": True}, "approach3": {"converged": True, "a": 0.5, "k": 0.3, **surface}}
+        (study / "prior.json").write_text(json.dumps(fit))
+        plans[name] = _plan(ladder, budgets, scaling_study_dir=study, noise=0.012)
+    fitted, shaped = plans["flat"], plans["shaped"]
+    first = _plan(ladder, budgets, prior_a=0.5, prior_k=0.3)
+    assert [r["run_id"] for r in fitted["runs"]] == [r["run_id"] for r in first["runs"]]
     assert fitted["forecast"]["surface_source"].startswith("fitted surface of previous fit")
-    assert shaped["forecast"]["surface_source"].startswith("Chinchilla-shaped")
+    assert first["forecast"]["surface_source"].startswith("54 plausible surfaces")
+    assert first["forecast"]["a_ci_width_pessimistic"] >= first["forecast"]["a_ci_width_median"]
     for f, s in zip(fitted["forecast"]["per_budget"], shaped["forecast"]["per_budget"]):
         assert s["snr"] / f["snr"] == pytest.approx(100, rel=1e-6)
     assert shaped["forecast"]["determined"] and not fitted["forecast"]["determined"]
+    flat = {**asdict(chinchilla_shaped), "A": chinchilla_shaped.A / 100, "B": chinchilla_shaped.B / 100}
     # {a, k} with the five parameters works as well; a bad surface is named
     (study / "prior.json").write_text(json.dumps({"a": 0.5, "k": 0.3, **flat}))
     assert _plan(ladder, [1e11, 1e12], scaling_study_dir=study)["forecast"]["prior"]["A"] == flat["A"]

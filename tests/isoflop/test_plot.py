@@ -18,7 +18,7 @@ SURFACE = Surface(E=1.8, A=480.0, B=2000.0, alpha=0.35, beta=0.35)
 def study():
     recs = isoflop_study(SURFACE, [1e18, 1e19, 1e20], per_budget=5, spread=1.0, noise=0.005, seed=2)
     recs += isoflop_study(SURFACE, [1e21], per_budget=4, spread=0.5, offset=0.9)  # edge minimum: rejected
-    return recs, fit_records(recs, n_boot=20)
+    return recs, fit_records(recs, bootstrap=20)
 
 
 def _png_size(path):
@@ -32,7 +32,7 @@ def test_cli_writes_three_pngs(tmp_path, study):
 
     recs, fit = study
     write_csv(recs, tmp_path / "runs.csv")
-    (tmp_path / "fit.json").write_text(json.dumps(fit))
+    (tmp_path / "fit.json").write_text(json.dumps(fit.to_json()))
     outdir = tmp_path / "plots"
     assert main(["isoflop", "plot", "--csv", str(tmp_path / "runs.csv"), "--fit-json", str(tmp_path / "fit.json"),
                  "--outdir", str(outdir), "--dpi", "60"]) == 0
@@ -76,3 +76,58 @@ def test_sci_labels():
     assert sci(1e12) == "$10^{12}$"
     assert sci(3e17) == "$3{\\times}10^{17}$"
     assert sci(2.5e17) == "$2.5{\\times}10^{17}$"
+
+
+def _labels_overlap(fig, ax) -> list[tuple[str, str]]:
+    fig.canvas.draw()
+    renderer = fig.canvas.get_renderer()
+    lo, hi = ax.get_xlim()
+    shown = [t for t in ax.xaxis.get_majorticklabels() + ax.xaxis.get_minorticklabels()
+             if t.get_visible() and t.get_text() and lo <= t.get_position()[0] <= hi]
+    boxes = [(t.get_text(), t.get_window_extent(renderer)) for t in shown]
+    return [(a, b) for i, (a, ba) in enumerate(boxes) for b, bb in boxes[i + 1:] if ba.overlaps(bb)]
+
+
+def test_power_law_tick_labels_do_not_overlap():
+    """Budgets under a decade apart (1e12, 3e12): matplotlib would label 2, 3, 4 ... x 10^12 side by side."""
+    import matplotlib.pyplot as plt
+
+    from prism.isoflop import plot
+
+    recs = isoflop_study(SURFACE, [1e12, 3e12], per_budget=5, spread=1.0, noise=0.002, seed=1)
+    fit = fit_records(recs, method="approach2", bootstrap=20)
+    wide = isoflop_study(SURFACE, [1e12, 1e13, 1e14, 1e15], per_budget=5, spread=1.0, noise=0.002, seed=1)
+    for budgets_fit in (fit, fit_records(wide, method="approach2", bootstrap=0)):
+        fig = plot.figure_scaling_laws(budgets_fit)
+        for ax in fig.axes:
+            assert _labels_overlap(fig, ax) == []
+            assert [t.get_text() for t in ax.get_xticklabels() if t.get_text()]  # some labels remain
+        plt.close(fig)
+
+
+def test_error_bars_band_and_excluded_runs_are_drawn():
+    import matplotlib.pyplot as plt
+
+    from prism.isoflop import plot
+    from prism.isoflop.records import RunRecord
+
+    recs = isoflop_study(SURFACE, [1e18, 1e19, 1e20], per_budget=6, spread=1.0, noise=0.003, seed=5)
+    recs = [RunRecord(r.run_id, r.params, r.tokens, r.loss, r.budget, loss_se=0.004) for r in recs]
+    bad = recs[2]
+    recs[2] = RunRecord(bad.run_id, bad.params, bad.tokens, bad.loss + 0.3, bad.budget, loss_se=0.004)  # outlier
+    fit = fit_records(recs, method="approach2", bootstrap=30)
+    assert [e.run_id for e in fit.exclusions] == [bad.run_id]
+    fig = plot.figure_isoflop_curves(recs, fit)
+    ax = fig.axes[0]
+    assert ax.containers  # error bars
+    labels = [t.get_text() for t in ax.get_legend().get_texts()]
+    assert any("excluded (outlier" in t for t in labels)
+    assert "loss_se" in ax.get_title()
+    crosses = [line for line in ax.lines if line.get_marker() == "x"]
+    assert len(crosses) == 1 and crosses[0].get_xdata()[0] == bad.params
+    plt.close(fig)
+    fig = plot.figure_scaling_laws(fit)
+    for ax in fig.axes:
+        assert ax.containers and ax.collections  # minima with their intervals, and the band
+        assert any("band" in t.get_text() for t in ax.get_legend().get_texts())
+    plt.close(fig)
