@@ -1,6 +1,13 @@
 """The decoder-only backbone: pre-norm RMSNorm, rotary positions, grouped-query
 attention through `scaled_dot_product_attention`, SwiGLU MLP (Llama/Qwen style).
 
+Attention is causal over the row (`is_causal`, the fused kernels' fast path) or, for
+packed rows, block-diagonal causal: `segment_ids` number the samples of a row and a
+token attends only to earlier tokens of its own sample (`segment_mask`, built once
+per batch and shared by all layers). Rotary positions keep running across a packed
+row: attention scores depend only on the distance between two tokens, so a sample
+that sees only itself gets the same scores at any offset in its row.
+
 Nothing here is device-specific: it runs on cpu, cuda, xpu and meta alike.
 """
 
@@ -54,6 +61,17 @@ def rope_real(x: torch.Tensor, angles: torch.Tensor) -> torch.Tensor:
     return torch.stack((x1 * cos - x2 * sin, x1 * sin + x2 * cos), dim=-1).flatten(-2).type_as(x)
 
 
+def segment_mask(segment_ids: torch.Tensor) -> torch.Tensor:
+    """Boolean `[B, 1, L, L]` attention mask (True: may attend) from segment ids `[B, L]`.
+
+    Causal and within one segment. Padding (segment 0) attends causally to padding,
+    so no query row is empty (an all-False row would make softmax NaN).
+    """
+    L = segment_ids.shape[1]
+    causal = torch.ones(L, L, dtype=torch.bool, device=segment_ids.device).tril()
+    return (segment_ids[:, None, :, None] == segment_ids[:, None, None, :]) & causal
+
+
 class Attention(nn.Module):
     """Grouped-query attention with one fused q/k/v projection (one larger matmul, and
     rotary positions applied to q and k in one call)."""
@@ -64,7 +82,7 @@ class Attention(nn.Module):
         self.qkv = nn.Linear(cfg.d_model, (cfg.n_heads + 2 * cfg.n_kv_heads) * cfg.head_dim, bias=cfg.qkv_bias)
         self.o = nn.Linear(cfg.d_model, cfg.d_model, bias=False)
 
-    def forward(self, x: torch.Tensor, angles: torch.Tensor) -> torch.Tensor:
+    def forward(self, x: torch.Tensor, angles: torch.Tensor, mask: torch.Tensor | None = None) -> torch.Tensor:
         B, L, _ = x.shape
         qkv = self.qkv(x).view(B, L, self.n_heads + 2 * self.n_kv_heads, self.head_dim)
         # split, not slicing: its backward is one cat, where slices' is a zero-fill per slice.
@@ -75,7 +93,10 @@ class Attention(nn.Module):
             # Repeating KV heads works on every backend (enable_gqa does not everywhere).
             rep = self.n_heads // self.n_kv_heads
             k, v = k.repeat_interleave(rep, dim=1), v.repeat_interleave(rep, dim=1)
-        y = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+        if mask is None:
+            y = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+        else:
+            y = F.scaled_dot_product_attention(q, k, v, attn_mask=mask)
         return self.o(y.transpose(1, 2).reshape(B, L, -1))
 
 
@@ -99,8 +120,8 @@ class Block(nn.Module):
         self.mlp_norm = RMSNorm(cfg.d_model, cfg.norm_eps)
         self.mlp = SwiGLU(cfg.d_model, cfg.ffn_dim)
 
-    def forward(self, x: torch.Tensor, angles: torch.Tensor) -> torch.Tensor:
-        x = x + self.attn(self.attn_norm(x), angles)
+    def forward(self, x: torch.Tensor, angles: torch.Tensor, mask: torch.Tensor | None = None) -> torch.Tensor:
+        x = x + self.attn(self.attn_norm(x), angles, mask)
         return x + self.mlp(self.mlp_norm(x))
 
 
@@ -140,12 +161,17 @@ class Backbone(nn.Module):
     def embed(self, tokens: torch.Tensor) -> torch.Tensor:
         return self.embed_tokens(tokens)
 
-    def forward_embeddings(self, x: torch.Tensor) -> torch.Tensor:
-        """Logits `[B, L, vocab]` from input embeddings `[B, L, d_model]`."""
+    def forward_embeddings(self, x: torch.Tensor, segment_ids: torch.Tensor | None = None) -> torch.Tensor:
+        """Logits `[B, L, vocab]` from input embeddings `[B, L, d_model]`.
+
+        With `segment_ids` `[B, L]` (packed rows) attention stays within each segment;
+        without, it is causal over the whole row.
+        """
         angles = rope_angles(x.shape[1], self.cfg.head_dim, self.cfg.rope_theta, x.device)
+        mask = None if segment_ids is None else segment_mask(segment_ids)
         for block in self.blocks:
-            x = block(x, angles)
+            x = block(x, angles, mask)
         return self.lm_head(self.norm(x))
 
-    def forward(self, tokens: torch.Tensor) -> torch.Tensor:
-        return self.forward_embeddings(self.embed(tokens))
+    def forward(self, tokens: torch.Tensor, segment_ids: torch.Tensor | None = None) -> torch.Tensor:
+        return self.forward_embeddings(self.embed(tokens), segment_ids)
