@@ -191,3 +191,15 @@ def test_packed_gradients_match_the_samples_alone():
     (model(rows, modality, rows_labels) * n_packed).backward()
     for n, p in model.named_parameters():
         torch.testing.assert_close(got[n], p.grad, rtol=1e-4, atol=1e-5, msg=n)
+
+
+@pytest.mark.parametrize("family", ["text_image", "text_ts", "text_video"])
+def test_patch_embeddings_are_the_convolution_they_hold(family):
+    """The patch embedding runs as a matmul on patches, with the same sums as its convolution."""
+    from prism.model.encoders import build_encoder
+
+    spec = FAMILIES[family]
+    encoder = build_encoder(spec)
+    x = torch.randn(5, *spec.modality_shape)
+    conv = encoder.patch(x.transpose(1, 2) if family == "text_video" else x)
+    torch.testing.assert_close(encoder.tokenize(x), conv.flatten(2).transpose(1, 2))
