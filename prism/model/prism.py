@@ -53,11 +53,13 @@ class PrismModel(nn.Module):
         return [p for p in self.parameters() if p.requires_grad]
 
     def forward(self, tokens: torch.Tensor, modality: torch.Tensor, labels: torch.Tensor,
-                segment_ids: torch.Tensor | None = None) -> torch.Tensor:
+                segment_ids: torch.Tensor | None = None, reduction: str = "mean") -> torch.Tensor:
         """Mean next-token cross-entropy over the positions whose label is not -100.
 
         `segment_ids` (int `[B, L]`, 1.. per sample of a row, 0 for padding: the packed
         loader's) keep packed samples from attending to each other; None for padded rows.
+        `reduction="none"`: the loss at every position, `[B, L]`, 0 where the label is -100
+        (evaluation sums it per sample for the standard error of the mean loss).
         """
         x = self.backbone.embed(tokens)
         slots = tokens == MOD
@@ -70,7 +72,9 @@ class PrismModel(nn.Module):
                 )
         x = x.masked_scatter(slots.unsqueeze(-1), feats.to(x.dtype))
         logits = self.backbone.forward_embeddings(x, segment_ids)
-        return F.cross_entropy(logits.flatten(0, 1).float(), labels.flatten(), ignore_index=IGNORE)
+        loss = F.cross_entropy(logits.flatten(0, 1).float(), labels.flatten(), ignore_index=IGNORE,
+                               reduction=reduction)
+        return loss.view(labels.shape) if reduction == "none" else loss
 
 
 def build_model(family: str, backbone: str, variant: str, regime: str, device: str | torch.device = "cpu") -> PrismModel:

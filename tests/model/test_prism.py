@@ -203,3 +203,12 @@ def test_patch_embeddings_are_the_convolution_they_hold(family):
     x = torch.randn(5, *spec.modality_shape)
     conv = encoder.patch(x.transpose(1, 2) if family == "text_video" else x)
     torch.testing.assert_close(encoder.tokenize(x), conv.flatten(2).transpose(1, 2))
+
+
+def test_per_position_losses_average_to_the_loss():
+    spec = FAMILIES["text_image"]
+    model = build_model("text_image", "30k", "BASE", "e2e")
+    tokens, modality, labels = padded_batch(spec, ["a cat", "two dogs"])
+    per = model(tokens, modality, labels, reduction="none")
+    assert per.shape == labels.shape and bool((per[labels == -100] == 0).all())
+    torch.testing.assert_close(per.sum() / (labels != -100).sum(), model(tokens, modality, labels))
