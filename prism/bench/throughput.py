@@ -215,9 +215,9 @@ class Bench:
         with torch.no_grad(), _autocast(self.device, self.cfg.dtype):
             return self.step_model(tokens, modality, labels)
 
-    def _train(self, tokens, modality, labels):
+    def _train(self, tokens, modality, labels, segment_ids=None):
         with _autocast(self.device, self.cfg.dtype):
-            loss = self.step_model(tokens, modality, labels)
+            loss = self.step_model(tokens, modality, labels, segment_ids)
         loss.backward()
         if self.opt is not None:
             self.opt.step()
@@ -388,7 +388,8 @@ def packing(bench: Bench, peak: float) -> list[dict]:
     """Padded vs packed batches of real shards, same model and same [batch, seq_len] shape, steps interleaved.
 
     Interleaving puts both layouts under the same machine load, so their ratio holds on a
-    shared machine where two separate runs minutes apart do not compare. samples/s counts
+    shared machine where two separate runs minutes apart do not compare. Packed steps pass
+    the batch's segment ids (block-diagonal attention), as training does. samples/s counts
     real samples (a packed row holds several); FLOPs are those of the padded row (the
     packed row's extra encoder passes are not counted, so its MFU is a slight underestimate).
     """
@@ -411,9 +412,12 @@ def packing(bench: Bench, peak: float) -> list[dict]:
         for lay, it in loaders.items():
             batch = next(it)
             args = [torch.as_tensor(batch[k]).to(bench.device) for k in ("tokens", "modality", "labels")]
+            # Packed rows carry segment ids: each sample attends only to itself, as in training.
+            seg = batch.get("segment_ids")
+            seg = None if seg is None else torch.as_tensor(seg).to(bench.device)
             synchronize(bench.device)
             t0, c0 = time.perf_counter(), time.process_time()
-            bench._train(*args)
+            bench._train(*args, segment_ids=seg)
             synchronize(bench.device)
             if i >= cfg.warmup:
                 times[lay].append(time.perf_counter() - t0)

@@ -1,6 +1,13 @@
 """The decoder-only backbone: pre-norm RMSNorm, rotary positions, grouped-query
 attention through `scaled_dot_product_attention`, SwiGLU MLP (Llama/Qwen style).
 
+Attention is causal over the row (`is_causal`, the fused kernels' fast path) or, for
+packed rows, block-diagonal causal: `segment_ids` number the samples of a row and a
+token attends only to earlier tokens of its own sample (`segment_mask`, built once
+per batch and shared by all layers). Rotary positions keep running across a packed
+row: attention scores depend only on the distance between two tokens, so a sample
+that sees only itself gets the same scores at any offset in its row.
+
 Nothing here is device-specific: it runs on cpu, cuda, xpu and meta alike.
 """
 
@@ -33,17 +40,26 @@ def rope_angles(seq_len: int, head_dim: int, theta: float, device) -> torch.Tens
     return torch.outer(torch.arange(seq_len, device=device, dtype=torch.float32), inv_freq)
 
 
-def apply_rope(x: torch.Tensor, angles: torch.Tensor) -> torch.Tensor:
-    """Rotate `x` `[B, L, heads, hd]` by position, pairing adjacent features (RoFormer/Meta Llama)."""
-    if torch.compiler.is_compiling():
-        return rope_real(x, angles)
-    return rope_complex(x, angles)
+def rope_rotation(angles: torch.Tensor) -> torch.Tensor:
+    """The unit complex numbers `[seq_len, 1, head_dim/2]` that `rope_complex` multiplies by:
+    computed once per forward and shared by every layer."""
+    return torch.polar(torch.ones_like(angles), angles)[:, None, :]
 
 
-def rope_complex(x: torch.Tensor, angles: torch.Tensor) -> torch.Tensor:
+def apply_rope(x: torch.Tensor, rope: torch.Tensor) -> torch.Tensor:
+    """Rotate `x` `[B, L, heads, hd]` by position, pairing adjacent features (RoFormer/Meta Llama).
+
+    `rope` is `rope_angles` or (eager mode, precomputed) their `rope_rotation`.
+    """
+    if torch.compiler.is_compiling() and not rope.is_complex():
+        return rope_real(x, rope)
+    return rope_complex(x, rope)
+
+
+def rope_complex(x: torch.Tensor, rope: torch.Tensor) -> torch.Tensor:
     """One complex multiply forward and one backward: in eager mode 3x faster than the
     real form's four multiplies, two adds and a stack (inductor cannot compile it)."""
-    rot = torch.polar(torch.ones_like(angles), angles)[:, None, :]
+    rot = rope if rope.is_complex() else rope_rotation(rope)
     return torch.view_as_real(torch.view_as_complex(x.float().unflatten(-1, (-1, 2))) * rot).flatten(-2).type_as(x)
 
 
@@ -52,6 +68,17 @@ def rope_real(x: torch.Tensor, angles: torch.Tensor) -> torch.Tensor:
     x1, x2 = x.float().unflatten(-1, (-1, 2)).unbind(-1)
     cos, sin = angles.cos()[:, None, :], angles.sin()[:, None, :]
     return torch.stack((x1 * cos - x2 * sin, x1 * sin + x2 * cos), dim=-1).flatten(-2).type_as(x)
+
+
+def segment_mask(segment_ids: torch.Tensor) -> torch.Tensor:
+    """Boolean `[B, 1, L, L]` attention mask (True: may attend) from segment ids `[B, L]`.
+
+    Causal and within one segment. Padding (segment 0) attends causally to padding,
+    so no query row is empty (an all-False row would make softmax NaN).
+    """
+    L = segment_ids.shape[1]
+    causal = torch.ones(L, L, dtype=torch.bool, device=segment_ids.device).tril()
+    return (segment_ids[:, None, :, None] == segment_ids[:, None, None, :]) & causal
 
 
 class Attention(nn.Module):
@@ -64,18 +91,21 @@ class Attention(nn.Module):
         self.qkv = nn.Linear(cfg.d_model, (cfg.n_heads + 2 * cfg.n_kv_heads) * cfg.head_dim, bias=cfg.qkv_bias)
         self.o = nn.Linear(cfg.d_model, cfg.d_model, bias=False)
 
-    def forward(self, x: torch.Tensor, angles: torch.Tensor) -> torch.Tensor:
+    def forward(self, x: torch.Tensor, rope: torch.Tensor, mask: torch.Tensor | None = None) -> torch.Tensor:
         B, L, _ = x.shape
         qkv = self.qkv(x).view(B, L, self.n_heads + 2 * self.n_kv_heads, self.head_dim)
         # split, not slicing: its backward is one cat, where slices' is a zero-fill per slice.
         qk, v = qkv.split((self.n_heads + self.n_kv_heads, self.n_kv_heads), dim=2)
-        q, k = apply_rope(qk, angles).split((self.n_heads, self.n_kv_heads), dim=2)
+        q, k = apply_rope(qk, rope).split((self.n_heads, self.n_kv_heads), dim=2)
         q, k, v = q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2)
         if self.n_kv_heads != self.n_heads:
             # Repeating KV heads works on every backend (enable_gqa does not everywhere).
             rep = self.n_heads // self.n_kv_heads
             k, v = k.repeat_interleave(rep, dim=1), v.repeat_interleave(rep, dim=1)
-        y = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+        if mask is None:
+            y = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+        else:
+            y = F.scaled_dot_product_attention(q, k, v, attn_mask=mask)
         return self.o(y.transpose(1, 2).reshape(B, L, -1))
 
 
@@ -99,8 +129,8 @@ class Block(nn.Module):
         self.mlp_norm = RMSNorm(cfg.d_model, cfg.norm_eps)
         self.mlp = SwiGLU(cfg.d_model, cfg.ffn_dim)
 
-    def forward(self, x: torch.Tensor, angles: torch.Tensor) -> torch.Tensor:
-        x = x + self.attn(self.attn_norm(x), angles)
+    def forward(self, x: torch.Tensor, rope: torch.Tensor, mask: torch.Tensor | None = None) -> torch.Tensor:
+        x = x + self.attn(self.attn_norm(x), rope, mask)
         return x + self.mlp(self.mlp_norm(x))
 
 
@@ -140,12 +170,19 @@ class Backbone(nn.Module):
     def embed(self, tokens: torch.Tensor) -> torch.Tensor:
         return self.embed_tokens(tokens)
 
-    def forward_embeddings(self, x: torch.Tensor) -> torch.Tensor:
-        """Logits `[B, L, vocab]` from input embeddings `[B, L, d_model]`."""
-        angles = rope_angles(x.shape[1], self.cfg.head_dim, self.cfg.rope_theta, x.device)
+    def forward_embeddings(self, x: torch.Tensor, segment_ids: torch.Tensor | None = None) -> torch.Tensor:
+        """Logits `[B, L, vocab]` from input embeddings `[B, L, d_model]`.
+
+        With `segment_ids` `[B, L]` (packed rows) attention stays within each segment;
+        without, it is causal over the whole row.
+        """
+        rope = rope_angles(x.shape[1], self.cfg.head_dim, self.cfg.rope_theta, x.device)
+        if not torch.compiler.is_compiling():
+            rope = rope_rotation(rope)  # once here, not once per layer
+        mask = None if segment_ids is None else segment_mask(segment_ids)
         for block in self.blocks:
-            x = block(x, angles)
+            x = block(x, rope, mask)
         return self.lm_head(self.norm(x))
 
-    def forward(self, tokens: torch.Tensor) -> torch.Tensor:
-        return self.forward_embeddings(self.embed(tokens))
+    def forward(self, tokens: torch.Tensor, segment_ids: torch.Tensor | None = None) -> torch.Tensor:
+        return self.forward_embeddings(self.embed(tokens), segment_ids)

@@ -62,6 +62,16 @@ class Encoder(nn.Module):
         return self.norm(x)
 
 
+def patch_linear(conv: nn.Conv1d | nn.Conv2d | nn.Conv3d, patches: torch.Tensor) -> torch.Tensor:
+    """A patch embedding whose kernel equals its stride, as one matmul on `[..., C * kernel]` patches.
+
+    The same sums as the convolution with `conv`'s own weights (only their order may
+    differ): at a few hundred tiny patches a convolution kernel's set-up and layout
+    conversions cost several times the arithmetic, a linear layer's matmul does not.
+    """
+    return F.linear(patches, conv.weight.flatten(1), conv.bias)
+
+
 class ImageEncoder(Encoder):
     """`[S, C, H, W]` -> non-overlapping square patches, one token each (ViT patch embedding)."""
 
@@ -72,9 +82,14 @@ class ImageEncoder(Encoder):
         if (h // patch) * (w // patch) != spec.n_modality_tokens:
             raise ValueError(f"{spec.name}: {h}x{w} does not split into {spec.n_modality_tokens} square patches")
         self.patch = nn.Conv2d(c, spec.encoder_width, kernel_size=patch, stride=patch)
+        self.grid = (h // patch, w // patch)
 
     def tokenize(self, x: torch.Tensor) -> torch.Tensor:
-        return self.patch(x).flatten(2).transpose(1, 2)
+        (p, _), (gh, gw) = self.patch.kernel_size, self.grid
+        S, C = x.shape[:2]
+        # [S, C, gh*p, gw*p] -> [S, gh*gw, C*p*p]: row-major patches, (c, i, j) within each (the conv's order).
+        patches = x[..., : gh * p, : gw * p].reshape(S, C, gh, p, gw, p).permute(0, 2, 4, 1, 3, 5)
+        return patch_linear(self.patch, patches.reshape(S, gh * gw, C * p * p))
 
 
 class SeriesEncoder(Encoder):
@@ -89,7 +104,11 @@ class SeriesEncoder(Encoder):
         self.patch = nn.Conv1d(c, spec.encoder_width, kernel_size=patch, stride=patch)
 
     def tokenize(self, x: torch.Tensor) -> torch.Tensor:
-        return self.patch(x).transpose(1, 2)
+        (p,) = self.patch.kernel_size
+        S, C, T = x.shape
+        # [S, C, T] -> [S, T/p, C*p]: consecutive patches, (c, step) within each (the conv's order).
+        patches = x.reshape(S, C, T // p, p).transpose(1, 2)
+        return patch_linear(self.patch, patches.reshape(S, T // p, C * p))
 
 
 class GraphEncoder(Encoder):
@@ -150,9 +169,14 @@ class VideoEncoder(Encoder):
         if (h // patch) * (w // patch) != per_frame:
             raise ValueError(f"{spec.name}: {h}x{w} frames do not split into {per_frame} square patches")
         self.patch = nn.Conv3d(c, spec.encoder_width, kernel_size=(1, patch, patch), stride=(1, patch, patch))
+        self.grid = (h // patch, w // patch)
 
     def tokenize(self, x: torch.Tensor) -> torch.Tensor:
-        return self.patch(x.transpose(1, 2)).flatten(2).transpose(1, 2)
+        (_, p, _), (gh, gw) = self.patch.kernel_size, self.grid
+        S, T, C = x.shape[:3]
+        # [S, T, C, gh*p, gw*p] -> [S, T*gh*gw, C*p*p]: frame-major patches, (c, i, j) within each.
+        patches = x[..., : gh * p, : gw * p].reshape(S, T, C, gh, p, gw, p).permute(0, 1, 3, 5, 2, 4, 6)
+        return patch_linear(self.patch, patches.reshape(S, T * gh * gw, C * p * p))
 
 
 class GridEncoder(Encoder):

@@ -2,9 +2,12 @@
 
 The projected modality features replace the embeddings of the `MOD` slots in the
 token sequence (row-major: the S samples of a batch fill the MOD runs in order),
-so padded and packed batches go through the same code. In a packed row the
-causal attention spans the whole row (a sample also sees the earlier samples of
-its row), the usual packing trade-off; positions run on across the row.
+so padded and packed batches go through the same code. A packed batch passes its
+`segment_ids` and each sample then attends only to itself (block-diagonal causal
+attention), so its loss is the one it would have alone in a padded row; rotary
+positions run on across the row, which changes nothing for a sample that sees only
+itself (see `prism.model.backbone`). A padded batch passes none and keeps the
+kernels' causal fast path.
 """
 
 from __future__ import annotations
@@ -49,8 +52,15 @@ class PrismModel(nn.Module):
         """What the optimizer gets: frozen parts carry no optimizer state."""
         return [p for p in self.parameters() if p.requires_grad]
 
-    def forward(self, tokens: torch.Tensor, modality: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
-        """Mean next-token cross-entropy over the positions whose label is not -100."""
+    def forward(self, tokens: torch.Tensor, modality: torch.Tensor, labels: torch.Tensor,
+                segment_ids: torch.Tensor | None = None, reduction: str = "mean") -> torch.Tensor:
+        """Mean next-token cross-entropy over the positions whose label is not -100.
+
+        `segment_ids` (int `[B, L]`, 1.. per sample of a row, 0 for padding: the packed
+        loader's) keep packed samples from attending to each other; None for padded rows.
+        `reduction="none"`: the loss at every position, `[B, L]`, 0 where the label is -100
+        (evaluation sums it per sample for the standard error of the mean loss).
+        """
         x = self.backbone.embed(tokens)
         slots = tokens == MOD
         feats = self.projector(self.encoder(modality.to(x.dtype)))  # [S, n_modality_tokens, d_model]
@@ -61,8 +71,10 @@ class PrismModel(nn.Module):
                     f"batch has {n_slots} MOD slots but {feats.shape[0]} samples x {feats.shape[1]} modality tokens"
                 )
         x = x.masked_scatter(slots.unsqueeze(-1), feats.to(x.dtype))
-        logits = self.backbone.forward_embeddings(x)
-        return F.cross_entropy(logits.flatten(0, 1).float(), labels.flatten(), ignore_index=IGNORE)
+        logits = self.backbone.forward_embeddings(x, segment_ids)
+        loss = F.cross_entropy(logits.flatten(0, 1).float(), labels.flatten(), ignore_index=IGNORE,
+                               reduction=reduction)
+        return loss.view(labels.shape) if reduction == "none" else loss
 
 
 def build_model(family: str, backbone: str, variant: str, regime: str, device: str | torch.device = "cpu") -> PrismModel:

@@ -1,7 +1,7 @@
 import pytest
 import torch
 
-from prism.model.backbone import Attention, Backbone, apply_rope, rope_angles, rope_complex, rope_real
+from prism.model.backbone import Attention, Backbone, apply_rope, rope_angles, rope_complex, rope_real, segment_mask
 from prism.model.config import BACKBONES, BackboneConfig
 
 
@@ -25,6 +25,32 @@ def test_logits_shape_and_causality():
     later = model(changed)
     torch.testing.assert_close(logits[:, :6], later[:, :6])
     assert not torch.allclose(logits[:, 6:], later[:, 6:])
+
+
+def test_segment_mask_is_block_diagonal_causal():
+    seg = torch.tensor([[1, 1, 2, 2, 2, 0]])
+    mask = segment_mask(seg)[0, 0]
+    assert mask.shape == (6, 6)
+    assert mask[1, 0] and not mask[0, 1]  # causal within a sample
+    assert not mask[2, 1] and mask[4, 2]  # the second sample does not see the first
+    assert mask[5, 5] and not mask[5, 4]  # padding sees only padding, never an empty row
+    assert mask.any(-1).all()
+
+
+def test_one_segment_per_row_is_plain_causal_attention():
+    model = Backbone(tiny(n_kv_heads=2))
+    tokens = torch.randint(0, 256, (2, 10))
+    torch.testing.assert_close(model(tokens, torch.ones(2, 10, dtype=torch.long)), model(tokens))
+
+
+def test_a_later_segment_is_independent_of_the_earlier_one():
+    model = Backbone(tiny())
+    tokens = torch.randint(0, 256, (1, 10))
+    seg = torch.tensor([[1] * 4 + [2] * 6])
+    changed = tokens.clone()
+    changed[0, :4] = (changed[0, :4] + 1) % 256
+    torch.testing.assert_close(model(tokens, seg)[:, 4:], model(changed, seg)[:, 4:])
+    assert not torch.allclose(model(tokens)[:, 4:], model(changed)[:, 4:])
 
 
 def test_gqa_shapes_and_equivalence_to_repeated_heads():

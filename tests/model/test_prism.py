@@ -47,7 +47,7 @@ def test_modality_features_fill_mod_slots_in_row_major_order(monkeypatch):
     modality = torch.rand(3, *spec.modality_shape)
     seen = {}
 
-    def capture(x):
+    def capture(x, segment_ids=None):
         seen["x"] = x
         return torch.zeros(*x.shape[:2], 264)
 
@@ -76,7 +76,7 @@ def test_loss_is_mean_cross_entropy_over_labelled_positions_and_uses_modality(mo
     assert (labels == -100).any() and (tokens == MOD).sum() == 2 * spec.n_modality_tokens
     original, seen = model.backbone.forward_embeddings, {}
 
-    def capture(x):
+    def capture(x, segment_ids=None):
         seen["logits"] = original(x)
         return seen["logits"]
 
@@ -125,3 +125,90 @@ def test_meta_build_allocates_nothing():
 def test_bad_names(args, kind):
     with pytest.raises(PrismError, match=f"unknown {kind} 'nope'"):
         build_model(*args)
+
+
+def _only(labels: torch.Tensor, keep: torch.Tensor) -> torch.Tensor:
+    return torch.where(keep, labels, torch.full_like(labels, -100))
+
+
+@pytest.mark.parametrize("family", ["text_image", "text_ts"])
+def test_a_packed_sample_has_the_loss_it_has_alone(family):
+    """Block-diagonal attention: a sample packed behind others gets its padded-row loss."""
+    import numpy as np
+
+    from prism.data.packing import labels_for, packed, padded, sample_table
+
+    spec = FAMILIES[family]
+    model = build_model(family, "30k", "BASE", "e2e")
+    with torch.no_grad():  # sharper attention than at initialisation, so leaking across samples shows
+        for p in model.backbone.parameters():
+            if p.ndim == 2:
+                p.normal_(std=0.3)
+    captions = ["a digit 3, thin", "seven", "zero, drawn wide and round"]
+    table, lengths = sample_table(captions, np.ones(3, bool), spec.n_modality_tokens, spec.tokens_per_sample)
+    seq_len = int(lengths.sum()) + 5  # all three in one row, then padding
+    idx = np.arange(3)
+    offsets = np.r_[0, np.cumsum(lengths)[:-1]]
+    tokens, segments = packed(table, lengths, idx, np.zeros(3, np.int64), offsets, 1, seq_len)
+    tokens, segments = torch.from_numpy(tokens), torch.from_numpy(segments)
+    labels = torch.from_numpy(labels_for(tokens.numpy()))
+    modality = torch.rand(3, *spec.modality_shape)
+    for i in range(3):
+        alone = torch.from_numpy(padded(table, idx[i : i + 1], spec.tokens_per_sample))
+        want = model(alone, modality[i : i + 1], torch.from_numpy(labels_for(alone.numpy())))
+        got = model(tokens, modality, _only(labels, segments == i + 1), segment_ids=segments)
+        torch.testing.assert_close(got, want, rtol=1e-5, atol=1e-5)
+        if i:  # without the mask the later samples see the earlier ones: the test can tell
+            leaky = model(tokens, modality, _only(labels, segments == i + 1))
+            assert abs(float(leaky - want)) > 1e-3
+
+
+def test_packed_gradients_match_the_samples_alone():
+    """The same holds for the gradient: a packed row trains like its samples in separate rows."""
+    import numpy as np
+
+    from prism.data.packing import labels_for, packed, padded, sample_table
+
+    spec = FAMILIES["text_image"]
+    model = build_model("text_image", "30k", "BASE", "e2e")
+    table, lengths = sample_table(["one", "twenty two"], np.ones(2, bool), spec.n_modality_tokens,
+                                  spec.tokens_per_sample)
+    idx = np.arange(2)
+    tokens, segments = packed(table, lengths, idx, np.zeros(2, np.int64), np.r_[0, lengths[0]], 1,
+                              int(lengths.sum()))
+    tokens, segments = torch.from_numpy(tokens), torch.from_numpy(segments)
+    modality = torch.rand(2, *spec.modality_shape)
+    labels = torch.from_numpy(labels_for(tokens.numpy()))
+    n_packed = (labels != -100).sum()
+    (model(tokens, modality, labels, segment_ids=segments) * n_packed).backward()
+    got = {n: p.grad.clone() for n, p in model.named_parameters()}
+    model.zero_grad()
+    rows = torch.from_numpy(padded(table, idx, spec.tokens_per_sample))
+    rows_labels = torch.from_numpy(labels_for(rows.numpy()))
+    # Padded rows end each sample with EOS -> PAD (no loss); packed, the first sample's EOS predicts
+    # the next sample's MOD (no loss either): the same labelled positions, so the sums compare.
+    assert int((rows_labels != -100).sum()) == int(n_packed)
+    (model(rows, modality, rows_labels) * n_packed).backward()
+    for n, p in model.named_parameters():
+        torch.testing.assert_close(got[n], p.grad, rtol=1e-4, atol=1e-5, msg=n)
+
+
+@pytest.mark.parametrize("family", ["text_image", "text_ts", "text_video"])
+def test_patch_embeddings_are_the_convolution_they_hold(family):
+    """The patch embedding runs as a matmul on patches, with the same sums as its convolution."""
+    from prism.model.encoders import build_encoder
+
+    spec = FAMILIES[family]
+    encoder = build_encoder(spec)
+    x = torch.randn(5, *spec.modality_shape)
+    conv = encoder.patch(x.transpose(1, 2) if family == "text_video" else x)
+    torch.testing.assert_close(encoder.tokenize(x), conv.flatten(2).transpose(1, 2))
+
+
+def test_per_position_losses_average_to_the_loss():
+    spec = FAMILIES["text_image"]
+    model = build_model("text_image", "30k", "BASE", "e2e")
+    tokens, modality, labels = padded_batch(spec, ["a cat", "two dogs"])
+    per = model(tokens, modality, labels, reduction="none")
+    assert per.shape == labels.shape and bool((per[labels == -100] == 0).all())
+    torch.testing.assert_close(per.sum() / (labels != -100).sum(), model(tokens, modality, labels))

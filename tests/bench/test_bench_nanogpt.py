@@ -1,0 +1,40 @@
+"""tools/bench_nanogpt.py: the nanoGPT baseline and the interleaved comparison run."""
+
+import importlib.util
+from pathlib import Path
+
+import torch
+
+TOOL = Path(__file__).resolve().parents[2] / "tools" / "bench_nanogpt.py"
+
+
+def _tool():
+    spec = importlib.util.spec_from_file_location("bench_nanogpt", TOOL)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_nanogpt_is_gpt2_shaped_and_its_flops_are_counted():
+    tool = _tool()
+    d, layers = 32, 2
+    model = tool.NanoGPT(264, 16, d, layers, 2)
+    # blocks: 12 d^2 weights + 13 d biases/norms each; tied wte/lm_head, wpe, final LayerNorm.
+    assert sum(p.numel() for p in model.parameters()) == layers * (12 * d * d + 13 * d) + 264 * d + 16 * d + 2 * d
+    idx = torch.randint(0, 264, (2, 16))
+    flops = tool.training_flops(model, (idx, idx))
+    # forward 2 * tokens * matmul weights (+ attention), backward twice that.
+    assert flops >= 3 * 2 * 32 * (layers * 12 * d * d + 264 * d)
+    opt = tool.nanogpt_optimizer(model, 1e-3, fused=False)
+    wall, cpu = tool.make_step(model, opt, (idx, idx))()
+    assert wall > 0 and cpu >= 0
+
+
+def test_comparison_runs_on_shards(tmp_path, capsys):
+    from prism.data.shards import build
+
+    build("text_image", tmp_path / "d", seed=0)
+    tool = _tool()
+    assert tool.main(["--data", str(tmp_path / "d"), "--backbones", "15k", "--steps", "4", "--warmup", "1"]) == 0
+    out = capsys.readouterr().out
+    assert "15k: prism" in out and "prism/nanogpt FLOP/s per pair: median" in out
