@@ -54,7 +54,7 @@ def bare_step_samples_per_s(family: str, backbone: str, variant: str, regime: st
 def loop_samples_per_s(family: str, backbone: str, variant: str, regime: str, data: str, global_batch: int,
                        steps: int, threads: int, out: Path) -> tuple[float, float, list[dict]]:
     from prism.train.config import RunConfig
-    from prism.train.loop import train
+    from prism.train.trainer import train
     from prism.train.runfiles import read_jsonl
 
     config = RunConfig(family=family, backbone=backbone, variant=variant, regime=regime, budget=1e18,

@@ -20,6 +20,7 @@ from typing import Any
 
 from prism.atomic import write_text_atomic
 from prism.errors import PrismError, check_name
+from prism.ids import run_id
 
 STRATEGIES = ("none", "ddp", "fsdp", "hsdp")
 DEVICES = ("auto", "cpu", "cuda", "xpu")
@@ -75,7 +76,10 @@ class RunConfig:
     warmup: int | None = _f(None, "warm-up steps (default: 5%% of the steps, at least 1)", metavar="N")
     eval_every: int | None = _f(None, "evaluate every K steps (default: about 10 evaluations a run); "
                                 "always at step 0 and at the end", metavar="K")
-    eval_samples: int = _f(256, "held-out samples per evaluation (a fixed subset)", metavar="N")
+    eval_samples: int = _f(256, "held-out samples of each evaluation during the run (a fixed subset)",
+                           metavar="N")
+    final_eval_samples: int | None = _f(None, "held-out samples of the final evaluation, the run's loss "
+                                        "(default: the whole held-out split)", metavar="N")
     checkpoint_every: int | None = _f(None, "checkpoint every K steps (default: about 10 a run)",
                                       metavar="K")
     log_every: int = _f(10, "write a perf.jsonl row every K steps (and at steps 1 and last)",
@@ -107,7 +111,7 @@ class RunConfig:
         if not (math.isfinite(self.budget) and self.budget > 0):
             raise PrismError(f"{source}: budget must be a positive number of FLOPs, got {self.budget}")
         for name in ("replicate", "shard", "global_batch", "seq_len", "max_steps", "eval_every",
-                     "eval_samples", "checkpoint_every", "log_every", "threads"):
+                     "eval_samples", "final_eval_samples", "checkpoint_every", "log_every", "threads"):
             value = getattr(self, name)
             if value is not None and value < 1:
                 raise PrismError(f"{source}: {name} must be at least 1, got {value}")
@@ -124,9 +128,7 @@ class RunConfig:
 
     @property
     def run_id(self) -> str:
-        from prism.isoflop.records import format_budget
-
-        return f"{self.backbone}-{self.variant}-{self.regime}-C{format_budget(self.budget)}"
+        return run_id(self.backbone, self.variant, self.regime, self.budget)
 
     @property
     def out_dir(self) -> Path:

@@ -1,0 +1,98 @@
+"""Preparing a run directory: resume what can be resumed, start over what cannot.
+
+A rerun of `prism train` on an existing directory resumes from its newest
+checkpoint, but only when that checkpoint was trained on the same inputs (the
+shards' manifest and the calibration: see `input_fingerprint`) and describes the
+same run (the result-changing settings and the steps). Changed inputs start over;
+changed settings are refused, naming them.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import dataclass
+from pathlib import Path
+
+from prism.errors import PrismError
+from prism.train import checkpoint, runfiles
+from prism.train.config import RunConfig
+
+
+def input_fingerprint(config: RunConfig, calibration: dict | None) -> dict[str, str | None]:
+    """What a run's result depends on beyond its flags: the shards and the calibration.
+
+    A rerun whose inputs changed (rebuilt data, a recalibrated model; e.g. Snakemake
+    rerunning the job for that reason) starts over instead of resuming checkpoints
+    that were trained on something else.
+    """
+    manifest = Path(config.data) / "manifest.json"
+    return {
+        "data_manifest": hashlib.sha256(manifest.read_bytes()).hexdigest() if manifest.is_file() else None,
+        "calibration": (hashlib.sha256(json.dumps(calibration, sort_keys=True).encode()).hexdigest()
+                        if calibration else None),
+    }
+
+
+def changed_inputs(out: Path, inputs: dict[str, str | None]) -> list[str]:
+    """The inputs that differ from those the run directory was started on."""
+    path = out / runfiles.CONFIG
+    old = runfiles.resolved_of(path).get("inputs") if path.exists() else None
+    if not old:
+        return []
+    return [name for name, digest in inputs.items() if old.get(name) != digest]
+
+
+def check_same_run(config: RunConfig, out: Path, steps: int, steps_may_change: bool) -> None:
+    """A rerun must describe the same run as the one whose checkpoints it finds.
+
+    Its steps may differ only when it starts over on new inputs (a new calibration
+    changes FLOPs per sample, hence steps).
+    """
+    path = out / runfiles.CONFIG
+    if not path.exists():
+        return
+    diff = config.result_mismatch(RunConfig.from_yaml(path))
+    old_steps = runfiles.resolved_of(path).get("steps")
+    if old_steps is not None and old_steps != steps and not steps_may_change:
+        diff.append(f"steps: {old_steps} -> {steps}")
+    if diff:
+        raise PrismError(f"{out} holds a different run ({'; '.join(diff)}); use another --out or delete "
+                         f"{out} to start over")
+
+
+@dataclass(frozen=True)
+class Start:
+    """Where a run starts: the checkpoint to resume (None: from scratch) and the inputs that changed."""
+
+    checkpoint: Path | None
+    changed: list[str]
+
+
+def prepare(config: RunConfig, inputs: dict[str, str | None], steps: int, is_main: bool, log=print) -> Start:
+    """Clean up the directory for this run and say where it starts.
+
+    Every rank decides alike (from the files, before rank 0 deletes anything); rank 0
+    removes half-written checkpoints, clears checkpoints trained on other inputs, and
+    drops the log rows of a run that died before its first checkpoint.
+    """
+    out = config.out_dir
+    changed = changed_inputs(out, inputs)
+    if is_main:
+        checkpoint.remove_partial(out)
+        if changed:
+            log(f"[{config.run_id}] {', '.join(changed)} changed since this run started: starting over")
+            checkpoint.clear(out)
+    latest = None if changed else checkpoint.latest(out)
+    if latest is None and is_main:
+        out.mkdir(parents=True, exist_ok=True)
+        for name in (runfiles.PERF, runfiles.EVAL):
+            (out / name).unlink(missing_ok=True)
+    check_same_run(config, out, steps, steps_may_change=bool(changed))
+    return Start(latest, changed)
+
+
+def truncate_logs(out: Path, step: int) -> None:
+    """Drop the rows a killed process logged after the checkpoint the run resumes from."""
+    runfiles.truncate_after(out / runfiles.PERF, step)
+    runfiles.truncate_after(out / runfiles.EVAL, step)
