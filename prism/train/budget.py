@@ -20,7 +20,7 @@ from prism.errors import PrismError
 from prism.families import family_spec
 from prism.model.config import backbone_config
 from prism.train.config import RunConfig
-from prism.train.schedule import default_lr, default_warmup
+from prism.train.schedule import Schedule, default_lr, default_warmup
 
 
 @dataclass(frozen=True)
@@ -39,9 +39,14 @@ class StepBudget:
     checkpoint_every: int
     params: int
     params_total: int
+    schedule: Schedule
 
     def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
+        """Flat, for the run's `resolved:` section (the schedule's fields prefixed)."""
+        data = asdict(self)
+        schedule = data.pop("schedule")
+        return {**data, "schedule": schedule["kind"], "cooldown_steps": self.schedule.cooldown,
+                "cooldown_start": self.schedule.cooldown_start}
 
 
 def find_calibration(config: RunConfig) -> dict | None:
@@ -134,13 +139,15 @@ def step_budget(config: RunConfig, model: Any, world_size: int, log=print) -> St
     # Counted here, not via prism.model.accounting (whose import pulls torch's tracing stack).
     # parameters() de-duplicates tied weights, as accounting does.
     params = list(model.parameters())
+    warmup = min(steps, config.warmup) if config.warmup is not None else default_warmup(steps)
     return StepBudget(
         flops_per_sample=fps, flops_source=source, tokens_per_sample=tps, seq_len=seq_len,
         budget_steps=budget_steps, steps=steps,
         lr=config.lr if config.lr is not None else default_lr(backbone_config(config.backbone).d_model),
-        warmup=min(steps, config.warmup) if config.warmup is not None else default_warmup(steps),
+        warmup=warmup,
         eval_every=config.eval_every or max(1, steps // 10),
         checkpoint_every=config.checkpoint_every or max(1, steps // 10),
         params=sum(p.numel() for p in params if p.requires_grad),
         params_total=sum(p.numel() for p in params),
+        schedule=Schedule(config.schedule, warmup, steps, config.cooldown_fraction, config.cooldown_shape),
     )

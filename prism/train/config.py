@@ -5,8 +5,8 @@ flags from the same fields, so the two cannot drift. Precedence: defaults, then
 the file, then flags given on the command line. Unknown keys in a file are an
 error naming the key (a typo must not silently fall back to a default).
 
-Pure Python plus PyYAML (imported lazily): the CLI, the planner and the launchers
-use it without importing torch.
+Pure Python plus PyYAML: the CLI, the planner and the launchers use it without
+importing torch.
 """
 
 from __future__ import annotations
@@ -18,9 +18,14 @@ from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
+import yaml
+
 from prism.atomic import write_text_atomic
 from prism.errors import PrismError, check_name
+from prism.families import FAMILIES
 from prism.ids import run_id
+from prism.model.config import BACKBONES, REGIMES, VARIANTS
+from prism.train.schedule import COOLDOWN_FRACTION, COOLDOWN_SHAPES, SCHEDULES
 
 STRATEGIES = ("none", "ddp", "fsdp", "hsdp")
 DEVICES = ("auto", "cpu", "cuda", "xpu")
@@ -32,7 +37,8 @@ RESOLVED_KEY = "resolved"
 
 # Settings that change a run's numbers: a rerun on an existing RUNDIR must agree on them.
 RESULT_FIELDS = ("family", "backbone", "variant", "regime", "budget", "seed", "global_batch",
-                 "layout", "seq_len", "max_steps", "lr", "warmup")
+                 "layout", "seq_len", "max_steps", "lr", "warmup", "schedule", "cooldown_fraction",
+                 "cooldown_shape")
 
 
 def _f(default: Any = None, help: str = "", choices: tuple[str, ...] | None = None,
@@ -74,6 +80,12 @@ class RunConfig:
     lr: float | None = _f(None, "peak learning rate (default: width-scaled, see prism.train.schedule)",
                           metavar="LR")
     warmup: int | None = _f(None, "warm-up steps (default: 5%% of the steps, at least 1)", metavar="N")
+    schedule: str = _f("cosine", "learning-rate schedule after the warm-up: cosine decay to 10%%, or wsd "
+                       "(constant, then a cooldown)", SCHEDULES)
+    cooldown_fraction: float = _f(COOLDOWN_FRACTION, "wsd: share of the steps spent in the cooldown",
+                                  metavar="F")
+    cooldown_shape: str = _f("sqrt", "wsd: cooldown shape, 1-sqrt or linear in the cooldown's progress",
+                             COOLDOWN_SHAPES)
     eval_every: int | None = _f(None, "evaluate every K steps (default: about 10 evaluations a run); "
                                 "always at step 0 and at the end", metavar="K")
     eval_samples: int = _f(256, "held-out samples of each evaluation during the run (a fixed subset)",
@@ -97,9 +109,6 @@ class RunConfig:
         missing = [f.name for f in fields(self) if f.metadata.get("required") and getattr(self, f.name) is None]
         if missing:
             raise PrismError(f"{source}: missing {', '.join('--' + m.replace('_', '-') for m in missing)}")
-        from prism.families import FAMILIES
-        from prism.model.config import BACKBONES, REGIMES, VARIANTS
-
         check_name("family", self.family, FAMILIES)
         check_name("backbone", self.backbone, BACKBONES)
         check_name("projector variant", self.variant, VARIANTS)
@@ -121,6 +130,8 @@ class RunConfig:
                 raise PrismError(f"{source}: {name} must be at least 0, got {value}")
         if self.lr is not None and not (math.isfinite(self.lr) and self.lr > 0):
             raise PrismError(f"{source}: lr must be a positive number, got {self.lr}")
+        if not 0 < self.cooldown_fraction <= 1:
+            raise PrismError(f"{source}: cooldown_fraction must be in (0, 1], got {self.cooldown_fraction}")
         if self.calibration and self.calibration_dir:
             raise PrismError(f"{source}: give calibration or calibration_dir, not both")
 
@@ -162,8 +173,6 @@ class RunConfig:
 
     def to_yaml(self, path: str | os.PathLike, resolved: dict[str, Any] | None = None) -> None:
         """Write atomically; `resolved` (derived values) goes under its own key."""
-        import yaml
-
         data = self.to_dict()
         if resolved:
             data[RESOLVED_KEY] = resolved
@@ -199,8 +208,6 @@ def _coerce(f: dataclasses.Field, value: Any, source: str) -> Any:
 
 
 def read_yaml(path: str | os.PathLike) -> dict[str, Any]:
-    import yaml
-
     try:
         text = Path(path).read_text()
     except OSError as err:

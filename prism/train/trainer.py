@@ -179,7 +179,7 @@ class Trainer:
         self.params = model.trainable_parameters()
         self.eval_model = self.model.module if self.parallel.strategy == "ddp" else self.model
         self.optimizer = build_optimizer(self.params, self.budget.lr)
-        self.scheduler = build_scheduler(self.optimizer, self.budget.warmup, self.budget.steps)
+        self.scheduler = build_scheduler(self.optimizer, self.budget.schedule)
 
     def to_device(self, batch: dict) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         return tuple(torch.as_tensor(batch[key]).to(self.device, non_blocking=True)  # type: ignore[return-value]
@@ -416,7 +416,7 @@ class Trainer:
             flops_per_sample=budget.flops_per_sample, flops_source=budget.flops_source,
             tokens_per_sample=budget.tokens_per_sample, global_batch=config.global_batch, steps=self.step,
             planned_steps=budget.steps, budget_steps=budget.budget_steps, **self.counters(self.step),
-            lr=budget.lr, warmup=budget.warmup, strategy=self.parallel.strategy,
+            lr=budget.lr, warmup=budget.warmup, schedule=budget.schedule.kind, strategy=self.parallel.strategy,
             world_size=self.parallel.world_size, device=self.device.type, wall_s=self.wall_s(),
             resumed_from=self.resumed_from, git_rev=git_rev(),
             reason=reason, step=None if status == "ok" else self.step,
