@@ -61,6 +61,7 @@ class RunMetrics:
     device: str | None = None
     wall_s: float | None = None
     resumed_from: int | None = None
+    started_from: str | None = None
     git_rev: str | None = None
     reason: str | None = None
     step: int | None = None

@@ -38,7 +38,10 @@ RESOLVED_KEY = "resolved"
 # Settings that change a run's numbers: a rerun on an existing RUNDIR must agree on them.
 RESULT_FIELDS = ("family", "backbone", "variant", "regime", "budget", "seed", "global_batch",
                  "layout", "seq_len", "max_steps", "lr", "warmup", "schedule", "cooldown_fraction",
-                 "cooldown_shape")
+                 "cooldown_shape", "init_from", "init_step")
+# What a run started from another run's checkpoint must share with it to continue its trajectory
+# (beside the inputs' fingerprints and the resolved lr and warm-up).
+TRAJECTORY_FIELDS = ("family", "backbone", "variant", "regime", "seed", "global_batch", "layout", "seq_len")
 
 
 def _f(default: Any = None, help: str = "", choices: tuple[str, ...] | None = None,
@@ -94,6 +97,11 @@ class RunConfig:
                                         "(default: the whole held-out split)", metavar="N")
     checkpoint_every: int | None = _f(None, "checkpoint every K steps (default: about 10 a run)",
                                       metavar="K")
+    checkpoint_at: str | None = _f(None, "also checkpoint at these steps and keep those checkpoints "
+                                   "(comma-separated; e.g. where wsd cooldown branches start)", metavar="S1,S2")
+    init_from: str | None = _f(None, "start from a checkpoint of this run directory (weights, optimizer, "
+                               "data position, RNG, counters) instead of from scratch", metavar="RUNDIR")
+    init_step: int | None = _f(None, "the step of --init-from's checkpoint (default: its newest)", metavar="S")
     log_every: int = _f(10, "write a perf.jsonl row every K steps (and at steps 1 and last)",
                         metavar="K")
     threads: int | None = _f(None, "CPU threads per process (default: cores / processes on the node)",
@@ -130,6 +138,9 @@ class RunConfig:
                 raise PrismError(f"{source}: {name} must be at least 0, got {value}")
         if self.lr is not None and not (math.isfinite(self.lr) and self.lr > 0):
             raise PrismError(f"{source}: lr must be a positive number, got {self.lr}")
+        parse_steps(self.checkpoint_at)
+        if self.init_step is not None and not self.init_from:
+            raise PrismError(f"{source}: init_step needs init_from (the run directory to start from)")
         if not 0 < self.cooldown_fraction <= 1:
             raise PrismError(f"{source}: cooldown_fraction must be in (0, 1], got {self.cooldown_fraction}")
         if self.calibration and self.calibration_dir:
@@ -144,6 +155,11 @@ class RunConfig:
     @property
     def out_dir(self) -> Path:
         return Path(self.out)
+
+    @property
+    def keep_steps(self) -> frozenset[int]:
+        """The steps of `checkpoint_at`, whose checkpoints are kept."""
+        return parse_steps(self.checkpoint_at)
 
     # --- dict / YAML -----------------------------------------------------------------
 
@@ -182,6 +198,19 @@ class RunConfig:
         """The result-changing settings on which two configs differ."""
         return [f"{n}: {getattr(other, n)!r} -> {getattr(self, n)!r}" for n in RESULT_FIELDS
                 if getattr(self, n) != getattr(other, n)]
+
+
+def parse_steps(text: str | None) -> frozenset[int]:
+    """`"100,250"` -> {100, 250}; steps start at 1."""
+    if not text:
+        return frozenset()
+    try:
+        steps = frozenset(int(part) for part in str(text).split(",") if part.strip())
+    except ValueError:
+        raise PrismError(f"checkpoint_at {text!r}: give step numbers separated by commas") from None
+    if any(step < 1 for step in steps):
+        raise PrismError(f"checkpoint_at {text!r}: steps start at 1")
+    return steps
 
 
 def _coerce(f: dataclasses.Field, value: Any, source: str) -> Any:

@@ -16,7 +16,7 @@ from pathlib import Path
 
 from prism.errors import PrismError
 from prism.train import checkpoint, runfiles
-from prism.train.config import RunConfig
+from prism.train.config import TRAJECTORY_FIELDS, RunConfig
 
 
 def input_fingerprint(config: RunConfig, calibration: dict | None) -> dict[str, str | None]:
@@ -90,6 +90,54 @@ def prepare(config: RunConfig, inputs: dict[str, str | None], steps: int, is_mai
             (out / name).unlink(missing_ok=True)
     check_same_run(config, out, steps, steps_may_change=bool(changed))
     return Start(latest, changed)
+
+
+def init_checkpoint(source: Path, step: int | None) -> Path:
+    """The checkpoint of run directory `source` at `step` (its newest when None): kept ones first.
+
+    A run keeps the checkpoints of `--checkpoint-at` steps in `checkpoints/keep/`, which
+    moves to `final/keep/` when it finishes; the rotating ones are looked at too.
+    """
+    folders = [checkpoint.checkpoint_dir(source), checkpoint.final_dir(source)]
+    candidates = [p for folder in folders for p in (*sorted(folder.glob("keep/step-*.pt")),
+                                                     *sorted(folder.glob("step-*.pt")))]
+    if step is not None:
+        candidates = [p for p in candidates if p.name == checkpoint.filename(step)]
+    if not candidates:
+        at = f"at step {step} " if step is not None else ""
+        raise PrismError(f"--init-from {source}: no checkpoint {at}there (checkpoints/, final/, and their keep/); "
+                         "write one with --checkpoint-at on the run that makes it")
+    return max(candidates, key=lambda p: p.name) if step is None else candidates[0]
+
+
+def check_trajectory(config: RunConfig, source: Path, inputs: dict[str, str | None], lr: float,
+                     warmup: int) -> None:
+    """A run continuing another run's checkpoint must be on its trajectory: same model, data, order, lr."""
+    path = source / runfiles.CONFIG
+    if not path.exists():
+        raise PrismError(f"--init-from {source}: no {runfiles.CONFIG} there (not a run directory)")
+    other = RunConfig.from_yaml(path)
+    resolved = runfiles.resolved_of(path)
+    diff = [f"{name}: {getattr(other, name)!r} there, {getattr(config, name)!r} here"
+            for name in TRAJECTORY_FIELDS if getattr(config, name) != getattr(other, name)]
+    mine = {"lr": lr, "warmup": warmup, **{f"inputs.{k}": v for k, v in inputs.items()}}
+    theirs = {"lr": resolved.get("lr"), "warmup": resolved.get("warmup"),
+              **{f"inputs.{k}": v for k, v in (resolved.get("inputs") or {}).items()}}
+    diff += [f"{name}: {theirs.get(name)!r} there, {value!r} here" for name, value in mine.items()
+             if theirs.get(name) != value]
+    if diff:
+        raise PrismError(f"--init-from {source} is another trajectory ({'; '.join(diff)}); a run can only "
+                         "continue a run of the same model, data, seed, batch, learning rate and warm-up")
+
+
+def copy_logs(source: Path, out: Path, step: int) -> None:
+    """The source run's perf and eval rows up to `step`: the new run's files read as its whole history."""
+    for name in (runfiles.PERF, runfiles.EVAL):
+        rows = [r for r in runfiles.read_jsonl(source / name) if isinstance(r.get("step"), int) and r["step"] <= step]
+        writer = runfiles.JsonlWriter(out / name)
+        for row in rows:
+            writer.write(row)
+        writer.close()
 
 
 def truncate_logs(out: Path, step: int) -> None:

@@ -28,6 +28,7 @@ import threading
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import torch
@@ -138,6 +139,7 @@ class Trainer:
         self.last_eval_step = -1
         self.warnings: list[str] = []
         self.collapse_reason: str | None = None
+        self.started_from: str | None = None  # "RUNDIR@STEP" of --init-from
         self.startup_s: float | None = None
         self.perf = runfiles.JsonlWriter(config.out_dir / runfiles.PERF, enabled=False)
         self.evals = runfiles.JsonlWriter(config.out_dir / runfiles.EVAL, enabled=False)
@@ -244,6 +246,8 @@ class Trainer:
         start = rundir.prepare(config, self.inputs, budget.steps, self.is_main, log=log)
         if start.checkpoint is not None:
             self.resume(start.checkpoint)
+        elif config.init_from:
+            self.start_from(rundir.init_checkpoint(Path(config.init_from), config.init_step))
         self._open_logs()
         if self.step == 0:
             self.evaluate()
@@ -259,7 +263,7 @@ class Trainer:
         final = None
         if outcome == "ok":
             final = self.evaluate(final=True)
-            if self.step % budget.checkpoint_every:
+            if not self.checkpoint_due(self.step):
                 self.checkpoint()
         return self.finish(outcome, final)
 
@@ -287,7 +291,7 @@ class Trainer:
                 self.evaluate()  # before stopping: a resumed run does not evaluate this step again
             if result.stopping and not last:
                 return "stopped"
-            if result.step % self.budget.checkpoint_every == 0:
+            if self.checkpoint_due(result.step):
                 self.checkpoint()
         return "ok"
 
@@ -336,28 +340,63 @@ class Trainer:
         return result
 
     def checkpoint(self) -> None:
-        checkpoint.save(self.config.out_dir, self.step, self.model, self.optimizer, self.scheduler,
-                        self.loader.state_dict(), self.state(), self.device, self.is_main)
+        path = checkpoint.save(self.config.out_dir, self.step, self.model, self.optimizer, self.scheduler,
+                               self.loader.state_dict(), self.state(), self.device, self.is_main)
+        if self.is_main and self.step in self.config.keep_steps:
+            checkpoint.keep(path)
+
+    def checkpoint_due(self, step: int) -> bool:
+        return step % self.budget.checkpoint_every == 0 or step in self.config.keep_steps
 
     def state(self) -> dict[str, Any]:
         """The trainer's counters, as a checkpoint carries them."""
         return {"collapse": self.detector.state_dict(), "wall_s": self.wall_s(), "samples": self.samples,
                 "first_eval": self.first_eval, "last_eval": self.last_eval,
-                "last_eval_step": self.last_eval_step, "warnings": self.warnings}
+                "last_eval_step": self.last_eval_step, "warnings": self.warnings,
+                "started_from": self.started_from}
 
-    def resume(self, path: os.PathLike) -> None:
-        step, loader_state, extra = checkpoint.load(path, self.model, self.optimizer, self.scheduler,
-                                                    self.device, self.env.rank)
+    def _restore(self, step: int, loader_state: Any, extra: dict[str, Any]) -> None:
         self.loader.load_state_dict(loader_state)
         self.detector.load_state_dict(extra["collapse"])
-        self.step = self.resumed_from = step
+        self.step = step
         self.prior_wall, self.samples = extra["wall_s"], extra["samples"]
         self.first_eval, self.last_eval = extra["first_eval"], extra["last_eval"]
         self.last_eval_step = extra["last_eval_step"]
         self.warnings = list(extra.get("warnings", []))
+        self.started_from = extra.get("started_from")
+
+    def resume(self, path: Path) -> None:
+        step, loader_state, extra = checkpoint.load(path, self.model, self.optimizer, self.scheduler,
+                                                    self.device, self.env.rank)
+        self._restore(step, loader_state, extra)
+        self.resumed_from = step
         if self.is_main:
             rundir.truncate_logs(self.config.out_dir, step)
             log(f"[{self.config.run_id}] resuming from {path} (step {step}/{self.budget.steps})")
+
+    def start_from(self, path: Path) -> None:
+        """Continue another run's trajectory from its checkpoint, under this run's schedule.
+
+        Weights, optimizer state, data position, RNG and counters come from the
+        checkpoint, so a run that branches off at step S continues exactly as a run
+        of this config that never stopped at S would (given the same warm-up and lr).
+        """
+        source = Path(self.config.init_from)
+        rundir.check_trajectory(self.config, source, self.inputs, self.budget.lr, self.budget.warmup)
+        step, loader_state, extra = checkpoint.load(path, self.model, self.optimizer, self.scheduler,
+                                                    self.device, self.env.rank)
+        if step >= self.budget.steps:
+            raise PrismError(f"--init-from {path} is at step {step}, not before this run's last step "
+                             f"{self.budget.steps}")
+        self._restore(step, loader_state, extra)
+        # The learning rate of the next update is this run's schedule's, not the source run's.
+        for group, base in zip(self.optimizer.param_groups, self.scheduler.base_lrs):
+            group["lr"] = base * self.budget.schedule.factor(step)
+        self.scheduler._last_lr = [group["lr"] for group in self.optimizer.param_groups]
+        self.started_from = f"{source}@{step}"
+        if self.is_main:
+            rundir.copy_logs(source, self.config.out_dir, step)
+            log(f"[{self.config.run_id}] starting from {path} (step {step}/{self.budget.steps})")
 
     def _open_logs(self) -> None:
         config, out = self.config, self.config.out_dir
@@ -418,7 +457,7 @@ class Trainer:
             planned_steps=budget.steps, budget_steps=budget.budget_steps, **self.counters(self.step),
             lr=budget.lr, warmup=budget.warmup, schedule=budget.schedule.kind, strategy=self.parallel.strategy,
             world_size=self.parallel.world_size, device=self.device.type, wall_s=self.wall_s(),
-            resumed_from=self.resumed_from, git_rev=git_rev(),
+            resumed_from=self.resumed_from, started_from=self.started_from, git_rev=git_rev(),
             reason=reason, step=None if status == "ok" else self.step,
         )
 
