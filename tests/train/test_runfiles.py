@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import math
 
-from prism.atomic import write_json_atomic
+from prism.atomic import json_safe, write_json_atomic
 from prism.revision import git_rev
 from prism.train import runfiles
 
@@ -32,3 +32,9 @@ def test_atomic_json_leaves_no_temporary_files_and_writes_non_finite_values_as_t
 
 def test_git_rev_is_resolved_once():
     assert git_rev() is git_rev()
+
+
+def test_json_safe_turns_numpy_scalars_into_python_values():
+    import numpy as np
+
+    assert json_safe({"a": np.float64("nan"), "b": [np.int64(3)], "c": (1.5,)}) == {"a": "nan", "b": [3], "c": [1.5]}
