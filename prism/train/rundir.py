@@ -14,6 +14,7 @@ import json
 from dataclasses import dataclass
 from pathlib import Path
 
+from prism.atomic import write_text_atomic
 from prism.errors import PrismError
 from prism.train import checkpoint, runfiles
 from prism.train.config import TRAJECTORY_FIELDS, RunConfig
@@ -141,6 +142,14 @@ def copy_logs(source: Path, out: Path, step: int) -> None:
 
 
 def truncate_logs(out: Path, step: int) -> None:
-    """Drop the rows a killed process logged after the checkpoint the run resumes from."""
+    """Drop the rows a killed process logged after the checkpoint the run resumes from.
+
+    A final evaluation's row goes too: the resumed run makes its own (one killed after its
+    final evaluation but before metrics.json would otherwise leave two).
+    """
     runfiles.truncate_after(out / runfiles.PERF, step)
     runfiles.truncate_after(out / runfiles.EVAL, step)
+    evals = runfiles.read_jsonl(out / runfiles.EVAL)
+    if any(row.get("final") for row in evals):
+        write_text_atomic(out / runfiles.EVAL, "".join(json.dumps(row) + "\n" for row in evals
+                                                       if not row.get("final")))

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import math
 
 import pytest
@@ -61,3 +62,13 @@ def test_standard_error_of_a_token_weighted_mean():
     residual = [2 - loss, 4 - 2 * loss, 9 - 3 * loss]
     assert se == pytest.approx(math.sqrt(sum(r * r for r in residual) / 6) / 2)
     assert mean_and_se(torch.tensor([3.0]), torch.tensor([2]))[1] is None
+
+
+def test_a_resumed_run_drops_the_final_evaluation_of_the_process_that_died(tmp_path):
+    from prism.train import rundir
+
+    rows = [{"step": 0, "loss": 5.0}, {"step": 10, "loss": 2.0}, {"step": 10, "loss": 1.9, "final": True},
+            {"step": 12, "loss": 1.8}]
+    (tmp_path / "eval.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    rundir.truncate_logs(tmp_path, 10)
+    assert [json.loads(line) for line in (tmp_path / "eval.jsonl").read_text().splitlines()] == rows[:2]
