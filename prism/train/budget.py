@@ -71,7 +71,6 @@ def counted_flops(config: RunConfig, seq_len: int) -> tuple[float, bool]:
 
     import prism.model
     from prism.bench.peak import cache_dir
-    from prism.model import build_model
     from prism.model.accounting import count_training_flops
 
     model_src = hashlib.sha256()
@@ -83,7 +82,7 @@ def counted_flops(config: RunConfig, seq_len: int) -> tuple[float, bool]:
     cache = _read_cache(path)
     if isinstance(cache.get(key), (int, float)) and cache[key] > 0:
         return float(cache[key]), True
-    meta = build_model(config.family, config.backbone, config.variant, config.regime, device="meta")
+    meta = prism.model.build_model(config.family, config.backbone, config.variant, config.regime, device="meta")
     fps = float(count_training_flops(meta, seq_len))
     cache = _read_cache(path)
     cache[key] = fps
