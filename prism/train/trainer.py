@@ -201,11 +201,14 @@ class Trainer:
         makes no update and is reported in the result; the counters move on either way.
         """
         tokens, modality, labels = self.to_device(batch)
+        segments = batch.get("segment_ids")  # packed rows: samples attend only within themselves
+        if segments is not None:
+            segments = torch.as_tensor(segments).to(self.device, non_blocking=True)
         if self.distributed:
             n_local = (labels != IGNORE).sum().to(torch.float64)
             n_global = n_local.clone()
             pending = dist.all_reduce(n_global, async_op=True)
-        loss = self.model(tokens, modality, labels)
+        loss = self.model(tokens, modality, labels, segments)
         step = self.step + 1
         if self.inject_nan_at == step:
             loss = loss * float("nan")

@@ -72,3 +72,20 @@ def test_a_resumed_run_drops_the_final_evaluation_of_the_process_that_died(tmp_p
     (tmp_path / "eval.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
     rundir.truncate_logs(tmp_path, 10)
     assert [json.loads(line) for line in (tmp_path / "eval.jsonl").read_text().splitlines()] == rows[:2]
+
+
+def test_a_packed_step_masks_attention_to_each_sample(shards, tmp_path, monkeypatch):
+    """The step hands the packed loader's segment ids to the model."""
+    config = RunConfig(family="text_image", backbone="30k", variant="BASE", regime="e2e", budget=3e11,
+                       data=str(shards), out=str(tmp_path / "packed"), global_batch=4, eval_samples=8,
+                       layout="packed", seq_len=128, max_steps=2, threads=1)
+    made = Trainer(config, discover({}))
+    seen = []
+    forward = made.model.forward
+    monkeypatch.setattr(made.model, "forward", lambda *args, **kw: seen.append(args[3]) or forward(*args, **kw))
+    try:
+        batch = next(made._batches())
+        made.train_step(batch)
+    finally:
+        made.close()
+    assert torch.equal(seen[0], torch.as_tensor(batch["segment_ids"])) and int(seen[0].max()) > 1
