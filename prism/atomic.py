@@ -8,6 +8,7 @@ goes through here: a later stage, or a rerun after a crash, takes a file's prese
 from __future__ import annotations
 
 import json
+import math
 import os
 import tempfile
 from collections.abc import Callable
@@ -40,9 +41,27 @@ def write_text_atomic(path: str | os.PathLike, text: str) -> Path:
     return write_atomic(path, _write)
 
 
+def json_safe(value: Any) -> Any:
+    """`value` with every non-finite float as its string ("nan", "inf", "-inf").
+
+    JSON has no NaN or infinity; Python would write bare `NaN` that other readers
+    reject. A string keeps what happened (a NaN loss is not a missing one) and
+    `float()` reads it back.
+    """
+    if isinstance(value, float) and not math.isfinite(value):
+        return str(value)
+    if isinstance(value, dict):
+        return {k: json_safe(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [json_safe(v) for v in value]
+    if hasattr(value, "item") and not isinstance(value, (str, bytes)):  # a numpy scalar
+        return json_safe(value.item())
+    return value
+
+
 def write_json_atomic(path: str | os.PathLike, data: Any, **dumps: Any) -> Path:
-    """`data` as JSON (keyword arguments go to json.dumps), newline-terminated."""
-    return write_text_atomic(path, json.dumps(data, **dumps) + "\n")
+    """`data` as JSON (non-finite floats as strings; keyword arguments go to json.dumps), newline-terminated."""
+    return write_text_atomic(path, json.dumps(json_safe(data), **dumps) + "\n")
 
 
 def _fsync(path: str) -> None:

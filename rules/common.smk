@@ -8,7 +8,7 @@ from pathlib import Path
 import yaml
 
 from prism.families import FAMILIES
-from prism.isoflop.records import format_budget
+from prism.ids import format_budget
 from prism.model.config import BACKBONES, REGIMES, VARIANTS
 
 # Rules call `prism`: find the one installed beside the Python running Snakemake

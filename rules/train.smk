@@ -7,6 +7,8 @@
 # and how it runs (launcher, nodes, device, storage) are resources, so moving a study
 # to the cluster or changing its node count retrains nothing.
 
+from prism.isoflop.launch import run_args
+
 
 rule train:
     input:
@@ -16,14 +18,11 @@ rule train:
     log:
         logfile("train", "{family}", "{run_id}"),
     params:
-        rundir=lambda wildcards: f"{STUDY}/{wildcards.family}/runs/{wildcards.run_id}",
+        # The run's `prism train` flags from its plan row (the same mapping `prism isoflop launch` uses).
+        run=lambda wildcards, input: run_args(
+            plan_row(wildcards), data=input.data, out=f"{STUDY}/{wildcards.family}/runs/{wildcards.run_id}",
+            calibration=input.calibration, seed=config["train"]["seed"]),
         body=lambda wildcards: f"{STUDY}/{wildcards.family}/runs/{wildcards.run_id}/launch.sh",
-        backbone=row_value("backbone"),
-        variant=row_value("variant"),
-        regime=row_value("regime"),
-        budget=lambda wildcards: budget_str(plan_row(wildcards)["budget"]),
-        global_batch=row_value("global_batch"),
-        seed=config["train"]["seed"],
     threads: config["train"]["threads"]
     # Longest runs first (steps stand in for time): the study ends sooner than when the
     # longest run happens to start last.
@@ -50,12 +49,7 @@ rule train:
     # data manifest and calibration, and when Snakemake reruns it because they changed (new
     # data, a recalibrated model) it starts over instead of resuming.
     shell:
-        "prism train --family {wildcards.family:q} --backbone {params.backbone:q}"
-        " --variant {params.variant:q} --regime {params.regime:q} --budget {params.budget:q}"
-        " --data {input.data:q} --calibration {input.calibration:q} --out {params.rundir:q}"
-        " --global-batch {params.global_batch:q} --seed {params.seed:q} --device {resources.device:q}"
-        " --threads {threads}"
-        " --strategy {resources.strategy:q}"
-        " --launcher {resources.launcher:q} --nodes {resources.nodes:q} --storage {resources.storage:q}"
-        " --dry-run > {params.body:q} 2> {log:q}"
+        "prism train {params.run} --device {resources.device:q} --threads {threads}"
+        " --strategy {resources.strategy:q} --launcher {resources.launcher:q} --nodes {resources.nodes:q}"
+        " --storage {resources.storage:q} --dry-run > {params.body:q} 2> {log:q}"
         " && bash {params.body:q} >> {log:q} 2>&1 || test -f {output:q}"

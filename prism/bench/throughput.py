@@ -26,12 +26,10 @@ few-token samples leave the matmuls memory-bound.
 
 from __future__ import annotations
 
-import functools
 import json
 import os
 import socket
 import statistics
-import subprocess
 import tempfile
 import time
 from dataclasses import asdict, dataclass, field
@@ -39,6 +37,7 @@ from pathlib import Path
 
 from prism.bench.peak import peak_now
 from prism.errors import PrismError
+from prism.revision import git_rev
 
 TESTS: tuple[str, ...] = ("forward_only", "batch_scaling", "fwd_bwd", "sync_overhead", "ddp_overhead")
 # Tests outside `all`: they need shards (`--data`).
@@ -79,17 +78,6 @@ class BenchConfig:
 
 
 # --- small helpers -------------------------------------------------------------------------------------------
-
-
-@functools.lru_cache(maxsize=1)
-def git_rev() -> str:
-    """The short commit of the prism checkout (`unknown` outside a git checkout)."""
-    try:
-        out = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=Path(__file__).resolve().parent,
-                             capture_output=True, text=True, timeout=5)
-        return out.stdout.strip() or "unknown"
-    except (OSError, subprocess.SubprocessError):
-        return "unknown"
 
 
 def spread(times: list[float]) -> dict:

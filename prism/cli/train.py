@@ -10,12 +10,21 @@ from __future__ import annotations
 import argparse
 import dataclasses
 
+LAUNCH_KEYS = ("launcher", "nodes", "procs_per_node", "storage", "dry_run")
+
 
 def _train(args: argparse.Namespace) -> int:
-    from prism.train.command import train_command
+    from prism.host import tune_host
+
+    tune_host()  # before torch is imported: process settings that only take effect then
+    # Imported here, after tune_host (they import torch when training starts).
+    from prism.launch.run import launch
+    from prism.train.config import merge
 
     flags = {k: v for k, v in vars(args).items() if k not in ("func", "group", "verb")}
-    return train_command(flags)
+    launch_flags = {k: flags.pop(k) for k in LAUNCH_KEYS}
+    run = merge(flags.pop("config"), flags)
+    return launch(run, **launch_flags)
 
 
 def _type(field: dataclasses.Field):
@@ -25,6 +34,7 @@ def _type(field: dataclasses.Field):
 
 def configure(parser: argparse.ArgumentParser) -> None:
     """`prism train` is a group without verbs: its flags live on the group's parser."""
+    from prism.launch import LAUNCHERS, STORAGES
     from prism.train.config import RunConfig
 
     parser.description = ("Train one run to a FLOP budget; rerunning the same command resumes from the last "
@@ -37,14 +47,13 @@ def configure(parser: argparse.ArgumentParser) -> None:
                             choices=meta.get("choices"), metavar=meta.get("metavar"), default=None,
                             help=(meta.get("help") or "") + default)
     launch = parser.add_argument_group("launching (not part of the run config)")
-    launch.add_argument("--launcher", choices=("local", "torchrun", "aurora"), default="local",
+    launch.add_argument("--launcher", choices=LAUNCHERS, default="local",
                         help="local: train here; torchrun: re-run under torchrun on this node; aurora: PBS job "
                              "body (with --dry-run)")
     launch.add_argument("--nodes", type=int, default=1, metavar="N", help="nodes (aurora)")
     launch.add_argument("--procs-per-node", type=int, default=None, metavar="N",
                         help="processes per node (torchrun default auto; aurora default 12)")
-    launch.add_argument("--storage", choices=("local", "lustre", "daos"), default="local",
+    launch.add_argument("--storage", choices=STORAGES, default="local",
                         help="where the data lives on the cluster (daos mounts it with dfuse)")
     launch.add_argument("--dry-run", action="store_true", help="print the exact command or job body and exit")
     parser.set_defaults(func=_train)
-

@@ -21,7 +21,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from prism.isoflop.records import CI_LEVEL, BudgetFit, PowerLaw, format_budget
+from prism.ids import format_budget
+from prism.isoflop.records import CI_LEVEL, BudgetFit, PowerLaw
 
 MIN_POINTS = 3
 # Degrees of freedom that mark a noise as assumed (no residuals measured it): treated as known.

@@ -4,33 +4,18 @@ For one (family, backbone, projector variant, regime) this counts parameters by
 component and the FLOPs of one padded sample's forward + backward on the meta
 device (exact, allocation-free, so real sizes calibrate anywhere), puts the 6·N·D
 estimate beside it, and optionally times real training steps on a device.
-The planner divides budgets by `flops_per_sample`; `load_calibration` is how it reads them.
+The planner divides budgets by `flops_per_sample`; `prism.calibration` reads the records back.
 """
 
 from __future__ import annotations
 
-import json
 import platform
 import time
 from pathlib import Path
 from typing import Any
 
+from prism.calibration import CALIBRATION_VERSION, calibration_filename
 from prism.errors import PrismError
-
-CALIBRATION_VERSION = 1
-
-
-def calibration_filename(family: str, backbone: str, variant: str, regime: str) -> str:
-    return f"{family}__{backbone}__{variant}__{regime}.json"
-
-
-def calibrate_command(family: str, backbone: str, variant: str, regime: str, calibration_dir: str | Path) -> str:
-    """The command that writes a calibration file (quoted in error messages)."""
-    return (
-        f"prism isoflop calibrate --backbone {backbone} --projector-variant {variant} "
-        f"--family {family} --regime {regime} --calibration-dir {calibration_dir}"
-    )
-
 
 def _validate(family: str, backbone: str, variant: str, regime: str) -> None:
     from prism.families import family_spec
@@ -225,36 +210,3 @@ def run_calibrate(
     record = calibrate(family, backbone, variant, regime, **options)
     path = Path(out) if out is not None else Path(calibration_dir) / calibration_filename(family, backbone, variant, regime)
     return write_json_atomic(path, record, indent=2)
-
-
-REQUIRED_KEYS = ("params_total", "params_trainable", "params_by_component", "flops_per_sample", "tokens_per_sample")
-
-
-def load_calibration(calibration_dir: str | Path, family: str, backbone: str, variant: str, regime: str) -> dict:
-    """The calibration record for one (family, backbone, variant, regime), checked.
-
-    Raises PrismError naming the file and the command that (re)makes it when the
-    file is missing, unreadable, from another calibration version, or for other names.
-    """
-    path = Path(calibration_dir) / calibration_filename(family, backbone, variant, regime)
-    remake = calibrate_command(family, backbone, variant, regime, calibration_dir)
-    if not path.is_file():
-        raise PrismError(f"no calibration {path}; make it with: {remake}")
-    try:
-        record = json.loads(path.read_text())
-    except (OSError, json.JSONDecodeError) as err:
-        raise PrismError(f"cannot read calibration {path} ({err}); remake it with: {remake}") from None
-    if not isinstance(record, dict):
-        raise PrismError(f"calibration {path} is not a JSON object; remake it with: {remake}")
-    if record.get("calibration_version") != CALIBRATION_VERSION:
-        raise PrismError(
-            f"calibration {path} has calibration_version {record.get('calibration_version')!r}, "
-            f"this prism expects {CALIBRATION_VERSION}; remake it with: {remake}"
-        )
-    names = {"family": family, "backbone": backbone, "variant": variant, "regime": regime}
-    wrong = {k: record.get(k) for k, v in names.items() if record.get(k) != v}
-    missing = [k for k in REQUIRED_KEYS if k not in record]
-    if wrong or missing:
-        what = f"keys {wrong} do not match its name" if wrong else f"it lacks {', '.join(missing)}"
-        raise PrismError(f"calibration {path}: {what}; remake it with: {remake}")
-    return record

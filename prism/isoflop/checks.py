@@ -10,7 +10,8 @@ Both are pure functions of the records (no I/O), so they are tested on hand-made
 
 from __future__ import annotations
 
-from prism.isoflop.records import RunRecord, format_budget
+from prism.ids import format_budget
+from prism.isoflop.records import RunRecord
 from prism.isoflop.result import Exclusion
 
 DEFAULT_BUDGET_TOLERANCE = 0.10

@@ -32,7 +32,8 @@ import math
 
 import numpy as np
 
-from prism.isoflop.records import BudgetFit, format_budget
+from prism.ids import format_budget
+from prism.isoflop.records import BudgetFit
 
 REL_NOISE = 0.01
 MIN_SPREAD_DECADES = 0.1

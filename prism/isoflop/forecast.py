@@ -38,7 +38,8 @@ from dataclasses import asdict, dataclass
 import numpy as np
 
 from prism.isoflop import approach2, diagnostics
-from prism.isoflop.records import CI_LEVEL, Surface, format_budget
+from prism.ids import format_budget
+from prism.isoflop.records import CI_LEVEL, Surface
 
 DEFAULT_SIMULATIONS = 200
 # A budget must give a usable vertex in at least this share of simulated studies.

@@ -1,8 +1,9 @@
-"""Run (or submit) every run of a plan without Snakemake, keeping a ledger CSV.
+"""A plan's rows as training runs: the one mapping, and launching a plan without Snakemake.
 
-Each planned run becomes a `RunConfig` and its command comes from the training
-runtime's launchers (`prism.launch.render`), so this is exactly what the
-workflow would run. `local`/`torchrun` run one after the other here; `aurora`
+`run_config(row, data, out, **settings)` turns a plan row into the run's
+`RunConfig`; the workflow's train rule (through `run_args`) and `launch_plan`
+both use it, and the command comes from `prism.launch.render`, so
+`prism isoflop launch` runs exactly what the workflow would run. `local`/`torchrun` run one after the other here; `aurora`
 writes each PBS job body to `RUNS/jobs/RUN_ID.pbs` and submits it with `qsub`.
 A run whose `metrics.json` exists is finished and skipped. The ledger is
 append-only: one row per action (time, run id, launcher, job id, state, detail).
@@ -15,16 +16,40 @@ import datetime as dt
 import shlex
 import shutil
 import subprocess
+from collections.abc import Mapping
 from pathlib import Path
+from typing import Any
 
+import yaml
+
+from prism.atomic import write_text_atomic
 from prism.errors import PrismError
+from prism.launch import render
+from prism.launch.command import train_args
+from prism.train.config import RunConfig
 
 LEDGER_COLUMNS = ("time", "run_id", "launcher", "job_id", "state", "detail")
+# What a plan row fixes about its run; everything else is a setting of the study.
+ROW_FIELDS = ("family", "backbone", "variant", "regime", "budget", "global_batch")
+
+
+def run_config(row: Mapping[str, Any], data: str | Path, out: str | Path, **settings: Any) -> RunConfig:
+    """The run of one plan row: the row's model, budget and batch, with `settings` (calibration, seed, ...).
+
+    Refuses a row whose run id does not match its fields (an edited plan).
+    """
+    run = RunConfig(**{key: row[key] for key in ROW_FIELDS}, data=str(data), out=str(out), **settings)
+    if "run_id" in row and run.run_id != row["run_id"]:
+        raise PrismError(f"plan row {row['run_id']} does not match its fields (expected id {run.run_id})")
+    return run
+
+
+def run_args(row: Mapping[str, Any], data: str | Path, out: str | Path, **settings: Any) -> str:
+    """`run_config`'s `prism train` flags, shell-quoted (what the workflow's train rule passes)."""
+    return shlex.join(train_args(run_config(row, data, out, **settings))[1:])
 
 
 def _read_plan(plan_path: Path) -> dict:
-    import yaml
-
     if not plan_path.is_file():
         raise PrismError(f"--plan {plan_path}: no such file (make it with `prism isoflop plan --out`)")
     try:
@@ -80,9 +105,6 @@ def launch_plan(
     echo=print,
 ) -> list[dict]:
     """Launch every unfinished run of the plan; returns one dict per run (run_id, state, job_id, command)."""
-    from prism.launch import render
-    from prism.train.config import RunConfig
-
     plan_path = Path(plan)
     content = _read_plan(plan_path)
     runs_root = Path(runs_dir) if runs_dir else plan_path.parent / "runs"
@@ -93,13 +115,11 @@ def launch_plan(
         for row in content["runs"]:
             run_id = row["run_id"]
             out = runs_root / run_id
-            cfg = RunConfig(
-                family=row["family"], backbone=row["backbone"], variant=row["variant"], regime=row["regime"],
-                budget=float(row["budget"]), data=str(data), out=str(out), global_batch=int(row["global_batch"]),
-                calibration_dir=str(cal) if cal else None, strategy=strategy, device=device, seed=seed,
-            )
-            if cfg.run_id != run_id:
-                raise PrismError(f"{plan_path}: run {run_id} does not match its fields (expected id {cfg.run_id})")
+            try:
+                cfg = run_config(row, data, out, calibration_dir=str(cal) if cal else None, strategy=strategy,
+                                 device=device, seed=seed)
+            except PrismError as err:
+                raise PrismError(f"{plan_path}: {err}") from None
             command = render(launcher, cfg, nodes=nodes, procs_per_node=procs_per_node, storage=storage)
             if (out / "metrics.json").exists():
                 results.append({"run_id": run_id, "state": "finished", "job_id": "", "command": command})
@@ -125,8 +145,6 @@ def _execute(launcher: str, command: str, runs_root: Path, run_id: str, qsub: st
     if launcher == "aurora":
         if shutil.which(qsub) is None:
             raise PrismError(f"`{qsub}` not found: launcher aurora submits with PBS qsub (use --dry-run to see the job)")
-        from prism.atomic import write_text_atomic
-
         body = write_text_atomic(runs_root / "jobs" / f"{run_id}.pbs", command)
         done = subprocess.run([qsub, str(body)], capture_output=True, text=True)
         if done.returncode != 0:

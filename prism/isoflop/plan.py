@@ -28,12 +28,13 @@ import csv
 import io
 import json
 import math
-import re
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
+from prism.calibration import load_calibration
 from prism.errors import PrismError
-from prism.isoflop.records import PlanRow, Surface, format_budget
+from prism.ids import format_budget, run_id
+from prism.isoflop.records import PlanRow, Surface
 
 # Prior centre: N_opt = k C^a. a = 0.5 (Chinchilla); k = 0.1 puts N_opt at
 # ~1e5 trainable parameters for 1e12 FLOPs (this project's CPU ladder) and ~7e10
@@ -46,16 +47,6 @@ MAX_AUTO_BATCH = 512
 FLOP_TOLERANCE = 0.01
 # A previous round's fit (copied by the user) in the study dir centres the grid.
 PRIOR_FILE = "prior.json"
-RUN_ID_RE = re.compile(r"^[0-9a-z]+-[A-Z0-9]+-[a-z0-9_]+-C[0-9.]+e[0-9]+$")
-
-
-def run_id(backbone: str, variant: str, regime: str, budget: float) -> str:
-    rid = f"{backbone}-{variant}-{regime}-C{format_budget(budget)}"
-    if not RUN_ID_RE.match(rid):
-        raise PrismError(f"run id {rid!r} does not match {RUN_ID_RE.pattern}; check the backbone/variant names")
-    return rid
-
-
 def parse_budgets(text: str) -> list[float]:
     """`1e17,3e17` -> [1e17, 3e17], ascending, no duplicates; a clear error for anything else."""
     out = []
@@ -212,8 +203,6 @@ def candidates_from_calibration(
     command that makes it). Otherwise: every calibration the dir holds for
     family x regime, narrowed by whichever list was given.
     """
-    from prism.isoflop.calibrate import load_calibration
-
     cal_dir = Path(calibration_dir)
     if backbones is not None and variants is not None:
         pairs = [(b, v) for b in backbones for v in variants]

@@ -7,7 +7,6 @@ on hand-made values without Snakemake, torch or matplotlib.
 
 from __future__ import annotations
 
-import math
 from dataclasses import asdict, dataclass, field
 
 # Loss-surface parameters of the Chinchilla form L = E + A / N^alpha + B / D^beta.
@@ -16,15 +15,6 @@ SURFACE_KEYS = ("E", "A", "B", "alpha", "beta")
 # The intervals reported everywhere (fit and forecast): the 10th-90th percentile,
 # as Chinchilla reported its exponents.
 CI_LEVEL = 0.8
-
-
-def format_budget(budget: float) -> str:
-    """A budget as in run ids and file names: `3e11`, `1e12`, `2.5e17` (no `+`, no padding)."""
-    if not (budget > 0 and math.isfinite(budget)):
-        raise ValueError(f"budget must be a positive finite number, got {budget!r}")
-    mantissa, exponent = f"{budget:.6e}".split("e")
-    mantissa = mantissa.rstrip("0").rstrip(".")
-    return f"{mantissa}e{int(exponent)}"
 
 
 @dataclass(frozen=True)

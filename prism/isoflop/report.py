@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from prism.isoflop.records import format_budget
+from prism.ids import format_budget
 from prism.isoflop.result import FitResult
 
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 import math
 from dataclasses import asdict, dataclass, field, fields
 
+from prism.ids import format_budget
 from prism.isoflop.records import CI_LEVEL, BudgetFit, Surface
 
 RESULT_VERSION = 2
@@ -232,8 +233,6 @@ class Diagnostics:
     loss_se_median: float | None = None
 
     def to_json(self) -> dict:
-        from prism.isoflop.records import format_budget
-
         out = asdict(self)
         out["n_spread_decades"] = {format_budget(b.budget): b.n_spread_decades for b in self.budgets}
         return out

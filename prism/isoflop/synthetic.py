@@ -12,7 +12,8 @@ from collections.abc import Callable
 
 import numpy as np
 
-from prism.isoflop.records import RunRecord, Surface, format_budget
+from prism.ids import format_budget
+from prism.isoflop.records import RunRecord, Surface
 
 
 def isoflop_study(

@@ -1,41 +1,54 @@
-"""Render the command (or PBS job body) that runs one training job.
+"""Render, and run, the command (or PBS job body) of one training job.
 
-`render(launcher, run, nodes, procs_per_node, storage)`:
-- `local`: `prism train ...` in this process;
+`render(launcher, run, nodes, procs_per_node, storage) -> str`, the text that runs it:
+- `local`: `prism train ...` in one process;
 - `torchrun`: `torchrun --standalone --nproc-per-node N -m prism train ...` (one node);
 - `aurora`: a PBS job body for ALCF Aurora (see `prism.launch.aurora`).
-Every value is shell-quoted; the rendered text is exactly what runs.
+`command(launcher, run, nodes, procs_per_node) -> list[str]`: the same command as an
+argv that this Python runs directly (`sys.executable -m ...`, so it works without the
+venv's bin/ on PATH). Every value is shell-quoted; the rendered text is exactly what runs.
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+import sys
 
 from prism.errors import PrismError, check_name
-
-if TYPE_CHECKING:
-    from prism.train.config import RunConfig
+from prism.launch.aurora import render_aurora
+from prism.launch.command import train_args
+from prism.launch.local import render_local
+from prism.launch.torchrun import render_torchrun, torchrun_args
+from prism.train.config import RunConfig
 
 LAUNCHERS = ("local", "torchrun", "aurora")
 STORAGES = ("local", "lustre", "daos")
 
 
-def render(launcher: str, run: RunConfig, nodes: int = 1, procs_per_node: int | None = None,
-           storage: str = "local") -> str:
+def _check(launcher: str, nodes: int, procs_per_node: int | None, storage: str = "local") -> None:
     check_name("launcher", launcher, LAUNCHERS)
     check_name("storage", storage, STORAGES)
     if nodes < 1:
         raise PrismError(f"--nodes must be at least 1, got {nodes}")
     if procs_per_node is not None and procs_per_node < 1:
         raise PrismError(f"--procs-per-node must be at least 1, got {procs_per_node}")
-    if launcher == "local":
-        from prism.launch.local import render_local
 
+
+def render(launcher: str, run: RunConfig, nodes: int = 1, procs_per_node: int | None = None,
+           storage: str = "local") -> str:
+    _check(launcher, nodes, procs_per_node, storage)
+    if launcher == "local":
         return render_local(run, nodes, procs_per_node)
     if launcher == "torchrun":
-        from prism.launch.torchrun import render_torchrun
-
         return render_torchrun(run, nodes, procs_per_node)
-    from prism.launch.aurora import render_aurora
-
     return render_aurora(run, nodes, procs_per_node, storage)
+
+
+def command(launcher: str, run: RunConfig, nodes: int = 1, procs_per_node: int | None = None) -> list[str]:
+    """The argv that runs the job from this interpreter (`local`, `torchrun`; an aurora body is submitted)."""
+    _check(launcher, nodes, procs_per_node)
+    if launcher == "local":
+        render_local(run, nodes, procs_per_node)  # the same checks as the rendered text
+        return [sys.executable, "-m", "prism", *train_args(run)]
+    if launcher == "torchrun":
+        return [sys.executable, "-m", "torch.distributed.run", *torchrun_args(run, nodes, procs_per_node)]
+    raise PrismError("an aurora job body is submitted with qsub, not run as a command; render it instead")

@@ -1,6 +1,6 @@
 """`aurora`: the PBS job body that runs one training job on ALCF Aurora.
 
-Facts from ALCF's user guide (see shared/docs/aurora.md): 12 ranks per node, one
+Facts from ALCF's Aurora user guide (docs.alcf.anl.gov): 12 ranks per node, one
 per GPU tile, with the guide's CPU binding; `module load frameworks` for torch
 with the `xccl` backend; the oneCCL variables; `MASTER_ADDR` the first host of
 `$PBS_NODEFILE`. With `--storage daos` the job mounts the DAOS container with

@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 import shlex
 
+from prism.ids import format_budget
 from prism.train.config import RunConfig
 
 
@@ -18,8 +19,6 @@ def train_args(run: RunConfig) -> list[str]:
         if not required and (value is None or value == defaults[f.name].default):
             continue
         if f.name == "budget":
-            from prism.isoflop.records import format_budget
-
             value = format_budget(value)
         args += ["--" + f.name.replace("_", "-"), str(value)]
     return args

@@ -7,7 +7,8 @@ from prism.launch.command import join, train_args
 from prism.train.config import RunConfig
 
 
-def render_torchrun(run: RunConfig, nodes: int = 1, procs_per_node: int | None = None) -> str:
+def torchrun_args(run: RunConfig, nodes: int = 1, procs_per_node: int | None = None) -> list[str]:
+    """torchrun's arguments (after the program name) that start the run's processes."""
     if nodes != 1:
         raise PrismError("launcher torchrun renders one node; for several nodes use --launcher aurora")
     if procs_per_node is not None and procs_per_node > 1 and run.strategy == "none":
@@ -15,4 +16,8 @@ def render_torchrun(run: RunConfig, nodes: int = 1, procs_per_node: int | None =
                          "copies; choose --strategy ddp, fsdp or hsdp")
     # `auto`: one process per GPU when there are GPUs, else one per CPU core.
     nproc = str(procs_per_node) if procs_per_node is not None else "auto"
-    return join(["torchrun", "--standalone", "--nproc-per-node", nproc, "-m", "prism", *train_args(run)])
+    return ["--standalone", "--nproc-per-node", nproc, "-m", "prism", *train_args(run)]
+
+
+def render_torchrun(run: RunConfig, nodes: int = 1, procs_per_node: int | None = None) -> str:
+    return join(["torchrun", *torchrun_args(run, nodes, procs_per_node)])

@@ -21,13 +21,17 @@ import os
 import re
 import shlex
 import subprocess
-import sys
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from prism.errors import PrismError
+from prism.atomic import write_json_atomic
+from prism.data.manifest import read_manifest
+from prism.data.shards import build
+from prism.errors import PrismError, check_name
+from prism.launch import STORAGES, command, render
 from prism.sweep.presets import LAYOUTS, Design, Preset, PresetFile
+from prism.train.config import RunConfig
 
 CELL = "cell.json"
 STATUS = "status.json"
@@ -67,10 +71,8 @@ class Cell:
     def world_size(self) -> int:
         return self.design.nodes * self.design.procs_per_node
 
-    def run_config(self, layout: str):
+    def run_config(self, layout: str) -> RunConfig:
         """The exact `prism train` settings of one layout of this cell."""
-        from prism.train.config import RunConfig
-
         d, p = self.design, self.preset
         return RunConfig(
             family=p.family, backbone=d.backbone, variant=d.variant, regime=d.regime, budget=NOMINAL_BUDGET,
@@ -91,9 +93,6 @@ class Cell:
 
 def make_cells(pf: PresetFile, presets: list[str], designs: list[str], sweep_id: str, outputs: str | Path,
                data_root: str | Path | None = None, storage: str = "local") -> list[Cell]:
-    from prism.launch import STORAGES
-    from prism.errors import check_name
-
     check_sweep_id(sweep_id)
     check_name("storage", storage, STORAGES)
     if not presets or not designs:
@@ -104,16 +103,11 @@ def make_cells(pf: PresetFile, presets: list[str], designs: list[str], sweep_id:
 
 
 def _write_json(path: Path, data: dict) -> None:
-    from prism.atomic import write_json_atomic
-
     write_json_atomic(path, data, indent=1, sort_keys=True)
 
 
 def ensure_data(cell: Cell, log=print) -> Path:
     """The cell's shard directory, built if missing; an existing one must hold the cell's family and seed."""
-    from prism.data.manifest import read_manifest
-    from prism.data.shards import build
-
     path = cell.data_dir
     if not (path / "manifest.json").is_file():
         log(f"[{cell.preset.name}] building {cell.preset.family} shards (seed {cell.preset.data_seed}) in {path}")
@@ -132,6 +126,7 @@ def ensure_data(cell: Cell, log=print) -> Path:
 
 def child_env(cell: Cell, environ: dict | None = None) -> dict:
     """The training process's environment: any data-location variable points at this cell's shards."""
+    # Imported here: the loader imports torch (seconds), which the sweep's own process does not need.
     from prism.data.loader import DATA_ENV_VARS
 
     env = dict(os.environ if environ is None else environ)
@@ -143,16 +138,10 @@ def child_env(cell: Cell, environ: dict | None = None) -> dict:
 
 def train_command(cell: Cell, layout: str) -> list[str]:
     """The argv that trains one layout of the cell (aurora: a rendered PBS job body run with bash)."""
-    from prism.launch import render
-    from prism.launch.command import train_args
-
     run = cell.run_config(layout)
     d = cell.design
-    if d.launcher == "local":
-        return [sys.executable, "-m", "prism", *train_args(run)]
-    if d.launcher == "torchrun":
-        argv = shlex.split(render("torchrun", run, d.nodes, d.procs_per_node))
-        return [sys.executable, "-m", "torch.distributed.run", *argv[1:]]
+    if d.launcher != "aurora":
+        return command(d.launcher, run, d.nodes, d.procs_per_node)
     body = cell.run_dir(layout) / "launch.sh"
     body.parent.mkdir(parents=True, exist_ok=True)
     body.write_text(render("aurora", run, d.nodes, d.procs_per_node, cell.storage))

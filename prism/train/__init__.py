@@ -1,12 +1,19 @@
-"""Training runs: RunConfig, the loop, schedule, checkpoints, collapse detection, run files.
+"""Training runs: RunConfig, the trainer, its budget, meter, evaluator, schedule, checkpoints, run files.
 
-`train(config)` is imported lazily so that `prism.train.config` stays torch-free.
+`train(config)` imports the trainer (and with it torch) on first call, so that
+`prism.train.config` and the CLI's start-up stay torch-free.
 """
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
 
-def train(config):
-    from prism.train.loop import train as _train
+if TYPE_CHECKING:
+    from prism.run_metrics import RunMetrics
+    from prism.train.config import RunConfig
+
+
+def train(config: RunConfig) -> RunMetrics:
+    from prism.train.trainer import train as _train  # lazy: keeps torch out of `import prism.train`
 
     return _train(config)

@@ -9,6 +9,9 @@ checkpoints excluded, as perf.jsonl reports them), then the bare step again;
 prints loop/bare samples/s, the loop's MFU against the measured peak
 (`prism.bench.peak`), and the start-up time of a fresh `prism train` process to
 its first step. A figure for the README, not a test: it depends on the machine.
+
+torch and the trainer are imported inside the functions: `main` must tune the process
+(`prism.host.tune_host`) before torch is imported, as `prism train` does.
 """
 
 from __future__ import annotations
@@ -54,7 +57,7 @@ def bare_step_samples_per_s(family: str, backbone: str, variant: str, regime: st
 def loop_samples_per_s(family: str, backbone: str, variant: str, regime: str, data: str, global_batch: int,
                        steps: int, threads: int, out: Path) -> tuple[float, float, list[dict]]:
     from prism.train.config import RunConfig
-    from prism.train.loop import train
+    from prism.train.trainer import train
     from prism.train.runfiles import read_jsonl
 
     config = RunConfig(family=family, backbone=backbone, variant=variant, regime=regime, budget=1e18,

@@ -34,6 +34,26 @@ def checkpoint_dir(run_dir: Path) -> Path:
     return Path(run_dir) / "checkpoints"
 
 
+def filename(step: int) -> str:
+    return f"step-{step:08d}.pt"
+
+
+def keep(path: Path) -> Path:
+    """Keep checkpoint `path` out of the rotation, in `keep/` beside it (a hard link where possible).
+
+    Other runs start from kept checkpoints (`--init-from`); they move to `final/keep/`
+    with the rest when the run finishes.
+    """
+    kept = path.parent / "keep" / path.name
+    kept.parent.mkdir(parents=True, exist_ok=True)
+    kept.unlink(missing_ok=True)
+    try:
+        os.link(path, kept)
+    except OSError:
+        shutil.copyfile(path, kept)
+    return kept
+
+
 def latest(run_dir: Path) -> Path | None:
     """The newest complete checkpoint (temporary files never match the name pattern)."""
     found = sorted(p for p in checkpoint_dir(run_dir).glob("step-*.pt") if _NAME.match(p.name))
@@ -102,7 +122,7 @@ def save(run_dir: Path, step: int, model: torch.nn.Module, optimizer: torch.opti
     options = StateDictOptions(full_state_dict=True, cpu_offload=True)
     model_sd, optim_sd = get_state_dict(model, optimizer, options=options)
     loader_states = _gather(loader_state)
-    path = checkpoint_dir(run_dir) / f"step-{step:08d}.pt"
+    path = checkpoint_dir(run_dir) / filename(step)
     if is_main:
         payload = {
             "step": step, "model": model_sd, "optimizer": optim_sd,

@@ -5,8 +5,8 @@ flags from the same fields, so the two cannot drift. Precedence: defaults, then
 the file, then flags given on the command line. Unknown keys in a file are an
 error naming the key (a typo must not silently fall back to a default).
 
-Pure Python plus PyYAML (imported lazily): the CLI, the planner and the launchers
-use it without importing torch.
+Pure Python plus PyYAML: the CLI, the planner and the launchers use it without
+importing torch.
 """
 
 from __future__ import annotations
@@ -18,8 +18,14 @@ from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
+import yaml
+
 from prism.atomic import write_text_atomic
 from prism.errors import PrismError, check_name
+from prism.families import FAMILIES
+from prism.ids import run_id
+from prism.model.config import BACKBONES, REGIMES, VARIANTS
+from prism.train.schedule import COOLDOWN_FRACTION, COOLDOWN_SHAPES, SCHEDULES
 
 STRATEGIES = ("none", "ddp", "fsdp", "hsdp")
 DEVICES = ("auto", "cpu", "cuda", "xpu")
@@ -31,7 +37,11 @@ RESOLVED_KEY = "resolved"
 
 # Settings that change a run's numbers: a rerun on an existing RUNDIR must agree on them.
 RESULT_FIELDS = ("family", "backbone", "variant", "regime", "budget", "seed", "global_batch",
-                 "layout", "seq_len", "max_steps", "lr", "warmup")
+                 "layout", "seq_len", "max_steps", "lr", "warmup", "schedule", "cooldown_fraction",
+                 "cooldown_shape", "init_from", "init_step")
+# What a run started from another run's checkpoint must share with it to continue its trajectory
+# (beside the inputs' fingerprints and the resolved lr and warm-up).
+TRAJECTORY_FIELDS = ("family", "backbone", "variant", "regime", "seed", "global_batch", "layout", "seq_len")
 
 
 def _f(default: Any = None, help: str = "", choices: tuple[str, ...] | None = None,
@@ -73,11 +83,25 @@ class RunConfig:
     lr: float | None = _f(None, "peak learning rate (default: width-scaled, see prism.train.schedule)",
                           metavar="LR")
     warmup: int | None = _f(None, "warm-up steps (default: 5%% of the steps, at least 1)", metavar="N")
+    schedule: str = _f("cosine", "learning-rate schedule after the warm-up: cosine decay to 10%%, or wsd "
+                       "(constant, then a cooldown)", SCHEDULES)
+    cooldown_fraction: float = _f(COOLDOWN_FRACTION, "wsd: share of the steps spent in the cooldown",
+                                  metavar="F")
+    cooldown_shape: str = _f("sqrt", "wsd: cooldown shape, 1-sqrt or linear in the cooldown's progress",
+                             COOLDOWN_SHAPES)
     eval_every: int | None = _f(None, "evaluate every K steps (default: about 10 evaluations a run); "
                                 "always at step 0 and at the end", metavar="K")
-    eval_samples: int = _f(256, "held-out samples per evaluation (a fixed subset)", metavar="N")
+    eval_samples: int = _f(256, "held-out samples of each evaluation during the run (a fixed subset)",
+                           metavar="N")
+    final_eval_samples: int | None = _f(None, "held-out samples of the final evaluation, the run's loss "
+                                        "(default: the whole held-out split)", metavar="N")
     checkpoint_every: int | None = _f(None, "checkpoint every K steps (default: about 10 a run)",
                                       metavar="K")
+    checkpoint_at: str | None = _f(None, "also checkpoint at these steps and keep those checkpoints "
+                                   "(comma-separated; e.g. where wsd cooldown branches start)", metavar="S1,S2")
+    init_from: str | None = _f(None, "start from a checkpoint of this run directory (weights, optimizer, "
+                               "data position, RNG, counters) instead of from scratch", metavar="RUNDIR")
+    init_step: int | None = _f(None, "the step of --init-from's checkpoint (default: its newest)", metavar="S")
     log_every: int = _f(10, "write a perf.jsonl row every K steps (and at steps 1 and last)",
                         metavar="K")
     threads: int | None = _f(None, "CPU threads per process (default: cores / processes on the node)",
@@ -93,9 +117,6 @@ class RunConfig:
         missing = [f.name for f in fields(self) if f.metadata.get("required") and getattr(self, f.name) is None]
         if missing:
             raise PrismError(f"{source}: missing {', '.join('--' + m.replace('_', '-') for m in missing)}")
-        from prism.families import FAMILIES
-        from prism.model.config import BACKBONES, REGIMES, VARIANTS
-
         check_name("family", self.family, FAMILIES)
         check_name("backbone", self.backbone, BACKBONES)
         check_name("projector variant", self.variant, VARIANTS)
@@ -107,7 +128,7 @@ class RunConfig:
         if not (math.isfinite(self.budget) and self.budget > 0):
             raise PrismError(f"{source}: budget must be a positive number of FLOPs, got {self.budget}")
         for name in ("replicate", "shard", "global_batch", "seq_len", "max_steps", "eval_every",
-                     "eval_samples", "checkpoint_every", "log_every", "threads"):
+                     "eval_samples", "final_eval_samples", "checkpoint_every", "log_every", "threads"):
             value = getattr(self, name)
             if value is not None and value < 1:
                 raise PrismError(f"{source}: {name} must be at least 1, got {value}")
@@ -117,6 +138,11 @@ class RunConfig:
                 raise PrismError(f"{source}: {name} must be at least 0, got {value}")
         if self.lr is not None and not (math.isfinite(self.lr) and self.lr > 0):
             raise PrismError(f"{source}: lr must be a positive number, got {self.lr}")
+        parse_steps(self.checkpoint_at)
+        if self.init_step is not None and not self.init_from:
+            raise PrismError(f"{source}: init_step needs init_from (the run directory to start from)")
+        if not 0 < self.cooldown_fraction <= 1:
+            raise PrismError(f"{source}: cooldown_fraction must be in (0, 1], got {self.cooldown_fraction}")
         if self.calibration and self.calibration_dir:
             raise PrismError(f"{source}: give calibration or calibration_dir, not both")
 
@@ -124,13 +150,16 @@ class RunConfig:
 
     @property
     def run_id(self) -> str:
-        from prism.isoflop.records import format_budget
-
-        return f"{self.backbone}-{self.variant}-{self.regime}-C{format_budget(self.budget)}"
+        return run_id(self.backbone, self.variant, self.regime, self.budget)
 
     @property
     def out_dir(self) -> Path:
         return Path(self.out)
+
+    @property
+    def keep_steps(self) -> frozenset[int]:
+        """The steps of `checkpoint_at`, whose checkpoints are kept."""
+        return parse_steps(self.checkpoint_at)
 
     # --- dict / YAML -----------------------------------------------------------------
 
@@ -160,8 +189,6 @@ class RunConfig:
 
     def to_yaml(self, path: str | os.PathLike, resolved: dict[str, Any] | None = None) -> None:
         """Write atomically; `resolved` (derived values) goes under its own key."""
-        import yaml
-
         data = self.to_dict()
         if resolved:
             data[RESOLVED_KEY] = resolved
@@ -171,6 +198,19 @@ class RunConfig:
         """The result-changing settings on which two configs differ."""
         return [f"{n}: {getattr(other, n)!r} -> {getattr(self, n)!r}" for n in RESULT_FIELDS
                 if getattr(self, n) != getattr(other, n)]
+
+
+def parse_steps(text: str | None) -> frozenset[int]:
+    """`"100,250"` -> {100, 250}; steps start at 1."""
+    if not text:
+        return frozenset()
+    try:
+        steps = frozenset(int(part) for part in str(text).split(",") if part.strip())
+    except ValueError:
+        raise PrismError(f"checkpoint_at {text!r}: give step numbers separated by commas") from None
+    if any(step < 1 for step in steps):
+        raise PrismError(f"checkpoint_at {text!r}: steps start at 1")
+    return steps
 
 
 def _coerce(f: dataclasses.Field, value: Any, source: str) -> Any:
@@ -197,8 +237,6 @@ def _coerce(f: dataclasses.Field, value: Any, source: str) -> Any:
 
 
 def read_yaml(path: str | os.PathLike) -> dict[str, Any]:
-    import yaml
-
     try:
         text = Path(path).read_text()
     except OSError as err:

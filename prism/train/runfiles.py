@@ -10,31 +10,17 @@
 
 from __future__ import annotations
 
-import functools
 import json
-import math
-import os
-import subprocess
 from pathlib import Path
 from typing import Any
 
-from prism.atomic import write_text_atomic
+from prism.atomic import json_safe, write_text_atomic
+from prism.train.config import RESOLVED_KEY, read_yaml
 
 CONFIG = "config.yaml"
 PERF = "perf.jsonl"
 EVAL = "eval.jsonl"
 METRICS = "metrics.json"
-
-
-def _clean(value: Any) -> Any:
-    """JSON has no NaN/inf: write them as strings so every line parses everywhere."""
-    if isinstance(value, float) and not math.isfinite(value):
-        return str(value)
-    if isinstance(value, dict):
-        return {k: _clean(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [_clean(v) for v in value]
-    return value
 
 
 class JsonlWriter:
@@ -46,7 +32,7 @@ class JsonlWriter:
 
     def write(self, row: dict[str, Any]) -> None:
         if self._handle is not None:
-            self._handle.write(json.dumps(_clean(row)) + "\n")
+            self._handle.write(json.dumps(json_safe(row)) + "\n")
             self._handle.flush()
 
     def close(self) -> None:
@@ -80,10 +66,6 @@ def truncate_after(path: Path, step: int) -> None:
     write_text_atomic(path, "".join(json.dumps(r) + "\n" for r in rows))
 
 
-def write_json_atomic(path: Path, data: dict[str, Any]) -> None:
-    write_text_atomic(path, json.dumps(_clean(data), indent=2, sort_keys=True) + "\n")
-
-
 def read_json(path: Path) -> dict[str, Any] | None:
     try:
         return json.loads(Path(path).read_text())
@@ -91,23 +73,7 @@ def read_json(path: Path) -> dict[str, Any] | None:
         return None
 
 
-@functools.cache
-def git_rev() -> str:
-    """The source revision of this prism (resolved once per process); `+dirty` if modified."""
-    root = Path(__file__).resolve().parents[2]
-    try:
-        rev = subprocess.run(["git", "-C", str(root), "rev-parse", "--short=12", "HEAD"],
-                             capture_output=True, text=True, timeout=5, check=True).stdout.strip()
-        dirty = subprocess.run(["git", "-C", str(root), "status", "--porcelain", "--untracked-files=no",
-                                "--", "prism"], capture_output=True, text=True, timeout=5).stdout.strip()
-        return rev + ("+dirty" if dirty else "")
-    except (OSError, subprocess.SubprocessError):
-        return os.environ.get("PRISM_GIT_REV", "unknown")
-
-
 def resolved_of(config_path: Path) -> dict[str, Any]:
     """The `resolved:` section a run wrote into its config.yaml (empty when absent)."""
-    from prism.train.config import RESOLVED_KEY, read_yaml
-
     section = read_yaml(config_path).get(RESOLVED_KEY)
     return section if isinstance(section, dict) else {}

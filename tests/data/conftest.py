@@ -1,4 +1,4 @@
-"""Shard directories built once per test session (a build takes seconds; many tests read one)."""
+"""Private shard copies a test may damage, and no data-location variables (the built shards: tests/conftest.py)."""
 
 from __future__ import annotations
 
@@ -6,26 +6,6 @@ import shutil
 from pathlib import Path
 
 import pytest
-
-
-@pytest.fixture(scope="session")
-def built(tmp_path_factory):
-    """`built(family)` -> the path of a shard directory for `family` (seed 0), built on first use.
-
-    Tests must not modify these directories; `fresh_copy` gives a private one.
-    """
-    from prism.data.shards import build
-
-    root = tmp_path_factory.mktemp("shards")
-    cache: dict[str, Path] = {}
-
-    def get(family: str) -> Path:
-        if family not in cache:
-            build(family, root / family, seed=0)
-            cache[family] = root / family
-        return cache[family]
-
-    return get
 
 
 @pytest.fixture

@@ -16,7 +16,6 @@ import pytest
 
 from prism.train.runfiles import read_jsonl
 
-from .conftest import TINY, run_prism
 
 pytestmark = [pytest.mark.slow, pytest.mark.distributed]
 
@@ -32,9 +31,9 @@ def free_port() -> int:
 
 
 @pytest.fixture(scope="module")
-def reference(shards, tmp_path_factory) -> dict[int, float]:
+def reference(shards, tiny, run_prism, tmp_path_factory) -> dict[int, float]:
     out = tmp_path_factory.mktemp("single") / "run"
-    res = run_prism("train", *TINY, *STEPS, "--data", str(shards), "--out", str(out))
+    res = run_prism("train", *tiny, *STEPS, "--data", str(shards), "--out", str(out))
     assert res.returncode == 0, res.stderr
     return {r["step"]: r["loss"] for r in read_jsonl(out / "perf.jsonl")}
 
@@ -55,9 +54,9 @@ def check_matches(out: Path, reference: dict[int, float], strategy: str, mesh: s
     ("hsdp", ["--shard", "2"], "1x2"),
     ("hsdp", ["--replicate", "2"], "2x1"),
 ])
-def test_torchrun_two_processes_match_one(shards, tmp_path, reference, strategy, extra, mesh):
+def test_torchrun_two_processes_match_one(shards, tiny, tmp_path, reference, strategy, extra, mesh):
     out = tmp_path / "run"
-    cmd = [str(TORCHRUN), "--standalone", "--nproc-per-node", "2", "-m", "prism", "train", *TINY, *STEPS,
+    cmd = [str(TORCHRUN), "--standalone", "--nproc-per-node", "2", "-m", "prism", "train", *tiny, *STEPS,
            "--data", str(shards), "--out", str(out), "--strategy", strategy, *extra]
     res = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
     assert res.returncode == 0, res.stderr[-3000:]
@@ -65,12 +64,12 @@ def test_torchrun_two_processes_match_one(shards, tmp_path, reference, strategy,
 
 
 @pytest.mark.skipif(MPIEXEC is None, reason="no mpiexec (Debian package mpich; tools/install-system-deps.sh)")
-def test_mpich_mpiexec_two_ranks_find_their_place_and_match(shards, tmp_path, reference):
+def test_mpich_mpiexec_two_ranks_find_their_place_and_match(shards, tiny, tmp_path, reference):
     strategy, mesh = "ddp", "2x1"
     out = tmp_path / "run"
     env = {k: v for k, v in os.environ.items() if k not in ("RANK", "WORLD_SIZE", "LOCAL_RANK", "MASTER_ADDR")}
     env["MASTER_PORT"] = str(free_port())
-    cmd = [MPIEXEC, "-n", "2", sys.executable, "-m", "prism", "train", *TINY, *STEPS, "--data", str(shards),
+    cmd = [MPIEXEC, "-n", "2", sys.executable, "-m", "prism", "train", *tiny, *STEPS, "--data", str(shards),
            "--out", str(out), "--strategy", strategy]
     res = subprocess.run(cmd, capture_output=True, text=True, timeout=600, env=env)
     assert res.returncode == 0, res.stderr[-3000:]
@@ -88,12 +87,12 @@ def _worker_pids(launcher_pid: int) -> dict[int, int]:
     return workers
 
 
-def test_sigterm_to_one_rank_stops_both_at_the_same_step_and_resumes(shards, tmp_path):
+def test_sigterm_to_one_rank_stops_both_at_the_same_step_and_resumes(shards, tiny, tmp_path):
     """Only rank 1 gets the signal; the flag rides the per-step all-reduce, so rank 0 stops after the
     same step, the collective checkpoint completes, and a rerun resumes from it."""
     out = tmp_path / "run"
     flags = ["--max-steps", "200", "--log-every", "1", "--checkpoint-every", "1000", "--eval-every", "1000"]
-    cmd = [str(TORCHRUN), "--standalone", "--nproc-per-node", "2", "-m", "prism", "train", *TINY, *flags,
+    cmd = [str(TORCHRUN), "--standalone", "--nproc-per-node", "2", "-m", "prism", "train", *tiny, *flags,
            "--data", str(shards), "--out", str(out), "--strategy", "ddp"]
     proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     try:

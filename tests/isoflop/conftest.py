@@ -38,8 +38,8 @@ def chinchilla_fit(chinchilla):
 def write_calibration(cal_dir: Path, family: str, backbone: str, variant: str, regime: str, params: float,
                       flops_per_sample: float | None = None, tokens_per_sample: int = 64,
                       samples_per_s: float | None = None) -> Path:
-    """A calibration JSON with the fields of issue 2 (FLOPs per sample default: 6 N tokens)."""
-    from prism.isoflop.calibrate import CALIBRATION_VERSION, calibration_filename
+    """A calibration JSON with the fields `prism isoflop calibrate` writes (FLOPs per sample default: 6 N tokens)."""
+    from prism.calibration import CALIBRATION_VERSION, calibration_filename
 
     fps = flops_per_sample if flops_per_sample is not None else 6.0 * params * tokens_per_sample
     record = {

@@ -2,6 +2,7 @@ import json
 
 import pytest
 
+from prism.calibration import load_calibration
 from prism.errors import PrismError
 from prism.isoflop import calibrate as cal
 
@@ -20,7 +21,7 @@ def test_writes_the_canonical_file_with_the_contract_keys(tmp_path):
     assert rec["params_total"] == sum(c["total"] for c in comp.values())
     assert rec["flops_6nd_per_sample"] == 6 * rec["params_trainable"] * 64
     assert [p.name for p in tmp_path.iterdir()] == [path.name]  # no temp files left
-    assert cal.load_calibration(tmp_path, "text_ts", "30k", "W2X", "projector_only") == rec
+    assert load_calibration(tmp_path, "text_ts", "30k", "W2X", "projector_only") == rec
 
 
 def test_out_file_and_seq_len(tmp_path):
@@ -66,7 +67,7 @@ def test_bad_names_are_prism_errors():
 
 def test_load_calibration_errors_name_the_file_and_the_command(tmp_path):
     with pytest.raises(PrismError) as err:
-        cal.load_calibration(tmp_path, "text_image", "30k", "BASE", "e2e")
+        load_calibration(tmp_path, "text_image", "30k", "BASE", "e2e")
     msg = str(err.value)
     assert str(tmp_path / "text_image__30k__BASE__e2e.json") in msg
     assert "prism isoflop calibrate --backbone 30k --projector-variant BASE --family text_image --regime e2e" in msg
@@ -74,12 +75,12 @@ def test_load_calibration_errors_name_the_file_and_the_command(tmp_path):
     path = tmp_path / "text_image__30k__BASE__e2e.json"
     path.write_text("{not json")
     with pytest.raises(PrismError, match="cannot read calibration"):
-        cal.load_calibration(tmp_path, "text_image", "30k", "BASE", "e2e")
+        load_calibration(tmp_path, "text_image", "30k", "BASE", "e2e")
     cal.run_calibrate("text_image", "30k", "BASE", "e2e", device="cpu", out=path)
     rec = json.loads(path.read_text())
     path.write_text(json.dumps({**rec, "calibration_version": 0}))
     with pytest.raises(PrismError, match="calibration_version"):
-        cal.load_calibration(tmp_path, "text_image", "30k", "BASE", "e2e")
+        load_calibration(tmp_path, "text_image", "30k", "BASE", "e2e")
     path.write_text(json.dumps({**rec, "regime": "projector_only"}))
     with pytest.raises(PrismError, match="do not match"):
-        cal.load_calibration(tmp_path, "text_image", "30k", "BASE", "e2e")
+        load_calibration(tmp_path, "text_image", "30k", "BASE", "e2e")

@@ -37,9 +37,9 @@ def test_dry_run_prints_commands_and_writes_nothing(plan_path, tmp_path, capsys)
 
 
 def test_local_runs_and_ledger(plan_path, tmp_path, monkeypatch):
-    import prism.launch
+    import prism.isoflop.launch
 
-    monkeypatch.setattr(prism.launch, "render", lambda launcher, run, **kw: f"echo {run.run_id}; test {run.global_batch} -gt 0")
+    monkeypatch.setattr(prism.isoflop.launch, "render", lambda launcher, run, **kw: f"echo {run.run_id}; test {run.global_batch} -gt 0")
     ledger = tmp_path / "ledger.csv"
     results = launch_plan(plan_path, "local", ledger, "shards", echo=lambda *a: None)
     assert {r["state"] for r in results} == {"finished"}
@@ -56,7 +56,7 @@ def test_local_runs_and_ledger(plan_path, tmp_path, monkeypatch):
 
 
 def test_aurora_submits_job_bodies_with_qsub(plan_path, tmp_path, monkeypatch):
-    import prism.launch
+    import prism.isoflop.launch
 
     bindir = tmp_path / "bin"
     bindir.mkdir()
@@ -64,7 +64,7 @@ def test_aurora_submits_job_bodies_with_qsub(plan_path, tmp_path, monkeypatch):
     qsub.write_text("#!/bin/sh\necho 4242.pbs-server\n")
     qsub.chmod(qsub.stat().st_mode | stat.S_IEXEC)
     monkeypatch.setenv("PATH", f"{bindir}{os.pathsep}{os.environ['PATH']}")
-    monkeypatch.setattr(prism.launch, "render", lambda launcher, run, **kw: f"#!/bin/bash\n#PBS -N {run.run_id}\n")
+    monkeypatch.setattr(prism.isoflop.launch, "render", lambda launcher, run, **kw: f"#!/bin/bash\n#PBS -N {run.run_id}\n")
     ledger = tmp_path / "ledger.csv"
     results = launch_plan(plan_path, "aurora", ledger, "shards", echo=lambda *a: None)
     assert all(r["state"] == "submitted" and r["job_id"] == "4242.pbs-server" for r in results)

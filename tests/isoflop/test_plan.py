@@ -9,7 +9,8 @@ import yaml
 
 from prism.cli import main
 from prism.errors import PrismError
-from prism.isoflop.plan import RUN_ID_RE, Centre, Candidate, make_plan, parse_budgets, plan_budget, run_id
+from prism.ids import RUN_ID_RE, run_id
+from prism.isoflop.plan import Centre, Candidate, make_plan, parse_budgets, plan_budget
 
 from .conftest import write_calibration
 

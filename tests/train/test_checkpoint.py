@@ -9,14 +9,14 @@ import pytest
 torch = pytest.importorskip("torch")
 
 from prism.train import checkpoint  # noqa: E402
-from prism.train.schedule import build_optimizer, build_scheduler  # noqa: E402
+from prism.train.schedule import Schedule, build_optimizer, build_scheduler  # noqa: E402
 
 
 def make():
     torch.manual_seed(0)
     model = torch.nn.Sequential(torch.nn.Linear(3, 4), torch.nn.Linear(4, 2))
     opt = build_optimizer(list(model.parameters()), 1e-2)
-    return model, opt, build_scheduler(opt, 2, 10)
+    return model, opt, build_scheduler(opt, Schedule("cosine", 2, 10))
 
 
 def step(model, opt, sched):

@@ -5,6 +5,8 @@ from __future__ import annotations
 import json
 import math
 
+from prism.atomic import json_safe, write_json_atomic
+from prism.revision import git_rev
 from prism.train import runfiles
 
 
@@ -22,10 +24,17 @@ def test_writer_makes_parseable_json_of_non_finite_values(tmp_path):
     assert json.loads((tmp_path / "x.jsonl").read_text()) == {"step": 1, "loss": "nan", "grad": "inf"}
 
 
-def test_atomic_json_leaves_no_temporary_files(tmp_path):
-    runfiles.write_json_atomic(tmp_path / "metrics.json", {"status": "ok"})
+def test_atomic_json_leaves_no_temporary_files_and_writes_non_finite_values_as_text(tmp_path):
+    write_json_atomic(tmp_path / "metrics.json", {"status": "ok", "loss": math.nan})
     assert [p.name for p in tmp_path.iterdir()] == ["metrics.json"]
+    assert json.loads((tmp_path / "metrics.json").read_text()) == {"status": "ok", "loss": "nan"}
 
 
 def test_git_rev_is_resolved_once():
-    assert runfiles.git_rev() is runfiles.git_rev()
+    assert git_rev() is git_rev()
+
+
+def test_json_safe_turns_numpy_scalars_into_python_values():
+    import numpy as np
+
+    assert json_safe({"a": np.float64("nan"), "b": [np.int64(3)], "c": (1.5,)}) == {"a": "nan", "b": [3], "c": [1.5]}

@@ -13,7 +13,6 @@ import pytest
 
 from prism.train.runfiles import read_jsonl
 
-from .conftest import TINY
 
 pytestmark = pytest.mark.slow
 
@@ -75,9 +74,10 @@ def _wait_for_step(path: Path, step: int, proc: subprocess.Popen, timeout: float
     pytest.fail(f"step {step} not reached in {timeout} s")
 
 
-def _signal_at_step(shards: Path, out: Path, flags: list[str], step: int, signum: int) -> tuple[int, str]:
+def _signal_at_step(tiny: list[str], shards: Path, out: Path, flags: list[str], step: int,
+                    signum: int) -> tuple[int, str]:
     """Start `prism train`, send `signum` once perf.jsonl reaches `step`; (exit status, stderr)."""
-    proc = subprocess.Popen([sys.executable, "-m", "prism", "train", *TINY, "--data", str(shards),
+    proc = subprocess.Popen([sys.executable, "-m", "prism", "train", *tiny, "--data", str(shards),
                              "--out", str(out), *flags], stderr=subprocess.PIPE, text=True)
     try:
         _wait_for_step(out / "perf.jsonl", step, proc)
@@ -89,12 +89,12 @@ def _signal_at_step(shards: Path, out: Path, flags: list[str], step: int, signum
     return proc.returncode, err
 
 
-def test_sigkill_then_rerun_resumes_and_ends_like_an_uninterrupted_run(train, shards, tmp_path):
+def test_sigkill_then_rerun_resumes_and_ends_like_an_uninterrupted_run(train, tiny, shards, tmp_path):
     flags = ["--max-steps", "160", "--checkpoint-every", "20", "--eval-every", "40", "--log-every", "5"]
     whole = tmp_path / "whole"
     assert train(whole, *flags).returncode == 0
     killed = tmp_path / "killed"
-    _signal_at_step(shards, killed, flags, 85, signal.SIGKILL)
+    _signal_at_step(tiny, shards, killed, flags, 85, signal.SIGKILL)
     assert not (killed / "metrics.json").exists(), "the run finished before it was killed"
     res = train(killed, *flags)
     assert res.returncode == 0, res.stderr
@@ -113,14 +113,14 @@ def test_sigkill_then_rerun_resumes_and_ends_like_an_uninterrupted_run(train, sh
         pytest.approx([r["loss"] for r in read_jsonl(whole / "eval.jsonl")], rel=1e-4)
 
 
-def test_sigterm_checkpoints_the_step_reached_and_the_rerun_resumes_there(train, shards, tmp_path):
+def test_sigterm_checkpoints_the_step_reached_and_the_rerun_resumes_there(train, tiny, shards, tmp_path):
     """PBS's walltime/preemption signal: the run stops after the step in progress with a checkpoint
     there (not the last periodic one), exits 143 without metrics.json, and resumes from that step."""
     flags = ["--max-steps", "160", "--checkpoint-every", "50", "--eval-every", "40", "--log-every", "5"]
     whole = tmp_path / "whole"
     assert train(whole, *flags).returncode == 0
     stopped = tmp_path / "stopped"
-    returncode, err = _signal_at_step(shards, stopped, flags, 60, signal.SIGTERM)
+    returncode, err = _signal_at_step(tiny, shards, stopped, flags, 60, signal.SIGTERM)
     assert returncode == 143, err
     assert not (stopped / "metrics.json").exists()
     checkpoints = sorted(p.name for p in (stopped / "checkpoints").glob("step-*.pt"))

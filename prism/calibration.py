@@ -1,0 +1,86 @@
+"""Calibration records: the file a calibration writes, read back and checked.
+
+`prism isoflop calibrate` writes one JSON per (family, backbone, variant, regime);
+the planner and the trainer read it here, so neither needs the calibration code
+(which counts FLOPs with torch). Pure Python.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from prism.errors import PrismError
+
+CALIBRATION_VERSION = 1
+
+
+def calibration_filename(family: str, backbone: str, variant: str, regime: str) -> str:
+    return f"{family}__{backbone}__{variant}__{regime}.json"
+
+
+def calibrate_command(family: str, backbone: str, variant: str, regime: str, calibration_dir: str | Path) -> str:
+    """The command that writes a calibration file (quoted in error messages)."""
+    return (
+        f"prism isoflop calibrate --backbone {backbone} --projector-variant {variant} "
+        f"--family {family} --regime {regime} --calibration-dir {calibration_dir}"
+    )
+
+
+REQUIRED_KEYS = ("params_total", "params_trainable", "params_by_component", "flops_per_sample", "tokens_per_sample")
+
+
+def load_calibration(calibration_dir: str | Path, family: str, backbone: str, variant: str, regime: str) -> dict:
+    """The calibration record for one (family, backbone, variant, regime), checked.
+
+    Raises PrismError naming the file and the command that (re)makes it when the
+    file is missing, unreadable, from another calibration version, or for other names.
+    """
+    path = Path(calibration_dir) / calibration_filename(family, backbone, variant, regime)
+    remake = calibrate_command(family, backbone, variant, regime, calibration_dir)
+    if not path.is_file():
+        raise PrismError(f"no calibration {path}; make it with: {remake}")
+    try:
+        record = json.loads(path.read_text())
+    except (OSError, json.JSONDecodeError) as err:
+        raise PrismError(f"cannot read calibration {path} ({err}); remake it with: {remake}") from None
+    if not isinstance(record, dict):
+        raise PrismError(f"calibration {path} is not a JSON object; remake it with: {remake}")
+    if record.get("calibration_version") != CALIBRATION_VERSION:
+        raise PrismError(
+            f"calibration {path} has calibration_version {record.get('calibration_version')!r}, "
+            f"this prism expects {CALIBRATION_VERSION}; remake it with: {remake}"
+        )
+    names = {"family": family, "backbone": backbone, "variant": variant, "regime": regime}
+    wrong = {k: record.get(k) for k, v in names.items() if record.get(k) != v}
+    missing = [k for k in REQUIRED_KEYS if k not in record]
+    if wrong or missing:
+        what = f"keys {wrong} do not match its name" if wrong else f"it lacks {', '.join(missing)}"
+        raise PrismError(f"calibration {path}: {what}; remake it with: {remake}")
+    return record
+
+
+def load_calibration_file(path: str | Path, family: str, backbone: str, variant: str, regime: str) -> dict:
+    """A calibration record given by file name (`prism train --calibration FILE`), checked.
+
+    A file under its canonical name gets every check of `load_calibration`; one under
+    another name (a hand-made record) must still name the run's model and give a
+    positive `flops_per_sample`, the one figure a run's steps follow from.
+    """
+    path = Path(path)
+    if path.name == calibration_filename(family, backbone, variant, regime):
+        return load_calibration(path.parent, family, backbone, variant, regime)
+    try:
+        record = json.loads(path.read_text())
+    except (OSError, ValueError):
+        record = None
+    if not isinstance(record, dict):
+        raise PrismError(f"calibration {path} is missing or not JSON; make it with `prism isoflop calibrate`")
+    names = {"family": family, "backbone": backbone, "variant": variant, "regime": regime}
+    for key, value in names.items():
+        if record.get(key) != value:
+            raise PrismError(f"calibration {path} is for {key} {record.get(key)!r}, the run is {value!r}")
+    fps = record.get("flops_per_sample")
+    if isinstance(fps, bool) or not isinstance(fps, (int, float)) or fps <= 0:
+        raise PrismError(f"calibration {path} has no positive flops_per_sample")
+    return record

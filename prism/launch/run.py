@@ -1,0 +1,32 @@
+"""Run one training job from this process: in it (`local`), or as its torchrun parent (`torchrun`).
+
+`prism train` comes here with its launch flags; an `aurora` job body is only
+printed (`--dry-run`) and submitted by the workflow or `prism isoflop launch`.
+"""
+
+from __future__ import annotations
+
+import os
+
+from prism.errors import PrismError
+from prism.launch import command, render
+from prism.train.config import RunConfig
+
+
+def launch(run: RunConfig, launcher: str = "local", nodes: int = 1, procs_per_node: int | None = None,
+           storage: str = "local", dry_run: bool = False) -> int:
+    """`dry_run` prints the launcher's command; `torchrun` re-executes under torchrun; `local` trains
+    here. Returns the exit status (non-zero for a collapsed or stopped run)."""
+    if dry_run:
+        print(render(launcher, run, nodes, procs_per_node, storage), end="" if launcher == "aurora" else "\n")
+        return 0
+    if launcher == "aurora":
+        raise PrismError("an aurora job body is submitted with qsub, not run here; print it with --dry-run "
+                         "(or let the workflow submit it)")
+    argv = command(launcher, run, nodes, procs_per_node)
+    if launcher == "torchrun":
+        os.execv(argv[0], argv)
+    # Imported here: torch's import is most of a dry run's start-up, which the workflow pays per job.
+    from prism.train.trainer import exit_code, train
+
+    return exit_code(train(run))

@@ -1,0 +1,94 @@
+"""`Evaluator`: held-out loss during a run, and the loss at its budget with its standard error.
+
+During the run the trainer asks `due(step)` and evaluates a fixed subset (the first
+`eval_samples` held-out samples, kept on the device): a cheap curve. At the end,
+after the learning rate has decayed, `evaluate(final=True)` covers the whole
+held-out split (or its first `final_eval_samples`): that is the run's `loss`, and
+its standard error comes from the per-sample losses.
+
+Both are token-weighted means, as the training loss is: loss = sum_i s_i / sum_i n_i
+over samples i with loss sum s_i over n_i label tokens. Its standard error is the
+ratio estimator's, sqrt(sum_i (s_i - loss n_i)^2 / (m (m - 1))) / mean(n_i) over m samples.
+Every rank evaluates the same batches, so ranks agree without an all-reduce.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+
+from prism.errors import PrismError
+from prism.model.tokenizer import IGNORE
+
+EVAL_BATCH = 64
+Batch = tuple[torch.Tensor, torch.Tensor, torch.Tensor]
+
+
+@dataclass(frozen=True)
+class EvalResult:
+    loss: float
+    loss_se: float | None
+    samples: int
+    seconds: float
+
+
+def mean_and_se(sums: torch.Tensor, counts: torch.Tensor) -> tuple[float, float | None]:
+    """Token-weighted mean loss over samples and its standard error (None for one sample)."""
+    sums, counts = sums.double(), counts.double()
+    loss = float(sums.sum() / counts.sum())
+    m = sums.numel()
+    if m < 2:
+        return loss, None
+    residual = sums - loss * counts
+    se = math.sqrt(float((residual * residual).sum()) / (m * (m - 1))) / float(counts.mean())
+    return loss, se
+
+
+class Evaluator:
+    """Decides when to evaluate and evaluates; holds the intermediate evaluations' subset."""
+
+    def __init__(self, eval_batches: Callable[[int], Iterable[dict]], to_device: Callable[[dict], Batch],
+                 every: int, steps: int, subset_samples: int, final_samples: int | None = None):
+        self.eval_batches, self.to_device = eval_batches, to_device
+        self.every, self.steps = every, steps
+        self.final_samples = final_samples
+        self.subset = list(self._batches(subset_samples))
+        if not self.subset:
+            raise PrismError("the eval split is empty; rebuild the shards")
+
+    def due(self, step: int) -> bool:
+        """An intermediate evaluation after this step (the last step gets the final one instead)."""
+        return step % self.every == 0 and step < self.steps
+
+    def _batches(self, limit: int | None) -> Iterator[Batch]:
+        """The first `limit` held-out samples (all when None), in whole batches on the device."""
+        seen = 0
+        size = EVAL_BATCH if limit is None else min(EVAL_BATCH, limit)
+        for batch in self.eval_batches(size):
+            tokens, modality, labels = self.to_device(batch)
+            yield tokens, modality, labels
+            seen += int(tokens.shape[0])
+            if limit is not None and seen >= limit:
+                return
+
+    def evaluate(self, model: Any, final: bool = False) -> EvalResult:
+        """Loss of `model` over the subset, or (final) over the whole split; train mode is restored."""
+        t0 = time.perf_counter()
+        batches = self._batches(self.final_samples) if final else self.subset
+        sums, counts = [], []
+        model.eval()
+        with torch.no_grad():
+            for tokens, modality, labels in batches:
+                per_token = model(tokens, modality, labels, reduction="none")
+                sums.append(per_token.double().sum(dim=1))
+                counts.append((labels != IGNORE).sum(dim=1))
+        model.train()
+        sample_sums, sample_counts = torch.cat(sums), torch.cat(counts)
+        keep = sample_counts > 0  # a row without label tokens is no sample of the loss
+        loss, se = mean_and_se(sample_sums[keep], sample_counts[keep])
+        return EvalResult(loss, se, int(keep.sum()), time.perf_counter() - t0)

@@ -1,0 +1,106 @@
+"""`PerfMeter`: the throughput figures of `perf.jsonl` and the progress line of the job log.
+
+Two windows over the same step timings: one since the last perf row (every
+`log_every` steps, and at the first and last step), one since the last progress
+line (every `progress_s` seconds, for people reading a job log, independent of
+`log_every`). The meter only measures and decides *when*; the trainer writes.
+
+Units are what `global_batch` counts: samples (padded) or rows (packed); FLOPs
+and tokens are per unit, `samples` counts real samples.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+PROGRESS_SECONDS = 5.0
+
+
+@dataclass
+class Window:
+    """Sums over the steps since the window was last reset."""
+
+    steps: int = 0
+    samples: int = 0
+    time_s: float = 0.0
+    wait_s: float = 0.0
+    cpu_s: float = 0.0
+
+    def add(self, samples: int, step_s: float, wait_s: float, cpu_s: float) -> None:
+        self.steps += 1
+        self.samples += samples
+        self.time_s += step_s
+        self.wait_s += wait_s
+        self.cpu_s += cpu_s
+
+
+def format_eta(seconds: float) -> str:
+    seconds = int(max(0, seconds))
+    return f"{seconds // 3600}:{seconds // 60 % 60:02d}:{seconds % 60:02d}"
+
+
+class PerfMeter:
+    """Measures steps; says when to log and what; formats the progress line."""
+
+    def __init__(self, *, steps: int, log_every: int, global_batch: int, flops_per_unit: float,
+                 tokens_per_unit: int, world_size: int, threads: int, cpu: bool,
+                 peak_flops: Callable[[], float], progress_s: float = PROGRESS_SECONDS,
+                 clock: Callable[[], float] = time.perf_counter):
+        self.steps, self.log_every, self.global_batch = steps, log_every, global_batch
+        self.flops_per_unit, self.tokens_per_unit = flops_per_unit, tokens_per_unit
+        self.world_size, self.threads, self.cpu = world_size, threads, cpu
+        self._peak_flops, self._peak = peak_flops, None  # measured (or read from its cache) on first use
+        self.progress_s, self.clock = progress_s, clock
+        self.log_window, self.progress_window = Window(), Window()
+        self.last_progress = clock()
+        self.mfu: float | None = None
+
+    def update(self, samples: int, step_s: float, wait_s: float, cpu_s: float) -> None:
+        """One finished step: its real samples, wall seconds, seconds waiting for data, CPU seconds."""
+        self.log_window.add(samples, step_s, wait_s, cpu_s)
+        self.progress_window.add(samples, step_s, wait_s, cpu_s)
+
+    def should_log(self, step: int) -> bool:
+        return step % self.log_every == 0 or step == 1 or step == self.steps
+
+    @property
+    def peak(self) -> float:
+        if self._peak is None:
+            self._peak = self._peak_flops()
+        return self._peak
+
+    def row(self) -> dict[str, Any]:
+        """The throughput part of a perf.jsonl row over the log window, which it then resets."""
+        w = self.log_window
+        units_per_s = w.steps * self.global_batch / w.time_s
+        achieved = units_per_s * self.flops_per_unit
+        peak = self.peak * self.world_size
+        row: dict[str, Any] = {
+            "samples_per_s": w.samples / w.time_s, "tokens_per_s": units_per_s * self.tokens_per_unit,
+            "step_time_s": w.time_s / w.steps, "data_wait_s": w.wait_s / w.steps,
+            "flops_per_s": achieved, "mfu": achieved / peak,
+        }
+        if self.cpu:
+            # CPU seconds per step and thread: on a shared machine the wall clock also counts the
+            # time other tenants held the cores (exact with one thread).
+            cpu_s = w.cpu_s / w.steps / self.threads
+            row["cpu_time_s"] = cpu_s
+            row["mfu_cpu"] = self.global_batch * self.flops_per_unit / cpu_s / peak if cpu_s > 0 else None
+        self.mfu = row["mfu"]
+        self.log_window = Window()
+        return row
+
+    def progress(self, step: int, loss: float, run_id: str) -> str | None:
+        """The progress line when one is due (every progress_s, at the first and last step), else None."""
+        now = self.clock()
+        if not (now - self.last_progress >= self.progress_s or step == 1 or step == self.steps):
+            return None
+        w = self.progress_window
+        eta = (self.steps - step) * w.time_s / w.steps
+        line = (f"[{run_id}] step {step}/{self.steps} loss {loss:.4f} {w.samples / w.time_s:.1f} samples/s"
+                + (f" mfu {self.mfu:.1%}" if self.mfu is not None else "") + f" ETA {format_eta(eta)}")
+        self.last_progress, self.progress_window = now, Window()
+        return line

@@ -1,0 +1,78 @@
+"""The package's layers: a module imports only from its own layer or the ones below.
+
+Bottom to top: records and names every stage shares (no torch), then the model, data
+and distributed runtime, then training, then launching training jobs, then what is
+built on runs (IsoFLOP studies, sweeps, benchmarks, perf aggregation), then the CLI.
+Imports are read with `ast` from every module, function-local ones included, so a
+lazy import cannot hide a cycle.
+"""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+PRISM = Path(__file__).resolve().parents[1] / "prism"
+
+LAYERS: dict[str, int] = {
+    "prism": 0, "prism.errors": 0, "prism.atomic": 0, "prism.families": 0, "prism.ids": 0,
+    "prism.calibration": 0, "prism.run_metrics": 0, "prism.revision": 0,
+    "prism.host": 1, "prism.device": 1, "prism.model": 1, "prism.data": 1, "prism.dist": 1,
+    # The device's measured matmul peak (a cached measurement of the device, no benchmark logic):
+    # training reads it for MFU.
+    "prism.bench.peak": 1,
+    "prism.train": 2,
+    "prism.launch": 3,
+    "prism.isoflop": 4, "prism.sweep": 4, "prism.bench": 4, "prism.perf": 4,
+    "prism.cli": 5, "prism.__main__": 5,
+}
+
+
+def layer(module: str) -> int:
+    """The layer of the longest registered prefix of `module`."""
+    parts = module.split(".")
+    for end in range(len(parts), 0, -1):
+        prefix = ".".join(parts[:end])
+        if prefix in LAYERS:
+            return LAYERS[prefix]
+    raise AssertionError(f"{module} is in no layer: add it to LAYERS")
+
+
+def module_name(path: Path) -> str:
+    parts = list(path.relative_to(PRISM.parent).with_suffix("").parts)
+    if parts[-1] == "__init__":
+        parts.pop()
+    return ".".join(parts)
+
+
+def prism_imports(path: Path) -> list[tuple[str, int]]:
+    """(imported module, line) of every `prism` import in the file, at any depth."""
+    found = []
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        if isinstance(node, ast.Import):
+            found += [(alias.name, node.lineno) for alias in node.names]
+        elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+            found += [(f"{node.module}.{alias.name}", node.lineno) for alias in node.names]
+    return [(name, line) for name, line in found if name == "prism" or name.startswith("prism.")]
+
+
+def test_every_module_has_a_layer():
+    for path in PRISM.rglob("*.py"):
+        layer(module_name(path))
+
+
+def test_no_module_imports_a_higher_layer():
+    violations = []
+    for path in sorted(PRISM.rglob("*.py")):
+        mine = module_name(path)
+        for imported, line in prism_imports(path):
+            if layer(imported) > layer(mine):
+                violations.append(f"{path.relative_to(PRISM.parent)}:{line}: {mine} (layer {layer(mine)}) "
+                                  f"imports {imported} (layer {layer(imported)})")
+    assert not violations, "\n".join(violations)
+
+
+def test_the_checker_sees_function_local_imports(tmp_path):
+    source = tmp_path / "x.py"
+    source.write_text("def f():\n    from prism.cli import main\n")
+    assert prism_imports(source) == [("prism.cli.main", 2)]
