@@ -7,8 +7,10 @@ present = finished; `status: ok|collapsed`, params, params_total, tokens, flops)
 Tolerant but exact: a corrupt line is reported (run id, file, line) and counted
 in `n_bad_lines`, never crashed on; only `status == ok` rows carry a loss, so
 unfinished (`incomplete`), `collapsed` and unreadable (`error`) runs are never
-fitted. `loss` is the mean of the last `eval_window` evaluations and `loss_std`
-their standard deviation (the run's own late-training noise).
+fitted. `loss` is the run's loss at its budget as metrics.json records it (`loss`,
+its final evaluation over the held-out split, with `loss_se`), or, for runs that do
+not record it, the mean of the last `eval_window` evaluations; `loss_std` is the
+standard deviation of those last evaluations (the run's late-training noise).
 
 Given the study's plan (and data), collect lists what the plan holds: run
 directories the plan does not name, or trained on other data or another
@@ -182,7 +184,10 @@ def collect_run(run_dir: Path, eval_window: int, problems: list[str]) -> Collect
         problems.append(f"run {row.run_id}: {row.note}")
         return row
     row.status = "ok"
-    row.loss = statistics.fmean(window)
+    # The run's own loss at the budget (its final evaluation over the held-out split, with loss_se)
+    # where the trainer records it; else the mean of the last evaluations.
+    final = _num(metrics.get("loss"))
+    row.loss = final if final is not None else statistics.fmean(window)
     row.loss_std = statistics.stdev(window) if len(window) > 1 else 0.0
     if row.n_bad_lines:
         row.note = f"{row.n_bad_lines} corrupt line(s) in {EVAL} skipped"
