@@ -3,8 +3,8 @@
 # calls `prism <group> <verb>`.
 #
 #   snakemake fit_text_image                      # the default study on this machine
-#   snakemake -n fit_text_image --config budgets=[3e11,1e12,3e12,1e13]
-#   snakemake --profile profiles/aurora fit_text_image   # PBS Pro, see profiles/aurora
+#   snakemake -n fit_text_image --config 'budgets=[1e12,3e12,1e13]'
+#   snakemake --profile profiles/aurora fit_text_image --configfile config/aurora.yaml   # PBS Pro
 
 from functools import partial
 
@@ -38,6 +38,7 @@ localrules:
     all,
     data,
     calibrate,
+    speed,
     plan,
     collect,
     fit,
@@ -64,7 +65,7 @@ for _family in FAMILIES:
         name:
             f"calibrate_{_family}"
         input:
-            [calibration_file(_family, b, v, REGIME) for b in config["backbones"] for v in config["variants"]],
+            plan_input_files(_family),
 
     rule:
         name:
@@ -95,3 +96,10 @@ for _family in FAMILIES:
         input:
             plot_outputs(_family),
             partial(study_metrics, _family),
+
+
+# The answer at the end: each fitted study's exponents, verdict, runs left out and figures.
+# A summary that cannot be printed never fails the workflow (it only reads files).
+onsuccess:
+    if fitted_family_dirs():
+        shell("prism isoflop summary " + " ".join(shlex.quote(d) for d in fitted_family_dirs()) + " || true")

@@ -1,5 +1,9 @@
 # Stage 1: parameters and training FLOPs per sample of one (family, backbone, variant,
-# regime), counted on the meta device: cheap, and the same on every machine.
+# regime), counted on the meta device: cheap, and the same on every machine. Beside it,
+# when `calibrate.measure_throughput` is on, a few timed training steps on this machine
+# (`.speed.json`): the plan turns them into each run's estimated wall time. The timing is
+# its own file because it changes from one measurement to the next, and training depends
+# on the calibration only.
 
 
 rule calibrate:
@@ -14,5 +18,25 @@ rule calibrate:
         runtime=10,
     shell:
         "prism isoflop calibrate --family {wildcards.family:q} --backbone {wildcards.backbone:q}"
-        " --projector-variant {wildcards.variant:q} --regime {wildcards.regime:q} --out {output:q}"
-        " > {log:q} 2>&1"
+        " --projector-variant {wildcards.variant:q} --regime {wildcards.regime:q} --no-measure-throughput"
+        " --out {output:q} > {log:q} 2>&1"
+
+
+rule speed:
+    output:
+        f"{STUDY}/calibration/{{family}}__{{backbone}}__{{variant}}__{{regime}}.speed.json",
+    log:
+        logfile("speed", "{family}__{backbone}__{variant}__{regime}"),
+    params:
+        options=as_args(CALIBRATE_OPTIONS),
+        device=config["train"]["device"],
+    # Timed with the threads a training run gets, so the estimate is of a run here.
+    threads: config["train"]["threads"]
+    resources:
+        nodes=1,
+        walltime="00:10:00",
+        runtime=10,
+    shell:
+        "prism isoflop calibrate --family {wildcards.family:q} --backbone {wildcards.backbone:q}"
+        " --projector-variant {wildcards.variant:q} --regime {wildcards.regime:q}"
+        " --device {params.device:q} --threads {threads} {params.options:q} --out {output:q} > {log:q} 2>&1"

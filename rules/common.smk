@@ -1,5 +1,5 @@
 # Python helpers of the workflow: config access, wildcard constraints, and the
-# input/params functions that read the plan (a checkpoint). No rules here.
+# input/params functions that know the plan. No rules here.
 
 import shlex
 import sys
@@ -7,9 +7,17 @@ from pathlib import Path
 
 import yaml
 
+from prism.errors import PrismError
 from prism.families import FAMILIES
+from prism.calibration import calibration_filename
 from prism.ids import format_budget
+from prism.isoflop.calibrate import CalibrateOptions, speed_filename
+from prism.isoflop.collect import CollectOptions
+from prism.isoflop.fit import FitOptions
+from prism.isoflop.options import PlotOptions
+from prism.isoflop.plan import PlanOptions, plan_runs
 from prism.model.config import BACKBONES, REGIMES, VARIANTS
+from prism.options import as_args, from_mapping
 
 # Rules call `prism`: find the one installed beside the Python running Snakemake
 # (`.venv/bin/snakemake` works without activating the venv, here and in PBS jobs).
@@ -25,6 +33,14 @@ def budget_str(value):
 
 
 BUDGETS = sorted({budget_str(b) for b in config["budgets"]}, key=float)
+
+# Each config section of a verb's options is that verb's dataclass (prism.options): a key is
+# a field, and the section becomes the verb's flags with `as_args`. No flag is spelt here.
+CALIBRATE_OPTIONS = from_mapping(CalibrateOptions, config["calibrate"], "config calibrate")
+PLAN_OPTIONS = from_mapping(PlanOptions, config["plan"], "config plan")
+COLLECT_OPTIONS = from_mapping(CollectOptions, config["collect"], "config collect")
+FIT_OPTIONS = from_mapping(FitOptions, config["fit"], "config fit")
+PLOT_OPTIONS = from_mapping(PlotOptions, config["plot"], "config plot")
 
 
 def _alternatives(names):
@@ -50,50 +66,94 @@ def data_dir(family):
 
 
 def calibration_file(family, backbone, variant, regime):
-    return f"{STUDY}/calibration/{family}__{backbone}__{variant}__{regime}.json"
+    return f"{STUDY}/calibration/{calibration_filename(family, backbone, variant, regime)}"
+
+
+def speed_file(family, backbone, variant, regime):
+    return f"{STUDY}/calibration/{speed_filename(family, backbone, variant, regime)}"
+
+
+def plan_input_files(family):
+    """What the plan reads: every candidate's calibration, and its measured speed when the config measures it."""
+    pairs = [(b, v) for b in config["backbones"] for v in config["variants"]]
+    files = [calibration_file(family, b, v, REGIME) for b, v in pairs]
+    if CALIBRATE_OPTIONS.measure_throughput:
+        files += [speed_file(family, b, v, REGIME) for b, v in pairs]
+    return files
 
 
 def study_calibrations(wildcards):
-    """Every candidate's calibration: the plan chooses among them."""
-    return [
-        calibration_file(wildcards.family, b, v, REGIME)
-        for b in config["backbones"]
-        for v in config["variants"]
-    ]
+    return plan_input_files(wildcards.family)
 
 
 def logfile(*parts):
     return str(Path(STUDY, "logs", *parts)) + ".log"
 
 
-# ---- the plan (a checkpoint) -------------------------------------------------
+# ---- the plan -------------------------------------------------------------------
+#
+# Once the plan's input files exist, the workflow computes the plan itself, with the
+# function `prism isoflop plan` writes to plan.yaml (`plan_runs`) called on the same
+# arguments, so a dry run lists the training jobs of new budgets. Before that (a new
+# study) the plan is a checkpoint: the DAG below it is known after it has run.
 
 
-def plan_options():
-    """The planner flags the config sets, as an argument list (quoted one by one in the shell)."""
-    flags = {
-        "global_batch": "--global-batch",
-        "prior_a": "--prior-a",
-        "prior_k": "--prior-k",
-        "window": "--window",
-        "min_steps": "--min-steps",
-        "previous_round": "--scaling-study-dir",
-    }
-    args = []
-    for key, flag in flags.items():
-        value = config["plan"][key]
-        if value is not None:
-            args += [flag, str(value)]
-    return args
+def plan_arguments(family):
+    """The arguments of `plan_runs`; the plan rule's shell passes exactly these as flags."""
+    return dict(
+        family=family,
+        budgets=[float(b) for b in BUDGETS],
+        calibration_dir=f"{STUDY}/calibration",
+        options=PLAN_OPTIONS,
+        regime=REGIME,
+        backbones=list(config["backbones"]),
+        variants=list(config["variants"]),
+    )
+
+
+def plan_flags(family):
+    """`plan_arguments` as `prism isoflop plan` flags (but --family, a wildcard in the rule)."""
+    args = plan_arguments(family)
+    return [
+        "--budgets", ",".join(BUDGETS),
+        "--calibration-dir", args["calibration_dir"],
+        "--regime", args["regime"],
+        "--backbones", ",".join(args["backbones"]),
+        "--variants", ",".join(args["variants"]),
+        *as_args(args["options"]),
+    ]
+
+
+_PLANS = {}
+
+
+def computed_plan_rows(family):
+    """The plan's rows computed here, or None while its input files are missing (or it cannot plan:
+    then the plan job runs and its log says why)."""
+    files = plan_input_files(family)
+    if not all(Path(f).is_file() for f in files):
+        return None
+    key = (family, tuple(Path(f).stat().st_mtime_ns for f in files))
+    if key not in _PLANS:
+        try:
+            study = plan_runs(**plan_arguments(family))
+            _PLANS[key] = {row.run_id: row.to_json() for row in study.runs}
+        except PrismError:
+            _PLANS[key] = None
+    return _PLANS[key]
 
 
 def plan_rows(family):
     """The planned runs of `family`, by run id.
 
-    Calling `checkpoints.plan.get` makes the caller wait for the plan (Snakemake
-    re-evaluates the DAG once it exists) without making plan.yaml an input: adding
-    a budget re-plans, but runs whose plan rows did not change are not retrained.
+    Computed here when the calibrations exist; otherwise `checkpoints.plan.get` makes the
+    caller wait for the plan (Snakemake re-evaluates the DAG once it exists). Either way
+    plan.yaml is no input of training: adding a budget re-plans, but runs whose plan rows
+    did not change are not retrained.
     """
+    rows = computed_plan_rows(family)
+    if rows is not None:
+        return rows
     plan_file = checkpoints.plan.get(family=family).output.plan
     with open(plan_file) as f:
         plan = yaml.safe_load(f) or {}
@@ -142,7 +202,7 @@ def train_priority(wildcards):
 
 
 def planned_metrics(wildcards):
-    """What collect aggregates: every planned run of the family."""
+    """What collect aggregates: every planned run of the family (the plan names them)."""
     return study_metrics(wildcards.family)
 
 
@@ -174,8 +234,13 @@ def walltime_minutes(walltime):
 
 
 def fit_outputs(family):
-    return [f"{STUDY}/{family}/fit/{REGIME}.json", f"{STUDY}/{family}/fit/{REGIME}.md"]
+    return [f"{STUDY}/{family}/fit/{REGIME}.{ext}" for ext in ("json", "md", "html")]
 
 
 def plot_outputs(family):
     return [f"{STUDY}/{family}/plots/{REGIME}"]
+
+
+def fitted_family_dirs():
+    """Family folders with a fit: what the end-of-run summary reads."""
+    return [f"{STUDY}/{family}" for family in FAMILIES if Path(STUDY, family, "fit").is_dir()]

@@ -18,14 +18,20 @@ rule fit:
             caption="report/fit_md.rst",
             category="Fit",
             subcategory="{family}",
+            labels={"family": "{family}", "regime": "{regime}", "file": "fit (Markdown)"},
+        ),
+        html=report(
+            f"{STUDY}/{{family}}/fit/{{regime}}.html",
+            caption="report/fit_html.rst",
+            category="Fit",
+            subcategory="{family}",
             labels={"family": "{family}", "regime": "{regime}", "file": "fit (table)"},
         ),
     log:
         logfile("fit", "{family}", "{regime}"),
     params:
-        method=config["fit"]["method"],
-        bootstrap=config["fit"]["bootstrap"],
-        seed=config["fit"]["seed"],
+        options=as_args(FIT_OPTIONS),
+        family_dir=lambda wildcards: f"{STUDY}/{wildcards.family}",
     threads: 1
     resources:
         nodes=1,
@@ -33,6 +39,6 @@ rule fit:
         runtime=30,
     shell:
         "prism isoflop fit --csv {input.csv:q} --family {wildcards.family:q}"
-        " --regime {wildcards.regime:q} --method {params.method:q}"
-        " --bootstrap {params.bootstrap:q} --seed {params.seed:q}"
+        " --regime {wildcards.regime:q} {params.options:q}"
         " --output-json {output.json:q} --output-md {output.md:q} > {log:q} 2>&1"
+        " && prism isoflop summary {params.family_dir:q} --html {output.html:q} >> {log:q} 2>&1"

@@ -1,7 +1,10 @@
-# Stage 2: the plan, a checkpoint: which runs (backbone x variant per budget) the
-# study trains is known only once the calibrations exist. The budgets, candidates
-# and batch are params, so changing them re-plans; the plan row of a run does not
-# depend on the other budgets, so re-planning retrains nothing that was planned before.
+# Stage 2: the plan: which runs (backbone x variant) each budget trains, their cost, and
+# the identifiability forecast. A checkpoint for a new study only: once its inputs (the
+# calibrations, and the speed files when measured) exist, rules/common.smk computes the
+# same plan with the same function, so the DAG knows the runs before this job has run.
+# Its flags are params, so changing a budget, a candidate or a `plan:` key re-plans; the
+# plan row of a run does not depend on the other budgets, so re-planning retrains nothing
+# that was planned before.
 
 
 checkpoint plan:
@@ -13,19 +16,11 @@ checkpoint plan:
     log:
         logfile("plan", "{family}"),
     params:
-        budgets=",".join(BUDGETS),
-        backbones=",".join(config["backbones"]),
-        variants=",".join(config["variants"]),
-        regime=REGIME,
-        calibration_dir=f"{STUDY}/calibration",
-        # Optional planner flags: only those the config sets (null = the planner's default).
-        options=lambda wildcards: plan_options(),
+        flags=lambda wildcards: plan_flags(wildcards.family),
     threads: 1
     resources:
         nodes=1,
         walltime="00:10:00",
         runtime=10,
     shell:
-        "prism isoflop plan --family {wildcards.family:q} --budgets {params.budgets:q}"
-        " --regime {params.regime:q} --backbones {params.backbones:q} --variants {params.variants:q}"
-        " --calibration-dir {params.calibration_dir:q} {params.options:q} --out {output.plan:q} > {log:q} 2>&1"
+        "prism isoflop plan --family {wildcards.family:q} {params.flags:q} --out {output.plan:q} > {log:q} 2>&1"

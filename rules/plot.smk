@@ -18,7 +18,7 @@ rule plot:
     log:
         logfile("plot", "{family}", "{regime}"),
     params:
-        dpi=config["plot"]["dpi"],
+        options=as_args(PLOT_OPTIONS),
     threads: 1
     resources:
         nodes=1,
@@ -26,4 +26,4 @@ rule plot:
         runtime=10,
     shell:
         "prism isoflop plot --csv {input.csv:q} --fit-json {input.fit:q} --family {wildcards.family:q}"
-        " --regime {wildcards.regime:q} --dpi {params.dpi:q} --outdir {output:q} > {log:q} 2>&1"
+        " --regime {wildcards.regime:q} {params.options:q} --outdir {output:q} > {log:q} 2>&1"

@@ -100,7 +100,7 @@ rule sweep_aggregate:
         walltime="00:10:00",
         runtime=10,
     shell:
-        "prism perf aggregate --outputs {params.outputs:q} --csv {output.csv:q} --per-modality > {log:q} 2>&1"
+        "prism perf aggregate --sweep-dir {params.outputs:q} --out {output.csv:q} --per-modality > {log:q} 2>&1"
 
 
 rule sweep:

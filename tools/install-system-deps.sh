@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Debian packages the cluster and MPI tests need: a PBS-style scheduler (Slurm with
-# Torque-compatible qsub/qstat/qdel), munge for its authentication, and MPICH's mpiexec.
+# Torque-compatible qsub/qstat/qdel), munge for its authentication, MPICH's mpiexec, and
+# Chromium, in which the report test renders `snakemake --report` (headless).
 # Installs only what is missing, and only as root; otherwise says why and leaves the
 # tests that need them to skip.
 set -euo pipefail
@@ -8,6 +9,7 @@ need=()
 command -v qsub >/dev/null || need+=(slurm-wlm slurm-wlm-torque)
 command -v munged >/dev/null || need+=(munge)
 command -v mpiexec.mpich >/dev/null || need+=(mpich)
+command -v chromium >/dev/null || need+=(chromium)
 if ((${#need[@]} == 0)); then
   exit 0
 fi

@@ -3,7 +3,12 @@
 from __future__ import annotations
 
 import argparse
-import dataclasses
+
+from prism.isoflop.calibrate import CalibrateOptions
+from prism.isoflop.collect import CollectOptions
+from prism.isoflop.options import PlotOptions
+from prism.isoflop.plan import PlanOptions
+from prism.options import add_arguments, from_namespace
 
 
 def register(verbs: argparse._SubParsersAction) -> None:
@@ -14,6 +19,7 @@ def register(verbs: argparse._SubParsersAction) -> None:
     _register_collect(verbs)
     _register_fit(verbs)
     _register_plot(verbs)
+    _register_summary(verbs)
 
 
 # --- calibrate -------------------------------------------------------------
@@ -35,10 +41,8 @@ def _register_calibrate(verbs: argparse._SubParsersAction) -> None:
     p.add_argument("--regime", default="e2e", help="projector_only, encoder_projector or e2e (default: e2e)")
     p.add_argument("--seq-len", type=int, default=None, help="tokens per sample (default: the family's padded length)")
     p.add_argument("--device", default="auto", help="auto|cpu|cuda|xpu: where --measure-throughput runs (default: auto)")
-    p.add_argument("--measure-throughput", action="store_true", help="time real fp32 fwd+bwd+AdamW steps on --device")
-    p.add_argument("--batch-size", type=int, default=32, help="samples per timed step (default: 32)")
-    p.add_argument("--steps", type=int, default=5, help="timed steps after 2 warm-up steps (default: 5)")
     p.add_argument("--threads", type=int, default=None, help="CPU threads for the timed steps (default: torch's)")
+    add_arguments(p.add_argument_group("timed steps (config `calibrate:`)"), CalibrateOptions)
     out = p.add_mutually_exclusive_group(required=True)
     out.add_argument("--calibration-dir", help="write DIR/{family}__{backbone}__{variant}__{regime}.json")
     out.add_argument("--out", help="write this file instead")
@@ -46,7 +50,8 @@ def _register_calibrate(verbs: argparse._SubParsersAction) -> None:
 
 
 def _calibrate(args: argparse.Namespace) -> int:
-    if args.measure_throughput:
+    opts = from_namespace(CalibrateOptions, args)
+    if opts.measure_throughput:
         from prism.host import tune_host
 
         tune_host()  # the process settings training runs with, so the measured samples/s plan its cost
@@ -54,8 +59,8 @@ def _calibrate(args: argparse.Namespace) -> int:
 
     path = run_calibrate(
         args.family, args.backbone, args.variant, args.regime, calibration_dir=args.calibration_dir, out=args.out,
-        seq_len=args.seq_len, device=args.device, measure_throughput=args.measure_throughput,
-        batch_size=args.batch_size, steps=args.steps, threads=args.threads,
+        seq_len=args.seq_len, device=args.device, measure_throughput=opts.measure_throughput,
+        batch_size=opts.batch_size, steps=opts.steps, threads=args.threads,
     )
     print(path)
     return 0
@@ -82,14 +87,9 @@ def _register_fit(verbs: argparse._SubParsersAction) -> None:
     p.add_argument("--family", help="keep rows of this family (needs a family column)")
     p.add_argument("--backbone", help="keep rows of this backbone (needs a backbone column)")
     p.add_argument("--regime", default="any", choices=REGIME_CHOICES, help="keep rows of this regime (default: any = no filter)")
-    from prism.isoflop.fit import FitOptions
+    from prism.isoflop.fit import FitOptions  # numpy and SciPy: imported when this parser is built
 
-    # Flags from FitOptions: the defaults and help live there, in one place.
-    for f in dataclasses.fields(FitOptions):
-        kind = {"int": int, "float": float}.get(str(f.type), str)
-        extra = {"choices": f.metadata["choices"]} if "choices" in f.metadata else {}
-        p.add_argument(f"--{f.name.replace('_', '-')}", type=kind, default=f.default,
-                       help=f"{f.metadata['help']} (default: {f.default})".replace("%", "%%"), **extra)
+    add_arguments(p.add_argument_group("fit options (config `fit:`)"), FitOptions)
     p.add_argument("--output-json", required=True, help="fit JSON to write")
     p.add_argument("--output-md", required=True, help="Markdown report to write")
     p.set_defaults(func=_fit)
@@ -98,10 +98,11 @@ def _register_fit(verbs: argparse._SubParsersAction) -> None:
 def _fit(args: argparse.Namespace) -> int:
     from prism.isoflop.fit import FitOptions, fit_csv
 
-    options = FitOptions(**{f.name: getattr(args, f.name) for f in dataclasses.fields(FitOptions)})
+    opts = from_namespace(FitOptions, args)
+    opts.validate()
     result = fit_csv(
         args.csv, args.output_json, args.output_md, family=args.family, backbone=args.backbone,
-        regime=args.regime, options=options,
+        regime=args.regime, options=opts,
     )
     parts = [f"{name} a={fit.a:.4f}" for name, fit in (("approach2", result.approach2), ("approach3", result.approach3))
              if fit is not None and fit.a is not None]
@@ -133,23 +134,15 @@ def _register_plan(verbs: argparse._SubParsersAction) -> None:
     p.add_argument("--family", required=True, help="modality family, e.g. text_image")
     p.add_argument("--budgets", required=True, help="comma-separated FLOP budgets, e.g. 1e17,3e17")
     p.add_argument("--calibration-dir", required=True, help="directory of calibration JSONs")
-    p.add_argument("--scaling-study-dir", help="the study dir; a previous round's fit copied to DIR/prior.json (or {a, k}, optionally with "
-                   "E, A, B, alpha, beta) centres the grid and gives the forecast its loss surface")
+    p.add_argument("--scaling-study-dir", help="this study's folder: DIR/prior.json (a previous round's fit, or {a, k} "
+                   "optionally with E, A, B, alpha, beta) centres the grid and gives the forecast its loss surface")
     p.add_argument("--regime", default="e2e", choices=REGIME_CHOICES[:-1], help="default: e2e")
     p.add_argument("--backbones", type=_csv_list, help="comma-separated (default: every calibrated one)")
     p.add_argument("--variants", type=_csv_list, help="comma-separated (default: every calibrated one)")
-    p.add_argument("--global-batch", type=int, help="samples per step (default: per run, the largest power of 2 leaving --min-steps)")
-    p.add_argument("--min-steps", type=int, default=50, help="drop runs with fewer steps (default: 50, which keeps FLOPs within 1%%)")
-    p.add_argument("--window", type=float, default=0.6, help="keep candidates within this many decades of N_opt (default: 0.6)")
-    p.add_argument("--prior-a", type=float, help="prior exponent of N_opt = k C^a (default 0.5; overrides a previous fit)")
-    p.add_argument("--prior-k", type=float, help="prior coefficient k (default 0.1; overrides a previous fit)")
     p.add_argument("--data-tokens", type=float, help="training tokens the data holds; runs needing more (x --max-epochs) are dropped")
     p.add_argument("--max-epochs", type=float, default=1.0, help="passes over the data allowed with --data-tokens (default: 1)")
-    p.add_argument("--noise", type=float, default=None, help="loss noise std for the forecast (default: a previous "
-                   "fit's measured noise, else 0.5-2%% of the simulated loss)")
-    p.add_argument("--simulations", type=int, default=200, help="simulated studies in the forecast (default: 200)")
-    p.add_argument("--seed", type=int, default=0, help="forecast seed (default: 0)")
-    p.add_argument("--dry-run", action="store_true", help="print the table and the forecast; write nothing")
+    add_arguments(p.add_argument_group("plan options (config `plan:`)"), PlanOptions)
+    p.add_argument("--dry-run", action="store_true", help="print the table, the cost and the forecast; write nothing")
     p.add_argument("--out", help="plan.yaml to write (plan.csv beside it)")
     p.set_defaults(func=_plan)
 
@@ -161,10 +154,8 @@ def _plan(args: argparse.Namespace) -> int:
         run_plan(
             args.out, args.dry_run, family=args.family, budgets=parse_budgets(args.budgets),
             calibration_dir=args.calibration_dir, scaling_study_dir=args.scaling_study_dir, regime=args.regime,
-            backbones=args.backbones, variants=args.variants, global_batch=args.global_batch,
-            prior_a=args.prior_a, prior_k=args.prior_k, window=args.window, min_steps=args.min_steps,
-            data_tokens=args.data_tokens, max_epochs=args.max_epochs, noise=args.noise,
-            simulations=args.simulations, seed=args.seed,
+            backbones=args.backbones, variants=args.variants, data_tokens=args.data_tokens,
+            max_epochs=args.max_epochs, options=from_namespace(PlanOptions, args),
         )
     )
     return 0
@@ -174,6 +165,9 @@ def _plan(args: argparse.Namespace) -> int:
 
 
 def _register_launch(verbs: argparse._SubParsersAction) -> None:
+    from prism.launch import LAUNCHERS, STORAGES
+    from prism.train.config import STRATEGIES
+
     p = verbs.add_parser(
         "launch",
         help="Run or submit every unfinished run of a plan (without Snakemake), keeping a ledger CSV.",
@@ -181,19 +175,20 @@ def _register_launch(verbs: argparse._SubParsersAction) -> None:
             "For each run of plan.yaml, render the command with the training launchers (local, torchrun, or "
             "an aurora PBS job body submitted with qsub) and run it, or print it with --dry-run (which writes "
             "nothing). Finished runs (metrics.json present) are skipped. Every action appends a row "
-            "(time, run_id, launcher, job_id, state, detail) to --csv."
+            "(time, run_id, launcher, job_id, state, detail) to --ledger."
         ),
     )
     p.add_argument("--plan", required=True, help="plan.yaml from `prism isoflop plan`")
-    p.add_argument("--launcher", required=True, choices=("local", "torchrun", "aurora"))
-    p.add_argument("--csv", required=True, help="ledger CSV (appended)")
+    p.add_argument("--launcher", required=True, choices=LAUNCHERS)
+    # --csv: the old spelling, until its callers move to --ledger (an output is never --csv: that is an input).
+    p.add_argument("--ledger", "--csv", dest="ledger", required=True, help="ledger CSV (appended)")
     p.add_argument("--data", required=True, help="shard directory from `prism data build`")
     p.add_argument("--runs-dir", help="where run directories go (default: runs/ beside the plan)")
     p.add_argument("--calibration-dir", help="calibration JSONs (default: the plan's calibration_dir)")
     p.add_argument("--nodes", type=int, default=1, help="nodes per job (aurora; default: 1)")
     p.add_argument("--procs-per-node", type=int, help="processes per node (torchrun, aurora)")
-    p.add_argument("--storage", default="local", choices=("local", "lustre", "daos"), help="aurora: where shards are read")
-    p.add_argument("--strategy", default="none", choices=("none", "ddp", "fsdp", "hsdp"), help="parallel strategy (default: none)")
+    p.add_argument("--storage", default="local", choices=STORAGES, help="aurora: where shards are read")
+    p.add_argument("--strategy", default="none", choices=STRATEGIES, help="parallel strategy (default: none)")
     p.add_argument("--device", default="auto", help="auto|cpu|cuda|xpu (default: auto)")
     p.add_argument("--seed", type=int, default=0, help="seed of every run (default: 0)")
     p.add_argument("--dry-run", action="store_true", help="print each command or job body; run and write nothing")
@@ -204,7 +199,7 @@ def _launch(args: argparse.Namespace) -> int:
     from prism.isoflop.launch import launch_plan
 
     results = launch_plan(
-        args.plan, args.launcher, args.csv, args.data, runs_dir=args.runs_dir,
+        args.plan, args.launcher, args.ledger, args.data, runs_dir=args.runs_dir,
         calibration_dir=args.calibration_dir, dry_run=args.dry_run, nodes=args.nodes,
         procs_per_node=args.procs_per_node, storage=args.storage, strategy=args.strategy,
         device=args.device, seed=args.seed,
@@ -219,18 +214,22 @@ def _launch(args: argparse.Namespace) -> int:
 def _register_collect(verbs: argparse._SubParsersAction) -> None:
     p = verbs.add_parser(
         "collect",
-        help="One CSV row per run directory (finished, unfinished, collapsed or broken).",
+        help="One CSV row per run (finished, unfinished, collapsed, stale or broken).",
         description=(
-            "Scan ROOT for run directories (those with config.yaml) and write one row each: run_id, family, "
+            "Scan --runs-dir for run directories (those with config.yaml) and write one row each: run_id, family, "
             "backbone, variant, regime, budget, flops, params, params_total, tokens, loss (mean of the last "
-            "--eval-window evaluations), loss_std, n_evals, status (ok|incomplete|collapsed|error), n_bad_lines, "
-            "note. Corrupt lines are reported (run, file, line) and counted, never fatal. Without --force an "
-            "existing CSV newer than every run file, listing the same runs, is left untouched."
+            "--eval-window evaluations), loss_std, n_evals, status (ok|incomplete|collapsed|stale|error), "
+            "loss_se, epochs, warnings, wall_s, est_wall_s, n_bad_lines, note. With --plan, every planned run "
+            "gets a row and a run the plan does not hold, or one trained on other data (--data) or another "
+            "calibration, is `stale` (never fitted). Corrupt lines are reported and counted, never fatal. "
+            "Without --force an existing CSV newer than every run file, listing the same runs, is left untouched."
         ),
     )
-    p.add_argument("--outputs", required=True, metavar="ROOT", help="directory holding the run directories")
-    p.add_argument("--csv", required=True, help="runs CSV to write")
-    p.add_argument("--eval-window", type=int, default=5, help="average the last this-many evaluations (default: 5)")
+    p.add_argument("--runs-dir", required=True, metavar="DIR", help="directory holding the run directories")
+    p.add_argument("--plan", help="the study's plan.yaml: its runs are the study's")
+    p.add_argument("--data", metavar="DIR", help="the study's shard directory: runs trained on other data are stale")
+    add_arguments(p.add_argument_group("collect options (config `collect:`)"), CollectOptions)
+    p.add_argument("--out", required=True, help="runs CSV to write")
     p.add_argument("--force", action="store_true", help="rewrite the CSV even if it looks up to date")
     p.set_defaults(func=_collect)
 
@@ -238,7 +237,8 @@ def _register_collect(verbs: argparse._SubParsersAction) -> None:
 def _collect(args: argparse.Namespace) -> int:
     from prism.isoflop.collect import collect
 
-    print(collect(args.outputs, args.csv, eval_window=args.eval_window, force=args.force))
+    print(collect(args.runs_dir, args.out, from_namespace(CollectOptions, args), plan=args.plan, data=args.data,
+                  force=args.force))
     return 0
 
 
@@ -250,22 +250,59 @@ def _register_plot(verbs: argparse._SubParsersAction) -> None:
         "plot",
         help="PNG figures: IsoFLOP curves, N_opt/D_opt power laws, Approach 3 predicted vs observed.",
         description=(
-            "Write isoflop_curves.png, scaling_laws.png and approach3_fit.png to --outdir from the runs CSV "
-            "and the fit JSON (without --fit-json a point fit without bootstrap is made here)."
+            "Write isoflop_curves.png, scaling_laws.png, approach3_fit.png and training_curves.png (eval loss "
+            "against FLOPs of every run) to --outdir from the runs CSV and the fit JSON (without --fit-json a "
+            "point fit without bootstrap is made here)."
         ),
     )
     p.add_argument("--csv", required=True, help="runs CSV")
     p.add_argument("--fit-json", help="fit JSON from `prism isoflop fit` (recommended: carries the bootstrap bands)")
     p.add_argument("--family", help="keep rows of this family")
     p.add_argument("--regime", default="any", choices=REGIME_CHOICES, help="keep rows of this regime (default: any)")
-    p.add_argument("--dpi", type=int, default=150, help="resolution (default: 150)")
+    add_arguments(p.add_argument_group("plot options (config `plot:`)"), PlotOptions)
     p.add_argument("--outdir", required=True, help="directory for the PNGs")
     p.set_defaults(func=_plot)
 
 
 def _plot(args: argparse.Namespace) -> int:
+    from prism.isoflop.curves import plot_training_curves
     from prism.isoflop.plot import plot_study
 
-    for path in plot_study(args.csv, args.outdir, args.fit_json, args.family, args.regime, args.dpi):
+    opts = from_namespace(PlotOptions, args)
+    for path in plot_study(args.csv, args.outdir, args.fit_json, args.family, args.regime, opts.dpi):
         print(path)
+    print(plot_training_curves(args.csv, args.outdir, args.fit_json, args.family, args.regime, opts.dpi))
+    return 0
+
+
+# --- summary ---------------------------------------------------------------
+
+
+def _register_summary(verbs: argparse._SubParsersAction) -> None:
+    p = verbs.add_parser(
+        "summary",
+        help="The answer of fitted studies in a few lines: exponents with intervals, verdict, runs left out, figures.",
+        description=(
+            "For each FAMILY_DIR (a study's family folder, e.g. scaling-study/text_image) and each fit/*.json in "
+            "it: the exponents a (N_opt) and b (D_opt) with their intervals, the verdict and its main reason, the "
+            "accepted budgets, runs excluded or collapsed (from runs.csv), the estimated against the measured "
+            "wall time, and where the figures and the report are. Snakemake prints it when a study finishes."
+        ),
+    )
+    p.add_argument("family_dirs", nargs="+", metavar="FAMILY_DIR", help="study family folder(s)")
+    p.add_argument("--html", metavar="OUT", help="write the summary and the fit's tables as one HTML page instead "
+                   "(the workflow's report shows it)")
+    p.set_defaults(func=_summary)
+
+
+def _summary(args: argparse.Namespace) -> int:
+    from prism.isoflop.summary import summarize, summary_html
+
+    if args.html:
+        from prism.atomic import write_text_atomic
+
+        write_text_atomic(args.html, summary_html(args.family_dirs))
+        print(f"wrote {args.html}")
+        return 0
+    print(summarize(args.family_dirs))
     return 0

@@ -32,8 +32,10 @@ def _run_cell(args: argparse.Namespace) -> int:
 
 
 def _common(p: argparse.ArgumentParser) -> None:
+    from prism.launch import STORAGES
+
     p.add_argument("--sweep-id", required=True, help="names the sweep's directory under --outputs")
-    p.add_argument("--storage", choices=("local", "lustre", "daos"), default="local",
+    p.add_argument("--storage", choices=STORAGES, default="local",
                    help="where cluster jobs read shards (daos mounts them with dfuse)")
     p.add_argument("--outputs", default="sweeps", help="root of sweep outputs (default: sweeps)")
     p.add_argument("--data-root", help="where the per-family shards live (default: OUTPUTS/ID/data)")

@@ -11,11 +11,43 @@ from __future__ import annotations
 
 import platform
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from prism.calibration import CALIBRATION_VERSION, calibration_filename
 from prism.errors import PrismError
+from prism.options import option
+
+
+
+@dataclass(frozen=True)
+class CalibrateOptions:
+    """The timed steps that estimate a study's wall time: `prism isoflop calibrate` flags and the
+    config's `calibrate:` section (the workflow writes the result to a `.speed.json` beside the calibration)."""
+
+    measure_throughput: bool = option(False, "time real fp32 fwd+bwd+AdamW steps on --device (samples/s)")
+    batch_size: int = option(32, "samples per timed step", metavar="B", minimum=1)
+    steps: int = option(3, "timed steps after 2 warm-up steps (the median is kept)", metavar="N", minimum=1)
+
+
+def speed_filename(family: str, backbone: str, variant: str, regime: str) -> str:
+    """The measured training speed, cached beside the calibration (a timing: it changes run to run,
+    so it is kept out of the calibration that training runs depend on)."""
+    return f"{family}__{backbone}__{variant}__{regime}.speed.json"
+
+
+def load_speed(calibration_dir: str | Path, family: str, backbone: str, variant: str, regime: str) -> dict | None:
+    """The speed record (`samples_per_s`, device, host) when it exists and is readable; None otherwise."""
+    import json
+
+    path = Path(calibration_dir) / speed_filename(family, backbone, variant, regime)
+    try:
+        record = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return None
+    return record if isinstance(record, dict) and record.get("samples_per_s") else None
+
 
 def _validate(family: str, backbone: str, variant: str, regime: str) -> None:
     from prism.families import family_spec

@@ -7,8 +7,14 @@ present = finished; `status: ok|collapsed`, params, params_total, tokens, flops)
 Tolerant but exact: a corrupt line is reported (run id, file, line) and counted
 in `n_bad_lines`, never crashed on; only `status == ok` rows carry a loss, so
 unfinished (`incomplete`), `collapsed` and unreadable (`error`) runs are never
-fitted. `loss` is the mean of the last `eval_window` evaluations and `loss_std`
-their standard deviation (the run's own late-training noise).
+fitted. `loss` is the run's loss at its budget as metrics.json records it (`loss`,
+its final evaluation over the held-out split, with `loss_se`), or, for runs that do
+not record it, the mean of the last `eval_window` evaluations; `loss_std` is the
+standard deviation of those last evaluations (the run's late-training noise).
+
+Given the study's plan (and data), collect lists what the plan holds: run
+directories the plan does not name, or trained on other data or another
+calibration than the study's current ones, are `stale` and never fitted.
 """
 
 from __future__ import annotations
@@ -24,9 +30,18 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from prism.errors import PrismError
+from prism.options import option
 
 CONFIG, EVAL, METRICS, PERF = "config.yaml", "eval.jsonl", "metrics.json", "perf.jsonl"
 IDENTITY = ("run_id", "family", "backbone", "variant", "regime", "budget")
+
+
+@dataclass(frozen=True)
+class CollectOptions:
+    """How a run's loss is read: `prism isoflop collect` flags and the config's `collect:` section."""
+
+    eval_window: int = option(5, "a run's loss is the mean of its last this-many evaluations", metavar="K",
+                              minimum=1)
 
 
 @dataclass
@@ -48,6 +63,14 @@ class CollectedRun:
     steps: int | None = None
     final_eval_loss: float | None = None
     n_bad_lines: int = 0
+    # From metrics.json where the trainer records them (empty otherwise): the loss's standard
+    # error, epochs of the training split seen, warnings (e.g. a loss spike), wall time.
+    loss_se: float | None = None
+    epochs: float | None = None
+    warnings: str = ""
+    wall_s: float | None = None
+    # The plan's estimate of the wall time on the machine that measured samples/s.
+    est_wall_s: float | None = None
     note: str = ""
     run_dir: str = ""
 
@@ -132,11 +155,13 @@ def collect_run(run_dir: Path, eval_window: int, problems: list[str]) -> Collect
         problems.append(f"run {row.run_id}: {row.note}")
         return row
     _identity(row, metrics)
-    for key in ("params", "params_total", "flops", "tokens", "final_eval_loss"):
+    for key in ("params", "params_total", "flops", "tokens", "final_eval_loss", "loss_se", "epochs", "wall_s"):
         value = _num(metrics.get(key))
         if value is not None:
             setattr(row, key, value)
     row.steps = int(metrics["steps"]) if _num(metrics.get("steps")) is not None else None
+    warnings = metrics.get("warnings") or []
+    row.warnings = "; ".join(str(w) for w in warnings) if isinstance(warnings, list) else str(warnings)
     status = str(metrics.get("status", ""))
     if status == "collapsed":
         row.status = "collapsed"
@@ -159,7 +184,10 @@ def collect_run(run_dir: Path, eval_window: int, problems: list[str]) -> Collect
         problems.append(f"run {row.run_id}: {row.note}")
         return row
     row.status = "ok"
-    row.loss = statistics.fmean(window)
+    # The run's own loss at the budget (its final evaluation over the held-out split, with loss_se)
+    # where the trainer records it; else the mean of the last evaluations.
+    final = _num(metrics.get("loss"))
+    row.loss = final if final is not None else statistics.fmean(window)
     row.loss_std = statistics.stdev(window) if len(window) > 1 else 0.0
     if row.n_bad_lines:
         row.note = f"{row.n_bad_lines} corrupt line(s) in {EVAL} skipped"
@@ -204,20 +232,120 @@ def _up_to_date(csv_path: Path, run_dirs: list[Path]) -> bool:
     return listed == {str(d) for d in run_dirs}
 
 
-def collect(outputs: str | Path, csv_path: str | Path, eval_window: int = 5, force: bool = False) -> str:
-    """`prism isoflop collect`: write the runs CSV (atomically); returns the summary to print."""
-    from prism.atomic import write_text_atomic
+def _sha256_file(path: Path) -> str | None:
+    import hashlib
 
-    root, csv_path = Path(outputs), Path(csv_path)
-    if eval_window < 1:
-        raise PrismError(f"--eval-window must be >= 1, got {eval_window}")
+    return hashlib.sha256(path.read_bytes()).hexdigest() if path.is_file() else None
+
+
+def _sha256_calibration(path: Path) -> str | None:
+    """The digest `prism train` records for its calibration: sha256 of the record as sorted JSON."""
+    import hashlib
+
+    try:
+        record = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return None
+    return hashlib.sha256(json.dumps(record, sort_keys=True).encode()).hexdigest()
+
+
+@dataclass(frozen=True)
+class StudyInputs:
+    """What the study plans now: its run ids (with their plan rows) and the digests of its inputs."""
+
+    rows: dict[str, dict]
+    data_manifest: str | None
+    calibration_dir: Path | None
+
+    @classmethod
+    def read(cls, plan_path: Path, data: Path | None) -> StudyInputs:
+        import yaml
+
+        try:
+            plan = yaml.safe_load(plan_path.read_text()) or {}
+            rows = {str(r["run_id"]): r for r in plan.get("runs") or []}
+        except (OSError, yaml.YAMLError, KeyError, TypeError, AttributeError) as err:
+            raise PrismError(f"--plan {plan_path}: not a plan from `prism isoflop plan` ({err})") from None
+        cal = plan.get("calibration_dir")
+        return cls(rows, _sha256_file(data / "manifest.json") if data else None, Path(cal) if cal else None)
+
+    def stale_reason(self, run: CollectedRun, run_dir: Path) -> str | None:
+        """Why a finished run is not this study's (None: it is)."""
+        import yaml
+
+        if run.run_id not in self.rows:
+            return "not in the plan (a budget or candidate removed, or another study's run)"
+        try:
+            cfg = yaml.safe_load((run_dir / CONFIG).read_text()) or {}
+            inputs = (cfg.get("resolved") or {}).get("inputs") or {}
+        except (OSError, yaml.YAMLError, AttributeError):
+            inputs = {}
+        if self.data_manifest and inputs.get("data_manifest") not in (None, self.data_manifest):
+            return "trained on other data (its data manifest differs from the study's)"
+        row = self.rows[run.run_id]
+        if self.calibration_dir is not None and inputs.get("calibration"):
+            from prism.isoflop.calibrate import calibration_filename
+
+            path = self.calibration_dir / calibration_filename(
+                row["family"], row["backbone"], row["variant"], row["regime"])
+            current = _sha256_calibration(path)
+            if current is not None and inputs["calibration"] != current:
+                return "trained with another calibration (the study's calibration changed since)"
+        return None
+
+
+def collect(
+    runs_dir: str | Path,
+    csv_path: str | Path,
+    options: CollectOptions = CollectOptions(),
+    *,
+    plan: str | Path | None = None,
+    data: str | Path | None = None,
+    force: bool = False,
+) -> str:
+    """`prism isoflop collect`: write the runs CSV (atomically); returns the summary to print.
+
+    With `plan`, the CSV lists exactly the planned runs (a planned run without a directory is
+    `incomplete`, "not started") and every other run directory as `stale`, as is a finished run
+    whose recorded data manifest or calibration differs from the study's current ones (`data`:
+    the study's shard directory). `stale` rows are never fitted.
+    """
+    from prism.atomic import write_text_atomic
+    from prism.options import validate
+
+    validate(options)
+    root, csv_path = Path(runs_dir), Path(csv_path)
+    study = StudyInputs.read(Path(plan), Path(data) if data else None) if plan else None
     if not root.is_dir():
-        raise PrismError(f"--outputs {root}: no such directory")
-    run_dirs = find_run_dirs(root)
+        if study is None:
+            raise PrismError(f"--runs-dir {root}: no such directory")
+        run_dirs = []
+    else:
+        run_dirs = find_run_dirs(root)
     if not force and _up_to_date(csv_path, run_dirs):
         return f"{csv_path} is newer than every run file under {root}: left untouched (use --force to rewrite)"
     problems: list[str] = []
-    rows = [collect_run(d, eval_window, problems) for d in run_dirs]
+    rows = []
+    for d in run_dirs:
+        row = collect_run(d, options.eval_window, problems)
+        if study is not None:
+            why = study.stale_reason(row, d)
+            if why:
+                row.status, row.loss, row.loss_std = "stale", None, None
+                row.note = why
+            hours = (study.rows.get(row.run_id) or {}).get("hours_here")
+            row.est_wall_s = None if hours is None else 3600.0 * float(hours)
+        rows.append(row)
+    if study is not None:
+        seen = {r.run_id for r in rows}
+        for run_id, planned in study.rows.items():
+            if run_id not in seen:
+                hours = planned.get("hours_here")
+                rows.append(CollectedRun(
+                    run_id=run_id, **{k: planned.get(k, "") for k in IDENTITY if k not in ("run_id", "budget")},
+                    budget=_num(planned.get("budget")), params=_num(planned.get("params")),
+                    est_wall_s=None if hours is None else 3600.0 * float(hours),
+                    status="incomplete", note="not started", run_dir=str(root / run_id)))
     rows.sort(key=lambda r: (r.budget or 0.0, r.params or 0.0, r.run_id))
     for p in problems:
         print(f"warning: {p}", file=sys.stderr)
@@ -227,4 +355,5 @@ def collect(outputs: str | Path, csv_path: str | Path, eval_window: int = 5, for
         counts[r.status] = counts.get(r.status, 0) + 1
     bad = sum(r.n_bad_lines for r in rows)
     summary = ", ".join(f"{v} {k}" for k, v in sorted(counts.items())) or "no run directories"
-    return f"wrote {csv_path}: {len(rows)} runs ({summary}); {bad} corrupt line(s) skipped"
+    stale = [f"stale {r.run_id}: {r.note}" for r in rows if r.status == "stale"]
+    return "\n".join([f"wrote {csv_path}: {len(rows)} runs ({summary}); {bad} corrupt line(s) skipped", *stale])

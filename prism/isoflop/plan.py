@@ -28,13 +28,14 @@ import csv
 import io
 import json
 import math
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
 from prism.calibration import load_calibration
 from prism.errors import PrismError
 from prism.ids import format_budget, run_id
 from prism.isoflop.records import PlanRow, Surface
+from prism.options import option
 
 # Prior centre: N_opt = k C^a. a = 0.5 (Chinchilla); k = 0.1 puts N_opt at
 # ~1e5 trainable parameters for 1e12 FLOPs (this project's CPU ladder) and ~7e10
@@ -43,10 +44,42 @@ DEFAULT_PRIOR_A = 0.5
 DEFAULT_PRIOR_K = 0.1
 DEFAULT_WINDOW = 0.6
 DEFAULT_MIN_STEPS = 50
+DEFAULT_MFU = 0.4
 MAX_AUTO_BATCH = 512
 FLOP_TOLERANCE = 0.01
 # A previous round's fit (copied by the user) in the study dir centres the grid.
 PRIOR_FILE = "prior.json"
+@dataclass(frozen=True)
+class PlanOptions:
+    """The planner's settings: `prism isoflop plan` flags and the config's `plan:` section, one field each."""
+
+    global_batch: int | None = option(
+        None, "samples per optimizer step of every run (none: per run, the largest power of 2 leaving "
+        "min_steps steps)", metavar="B", minimum=1)
+    min_steps: int = option(DEFAULT_MIN_STEPS, "drop runs with fewer optimizer steps (50 keeps FLOPs within 1%)",
+                            metavar="N", minimum=1)
+    window: float = option(DEFAULT_WINDOW, "keep candidates within this many decades of the predicted N_opt",
+                           metavar="DECADES", exclusive_minimum=0)
+    prior_a: float | None = option(None, f"prior exponent a of N_opt = k C^a (none: a previous round's fit, "
+                                   f"else {DEFAULT_PRIOR_A})", metavar="A", exclusive_minimum=0)
+    prior_k: float | None = option(None, f"prior coefficient k of N_opt = k C^a (none: a previous round's fit, "
+                                   f"else {DEFAULT_PRIOR_K})", metavar="K", exclusive_minimum=0)
+    previous_round: str | None = option(
+        None, "folder of an earlier round (a study or family folder): its prior.json or identifiable "
+        "fit/REGIME.json centres the grids and gives the forecast its loss surface", metavar="DIR")
+    node_peak_flops: float | None = option(
+        None, "peak FLOP/s of one cluster node in the training precision; with mfu it gives each run's "
+        "estimated node-hours (none: no cluster estimate)", metavar="FLOPS", exclusive_minimum=0)
+    mfu: float = option(DEFAULT_MFU, "model FLOPs utilisation assumed for the cluster estimate",
+                        metavar="FRACTION", exclusive_minimum=0)
+    noise: float | None = option(None, "loss noise (std) the identifiability forecast assumes (none: a previous "
+                                 "round's measured noise, else a share of the loss)", metavar="STD",
+                                 exclusive_minimum=0)
+    simulations: int = option(200, "simulated studies in the forecast", metavar="N", minimum=1)
+    forecast_seed: int = option(0, "seed of the forecast's simulations", metavar="S", minimum=0)
+
+
+
 def parse_budgets(text: str) -> list[float]:
     """`1e17,3e17` -> [1e17, 3e17], ascending, no duplicates; a clear error for anything else."""
     out = []
@@ -92,6 +125,24 @@ class Candidate:
     flops_per_sample: float
     tokens_per_sample: float
     samples_per_s: float | None
+    # Where samples_per_s was measured (device, host), for the plan's labels.
+    speed_source: str = ""
+
+
+@dataclass(frozen=True)
+class Cost:
+    """How the plan turns FLOPs into time: this machine's measured speed, and a stated cluster throughput."""
+
+    node_flops: float | None = None  # sustained FLOP/s of one cluster node (peak x MFU)
+    node_source: str = ""
+
+    @classmethod
+    def from_options(cls, options: PlanOptions) -> Cost:
+        if options.node_peak_flops is None:
+            return cls()
+        return cls(options.node_peak_flops * options.mfu,
+                   f"estimate: MFU {options.mfu:g} x node peak {options.node_peak_flops:.3g} FLOP/s "
+                   "(plan.node_peak_flops, plan.mfu)")
 
 
 @dataclass
@@ -126,6 +177,7 @@ def plan_budget(
     min_steps: int = DEFAULT_MIN_STEPS,
     data_tokens: float | None = None,
     max_epochs: float = 1.0,
+    cost: Cost = Cost(),
 ) -> BudgetPlan:
     """The runs of one budget (pure: depends on this budget and the candidates only)."""
     n_opt = centre.n_opt(budget)
@@ -164,13 +216,14 @@ def plan_budget(
             )
             continue
         hours = None if not cand.samples_per_s else steps * batch / cand.samples_per_s / 3600.0
+        node_hours = None if not cost.node_flops else flops / cost.node_flops / 3600.0
         out.runs.append(
             PlanRow(
                 run_id=rid, family=family, backbone=cand.backbone, variant=cand.variant, regime=regime,
                 budget=budget, params=cand.params, params_total=cand.params_total,
                 flops_per_sample=cand.flops_per_sample, tokens_per_sample=cand.tokens_per_sample,
                 global_batch=batch, samples=steps * batch, steps=steps, tokens=tokens, flops=flops,
-                node_hours=hours,
+                hours_here=hours, node_hours=node_hours,
             )
         )
     ns = [r.params for r in out.runs] or [cand.params for cand in candidates]
@@ -203,6 +256,8 @@ def candidates_from_calibration(
     command that makes it). Otherwise: every calibration the dir holds for
     family x regime, narrowed by whichever list was given.
     """
+    from prism.isoflop.calibrate import load_speed
+
     cal_dir = Path(calibration_dir)
     if backbones is not None and variants is not None:
         pairs = [(b, v) for b in backbones for v in variants]
@@ -223,19 +278,22 @@ def candidates_from_calibration(
     out = []
     for b, v in pairs:
         rec = load_calibration(cal_dir, family, b, v, regime)
-        sps = rec.get("samples_per_s")
+        speed = load_speed(cal_dir, family, b, v, regime) or rec
+        sps = speed.get("samples_per_s")
         out.append(
             Candidate(
                 backbone=b, variant=v, params=float(rec["params_trainable"]),
                 params_total=float(rec["params_total"]), flops_per_sample=float(rec["flops_per_sample"]),
                 tokens_per_sample=float(rec["tokens_per_sample"]), samples_per_s=float(sps) if sps else None,
+                speed_source=f"{speed.get('device_name') or speed.get('device')} on {speed.get('host')}" if sps else "",
             )
         )
     return sorted(out, key=lambda c: (c.params, c.backbone, c.variant))
 
 
 def find_centre(
-    out: Path | None, study_dir: Path | None, family: str, regime: str, prior_a: float | None, prior_k: float | None
+    out: Path | None, study_dir: Path | None, family: str, regime: str, prior_a: float | None, prior_k: float | None,
+    previous_round: Path | None = None,
 ) -> Centre:
     """Explicit prior > existing plan's centre > previous round's identifiable fit > default prior."""
     if prior_a is not None or prior_k is not None:
@@ -252,6 +310,14 @@ def find_centre(
             pass  # not a plan of ours: plan afresh
     if study_dir is not None:
         for path in (study_dir / PRIOR_FILE, study_dir / family / PRIOR_FILE):
+            centre = _centre_from_file(path, regime)
+            if centre is not None:
+                return centre
+    if previous_round is not None:
+        if not previous_round.is_dir():
+            raise PrismError(f"plan.previous_round {previous_round}: no such folder")
+        for path in (previous_round / PRIOR_FILE, previous_round / family / PRIOR_FILE,
+                     previous_round / "fit" / f"{regime}.json", previous_round / family / "fit" / f"{regime}.json"):
             centre = _centre_from_file(path, regime)
             if centre is not None:
                 return centre
@@ -313,19 +379,6 @@ def plan_csv_text(rows: list[PlanRow]) -> str:
     return buf.getvalue()
 
 
-def plan_table(rows: list[PlanRow]) -> str:
-    """The plan for people: one line per run."""
-    head = f"{'run_id':<34} {'N':>9} {'steps':>6} {'batch':>5} {'tokens D':>9} {'FLOPs':>9} {'node-h':>7}"
-    lines = [head, "-" * len(head)]
-    for r in rows:
-        hours = "-" if r.node_hours is None else f"{r.node_hours:.3g}"
-        lines.append(
-            f"{r.run_id:<34} {r.params:>9.3g} {r.steps:>6d} {r.global_batch:>5d} {r.tokens:>9.3g} "
-            f"{r.flops:>9.3g} {hours:>7}"
-        )
-    return "\n".join(lines)
-
-
 def forecast_text(fc: dict) -> str:
     verdict = "DETERMINED" if fc["determined"] else "UNDETERMINED"
     lines = [
@@ -349,6 +402,80 @@ def forecast_text(fc: dict) -> str:
     return "\n".join(lines)
 
 
+@dataclass
+class StudyPlan:
+    """The runs of every budget and where their centre came from (no forecast): what the DAG needs."""
+
+    centre: Centre
+    plans: list[BudgetPlan]
+    cost: Cost
+    speed_sources: list[str] = field(default_factory=list)
+
+    @property
+    def runs(self) -> list[PlanRow]:
+        return [r for p in self.plans if not p.refused for r in p.runs]
+
+
+def plan_runs(
+    family: str,
+    budgets: list[float],
+    calibration_dir: str | Path,
+    options: PlanOptions = PlanOptions(),
+    *,
+    regime: str = "e2e",
+    backbones: list[str] | None = None,
+    variants: list[str] | None = None,
+    out: str | Path | None = None,
+    scaling_study_dir: str | Path | None = None,
+    data_tokens: float | None = None,
+    max_epochs: float = 1.0,
+) -> StudyPlan:
+    """The planned runs: a function of these arguments and the files they name (calibrations, speed
+    files, an existing plan at `out`, prior files), nothing else.
+
+    `prism isoflop plan` writes its result to plan.yaml and the workflow calls it, with the same
+    arguments, to know the training jobs while the plan job has not run yet; so the two agree.
+    """
+    from prism.families import family_spec
+    from prism.options import validate
+
+    family_spec(family)
+    validate(options)
+    centre = find_centre(
+        Path(out) if out else None, Path(scaling_study_dir) if scaling_study_dir else None, family, regime,
+        options.prior_a, options.prior_k, Path(options.previous_round) if options.previous_round else None,
+    )
+    cands = candidates_from_calibration(calibration_dir, family, regime, backbones, variants)
+    cost = Cost.from_options(options)
+    plans = [
+        plan_budget(c, cands, family, regime, centre, options.window, options.global_batch, options.min_steps,
+                    data_tokens, max_epochs, cost)
+        for c in sorted(set(budgets))
+    ]
+    study = StudyPlan(centre, plans, cost, sorted({c.speed_source for c in cands if c.speed_source}))
+    if not study.runs:
+        raise PrismError("no budget can be planned: " + "; ".join(p.refused or "" for p in plans if p.refused))
+    return study
+
+
+def _total(values: list[float | None]) -> float | None:
+    return None if not values or any(v is None for v in values) else sum(values)
+
+
+def cost_summary(runs: list[PlanRow], cost: Cost, speed_sources: list[str]) -> dict:
+    """Totals of the estimated wall time here and node-hours on the cluster, each with its source."""
+    return {
+        "hours_here_total": _total([r.hours_here for r in runs]),
+        "hours_here_source": (
+            "estimate of the training steps alone (start-up and evaluations not included): samples/s "
+            "measured by `prism isoflop calibrate --measure-throughput` on "
+            + ", ".join(speed_sources) if speed_sources
+            else "not measured (no calibration/*.speed.json; config calibrate.measure_throughput)"),
+        "node_hours_total": _total([r.node_hours for r in runs]),
+        "node_hours_source": cost.node_source or "not estimated (set plan.node_peak_flops, and plan.mfu)",
+    }
+
+
 def make_plan(
     family: str,
     budgets: list[float],
@@ -357,52 +484,40 @@ def make_plan(
     regime: str = "e2e",
     backbones: list[str] | None = None,
     variants: list[str] | None = None,
-    global_batch: int | None = None,
     out: str | Path | None = None,
-    prior_a: float | None = None,
-    prior_k: float | None = None,
-    window: float = DEFAULT_WINDOW,
-    min_steps: int = DEFAULT_MIN_STEPS,
     data_tokens: float | None = None,
     max_epochs: float = 1.0,
-    noise: float | None = None,
-    simulations: int = 200,
-    seed: int = 0,
+    options: PlanOptions | None = None,
+    **overrides,
 ) -> dict:
-    """The whole plan as a dict (the plan.yaml content); pure but for reading calibrations and the centre."""
-    from prism.families import family_spec
+    """The whole plan as a dict (the plan.yaml content): `plan_runs` plus the forecast.
+
+    `overrides` replace fields of `options` (e.g. `window=0.3`), for tests and scripts.
+    """
     from prism.isoflop import forecast as fc_mod
 
-    family_spec(family)
-    if global_batch is not None and global_batch < 1:
-        raise PrismError(f"--global-batch must be >= 1, got {global_batch}")
-    out_path = Path(out) if out else None
-    study = Path(scaling_study_dir) if scaling_study_dir else None
-    centre = find_centre(out_path, study, family, regime, prior_a, prior_k)
-    cands = candidates_from_calibration(calibration_dir, family, regime, backbones, variants)
-    plans = [
-        plan_budget(c, cands, family, regime, centre, window, global_batch, min_steps, data_tokens, max_epochs)
-        for c in budgets
-    ]
-    runs = [r for p in plans if not p.refused for r in p.runs]
+    options = replace(options or PlanOptions(), **overrides)
+    study = plan_runs(family, budgets, calibration_dir, options, regime=regime, backbones=backbones,
+                      variants=variants, out=out, scaling_study_dir=scaling_study_dir, data_tokens=data_tokens,
+                      max_epochs=max_epochs)
+    centre, plans, runs = study.centre, study.plans, study.runs
     refused = [{"budget": p.budget, "reason": p.refused} for p in plans if p.refused]
-    if not runs:
-        raise PrismError("no budget can be planned: " + "; ".join(r["reason"] for r in refused))
     fc = fc_mod.forecast_plan(
         [r.params for r in runs], [r.tokens for r in runs], [r.budget for r in runs], centre.a, centre.k,
         surface=Surface(**centre.surface) if centre.surface else None,
-        noise=noise if noise is not None else centre.noise, n_sims=simulations, seed=seed,
+        noise=options.noise if options.noise is not None else centre.noise, n_sims=options.simulations,
+        seed=options.forecast_seed,
     )
-    hours = [r.node_hours for r in runs]
     return {
         "family": family,
         "regime": regime,
         "calibration_dir": str(calibration_dir),
         "budgets": [p.budget for p in plans if not p.refused],
         "centre": asdict(centre) | {"n_opt": {format_budget(p.budget): p.n_opt for p in plans}},
-        "window_decades": window,
-        "min_steps": min_steps,
-        "node_hours_total": None if any(h is None for h in hours) else sum(hours),
+        "options": asdict(options),
+        "window_decades": options.window,
+        "min_steps": options.min_steps,
+        "cost": cost_summary(runs, study.cost, study.speed_sources),
         "runs": [r.to_json() for r in runs],
         "dropped": [d for p in plans for d in p.dropped],
         "refused": refused,
@@ -413,10 +528,41 @@ def make_plan(
     }
 
 
+def _hours(h: float | None) -> str:
+    """Hours as people read them: 42 s, 7.5 min, 3.2 h."""
+    if h is None:
+        return "-"
+    s = h * 3600
+    return f"{s:.2g} s" if s < 10 else f"{s:.0f} s" if s < 90 else f"{s / 60:.1f} min" if s < 5400 else f"{h:.1f} h"
+
+
+def plan_table(rows: list[PlanRow]) -> str:
+    """The plan for people: one line per run, with the estimated time here and node-hours there."""
+    head = (f"{'run_id':<34} {'N':>9} {'steps':>6} {'batch':>5} {'tokens D':>9} {'FLOPs':>9} "
+            f"{'time here':>9} {'node-h':>8}")
+    lines = [head, "-" * len(head)]
+    for r in rows:
+        nh = "-" if r.node_hours is None else f"{r.node_hours:.3g}"
+        lines.append(
+            f"{r.run_id:<34} {r.params:>9.3g} {r.steps:>6d} {r.global_batch:>5d} {r.tokens:>9.3g} "
+            f"{r.flops:>9.3g} {_hours(r.hours_here):>9} {nh:>8}"
+        )
+    return "\n".join(lines)
+
+
+def cost_text(cost: dict) -> list[str]:
+    here, node = cost["hours_here_total"], cost["node_hours_total"]
+    return [
+        f"time here (one run after another): {_hours(here) if here is not None else 'unknown'} "
+        f"[{cost['hours_here_source']}]",
+        f"cluster: {'unknown' if node is None else f'{node:.3g} node-hours'} [{cost['node_hours_source']}]",
+    ]
+
+
 def run_plan(out: str | Path | None, dry_run: bool, **kwargs) -> str:
     """`prism isoflop plan`: make the plan; write plan.yaml and plan.csv (atomically) unless dry run.
 
-    Returns the text to print (the table, refusals and the forecast).
+    Returns the text to print (the table, its cost, refusals and the forecast).
     """
     import yaml
 
@@ -427,12 +573,11 @@ def run_plan(out: str | Path | None, dry_run: bool, **kwargs) -> str:
     plan = make_plan(out=out, **kwargs)
     rows = [PlanRow(**r) for r in plan["runs"]]
     text = [plan_table(rows), ""]
-    total = plan["node_hours_total"]
     text.append(
         f"{len(rows)} runs on {len(plan['budgets'])} budget(s); centre N_opt = {plan['centre']['k']:.3g} C^"
-        f"{plan['centre']['a']:.3g} ({plan['centre']['source']}); "
-        + ("node-hours: not calibrated (no samples_per_s)" if total is None else f"node-hours total {total:.3g}")
+        f"{plan['centre']['a']:.3g} ({plan['centre']['source']})"
     )
+    text += cost_text(plan["cost"])
     text += [f"dropped {d['run_id']}: {d['reason']}" for d in plan["dropped"]]
     text += [f"REFUSED {r['reason']}" for r in plan["refused"]]
     text += ["", forecast_text(plan["forecast"])]

@@ -149,6 +149,9 @@ class PlanRow:
     steps: int
     tokens: float
     flops: float
+    # Estimated wall hours of the run on the machine that measured samples/s (None: not measured).
+    hours_here: float | None
+    # Estimated node-hours on the cluster from the stated node throughput (None: none stated).
     node_hours: float | None
 
     def to_json(self) -> dict:

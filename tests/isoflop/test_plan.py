@@ -35,7 +35,7 @@ def test_rows_spend_the_budget_within_1_percent(ladder):
         assert abs(r["flops"] / r["budget"] - 1) <= 0.01
         assert r["steps"] >= 50 and r["samples"] == r["steps"] * r["global_batch"]
         assert r["tokens"] == r["samples"] * r["tokens_per_sample"]
-        assert r["node_hours"] == pytest.approx(r["samples"] / 1000.0 / 3600)
+        assert r["hours_here"] == pytest.approx(r["samples"] / 1000.0 / 3600) and r["node_hours"] is None
         assert RUN_ID_RE.match(r["run_id"])
         # within the window around N_opt = 0.1 C^0.5
         assert abs(r["params"] / (0.1 * r["budget"] ** 0.5)) < 10**0.6 + 1e-9
@@ -108,7 +108,7 @@ def test_cli_writes_plan_yaml_and_csv(ladder, tmp_path, capsys):
     assert {"family", "regime", "budgets", "runs", "dropped", "forecast"} <= set(plan)
     assert set(plan["runs"][0]) >= {"run_id", "family", "backbone", "variant", "regime", "budget", "params",
                                     "params_total", "flops_per_sample", "global_batch", "samples", "steps",
-                                    "tokens", "node_hours"}
+                                    "tokens", "hours_here", "node_hours"}
     lines = (out.with_suffix(".csv")).read_text().splitlines()
     assert lines[0].startswith("run_id,") and len(lines) == len(plan["runs"]) + 1
     assert "Identifiability forecast" in capsys.readouterr().out
@@ -178,3 +178,30 @@ def test_forecast_simulates_a_previous_rounds_fitted_surface(ladder, tmp_path):
     (study / "prior.json").write_text(json.dumps({"a": 0.5, "k": 0.3, **flat, "alpha": -1}))
     with pytest.raises(PrismError, match="prior.json: A, B, alpha and beta"):
         _plan(ladder, [1e11, 1e12], scaling_study_dir=study)
+
+
+def test_the_workflows_plan_is_the_written_plan(ladder, tmp_path):
+    """The workflow computes the plan with `plan_runs` while plan.yaml is not written yet; the CLI
+    writes `make_plan`: on the same arguments their runs are the same rows."""
+    from prism.isoflop.plan import PlanOptions, plan_runs
+
+    options = PlanOptions(window=0.5, prior_k=0.1, min_steps=50, simulations=20)
+    out = tmp_path / "plan.yaml"
+    rc = main(["isoflop", "plan", "--family", "text_image", "--budgets", "1e12,1e13", "--calibration-dir", str(ladder),
+               "--window", "0.5", "--prior-k", "0.1", "--simulations", "20", "--out", str(out)])
+    assert rc == 0
+    written = yaml.safe_load(out.read_text())["runs"]
+    computed = plan_runs("text_image", [1e12, 1e13], ladder, options, regime="e2e")
+    assert [r.to_json() for r in computed.runs] == written
+
+
+def test_cost_columns_and_their_sources(ladder, capsys):
+    plan = _plan(ladder, [1e12], node_peak_flops=1e15, mfu=0.5)
+    for r in plan["runs"]:
+        assert r["node_hours"] == pytest.approx(r["flops"] / 5e14 / 3600)
+    assert "MFU 0.5" in plan["cost"]["node_hours_source"]
+    assert plan["cost"]["node_hours_total"] == pytest.approx(sum(r["node_hours"] for r in plan["runs"]))
+    assert main(["isoflop", "plan", "--family", "text_image", "--budgets", "1e12", "--calibration-dir", str(ladder),
+                 "--simulations", "20", "--dry-run"]) == 0
+    text = capsys.readouterr().out
+    assert "time here" in text and "cluster: unknown [not estimated" in text

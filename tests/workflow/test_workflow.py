@@ -6,6 +6,7 @@ import json
 import re
 import shutil
 import subprocess
+from pathlib import Path
 
 import pytest
 
@@ -29,7 +30,7 @@ def test_study_writes_fit_and_plots(tiny_study):
 def test_dry_fit_lists_one_train_job_per_planned_run(tiny_study):
     # Before the plan: calibrations and the plan, no training yet (the checkpoint decides).
     counts = job_counts(tiny_study.dry_plan)
-    assert counts.get("calibrate") == 3 and counts.get("plan") == 1
+    assert counts.get("calibrate") == 3 and counts.get("speed") == 3 and counts.get("plan") == 1
     assert "train" not in counts
     listed = train_run_ids(tiny_study.dry_fit)
     assert sorted(listed) == sorted(planned_run_ids(tiny_study.workdir))
@@ -51,26 +52,40 @@ def test_second_run_has_nothing_to_do(tiny_study):
     assert "Nothing to be done" in out
 
 
-def test_new_budget_trains_only_new_runs(tiny_study):
+def test_new_budget_dry_run_lists_exactly_the_runs_the_plan_will_hold(tiny_study):
+    """Once calibrated, the DAG computes the plan itself: the dry run lists the new budget's training
+    jobs before the plan job has run, and the plan job then writes exactly those runs."""
     workdir = tiny_study.workdir
     before = planned_run_ids(workdir)
-    out = snakemake(workdir, "-n", "fit_text_image", "--config", "budgets=[1e10,2e10,4e10]").stdout
-    # The plan reruns (its budgets changed); the DAG below it is known after it runs.
-    assert job_counts(out).get("plan") == 1
-    assert "train" not in job_counts(out)
-    # Plan for real in a copy, then the dry run lists only the new budget's runs.
+    budgets = "budgets=[1e10,2e10,4e10]"
+    out = snakemake(workdir, "-n", "fit_text_image", "--config", budgets).stdout
+    assert "<TBD>" not in out
+    listed = train_run_ids(out)
+    assert listed and all(r.endswith("-C4e10") for r in listed)
+    counts = job_counts(out)
+    assert counts.get("plan") == 1 and counts.get("calibrate") is None and counts.get("data") is None
+    assert counts.get("collect") == 1 and counts.get("fit") == 1
+    # Plan for real in a copy: plan.yaml holds exactly the old runs and the listed ones.
     copy = workdir.parent / (workdir.name + "-budget")
     shutil.copytree(workdir, copy, symlinks=True)
-    snakemake(copy, "plan_text_image", "--config", "budgets=[1e10,2e10,4e10]")
+    snakemake(copy, "plan_text_image", "--config", budgets)
     after = planned_run_ids(copy)
-    assert before < after
-    out = snakemake(copy, "-n", "fit_text_image", "--config", "budgets=[1e10,2e10,4e10]").stdout
-    listed = train_run_ids(out)
-    assert sorted(listed) == sorted(after - before)
-    assert all(r.endswith("-C4e10") for r in listed)
-    counts = job_counts(out)
-    assert counts.get("calibrate") is None and counts.get("data") is None
-    assert counts.get("collect") == 1 and counts.get("fit") == 1
+    assert before < after and sorted(after - before) == sorted(listed)
+    again = snakemake(copy, "-n", "fit_text_image", "--config", budgets).stdout
+    assert sorted(train_run_ids(again)) == sorted(listed)
+
+
+def test_plan_dry_run_shows_time_and_node_hours(tiny_study):
+    workdir = tiny_study.workdir
+    out = subprocess.run(
+        [f"{BIN}/prism", "isoflop", "plan", "--family", "text_image", "--budgets", "1e10,2e10",
+         "--calibration-dir", "scaling-study/calibration", "--backbones", "30k,60k,120k", "--variants", "BASE",
+         "--global-batch", "8", "--min-steps", "10", "--window", "3", "--prior-k", "0.65",
+         "--node-peak-flops", "5e15", "--mfu", "0.3", "--simulations", "20", "--dry-run"],
+        cwd=workdir, capture_output=True, text=True, check=True).stdout
+    assert "time here" in out and "node-h" in out
+    assert re.search(r"time here \(one run after another\): [0-9.]+ (s|min|h) \[estimate of the training steps alone", out)
+    assert "node-hours [estimate: MFU 0.3 x node peak 5e+15 FLOP/s" in out
 
 
 def test_deleted_run_retrains_only_that_run(tiny_study):
@@ -101,6 +116,14 @@ def test_code_edit_does_not_retrain(tiny_study):
     train_rule.write_text(train_rule.read_text().replace('" --threads {threads}"', '" --threads {threads} "'))
     out = snakemake(copy, "-n", "fit_text_image").stdout
     assert "Nothing to be done" in out
+
+
+def test_end_of_run_summary_and_training_curves(tiny_study):
+    assert "verdict:" in tiny_study.fit and "Approach 2: a = " in tiny_study.fit
+    assert "figures: scaling-study/text_image/plots/e2e/" in tiny_study.fit
+    assert "training_curves.png" in tiny_study.fit
+    plots = tiny_study.workdir / "scaling-study" / "text_image" / "plots" / "e2e"
+    assert (plots / "training_curves.png").stat().st_size > 1000
 
 
 def test_report_shows_plots_and_fit(tiny_study):
@@ -153,3 +176,43 @@ def test_shell_syntax_in_config_runs_nothing(tmp_path, override):
         assert out.returncode != 0
     assert not list(workdir.rglob("pwned"))
     assert not (workdir / "scaling-study").exists()
+
+
+def test_report_renders_in_chromium_with_every_figure_and_the_fit_table(tiny_study):
+    """`snakemake --report` opened in headless Chromium: no JavaScript error, every figure of the
+    plot folder decodes in the page, and the fit page carries its tables."""
+    from .browser import chromium, render
+
+    if not chromium():
+        pytest.skip("chromium is not installed (tools/install-system-deps.sh installs it as root)")
+    workdir = tiny_study.workdir
+    snakemake(workdir, "--report", "report.html", "fit_text_image")
+    seen, shot = render(workdir / "report.html", workdir)
+    assert seen["errors"] == []
+    figures = {Path(r["path"]).name: r for r in seen["results"] if r["mime"] == "image/png"}
+    pngs = {p.name for p in (workdir / "scaling-study" / "text_image" / "plots" / "e2e").glob("*.png")}
+    assert "training_curves.png" in pngs and set(figures) == pngs
+    for name, r in figures.items():
+        assert r["shown"] and r["width"] > 100 and r["height"] > 100, (name, r)
+    pages = [r for r in seen["results"] if r["mime"] == "text/html"]
+    assert pages and pages[0]["shown"] and pages[0]["tables"] >= 2
+    assert shot.is_file() and shot.stat().st_size > 10_000
+
+
+def test_scaling_study_readme_maps_every_output(tiny_study):
+    """scaling-study/README.md (kept in git; the outputs are ignored) names every file kind a study makes."""
+    from .wfhelpers import REPO
+
+    readme = (REPO / "scaling-study" / "README.md").read_text()
+    study = tiny_study.workdir / "scaling-study"
+    family = study / "text_image"
+    made = {p.name for p in study.iterdir()} | {p.name for p in family.iterdir()}
+    mapped = {"data": "`data/F/`", "calibration": "`calibration/F__B__V__R.json`", "logs": "`logs/RULE/",
+              "text_image": "`F/", "plan.yaml": "`F/plan.yaml`", "plan.csv": "`F/plan.csv`", "runs": "`F/runs/RUN_ID/`",
+              "runs.csv": "`F/runs.csv`", "fit": "`F/fit/R.json`", "plots": "`F/plots/R/*.png`"}
+    assert made <= set(mapped), made - set(mapped)
+    for name in made:
+        assert mapped[name] in readme, name
+    assert ".speed.json" in readme
+    ignored = (REPO / ".gitignore").read_text().splitlines()
+    assert "scaling-study/*" in ignored and "!scaling-study/README.md" in ignored

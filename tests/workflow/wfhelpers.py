@@ -25,6 +25,7 @@ TINY_CONFIG = {
     "backbones": ["30k", "60k", "120k"],
     "variants": ["BASE"],
     "budgets": TINY_BUDGETS,
+    "calibrate": {"batch_size": 8, "steps": 1},
     "plan": {"global_batch": 8, "min_steps": 10, "window": 3, "prior_k": 0.65},
     "train": {"device": "cpu", "threads": 1},
     "fit": {"bootstrap": 20},

@@ -1,0 +1,113 @@
+"""Option dataclasses: one definition gives a verb's flags, its defaults and its config keys.
+
+A verb's tunable settings (the plan's window, the fit's bootstrap, ...) are the
+fields of one dataclass. The CLI adds one flag per field (`--min-steps` for
+`min_steps`) with the field's default and help; the workflow turns the config
+section of the same name into those flags (`as_args`), and the schema's defaults
+are tested against the fields' defaults. So a key of config/config.yaml is traced
+in two hops: its section's dataclass field, then the function that takes it.
+
+Pure Python: no torch, no yaml.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import math
+from dataclasses import field, fields
+from typing import Any
+
+from prism.errors import PrismError
+
+
+def option(default: Any, help: str, *, choices: tuple[str, ...] | None = None, metavar: str | None = None,
+           minimum: float | None = None, exclusive_minimum: float | None = None) -> Any:
+    """A dataclass field that is also a flag; `minimum`/`exclusive_minimum` are checked by `validate`."""
+    meta = {"help": help, "choices": choices, "metavar": metavar, "minimum": minimum,
+            "exclusive_minimum": exclusive_minimum}
+    return field(default=default, metadata=meta)
+
+
+def flag(name: str) -> str:
+    return "--" + name.replace("_", "-")
+
+
+def _kind(f: dataclasses.Field) -> str:
+    text = str(f.type).replace(" ", "")
+    for kind in ("bool", "int", "float", "str"):
+        if text.startswith(kind):
+            return kind
+    raise TypeError(f"option {f.name}: unsupported type {f.type}")
+
+
+def _parse(kind: str):
+    return {"int": int, "float": float, "str": str}[kind]
+
+
+def add_arguments(parser: argparse.ArgumentParser | argparse._ArgumentGroup, cls: type) -> None:
+    """One flag per field of `cls`, with the field's default and help (`--x`/`--no-x` for booleans)."""
+    for f in fields(cls):
+        meta = f.metadata
+        if _kind(f) == "bool":
+            parser.add_argument(flag(f.name), dest=f.name, action=argparse.BooleanOptionalAction,
+                                default=f.default, help=f"{meta['help']} (default: {f.default})")
+            continue
+        shown = "none" if f.default is None else f.default
+        parser.add_argument(flag(f.name), dest=f.name, type=_parse(_kind(f)), default=f.default,
+                            choices=meta.get("choices"), metavar=meta.get("metavar"),
+                            help=f"{meta['help']} (default: {shown})".replace("%", "%%"))
+
+
+def from_namespace(cls: type, args: argparse.Namespace):
+    """The options parsed by `add_arguments`, validated."""
+    return validate(cls(**{f.name: getattr(args, f.name) for f in fields(cls)}))
+
+
+def from_mapping(cls: type, data: dict | None, where: str):
+    """The options a config section sets (absent keys: the defaults); an unknown key is an error naming it."""
+    data = dict(data or {})
+    names = {f.name for f in fields(cls)}
+    unknown = sorted(set(data) - names)
+    if unknown:
+        raise PrismError(f"{where}: unknown key(s) {', '.join(unknown)}; known: {', '.join(sorted(names))}")
+    return validate(cls(**data))
+
+
+def validate(opts):
+    """Check choices and minimums of every field; PrismError naming the flag."""
+    for f in fields(opts):
+        value, meta = getattr(opts, f.name), f.metadata
+        if value is None:
+            continue
+        kind = _kind(f)
+        if kind in ("int", "float"):
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or (
+                    kind == "int" and not float(value).is_integer()):
+                raise PrismError(f"{flag(f.name)}: {value!r} is not a{'n integer' if kind == 'int' else ' number'}")
+            if not math.isfinite(value):
+                raise PrismError(f"{flag(f.name)}: {value!r} is not finite")
+            if meta.get("minimum") is not None and value < meta["minimum"]:
+                raise PrismError(f"{flag(f.name)} must be >= {meta['minimum']}, got {value}")
+            if meta.get("exclusive_minimum") is not None and value <= meta["exclusive_minimum"]:
+                raise PrismError(f"{flag(f.name)} must be > {meta['exclusive_minimum']}, got {value}")
+        if meta.get("choices") and value not in meta["choices"]:
+            raise PrismError(f"{flag(f.name)}: {value!r} is not one of {', '.join(meta['choices'])}")
+    return opts
+
+
+def as_args(opts) -> list[str]:
+    """The flags that reproduce `opts` (every field, so the command line shows every setting)."""
+    out: list[str] = []
+    for f in fields(opts):
+        value = getattr(opts, f.name)
+        if _kind(f) == "bool":
+            out.append(flag(f.name) if value else "--no-" + f.name.replace("_", "-"))
+        elif value is not None:
+            out += [flag(f.name), repr(value) if isinstance(value, float) else str(value)]
+    return out
+
+
+def defaults(cls: type) -> dict[str, Any]:
+    """{field: default}: what a config section means when a key is left out."""
+    return {f.name: f.default for f in fields(cls)}

@@ -1,0 +1,84 @@
+"""The end-of-study summary and the training-curves figure, on hand-made study files."""
+
+from __future__ import annotations
+
+import csv
+import json
+
+from prism.cli import main
+from prism.isoflop.summary import markdown_html, summarize
+
+def real_fit(tmp_path) -> dict:
+    """A fit JSON as `prism isoflop fit` writes it: a noisy synthetic study on Chinchilla's surface."""
+    from prism.isoflop.fit import FitOptions, fit_csv
+    from prism.isoflop.records import CHINCHILLA_EPOCH
+    from prism.isoflop.synthetic import isoflop_study, write_csv
+
+    records = isoflop_study(CHINCHILLA_EPOCH, [1e18, 1e19, 1e20], per_budget=5, noise=0.005, seed=1)
+    write_csv(records, tmp_path / "synthetic.csv")
+    fit_csv(tmp_path / "synthetic.csv", tmp_path / "fit.json", tmp_path / "fit.md", options=FitOptions(bootstrap=50))
+    return json.loads((tmp_path / "fit.json").read_text())
+
+
+def make_study(tmp_path):
+    family = tmp_path / "text_image"
+    (family / "fit").mkdir(parents=True)
+    (family / "fit" / "e2e.json").write_text(json.dumps(real_fit(tmp_path)))
+    (family / "fit" / "e2e.md").write_text("# Fit\n\nVerdict **NOT**.\n\n| a | b |\n|---|---|\n| 1 | `2` |\n\n- x\n")
+    rows = []
+    for i, (rid, status, note) in enumerate([("30k-BASE-e2e-C1e12", "ok", ""), ("60k-BASE-e2e-C1e12", "collapsed",
+                                             "loss is nan"), ("60k-BASE-e2e-C9e12", "stale", "not in the plan")]):
+        run = family / "runs" / rid
+        run.mkdir(parents=True)
+        (run / "eval.jsonl").write_text("\n".join(json.dumps({"flops": f, "loss": 5 - i - f / 1e12})
+                                                  for f in (1e10, 1e11, 1e12)) + "\nbroken\n")
+        rows.append({"run_id": rid, "family": "text_image", "backbone": rid.split("-")[0], "variant": "BASE",
+                     "regime": "e2e", "budget": 1e12 if "C1e12" in rid else 9e12, "params": 3e4 * (i + 1),
+                     "status": status, "note": note, "warnings": "", "wall_s": "60", "est_wall_s": "30",
+                     "run_dir": str(run)})
+    with (family / "runs.csv").open("w", newline="") as fh:
+        w = csv.DictWriter(fh, fieldnames=list(rows[0]))
+        w.writeheader()
+        w.writerows(rows)
+    return family
+
+
+def test_summary_names_exponents_verdict_runs_left_out_and_figures(tmp_path):
+    family = make_study(tmp_path)
+    (family / "plots" / "e2e").mkdir(parents=True)
+    (family / "plots" / "e2e" / "isoflop_curves.png").write_bytes(b"png")
+    text = summarize([family])
+    fit = json.loads((family / "fit" / "e2e.json").read_text())
+    a2 = fit["approach2"]
+    assert f"Approach 2: a = {a2['a']:.3f} [{a2['a_ci'][0]:.3f}, {a2['a_ci'][1]:.3f}]" in text
+    assert f"Approach 3: a = {fit['approach3']['a']:.3f}" in text
+    verdict = "identifiable" if fit["verdict"]["identifiable"] else "NOT identifiable"
+    assert f"verdict: {verdict}" in text and "interval of a used by the verdict: [" in text
+    assert "budgets accepted: 1e18, 1e19, 1e20" in text
+    assert "left out 60k-BASE-e2e-C1e12 (collapsed): loss is nan" in text
+    assert "left out 60k-BASE-e2e-C9e12 (stale): not in the plan" in text
+    assert "estimated 0.5 min, took 1.0 min" in text
+    assert f"figures: {family}/plots/e2e/ (isoflop_curves.png)" in text
+    assert "no fit yet" in summarize([tmp_path / "nothing"])
+
+
+def test_summary_html_renders_the_fit_tables(tmp_path, capsys):
+    family = make_study(tmp_path)
+    out = tmp_path / "fit.html"
+    assert main(["isoflop", "summary", str(family), "--html", str(out)]) == 0
+    page = out.read_text()
+    assert "<table><tr><th>a</th><th>b</th></tr><tr><td>1</td><td><code>2</code></td></tr></table>" in page
+    assert "<b>NOT</b>" in page and "<li>x</li>" in page and "Study summary" in page
+    assert markdown_html("## T\n\ntext") == "<h2>T</h2>\n<p>text</p>"
+
+
+def test_training_curves_figure(tmp_path):
+    from prism.isoflop.curves import plot_training_curves, read_curve
+
+    family = make_study(tmp_path)
+    flops, losses = read_curve(family / "runs" / "30k-BASE-e2e-C1e12")
+    assert flops == [1e10, 1e11, 1e12] and len(losses) == 3  # the broken line is skipped
+    path = plot_training_curves(family / "runs.csv", family / "plots", family / "fit" / "e2e.json",
+                                "text_image", "e2e", dpi=50)
+    assert path.name == "training_curves.png" and path.read_bytes()[:4] == b"\x89PNG"
+    assert not list((family / "plots").glob("*.tmp*"))

@@ -1,0 +1,88 @@
+"""Every command the documentation shows runs: README.md, the comments of config/*.yaml and
+profiles/*/config.yaml, and the Snakefile's header. Commands that would train or submit run as
+dry runs (`-n`) in the tiny study; the others (plan --dry-run, --report, --lint) run as written."""
+
+from __future__ import annotations
+
+import re
+import shlex
+import subprocess
+
+import pytest
+
+from .wfhelpers import BIN, REPO, env
+
+pytestmark = [pytest.mark.workflow, pytest.mark.slow]
+
+START = re.compile(r"^(\.venv/bin/)?(snakemake|prism)\s")
+
+
+def _commands_in(lines: list[str]) -> list[str]:
+    """Commands at the start of a line, with `\\` continuations joined and trailing `# comments` dropped."""
+    out, current = [], None
+    for line in lines:
+        text = line.strip()
+        if current is not None:
+            text = re.sub(r"\s+#\s.*$", "", text) if not text.endswith("\\") else text
+            current += " " + text.rstrip("\\").strip()
+            if not text.endswith("\\"):
+                out.append(current)
+                current = None
+            continue
+        if START.match(text):
+            text = re.sub(r"\s+#\s.*$", "", text)
+            if text.endswith("\\"):
+                current = text.rstrip("\\").strip()
+            else:
+                out.append(text)
+    return out
+
+
+def documented_commands() -> list[tuple[str, str]]:
+    found = []
+    readme = (REPO / "README.md").read_text()
+    blocks = re.findall(r"```(?:sh|bash|console)?\n(.*?)```", readme, flags=re.S)
+    found += [("README.md", c) for block in blocks for c in _commands_in(block.splitlines())]
+    commented = [*sorted((REPO / "config").glob("*.yaml")), *sorted((REPO / "profiles").glob("*/config.yaml")),
+                 REPO / "Snakefile"]
+    for path in commented:
+        lines = [re.sub(r"^#\s?", "", line) for line in path.read_text().splitlines() if line.startswith("#")]
+        found += [(str(path.relative_to(REPO)), c) for c in _commands_in(lines)]
+    return found
+
+
+def as_run(command: str) -> list[str]:
+    """The command as the test runs it: this venv's binaries; snakemake as a dry run unless it only reports."""
+    words = shlex.split(command)
+    words[0] = str(BIN / words[0].rsplit("/", 1)[-1])
+    if words[0].endswith("snakemake") and not {"-n", "--dry-run", "--report", "--lint"} & set(words):
+        words.insert(1, "-n")
+    return words
+
+
+def test_the_documentation_shows_commands():
+    sources = {source for source, _ in documented_commands()}
+    assert {"README.md", "config/aurora.yaml", "profiles/aurora/config.yaml"} <= sources, sources
+
+
+def test_configfile_never_swallows_a_target():
+    """`--configfile` takes every following word up to the next flag as a file: targets go before it."""
+    for source, command in documented_commands():
+        words = shlex.split(command)
+        for i, word in enumerate(words):
+            if word == "--configfile":
+                files = []
+                for w in words[i + 1:]:
+                    if w.startswith("-"):
+                        break
+                    files.append(w)
+                assert files and all(f.endswith((".yaml", ".yml")) for f in files), f"{source}: {command}"
+
+
+@pytest.mark.parametrize(("source", "command"), documented_commands(), ids=lambda v: v[:60])
+def test_documented_command_runs(tiny_study, source, command):
+    words = as_run(command)
+    result = subprocess.run(words, cwd=tiny_study.workdir, env=env(), capture_output=True, text=True, timeout=600)
+    output = result.stdout + result.stderr
+    assert result.returncode == 0, f"{source}: `{command}` failed ({result.returncode}):\n{output[-4000:]}"
+    assert "Traceback" not in output, f"{source}: `{command}`:\n{output[-4000:]}"
