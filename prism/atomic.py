@@ -7,30 +7,101 @@ goes through here: a later stage, or a rerun after a crash, takes a file's prese
 
 from __future__ import annotations
 
+import errno
 import json
 import math
 import os
+import shutil
 import tempfile
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from prism.errors import PrismError
 
-def write_atomic(path: str | os.PathLike, write: Callable[[str], None]) -> Path:
-    """Call `write(tmp_path)` on a temporary file beside `path`, then rename it over `path`."""
+# torch.save reports a full disk as a RuntimeError from its zip writer, not an OSError.
+_TORCH_DISK_FULL = ("unexpected pos", "file write failed", "No space left on device")
+
+
+class DiskFullError(PrismError):
+    """No space left where prism writes: one line naming the path, the free space and what is needed."""
+
+
+def human_bytes(n: float) -> str:
+    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
+        if abs(n) < 1024 or unit == "TiB":
+            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
+        n /= 1024
+    return f"{n:.1f} TiB"
+
+
+def free_bytes(path: str | os.PathLike) -> int | None:
+    """Free bytes (for this user) on the filesystem holding `path` or its nearest existing parent."""
+    probe = Path(path)
+    while not probe.exists() and probe != probe.parent:
+        probe = probe.parent
+    try:
+        return shutil.disk_usage(probe).free
+    except OSError:
+        return None
+
+
+def is_disk_full(err: BaseException) -> bool:
+    """ENOSPC/EDQUOT as an OSError, or torch.save's RuntimeError for the same condition."""
+    if isinstance(err, OSError):
+        return err.errno in (errno.ENOSPC, errno.EDQUOT)
+    return isinstance(err, RuntimeError) and any(s in str(err) for s in _TORCH_DISK_FULL)
+
+
+def disk_full(path: str | os.PathLike, needed: int | None = None, free: int | None = None) -> DiskFullError:
+    """The one-line error for a full disk at `path`; `needed`: bytes the write needs (when known);
+    `free`: the free bytes measured before the write began (a failed writer may still hold the
+    blocks of its deleted temporary file, so measuring now can say 0)."""
+    if free is None:
+        free = free_bytes(Path(path).parent)
+    need = f"about {human_bytes(needed)} needed" if needed else "more needed"
+    have = f"{human_bytes(free)} free" if free is not None else "free space unknown"
+    return DiskFullError(f"no space left on device writing {path}: {have}, {need}; free space there "
+                         "(or move the output elsewhere) and rerun: what was finished is kept")
+
+
+def write_atomic(path: str | os.PathLike, write: Callable[[str], None], expected_bytes: int | None = None) -> Path:
+    """Call `write(tmp_path)` on a temporary file beside `path`, then rename it over `path`.
+
+    A full disk becomes a `DiskFullError` naming `path` and the space needed
+    (`expected_bytes` when the caller knows it, else what was written so far),
+    with the temporary file removed and the old `path` untouched.
+    """
     path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    free = None
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        free = free_bytes(path.parent)
+        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    except OSError as err:
+        if is_disk_full(err):
+            raise disk_full(path, expected_bytes) from None
+        raise
     os.close(fd)
     try:
         write(tmp)
         _fsync(tmp)
         os.chmod(tmp, 0o666 & ~_umask())
         os.replace(tmp, path)
-    except BaseException:
+    except BaseException as err:
+        written = _size(tmp)
         Path(tmp).unlink(missing_ok=True)
+        if is_disk_full(err):
+            raise disk_full(path, expected_bytes or written or None, free) from None
         raise
     return path
+
+
+def _size(path: str) -> int:
+    try:
+        return os.path.getsize(path)
+    except OSError:
+        return 0
 
 
 def write_text_atomic(path: str | os.PathLike, text: str) -> Path:
@@ -38,7 +109,7 @@ def write_text_atomic(path: str | os.PathLike, text: str) -> Path:
         with open(tmp, "w", encoding="utf-8") as fh:
             fh.write(text)
 
-    return write_atomic(path, _write)
+    return write_atomic(path, _write, expected_bytes=len(text.encode("utf-8")))
 
 
 def json_safe(value: Any) -> Any:

@@ -1,6 +1,7 @@
 # Python helpers of the workflow: config access, wildcard constraints, and the
 # input/params functions that know the plan. No rules here.
 
+import os
 import shlex
 import sys
 from pathlib import Path
@@ -151,13 +152,16 @@ def plan_rows(family):
     plan.yaml is no input of training: adding a budget re-plans, but runs whose plan rows
     did not change are not retrained.
     """
+    from prism.train.planrow import check_row
+
     rows = computed_plan_rows(family)
     if rows is not None:
         return rows
     plan_file = checkpoints.plan.get(family=family).output.plan
     with open(plan_file) as f:
         plan = yaml.safe_load(f) or {}
-    return {row["run_id"]: row for row in plan.get("runs") or []}
+    rows = [check_row(row, i, plan_file) for i, row in enumerate(plan.get("runs") or [])]
+    return {row["run_id"]: row for row in rows}
 
 
 def plan_row(wildcards):
@@ -177,6 +181,24 @@ def train_inputs(wildcards):
         "data": data_dir(wildcards.family),
         "calibration": calibration_file(wildcards.family, row["backbone"], row["variant"], row["regime"]),
     }
+
+
+# `snakemake --forcerun train` (or --forcerun of a run's metrics.json, or --forceall) is an
+# explicit retrain: `prism train` then trains a finished run from scratch instead of restoring
+# its unchanged record from final/. The main process records the forced targets in the
+# environment, which submitted cluster jobs inherit (qsub -V) and read when they evaluate
+# this again without the flags.
+FORCED_ENV = "PRISM_FORCED_TARGETS"
+
+
+def train_retrain(wildcards):
+    """'1' when this run's training was forced explicitly, else '0' (a resource: never a rerun trigger)."""
+    settings = getattr(workflow, "dag_settings", None)  # set once the DAG is built, not while parsing
+    if settings is not None and (settings.forceall or settings.forcerun):
+        os.environ[FORCED_ENV] = "\n".join(["--forceall"] * bool(settings.forceall) + sorted(map(str, settings.forcerun)))
+    forced = set(os.environ.get(FORCED_ENV, "").split("\n")) - {""}
+    metrics = f"{STUDY}/{wildcards.family}/runs/{wildcards.run_id}/metrics.json"
+    return "1" if forced & {"--forceall", "train", metrics} else "0"
 
 
 def row_value(key):

@@ -3,6 +3,10 @@
 # deletes it, and a killed or failed run resumes from its last checkpoint when rerun.
 # To retrain a run from scratch, delete its directory.
 #
+# A rerun that Snakemake starts because the data or calibration files were rewritten with the
+# same content (`--forcerun data`) restores the finished run's metrics.json from final/
+# instead of retraining; `--forcerun train` retrains (PRISM_RETRAIN=1, see train_retrain).
+#
 # Rerun triggers are the data, the run's calibration and its plan row (params); where
 # and how it runs (launcher, nodes, device, storage) are resources, so moving a study
 # to the cluster or changing its node count retrains nothing.
@@ -39,6 +43,7 @@ rule train:
         queue=config["cluster"]["queue"],
         filesystems=config["cluster"]["filesystems"],
         place=config["cluster"]["place"],
+        retrain=train_retrain,
     # The launcher renders the job's body into the run directory (`local`: the one
     # `prism train` command; `aurora`: mpiexec over every node of the PBS job, with the
     # DAOS mount when storage is daos), which then runs. A run that ends `collapsed`
@@ -52,4 +57,4 @@ rule train:
         "prism train {params.run} --device {resources.device:q} --threads {threads}"
         " --strategy {resources.strategy:q} --launcher {resources.launcher:q} --nodes {resources.nodes:q}"
         " --storage {resources.storage:q} --dry-run > {params.body:q} 2> {log:q}"
-        " && bash {params.body:q} >> {log:q} 2>&1 || test -f {output:q}"
+        " && PRISM_RETRAIN={resources.retrain:q} bash {params.body:q} >> {log:q} 2>&1 || test -f {output:q}"

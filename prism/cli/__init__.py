@@ -44,8 +44,22 @@ def main(argv: list[str] | None = None) -> int:
     try:
         return int(args.func(args) or 0)
     except PrismError as err:
-        print(f"prism {command}: error: {err}", file=sys.stderr)
-        return 2
+        return _error(command, str(err))
+    except OSError as err:  # a full disk anywhere (a log, a shard, a cache): one line, not a traceback
+        from prism.atomic import disk_full, is_disk_full
+
+        if not is_disk_full(err):
+            raise
+        return _error(command, str(disk_full(err.filename or "an output file")))
     except KeyboardInterrupt:
         print(f"prism {command}: interrupted", file=sys.stderr)
         return 130
+
+
+def _error(command: str, message: str) -> int:
+    """Print the one-line error (even where stderr's own disk is full: then only the status says it)."""
+    try:
+        print(f"prism {command}: error: {message}", file=sys.stderr, flush=True)
+    except OSError:
+        pass
+    return 2

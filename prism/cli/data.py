@@ -50,7 +50,8 @@ def _verify(args: argparse.Namespace) -> int:
 
     s = verify(args.data_dir)
     print(f"{args.data_dir}: ok, {s['family']}, train {s['train']['samples']} samples / {s['train']['shards']} "
-          f"shards, eval {s['eval']['samples']} samples / {s['eval']['shards']} shards")
+          f"shards, eval {s['eval']['samples']} samples / {s['eval']['shards']} shards"
+          + (f"; LM text {s['lm_text']}" if "lm_text" in s else ""))
     return 0
 
 

@@ -9,6 +9,11 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import re
+
+# argparse reads `--budget -1e10` as a flag followed by an option (its own negative-number test
+# knows no exponents), so the user got "expected one argument" instead of "a budget must be positive".
+NEGATIVE_NUMBER = re.compile(r"^-(\d+\.?\d*|\.\d+)([eE][-+]?\d+)?$")
 
 LAUNCH_KEYS = ("launcher", "nodes", "procs_per_node", "storage", "dry_run")
 
@@ -23,6 +28,14 @@ def _train(args: argparse.Namespace) -> int:
 
     flags = {k: v for k, v in vars(args).items() if k not in ("func", "group", "verb")}
     launch_flags = {k: flags.pop(k) for k in LAUNCH_KEYS}
+    # Invocation options, not settings of the run: they reach every process (torchrun, a PBS job's
+    # mpiexec) through the environment (prism.train.finished, prism.train.lock read them).
+    import os
+
+    if flags.pop("retrain", None):
+        os.environ["PRISM_RETRAIN"] = "1"
+    if flags.pop("wait_lock", None):
+        os.environ["PRISM_LOCK_WAIT"] = "1"
     run = merge(flags.pop("config"), flags)
     return launch(run, **launch_flags)
 
@@ -56,4 +69,11 @@ def configure(parser: argparse.ArgumentParser) -> None:
     launch.add_argument("--storage", choices=STORAGES, default="local",
                         help="where the data lives on the cluster (daos mounts it with dfuse)")
     launch.add_argument("--dry-run", action="store_true", help="print the exact command or job body and exit")
+    launch.add_argument("--retrain", action="store_true", default=None,
+                        help="train a finished run again from scratch (otherwise a finished run is kept, and an "
+                             "unchanged one whose metrics.json was deleted is restored); also PRISM_RETRAIN=1")
+    launch.add_argument("--wait-lock", action="store_true", default=None,
+                        help="wait for another trainer of the same run directory to end instead of exiting; "
+                             "also PRISM_LOCK_WAIT=1")
+    parser._negative_number_matcher = NEGATIVE_NUMBER  # values like -1e10 are values, not flags
     parser.set_defaults(func=_train)

@@ -20,7 +20,8 @@ import numpy as np
 
 from prism.errors import PrismError
 
-FORMAT_VERSION = 1
+# 2: text_image holds seeded affine views of every image; the manifest records the LM text's sha256.
+FORMAT_VERSION = 2
 MANIFEST = "manifest.json"
 SPLITS = ("train", "eval")
 SHARD_RE = re.compile(r"^(train|eval)-\d{6}\.tar$")
@@ -176,10 +177,44 @@ def iter_records(path: Path, data: bytes):
 
 
 def verify(data_dir: str | Path) -> dict:
-    """Check every shard of every split against the manifest; a summary when all is well."""
+    """Check every shard of every split against the manifest, and the LM text against the
+    documentation it came from; a summary when all is well."""
     manifest = read_manifest(data_dir)
     summary = {"data_dir": str(data_dir), "family": manifest["family"], "seed": manifest["seed"]}
+    text_only: list[str] = []
     for split in manifest["splits"]:
         records = read_split(data_dir, manifest, split)
         summary[split] = {"samples": len(records.keys), "shards": len(manifest["splits"][split]["shards"])}
+        text_only += [c for c, has in zip(records.captions, records.has_modality) if not has]
+    if text_only or manifest.get("lm_text"):
+        summary["lm_text"] = verify_lm_text(data_dir, manifest, text_only)
     return summary
+
+
+def verify_lm_text(data_dir: str | Path, manifest: dict, captions: list[str]) -> str:
+    """The text-only samples are passages of the documentation the manifest names, hashed alike.
+
+    The passages are derived again from this interpreter's installed documentation;
+    a manifest without the record, other package versions, another digest, or a
+    caption that is no such passage is an error.
+    """
+    from prism.data.sources import lm_text
+
+    path = Path(data_dir) / MANIFEST
+    record = manifest.get("lm_text")
+    if not isinstance(record, dict) or not {"sha256", "max_bytes", "versions"} <= record.keys():
+        raise PrismError(f"{path} holds text-only samples but no record of the LM text's sha256; rebuild it")
+    here = lm_text.versions()
+    if record["versions"] != here:
+        raise PrismError(f"{path}: the LM text was built from {record['versions']}, this environment has {here}; "
+                         "its passages cannot be checked here (verify where it was built, or rebuild)")
+    items = lm_text.load_passages(int(record["max_bytes"]))
+    digest = lm_text.passages_digest(items)
+    if digest != record["sha256"]:
+        raise PrismError(f"{path}: the LM text's sha256 {record['sha256'][:12]} is not that of the documentation "
+                         f"installed here ({digest[:12]}); the shards were built from other text: rebuild them")
+    known = {p for _, p in items}
+    stray = next((c for c in captions if c not in known), None)
+    if stray is not None:
+        raise PrismError(f"{path}: text-only sample {stray[:40]!r} is not a passage of the documentation; rebuild")
+    return f"sha256 {digest[:12]}, {len(captions)} passages checked"

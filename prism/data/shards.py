@@ -21,6 +21,7 @@ from pathlib import Path
 
 import numpy as np
 
+from prism.atomic import disk_full, free_bytes, is_disk_full
 from prism.data.manifest import FORMAT_VERSION, MANIFEST, sha256
 from prism.data.sources import Sample, source_module
 from prism.errors import PrismError
@@ -68,7 +69,16 @@ def encode_record(key: str, caption: str, source: str, modality: np.ndarray | No
     return record
 
 
-def lm_records(seed: int, counts: dict[str, int], max_bytes: int) -> dict[str, list[dict]]:
+def lm_text_record(items: list[tuple[str, str]], max_bytes: int) -> dict:
+    """The manifest's account of the LM text: what `prism data verify` derives again and compares."""
+    from prism.data.sources import lm_text
+
+    return {"sha256": lm_text.passages_digest(items), "passages": len(items), "max_bytes": max_bytes,
+            "source": lm_text.SOURCE, "versions": lm_text.versions()}
+
+
+def lm_records(seed: int, counts: dict[str, int], max_bytes: int,
+               items: list[tuple[str, str]] | None = None) -> dict[str, list[dict]]:
     """Text-only records from the Python documentation (source ids `lm-...`), `counts[split]` per split.
 
     Documents, not passages, are split between train and eval (by the same rule
@@ -76,7 +86,8 @@ def lm_records(seed: int, counts: dict[str, int], max_bytes: int) -> dict[str, l
     """
     from prism.data.sources import lm_text
 
-    items = lm_text.load_passages(max_bytes)
+    if items is None:
+        items = lm_text.load_passages(max_bytes)
     sources = ["lm-" + re.sub(r"[^A-Za-z0-9]+", "-", doc).strip("-") for doc, _ in items]
     train_docs, eval_docs = split_sources(sources, seed)
     out: dict[str, list[dict]] = {}
@@ -93,23 +104,25 @@ def lm_records(seed: int, counts: dict[str, int], max_bytes: int) -> dict[str, l
     return out
 
 
+def tar_bytes(records: list[dict]) -> int:
+    """The size of `records` as ustar members (a 512-byte header and 512-byte blocks each)."""
+    return sum(512 + (len(v) + 511) // 512 * 512 for r in records for k, v in r.items() if k != "__key__")
+
+
 def write_split(tmp: Path, split: str, records: list[dict]) -> list[dict]:
     """Write `records` in order to `split-NNNNNN.tar` shards; their manifest entries."""
-    import webdataset as wds
+    from prism.data.tarwriter import write_tar
 
-    pattern = str(tmp / f"{split}-%06d.tar")
-    with wds.ShardWriter(
-        pattern, maxcount=SHARD_SAMPLES, verbose=0, encoder=False,
-        mtime=TAR_MTIME, user="prism", group="prism", mode=0o444,
-    ) as writer:
-        for record in records:
-            writer.write(record)
     entries = []
     for k in range((len(records) + SHARD_SAMPLES - 1) // SHARD_SAMPLES):
+        chunk = records[k * SHARD_SAMPLES : (k + 1) * SHARD_SAMPLES]
+        members = [(f"{r['__key__']}.{ext}", r[ext]) for r in chunk for ext in sorted(r) if ext != "__key__"]
         path = tmp / (f"{split}-%06d.tar" % k)
+        with open(path, "wb") as handle:
+            write_tar(handle, members)
+        os.chmod(path, 0o444)
         data = path.read_bytes()
-        n = min(SHARD_SAMPLES, len(records) - k * SHARD_SAMPLES)
-        entries.append({"name": path.name, "sha256": sha256(data), "samples": n, "bytes": len(data)})
+        entries.append({"name": path.name, "sha256": sha256(data), "samples": len(chunk), "bytes": len(data)})
     return entries
 
 
@@ -147,8 +160,14 @@ def build(family: str, out: str | Path, seed: int = 0, overwrite: bool = False, 
     # what training optimises.
     lm_counts = {split: round(lm_ratio / (1.0 - lm_ratio) * len(records)) for split, records in splits.items()}
     lm_sources: dict[str, set[str]] = {"train": set(), "eval": set()}
+    lm_text_info = None
     if sum(lm_counts.values()):
-        for split, records in lm_records(seed, lm_counts, spec.tokens_per_sample - 2).items():
+        from prism.data.sources import lm_text
+
+        lm_bytes = spec.tokens_per_sample - 2
+        items = lm_text.load_passages(lm_bytes)
+        lm_text_info = lm_text_record(items, lm_bytes)
+        for split, records in lm_records(seed, lm_counts, lm_bytes, items).items():
             splits[split] += records
             lm_sources[split] = {json.loads(r["json"])["source"] for r in records}
     rng = np.random.default_rng([seed, 2])
@@ -156,6 +175,7 @@ def build(family: str, out: str | Path, seed: int = 0, overwrite: bool = False, 
         order = rng.permutation(len(records))
         splits[split] = [records[i] for i in order]
 
+    free = free_bytes(out.parent)
     tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.tmp-", dir=out.parent))
     try:
         manifest = {
@@ -171,6 +191,7 @@ def build(family: str, out: str | Path, seed: int = 0, overwrite: bool = False, 
             "captions_truncated": truncated,
             "lm_ratio": lm_ratio,
             "lm_samples": lm_counts,
+            "lm_text": lm_text_info,
             "splits": {},
             "source_items": {"train": sorted(train_ids | lm_sources["train"]), "eval": sorted(eval_ids | lm_sources["eval"])},
         }
@@ -185,7 +206,10 @@ def build(family: str, out: str | Path, seed: int = 0, overwrite: bool = False, 
             shutil.rmtree(old, ignore_errors=True)
         else:
             os.replace(tmp, out)
-    except BaseException:
+    except BaseException as err:
         shutil.rmtree(tmp, ignore_errors=True)
+        if is_disk_full(err):
+            needed = sum(tar_bytes(records) + 1024 for records in splits.values())
+            raise disk_full(out / "", needed, free) from None
         raise
     return manifest

@@ -8,6 +8,11 @@ the step and the loop's counters. Rank 0 writes `checkpoints/step-NNNNNNNN.pt`
 through a temporary file and a rename, so a job killed mid-write leaves the
 previous checkpoint as the latest complete one. Every rank reads the file itself
 (the run directory is on a shared filesystem in multi-node jobs).
+
+A newest checkpoint that cannot be read (truncated by a full disk, damaged on the
+filesystem) is set aside as `step-NNNNNNNN.pt.unreadable` (renamed, never deleted),
+with a warning, and the previous one is used (`newest_readable`): a retried job
+resumes instead of failing the same way again.
 """
 
 from __future__ import annotations
@@ -16,6 +21,7 @@ import os
 import random
 import re
 import shutil
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -54,10 +60,55 @@ def keep(path: Path) -> Path:
     return kept
 
 
+def complete(run_dir: Path) -> list[Path]:
+    """Every complete checkpoint, oldest first (temporary and set-aside files never match)."""
+    return sorted(p for p in checkpoint_dir(run_dir).glob("step-*.pt") if _NAME.match(p.name))
+
+
 def latest(run_dir: Path) -> Path | None:
     """The newest complete checkpoint (temporary files never match the name pattern)."""
-    found = sorted(p for p in checkpoint_dir(run_dir).glob("step-*.pt") if _NAME.match(p.name))
+    found = complete(run_dir)
     return found[-1] if found else None
+
+
+SET_ASIDE_SUFFIX = ".unreadable"
+
+
+def set_aside(path: Path) -> Path:
+    """Rename an unreadable checkpoint out of the resume path (kept for inspection, never deleted)."""
+    target = path.with_name(path.name + SET_ASIDE_SUFFIX)
+    n = 1
+    while target.exists():
+        target = path.with_name(f"{path.name}{SET_ASIDE_SUFFIX}.{n}")
+        n += 1
+    os.replace(path, target)
+    return target
+
+
+def read(path: Path) -> dict[str, Any]:
+    """The checkpoint's payload; ValueError (with the reason) when it cannot be read or is incomplete."""
+    try:
+        payload = torch.load(path, map_location="cpu", weights_only=False)
+    except Exception as err:  # noqa: BLE001 - any unpickling/zip failure means "unreadable"
+        raise ValueError(str(err).splitlines()[0] if str(err) else type(err).__name__) from None
+    missing = [k for k in ("step", "model", "optimizer", "scheduler", "loader", "rng", "extra")
+               if not isinstance(payload, dict) or k not in payload]
+    if missing:
+        raise ValueError(f"missing {', '.join(missing)}")
+    return payload
+
+
+def newest_readable(run_dir: Path, is_main: bool = True) -> tuple[Path, dict[str, Any]] | None:
+    """(path, payload) of the newest checkpoint that reads; unreadable newer ones are set aside."""
+    for path in reversed(complete(run_dir)):
+        try:
+            return path, read(path)
+        except ValueError as why:
+            if is_main and path.exists():
+                moved = set_aside(path)
+                print(f"warning: checkpoint {path} cannot be read ({why}); set aside as {moved.name}, "
+                      "resuming from the previous one", file=sys.stderr, flush=True)
+    return None
 
 
 def final_dir(run_dir: Path) -> Path:
@@ -129,7 +180,7 @@ def save(run_dir: Path, step: int, model: torch.nn.Module, optimizer: torch.opti
             "scheduler": scheduler.state_dict(), "loader": loader_states,
             "rng": rng_state(device), "extra": extra,
         }
-        write_atomic(path, lambda tmp: torch.save(payload, tmp))
+        write_atomic(path, lambda tmp: torch.save(payload, tmp), expected_bytes=_tensor_bytes(payload))
         for old in sorted(p for p in path.parent.glob("step-*.pt") if _NAME.match(p.name))[:-KEEP]:
             old.unlink(missing_ok=True)
     if dist.is_initialized():
@@ -137,16 +188,33 @@ def save(run_dir: Path, step: int, model: torch.nn.Module, optimizer: torch.opti
     return path
 
 
+def _tensor_bytes(obj: Any) -> int:
+    """Bytes of the tensors in a (nested) state dict: about the size of the checkpoint file."""
+    if isinstance(obj, torch.Tensor):
+        return obj.numel() * obj.element_size()
+    if isinstance(obj, dict):
+        return sum(_tensor_bytes(v) for v in obj.values())
+    if isinstance(obj, (list, tuple)):
+        return sum(_tensor_bytes(v) for v in obj)
+    return 0
+
+
 def load(path: Path, model: torch.nn.Module, optimizer: torch.optim.Optimizer, scheduler: Any,
          device: torch.device, rank: int) -> tuple[int, Any, dict[str, Any]]:
-    """Restore in place; returns (step, this rank's loader state, extra)."""
-    from torch.distributed.checkpoint.state_dict import StateDictOptions, set_state_dict
-
+    """Read and restore in place; returns (step, this rank's loader state, extra)."""
     try:
-        payload = torch.load(path, map_location="cpu", weights_only=False)
-    except Exception as err:  # a corrupt file: say which and what to do
+        payload = read(path)
+    except ValueError as err:  # a corrupt file: say which and what to do
         raise PrismError(f"checkpoint {path} cannot be read ({err}); delete it to resume from the "
                          "previous one, or delete the run directory to start over") from None
+    return restore(payload, model, optimizer, scheduler, device, rank)
+
+
+def restore(payload: dict[str, Any], model: torch.nn.Module, optimizer: torch.optim.Optimizer, scheduler: Any,
+            device: torch.device, rank: int) -> tuple[int, Any, dict[str, Any]]:
+    """Restore a payload from `read` in place; returns (step, this rank's loader state, extra)."""
+    from torch.distributed.checkpoint.state_dict import StateDictOptions, set_state_dict
+
     set_state_dict(model, optimizer, model_state_dict=payload["model"], optim_state_dict=payload["optimizer"],
                    options=StateDictOptions(full_state_dict=True))
     scheduler.load_state_dict(payload["scheduler"])

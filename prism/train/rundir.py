@@ -79,17 +79,19 @@ def prepare(config: RunConfig, inputs: dict[str, str | None], steps: int, is_mai
     """
     out = config.out_dir
     changed = changed_inputs(out, inputs)
+    check_same_run(config, out, steps, steps_may_change=bool(changed))  # refuse before touching any file
     if is_main:
         checkpoint.remove_partial(out)
         if changed:
             log(f"[{config.run_id}] {', '.join(changed)} changed since this run started: starting over")
             checkpoint.clear(out)
-    latest = None if changed else checkpoint.latest(out)
+    # An unreadable newest checkpoint is set aside (rank 0) and the previous one used.
+    found = None if changed else checkpoint.newest_readable(out, is_main)
+    latest = found[0] if found else None
     if latest is None and is_main:
         out.mkdir(parents=True, exist_ok=True)
         for name in (runfiles.PERF, runfiles.EVAL):
             (out / name).unlink(missing_ok=True)
-    check_same_run(config, out, steps, steps_may_change=bool(changed))
     return Start(latest, changed)
 
 

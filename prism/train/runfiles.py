@@ -14,7 +14,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from prism.atomic import json_safe, write_text_atomic
+from prism.atomic import disk_full, is_disk_full, json_safe, write_text_atomic
 from prism.train.config import RESOLVED_KEY, read_yaml
 
 CONFIG = "config.yaml"
@@ -28,16 +28,44 @@ class JsonlWriter:
 
     def __init__(self, path: Path, enabled: bool = True):
         self.path = Path(path)
-        self._handle = open(self.path, "a") if enabled else None
+        self._handle = None
+        if enabled:
+            try:
+                self._handle = open(self.path, "a")
+            except OSError as err:
+                if is_disk_full(err):
+                    raise disk_full(self.path) from None
+                raise
 
     def write(self, row: dict[str, Any]) -> None:
         if self._handle is not None:
-            self._handle.write(json.dumps(json_safe(row)) + "\n")
-            self._handle.flush()
+            line = json.dumps(json_safe(row)) + "\n"
+            try:
+                self._handle.write(line)
+                self._handle.flush()
+            except OSError as err:
+                if is_disk_full(err):
+                    self._abandon()
+                    raise disk_full(self.path, len(line)) from None
+                raise
+
+    def _abandon(self) -> None:
+        """Drop the handle without flushing again (the buffered bytes cannot be written)."""
+        handle, self._handle = self._handle, None
+        try:
+            handle.close()
+        except OSError:
+            pass
 
     def close(self) -> None:
         if self._handle is not None:
-            self._handle.close()
+            try:
+                self._handle.close()
+            except OSError as err:
+                self._handle = None
+                if is_disk_full(err):
+                    raise disk_full(self.path) from None
+                raise
             self._handle = None
 
 

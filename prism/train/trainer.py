@@ -466,11 +466,21 @@ class Trainer:
 
     def finish(self, status: str, final: EvalResult | None) -> RunMetrics:
         """metrics.json (last, atomically: its presence means finished); an ok run retires its checkpoints."""
+        if self.is_main:
+            from prism.train.spikes import eval_warnings
+
+            spikes = eval_warnings(runfiles.read_jsonl(self.config.out_dir / runfiles.EVAL))
+            self.warnings += [w for w in spikes if w not in self.warnings]
+            for warning in spikes:
+                log(f"[{self.config.run_id}] warning: {warning}")
         metrics = self.metrics(status, self.collapse_reason, final)
         if self.is_main:
             write_json_atomic(self.config.out_dir / runfiles.METRICS, metrics.to_json(), indent=2, sort_keys=True)
             if metrics.ok:
+                from prism.train import finished as finished_run
+
                 checkpoint.retire(self.config.out_dir)
+                finished_run.keep(self.config.out_dir, self.config, self.inputs, metrics.to_json())
                 se = f" +- {metrics.loss_se:.4f}" if metrics.loss_se is not None else ""
                 log(f"[{self.config.run_id}] done: {self.step} steps, eval loss {self.first_eval:.4f} -> "
                     f"{metrics.loss:.4f}{se} ({metrics.eval_samples} samples), {metrics.flops:.3g} FLOPs, "
@@ -489,16 +499,40 @@ def finished(config: RunConfig) -> RunMetrics | None:
     return RunMetrics.from_json(existing)
 
 
-def train(config: RunConfig) -> RunMetrics:
-    """Train (or resume, or skip when finished) one run; returns its metrics."""
-    done = finished(config)
-    if done is not None:
+def train(config: RunConfig, retrain: bool | None = None, wait_lock: bool | None = None) -> RunMetrics:
+    """Train (or resume, or skip when finished, or restore an unchanged finished run); returns its metrics.
+
+    Nothing in the run directory is touched until the settings, the inputs and the
+    memory have been checked (prism.train.finished, prism.train.preflight); then rank 0
+    holds the directory's lock (prism.train.lock) for the rest of the run.
+    """
+    from contextlib import nullcontext
+
+    from prism.train import finished as finished_run
+    from prism.train import preflight
+    from prism.train.lock import RunLock
+
+    retrain = finished_run.retrain_requested(retrain)
+    finished_run.check_same_run(config.out_dir, config)
+    if not retrain and (done := finished(config)) is not None:
         return done
-    trainer = Trainer(config, discover())
-    try:
-        return trainer.train()
-    finally:
-        trainer.close()
+    env = discover()
+    inputs = rundir.input_fingerprint(config, find_calibration(config))  # a missing calibration stops here
+    preflight.check(config, env.world_size)
+    with RunLock(config.out_dir, wait=wait_lock) if env.is_main else nullcontext():
+        if env.is_main:
+            if retrain:
+                finished_run.forget(config.out_dir, config)
+            else:
+                if (done := finished(config)) is not None:
+                    return done  # another trainer finished it while this one waited
+                if (restored := finished_run.restore(config.out_dir, config, inputs)) is not None:
+                    return RunMetrics.from_json(restored)
+        trainer = Trainer(config, env)
+        try:
+            return trainer.train()
+        finally:
+            trainer.close()
 
 
 def exit_code(metrics: RunMetrics) -> int:

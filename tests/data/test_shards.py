@@ -136,7 +136,8 @@ def test_shards_read_back_with_plain_webdataset(built):
     data_dir = built("text_image")
     loader = ShardLoader(data_dir, "eval", 8, seed=0)
     position = {key: i for i, key in enumerate(loader.keys)}
-    dataset = wds.WebDataset(str(data_dir / "eval-000000.tar"), shardshuffle=False).decode()
+    shards = sorted(str(p) for p in data_dir.glob("eval-*.tar"))
+    dataset = wds.WebDataset(shards, shardshuffle=False).decode()
     seen = 0
     for sample in dataset:
         i = position[sample["__key__"]]
@@ -144,3 +145,40 @@ def test_shards_read_back_with_plain_webdataset(built):
         assert sample["json"]["source"] == loader.sources[i]
         seen += 1
     assert seen == len(loader)
+
+
+def test_the_lm_text_is_hashed_in_the_manifest_and_verified(tmp_path, monkeypatch):
+    from prism.data.manifest import verify
+    from prism.data.sources import lm_text
+
+    out = tmp_path / "mixed"
+    manifest = build("text_table", out, seed=0, lm_ratio=0.2)
+    record = manifest["lm_text"]
+    assert record["sha256"] == lm_text.passages_digest(lm_text.load_passages(record["max_bytes"]))
+    assert record["versions"] == lm_text.versions()
+    assert "passages checked" in verify(out)["lm_text"]
+    # The old failure: text that is not the documentation (a planted cache) used by a build.
+    real = lm_text.load_passages
+    monkeypatch.setattr(lm_text, "load_passages",
+                        lambda n: [(d, f"planted {i}") for i, (d, _) in enumerate(real(n))])
+    planted = tmp_path / "planted"
+    build("text_table", planted, seed=0, lm_ratio=0.2)
+    monkeypatch.setattr(lm_text, "load_passages", real)
+    with pytest.raises(PrismError, match="not that of the documentation installed here"):
+        verify(planted)
+    # A manifest that claims the right hash over planted passages is caught by the passages themselves.
+    data = json.loads((planted / "manifest.json").read_text())
+    data["lm_text"]["sha256"] = record["sha256"]
+    (planted / "manifest.json").write_text(json.dumps(data))
+    with pytest.raises(PrismError, match="is not a passage of the documentation"):
+        verify(planted)
+
+
+def test_rebuilding_gives_the_same_bytes(tmp_path):
+    a = build("text_image", tmp_path / "a", seed=3, lm_ratio=0.5)
+    b = build("text_image", tmp_path / "b", seed=3, lm_ratio=0.5)
+    assert a == b
+    for split in a["splits"].values():
+        for entry in split["shards"]:
+            assert (tmp_path / "a" / entry["name"]).read_bytes() == (tmp_path / "b" / entry["name"]).read_bytes()
+    assert a["splits"]["train"]["samples"] >= 75_000  # the default study's runs stay under 4 epochs

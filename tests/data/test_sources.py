@@ -128,15 +128,33 @@ def test_vla_steps_pair_views_with_expert_actions(monkeypatch):
     assert [s.caption for s in again] == [s.caption for s in samples]
 
 
-def test_lm_text_passages_are_cached(tmp_path, monkeypatch):
-    monkeypatch.setenv("PRISM_CACHE", str(tmp_path))
+def test_lm_text_passages_come_from_the_documentation_not_a_cache(tmp_path, monkeypatch):
     items = lm_text.load_passages(62)
-    assert len(items) > 1000
+    assert len(items) > 40_000  # enough for the default study's 0.5 text share without repeating a passage
     assert all(len(p) <= 62 and p.isascii() for _, p in items)
-    cached = list(tmp_path.glob("lm_text-*.json"))
-    assert len(cached) == 1
-    monkeypatch.setattr(lm_text, "documents", lambda: pytest.fail("parsed again despite the cache"))
+    # A planted "cache" wherever PRISM_CACHE points (or the old default name) changes nothing.
+    for where in (tmp_path, tmp_path / "home" / ".cache" / "prism"):
+        where.mkdir(parents=True, exist_ok=True)
+        (where / "lm_text-py3.11-62.json").write_text('[["topic-x", "planted passage of no documentation"]]')
+    monkeypatch.setenv("PRISM_CACHE", str(tmp_path))
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
     assert lm_text.load_passages(62) == items
+    assert lm_text.passages_digest(lm_text.load_passages(62)) == lm_text.passages_digest(items)
+
+
+def test_image_views_are_seeded_distinct_and_split_by_source_image():
+    from sklearn.datasets import load_digits
+
+    samples = list(image.samples(0))
+    assert len(samples) == 1797 * image.VIEWS * image.FACETS
+    by_source: dict[str, set[bytes]] = {}
+    for s in samples:
+        by_source.setdefault(s.source, set()).add(s.modality.tobytes())
+    assert all(len(v) == image.VIEWS for v in by_source.values())  # every view differs
+    labels = load_digits().target
+    assert all(s.caption.endswith(f"digit {labels[int(s.source[5:])]}") for s in samples[::3])
+    assert [s.modality.tobytes() for s in image.samples(0)][:60] == [s.modality.tobytes() for s in samples[:60]]
+    assert [s.modality.tobytes() for s in image.samples(1)][3] != samples[3].modality.tobytes()
 
 
 def test_image_helpers():

@@ -68,3 +68,22 @@ def test_a_corrupt_checkpoint_is_a_user_error_naming_it(tmp_path):
     bad.write_bytes(b"not a checkpoint")
     with pytest.raises(PrismError, match="step-00000001.pt cannot be read"):
         checkpoint.load(bad, model, opt, sched, torch.device("cpu"), 0)
+
+
+def test_an_unreadable_newest_checkpoint_is_set_aside_never_deleted(tmp_path, capsys):
+    model, opt, sched = make()
+    cpu = torch.device("cpu")
+    for s in (1, 2):
+        step(model, opt, sched)
+        checkpoint.save(tmp_path, s, model, opt, sched, {"epoch": 0}, {"samples": s}, cpu, True)
+    newest = checkpoint.latest(tmp_path)
+    newest.write_bytes(newest.read_bytes()[:100])
+    path, payload = checkpoint.newest_readable(tmp_path)
+    assert path.name == "step-00000001.pt" and payload["step"] == 1
+    assert (tmp_path / "checkpoints" / "step-00000002.pt.unreadable").stat().st_size == 100
+    assert "cannot be read" in capsys.readouterr().err
+    assert checkpoint.latest(tmp_path) == path
+    path.write_bytes(b"")
+    assert checkpoint.newest_readable(tmp_path) is None
+    assert sorted(p.name for p in (tmp_path / "checkpoints").iterdir()) == [
+        "step-00000001.pt.unreadable", "step-00000002.pt.unreadable"]

@@ -30,7 +30,7 @@ def test_a_3e11_budget_run_writes_every_file_and_learns(train, tmp_path):
     out = tmp_path / "run"
     res = train(out, "--global-batch", "32")
     assert res.returncode == 0, res.stderr
-    assert {p.name for p in out.iterdir()} == {"config.yaml", "perf.jsonl", "eval.jsonl", "final",
+    assert {p.name for p in out.iterdir()} == {".lock", "config.yaml", "perf.jsonl", "eval.jsonl", "final",
                                                "metrics.json"}
     m = metrics(out)
     assert m["status"] == "ok" and m["steps"] == m["budget_steps"] == round(3e11 / (m["flops_per_sample"] * 32))
@@ -53,10 +53,10 @@ def test_a_3e11_budget_run_writes_every_file_and_learns(train, tmp_path):
     again = train(out, "--global-batch", "32")
     assert again.returncode == 0 and "nothing to do" in again.stderr
     assert (out / "perf.jsonl").read_text() == before
-    # A forced rerun (metrics.json removed, as `snakemake --forcerun train` does) trains again
-    # from step 1 instead of "resuming" at the last step.
+    # A forced rerun (metrics.json removed and --retrain, as `snakemake --forcerun train` does) trains
+    # again from step 1 instead of "resuming" at the last step or restoring the finished record.
     (out / "metrics.json").unlink()
-    forced = train(out, "--global-batch", "32")
+    forced = train(out, "--global-batch", "32", "--retrain")
     assert forced.returncode == 0 and "resuming from" not in forced.stderr
     assert metrics(out)["resumed_from"] is None and read_jsonl(out / "perf.jsonl")[0]["step"] == 1
     assert metrics(out)["final_eval_loss"] == pytest.approx(m["final_eval_loss"], rel=1e-4)
@@ -170,6 +170,7 @@ def test_calibration_sets_the_steps_and_a_changed_rerun_is_refused(train, tmp_pa
     (out / "metrics.json").unlink()
     res = train(out, "--calibration-dir", str(cal), "--seed", "5")
     assert res.returncode == 2 and "holds a different run (seed: 0 -> 5)" in res.stderr
+    assert (out / "perf.jsonl").stat().st_size and (out / "eval.jsonl").stat().st_size  # records kept
     assert len(res.stderr.strip().splitlines()) == 1
 
 

@@ -1,7 +1,12 @@
 """text_image: sklearn's bundled 8x8 handwritten digits with captions read off the pixels.
 
-Three captions (facets) per image: the digit; its ink and where the ink sits;
-its shape (symmetry, extent). The split unit is the image.
+Each of the 1797 images gives `VIEWS` views: the image itself and `VIEWS - 1`
+seeded affine variants of it (a small rotation, scale, shear and shift, bilinear,
+drawn per image and view from the build seed), so the training split holds tens of
+thousands of unique samples and no run of the default study sees an epoch more than
+a few times. Three captions (facets) per view, computed from that view's pixels: the
+digit; its ink and where the ink sits; its shape (symmetry, extent). The split unit
+is the source image: every view of one drawing is on the same side.
 """
 
 from __future__ import annotations
@@ -12,12 +17,18 @@ import numpy as np
 
 from prism.data.sources import Sample, bucket, package_versions
 
-SOURCE = "sklearn.datasets.load_digits (1797 8x8 images, 10 classes)"
+SOURCE = "sklearn.datasets.load_digits (1797 8x8 images, 10 classes), seeded affine views per image"
+VIEWS = 8  # the original + 7 variants; the LM text pool bounds it at --lm-ratio 0.5 (one passage per sample)
+FACETS = 3
+MAX_ROTATE_DEG = 15.0
+SCALE_RANGE = (0.9, 1.1)
+MAX_SHEAR = 0.15
+MAX_SHIFT_PX = 1.0
 WORDS = ("zero", "one", "two", "three", "four", "five", "six", "seven", "eight", "nine")
 
 
 def versions() -> dict[str, str]:
-    return package_versions("scikit-learn", "numpy")
+    return package_versions("scikit-learn", "numpy", "scipy")
 
 
 def load_images() -> tuple[np.ndarray, np.ndarray]:
@@ -62,9 +73,34 @@ def captions(img: np.ndarray, digit: int) -> list[str]:
     ]
 
 
+def affine_view(img: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+    """`img` rotated, scaled, sheared and shifted about its centre (bilinear, zero outside), in [0, 1]."""
+    from scipy.ndimage import affine_transform
+
+    angle = np.deg2rad(rng.uniform(-MAX_ROTATE_DEG, MAX_ROTATE_DEG))
+    scale = rng.uniform(*SCALE_RANGE)
+    shear = rng.uniform(-MAX_SHEAR, MAX_SHEAR)
+    shift = rng.uniform(-MAX_SHIFT_PX, MAX_SHIFT_PX, size=2)
+    c, s = np.cos(angle), np.sin(angle)
+    forward = scale * np.array([[c, -s], [s, c]]) @ np.array([[1.0, shear], [0.0, 1.0]])
+    inverse = np.linalg.inv(forward)  # affine_transform maps output coordinates to input ones
+    centre = (np.array(img.shape) - 1) / 2
+    offset = centre - inverse @ (centre + shift)
+    out = affine_transform(img.astype(np.float64), inverse, offset=offset, order=1, mode="constant", cval=0.0)
+    return np.clip(out, 0.0, 1.0).astype(np.float32)
+
+
+def views(img: np.ndarray, seed: int, index: int, n_views: int = VIEWS) -> list[np.ndarray]:
+    """The image and its `n_views - 1` variants; each drawn from (seed, image index, view) alone."""
+    out = [img]
+    for view in range(1, n_views):
+        out.append(affine_view(img, np.random.default_rng([seed, 11, index, view])))
+    return out
+
+
 def samples(seed: int) -> Iterator[Sample]:
-    del seed  # the data set is fixed; the split and order come from the shard writer
     images, labels = load_images()
     for i, (img, digit) in enumerate(zip(images, labels)):
-        for facet, text in enumerate(captions(img, int(digit))):
-            yield Sample(f"digit{i:04d}", facet, img[None].copy(), text)
+        for v, view in enumerate(views(img, seed, i)):
+            for facet, text in enumerate(captions(view, int(digit))):
+                yield Sample(f"digit{i:04d}", v * FACETS + facet, view[None].copy(), text)

@@ -1,0 +1,102 @@
+"""A finished run is immutable unless asked: refuse before touching, restore what was only deleted.
+
+Three rules, checked by `prism train` before it writes anything in a run directory:
+
+- `check_same_run`: a run directory whose `config.yaml` describes another run
+  (another seed, global batch, budget, ...) is refused at once, before any file is
+  touched; a finished run's records (metrics, eval, perf, final weights) stay.
+- `restore`: a finished run keeps a copy of its `metrics.json` in `final/finished.json`
+  together with the content hashes of its inputs (data manifest, calibration; see
+  `prism.train.loop.input_fingerprint`) and its result-deciding settings. When
+  `metrics.json` is gone (Snakemake deletes a job's output before rerunning it: a
+  rebuilt data directory, a calibration rewritten, a plan row edited and restored)
+  and the inputs and settings hash the same, the copy is put back and nothing
+  retrains. Changed content retrains as before.
+- `forget`: an explicit retrain (`prism train --retrain`, `PRISM_RETRAIN=1`; the
+  workflow sets it for `snakemake --forcerun train`, `--forcerun` of the run's
+  metrics.json, or `--forceall`) drops the copy and trains from scratch.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+from typing import Any
+
+from prism.atomic import json_safe, write_json_atomic
+from prism.errors import PrismError
+from prism.train import runfiles
+
+RECORD = "finished.json"
+RETRAIN_ENV = "PRISM_RETRAIN"
+
+
+def retrain_requested(flag: bool | None = None) -> bool:
+    """`--retrain`, or `PRISM_RETRAIN=1` (how the flag crosses launchers and PBS jobs)."""
+    return bool(flag) or os.environ.get(RETRAIN_ENV) == "1"
+
+
+def record_path(run_dir: Path) -> Path:
+    return Path(run_dir) / "final" / RECORD
+
+
+def check_same_run(run_dir: Path, config: Any) -> None:
+    """Refuse (PrismError) a config whose result-changing settings differ from the run directory's."""
+    from prism.train.config import RunConfig
+
+    path = Path(run_dir) / runfiles.CONFIG
+    if not path.is_file():
+        return
+    diff = config.result_mismatch(RunConfig.from_yaml(path))
+    if diff:
+        raise PrismError(f"{run_dir} holds a different run ({'; '.join(diff)}); nothing was changed there. "
+                         "Use another --out, or delete the directory to start over")
+
+
+def settings_of(config: Any) -> dict[str, Any]:
+    """The result-deciding settings (the ones a rerun must agree on)."""
+    from prism.train.config import RESULT_FIELDS
+
+    return {name: getattr(config, name) for name in RESULT_FIELDS}
+
+
+def keep(run_dir: Path, config: Any, inputs: dict[str, Any], metrics: dict[str, Any]) -> None:
+    """After a run ended ok (and its checkpoints became final/): the copy `restore` reads."""
+    write_json_atomic(record_path(run_dir), {"inputs": inputs, "settings": settings_of(config),
+                                             "metrics": metrics}, indent=2, sort_keys=True)
+
+
+def restore(run_dir: Path, config: Any, inputs: dict[str, Any]) -> dict[str, Any] | None:
+    """Put back the metrics.json of an unchanged finished run; None when there is nothing to restore."""
+    run_dir = Path(run_dir)
+    metrics_path = run_dir / runfiles.METRICS
+    if metrics_path.exists():
+        return None
+    record = runfiles.read_json(record_path(run_dir))
+    if not record or not isinstance(record.get("metrics"), dict):
+        return None
+    metrics = record["metrics"]
+    if metrics.get("run_id") != config.run_id or record.get("settings") != json_safe(settings_of(config)):
+        return None
+    if record.get("inputs") != inputs:
+        changed = [k for k in inputs if (record.get("inputs") or {}).get(k) != inputs[k]]
+        print(f"[{config.run_id}] finished on other inputs ({', '.join(changed) or 'unknown'} changed): "
+              "training again", file=sys.stderr, flush=True)
+        return None
+    write_json_atomic(metrics_path, metrics, indent=2, sort_keys=True)
+    print(f"[{config.run_id}] finished earlier on the same inputs (content hashes match): restored "
+          f"{metrics_path} from {record_path(run_dir)}; nothing retrained (pass --retrain to train again)",
+          file=sys.stderr, flush=True)
+    return metrics
+
+
+def forget(run_dir: Path, config: Any) -> None:
+    """An explicit retrain: the finished copy and metrics.json go; the new run replaces final/ when it ends."""
+    run_dir = Path(run_dir)
+    had = (run_dir / runfiles.METRICS).exists() or record_path(run_dir).exists()
+    record_path(run_dir).unlink(missing_ok=True)
+    (run_dir / runfiles.METRICS).unlink(missing_ok=True)
+    if had:
+        print(f"[{config.run_id}] --retrain: training the finished run again from scratch",
+              file=sys.stderr, flush=True)

@@ -1,0 +1,94 @@
+"""Checks a run passes before anything is written in its directory.
+
+A run that would fail in its first step (rows too short for one sample, a global
+batch whose activations cannot fit in memory) must fail before `config.yaml` is
+written: otherwise the corrected rerun is refused as "a different run". These
+are cheap (no torch, no model): lower bounds, so they never refuse a run that
+would have fitted.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+from prism.errors import PrismError
+
+# Bytes per fp32 activation element kept for the backward pass per layer and token,
+# in units of d_model: q/k/v, attention output, two norms, the MLP's gate/up (2 x ~2.7 d)
+# and its output. A lower bound: the real figure (autograd keeps more) is higher.
+ACTIVATION_WIDTHS_PER_LAYER = 10
+
+
+def check_seq_len(config: Any) -> None:
+    """Rows must hold one sample's modality tokens plus BOS, one text byte and EOS."""
+    if config.seq_len is None:
+        return
+    from prism.families import family_spec
+
+    need = family_spec(config.family).n_modality_tokens + 3
+    if config.seq_len < need:
+        raise PrismError(f"--seq-len {config.seq_len} is too short for {config.family}: a row holds "
+                         f"{family_spec(config.family).n_modality_tokens} modality tokens + BOS + text + EOS, "
+                         f"at least {need} tokens (default: {family_spec(config.family).tokens_per_sample})")
+
+
+def step_bytes_lower_bound(config: Any, world_size: int = 1) -> int:
+    """A lower bound on one process's activation memory for one step (fp32, no checkpointing)."""
+    from prism.families import family_spec
+    from prism.model.config import backbone_config
+    from prism.model.tokenizer import VOCAB_SIZE
+
+    seq_len = config.seq_len or family_spec(config.family).tokens_per_sample
+    local_batch = max(1, config.global_batch // max(1, world_size))
+    cfg = backbone_config(config.backbone)
+    tokens = local_batch * seq_len
+    logits = tokens * VOCAB_SIZE * 4 * 2  # logits and their gradient
+    layers = 1 if config.grad_checkpoint else cfg.n_layers
+    hidden = tokens * cfg.d_model * 4 * ACTIVATION_WIDTHS_PER_LAYER * layers
+    return logits + hidden
+
+
+def available_memory(device: str) -> int | None:
+    """Bytes this process may still allocate on `device` (None when unknown)."""
+    if device == "cpu":
+        try:
+            with open("/proc/meminfo") as fh:
+                for line in fh:
+                    if line.startswith("MemAvailable:"):
+                        return int(line.split()[1]) * 1024
+        except (OSError, ValueError, IndexError):
+            return None
+        return None
+    try:
+        import torch
+
+        module = getattr(torch, device)
+        if module.is_available():
+            return int(module.mem_get_info()[0]) if hasattr(module, "mem_get_info") else None
+    except Exception:  # noqa: BLE001 - no figure is not an error
+        return None
+    return None
+
+
+def check_memory(config: Any, world_size: int = 1) -> None:
+    """Refuse a global batch whose activations alone exceed the memory available."""
+    from prism.atomic import human_bytes
+
+    device = config.device
+    if device == "auto":
+        from prism.device import resolve_device
+
+        device = resolve_device("auto").type
+    need = step_bytes_lower_bound(config, world_size)
+    have = available_memory(device)
+    if have is not None and need > have:
+        local = max(1, config.global_batch // max(1, world_size))
+        raise PrismError(f"--global-batch {config.global_batch} needs at least {human_bytes(need)} of {device} "
+                         f"memory per step ({local} samples per process), {human_bytes(have)} available; "
+                         "lower --global-batch, add processes, or use --grad-checkpoint")
+
+
+def check(config: Any, world_size: int = 1) -> None:
+    check_seq_len(config)
+    check_memory(config, world_size)
