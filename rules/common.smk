@@ -75,9 +75,10 @@ def speed_file(family, backbone, variant, regime):
 
 
 def plan_input_files(family):
-    """What the plan reads: every candidate's calibration, and its measured speed when the config measures it."""
+    """What the plan reads: the data (its training split's size gives each run's epochs), every
+    candidate's calibration, and its measured speed when the config measures it."""
     pairs = [(b, v) for b in config["backbones"] for v in config["variants"]]
-    files = [calibration_file(family, b, v, REGIME) for b, v in pairs]
+    files = [data_dir(family)] + [calibration_file(family, b, v, REGIME) for b, v in pairs]
     if CALIBRATE_OPTIONS.measure_throughput:
         files += [speed_file(family, b, v, REGIME) for b, v in pairs]
     return files
@@ -105,6 +106,7 @@ def plan_arguments(family):
         family=family,
         budgets=[float(b) for b in BUDGETS],
         calibration_dir=f"{STUDY}/calibration",
+        data=data_dir(family),
         options=PLAN_OPTIONS,
         regime=REGIME,
         backbones=list(config["backbones"]),
@@ -118,6 +120,7 @@ def plan_flags(family):
     return [
         "--budgets", ",".join(BUDGETS),
         "--calibration-dir", args["calibration_dir"],
+        "--data", args["data"],
         "--regime", args["regime"],
         "--backbones", ",".join(args["backbones"]),
         "--variants", ",".join(args["variants"]),
@@ -131,10 +134,11 @@ _PLANS = {}
 def computed_plan_rows(family):
     """The plan's rows computed here, or None while its input files are missing (or it cannot plan:
     then the plan job runs and its log says why)."""
-    files = plan_input_files(family)
-    if not all(Path(f).is_file() for f in files):
+    # The data is a directory output, complete once its manifest (written last) exists.
+    stamps = [Path(f, "manifest.json") if f == data_dir(family) else Path(f) for f in plan_input_files(family)]
+    if not all(p.is_file() for p in stamps):
         return None
-    key = (family, tuple(Path(f).stat().st_mtime_ns for f in files))
+    key = (family, tuple(p.stat().st_mtime_ns for p in stamps))
     if key not in _PLANS:
         try:
             study = plan_runs(**plan_arguments(family))

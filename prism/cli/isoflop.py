@@ -139,8 +139,8 @@ def _register_plan(verbs: argparse._SubParsersAction) -> None:
     p.add_argument("--regime", default="e2e", choices=REGIME_CHOICES[:-1], help="default: e2e")
     p.add_argument("--backbones", type=_csv_list, help="comma-separated (default: every calibrated one)")
     p.add_argument("--variants", type=_csv_list, help="comma-separated (default: every calibrated one)")
-    p.add_argument("--data-tokens", type=float, help="training tokens the data holds; runs needing more (x --max-epochs) are dropped")
-    p.add_argument("--max-epochs", type=float, default=1.0, help="passes over the data allowed with --data-tokens (default: 1)")
+    p.add_argument("--data", help="shard directory the runs train on: its training split's size gives each run's "
+                   "epochs, and runs above --max-epochs are dropped")
     add_arguments(p.add_argument_group("plan options (config `plan:`)"), PlanOptions)
     p.add_argument("--dry-run", action="store_true", help="print the table, the cost and the forecast; write nothing")
     p.add_argument("--out", help="plan.yaml to write (plan.csv beside it)")
@@ -154,8 +154,8 @@ def _plan(args: argparse.Namespace) -> int:
         run_plan(
             args.out, args.dry_run, family=args.family, budgets=parse_budgets(args.budgets),
             calibration_dir=args.calibration_dir, scaling_study_dir=args.scaling_study_dir, regime=args.regime,
-            backbones=args.backbones, variants=args.variants, data_tokens=args.data_tokens,
-            max_epochs=args.max_epochs, options=from_namespace(PlanOptions, args),
+            backbones=args.backbones, variants=args.variants, data=args.data,
+            options=from_namespace(PlanOptions, args),
         )
     )
     return 0

@@ -8,7 +8,8 @@ the runs already planned for another, so a study grows incrementally):
    steps = round(samples / batch), so the FLOPs spent are within 1% of C
    (rounding moves at most half a step: <= 1% from 50 steps on);
 2. candidates that cannot be run are dropped with the reason: too few steps, FLOPs
-   off by more than 1%, more tokens than the data holds (times `max_epochs`);
+   off by more than 1%, more passes over the training split than `max_epochs`
+   (each row shows its `epochs` when the plan knows the data);
 3. the grid is centred on the predicted optimum N_opt(C) = k C^a (explicit prior
    flags, else the centre of the existing plan at `--out`, else a previous round's
    identifiable fit copied to `{study dir}/prior.json`, else the default prior) and
@@ -32,6 +33,7 @@ from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
 from prism.calibration import load_calibration
+from prism.data.volume import MAX_EPOCHS, epochs_refusal, train_samples
 from prism.errors import PrismError
 from prism.ids import format_budget, run_id
 from prism.isoflop.records import PlanRow, Surface
@@ -77,6 +79,8 @@ class PlanOptions:
                                  exclusive_minimum=0)
     simulations: int = option(200, "simulated studies in the forecast", metavar="N", minimum=1)
     forecast_seed: int = option(0, "seed of the forecast's simulations", metavar="S", minimum=0)
+    max_epochs: float = option(MAX_EPOCHS, "drop runs that would pass over their training split more often than "
+                               "this (repeated data bends the loss curve)", metavar="EPOCHS", exclusive_minimum=0)
 
 
 
@@ -175,8 +179,8 @@ def plan_budget(
     window: float = DEFAULT_WINDOW,
     global_batch: int | None = None,
     min_steps: int = DEFAULT_MIN_STEPS,
-    data_tokens: float | None = None,
-    max_epochs: float = 1.0,
+    split_samples: int | None = None,
+    max_epochs: float = MAX_EPOCHS,
     cost: Cost = Cost(),
 ) -> BudgetPlan:
     """The runs of one budget (pure: depends on this budget and the candidates only)."""
@@ -209,11 +213,10 @@ def plan_budget(
             drop(f"{steps} steps x batch {batch} spend {flops:.3g} FLOPs, {100 * (flops / budget - 1):+.1f}% off the budget")
             continue
         tokens = steps * batch * cand.tokens_per_sample
-        if data_tokens is not None and tokens > data_tokens * max_epochs:
-            drop(
-                f"needs {tokens:.3g} tokens, more than the data's {data_tokens:.3g} x {max_epochs:g} epoch(s); "
-                "raise --max-epochs to allow repetition"
-            )
+        epochs = None if split_samples is None else steps * batch / split_samples
+        refusal = None if epochs is None else epochs_refusal(rid, epochs, max_epochs)
+        if refusal is not None:
+            drop(refusal)
             continue
         hours = None if not cand.samples_per_s else steps * batch / cand.samples_per_s / 3600.0
         node_hours = None if not cost.node_flops else flops / cost.node_flops / 3600.0
@@ -223,7 +226,7 @@ def plan_budget(
                 budget=budget, params=cand.params, params_total=cand.params_total,
                 flops_per_sample=cand.flops_per_sample, tokens_per_sample=cand.tokens_per_sample,
                 global_batch=batch, samples=steps * batch, steps=steps, tokens=tokens, flops=flops,
-                hours_here=hours, node_hours=node_hours,
+                hours_here=hours, node_hours=node_hours, epochs=epochs,
             )
         )
     ns = [r.params for r in out.runs] or [cand.params for cand in candidates]
@@ -427,14 +430,15 @@ def plan_runs(
     variants: list[str] | None = None,
     out: str | Path | None = None,
     scaling_study_dir: str | Path | None = None,
-    data_tokens: float | None = None,
-    max_epochs: float = 1.0,
+    data: str | Path | None = None,
 ) -> StudyPlan:
     """The planned runs: a function of these arguments and the files they name (calibrations, speed
     files, an existing plan at `out`, prior files), nothing else.
 
     `prism isoflop plan` writes its result to plan.yaml and the workflow calls it, with the same
     arguments, to know the training jobs while the plan job has not run yet; so the two agree.
+    `data` is the shard directory the runs train on: its training split's size gives each run's
+    epochs (and the refusal above `options.max_epochs`).
     """
     from prism.families import family_spec
     from prism.options import validate
@@ -447,9 +451,10 @@ def plan_runs(
     )
     cands = candidates_from_calibration(calibration_dir, family, regime, backbones, variants)
     cost = Cost.from_options(options)
+    split = None if data is None else train_samples(data)
     plans = [
         plan_budget(c, cands, family, regime, centre, options.window, options.global_batch, options.min_steps,
-                    data_tokens, max_epochs, cost)
+                    split, options.max_epochs, cost)
         for c in sorted(set(budgets))
     ]
     study = StudyPlan(centre, plans, cost, sorted({c.speed_source for c in cands if c.speed_source}))
@@ -485,8 +490,7 @@ def make_plan(
     backbones: list[str] | None = None,
     variants: list[str] | None = None,
     out: str | Path | None = None,
-    data_tokens: float | None = None,
-    max_epochs: float = 1.0,
+    data: str | Path | None = None,
     options: PlanOptions | None = None,
     **overrides,
 ) -> dict:
@@ -498,8 +502,7 @@ def make_plan(
 
     options = replace(options or PlanOptions(), **overrides)
     study = plan_runs(family, budgets, calibration_dir, options, regime=regime, backbones=backbones,
-                      variants=variants, out=out, scaling_study_dir=scaling_study_dir, data_tokens=data_tokens,
-                      max_epochs=max_epochs)
+                      variants=variants, out=out, scaling_study_dir=scaling_study_dir, data=data)
     centre, plans, runs = study.centre, study.plans, study.runs
     refused = [{"budget": p.budget, "reason": p.refused} for p in plans if p.refused]
     fc = fc_mod.forecast_plan(
@@ -538,13 +541,14 @@ def _hours(h: float | None) -> str:
 
 def plan_table(rows: list[PlanRow]) -> str:
     """The plan for people: one line per run, with the estimated time here and node-hours there."""
-    head = (f"{'run_id':<34} {'N':>9} {'steps':>6} {'batch':>5} {'tokens D':>9} {'FLOPs':>9} "
+    head = (f"{'run_id':<34} {'N':>9} {'steps':>6} {'batch':>5} {'tokens D':>9} {'epochs':>6} {'FLOPs':>9} "
             f"{'time here':>9} {'node-h':>8}")
     lines = [head, "-" * len(head)]
     for r in rows:
         nh = "-" if r.node_hours is None else f"{r.node_hours:.3g}"
+        ep = "-" if r.epochs is None else f"{r.epochs:.2f}"
         lines.append(
-            f"{r.run_id:<34} {r.params:>9.3g} {r.steps:>6d} {r.global_batch:>5d} {r.tokens:>9.3g} "
+            f"{r.run_id:<34} {r.params:>9.3g} {r.steps:>6d} {r.global_batch:>5d} {r.tokens:>9.3g} {ep:>6} "
             f"{r.flops:>9.3g} {_hours(r.hours_here):>9} {nh:>8}"
         )
     return "\n".join(lines)

@@ -153,6 +153,8 @@ class PlanRow:
     hours_here: float | None
     # Estimated node-hours on the cluster from the stated node throughput (None: none stated).
     node_hours: float | None
+    # Passes over the training split (None: the plan was made without the data).
+    epochs: float | None = None
 
     def to_json(self) -> dict:
         return asdict(self)

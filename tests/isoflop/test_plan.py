@@ -65,11 +65,23 @@ def test_unbracketed_budget_is_refused_naming_what_to_add(ladder):
         _plan(ladder, [1e16])
 
 
-def test_data_limit_drops_runs_unless_repetition_allowed(ladder):
-    plan = _plan(ladder, [1e13], data_tokens=1e7)
-    assert any("more than the data" in d["reason"] for d in plan["dropped"])
-    relaxed = _plan(ladder, [1e13], data_tokens=1e7, max_epochs=100)
+def _data(tmp_path, train_samples):
+    """A shard directory as the planner sees it: the manifest's training-split size."""
+    (tmp_path / "manifest.json").write_text(json.dumps({"splits": {"train": {"samples": train_samples}}}))
+    return tmp_path
+
+
+def test_each_run_shows_its_epochs_and_runs_above_max_epochs_are_dropped(ladder, tmp_path):
+    samples = sorted(r["samples"] for r in _plan(ladder, [1e13])["runs"])
+    split = samples[-2] // 4 + 1  # the run seeing the most samples would repeat its split > 4 times
+    plan = _plan(ladder, [1e13], data=_data(tmp_path, split))
+    assert plan["runs"] and all(r["epochs"] == pytest.approx(r["samples"] / split) for r in plan["runs"])
+    assert max(r["epochs"] for r in plan["runs"]) <= 4
+    dropped = [d["reason"] for d in plan["dropped"] if "training split" in d["reason"]]
+    assert dropped and all("max_epochs 4" in reason for reason in dropped)
+    relaxed = _plan(ladder, [1e13], data=tmp_path, max_epochs=100)
     assert len(relaxed["runs"]) > len(plan["runs"])
+    assert all(r["epochs"] is None for r in _plan(ladder, [1e13])["runs"])  # no data: no figure, no refusal
 
 
 def test_centre_from_previous_fit_and_existing_plan(ladder, tmp_path):
