@@ -1,0 +1,296 @@
+# Stage 3 for `train.schedule: wsd` (included instead of train.smk): every model of the
+# plan trains ONE constant-rate trajectory, cut at its branch points, and every planned
+# run is a cooldown branch off it (prism.isoflop.trajectories).
+#
+#   wsd_segment  trains a trajectory from one branch point to the next at the constant rate
+#                (wsd with cooldown fraction 0); its output is the kept checkpoint at its end,
+#                STUDY/F/stable/TRAJ/to-END/final/keep/step-END.pt (`--checkpoint-at END`)
+#   wsd_branch   starts from the checkpoint at its cooldown start (`--init-from SEGMENT_DIR
+#                --init-step START`) and ends at its budget:
+#                STUDY/F/runs/RUN_ID/metrics.json, a run directory like a cosine run's
+#                (eval.jsonl holds the stable evaluations up to the branch point too;
+#                metrics.json's flops are the prefix + the cooldown), so collect, fit and
+#                plot need nothing special.
+#
+# What the DAG does with a finished study:
+# - a larger budget: one segment from the last point to the new one, and its branch;
+# - a smaller budget: one segment up to the new point (from the point before it) and its
+#   branch; later segments are not retrained: a segment's input is the point it STARTED
+#   from (recorded in its run directory's config.yaml as init_from), not the point the
+#   plan would now put before it, and inputs are `ancient()`, so a newly made earlier
+#   point neither changes a segment's input set nor is newer than it;
+# - a killed segment or branch resumes from its own checkpoints (`prism train` resumes
+#   any run directory); on the cluster profile each segment and each branch is one PBS job.
+#
+# Rerun triggers as for `train`: the data, the calibration, and the params (the model, the
+# batch, the warm-up, the cooldown fraction, the seed).
+
+from prism.isoflop.launch import run_args
+from prism.isoflop.trajectories import plan_trajectories
+
+WSD_COOLDOWN = float(config["train"].get("cooldown_fraction", 0.2))
+POINT_RE = r"[0-9]{8}"
+TRAJ_RE = r"[0-9a-z]+-[A-Z0-9]+-[a-z0-9_]+-B[0-9]+"
+
+_TRAJ_CACHE = {}
+
+
+def wsd_trajectories(family):
+    """{traj_id: Trajectory} of the family's plan (waits for the plan, as plan_rows does)."""
+    plan_file = checkpoints.plan.get(family=family).output.plan
+    stamp = (plan_file, Path(plan_file).stat().st_mtime_ns, WSD_COOLDOWN)
+    if stamp not in _TRAJ_CACHE:
+        with open(plan_file) as f:
+            plan = yaml.safe_load(f) or {}
+        _TRAJ_CACHE[stamp] = {t.traj_id: t for t in plan_trajectories(plan, WSD_COOLDOWN)}
+    return _TRAJ_CACHE[stamp]
+
+
+def wsd_trajectory(wildcards):
+    trajs = wsd_trajectories(wildcards.family)
+    if wildcards.traj not in trajs:
+        raise ValueError(f"trajectory {wildcards.traj!r} is not in the plan; planned: {', '.join(trajs) or 'none'}")
+    return trajs[wildcards.traj]
+
+
+def wsd_run_trajectory(wildcards):
+    """The trajectory a planned run branches off."""
+    row = plan_row(wildcards)
+    for t in wsd_trajectories(wildcards.family).values():
+        if any(b.run_id == row["run_id"] for b in t.branches):
+            return t
+    raise ValueError(f"run {row['run_id']} is in no trajectory")
+
+
+def segment_dir(family, traj, end):
+    return f"{STUDY}/{family}/stable/{traj}/to-{int(end):08d}"
+
+
+def point_file(family, traj, step):
+    return f"{segment_dir(family, traj, step)}/final/keep/step-{int(step):08d}.pt"
+
+
+def point_origin(path):
+    """(run directory, step) of a point file: what `prism train --init-from --init-step` takes."""
+    rundir, name = str(path).split("/final/keep/")
+    return rundir, int(name[len("step-") : -len(".pt")])
+
+
+def recorded_start(rundir):
+    """The point a started segment was trained from: (True, point file or None), or (False, None) if never started."""
+    path = Path(rundir, "config.yaml")
+    if not path.is_file():
+        return False, None
+    try:
+        with open(path) as f:
+            recorded = yaml.safe_load(f) or {}
+    except (OSError, yaml.YAMLError):
+        return False, None
+    if not recorded.get("init_from"):
+        return True, None
+    return True, f"{recorded['init_from']}/final/keep/step-{int(recorded['init_step']):08d}.pt"
+
+
+def segment_inputs(wildcards):
+    t = wsd_trajectory(wildcards)
+    inputs = {"data": data_dir(wildcards.family),
+              "calibration": calibration_file(wildcards.family, t.backbone, t.variant, t.regime)}
+    started, start = recorded_start(segment_dir(wildcards.family, wildcards.traj, wildcards.end))
+    if not started:
+        previous = t.previous_point(int(wildcards.end))
+        start = point_file(wildcards.family, t.traj_id, previous) if previous else None
+    if start:
+        inputs["start"] = ancient(start)
+    return inputs
+
+
+def segment_args(wildcards, input):
+    """The segment's `prism train` flags: constant rate after the warm-up to END, kept there."""
+    t = wsd_trajectory(wildcards)
+    end = int(wildcards.end)
+    row = {"family": wildcards.family, "backbone": t.backbone, "variant": t.variant, "regime": t.regime,
+           # a segment is a run of its whole prefix's FLOPs (its steps are --max-steps)
+           "budget": float(budget_str(end * t.step_flops)), "global_batch": t.global_batch}
+    init = {}
+    if "start" in input.keys():
+        init_from, init_step = point_origin(input.start)
+        init = {"init_from": init_from, "init_step": init_step}
+    return run_args(row, data=input.data, out=segment_dir(wildcards.family, wildcards.traj, end),
+                    calibration=input.calibration, seed=config["train"]["seed"], schedule="wsd",
+                    cooldown_fraction=0.0, warmup=t.warmup, max_steps=end, checkpoint_at=str(end), **init)
+
+
+def branch_args(wildcards, input):
+    """The branch's `prism train` flags: its plan row as a wsd run, from the point at its cooldown start."""
+    t = wsd_run_trajectory(wildcards)
+    init_from, init_step = point_origin(input.start)
+    return run_args(plan_row(wildcards), data=input.data, out=f"{STUDY}/{wildcards.family}/runs/{wildcards.run_id}",
+                    calibration=input.calibration, seed=config["train"]["seed"], schedule="wsd",
+                    cooldown_fraction=WSD_COOLDOWN, warmup=t.warmup, init_from=init_from, init_step=init_step)
+
+
+def branch_inputs(wildcards):
+    t = wsd_run_trajectory(wildcards)
+    return {"data": data_dir(wildcards.family),
+            "calibration": calibration_file(wildcards.family, t.backbone, t.variant, t.regime),
+            "start": ancient(point_file(wildcards.family, t.traj_id, t.branch(wildcards.run_id).start))}
+
+
+def traj_value(key):
+    """A params function: one attribute of the segment's trajectory (a rerun trigger when it changes)."""
+    return lambda wildcards: getattr(wsd_trajectory(wildcards), key)
+
+
+def _traj_backbone(wildcards):
+    return wildcards.traj.split("-", 1)[0]
+
+
+def _traj_nodes(wildcards):
+    return int(config["cluster"]["nodes_by_backbone"].get(_traj_backbone(wildcards), config["cluster"]["nodes"]))
+
+
+def _traj_walltime(wildcards):
+    return config["cluster"]["walltimes"].get(_traj_backbone(wildcards), config["cluster"]["walltime"])
+
+
+def _segment_priority(wildcards):
+    try:
+        return int(wildcards.end)
+    except Exception:  # noqa: BLE001
+        return 0
+
+
+TRAIN_LAUNCH = (
+    " --device {resources.device:q} --threads {threads}"
+    " --strategy {resources.strategy:q} --launcher {resources.launcher:q} --nodes {resources.nodes:q}"
+    " --storage {resources.storage:q} --dry-run > {params.body:q} 2> {log:q}"
+)
+
+
+rule wsd_segment:
+    input:
+        unpack(segment_inputs),
+    output:
+        f"{STUDY}/{{family}}/stable/{{traj}}/to-{{end}}/final/keep/step-{{end}}.pt",
+    log:
+        logfile("wsd", "{family}", "{traj}", "to-{end}"),
+    wildcard_constraints:
+        traj=TRAJ_RE,
+        end=POINT_RE,
+    params:
+        # Derived from the inputs (where it starts is an input, ancient, deliberately not a
+        # rerun trigger: see the header) ...
+        run=segment_args,
+        body=lambda wildcards: f"{segment_dir(wildcards.family, wildcards.traj, wildcards.end)}/launch.sh",
+        # ... and what makes it another segment (rerun triggers).
+        backbone=traj_value("backbone"),
+        variant=traj_value("variant"),
+        regime=traj_value("regime"),
+        global_batch=traj_value("global_batch"),
+        warmup=traj_value("warmup"),
+        seed=config["train"]["seed"],
+    threads: config["train"]["threads"]
+    priority: _segment_priority
+    resources:
+        nodes=_traj_nodes,
+        walltime=_traj_walltime,
+        runtime=lambda wildcards: walltime_minutes(_traj_walltime(wildcards)),
+        launcher=config["train"]["launcher"],
+        storage=config["train"]["storage"],
+        strategy=config["train"]["strategy"],
+        device=config["train"]["device"],
+        account=config["cluster"]["account"],
+        queue=config["cluster"]["queue"],
+        filesystems=config["cluster"]["filesystems"],
+        place=config["cluster"]["place"],
+    shell:
+        "prism train {params.run}" + TRAIN_LAUNCH + " && bash {params.body:q} >> {log:q} 2>&1"
+
+
+rule wsd_branch:
+    input:
+        unpack(branch_inputs),
+    output:
+        f"{STUDY}/{{family}}/runs/{{run_id}}/metrics.json",
+    log:
+        logfile("train", "{family}", "{run_id}"),
+    params:
+        run=branch_args,
+        body=lambda wildcards: f"{STUDY}/{wildcards.family}/runs/{wildcards.run_id}/launch.sh",
+        backbone=row_value("backbone"),
+        variant=row_value("variant"),
+        regime=row_value("regime"),
+        budget=lambda wildcards: budget_str(plan_row(wildcards)["budget"]),
+        global_batch=row_value("global_batch"),
+        warmup=lambda wildcards: wsd_run_trajectory(wildcards).warmup,
+        cooldown_fraction=WSD_COOLDOWN,
+        seed=config["train"]["seed"],
+    threads: config["train"]["threads"]
+    priority: train_priority
+    resources:
+        nodes=train_nodes,
+        walltime=train_walltime,
+        runtime=lambda wildcards: walltime_minutes(train_walltime(wildcards)),
+        launcher=config["train"]["launcher"],
+        storage=config["train"]["storage"],
+        strategy=config["train"]["strategy"],
+        device=config["train"]["device"],
+        account=config["cluster"]["account"],
+        queue=config["cluster"]["queue"],
+        filesystems=config["cluster"]["filesystems"],
+        place=config["cluster"]["place"],
+    # As `train`: a collapsed branch writes metrics.json (status collapsed) and exits non-zero.
+    shell:
+        "prism train {params.run}" + TRAIN_LAUNCH + " && bash {params.body:q} >> {log:q} 2>&1 || test -f {output:q}"
+
+
+# The agreement check: this (wsd) study's fit against a cosine study of the same grid,
+#   snakemake fit_text_image --config study_dir=study-cosine
+#   snakemake agreement_text_image --config study_dir=study-wsd 'train={"schedule": "wsd"}' compare_with=study-cosine
+# (the second call trains the wsd study first when needed).
+
+
+def agreement_inputs(wildcards):
+    other = config.get("compare_with")
+    if not other:
+        raise ValueError("agreement: set compare_with=<the study dir of a cosine study of the same grid>")
+    return {
+        "fit": f"{STUDY}/{wildcards.family}/fit/{wildcards.regime}.json",
+        "csv": f"{STUDY}/{wildcards.family}/runs.csv",
+        "other": f"{other.rstrip('/')}/{wildcards.family}/fit/{wildcards.regime}.json",
+    }
+
+
+localrules:
+    agreement,
+
+
+rule agreement:
+    input:
+        unpack(agreement_inputs),
+    output:
+        f"{STUDY}/{{family}}/agreement/{{regime}}.md",
+    log:
+        logfile("agreement", "{family}", "{regime}"),
+    params:
+        other=lambda wildcards: str(config.get("compare_with") or "").rstrip("/"),
+        study=STUDY,
+        cooldown_fraction=WSD_COOLDOWN,
+    threads: 1
+    resources:
+        nodes=1,
+        walltime="00:10:00",
+        runtime=10,
+    shell:
+        "prism isoflop compare --study-a {params.other:q} --study-b {params.study:q} --family {wildcards.family:q}"
+        " --regime {wildcards.regime:q} --cooldown-fraction {params.cooldown_fraction:q} --out {output:q}"
+        " > {log:q} 2>&1"
+
+
+for _family in FAMILIES:
+
+    rule:
+        name:
+            f"agreement_{_family}"
+        input:
+            f"{STUDY}/{_family}/agreement/{REGIME}.md",
