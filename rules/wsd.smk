@@ -26,24 +26,21 @@
 # batch, the warm-up, the cooldown fraction, the seed).
 
 from prism.isoflop.launch import run_args
+from prism.isoflop.trajectories import DEFAULT_MIN_STEPS as WSD_DEFAULT_MIN_STEPS
 from prism.isoflop.trajectories import plan_trajectories
 
 WSD_COOLDOWN = float(config["train"].get("cooldown_fraction", 0.2))
 POINT_RE = r"[0-9]{8}"
 TRAJ_RE = r"[0-9a-z]+-[A-Z0-9]+-[a-z0-9_]+-B[0-9]+"
 
-_TRAJ_CACHE = {}
-
-
 def wsd_trajectories(family):
-    """{traj_id: Trajectory} of the family's plan (waits for the plan, as plan_rows does)."""
-    plan_file = checkpoints.plan.get(family=family).output.plan
-    stamp = (plan_file, Path(plan_file).stat().st_mtime_ns, WSD_COOLDOWN)
-    if stamp not in _TRAJ_CACHE:
-        with open(plan_file) as f:
-            plan = yaml.safe_load(f) or {}
-        _TRAJ_CACHE[stamp] = {t.traj_id: t for t in plan_trajectories(plan, WSD_COOLDOWN)}
-    return _TRAJ_CACHE[stamp]
+    """{traj_id: Trajectory} of the family's planned runs (waits for the plan as `plan_rows` does).
+
+    The warm-up follows the plan's min_steps (config, else the planner's default), never its budgets.
+    """
+    min_steps = config["plan"].get("min_steps") or WSD_DEFAULT_MIN_STEPS
+    trajs = plan_trajectories({"runs": list(plan_rows(family).values()), "min_steps": min_steps}, WSD_COOLDOWN)
+    return {t.traj_id: t for t in trajs}
 
 
 def wsd_trajectory(wildcards):
