@@ -182,3 +182,11 @@ def test_agreement_needs_a_cosine_study(tmp_path):
     workdir = make_workdir(tmp_path / "agree", {"train": WSD_TRAIN})
     out = snakemake(workdir, "-n", "agreement_text_image", check=False).stdout
     assert "compare_with" in out
+
+
+def test_lint_of_the_wsd_rules_is_clean_but_for_software_deployment(tmp_path):
+    workdir = make_workdir(tmp_path / "lint", {"train": WSD_TRAIN})
+    out = snakemake(workdir, "--lint", check=False).stdout
+    findings = [line.strip() for line in out.splitlines() if line.strip().startswith("* ")]
+    assert findings and "Lints for rule wsd_segment" in out
+    assert [f for f in findings if "conda environment or container" not in f] == []
