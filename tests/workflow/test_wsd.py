@@ -178,6 +178,17 @@ def test_killed_segment_resumes_from_its_checkpoint(wsd_study):
     assert all(torch.equal(a[k], b[k]) for k in a)
 
 
+def test_agreement_compares_with_another_study(wsd_study):
+    copy = copy_of(wsd_study, "agree")
+    shutil.copytree(copy / "scaling-study", copy / "other-study")  # stands in for the cosine study
+    out = snakemake(copy, "agreement_text_image", "--config", "compare_with=other-study").stdout
+    assert set(job_counts(out)) == {"agreement", "agreement_text_image"}  # nothing retrained
+    md = (copy / STUDY / "agreement" / "e2e.md").read_text()
+    n = len(planned_run_ids(copy))
+    assert "# cosine vs wsd" in md and "+0.00%" in md and f"{n} of {n} within 1%" in md
+    assert "as wsd trajectories with branches" in md
+
+
 def test_agreement_needs_a_cosine_study(tmp_path):
     workdir = make_workdir(tmp_path / "agree", {"train": WSD_TRAIN})
     out = snakemake(workdir, "-n", "agreement_text_image", check=False).stdout
