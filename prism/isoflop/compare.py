@@ -46,20 +46,37 @@ def exponents(fit: dict) -> list[Exponent]:
     return out
 
 
-def run_losses(csv_path: Path) -> dict[str, dict]:
-    """{run_id: {loss, flops, status}} of a runs.csv (`loss`, else `final_eval_loss`)."""
+def run_losses(study: Path, family: str) -> dict[str, dict]:
+    """{run_id: {loss, loss_se, status}} of a study's runs.
+
+    From each run's metrics.json (`loss`: the final evaluation at the budget, with its
+    standard error) where there is one, else from runs.csv. The final evaluation is what
+    a wsd branch must match: a mean over the last evaluations of a run would mix a
+    branch's stable phase into it.
+    """
+    csv_path = study / family / "runs.csv"
     if not csv_path.is_file():
         raise PrismError(f"{csv_path}: no runs table (run `snakemake collect_FAMILY` for that study first)")
     out = {}
     with open(csv_path, newline="") as f:
         for row in csv.DictReader(f):
-            loss = row.get("loss") or row.get("final_eval_loss")
-            try:
-                value = float(loss) if loss not in (None, "") else None
-            except ValueError:
-                value = None
-            out[row["run_id"]] = {"loss": value, "status": row.get("status", ""), "flops": row.get("flops")}
+            out[row["run_id"]] = {"loss": _number(row.get("loss") or row.get("final_eval_loss")),
+                                  "loss_se": _number(row.get("loss_se")), "status": row.get("status", "")}
+    for run_id, entry in out.items():
+        try:
+            metrics = json.loads((study / family / "runs" / run_id / "metrics.json").read_text())
+        except (OSError, ValueError):
+            continue
+        if _number(metrics.get("loss")) is not None:
+            entry["loss"], entry["loss_se"] = _number(metrics["loss"]), _number(metrics.get("loss_se"))
     return out
+
+
+def _number(value) -> float | None:
+    try:
+        return None if value in (None, "") else float(value)
+    except (TypeError, ValueError):
+        return None
 
 
 def overlap(x: tuple[float, float] | None, y: tuple[float, float] | None) -> bool | None:
@@ -107,18 +124,23 @@ def compare_markdown(study_a: str | Path, study_b: str | Path, family: str, regi
     lines += ["", ("The exponents agree within their intervals." if agree and all(agree) else
                    "The exponents do NOT agree within their intervals." if agree else
                    "No intervals to compare (too few budgets or no bootstrap)."), ""]
-    runs_a, runs_b = run_losses(a_dir / family / "runs.csv"), run_losses(b_dir / family / "runs.csv")
+    runs_a, runs_b = run_losses(a_dir, family), run_losses(b_dir, family)
     common = sorted(set(runs_a) & set(runs_b), key=lambda r: (float(r.rsplit("-C", 1)[1]), r))
-    lines += ["## Loss at each budget", "", f"| run | {label_a} | {label_b} | relative difference |", "|---|---|---|---|"]
+    lines += ["## Loss at each budget (the final evaluation)", "",
+              f"| run | {label_a} | {label_b} | relative difference | difference / its standard error |",
+              "|---|---|---|---|---|"]
     diffs = []
     for rid in common:
         la, lb = runs_a[rid]["loss"], runs_b[rid]["loss"]
         if la is None or lb is None:
-            lines.append(f"| {rid} | {la if la is not None else '-'} | {lb if lb is not None else '-'} | - |")
+            lines.append(f"| {rid} | {la if la is not None else '-'} | {lb if lb is not None else '-'} | - | - |")
             continue
         d = (lb - la) / la
         diffs.append(d)
-        lines.append(f"| {rid} | {la:.4f} | {lb:.4f} | {d:+.2%} |")
+        se_a, se_b = runs_a[rid]["loss_se"], runs_b[rid]["loss_se"]
+        # Both evaluate the same held-out samples, so this overstates the noise of the difference.
+        z = "-" if not se_a or not se_b else f"{(lb - la) / (se_a ** 2 + se_b ** 2) ** 0.5:+.2f}"
+        lines.append(f"| {rid} | {la:.4f} | {lb:.4f} | {d:+.2%} | {z} |")
     only = sorted(set(runs_a) ^ set(runs_b))
     if only:
         lines += ["", f"In one study only: {', '.join(only)}."]

@@ -30,6 +30,15 @@ def test_report_says_whether_exponents_and_losses_agree(tmp_path):
     assert "+0.50%" in text and "2 of 2 within 1%" in text
 
 
+def test_a_runs_metrics_loss_is_preferred_to_the_csv(tmp_path):
+    a = study(tmp_path / "cos", 0.52, [0.45, 0.60], {"30k-BASE-e2e-C1e10": 3.0})
+    b = study(tmp_path / "wsd", 0.55, [0.50, 0.62], {"30k-BASE-e2e-C1e10": 3.3})  # a mean over evaluations
+    run = b / "text_image" / "runs" / "30k-BASE-e2e-C1e10"
+    run.mkdir(parents=True)
+    (run / "metrics.json").write_text(json.dumps({"loss": 3.03, "loss_se": 0.01}))
+    assert "| 30k-BASE-e2e-C1e10 | 3.0000 | 3.0300 | +1.00% | - |" in compare_markdown(a, b, "text_image")
+
+
 def test_disjoint_intervals_are_called_out(tmp_path):
     a = study(tmp_path / "cos", 0.40, [0.35, 0.45], {"30k-BASE-e2e-C1e10": 3.0})
     b = study(tmp_path / "wsd", 0.60, [0.55, 0.65], {"30k-BASE-e2e-C1e10": 3.1})
