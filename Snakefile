@@ -28,7 +28,7 @@ include: "rules/calibrate.smk"
 include: "rules/plan.smk"
 # Training: one job per planned run (cosine), or per model one stable trajectory cut at
 # its branch points plus one cooldown branch per run (wsd: rules/wsd.smk).
-if config["train"].get("schedule", "cosine") == "wsd":
+if config["train"]["schedule"] == "wsd":
 
     include: "rules/wsd.smk"
 

@@ -129,7 +129,7 @@ rule agreement:
     log:
         logfile("agreement", "{family}", "{regime}"),
     params:
-        other=lambda wildcards: str(config.get("compare_with") or "").rstrip("/"),
+        other=lambda wildcards: str(config["compare_with"] or "").rstrip("/"),
         study=lambda wildcards: STUDY,  # a function: lint wants no hard-coded path prefixes
         cooldown_fraction=WSD_COOLDOWN,
     threads: 1

@@ -4,7 +4,7 @@ from prism.isoflop.launch import run_args
 from prism.isoflop.trajectories import DEFAULT_MIN_STEPS as WSD_DEFAULT_MIN_STEPS
 from prism.isoflop.trajectories import plan_trajectories
 
-WSD_COOLDOWN = float(config["train"].get("cooldown_fraction", 0.2))
+WSD_COOLDOWN = float(config["train"]["cooldown_fraction"])
 POINT_RE = r"[0-9]{8}"
 TRAJ_RE = r"[0-9a-z]+-[A-Z0-9]+-[a-z0-9_]+-B[0-9]+"
 
@@ -13,7 +13,7 @@ def wsd_trajectories(family):
 
     The warm-up follows the plan's min_steps (config, else the planner's default), never its budgets.
     """
-    min_steps = config["plan"].get("min_steps") or WSD_DEFAULT_MIN_STEPS
+    min_steps = config["plan"]["min_steps"] or WSD_DEFAULT_MIN_STEPS
     trajs = plan_trajectories({"runs": list(plan_rows(family).values()), "min_steps": min_steps}, WSD_COOLDOWN)
     return {t.traj_id: t for t in trajs}
 
@@ -133,7 +133,7 @@ def _segment_priority(wildcards):
 
 
 def agreement_inputs(wildcards):
-    other = config.get("compare_with")
+    other = config["compare_with"]
     if not other:
         raise ValueError("agreement: set compare_with=<the study dir of a cosine study of the same grid>")
     return {

@@ -87,8 +87,10 @@ class Trajectory:
     warmup: int
     cooldown_fraction: float
     branches: tuple[Branch, ...]
-    # Node-hours per step where the plan has them (calibrated samples_per_s), else None.
+    # Wall hours per step on the machine that measured samples/s (`hours_here`) and node-hours per
+    # step on the cluster (`node_hours`), where the plan has them for every run, else None.
     hours_per_step: float | None = None
+    node_hours_per_step: float | None = None
 
     @property
     def points(self) -> tuple[int, ...]:
@@ -142,8 +144,26 @@ def traj_id(backbone: str, variant: str, regime: str, global_batch: int) -> str:
     return f"{backbone}-{variant}-{regime}-B{int(global_batch)}"
 
 
-def _row(run: PlanRow | Mapping[str, Any]) -> PlanRow:
-    return run if isinstance(run, PlanRow) else PlanRow(**{k: run[k] for k in PlanRow.__dataclass_fields__})
+@dataclass(frozen=True)
+class _Run:
+    """What a trajectory needs of a plan row (a PlanRow or a plan.yaml mapping; the cost fields may be absent)."""
+
+    run_id: str
+    family: str
+    backbone: str
+    variant: str
+    regime: str
+    budget: float
+    global_batch: int
+    flops_per_sample: float
+    steps: int
+    hours_here: float | None
+    node_hours: float | None
+
+
+def _row(run: PlanRow | Mapping[str, Any]) -> _Run:
+    get = run.get if isinstance(run, Mapping) else (lambda key, default=None: getattr(run, key, default))
+    return _Run(**{name: get(name, None) for name in _Run.__dataclass_fields__})
 
 
 def trajectories(
@@ -161,7 +181,7 @@ def trajectories(
     if not 0.0 < cooldown_fraction < 1.0:
         raise PrismError(f"cooldown fraction must be in (0, 1), got {cooldown_fraction}")
     warm = trajectory_warmup(min_steps) if warmup is None else int(warmup)
-    groups: dict[tuple, list[PlanRow]] = {}
+    groups: dict[tuple, list[_Run]] = {}
     for run in runs:
         row = _row(run)
         key = (row.family, row.backbone, row.variant, row.regime, int(row.global_batch), float(row.flops_per_sample))
@@ -180,12 +200,14 @@ def trajectories(
                 run_id=row.run_id, budget=float(row.budget), steps=int(row.steps), start=start,
                 flops=row.steps * batch * fps, cooldown_flops=(row.steps - start) * batch * fps,
             ))
-        per_step = [r.node_hours / r.steps for r in rows if r.node_hours and r.steps]
+        here = [r.hours_here / r.steps for r in rows if r.hours_here and r.steps]
+        nodes = [r.node_hours / r.steps for r in rows if r.node_hours and r.steps]
         out.append(Trajectory(
             traj_id=traj_id(backbone, variant, regime, batch), family=family, backbone=backbone, variant=variant,
             regime=regime, global_batch=batch, flops_per_sample=fps, warmup=warm,
             cooldown_fraction=cooldown_fraction, branches=tuple(branches),
-            hours_per_step=per_step[0] if len(per_step) == len(rows) else None,
+            hours_per_step=here[0] if len(here) == len(rows) else None,
+            node_hours_per_step=nodes[0] if len(nodes) == len(rows) else None,
         ))
     ids = [t.traj_id for t in out]
     if len(set(ids)) != len(ids):
@@ -202,6 +224,8 @@ class Saving:
     n_trajectories: int
     cosine_flops: float
     wsd_flops: float
+    cosine_hours: float | None
+    wsd_hours: float | None
     cosine_node_hours: float | None
     wsd_node_hours: float | None
 
@@ -211,20 +235,27 @@ class Saving:
 
     def to_json(self) -> dict:
         return {"n_runs": self.n_runs, "n_trajectories": self.n_trajectories, "cosine_flops": self.cosine_flops,
-                "wsd_flops": self.wsd_flops, "ratio": self.ratio, "cosine_node_hours": self.cosine_node_hours,
+                "wsd_flops": self.wsd_flops, "ratio": self.ratio, "cosine_hours": self.cosine_hours,
+                "wsd_hours": self.wsd_hours, "cosine_node_hours": self.cosine_node_hours,
                 "wsd_node_hours": self.wsd_node_hours}
 
 
 def saving(trajs: list[Trajectory]) -> Saving:
-    hours = [t.hours_per_step for t in trajs]
-    known = all(h is not None for h in hours) and bool(hours)
+    def hours(attr: str, steps: str) -> float | None:
+        per_step = [getattr(t, attr) for t in trajs]
+        if not per_step or any(h is None for h in per_step):
+            return None
+        return sum(getattr(t, steps) * h for t, h in zip(trajs, per_step))
+
     return Saving(
         n_runs=sum(len(t.branches) for t in trajs),
         n_trajectories=len(trajs),
         cosine_flops=sum(t.independent_flops for t in trajs),
         wsd_flops=sum(t.flops for t in trajs),
-        cosine_node_hours=sum(t.independent_steps * t.hours_per_step for t in trajs) if known else None,
-        wsd_node_hours=sum(t.steps * t.hours_per_step for t in trajs) if known else None,
+        cosine_hours=hours("hours_per_step", "independent_steps"),
+        wsd_hours=hours("hours_per_step", "steps"),
+        cosine_node_hours=hours("node_hours_per_step", "independent_steps"),
+        wsd_node_hours=hours("node_hours_per_step", "steps"),
     )
 
 
@@ -247,8 +278,8 @@ def saving_text(
         at = " ".join(f"{b.start}/{b.steps}" for b in t.branches)
         lines.append(f"{t.traj_id:<26} {len(t.branches):>7} {t.independent_flops:>12.3g} {t.flops:>10.3g} "
                      f"{t.flops / t.independent_flops:>6.2f}  {at}")
-    hours = ("" if s.cosine_node_hours is None else
-             f"; node-hours cosine {s.cosine_node_hours:.3g}, wsd {s.wsd_node_hours:.3g}")
+    hours = ("" if s.cosine_hours is None else f"; time here cosine {s.cosine_hours:.3g} h, wsd {s.wsd_hours:.3g} h") + (
+        "" if s.cosine_node_hours is None else f"; node-hours cosine {s.cosine_node_hours:.3g}, wsd {s.wsd_node_hours:.3g}")
     lines.append(f"{s.n_runs} runs: cosine {s.cosine_flops:.3g} FLOPs, wsd {s.wsd_flops:.3g} FLOPs in "
                  f"{s.n_trajectories} trajectories = {s.ratio:.1%} of cosine{hours}")
     return "\n".join(lines)

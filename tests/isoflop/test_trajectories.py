@@ -25,7 +25,7 @@ def row(backbone: str, budget: float, batch: int = 8, variant: str = "BASE", fps
         run_id=f"{backbone}-{variant}-e2e-C{budget:g}".replace("+", ""), family="text_image", backbone=backbone,
         variant=variant, regime="e2e", budget=budget, params=1e5, params_total=2e5, flops_per_sample=fps,
         tokens_per_sample=64, global_batch=batch, samples=steps * batch, steps=steps, tokens=steps * batch * 64,
-        flops=steps * batch * fps, node_hours=hours,
+        flops=steps * batch * fps, hours_here=None if hours is None else 2 * hours, node_hours=hours,
     )
 
 
@@ -98,12 +98,15 @@ def test_saving_on_four_budgets_per_size_is_below_60_percent():
     assert s.n_runs == 12 and s.n_trajectories == 3
     assert s.ratio <= 0.6
     assert s.wsd_node_hours / s.cosine_node_hours == pytest.approx(s.ratio)
+    assert s.wsd_hours / s.cosine_hours == pytest.approx(s.ratio)
+    assert "time here cosine" in saving_text(runs) and "node-hours cosine" in saving_text(runs)
 
 
 def test_saving_text_and_plan_mapping():
     runs = [row("30k", 8e5), row("30k", 1.6e6)]
     text = saving_text(runs, min_steps=10)
     assert "30k-BASE-e2e-B8" in text and "80/100 160/200" in text and "of cosine" in text
-    plan = {"runs": [r.to_json() for r in runs], "min_steps": 10}
+    plan = {"runs": [{k: v for k, v in r.to_json().items() if k not in ("hours_here", "node_hours")} for r in runs],
+            "min_steps": 10}  # an older plan.yaml without the cost fields
     assert plan_trajectories(plan)[0].warmup == 5
     assert "not plannable" in saving_text([row("30k", 8e4)], min_steps=50)
