@@ -64,11 +64,12 @@ rule wsd_segment:
         queue=config["cluster"]["queue"],
         filesystems=config["cluster"]["filesystems"],
         place=config["cluster"]["place"],
+        retrain=segment_retrain,
     shell:
         "prism train {params.run} --device {resources.device:q} --threads {threads}"
         " --strategy {resources.strategy:q} --launcher {resources.launcher:q} --nodes {resources.nodes:q}"
         " --storage {resources.storage:q} --dry-run > {params.body:q} 2> {log:q}"
-        " && bash {params.body:q} >> {log:q} 2>&1"
+        " && PRISM_RETRAIN={resources.retrain:q} bash {params.body:q} >> {log:q} 2>&1"
 
 
 rule wsd_branch:
@@ -103,12 +104,13 @@ rule wsd_branch:
         queue=config["cluster"]["queue"],
         filesystems=config["cluster"]["filesystems"],
         place=config["cluster"]["place"],
+        retrain=train_retrain,
     # As `train`: a collapsed branch writes metrics.json (status collapsed) and exits non-zero.
     shell:
         "prism train {params.run} --device {resources.device:q} --threads {threads}"
         " --strategy {resources.strategy:q} --launcher {resources.launcher:q} --nodes {resources.nodes:q}"
         " --storage {resources.storage:q} --dry-run > {params.body:q} 2> {log:q}"
-        " && bash {params.body:q} >> {log:q} 2>&1 || test -f {output:q}"
+        " && PRISM_RETRAIN={resources.retrain:q} bash {params.body:q} >> {log:q} 2>&1 || test -f {output:q}"
 
 
 # The agreement check: this (wsd) study's fit against a cosine study of the same grid,
