@@ -26,7 +26,17 @@ include: "rules/common.smk"
 include: "rules/data.smk"
 include: "rules/calibrate.smk"
 include: "rules/plan.smk"
-include: "rules/train.smk"
+# Training: one job per planned run (cosine), or per model one stable trajectory cut at
+# its branch points plus one cooldown branch per run (wsd: rules/wsd.smk).
+if config["train"]["schedule"] == "wsd":
+
+    include: "rules/wsd.smk"
+
+else:
+
+    include: "rules/train.smk"
+
+
 include: "rules/collect.smk"
 include: "rules/fit.smk"
 include: "rules/plot.smk"

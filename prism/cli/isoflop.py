@@ -20,6 +20,7 @@ def register(verbs: argparse._SubParsersAction) -> None:
     _register_fit(verbs)
     _register_plot(verbs)
     _register_summary(verbs)
+    _register_compare(verbs)
 
 
 # --- calibrate -------------------------------------------------------------
@@ -305,4 +306,36 @@ def _summary(args: argparse.Namespace) -> int:
         print(f"wrote {args.html}")
         return 0
     print(summarize(args.family_dirs))
+    return 0
+
+
+# --- compare ---------------------------------------------------------------
+
+
+def _register_compare(verbs: argparse._SubParsersAction) -> None:
+    p = verbs.add_parser(
+        "compare",
+        help="Two studies of one grid side by side (cosine vs wsd): exponents with intervals, per-run losses.",
+        description=(
+            "Read each study's fit JSON, runs.csv and plan (STUDY/FAMILY/...) and write a markdown report: a of "
+            "each approach with its interval and whether the intervals overlap, each run's loss in both and the "
+            "relative difference, and the FLOPs of the grid as cosine runs and as wsd trajectories."
+        ),
+    )
+    p.add_argument("--study-a", required=True, metavar="DIR", help="the reference study dir (cosine)")
+    p.add_argument("--study-b", required=True, metavar="DIR", help="the study to check (wsd)")
+    p.add_argument("--family", required=True)
+    p.add_argument("--regime", default="e2e")
+    p.add_argument("--label-a", default="cosine")
+    p.add_argument("--label-b", default="wsd")
+    p.add_argument("--cooldown-fraction", type=float, default=0.2, help="wsd cooldown share (default: 0.2)")
+    p.add_argument("--out", metavar="MD", help="write the report here too")
+    p.set_defaults(func=_compare)
+
+
+def _compare(args: argparse.Namespace) -> int:
+    from prism.isoflop.compare import compare
+
+    print(compare(args.study_a, args.study_b, args.family, out=args.out, regime=args.regime, label_a=args.label_a,
+                  label_b=args.label_b, cooldown_fraction=args.cooldown_fraction), end="")
     return 0

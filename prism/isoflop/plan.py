@@ -585,6 +585,9 @@ def run_plan(out: str | Path | None, dry_run: bool, **kwargs) -> str:
     text += [f"dropped {d['run_id']}: {d['reason']}" for d in plan["dropped"]]
     text += [f"REFUSED {r['reason']}" for r in plan["refused"]]
     text += ["", forecast_text(plan["forecast"])]
+    from prism.isoflop.trajectories import saving_text
+
+    text += ["", saving_text(rows, min_steps=plan["min_steps"])]
     if not dry_run:
         out = Path(out)
         write_text_atomic(out.with_suffix(".csv"), plan_csv_text(rows))

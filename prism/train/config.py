@@ -141,8 +141,10 @@ class RunConfig:
         parse_steps(self.checkpoint_at)
         if self.init_step is not None and not self.init_from:
             raise PrismError(f"{source}: init_step needs init_from (the run directory to start from)")
-        if not 0 < self.cooldown_fraction <= 1:
-            raise PrismError(f"{source}: cooldown_fraction must be in (0, 1], got {self.cooldown_fraction}")
+        # 0: a one-step cooldown whose only update is at the peak, i.e. constant after the warm-up
+        # (a wsd study's stable trajectory, cut into segments that later runs branch off).
+        if not 0 <= self.cooldown_fraction <= 1:
+            raise PrismError(f"{source}: cooldown_fraction must be in [0, 1], got {self.cooldown_fraction}")
         if self.calibration and self.calibration_dir:
             raise PrismError(f"{source}: give calibration or calibration_dir, not both")
 

@@ -1,0 +1,153 @@
+# Helpers of rules/wsd.smk (functions only; the rules are there).
+
+from prism.isoflop.launch import run_args
+from prism.isoflop.trajectories import DEFAULT_MIN_STEPS as WSD_DEFAULT_MIN_STEPS
+from prism.isoflop.trajectories import plan_trajectories
+
+WSD_COOLDOWN = float(config["train"]["cooldown_fraction"])
+POINT_RE = r"[0-9]{8}"
+TRAJ_RE = r"[0-9a-z]+-[A-Z0-9]+-[a-z0-9_]+-B[0-9]+"
+
+def wsd_trajectories(family):
+    """{traj_id: Trajectory} of the family's planned runs (waits for the plan as `plan_rows` does).
+
+    The warm-up follows the plan's min_steps (config, else the planner's default), never its budgets.
+    """
+    min_steps = config["plan"]["min_steps"] or WSD_DEFAULT_MIN_STEPS
+    trajs = plan_trajectories({"runs": list(plan_rows(family).values()), "min_steps": min_steps}, WSD_COOLDOWN)
+    return {t.traj_id: t for t in trajs}
+
+
+def wsd_trajectory(wildcards):
+    trajs = wsd_trajectories(wildcards.family)
+    if wildcards.traj not in trajs:
+        raise ValueError(f"trajectory {wildcards.traj!r} is not in the plan; planned: {', '.join(trajs) or 'none'}")
+    return trajs[wildcards.traj]
+
+
+def wsd_run_trajectory(wildcards):
+    """The trajectory a planned run branches off."""
+    row = plan_row(wildcards)
+    for t in wsd_trajectories(wildcards.family).values():
+        if any(b.run_id == row["run_id"] for b in t.branches):
+            return t
+    raise ValueError(f"run {row['run_id']} is in no trajectory")
+
+
+def segment_dir(family, traj, end):
+    return f"{STUDY}/{family}/stable/{traj}/to-{int(end):08d}"
+
+
+def point_file(family, traj, step):
+    return f"{segment_dir(family, traj, step)}/final/keep/step-{int(step):08d}.pt"
+
+
+def point_origin(path):
+    """(run directory, step) of a point file: what `prism train --init-from --init-step` takes."""
+    rundir, name = str(path).split("/final/keep/")
+    return rundir, int(name[len("step-") : -len(".pt")])
+
+
+def recorded_start(rundir):
+    """The point a started segment was trained from: (True, point file or None), or (False, None) if never started."""
+    path = Path(rundir, "config.yaml")
+    if not path.is_file():
+        return False, None
+    try:
+        with open(path) as f:
+            recorded = yaml.safe_load(f) or {}
+    except (OSError, yaml.YAMLError):
+        return False, None
+    if not recorded.get("init_from"):
+        return True, None
+    return True, f"{recorded['init_from']}/final/keep/step-{int(recorded['init_step']):08d}.pt"
+
+
+def segment_inputs(wildcards):
+    t = wsd_trajectory(wildcards)
+    inputs = {"data": data_dir(wildcards.family),
+              "calibration": calibration_file(wildcards.family, t.backbone, t.variant, t.regime)}
+    started, start = recorded_start(segment_dir(wildcards.family, wildcards.traj, wildcards.end))
+    if not started:
+        previous = t.previous_point(int(wildcards.end))
+        start = point_file(wildcards.family, t.traj_id, previous) if previous else None
+    if start:
+        inputs["start"] = ancient(start)
+    return inputs
+
+
+def segment_args(wildcards, input):
+    """The segment's `prism train` flags: constant rate after the warm-up to END, kept there."""
+    t = wsd_trajectory(wildcards)
+    end = int(wildcards.end)
+    row = {"family": wildcards.family, "backbone": t.backbone, "variant": t.variant, "regime": t.regime,
+           # a segment is a run of its whole prefix's FLOPs (its steps are --max-steps)
+           "budget": float(budget_str(end * t.step_flops)), "global_batch": t.global_batch}
+    init = {}
+    if "start" in input.keys():
+        init_from, init_step = point_origin(input.start)
+        init = {"init_from": init_from, "init_step": init_step}
+    return run_args(row, data=input.data, out=segment_dir(wildcards.family, wildcards.traj, end),
+                    calibration=input.calibration, seed=config["train"]["seed"], schedule="wsd",
+                    cooldown_fraction=0.0, warmup=t.warmup, max_steps=end, checkpoint_at=str(end), **init)
+
+
+def branch_args(wildcards, input):
+    """The branch's `prism train` flags: its plan row as a wsd run, from the point at its cooldown start."""
+    t = wsd_run_trajectory(wildcards)
+    init_from, init_step = point_origin(input.start)
+    return run_args(plan_row(wildcards), data=input.data, out=f"{STUDY}/{wildcards.family}/runs/{wildcards.run_id}",
+                    calibration=input.calibration, seed=config["train"]["seed"], schedule="wsd",
+                    cooldown_fraction=WSD_COOLDOWN, warmup=t.warmup, init_from=init_from, init_step=init_step)
+
+
+def branch_inputs(wildcards):
+    t = wsd_run_trajectory(wildcards)
+    return {"data": data_dir(wildcards.family),
+            "calibration": calibration_file(wildcards.family, t.backbone, t.variant, t.regime),
+            "start": ancient(point_file(wildcards.family, t.traj_id, t.branch(wildcards.run_id).start))}
+
+
+def traj_value(key):
+    """A params function: one attribute of the segment's trajectory (a rerun trigger when it changes)."""
+    return lambda wildcards: getattr(wsd_trajectory(wildcards), key)
+
+
+def _traj_backbone(wildcards):
+    return wildcards.traj.split("-", 1)[0]
+
+
+def _traj_nodes(wildcards):
+    return int(config["cluster"]["nodes_by_backbone"].get(_traj_backbone(wildcards), config["cluster"]["nodes"]))
+
+
+def _traj_walltime(wildcards):
+    return config["cluster"]["walltimes"].get(_traj_backbone(wildcards), config["cluster"]["walltime"])
+
+
+def segment_retrain(wildcards):
+    """'1' when this segment was forced (`--forcerun wsd_segment`, its point file, --forceall), as train_retrain."""
+    settings = getattr(workflow, "dag_settings", None)  # set once the DAG is built, not while parsing
+    if settings is not None and (settings.forceall or settings.forcerun):
+        os.environ[FORCED_ENV] = "\n".join(["--forceall"] * bool(settings.forceall) + sorted(map(str, settings.forcerun)))
+    forced = set(os.environ.get(FORCED_ENV, "").split("\n")) - {""}
+    point = point_file(wildcards.family, wildcards.traj, wildcards.end)
+    return "1" if forced & {"--forceall", "wsd_segment", point} else "0"
+
+
+def _segment_priority(wildcards):
+    try:
+        return int(wildcards.end)
+    except Exception:  # noqa: BLE001
+        return 0
+
+
+def agreement_inputs(wildcards):
+    other = config["compare_with"]
+    if not other:
+        raise ValueError("agreement: set compare_with=<the study dir of a cosine study of the same grid>")
+    return {
+        "fit": f"{STUDY}/{wildcards.family}/fit/{wildcards.regime}.json",
+        "csv": f"{STUDY}/{wildcards.family}/runs.csv",
+        "other": f"{other.rstrip('/')}/{wildcards.family}/fit/{wildcards.regime}.json",
+    }

@@ -1,0 +1,30 @@
+"""A wsd study through profiles/aurora: every stable segment and every branch is one scheduler job."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+
+from workflow.wfhelpers import make_workdir, planned_run_ids, snakemake
+
+from .test_cluster import CLUSTER, PBS_ARGS, status_records, submitted
+
+pytestmark = [pytest.mark.cluster, pytest.mark.slow]
+
+
+def test_segments_and_branches_are_scheduler_jobs(scheduler, tmp_path_factory):
+    workdir = make_workdir(tmp_path_factory.mktemp("pbs-wsd"),
+                           {"cluster": CLUSTER, "train": {"device": "cpu", "threads": 1, "schedule": "wsd"}})
+    client_env = {k: v for k, v in scheduler.items() if k != "folder"}
+    out = snakemake(workdir, *PBS_ARGS, "collect_text_image", extra_env=client_env, timeout=1800).stdout
+    ids = submitted(out)
+    runs = planned_run_ids(workdir)
+    segments = set(re.findall(r"stable/[^/\s]+/to-\d{8}/final/keep/step-\d{8}\.pt", out))
+    # one job per branch (run) and one per segment; nothing else leaves the login node
+    assert len(ids) == len(runs) + len(segments) and segments
+    assert "localrule wsd_" not in out and "localcheckpoint plan" in out
+    records = status_records(workdir)
+    assert {i: records.get(i) for i in ids} == {i: "0" for i in ids}
+    for run_id in runs:
+        assert (workdir / "scaling-study" / "text_image" / "runs" / run_id / "metrics.json").exists()

@@ -1,0 +1,203 @@
+"""A wsd study through the real workflow: stable segments and cooldown branches as jobs.
+
+One tiny study is trained once (module fixture); the other tests work on copies of it
+and mostly look at what `snakemake -n` would run.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import signal
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+import yaml
+
+from prism.isoflop.trajectories import plan_trajectories
+
+from .wfhelpers import SNAKEMAKE, env, job_counts, make_workdir, planned_run_ids, rule_outputs, snakemake
+
+pytestmark = [pytest.mark.workflow, pytest.mark.slow]
+
+WSD_TRAIN = {"device": "cpu", "threads": 1, "schedule": "wsd"}
+STUDY = Path("scaling-study") / "text_image"
+
+
+@pytest.fixture(scope="module")
+def wsd_study(tmp_path_factory) -> Path:
+    workdir = make_workdir(tmp_path_factory.mktemp("wsd"), {"train": WSD_TRAIN})
+    snakemake(workdir, "fit_text_image", timeout=1800)
+    return workdir
+
+
+def copy_of(workdir: Path, name: str) -> Path:
+    copy = workdir.parent / f"{workdir.name}-{name}"
+    shutil.copytree(workdir, copy, symlinks=True)
+    return copy
+
+
+def trajectories(workdir: Path):
+    plan = yaml.safe_load((workdir / STUDY / "plan.yaml").read_text())
+    return {t.traj_id: t for t in plan_trajectories(plan)}
+
+
+def segment_ends(output: str) -> list[tuple[str, int]]:
+    """(trajectory, end step) of every wsd_segment job a (dry) run lists."""
+    found = []
+    for out in rule_outputs(output, "wsd_segment"):
+        m = re.search(r"stable/([^/]+)/to-(\d{8})/final/keep/", out)
+        found.append((m.group(1), int(m.group(2))))
+    return sorted(found)
+
+
+def branch_ids(output: str) -> list[str]:
+    return sorted(re.search(r"runs/([^/]+)/metrics\.json", o).group(1) for o in rule_outputs(output, "wsd_branch"))
+
+
+def training_pids(session: int, rundir: Path) -> list[int]:
+    """The `prism train` processes of this test's Snakemake session that train `rundir`."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            cmd = (entry / "cmdline").read_bytes().split(b"\0")
+            if os.getsid(int(entry.name)) != session:
+                continue
+        except (OSError, ProcessLookupError):
+            continue
+        words = [w.decode(errors="replace") for w in cmd]
+        if "train" in words and "--dry-run" not in words and any(str(rundir.name) in w for w in words):
+            found.append(int(entry.name))
+    return found
+
+
+def test_wsd_study_fits_with_branches_like_cosine_runs(wsd_study):
+    study = wsd_study / STUDY
+    fit = json.loads((study / "fit" / "e2e.json").read_text())
+    assert "approach2" in fit and "diagnostics" in fit
+    rows = {r["run_id"]: r for r in yaml.safe_load((study / "plan.yaml").read_text())["runs"]}
+    trajs = trajectories(wsd_study)
+    assert len(trajs) == 3 and all(len(t.branches) == 2 for t in trajs.values())
+    for t in trajs.values():
+        for point in t.points:  # every branch point trained once, in its own segment
+            assert (study / "stable" / t.traj_id / f"to-{point:08d}" / "final" / "keep" / f"step-{point:08d}.pt").is_file()
+        for b in t.branches:
+            metrics = json.loads((study / "runs" / b.run_id / "metrics.json").read_text())
+            # the whole model's FLOPs (prefix + cooldown), as the plan's cosine run of that budget
+            assert metrics["status"] == "ok" and metrics["steps"] == b.steps
+            assert metrics["flops"] == pytest.approx(rows[b.run_id]["flops"])
+            assert metrics["schedule"] == "wsd"
+            assert metrics["started_from"] == f"{STUDY}/stable/{t.traj_id}/to-{b.start:08d}@{b.start}"
+            steps = [json.loads(line)["step"] for line in (study / "runs" / b.run_id / "eval.jsonl").open()]
+            assert steps[0] == 0 and b.start in steps and steps[-1] == b.steps  # the whole curve
+    runs_csv = (study / "runs.csv").read_text()
+    assert all(run_id in runs_csv for run_id in rows)
+
+
+def test_wsd_second_run_has_nothing_to_do(wsd_study):
+    assert "Nothing to be done" in snakemake(wsd_study, "fit_text_image").stdout
+
+
+def test_larger_budget_extends_each_trajectory_from_its_last_point(wsd_study):
+    copy = copy_of(wsd_study, "larger")
+    before = trajectories(copy)
+    budgets = "budgets=[1e10,2e10,4e10]"
+    snakemake(copy, "plan_text_image", "--config", budgets)
+    out = snakemake(copy, "-n", "fit_text_image", "--config", budgets).stdout
+    after = trajectories(copy)
+    new_runs = planned_run_ids(copy) - {b.run_id for t in before.values() for b in t.branches}
+    assert new_runs and all(r.endswith("-C4e10") for r in new_runs)
+    assert branch_ids(out) == sorted(new_runs)
+    expected = sorted((t.traj_id, p) for t in after.values() for p in t.points
+                      if t.traj_id not in before or p not in before[t.traj_id].points)
+    assert segment_ends(out) == expected
+    for traj, end in expected:  # an extension starts from the trajectory's last point, not from scratch
+        if traj in before:
+            last = before[traj].points[-1]
+            assert end > last
+            assert f"stable/{traj}/to-{last:08d}/final/keep/step-{last:08d}.pt" in out
+    assert set(job_counts(out)) <= {"wsd_segment", "wsd_branch", "collect", "fit", "plot", "fit_text_image"}
+
+
+def test_smaller_budget_adds_its_point_and_branch_and_retrains_nothing_after_it(wsd_study):
+    copy = copy_of(wsd_study, "smaller")
+    before = trajectories(copy)
+    budgets = "budgets=[1e10,1.5e10,2e10]"
+    snakemake(copy, "plan_text_image", "--config", budgets)
+    out = snakemake(copy, "-n", "fit_text_image", "--config", budgets).stdout
+    after = trajectories(copy)
+    assert branch_ids(out) == sorted(r for r in planned_run_ids(copy) if r.endswith("-C1.5e10"))
+    # one new segment per trajectory: from the point before the new one to the new one ...
+    new_points = sorted((t.traj_id, p) for t in after.values() for p in t.points if p not in before[t.traj_id].points)
+    assert segment_ends(out) == new_points and 0 < len(new_points) <= len(branch_ids(out))
+    # ... and the later segment (to the 2e10 point) is not retrained, though a point now precedes it
+    for traj, point in new_points:
+        assert before[traj].points[0] < point < before[traj].points[-1]
+        assert f"to-{before[traj].points[-1]:08d}" not in " ".join(rule_outputs(out, "wsd_segment"))
+
+
+def test_killed_segment_resumes_from_its_checkpoint(wsd_study):
+    copy = copy_of(wsd_study, "kill")
+    t = max(trajectories(copy).values(), key=lambda t: t.stable_steps)
+    end = t.points[-1]
+    segdir = copy / STUDY / "stable" / t.traj_id / f"to-{end:08d}"
+    target = str(Path(STUDY, "stable", t.traj_id, f"to-{end:08d}", "final", "keep", f"step-{end:08d}.pt"))
+    shutil.rmtree(segdir)
+    proc = subprocess.Popen([SNAKEMAKE, target], cwd=copy, env=env(), stdout=subprocess.DEVNULL,
+                            stderr=subprocess.DEVNULL, start_new_session=True)
+    try:
+        deadline = time.time() + 600
+        while time.time() < deadline and not list((segdir / "checkpoints").glob("step-*.pt")):
+            assert proc.poll() is None, "the segment ended before its first checkpoint"
+            time.sleep(0.5)
+        assert list((segdir / "checkpoints").glob("step-*.pt")), "no checkpoint within 10 minutes"
+        # Kill the training process (as a node failure would), not Snakemake: the job fails.
+        for pid in training_pids(proc.pid, segdir):
+            os.kill(pid, signal.SIGKILL)
+        assert proc.wait(timeout=300) != 0
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+    assert not list((segdir / "final").glob("keep/step-*.pt"))
+    snakemake(copy, target)
+    log = (copy / "scaling-study" / "logs" / "wsd" / "text_image" / t.traj_id / f"to-{end:08d}.log").read_text()
+    assert "resuming from" in log
+    assert (copy / target).is_file()
+    # the point equals the one the uninterrupted segment wrote (same weights bit for bit)
+    import torch
+
+    a = torch.load(copy / target, map_location="cpu", weights_only=False)["model"]
+    b = torch.load(wsd_study / target, map_location="cpu", weights_only=False)["model"]
+    assert all(torch.equal(a[k], b[k]) for k in a)
+
+
+def test_agreement_compares_with_another_study(wsd_study):
+    copy = copy_of(wsd_study, "agree")
+    shutil.copytree(copy / "scaling-study", copy / "other-study")  # stands in for the cosine study
+    out = snakemake(copy, "agreement_text_image", "--config", "compare_with=other-study").stdout
+    assert set(job_counts(out)) == {"agreement", "agreement_text_image"}  # nothing retrained
+    md = (copy / STUDY / "agreement" / "e2e.md").read_text()
+    n = len(planned_run_ids(copy))
+    assert "# cosine vs wsd" in md and "+0.00%" in md and f"{n} of {n} within 1%" in md
+    assert "as wsd trajectories with branches" in md
+
+
+def test_agreement_needs_a_cosine_study(tmp_path):
+    workdir = make_workdir(tmp_path / "agree", {"train": WSD_TRAIN})
+    out = snakemake(workdir, "-n", "agreement_text_image", check=False).stdout
+    assert "compare_with" in out
+
+
+def test_lint_of_the_wsd_rules_is_clean_but_for_software_deployment(tmp_path):
+    workdir = make_workdir(tmp_path / "lint", {"train": WSD_TRAIN})
+    out = snakemake(workdir, "--lint", check=False).stdout
+    findings = [line.strip() for line in out.splitlines() if line.strip().startswith("* ")]
+    assert findings and "Lints for rule wsd_segment" in out
+    assert [f for f in findings if "conda environment or container" not in f] == []
