@@ -68,7 +68,7 @@ def calibrate(
     steps: int = 5,
     threads: int | None = None,
 ) -> dict:
-    """The calibration record (see docs/architecture.md and issue 2 for the keys).
+    """The calibration record (its keys are listed in docs/architecture.md, "Calibration").
 
     `threads` sets torch's CPU threads for the timed steps (on a shared host one
     thread per process avoids OpenMP oversubscription, which is many times slower).
