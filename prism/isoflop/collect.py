@@ -30,6 +30,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from prism.errors import PrismError
+from prism.fingerprint import file_digest, record_digest
 from prism.options import option
 
 CONFIG, EVAL, METRICS, PERF = "config.yaml", "eval.jsonl", "metrics.json", "perf.jsonl"
@@ -232,21 +233,12 @@ def _up_to_date(csv_path: Path, run_dirs: list[Path]) -> bool:
     return listed == {str(d) for d in run_dirs}
 
 
-def _sha256_file(path: Path) -> str | None:
-    import hashlib
-
-    return hashlib.sha256(path.read_bytes()).hexdigest() if path.is_file() else None
-
-
-def _sha256_calibration(path: Path) -> str | None:
-    """The digest `prism train` records for its calibration: sha256 of the record as sorted JSON."""
-    import hashlib
-
+def _calibration_digest(path: Path) -> str | None:
+    """The digest `prism train` records for its calibration (None: unreadable, so not judged)."""
     try:
-        record = json.loads(path.read_text())
+        return record_digest(json.loads(path.read_text()))
     except (OSError, ValueError):
         return None
-    return hashlib.sha256(json.dumps(record, sort_keys=True).encode()).hexdigest()
 
 
 @dataclass(frozen=True)
@@ -267,7 +259,7 @@ class StudyInputs:
         except (OSError, yaml.YAMLError, KeyError, TypeError, AttributeError) as err:
             raise PrismError(f"--plan {plan_path}: not a plan from `prism isoflop plan` ({err})") from None
         cal = plan.get("calibration_dir")
-        return cls(rows, _sha256_file(data / "manifest.json") if data else None, Path(cal) if cal else None)
+        return cls(rows, file_digest(data / "manifest.json") if data else None, Path(cal) if cal else None)
 
     def stale_reason(self, run: CollectedRun, run_dir: Path) -> str | None:
         """Why a finished run is not this study's (None: it is)."""
@@ -288,7 +280,7 @@ class StudyInputs:
 
             path = self.calibration_dir / calibration_filename(
                 row["family"], row["backbone"], row["variant"], row["regime"])
-            current = _sha256_calibration(path)
+            current = _calibration_digest(path)
             if current is not None and inputs["calibration"] != current:
                 return "trained with another calibration (the study's calibration changed since)"
         return None

@@ -7,7 +7,7 @@ Three rules, checked by `prism train` before it writes anything in a run directo
   touched; a finished run's records (metrics, eval, perf, final weights) stay.
 - `restore`: a finished run keeps a copy of its `metrics.json` in `final/finished.json`
   together with the content hashes of its inputs (data manifest, calibration; see
-  `prism.train.loop.input_fingerprint`) and its result-deciding settings. When
+  `prism.train.rundir.input_fingerprint`) and its result-deciding settings. When
   `metrics.json` is gone (Snakemake deletes a job's output before rerunning it: a
   rebuilt data directory, a calibration rewritten, a plan row edited and restored)
   and the inputs and settings hash the same, the copy is put back and nothing

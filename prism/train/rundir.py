@@ -9,13 +9,13 @@ changed settings are refused, naming them.
 
 from __future__ import annotations
 
-import hashlib
 import json
 from dataclasses import dataclass
 from pathlib import Path
 
 from prism.atomic import write_text_atomic
 from prism.errors import PrismError
+from prism.fingerprint import file_digest, record_digest
 from prism.train import checkpoint, runfiles
 from prism.train.config import TRAJECTORY_FIELDS, RunConfig
 
@@ -27,11 +27,9 @@ def input_fingerprint(config: RunConfig, calibration: dict | None) -> dict[str, 
     rerunning the job for that reason) starts over instead of resuming checkpoints
     that were trained on something else.
     """
-    manifest = Path(config.data) / "manifest.json"
     return {
-        "data_manifest": hashlib.sha256(manifest.read_bytes()).hexdigest() if manifest.is_file() else None,
-        "calibration": (hashlib.sha256(json.dumps(calibration, sort_keys=True).encode()).hexdigest()
-                        if calibration else None),
+        "data_manifest": file_digest(Path(config.data) / "manifest.json"),
+        "calibration": record_digest(calibration),
     }
 
 
