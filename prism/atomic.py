@@ -112,21 +112,23 @@ def write_text_atomic(path: str | os.PathLike, text: str) -> Path:
     return write_atomic(path, _write, expected_bytes=len(text.encode("utf-8")))
 
 
-def json_safe(value: Any) -> Any:
-    """`value` with every non-finite float as its string ("nan", "inf", "-inf").
+def json_safe(value: Any, nonfinite: str = "string") -> Any:
+    """`value` with every non-finite float replaced, tuples as lists, numpy scalars as Python's.
 
     JSON has no NaN or infinity; Python would write bare `NaN` that other readers
-    reject. A string keeps what happened (a NaN loss is not a missing one) and
-    `float()` reads it back.
+    reject. `nonfinite="string"` writes "nan", "inf", "-inf": what happened stays
+    on record (a NaN loss is not a missing one) and `float()` reads it back; run
+    files use it. `nonfinite="null"` writes null: for an estimate, "not determined"
+    (an unbounded interval end, an undefined exponent); fit results use it.
     """
     if isinstance(value, float) and not math.isfinite(value):
-        return str(value)
+        return str(value) if nonfinite == "string" else None
     if isinstance(value, dict):
-        return {k: json_safe(v) for k, v in value.items()}
+        return {k: json_safe(v, nonfinite) for k, v in value.items()}
     if isinstance(value, (list, tuple)):
-        return [json_safe(v) for v in value]
+        return [json_safe(v, nonfinite) for v in value]
     if hasattr(value, "item") and not isinstance(value, (str, bytes)):  # a numpy scalar
-        return json_safe(value.item())
+        return json_safe(value.item(), nonfinite)
     return value
 
 

@@ -9,9 +9,9 @@ are not finite are written as null (JSON has no NaN).
 
 from __future__ import annotations
 
-import math
 from dataclasses import asdict, dataclass, field, fields
 
+from prism.atomic import json_safe
 from prism.ids import format_budget
 from prism.isoflop.records import CI_LEVEL, BudgetFit, Surface
 
@@ -22,19 +22,6 @@ Interval = tuple[float, float]
 
 def _pair(v) -> Interval | None:
     return None if v is None else (float(v[0]), float(v[1]))
-
-
-def _clean(obj):
-    """JSON without NaN/inf (they are not JSON): None instead; tuples as lists."""
-    if isinstance(obj, float):
-        return obj if math.isfinite(obj) else None
-    if isinstance(obj, dict):
-        return {k: _clean(v) for k, v in obj.items()}
-    if isinstance(obj, (list, tuple)):
-        return [_clean(v) for v in obj]
-    if hasattr(obj, "item") and not isinstance(obj, (str, bytes)):  # numpy scalars
-        return _clean(obj.item())
-    return obj
 
 
 def _known(cls, data: dict) -> dict:
@@ -323,7 +310,7 @@ class FitResult:
             "approach3": self.approach3.to_json() if self.approach3 else None,
             "diagnostics": diag,
         }
-        return _clean(out)
+        return json_safe(out, nonfinite="null")
 
     @classmethod
     def from_json(cls, data: dict) -> FitResult:
