@@ -5,6 +5,8 @@ from __future__ import annotations
 import json
 import math
 
+import numpy as np
+
 from prism.atomic import json_safe, write_json_atomic
 from prism.revision import git_rev
 from prism.train import runfiles
@@ -35,8 +37,6 @@ def test_git_rev_is_resolved_once():
 
 
 def test_json_safe_turns_numpy_scalars_into_python_values():
-    import numpy as np
-
     assert json_safe({"a": np.float64("nan"), "b": [np.int64(3)], "c": (1.5,)}) == {"a": "nan", "b": [3], "c": [1.5]}
 
 
