@@ -182,7 +182,7 @@ def _register_launch(verbs: argparse._SubParsersAction) -> None:
     p.add_argument("--plan", required=True, help="plan.yaml from `prism isoflop plan`")
     p.add_argument("--launcher", required=True, choices=LAUNCHERS)
     # --csv: the old spelling, until its callers move to --ledger (an output is never --csv: that is an input).
-    p.add_argument("--ledger", "--csv", dest="ledger", required=True, help="ledger CSV (appended)")
+    p.add_argument("--ledger", required=True, help="ledger CSV (appended)")
     p.add_argument("--data", required=True, help="shard directory from `prism data build`")
     p.add_argument("--runs-dir", help="where run directories go (default: runs/ beside the plan)")
     p.add_argument("--calibration-dir", help="calibration JSONs (default: the plan's calibration_dir)")

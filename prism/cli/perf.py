@@ -20,10 +20,9 @@ def register(verbs: argparse._SubParsersAction) -> None:
     p = verbs.add_parser("aggregate", help="Every perf.jsonl under a directory -> CSV, Markdown, PNG.",
                          description="Summarise every perf.jsonl under --sweep-dir (steady-state medians) into "
                                      "one CSV row per run (or per preset), with OUT.md and OUT.png beside it.")
-    # --outputs and --csv: the old spellings (an input is never --out*, an output never --csv), kept for callers.
-    p.add_argument("--sweep-dir", "--outputs", dest="sweep_dir", required=True,
+    p.add_argument("--sweep-dir", required=True,
                    help="root directory scanned for perf.jsonl files")
-    p.add_argument("--out", "--csv", dest="out", required=True,
+    p.add_argument("--out", required=True,
                    help="CSV to write; the Markdown (.md) and chart (.png) go beside it")
     p.add_argument("--filter", action="append", metavar="KEY=VALUE",
                    help="keep runs whose column KEY equals VALUE (repeatable; a repeated KEY means any of them)")

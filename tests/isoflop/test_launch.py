@@ -27,7 +27,7 @@ def plan_path(tmp_path):
 
 def test_dry_run_prints_commands_and_writes_nothing(plan_path, tmp_path, capsys):
     ledger = tmp_path / "ledger.csv"
-    rc = main(["isoflop", "launch", "--plan", str(plan_path), "--launcher", "local", "--csv", str(ledger),
+    rc = main(["isoflop", "launch", "--plan", str(plan_path), "--launcher", "local", "--ledger", str(ledger),
                "--data", "shards", "--dry-run"])
     out = capsys.readouterr().out
     assert rc == 0 and not ledger.exists()
@@ -74,5 +74,5 @@ def test_aurora_submits_job_bodies_with_qsub(plan_path, tmp_path, monkeypatch):
 
 def test_missing_plan_is_a_clear_error(tmp_path, capsys):
     rc = main(["isoflop", "launch", "--plan", str(tmp_path / "none.yaml"), "--launcher", "local",
-               "--csv", str(tmp_path / "l.csv"), "--data", "d"])
+               "--ledger", str(tmp_path / "l.csv"), "--data", "d"])
     assert rc == 2 and "no such file" in capsys.readouterr().err

@@ -87,7 +87,7 @@ def test_bad_filter_key_lists_columns(outputs, tmp_path):
 
 
 def test_per_modality_one_row_per_preset(outputs, tmp_path, capsys):
-    rc = main(["perf", "aggregate", "--outputs", str(outputs), "--csv", str(tmp_path / "m.csv"), "--per-modality"])
+    rc = main(["perf", "aggregate", "--sweep-dir", str(outputs), "--out", str(tmp_path / "m.csv"), "--per-modality"])
     assert rc == 0
     with open(tmp_path / "m.csv") as fh:
         table = {r["preset"]: r for r in csv.DictReader(fh)}
@@ -106,7 +106,7 @@ def test_per_modality_one_row_per_preset(outputs, tmp_path, capsys):
 
 def test_cli_errors_are_one_line(tmp_path, capsys):
     (tmp_path / "empty").mkdir()
-    assert main(["perf", "aggregate", "--outputs", str(tmp_path / "empty"), "--csv", str(tmp_path / "x.csv")]) == 2
+    assert main(["perf", "aggregate", "--sweep-dir", str(tmp_path / "empty"), "--out", str(tmp_path / "x.csv")]) == 2
     err = capsys.readouterr().err
     assert "no perf.jsonl" in err and "Traceback" not in err
 

@@ -109,7 +109,7 @@ def test_sweep_two_cells_isolated_and_aggregated(presets_file, tmp_path, monkeyp
                  "--outputs", str(out), "--presets-file", str(presets_file)]) == 0
     assert "nothing to do" in capsys.readouterr().out
     monkeypatch.delenv("WEBDATASET_LOCAL_PATH")
-    assert main(["perf", "aggregate", "--outputs", str(out / "t1"), "--csv", str(tmp_path / "perf.csv"),
+    assert main(["perf", "aggregate", "--sweep-dir", str(out / "t1"), "--out", str(tmp_path / "perf.csv"),
                  "--per-modality"]) == 0
     with open(tmp_path / "perf.csv") as fh:
         table = {r["preset"]: r for r in csv.DictReader(fh)}
