@@ -25,7 +25,9 @@ rule train:
         # The run's `prism train` flags from its plan row (the same mapping `prism isoflop launch` uses).
         run=lambda wildcards, input: run_args(
             plan_row(wildcards), data=input.data, out=f"{STUDY}/{wildcards.family}/runs/{wildcards.run_id}",
-            calibration=input.calibration, seed=config["train"]["seed"], schedule=config["train"]["schedule"]),
+            calibration=input.calibration, seed=config["train"]["seed"], schedule=config["train"]["schedule"],
+            eval_samples=config["train"]["eval_samples"],
+            final_eval_samples=config["train"]["final_eval_samples"]),
         body=lambda wildcards: f"{STUDY}/{wildcards.family}/runs/{wildcards.run_id}/launch.sh",
     threads: config["train"]["threads"]
     # Longest runs first (steps stand in for time): the study ends sooner than when the

@@ -89,7 +89,9 @@ def segment_args(wildcards, input):
         init = {"init_from": init_from, "init_step": init_step}
     return run_args(row, data=input.data, out=segment_dir(wildcards.family, wildcards.traj, end),
                     calibration=input.calibration, seed=config["train"]["seed"], schedule="wsd",
-                    cooldown_fraction=0.0, warmup=t.warmup, max_steps=end, checkpoint_at=str(end), **init)
+                    cooldown_fraction=0.0, warmup=t.warmup, max_steps=end, checkpoint_at=str(end),
+                    eval_samples=config["train"]["eval_samples"],
+                    final_eval_samples=config["train"]["final_eval_samples"], **init)
 
 
 def branch_args(wildcards, input):
@@ -98,7 +100,9 @@ def branch_args(wildcards, input):
     init_from, init_step = point_origin(input.start)
     return run_args(plan_row(wildcards), data=input.data, out=f"{STUDY}/{wildcards.family}/runs/{wildcards.run_id}",
                     calibration=input.calibration, seed=config["train"]["seed"], schedule="wsd",
-                    cooldown_fraction=WSD_COOLDOWN, warmup=t.warmup, init_from=init_from, init_step=init_step)
+                    cooldown_fraction=WSD_COOLDOWN, warmup=t.warmup, init_from=init_from, init_step=init_step,
+                    eval_samples=config["train"]["eval_samples"],
+                    final_eval_samples=config["train"]["final_eval_samples"])
 
 
 def branch_inputs(wildcards):

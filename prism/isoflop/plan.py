@@ -298,9 +298,19 @@ def find_centre(
     out: Path | None, study_dir: Path | None, family: str, regime: str, prior_a: float | None, prior_k: float | None,
     previous_round: Path | None = None,
 ) -> Centre:
-    """Explicit prior > existing plan's centre > previous round's identifiable fit > default prior."""
+    """Explicit prior > existing plan's centre > previous round's identifiable fit > default prior.
+
+    An explicit prior with a previous round keeps the explicit centre (the grid does not move)
+    and takes the previous round's surface and noise for the forecast: how a later round, or a
+    rerun with another seed, is forecast on what an earlier one measured.
+    """
     if prior_a is not None or prior_k is not None:
-        return Centre(prior_a or DEFAULT_PRIOR_A, prior_k or DEFAULT_PRIOR_K, "prior (command line)")
+        centre = Centre(prior_a or DEFAULT_PRIOR_A, prior_k or DEFAULT_PRIOR_K, "prior (command line)")
+        previous = _previous_round_centre(previous_round, family, regime) if previous_round else None
+        if previous is not None and previous.surface is not None:
+            return replace(centre, source=f"prior (command line); forecast on {previous.source}",
+                           surface=previous.surface, noise=previous.noise)
+        return centre
     if out is not None and out.is_file():
         import yaml
 
@@ -317,14 +327,23 @@ def find_centre(
             if centre is not None:
                 return centre
     if previous_round is not None:
-        if not previous_round.is_dir():
-            raise PrismError(f"plan.previous_round {previous_round}: no such folder")
-        for path in (previous_round / PRIOR_FILE, previous_round / family / PRIOR_FILE,
-                     previous_round / "fit" / f"{regime}.json", previous_round / family / "fit" / f"{regime}.json"):
-            centre = _centre_from_file(path, regime)
-            if centre is not None:
-                return centre
+        centre = _previous_round_centre(previous_round, family, regime)
+        if centre is not None:
+            return centre
     return Centre(DEFAULT_PRIOR_A, DEFAULT_PRIOR_K, "default prior")
+
+
+def _previous_round_centre(previous_round: Path, family: str, regime: str) -> Centre | None:
+    """The centre (and surface, noise) of an earlier round's prior.json or identifiable fit."""
+    previous_round = Path(previous_round)
+    if not previous_round.is_dir():
+        raise PrismError(f"plan.previous_round {previous_round}: no such folder")
+    for path in (previous_round / PRIOR_FILE, previous_round / family / PRIOR_FILE,
+                 previous_round / "fit" / f"{regime}.json", previous_round / family / "fit" / f"{regime}.json"):
+        centre = _centre_from_file(path, regime)
+        if centre is not None:
+            return centre
+    return None
 
 
 def _centre_from_file(path: Path, regime: str) -> Centre | None:

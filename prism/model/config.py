@@ -83,17 +83,32 @@ def _small(name: str, d: int, layers: int, heads: int, ffn: int) -> BackboneConf
 
 
 # Shallow and fairly wide (head_dim 16-32) so fp32 eager matmuls on a CPU stay
-# efficient; named by approximate non-embedding parameters.
-SMALL_BACKBONES: tuple[str, ...] = ("15k", "30k", "60k", "120k", "250k", "500k", "1m", "3m")
+# efficient; named by approximate non-embedding parameters. Up to 500k the ladder
+# is about 0.1-0.15 decades apart in trainable N (with the encoder, projector and
+# embeddings, on text_image: 18k, 23k, 27k, 33k, 41k, 50k, 67k, 86k, 119k, 152k,
+# 223k, 278k, 407k, 556k), so an IsoFLOP grid of +-0.3 decades holds 5-6 sizes.
+# The encoder and projector (~10k) set a floor under N: 4k and 10k exist so that a
+# budget whose optimum is near 2e4 (about 2e11 FLOPs on text_image) is bracketed.
+SMALL_BACKBONES: tuple[str, ...] = (
+    "4k", "8k", "10k", "15k", "20k", "30k", "45k", "60k", "90k", "120k", "180k", "250k", "350k", "500k", "1m", "3m",
+)
 
 BACKBONES: dict[str, BackboneConfig] = {
     cfg.name: cfg
     for cfg in (
+        _small("4k", 16, 1, 1, 64),
+        _small("8k", 16, 2, 1, 64),
+        _small("10k", 20, 2, 1, 64),
         _small("15k", 24, 2, 1, 80),
+        _small("20k", 28, 2, 1, 96),
         _small("30k", 32, 2, 2, 112),
+        _small("45k", 40, 2, 2, 128),
         _small("60k", 48, 2, 3, 144),
+        _small("90k", 56, 2, 2, 192),
         _small("120k", 64, 2, 4, 224),
+        _small("180k", 72, 3, 3, 192),
         _small("250k", 80, 3, 5, 224),
+        _small("350k", 96, 3, 3, 288),
         _small("500k", 128, 3, 4, 256),
         _small("1m", 128, 5, 4, 352),
         _small("3m", 192, 6, 6, 608),

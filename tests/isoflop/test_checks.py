@@ -146,3 +146,14 @@ def test_published_chinchilla_with_its_outlying_runs_is_identifiable():
     assert lo < 0.49 < hi
     cleaned = [r for r, row in zip(recs, rows) if row["outlier"] == "False"]
     assert fit_records(cleaned, method="approach2", bootstrap=100).verdict.identifiable
+
+
+def test_shared_eval_error_is_no_noise_floor():
+    """loss_se measures the held-out sample's error, common to every run: residuals decide the noise."""
+    recs = _study(noise=0.002, per_budget=6)
+    plain = fit_records(recs, method="approach2", bootstrap=0).diagnostics
+    # a loss_se 5x the residual scatter (one shared eval set) leaves the measured noise as it was
+    shared = [RunRecord(r.run_id, r.params, r.tokens, r.loss, r.budget, loss_se=0.01) for r in recs]
+    diag = fit_records(shared, method="approach2", bootstrap=0).diagnostics
+    assert diag.noise == pytest.approx(plain.noise) and diag.noise < 0.005
+    assert "no floor" in diag.noise_source and diag.loss_se_median == pytest.approx(0.01)

@@ -217,3 +217,22 @@ def test_cost_columns_and_their_sources(ladder, capsys):
                  "--simulations", "20", "--dry-run"]) == 0
     text = capsys.readouterr().out
     assert "time here" in text and "cluster: unknown [not estimated" in text
+
+
+def test_explicit_centre_with_a_previous_round_forecasts_on_its_surface(ladder, tmp_path):
+    """A rerun (another seed) keeps its grid and is forecast on what the earlier round measured."""
+    from dataclasses import asdict
+
+    from prism.isoflop.forecast import prior_surface
+
+    previous = tmp_path / "round1"
+    previous.mkdir()
+    surface = asdict(prior_surface(0.5, 0.3))
+    (previous / "prior.json").write_text(json.dumps({"a": 0.6, "k": 0.1, **surface}))
+    budgets = [1e11, 1e12, 1e13]
+    plain = _plan(ladder, budgets, prior_a=0.5, prior_k=0.3)
+    rerun = _plan(ladder, budgets, prior_a=0.5, prior_k=0.3, previous_round=str(previous), noise=0.01)
+    assert [r["run_id"] for r in rerun["runs"]] == [r["run_id"] for r in plain["runs"]]
+    assert (rerun["centre"]["a"], rerun["centre"]["k"]) == (0.5, 0.3)
+    assert rerun["forecast"]["surface_source"].startswith("fitted surface of prior (command line); forecast on")
+    assert rerun["forecast"]["prior"]["A"] == pytest.approx(surface["A"]) and rerun["forecast"]["scenarios"] == 1
