@@ -18,7 +18,7 @@ CALIBRATE = ["isoflop", "calibrate", "--backbone", "30k", "--projector-variant",
 
 @pytest.mark.parametrize(
     "flag,kind,valid",
-    [("--backbone", "backbone", "15k, 30k, 60k"), ("--projector-variant", "projector variant", "BASE, W2X, W4X, D2X, D4X"),
+    [("--backbone", "backbone", "4k, 8k, 10k, 15k"), ("--projector-variant", "projector variant", "BASE, W2X, W4X, D2X, D4X"),
      ("--family", "family", "text_image, text_ts, text_graph"), ("--regime", "regime", "projector_only, encoder_projector, e2e")],
 )
 def test_bad_names_get_one_line_listing_valid_names(tmp_path, flag, kind, valid):
