@@ -195,14 +195,25 @@ def train_inputs(wildcards):
 FORCED_ENV = "PRISM_FORCED_TARGETS"
 
 
-def train_retrain(wildcards):
-    """'1' when this run's training was forced explicitly, else '0' (a resource: never a rerun trigger)."""
+def forced_targets():
+    """What this Snakemake call forces (`--forcerun` rules and files, `--forceall`).
+
+    Recorded in FORCED_ENV by the main process once its DAG is built, so that cluster jobs
+    (`qsub -V`) see it too.
+    """
     settings = getattr(workflow, "dag_settings", None)  # set once the DAG is built, not while parsing
     if settings is not None and (settings.forceall or settings.forcerun):
         os.environ[FORCED_ENV] = "\n".join(["--forceall"] * bool(settings.forceall) + sorted(map(str, settings.forcerun)))
-    forced = set(os.environ.get(FORCED_ENV, "").split("\n")) - {""}
-    metrics = f"{STUDY}/{wildcards.family}/runs/{wildcards.run_id}/metrics.json"
-    return "1" if forced & {"--forceall", "train", metrics} else "0"
+    return set(os.environ.get(FORCED_ENV, "").split("\n")) - {""}
+
+
+def retrain_flag(rule, output):
+    """'1' when `rule` or this job's `output` was forced explicitly, else '0' (a resource: never a rerun trigger)."""
+    return "1" if forced_targets() & {"--forceall", rule, output} else "0"
+
+
+def train_retrain(wildcards):
+    return retrain_flag("train", f"{STUDY}/{wildcards.family}/runs/{wildcards.run_id}/metrics.json")
 
 
 def row_value(key):

@@ -130,13 +130,8 @@ def _traj_walltime(wildcards):
 
 
 def segment_retrain(wildcards):
-    """'1' when this segment was forced (`--forcerun wsd_segment`, its point file, --forceall), as train_retrain."""
-    settings = getattr(workflow, "dag_settings", None)  # set once the DAG is built, not while parsing
-    if settings is not None and (settings.forceall or settings.forcerun):
-        os.environ[FORCED_ENV] = "\n".join(["--forceall"] * bool(settings.forceall) + sorted(map(str, settings.forcerun)))
-    forced = set(os.environ.get(FORCED_ENV, "").split("\n")) - {""}
-    point = point_file(wildcards.family, wildcards.traj, wildcards.end)
-    return "1" if forced & {"--forceall", "wsd_segment", point} else "0"
+    """'1' when this segment was forced (`--forcerun wsd_segment`, its point file, --forceall)."""
+    return retrain_flag("wsd_segment", point_file(wildcards.family, wildcards.traj, wildcards.end))
 
 
 def _segment_priority(wildcards):
