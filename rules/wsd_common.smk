@@ -90,8 +90,10 @@ def segment_args(wildcards, input):
     return run_args(row, data=input.data, out=segment_dir(wildcards.family, wildcards.traj, end),
                     calibration=input.calibration, seed=config["train"]["seed"], schedule="wsd",
                     cooldown_fraction=0.0, warmup=t.warmup, max_steps=end, checkpoint_at=str(end),
+                    # A segment's own final loss is one more point of the stable curve, not a result
+                    # the fit reads: the intermediate evaluations' sample count is enough for it.
                     eval_samples=config["train"]["eval_samples"],
-                    final_eval_samples=config["train"]["final_eval_samples"], **init)
+                    final_eval_samples=config["train"]["eval_samples"], **init)
 
 
 def branch_args(wildcards, input):

@@ -5,8 +5,9 @@ Why it looks like this:
   WEBDATASET_LOCAL_PATH that points elsewhere is refused, never followed: one
   training cell reading another cell's shards bends a scaling curve silently.
 - The split is read once through `manifest.read_split` (sha256 and counts
-  checked, every record decoded) into numpy arrays; a batch is a few vectorised
-  gathers, so the loader is never what training waits on.
+  checked, every record decoded) into numpy arrays, and kept decoded beside the
+  shards (`prism.data.decoded`) so that the next run opens it in milliseconds; a
+  batch is a few vectorised gathers, so the loader is never what training waits on.
 - The order depends only on (seed, epoch): epoch e visits the samples in
   `default_rng([seed, e]).permutation(N)`. The epochs are concatenated into one
   stream of units (samples when padded, packed rows when packed) and global
@@ -31,7 +32,8 @@ import numpy as np
 import torch
 
 from prism.data import packing
-from prism.data.manifest import read_manifest, read_split
+from prism.data.decoded import load_split
+from prism.data.manifest import read_manifest
 from prism.errors import PrismError
 from prism.model.tokenizer import PAD
 
@@ -55,7 +57,7 @@ class _Split:
     """One split in memory: modality arrays plus every sample's token layout."""
 
     def __init__(self, data_dir: Path, manifest: dict, split: str, width: int):
-        records = read_split(data_dir, manifest, split)
+        records = load_split(data_dir, manifest, split)
         if not records.keys:
             raise PrismError(f"{data_dir} split {split} holds no samples; rebuild it")
         self.keys = np.array(records.keys)

@@ -22,6 +22,7 @@ from pathlib import Path
 import numpy as np
 
 from prism.atomic import disk_full, free_bytes, is_disk_full
+from prism.data import decoded
 from prism.data.manifest import FORMAT_VERSION, MANIFEST, sha256
 from prism.data.sources import Sample, source_module
 from prism.errors import PrismError
@@ -197,6 +198,7 @@ def build(family: str, out: str | Path, seed: int = 0, overwrite: bool = False, 
         }
         for split, records in splits.items():
             manifest["splits"][split] = {"samples": len(records), "shards": write_split(tmp, split, records)}
+        decoded.save(tmp, manifest)  # verifies what was written; every run then opens it in milliseconds
         (tmp / MANIFEST).write_text(json.dumps(manifest, indent=1, sort_keys=True) + "\n")
         os.chmod(tmp, 0o755)
         if out.exists():  # --overwrite: swap in the new set, then drop the old one

@@ -16,7 +16,8 @@ def fresh_copy(built, tmp_path):
         dst = tmp_path / f"copy_{family}"
         shutil.copytree(built(family), dst)
         for p in dst.iterdir():
-            p.chmod(0o644)
+            if p.is_file():
+                p.chmod(0o644)
         return dst
 
     return get

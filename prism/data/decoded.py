@@ -1,0 +1,88 @@
+"""A decoded copy of each split beside its shards: a run opens its data in milliseconds.
+
+Decoding a split (every tar member, every JSON caption, every shard's sha256) costs
+about two seconds of one core, and every training job opens its splits: a study of
+sixty short jobs would spend minutes there. `prism data build` therefore decodes
+each split once through `manifest.read_split`, which verifies every shard it has
+just written, and saves the records as one uncompressed .npz under
+`DATA_DIR/.decoded/`, stamped with the split's manifest entry and every shard's
+size and modification time. `load_split` takes the copy only while every stamp
+still matches, so a replaced or rewritten shard is decoded (and verified) from the
+tar again; `prism data verify` always reads the shards.
+
+Only the build writes the copies, before its directory gets its final name: a
+training job never writes into the data directory, whose contents (and so its
+modification time, which Snakemake compares with every run's outputs) stay as the
+build left them.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import zipfile
+from pathlib import Path
+
+import numpy as np
+
+from prism.atomic import write_atomic
+from prism.data.manifest import Records, read_split
+
+DECODED_DIR = ".decoded"
+# Bump when the saved arrays change meaning: older copies are then decoded again.
+CACHE_VERSION = 1
+
+
+def cache_path(data_dir: Path, split: str) -> Path:
+    return data_dir / DECODED_DIR / f"{split}.npz"
+
+
+def stamp(data_dir: Path, manifest: dict, split: str) -> str:
+    """What the copy must have been made from: the split's manifest entry and each shard's size and mtime."""
+    h = hashlib.sha256()
+    described = {k: manifest[k] for k in ("format_version", "family", "seed", "modality_shape")}
+    h.update(json.dumps([CACHE_VERSION, split, described, manifest["splits"][split]], sort_keys=True).encode())
+    for entry in manifest["splits"][split]["shards"]:
+        st = (data_dir / entry["name"]).stat()
+        h.update(f"\0{entry['name']}\0{st.st_size}\0{st.st_mtime_ns}".encode())
+    return h.hexdigest()
+
+
+def _read_copy(path: Path, expected: str) -> Records | None:
+    try:
+        with np.load(path, allow_pickle=False) as z:
+            if str(z["stamp"]) != expected:
+                return None
+            return Records(z["keys"].tolist(), z["captions"].tolist(), z["modality"], z["has_modality"])
+    except (OSError, KeyError, ValueError, zipfile.BadZipFile):
+        return None  # missing, from another version, or damaged: decode the shards again
+
+
+def save(data_dir: str | Path, manifest: dict) -> None:
+    """Decode (and so verify) every split of a freshly written shard directory and save its copy."""
+    data_dir = Path(data_dir)
+    for split in manifest["splits"]:
+        records = read_split(data_dir, manifest, split)
+        value = stamp(data_dir, manifest, split)
+
+        def write(tmp: str, records: Records = records, value: str = value) -> None:
+            with open(tmp, "wb") as fh:
+                np.savez(fh, stamp=np.array(value), keys=np.array(records.keys),
+                         captions=np.array(records.captions), modality=records.modality,
+                         has_modality=records.has_modality)
+
+        write_atomic(cache_path(data_dir, split), write)
+
+
+def load_split(data_dir: str | Path, manifest: dict, split: str) -> Records:
+    """The split's records: from the decoded copy when its stamps match, else decoded from the shards."""
+    data_dir = Path(data_dir)
+    path = cache_path(data_dir, split)
+    if path.is_file():
+        try:
+            value = stamp(data_dir, manifest, split)
+        except (OSError, KeyError, TypeError):
+            value = None  # a shard or a manifest entry is missing: read_split names it
+        if value is not None and (records := _read_copy(path, value)) is not None:
+            return records
+    return read_split(data_dir, manifest, split)
