@@ -518,6 +518,7 @@ def make_plan(
     `overrides` replace fields of `options` (e.g. `window=0.3`), for tests and scripts.
     """
     from prism.isoflop import forecast as fc_mod
+    from prism.isoflop.trajectories import schedule_costs
 
     options = replace(options or PlanOptions(), **overrides)
     study = plan_runs(family, budgets, calibration_dir, options, regime=regime, backbones=backbones,
@@ -540,6 +541,8 @@ def make_plan(
         "window_decades": options.window,
         "min_steps": options.min_steps,
         "cost": cost_summary(runs, study.cost, study.speed_sources),
+        # The same runs as independent cosine runs and as wsd trajectories with branches.
+        "schedules": schedule_costs(runs, min_steps=options.min_steps),
         "runs": [r.to_json() for r in runs],
         "dropped": [d for p in plans for d in p.dropped],
         "refused": refused,

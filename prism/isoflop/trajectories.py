@@ -259,6 +259,19 @@ def saving(trajs: list[Trajectory]) -> Saving:
     )
 
 
+def schedule_costs(
+    runs: Iterable[PlanRow | Mapping[str, Any]],
+    cooldown_fraction: float = DEFAULT_COOLDOWN_FRACTION,
+    min_steps: int = DEFAULT_MIN_STEPS,
+) -> dict:
+    """plan.yaml's record of what `saving_text` prints: FLOPs and time of the grid under both schedules."""
+    try:
+        s = saving(trajectories(runs, cooldown_fraction, min_steps=min_steps))
+    except PrismError as err:
+        return {"cooldown_fraction": cooldown_fraction, "wsd": f"not plannable: {err}"}
+    return {"cooldown_fraction": cooldown_fraction} | s.to_json()
+
+
 def saving_text(
     runs: Iterable[PlanRow | Mapping[str, Any]],
     cooldown_fraction: float = DEFAULT_COOLDOWN_FRACTION,

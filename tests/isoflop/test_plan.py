@@ -236,3 +236,14 @@ def test_explicit_centre_with_a_previous_round_forecasts_on_its_surface(ladder, 
     assert (rerun["centre"]["a"], rerun["centre"]["k"]) == (0.5, 0.3)
     assert rerun["forecast"]["surface_source"].startswith("fitted surface of prior (command line); forecast on")
     assert rerun["forecast"]["prior"]["A"] == pytest.approx(surface["A"]) and rerun["forecast"]["scenarios"] == 1
+
+
+def test_the_plan_records_both_schedules_costs(ladder):
+    plan = _plan(ladder, [1e12, 2e12, 4e12, 8e12], window=0.6)
+    costs = plan["schedules"]
+    assert costs["n_runs"] == len(plan["runs"]) and costs["cosine_flops"] == pytest.approx(
+        sum(r["flops"] for r in plan["runs"]))
+    assert 0 < costs["wsd_flops"] < costs["cosine_flops"] and costs["ratio"] == pytest.approx(
+        costs["wsd_flops"] / costs["cosine_flops"])
+    assert costs["cooldown_fraction"] == 0.2 and costs["cosine_hours"] > costs["wsd_hours"] > 0
+
