@@ -1,10 +1,10 @@
 """The shard directory's manifest and the one reader every consumer goes through.
 
-Whoever reads shards (the loader, `prism data verify`) reads them with
-`read_split`: it checks the manifest's sha256 and sample count of every shard and
-decodes every record, so a flipped byte, a truncated tar or a wrong count stops
-with a PrismError naming the shard (and the sample key where known). Nothing is
-skipped.
+Whoever reads shards (the build's decoded copy, the loader when that copy does not
+match the shards, `prism data verify`) reads them with `read_split`: it checks the
+manifest's sha256 and sample count of every shard and decodes every record, so a
+flipped byte, a truncated tar or a wrong count stops with a PrismError naming the
+shard (and the sample key where known). Nothing is skipped.
 """
 
 from __future__ import annotations
