@@ -1,8 +1,8 @@
-"""A decoded copy of each split beside its shards: a run opens its data in milliseconds.
+"""A decoded copy of each split beside its shards, so that opening the data is not a run's start-up.
 
 Decoding a split (every tar member, every JSON caption, every shard's sha256) costs
-about two seconds of one core, and every training job opens its splits: a study of
-sixty short jobs would spend minutes there. `prism data build` therefore decodes
+seconds of one core, and every training job opens its splits: a study of dozens of
+short jobs would spend minutes there (README, "Measured figures"). `prism data build` therefore decodes
 each split once through `manifest.read_split`, which verifies every shard it has
 just written, and saves the records as one uncompressed .npz under
 `DATA_DIR/.decoded/`, stamped with the split's manifest entry and every shard's
