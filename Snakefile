@@ -10,10 +10,16 @@ from functools import partial
 
 from snakemake.utils import min_version, validate
 
+from prism.configtypes import typed
+
 min_version("9.0")
 
 
 configfile: "config/config.yaml"
+
+
+# Nested --config values ('train={"seed": 1}') arrive as text: type them as the schema says.
+config.update(typed(config, "config/schema.yaml"))
 
 
 validate(config, "config/schema.yaml")
