@@ -144,26 +144,11 @@ def traj_id(backbone: str, variant: str, regime: str, global_batch: int) -> str:
     return f"{backbone}-{variant}-{regime}-B{int(global_batch)}"
 
 
-@dataclass(frozen=True)
-class _Run:
-    """What a trajectory needs of a plan row (a PlanRow or a plan.yaml mapping; the cost fields may be absent)."""
-
-    run_id: str
-    family: str
-    backbone: str
-    variant: str
-    regime: str
-    budget: float
-    global_batch: int
-    flops_per_sample: float
-    steps: int
-    hours_here: float | None
-    node_hours: float | None
-
-
-def _row(run: PlanRow | Mapping[str, Any]) -> _Run:
-    get = run.get if isinstance(run, Mapping) else (lambda key, default=None: getattr(run, key, default))
-    return _Run(**{name: get(name, None) for name in _Run.__dataclass_fields__})
+def _row(run: PlanRow | Mapping[str, Any]) -> PlanRow:
+    """A plan row as the record: a plan.yaml mapping may lack the cost fields (then None)."""
+    if isinstance(run, PlanRow):
+        return run
+    return PlanRow(**{name: run.get(name) for name in PlanRow.__dataclass_fields__})
 
 
 def trajectories(
@@ -181,7 +166,7 @@ def trajectories(
     if not 0.0 < cooldown_fraction < 1.0:
         raise PrismError(f"cooldown fraction must be in (0, 1), got {cooldown_fraction}")
     warm = trajectory_warmup(min_steps) if warmup is None else int(warmup)
-    groups: dict[tuple, list[_Run]] = {}
+    groups: dict[tuple, list[PlanRow]] = {}
     for run in runs:
         row = _row(run)
         key = (row.family, row.backbone, row.variant, row.regime, int(row.global_batch), float(row.flops_per_sample))
