@@ -247,9 +247,10 @@ def planned_metrics(wildcards):
 
 
 def _backbone_of(wildcards):
-    # From the run id, so resources never wait on the plan (Snakemake cannot evaluate
-    # resources of a job whose checkpoint is pending).
-    return wildcards.run_id.split("-", 1)[0]
+    # From the run id (or a wsd segment's trajectory id, which starts alike), so resources
+    # never wait on the plan (Snakemake cannot evaluate resources of a job whose checkpoint
+    # is pending).
+    return (getattr(wildcards, "run_id", None) or wildcards.traj).split("-", 1)[0]
 
 
 def train_nodes(wildcards):

@@ -53,9 +53,9 @@ rule wsd_segment:
     threads: config["train"]["threads"]
     priority: _segment_priority
     resources:
-        nodes=_traj_nodes,
-        walltime=_traj_walltime,
-        runtime=lambda wildcards: walltime_minutes(_traj_walltime(wildcards)),
+        nodes=train_nodes,
+        walltime=train_walltime,
+        runtime=lambda wildcards: walltime_minutes(train_walltime(wildcards)),
         launcher=config["train"]["launcher"],
         storage=config["train"]["storage"],
         strategy=config["train"]["strategy"],

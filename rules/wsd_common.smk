@@ -119,18 +119,6 @@ def traj_value(key):
     return lambda wildcards: getattr(wsd_trajectory(wildcards), key)
 
 
-def _traj_backbone(wildcards):
-    return wildcards.traj.split("-", 1)[0]
-
-
-def _traj_nodes(wildcards):
-    return int(config["cluster"]["nodes_by_backbone"].get(_traj_backbone(wildcards), config["cluster"]["nodes"]))
-
-
-def _traj_walltime(wildcards):
-    return config["cluster"]["walltimes"].get(_traj_backbone(wildcards), config["cluster"]["walltime"])
-
-
 def segment_retrain(wildcards):
     """'1' when this segment was forced (`--forcerun wsd_segment`, its point file, --forceall)."""
     return retrain_flag("wsd_segment", point_file(wildcards.family, wildcards.traj, wildcards.end))
