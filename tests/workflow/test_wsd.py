@@ -59,6 +59,15 @@ def branch_ids(output: str) -> list[str]:
     return sorted(re.search(r"runs/([^/]+)/metrics\.json", o).group(1) for o in rule_outputs(output, "wsd_branch"))
 
 
+def replanned(wsd_study: Path, name: str, budgets: str):
+    """A copy of the study planned for other budgets: (copy, trajectories before, after, the dry run's output)."""
+    copy = copy_of(wsd_study, name)
+    before = trajectories(copy)
+    snakemake(copy, "plan_text_image", "--config", budgets)
+    out = snakemake(copy, "-n", "fit_text_image", "--config", budgets).stdout
+    return copy, before, trajectories(copy), out
+
+
 def training_pids(session: int, rundir: Path) -> list[int]:
     """The `prism train` processes of this test's Snakemake session that train `rundir`."""
     found = []
@@ -105,12 +114,7 @@ def test_wsd_second_run_has_nothing_to_do(wsd_study):
 
 
 def test_larger_budget_extends_each_trajectory_from_its_last_point(wsd_study):
-    copy = copy_of(wsd_study, "larger")
-    before = trajectories(copy)
-    budgets = "budgets=[1e10,2e10,4e10]"
-    snakemake(copy, "plan_text_image", "--config", budgets)
-    out = snakemake(copy, "-n", "fit_text_image", "--config", budgets).stdout
-    after = trajectories(copy)
+    copy, before, after, out = replanned(wsd_study, "larger", "budgets=[1e10,2e10,4e10]")
     new_runs = planned_run_ids(copy) - {b.run_id for t in before.values() for b in t.branches}
     assert new_runs and all(r.endswith("-C4e10") for r in new_runs)
     assert branch_ids(out) == sorted(new_runs)
@@ -126,12 +130,7 @@ def test_larger_budget_extends_each_trajectory_from_its_last_point(wsd_study):
 
 
 def test_smaller_budget_adds_its_point_and_branch_and_retrains_nothing_after_it(wsd_study):
-    copy = copy_of(wsd_study, "smaller")
-    before = trajectories(copy)
-    budgets = "budgets=[1e10,1.5e10,2e10]"
-    snakemake(copy, "plan_text_image", "--config", budgets)
-    out = snakemake(copy, "-n", "fit_text_image", "--config", budgets).stdout
-    after = trajectories(copy)
+    copy, before, after, out = replanned(wsd_study, "smaller", "budgets=[1e10,1.5e10,2e10]")
     assert branch_ids(out) == sorted(r for r in planned_run_ids(copy) if r.endswith("-C1.5e10"))
     # one new segment per trajectory: from the point before the new one to the new one ...
     new_points = sorted((t.traj_id, p) for t in after.values() for p in t.points if p not in before[t.traj_id].points)
