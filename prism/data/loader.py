@@ -5,9 +5,9 @@ Why it looks like this:
   WEBDATASET_LOCAL_PATH that points elsewhere is refused, never followed: one
   training cell reading another cell's shards bends a scaling curve silently.
 - The split is read once through `manifest.read_split` (sha256 and counts
-  checked, every record decoded) into numpy arrays, and kept decoded beside the
-  shards (`prism.data.decoded`) so that the next run opens it in milliseconds; a
-  batch is a few vectorised gathers, so the loader is never what training waits on.
+  checked, every record decoded) into numpy arrays, from the decoded copy the build
+  keeps beside the shards (`prism.data.decoded`) while it matches them; a batch is a
+  few vectorised gathers, so the loader is never what training waits on.
 - The order depends only on (seed, epoch): epoch e visits the samples in
   `default_rng([seed, e]).permutation(N)`. The epochs are concatenated into one
   stream of units (samples when padded, packed rows when packed) and global

@@ -198,7 +198,7 @@ def build(family: str, out: str | Path, seed: int = 0, overwrite: bool = False, 
         }
         for split, records in splits.items():
             manifest["splits"][split] = {"samples": len(records), "shards": write_split(tmp, split, records)}
-        decoded.save(tmp, manifest)  # verifies what was written; every run then opens it in milliseconds
+        decoded.save(tmp, manifest)  # verifies what was written; runs then open the decoded copy
         (tmp / MANIFEST).write_text(json.dumps(manifest, indent=1, sort_keys=True) + "\n")
         os.chmod(tmp, 0o755)
         if out.exists():  # --overwrite: swap in the new set, then drop the old one
