@@ -10,8 +10,12 @@ from prism.data.manifest import read_manifest, read_split
 
 
 @pytest.fixture
-def calls(monkeypatch):
-    """Counts the decodings of a split from its shards (the copy's fallback)."""
+def calls(shards, monkeypatch):
+    """Counts the decodings of a split from its shards (the copy's fallback).
+
+    Takes `shards` so that the text_image directory is built (its build decodes each split
+    once) before the counting starts, whichever test runs first.
+    """
     seen: list[str] = []
 
     def counted(data_dir, m, split):
