@@ -1,0 +1,99 @@
+"""Per-run loss at equal budget, wsd against cosine, paired over seeds.
+
+    python tools/bench_schedules.py --study scaling-study --cells 20k@1.2e12,45k@2e12 [--seeds 0,1,2]
+
+A study's agreement report (`prism isoflop compare`) sets one cosine run beside one
+wsd branch per (size, budget): a single seed each, so a difference of a few per cent
+may be no more than the seed-to-seed spread of one run. Here every cell (backbone at a
+budget) trains both schedules under several seeds, on the study's data and
+calibrations, exactly as the study would (`prism train`, batch 32, one thread, the
+same final evaluation; cosine with its default 5% warm-up, wsd with the plan's fixed
+warm-up), and reports per cell the mean loss of each schedule, the paired difference
+(wsd - cosine, in % of cosine) with its standard error over seeds, and the seed spread
+of one run. A wsd run trained alone is the branch the study would have taken from its
+trajectory (bit-identical, `tests/train/test_wsd_segments.py`).
+
+Runs go to `--out` (a rerun skips finished runs, as `prism train` does), `--jobs` at a
+time.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import statistics
+import subprocess
+import sys
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+SCHEDULES = ("cosine", "wsd")
+
+
+def run_dir(out: Path, cell: str, schedule: str, seed: int) -> Path:
+    return out / f"{cell.replace('@', '-C')}-{schedule}-s{seed}"
+
+
+def train(args: argparse.Namespace, cell: str, schedule: str, seed: int) -> dict:
+    """One `prism train` run; its metrics.json."""
+    backbone, budget = cell.split("@")
+    out = run_dir(args.out, cell, schedule, seed)
+    calibration = args.study / "calibration" / f"{args.family}__{backbone}__BASE__e2e.json"
+    cmd = [sys.executable, "-m", "prism", "train", "--family", args.family, "--backbone", backbone,
+           "--variant", "BASE", "--regime", "e2e", "--budget", budget, "--data", str(args.study / "data" / args.family),
+           "--out", str(out), "--device", "cpu", "--threads", "1", "--global-batch", str(args.global_batch), "--schedule", schedule, "--seed", str(seed),
+           "--eval-samples", "64", "--final-eval-samples", str(args.final_eval_samples)]
+    if calibration.exists():  # else `prism train` counts the FLOPs per sample itself
+        cmd += ["--calibration", str(calibration)]
+    if schedule == "wsd":
+        cmd += ["--warmup", str(args.wsd_warmup)]
+    log = out.parent / f"{out.name}.log"
+    out.parent.mkdir(parents=True, exist_ok=True)
+    with log.open("w") as f:
+        if subprocess.run(cmd, stdout=f, stderr=subprocess.STDOUT).returncode:
+            raise SystemExit(f"{out}: prism train failed, see {log}")
+    return json.loads((out / "metrics.json").read_text())
+
+
+def summarise(cell: str, runs: dict[tuple[str, int], dict], seeds: list[int]) -> dict:
+    loss = {s: [runs[s, seed]["loss"] for seed in seeds] for s in SCHEDULES}
+    diffs = [100 * (w - c) / c for c, w in zip(loss["cosine"], loss["wsd"])]
+    se = statistics.stdev(diffs) / math.sqrt(len(diffs)) if len(diffs) > 1 else float("nan")
+    mean_cos = statistics.mean(loss["cosine"])
+    spread = (statistics.mean(statistics.stdev(loss[s]) for s in SCHEDULES) / mean_cos * 100
+              if len(seeds) > 1 else float("nan"))
+    return {"cell": cell, "steps": runs["wsd", seeds[0]]["steps"], "cosine": mean_cos, "wsd": statistics.mean(loss["wsd"]),
+            "diff": statistics.mean(diffs), "se": se, "spread": spread}
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--study", type=Path, required=True, help="study dir with data/F and calibration/")
+    parser.add_argument("--family", default="text_image")
+    parser.add_argument("--cells", required=True, help="comma-separated BACKBONE@BUDGET, e.g. 20k@1.2e12")
+    parser.add_argument("--seeds", default="0,1,2")
+    parser.add_argument("--global-batch", type=int, default=32)
+    parser.add_argument("--wsd-warmup", type=int, default=50, help="the plan's wsd warm-up (half of min_steps)")
+    parser.add_argument("--final-eval-samples", type=int, default=2048)
+    parser.add_argument("--jobs", type=int, default=2, help="runs side by side (one thread each)")
+    parser.add_argument("--out", type=Path, default=Path("schedules-bench"))
+    args = parser.parse_args(argv)
+    cells = args.cells.split(",")
+    seeds = [int(s) for s in args.seeds.split(",")]
+    work = [(c, s, seed) for c in cells for seed in seeds for s in SCHEDULES]
+    with ThreadPoolExecutor(args.jobs) as pool:
+        done = dict(zip(work, pool.map(lambda w: train(args, *w), work)))
+    print(f"wsd - cosine per run at equal budget, {len(seeds)} seeds ({args.seeds}); diff in % of cosine, "
+          f"+- its standard error over seeds; spread: one run's seed-to-seed std in %")
+    print("| cell | steps | cosine | wsd | diff % | spread % |")
+    print("|---|---|---|---|---|---|")
+    for c in cells:
+        r = summarise(c, {(s, seed): done[c, s, seed] for (cc, s, seed) in done if cc == c}, seeds)
+        print(f"| {c} | {r['steps']} | {r['cosine']:.4f} | {r['wsd']:.4f} | {r['diff']:+.2f} +- {r['se']:.2f} "
+              f"| {r['spread']:.2f} |")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
