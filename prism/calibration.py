@@ -30,11 +30,14 @@ def calibrate_command(family: str, backbone: str, variant: str, regime: str, cal
 REQUIRED_KEYS = ("params_total", "params_trainable", "params_by_component", "flops_per_sample", "tokens_per_sample")
 
 
-def load_calibration(calibration_dir: str | Path, family: str, backbone: str, variant: str, regime: str) -> dict:
+def load_calibration(calibration_dir: str | Path, family: str, backbone: str, variant: str, regime: str,
+                     shape: dict[str, int] | None = None) -> dict:
     """The calibration record for one (family, backbone, variant, regime), checked.
 
     Raises PrismError naming the file and the command that (re)makes it when the
-    file is missing, unreadable, from another calibration version, or for other names.
+    file is missing, unreadable, from another calibration version, for other names,
+    or (given the backbone's `shape` now) for a backbone of another shape: the name
+    was redefined since, and the record and any run trained on it are of the old model.
     """
     path = Path(calibration_dir) / calibration_filename(family, backbone, variant, regime)
     remake = calibrate_command(family, backbone, variant, regime, calibration_dir)
@@ -57,10 +60,22 @@ def load_calibration(calibration_dir: str | Path, family: str, backbone: str, va
     if wrong or missing:
         what = f"keys {wrong} do not match its name" if wrong else f"it lacks {', '.join(missing)}"
         raise PrismError(f"calibration {path}: {what}; remake it with: {remake}")
+    check_shape(record, path, backbone, shape, remake)
     return record
 
 
-def load_calibration_file(path: str | Path, family: str, backbone: str, variant: str, regime: str) -> dict:
+def check_shape(record: dict, path: Path, backbone: str, shape: dict[str, int] | None, remake: str) -> None:
+    """Refuse a record made for another shape of `backbone` (keys it does not record are not compared)."""
+    changed = [f"{key} {record[key]} (now {value})" for key, value in (shape or {}).items()
+               if key in record and record[key] != value]
+    if changed:
+        raise PrismError(f"calibration {path} was made for another {backbone}: {', '.join(changed)}; the backbone "
+                         f"was redefined since, so runs trained on this record are of the old model too. Remake "
+                         f"it with: {remake} (and retrain its runs)")
+
+
+def load_calibration_file(path: str | Path, family: str, backbone: str, variant: str, regime: str,
+                          shape: dict[str, int] | None = None) -> dict:
     """A calibration record given by file name (`prism train --calibration FILE`), checked.
 
     A file under its canonical name gets every check of `load_calibration`; one under
@@ -69,7 +84,7 @@ def load_calibration_file(path: str | Path, family: str, backbone: str, variant:
     """
     path = Path(path)
     if path.name == calibration_filename(family, backbone, variant, regime):
-        return load_calibration(path.parent, family, backbone, variant, regime)
+        return load_calibration(path.parent, family, backbone, variant, regime, shape)
     try:
         record = json.loads(path.read_text())
     except (OSError, ValueError):
@@ -83,4 +98,5 @@ def load_calibration_file(path: str | Path, family: str, backbone: str, variant:
     fps = record.get("flops_per_sample")
     if isinstance(fps, bool) or not isinstance(fps, (int, float)) or fps <= 0:
         raise PrismError(f"calibration {path} has no positive flops_per_sample")
+    check_shape(record, path, backbone, shape, "prism isoflop calibrate")
     return record

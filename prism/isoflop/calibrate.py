@@ -77,6 +77,7 @@ def calibrate(
     import torch
 
     from prism.device import device_name, resolve_device
+    from prism.model.config import backbone_shape
     from prism.model.accounting import count_training_flops, input_embedding_params, param_counts
     from prism.model.prism import build_model
 
@@ -109,8 +110,7 @@ def calibrate(
         "params_by_component": counts,
         "input_embedding_params": input_embedding_params(model),
         "backbone_non_embedding_params": cfg.non_embedding_params,
-        "d_model": cfg.d_model,
-        "n_layers": cfg.n_layers,
+        **backbone_shape(backbone),
         "flops_per_sample": flops,
         "flops_6nd_per_sample": 6 * params_trainable * seq_len,
         "flops_counted_on": "meta (torch.utils.flop_counter.FlopCounterMode, batch 1, forward + backward)",

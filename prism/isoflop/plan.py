@@ -37,6 +37,7 @@ from prism.data.volume import MAX_EPOCHS, epochs_refusal, train_samples
 from prism.errors import PrismError
 from prism.ids import format_budget, run_id
 from prism.isoflop.records import PlanRow, Surface
+from prism.model.config import backbone_shape
 from prism.options import option
 
 # Prior centre: N_opt = k C^a. a = 0.5 (Chinchilla); k = 0.1 puts N_opt at
@@ -280,7 +281,7 @@ def candidates_from_calibration(
             )
     out = []
     for b, v in pairs:
-        rec = load_calibration(cal_dir, family, b, v, regime)
+        rec = load_calibration(cal_dir, family, b, v, regime, shape=backbone_shape(b))
         speed = load_speed(cal_dir, family, b, v, regime) or rec
         sps = speed.get("samples_per_s")
         out.append(

@@ -160,6 +160,17 @@ def backbone_config(name: str) -> BackboneConfig:
         raise unknown_name("backbone", name, BACKBONES) from None
 
 
+# The shape a calibration records of its backbone. Two shapes of the same name have the
+# same parameters and FLOPs when only the heads differ, so the count alone would not
+# notice that a name now builds another model.
+SHAPE_KEYS = ("d_model", "n_layers", "n_heads", "n_kv_heads", "ffn_dim")
+
+
+def backbone_shape(name: str) -> dict[str, int]:
+    cfg = backbone_config(name)
+    return {key: getattr(cfg, key) for key in SHAPE_KEYS}
+
+
 def projector_variant(name: str) -> ProjectorVariant:
     try:
         return VARIANTS[name]

@@ -18,7 +18,7 @@ from prism.atomic import write_json_atomic
 from prism.calibration import load_calibration, load_calibration_file
 from prism.errors import PrismError
 from prism.families import family_spec
-from prism.model.config import backbone_config
+from prism.model.config import backbone_config, backbone_shape
 from prism.train.config import RunConfig
 from prism.train.schedule import Schedule, default_lr, default_warmup
 
@@ -52,10 +52,11 @@ class StepBudget:
 def find_calibration(config: RunConfig) -> dict | None:
     """The calibration record the run names (checked), or None when it names none."""
     names = (config.family, config.backbone, config.variant, config.regime)
+    shape = backbone_shape(config.backbone)
     if config.calibration_dir:
-        return load_calibration(config.calibration_dir, *names)
+        return load_calibration(config.calibration_dir, *names, shape=shape)
     if config.calibration:
-        return load_calibration_file(config.calibration, *names)
+        return load_calibration_file(config.calibration, *names, shape=shape)
     return None
 
 

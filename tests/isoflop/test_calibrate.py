@@ -84,3 +84,29 @@ def test_load_calibration_errors_name_the_file_and_the_command(tmp_path):
     path.write_text(json.dumps({**rec, "regime": "projector_only"}))
     with pytest.raises(PrismError, match="do not match"):
         load_calibration(tmp_path, "text_image", "30k", "BASE", "e2e")
+
+
+def test_a_redefined_backbone_is_refused_not_silently_resumed(tmp_path):
+    from prism.calibration import load_calibration_file
+    from prism.model.config import backbone_shape
+
+    path = cal.run_calibrate("text_image", "90k", "BASE", "e2e", device="cpu", calibration_dir=tmp_path)
+    rec = json.loads(path.read_text())
+    shape = backbone_shape("90k")
+    assert {k: rec[k] for k in shape} == shape
+    assert load_calibration(tmp_path, "text_image", "90k", "BASE", "e2e", shape=shape) == rec
+    # Other heads: the same parameters and FLOPs, another model.
+    path.write_text(json.dumps({**rec, "n_heads": shape["n_heads"] + 2, "n_kv_heads": shape["n_kv_heads"] + 2}))
+    for load in (load_calibration, lambda d, *names, shape: load_calibration_file(path, *names, shape=shape)):
+        with pytest.raises(PrismError) as err:
+            load(tmp_path, "text_image", "90k", "BASE", "e2e", shape=shape)
+        msg = str(err.value)
+        assert str(path) in msg and f"n_heads {shape['n_heads'] + 2} (now {shape['n_heads']})" in msg
+        assert "prism isoflop calibrate" in msg and "retrain" in msg
+    # A record that does not give the heads is compared on what it gives.
+    del rec["n_heads"], rec["n_kv_heads"]
+    path.write_text(json.dumps(rec))
+    assert load_calibration(tmp_path, "text_image", "90k", "BASE", "e2e", shape=shape) == rec
+    path.write_text(json.dumps({**rec, "d_model": 64}))
+    with pytest.raises(PrismError, match="d_model 64 "):
+        load_calibration(tmp_path, "text_image", "90k", "BASE", "e2e", shape=shape)
