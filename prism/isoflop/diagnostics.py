@@ -50,6 +50,10 @@ MIN_BUDGETS = 3
 OUTLIER_K = 5.0
 # An outlier test leaves one run out and fits a parabola to the rest: at least 4 must remain.
 MIN_RUNS_FOR_OUTLIERS = 5
+# A size seen at this many accepted budgets whose mean residual is OFFSET_K standard errors
+# from zero sits off the curves at every budget (`size_offsets`).
+MIN_OFFSET_BUDGETS = 3
+OFFSET_K = 3.0
 
 
 def budget_noise(f: BudgetFit) -> tuple[float | None, int]:
@@ -147,6 +151,44 @@ def find_outliers(params, loss, budget, sigma: float, k: float = OUTLIER_K) -> l
                 f"outlier at {format_budget(c)}: its loss is {resid:+.3g} from the parabola of the other runs, "
                 f"{t:.1f}x the noise {scale:.3g} (> {k:g}x)")))
     return out
+
+
+def size_offsets(params, loss, budget, per_budget: list[BudgetFit], sigma: float, run_ids=None):
+    """Per model size seen at MIN_OFFSET_BUDGETS accepted budgets or more: its residuals from those
+    budgets' parabolas, their mean and that mean over its standard error sigma / sqrt(budgets).
+
+    The noise the verdict uses treats every residual as independent. A size that is off its
+    curves by the same amount at every budget is not: its shape trains better or worse than
+    its neighbours' (or, in a wsd study, every branch shares its trajectory's luck), and it
+    moves every budget's minimum the same way, which no per-budget noise averages out.
+    """
+    from prism.isoflop.result import SizeOffset
+
+    params, loss, budget = (np.asarray(v, float) for v in (params, loss, budget))
+    ids = list(run_ids) if run_ids is not None else [None] * len(params)
+    resid: dict[float, dict[float, float]] = {}
+    for f in per_budget:
+        if not f.accepted or f.coef is None:
+            continue
+        for i in np.flatnonzero(budget == f.budget):
+            x = math.log10(params[i])
+            resid.setdefault(float(params[i]), {})[f.budget] = float(loss[i] - (f.coef[0] + f.coef[1] * x + f.coef[2] * x * x))
+    out = []
+    for n, by_budget in sorted(resid.items()):
+        if len(by_budget) < MIN_OFFSET_BUDGETS:
+            continue
+        mean = float(np.mean(list(by_budget.values())))
+        t = mean / (max(sigma, 1e-12) / math.sqrt(len(by_budget)))
+        out.append(SizeOffset(params=n, label=_size_label(n, [r for r, p in zip(ids, params) if p == n]),
+                              residuals={format_budget(c): r for c, r in sorted(by_budget.items())},
+                              mean=mean, t=t, flagged=abs(t) >= OFFSET_K))
+    return out
+
+
+def _size_label(n: float, run_ids: list) -> str:
+    """The model's name when its run ids share one before the budget (`45k-BASE-e2e`), else N."""
+    stems = {r.rsplit("-C", 1)[0] for r in run_ids if isinstance(r, str) and "-C" in r}
+    return stems.pop() if len(stems) == 1 else f"N={n:.3g}"
 
 
 def budget_table(per_budget: list[BudgetFit], sigma: float):

@@ -198,6 +198,7 @@ def fit_records(
             "outlier_threshold": options.outlier_threshold,
         },
         loss_se_median=float(np.nanmedian(loss_se)) if has_se and np.isfinite(loss_se).any() else None,
+        size_offsets=diagnostics.size_offsets(n, loss, budget, a2.per_budget, sigma, [r.run_id for r in kept]),
     )
     return FitResult(
         method=options.method, bootstrap=options.bootstrap, seed=options.seed, huber_delta=options.huber_delta,

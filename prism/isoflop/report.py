@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from prism.ids import format_budget
+from prism.isoflop import diagnostics
 from prism.isoflop.result import FitResult
 
 
@@ -50,6 +51,10 @@ def fit_markdown(result: FitResult | dict) -> str:
         f"{100 * r.budget_tolerance:g}% of the budget.",
         "",
     ]
+    off = [s for s in diag.size_offsets if s.flagged]
+    if off:
+        lines += ["Sizes off their curves at every budget (not independent noise; \"Sizes across budgets\"): "
+                  + ", ".join(f"{s.label} {s.mean:+.3f} ({s.t:+.1f} s.e.)" for s in off) + ".", ""]
     for w in r.warnings:
         lines.append(f"Warning: {w}.")
     if r.warnings:
@@ -122,4 +127,26 @@ def fit_markdown(result: FitResult | dict) -> str:
                 f"{_g(b.snr if b else None, '.1f')} | {'yes' if f.accepted else 'no'} | {f.reason} |"
             )
         lines.append("")
+    if diag.size_offsets:
+        lines += _size_offsets(diag)
     return "\n".join(lines)
+
+
+def _size_offsets(diag) -> list[str]:
+    lines = [
+        "## Sizes across budgets",
+        "",
+        f"Each size's loss minus its budget's parabola, at every accepted budget where it ran (sizes at "
+        f"{diagnostics.MIN_OFFSET_BUDGETS} budgets or more). The noise treats these residuals as independent; a "
+        f"size whose mean is {diagnostics.OFFSET_K:g} standard errors (noise / sqrt(budgets)) or more from zero "
+        "is off its curves at every budget: its shape trains better or worse than its neighbours' (or, in a wsd "
+        "study, its branches share one trajectory's luck), and it moves every budget's minimum the same way.",
+        "",
+        "| size | N | residual per budget | mean | mean / s.e. | off at every budget |",
+        "|---|---|---|---|---|---|",
+    ]
+    for s in diag.size_offsets:
+        per = ", ".join(f"{c}: {r:+.3f}" for c, r in s.residuals.items())
+        lines.append(f"| {s.label} | {s.params:.3g} | {per} | {s.mean:+.3f} | {s.t:+.1f} | {'yes' if s.flagged else 'no'} |")
+    lines.append("")
+    return lines

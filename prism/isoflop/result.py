@@ -206,6 +206,20 @@ class BudgetDiagnostics:
 
 
 @dataclass(frozen=True)
+class SizeOffset:
+    """One model size's residuals from its budgets' parabolas (`diagnostics.size_offsets`)."""
+
+    params: float
+    label: str
+    # budget (as spelled in run ids) -> loss minus the budget's parabola at this size
+    residuals: dict[str, float]
+    mean: float
+    # mean / (noise / sqrt(budgets)); flagged when |t| >= diagnostics.OFFSET_K
+    t: float
+    flagged: bool
+
+
+@dataclass(frozen=True)
 class Diagnostics:
     noise: float | None
     noise_dof: int
@@ -218,6 +232,7 @@ class Diagnostics:
     thresholds: dict
     # median standard error of the runs' own losses (None when the CSV has no loss_se)
     loss_se_median: float | None = None
+    size_offsets: list[SizeOffset] = field(default_factory=list)
 
     def to_json(self) -> dict:
         out = asdict(self)
@@ -228,6 +243,7 @@ class Diagnostics:
     def from_json(cls, data: dict) -> Diagnostics:
         d = _known(cls, data)
         d["budgets"] = [BudgetDiagnostics(**_known(BudgetDiagnostics, b)) for b in data.get("budgets", [])]
+        d["size_offsets"] = [SizeOffset(**_known(SizeOffset, s)) for s in data.get("size_offsets", [])]
         for key, default in (("budgets_used", []), ("budgets_dropped", []), ("points_used", 0),
                              ("approach_agreement", {}), ("thresholds", {}), ("noise_dof", 0),
                              ("noise_source", ""), ("noise", None)):

@@ -72,6 +72,10 @@ def fit_lines(fit) -> list[str]:
     lines.append(f"  budgets accepted: {_budgets(fit.diagnostics.budgets_used)}")
     for dropped in fit.diagnostics.budgets_dropped or []:
         lines.append(f"  budget {_budgets([dropped.get('budget')])} rejected: {dropped.get('reason')}")
+    off = [s for s in fit.diagnostics.size_offsets if s.flagged]
+    if off:
+        lines.append("  sizes off their curves at every budget (not independent noise): "
+                     + ", ".join(f"{s.label} {s.mean:+.3f}" for s in off))
     for ex in fit.exclusions:
         if ex.kind != "status":  # runs not ok are listed from runs.csv below
             lines.append(f"  excluded by the fit {ex.run_id} ({ex.kind}): {ex.reason}")
