@@ -41,8 +41,9 @@ def train(args: argparse.Namespace, cell: str, schedule: str, seed: int) -> dict
     out = run_dir(args.out, cell, schedule, seed)
     calibration = args.study / "calibration" / f"{args.family}__{backbone}__BASE__e2e.json"
     cmd = [sys.executable, "-m", "prism", "train", "--family", args.family, "--backbone", backbone,
-           "--variant", "BASE", "--regime", "e2e", "--budget", budget, "--data", str(args.study / "data" / args.family),
-           "--out", str(out), "--device", "cpu", "--threads", "1", "--global-batch", str(args.global_batch), "--schedule", schedule, "--seed", str(seed),
+           "--variant", "BASE", "--regime", "e2e", "--budget", budget, "--out", str(out),
+           "--data", str(args.study / "data" / args.family), "--device", "cpu", "--threads", "1",
+           "--global-batch", str(args.global_batch), "--schedule", schedule, "--seed", str(seed),
            "--eval-samples", "64", "--final-eval-samples", str(args.final_eval_samples)]
     if calibration.exists():  # else `prism train` counts the FLOPs per sample itself
         cmd += ["--calibration", str(calibration)]
@@ -63,8 +64,8 @@ def summarise(cell: str, runs: dict[tuple[str, int], dict], seeds: list[int]) ->
     mean_cos = statistics.mean(loss["cosine"])
     spread = (statistics.mean(statistics.stdev(loss[s]) for s in SCHEDULES) / mean_cos * 100
               if len(seeds) > 1 else float("nan"))
-    return {"cell": cell, "steps": runs["wsd", seeds[0]]["steps"], "cosine": mean_cos, "wsd": statistics.mean(loss["wsd"]),
-            "diff": statistics.mean(diffs), "se": se, "spread": spread}
+    return {"cell": cell, "steps": runs["wsd", seeds[0]]["steps"], "cosine": mean_cos,
+            "wsd": statistics.mean(loss["wsd"]), "diff": statistics.mean(diffs), "se": se, "spread": spread}
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -172,7 +172,8 @@ def size_offsets(params, loss, budget, per_budget: list[BudgetFit], sigma: float
             continue
         for i in np.flatnonzero(budget == f.budget):
             x = math.log10(params[i])
-            resid.setdefault(float(params[i]), {})[f.budget] = float(loss[i] - (f.coef[0] + f.coef[1] * x + f.coef[2] * x * x))
+            fitted = f.coef[0] + f.coef[1] * x + f.coef[2] * x * x
+            resid.setdefault(float(params[i]), {})[f.budget] = float(loss[i] - fitted)
     out = []
     for n, by_budget in sorted(resid.items()):
         if len(by_budget) < MIN_OFFSET_BUDGETS:

@@ -147,6 +147,7 @@ def _size_offsets(diag) -> list[str]:
     ]
     for s in diag.size_offsets:
         per = ", ".join(f"{c}: {r:+.3f}" for c, r in s.residuals.items())
-        lines.append(f"| {s.label} | {s.params:.3g} | {per} | {s.mean:+.3f} | {s.t:+.1f} | {'yes' if s.flagged else 'no'} |")
+        flag = "yes" if s.flagged else "no"
+        lines.append(f"| {s.label} | {s.params:.3g} | {per} | {s.mean:+.3f} | {s.t:+.1f} | {flag} |")
     lines.append("")
     return lines
