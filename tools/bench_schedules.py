@@ -7,8 +7,8 @@ wsd branch per (size, budget): a single seed each, so a difference of a few per 
 may be no more than the seed-to-seed spread of one run. Here every cell (backbone at a
 budget) trains both schedules under several seeds, on the study's data and
 calibrations, exactly as the study would (`prism train`, batch 32, one thread, the
-same final evaluation; cosine with its default 5% warm-up, wsd with the plan's fixed
-warm-up), and reports per cell the mean loss of each schedule, the paired difference
+same final evaluation; cosine with its default 5% warm-up or `--cosine-warmup`, wsd with
+the plan's fixed warm-up), and reports per cell the mean loss of each schedule, the paired difference
 (wsd - cosine, in % of cosine) with its standard error over seeds, and the seed spread
 of one run. A wsd run trained alone is the branch the study would have taken from its
 trajectory (bit-identical, `tests/train/test_wsd_segments.py`).
@@ -31,14 +31,16 @@ from pathlib import Path
 SCHEDULES = ("cosine", "wsd")
 
 
-def run_dir(out: Path, cell: str, schedule: str, seed: int) -> Path:
-    return out / f"{cell.replace('@', '-C')}-{schedule}-s{seed}"
+def run_dir(out: Path, cell: str, schedule: str, seed: int, warmup: int | None = None) -> Path:
+    tag = schedule if warmup is None else f"{schedule}-w{warmup}"
+    return out / f"{cell.replace('@', '-C')}-{tag}-s{seed}"
 
 
 def train(args: argparse.Namespace, cell: str, schedule: str, seed: int) -> dict:
     """One `prism train` run; its metrics.json."""
     backbone, budget = cell.split("@")
-    out = run_dir(args.out, cell, schedule, seed)
+    warmup = args.wsd_warmup if schedule == "wsd" else args.cosine_warmup
+    out = run_dir(args.out, cell, schedule, seed, None if schedule == "wsd" else warmup)
     calibration = args.study / "calibration" / f"{args.family}__{backbone}__BASE__e2e.json"
     cmd = [sys.executable, "-m", "prism", "train", "--family", args.family, "--backbone", backbone,
            "--variant", "BASE", "--regime", "e2e", "--budget", budget, "--out", str(out),
@@ -47,8 +49,8 @@ def train(args: argparse.Namespace, cell: str, schedule: str, seed: int) -> dict
            "--eval-samples", "64", "--final-eval-samples", str(args.final_eval_samples)]
     if calibration.exists():  # else `prism train` counts the FLOPs per sample itself
         cmd += ["--calibration", str(calibration)]
-    if schedule == "wsd":
-        cmd += ["--warmup", str(args.wsd_warmup)]
+    if warmup is not None:
+        cmd += ["--warmup", str(warmup)]
     log = out.parent / f"{out.name}.log"
     out.parent.mkdir(parents=True, exist_ok=True)
     with log.open("w") as f:
@@ -76,6 +78,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seeds", default="0,1,2")
     parser.add_argument("--global-batch", type=int, default=32)
     parser.add_argument("--wsd-warmup", type=int, default=50, help="the plan's wsd warm-up (half of min_steps)")
+    parser.add_argument("--cosine-warmup", type=int, default=None,
+                        help="cosine warm-up steps (default: the cosine schedule's own, 5%% of the run)")
     parser.add_argument("--final-eval-samples", type=int, default=2048)
     parser.add_argument("--jobs", type=int, default=2, help="runs side by side (one thread each)")
     parser.add_argument("--out", type=Path, default=Path("schedules-bench"))

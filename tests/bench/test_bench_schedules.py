@@ -29,9 +29,9 @@ def test_difference_is_paired_per_seed():
 
 def test_runs_and_logs_do_not_collide(tmp_path):
     tool = _tool()
-    dirs = {tool.run_dir(tmp_path, cell, s, seed) for cell in ("45k@2.5e11", "45k@2e12")
-            for s in tool.SCHEDULES for seed in (0, 1)}
-    assert len(dirs) == 8 and len({d.parent / f"{d.name}.log" for d in dirs}) == 8
+    dirs = {tool.run_dir(tmp_path, cell, s, seed, warmup) for cell in ("45k@2.5e11", "45k@2e12")
+            for s in tool.SCHEDULES for seed in (0, 1) for warmup in (None, 50)}
+    assert len(dirs) == 16 and len({d.parent / f"{d.name}.log" for d in dirs}) == 16
 
 
 def test_trains_both_schedules_and_reports(tmp_path, capsys):
