@@ -47,12 +47,12 @@ def exponents(fit: dict) -> list[Exponent]:
 
 
 def run_losses(study: Path, family: str) -> dict[str, dict]:
-    """{run_id: {loss, loss_se, status}} of a study's runs.
+    """{run_id: {loss, loss_se, status, warmup}} of a study's runs.
 
     From each run's metrics.json (`loss`: the final evaluation at the budget, with its
-    standard error) where there is one, else from runs.csv. The final evaluation is what
-    a wsd branch must match: a mean over the last evaluations of a run would mix a
-    branch's stable phase into it.
+    standard error; `warmup`: its warm-up steps) where there is one, else from runs.csv
+    (no warm-up). The final evaluation is what a wsd branch must match: a mean over the
+    last evaluations of a run would mix a branch's stable phase into it.
     """
     csv_path = study / family / "runs.csv"
     if not csv_path.is_file():
@@ -61,7 +61,8 @@ def run_losses(study: Path, family: str) -> dict[str, dict]:
     with open(csv_path, newline="") as f:
         for row in csv.DictReader(f):
             out[row["run_id"]] = {"loss": _number(row.get("loss") or row.get("final_eval_loss")),
-                                  "loss_se": _number(row.get("loss_se")), "status": row.get("status", "")}
+                                  "loss_se": _number(row.get("loss_se")), "status": row.get("status", ""),
+                                  "warmup": None}
     for run_id, entry in out.items():
         try:
             metrics = json.loads((study / family / "runs" / run_id / "metrics.json").read_text())
@@ -69,7 +70,27 @@ def run_losses(study: Path, family: str) -> dict[str, dict]:
             continue
         if _number(metrics.get("loss")) is not None:
             entry["loss"], entry["loss_se"] = _number(metrics["loss"]), _number(metrics.get("loss_se"))
+        entry["warmup"] = _number(metrics.get("warmup"))
     return out
+
+
+def warmup_note(runs_a: dict, runs_b: dict, common: list[str], label_a: str, label_b: str) -> list[str]:
+    """A paragraph when the common runs warmed up differently: then a per-run difference is not the
+    schedule's alone (in a run of a few hundred steps a longer warm-up is worth several per cent)."""
+    pairs = [(runs_a[r]["warmup"], runs_b[r]["warmup"]) for r in common]
+    pairs = [(a, b) for a, b in pairs if a is not None and b is not None]
+    if not pairs or all(a == b for a, b in pairs):
+        return []
+
+    def span(values) -> str:
+        values = list(values)
+        lo, hi = int(min(values)), int(max(values))
+        return f"{lo}" if lo == hi else f"{lo}-{hi}"
+
+    return ["", f"Warm-up: the runs warmed up differently ({label_a} {span(a for a, _ in pairs)} steps, {label_b} "
+                f"{span(b for _, b in pairs)}), so a per-run difference is the schedule's and the warm-up's, the "
+                "more so the shorter the run (`tools/bench_schedules.py --cosine-warmup N` trains both with one "
+                "warm-up)."]
 
 
 def _number(value) -> float | None:
@@ -150,6 +171,7 @@ def compare_markdown(study_a: str | Path, study_b: str | Path, family: str, regi
         within = sum(abs(d) <= LOSS_TOLERANCE for d in diffs)
         lines += ["", f"{len(diffs)} runs in both: mean |difference| {mean:.2%}, largest {worst:+.2%}; "
                       f"{within} of {len(diffs)} within {LOSS_TOLERANCE:.0%}."]
+    lines += warmup_note(runs_a, runs_b, common, label_a, label_b)
     flops = study_flops(b_dir, family, cooldown_fraction)
     if flops:
         lines += ["", "## Compute", "",

@@ -44,3 +44,22 @@ def test_disjoint_intervals_are_called_out(tmp_path):
     b = study(tmp_path / "wsd", 0.60, [0.55, 0.65], {"30k-BASE-e2e-C1e10": 3.1})
     text = compare_markdown(a, b, "text_image")
     assert "do NOT agree" in text and "0 of 1 within 1%" in text
+
+
+def test_runs_that_warmed_up_differently_are_called_out(tmp_path):
+    losses = {"30k-BASE-e2e-C1e10": 3.0, "60k-BASE-e2e-C1e10": 2.9}
+    a = study(tmp_path / "cos", 0.52, [0.45, 0.60], losses)
+    b = study(tmp_path / "wsd", 0.55, [0.50, 0.62], losses)
+
+    def warmups(root, steps):
+        for rid, w in zip(losses, steps):
+            run = root / "text_image" / "runs" / rid
+            run.mkdir(parents=True, exist_ok=True)
+            (run / "metrics.json").write_text(json.dumps({"loss": losses[rid], "warmup": w}))
+
+    warmups(a, [50, 50])
+    warmups(b, [50, 50])
+    assert "Warm-up:" not in compare_markdown(a, b, "text_image")
+    warmups(a, [18, 260])
+    text = compare_markdown(a, b, "text_image")
+    assert "Warm-up: the runs warmed up differently (cosine 18-260 steps, wsd 50)" in text
