@@ -1,22 +1,12 @@
 """tools/bench_nanogpt.py: the nanoGPT baseline and the interleaved comparison run."""
 
-import importlib.util
-from pathlib import Path
-
 import torch
 
-TOOL = Path(__file__).resolve().parents[2] / "tools" / "bench_nanogpt.py"
-
-
-def _tool():
-    spec = importlib.util.spec_from_file_location("bench_nanogpt", TOOL)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+from .conftest import load_tool
 
 
 def test_nanogpt_is_gpt2_shaped_and_its_flops_are_counted():
-    tool = _tool()
+    tool = load_tool("bench_nanogpt")
     d, layers = 32, 2
     model = tool.NanoGPT(264, 16, d, layers, 2)
     # blocks: 12 d^2 weights + 13 d biases/norms each; tied wte/lm_head, wpe, final LayerNorm.
@@ -34,7 +24,7 @@ def test_comparison_runs_on_shards(tmp_path, capsys):
     from prism.data.shards import build
 
     build("text_image", tmp_path / "d", seed=0)
-    tool = _tool()
+    tool = load_tool("bench_nanogpt")
     assert tool.main(["--data", str(tmp_path / "d"), "--backbones", "15k", "--steps", "4", "--warmup", "1"]) == 0
     out = capsys.readouterr().out
     assert "15k: prism" in out and "prism/nanogpt FLOP/s per pair: median" in out

@@ -1,22 +1,12 @@
 """tools/bench_schedules.py: wsd against cosine per run, paired over seeds."""
 
-import importlib.util
-from pathlib import Path
-
 import pytest
 
-TOOL = Path(__file__).resolve().parents[2] / "tools" / "bench_schedules.py"
-
-
-def _tool():
-    spec = importlib.util.spec_from_file_location("bench_schedules", TOOL)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+from .conftest import load_tool
 
 
 def test_difference_is_paired_per_seed():
-    tool = _tool()
+    tool = load_tool("bench_schedules")
     # Seed 1 is worse for both schedules; pairing removes that from the difference.
     runs = {("cosine", 0): {"loss": 1.00, "steps": 10}, ("wsd", 0): {"loss": 0.99, "steps": 10},
             ("cosine", 1): {"loss": 1.20, "steps": 10}, ("wsd", 1): {"loss": 1.188, "steps": 10}}
@@ -28,7 +18,7 @@ def test_difference_is_paired_per_seed():
 
 
 def test_runs_and_logs_do_not_collide(tmp_path):
-    tool = _tool()
+    tool = load_tool("bench_schedules")
     dirs = {tool.run_dir(tmp_path, cell, s, seed, warmup) for cell in ("45k@2.5e11", "45k@2e12")
             for s in tool.SCHEDULES for seed in (0, 1) for warmup in (None, 50)}
     assert len(dirs) == 16 and len({d.parent / f"{d.name}.log" for d in dirs}) == 16
@@ -38,7 +28,7 @@ def test_trains_both_schedules_and_reports(tmp_path, capsys):
     from prism.data.shards import build
 
     build("text_image", tmp_path / "study" / "data" / "text_image", seed=0)
-    tool = _tool()
+    tool = load_tool("bench_schedules")
     argv = ["--study", str(tmp_path / "study"), "--cells", "4k@5e9", "--seeds", "0,1", "--wsd-warmup", "2",
             "--final-eval-samples", "64", "--out", str(tmp_path / "out")]
     assert tool.main(argv) == 0

@@ -1,0 +1,14 @@
+"""Shared by the tests of the benchmark scripts in tools/."""
+
+import importlib.util
+from pathlib import Path
+
+TOOLS = Path(__file__).resolve().parents[2] / "tools"
+
+
+def load_tool(name: str):
+    """tools/NAME.py as a module (tools/ is scripts, not a package)."""
+    spec = importlib.util.spec_from_file_location(name, TOOLS / f"{name}.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
