@@ -32,6 +32,11 @@ ASSUMED_DOF = 1000
 OK, TOO_FEW, NOT_CONVEX, OUTSIDE = 0, 1, 2, 3
 
 
+def parabola(coef, x):
+    """The parabola `coef` (c0, c1, c2) at x = log10 N: a float or an array, as x is."""
+    return coef[0] + coef[1] * x + coef[2] * x * x
+
+
 def parabola_batch(x: np.ndarray, y: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Least-squares parabolas y = c0 + c1 x + c2 x^2 for a batch of point sets.
 
@@ -127,10 +132,10 @@ def fit_budgets(params, tokens, loss, budget) -> list[BudgetFit]:
         if code == TOO_FEW:
             fits.append(BudgetFit(**common))
             continue
-        fitted = coef[0] + coef[1] * x + coef[2] * x * x
+        fitted = parabola(coef, x)
         rss = float(((y - fitted) ** 2).sum())
         grid = np.linspace(lo, hi, 64)
-        curve = coef[0] + coef[1] * grid + coef[2] * grid**2
+        curve = parabola(coef, grid)
         extra = dict(coef=tuple(float(v) for v in coef), residual_ss=rss, signal=float(curve.max() - curve.min()))
         if code == OK:
             extra.update(n_opt=float(10**xv), d_opt=float(10 ** _d_at(x, logd, xv)), loss_min=lv,

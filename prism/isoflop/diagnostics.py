@@ -162,6 +162,7 @@ def size_offsets(params, loss, budget, per_budget: list[BudgetFit], sigma: float
     its neighbours' (or, in a wsd study, every branch shares its trajectory's luck), and it
     moves every budget's minimum the same way, which no per-budget noise averages out.
     """
+    from prism.isoflop.approach2 import parabola
     from prism.isoflop.result import SizeOffset
 
     params, loss, budget = (np.asarray(v, float) for v in (params, loss, budget))
@@ -171,8 +172,7 @@ def size_offsets(params, loss, budget, per_budget: list[BudgetFit], sigma: float
         if not f.accepted or f.coef is None:
             continue
         for i in np.flatnonzero(budget == f.budget):
-            x = math.log10(params[i])
-            fitted = f.coef[0] + f.coef[1] * x + f.coef[2] * x * x
+            fitted = parabola(f.coef, math.log10(params[i]))
             resid.setdefault(float(params[i]), {})[f.budget] = float(loss[i] - fitted)
     out = []
     for n, by_budget in sorted(resid.items()):

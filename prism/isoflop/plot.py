@@ -21,6 +21,7 @@ from pathlib import Path
 import numpy as np
 
 from prism.errors import PrismError
+from prism.isoflop.approach2 import parabola
 
 OKABE_ITO = ["#0072B2", "#E69F00", "#009E73", "#D55E00", "#CC79A7", "#56B4E9", "#F0E442", "#000000"]
 LOSS_LABEL = "final eval loss (cross-entropy, nats/token)"
@@ -149,9 +150,8 @@ def figure_isoflop_curves(records, fit):
                 markerfacecolor=col if accepted else "none", markeredgewidth=1.2,
             )
             if b is not None and b.coef:
-                c0, c1, c2 = b.coef
                 x = np.linspace(math.log10(n.min()) - 0.05, math.log10(n.max()) + 0.05, 100)
-                ax.plot(10**x, c0 + c1 * x + c2 * x * x, "-" if accepted else "--", color=col, lw=1.3, alpha=0.9)
+                ax.plot(10**x, parabola(b.coef, x), "-" if accepted else "--", color=col, lw=1.3, alpha=0.9)
         if accepted and b is not None and b.n_opt:
             ax.plot(b.n_opt, b.loss_min, marker="*", ms=12, color=col, markeredgecolor="black",
                     markeredgewidth=0.6, zorder=5)
