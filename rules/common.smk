@@ -17,6 +17,7 @@ from prism.isoflop.collect import CollectOptions
 from prism.isoflop.fit import FitOptions
 from prism.isoflop.options import PlotOptions
 from prism.isoflop.plan import PlanOptions, plan_runs
+from prism.isoflop.trajectories import plan_warmup
 from prism.model.config import BACKBONES, REGIMES, VARIANTS
 from prism.options import as_args, from_mapping
 
@@ -42,6 +43,10 @@ PLAN_OPTIONS = from_mapping(PlanOptions, config["plan"], "config plan")
 COLLECT_OPTIONS = from_mapping(CollectOptions, config["collect"], "config collect")
 FIT_OPTIONS = from_mapping(FitOptions, config["fit"], "config fit")
 PLOT_OPTIONS = from_mapping(PlotOptions, config["plot"], "config plot")
+
+# The warm-up of every run of the study, whatever its schedule: half the plan's shortest run,
+# never set by its budgets, so a cosine and a wsd study of one grid differ only after it.
+WARMUP = plan_warmup(PLAN_OPTIONS.min_steps)
 
 
 def _alternatives(names):

@@ -26,7 +26,7 @@ rule train:
         run=lambda wildcards, input: run_args(
             plan_row(wildcards), data=input.data, out=f"{STUDY}/{wildcards.family}/runs/{wildcards.run_id}",
             calibration=input.calibration, seed=config["train"]["seed"], schedule=config["train"]["schedule"],
-            eval_samples=config["train"]["eval_samples"],
+            warmup=WARMUP, eval_samples=config["train"]["eval_samples"],
             final_eval_samples=config["train"]["final_eval_samples"]),
         body=lambda wildcards: f"{STUDY}/{wildcards.family}/runs/{wildcards.run_id}/launch.sh",
     threads: config["train"]["threads"]

@@ -1,7 +1,6 @@
 # Helpers of rules/wsd.smk (functions only; the rules are there).
 
 from prism.isoflop.launch import run_args
-from prism.isoflop.trajectories import DEFAULT_MIN_STEPS as WSD_DEFAULT_MIN_STEPS
 from prism.isoflop.trajectories import plan_trajectories
 
 WSD_COOLDOWN = float(config["train"]["cooldown_fraction"])
@@ -11,10 +10,9 @@ TRAJ_RE = r"[0-9a-z]+-[A-Z0-9]+-[a-z0-9_]+-B[0-9]+"
 def wsd_trajectories(family):
     """{traj_id: Trajectory} of the family's planned runs (waits for the plan as `plan_rows` does).
 
-    The warm-up follows the plan's min_steps (config, else the planner's default), never its budgets.
+    The warm-up follows the plan's min_steps, never its budgets (`WARMUP`).
     """
-    min_steps = config["plan"]["min_steps"] or WSD_DEFAULT_MIN_STEPS
-    trajs = plan_trajectories({"runs": list(plan_rows(family).values()), "min_steps": min_steps}, WSD_COOLDOWN)
+    trajs = plan_trajectories({"runs": list(plan_rows(family).values()), "min_steps": PLAN_OPTIONS.min_steps}, WSD_COOLDOWN)
     return {t.traj_id: t for t in trajs}
 
 

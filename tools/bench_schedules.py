@@ -7,8 +7,8 @@ wsd branch per (size, budget): a single seed each, so a difference of a few per 
 may be no more than the seed-to-seed spread of one run. Here every cell (backbone at a
 budget) trains both schedules under several seeds, on the study's data and
 calibrations, exactly as the study would (`prism train`, batch 32, one thread, the
-same final evaluation; cosine with its default 5% warm-up or `--cosine-warmup`, wsd with
-the plan's fixed warm-up), and reports per cell the mean loss of each schedule, the paired difference
+same final evaluation and the study's warm-up, half the plan's min_steps, for both
+schedules; `--cosine-warmup` gives the cosine runs another), and reports per cell the mean loss of each schedule, the paired difference
 (wsd - cosine, in % of cosine) with its standard error over seeds, and the seed spread
 of one run. A wsd run trained alone is the branch the study would have taken from its
 trajectory (bit-identical, `tests/train/test_wsd_segments.py`).
@@ -36,11 +36,18 @@ def run_dir(out: Path, cell: str, schedule: str, seed: int, warmup: int | None =
     return out / f"{cell.replace('@', '-C')}-{tag}-s{seed}"
 
 
+def warmup_of(args: argparse.Namespace, schedule: str) -> int | None:
+    """Warm-up steps of a schedule's runs; None: `prism train`'s own default (5% of the run)."""
+    if schedule == "wsd" or args.cosine_warmup is None:
+        return args.warmup
+    return None if args.cosine_warmup == "run" else int(args.cosine_warmup)
+
+
 def train(args: argparse.Namespace, cell: str, schedule: str, seed: int) -> dict:
     """One `prism train` run; its metrics.json."""
     backbone, budget = cell.split("@")
-    warmup = args.wsd_warmup if schedule == "wsd" else args.cosine_warmup
-    out = run_dir(args.out, cell, schedule, seed, None if schedule == "wsd" else warmup)
+    warmup = warmup_of(args, schedule)
+    out = run_dir(args.out, cell, schedule, seed, warmup)
     calibration = args.study / "calibration" / f"{args.family}__{backbone}__BASE__e2e.json"
     cmd = [sys.executable, "-m", "prism", "train", "--family", args.family, "--backbone", backbone,
            "--variant", "BASE", "--regime", "e2e", "--budget", budget, "--out", str(out),
@@ -77,9 +84,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--cells", required=True, help="comma-separated BACKBONE@BUDGET, e.g. 20k@1.2e12")
     parser.add_argument("--seeds", default="0,1,2")
     parser.add_argument("--global-batch", type=int, default=32)
-    parser.add_argument("--wsd-warmup", type=int, default=50, help="the plan's wsd warm-up (half of min_steps)")
-    parser.add_argument("--cosine-warmup", type=int, default=None,
-                        help="cosine warm-up steps (default: the cosine schedule's own, 5%% of the run)")
+    parser.add_argument("--warmup", type=int, default=50,
+                        help="warm-up steps of both schedules (default 50: the default study's, half its min_steps)")
+    parser.add_argument("--cosine-warmup", default=None, metavar="N|run",
+                        help="cosine runs only: N steps, or `run` for prism train's own default (5%% of the run)")
     parser.add_argument("--final-eval-samples", type=int, default=2048)
     parser.add_argument("--jobs", type=int, default=2, help="runs side by side (one thread each)")
     parser.add_argument("--out", type=Path, default=Path("schedules-bench"))

@@ -25,6 +25,7 @@ import yaml
 from prism.atomic import write_text_atomic
 from prism.errors import PrismError
 from prism.launch import render
+from prism.isoflop.trajectories import DEFAULT_MIN_STEPS, plan_warmup
 from prism.launch.command import train_args
 from prism.train.config import RunConfig
 
@@ -109,6 +110,7 @@ def launch_plan(
     content = _read_plan(plan_path)
     runs_root = Path(runs_dir) if runs_dir else plan_path.parent / "runs"
     cal = calibration_dir or content.get("calibration_dir")
+    warmup = plan_warmup(int(content.get("min_steps") or DEFAULT_MIN_STEPS))
     ledger = Ledger(None if dry_run else Path(ledger_csv))
     results = []
     try:
@@ -117,7 +119,7 @@ def launch_plan(
             out = runs_root / run_id
             try:
                 cfg = run_config(row, data, out, calibration_dir=str(cal) if cal else None, strategy=strategy,
-                                 device=device, seed=seed)
+                                 device=device, seed=seed, warmup=warmup)
             except PrismError as err:
                 raise PrismError(f"{plan_path}: {err}") from None
             command = render(launcher, cfg, nodes=nodes, procs_per_node=procs_per_node, storage=storage)

@@ -37,6 +37,7 @@ from prism.data.volume import MAX_EPOCHS, epochs_refusal, train_samples
 from prism.errors import PrismError
 from prism.ids import format_budget, run_id
 from prism.isoflop.records import PlanRow, Surface
+from prism.isoflop.trajectories import DEFAULT_MIN_STEPS, saving_text, schedule_costs
 from prism.model.config import backbone_shape
 from prism.options import option
 
@@ -46,7 +47,6 @@ from prism.options import option
 DEFAULT_PRIOR_A = 0.5
 DEFAULT_PRIOR_K = 0.1
 DEFAULT_WINDOW = 0.6
-DEFAULT_MIN_STEPS = 50
 DEFAULT_MFU = 0.4
 MAX_AUTO_BATCH = 512
 FLOP_TOLERANCE = 0.01
@@ -59,8 +59,8 @@ class PlanOptions:
     global_batch: int | None = option(
         None, "samples per optimizer step of every run (none: per run, the largest power of 2 leaving "
         "min_steps steps)", metavar="B", minimum=1)
-    min_steps: int = option(DEFAULT_MIN_STEPS, "drop runs with fewer optimizer steps (50 keeps FLOPs within 1%)",
-                            metavar="N", minimum=1)
+    min_steps: int = option(DEFAULT_MIN_STEPS, "drop runs with fewer optimizer steps (50 keeps FLOPs within 1%); "
+                            "half of it is every run's warm-up", metavar="N", minimum=1)
     window: float = option(DEFAULT_WINDOW, "keep candidates within this many decades of the predicted N_opt",
                            metavar="DECADES", exclusive_minimum=0)
     prior_a: float | None = option(None, f"prior exponent a of N_opt = k C^a (none: a previous round's fit, "
@@ -519,7 +519,6 @@ def make_plan(
     `overrides` replace fields of `options` (e.g. `window=0.3`), for tests and scripts.
     """
     from prism.isoflop import forecast as fc_mod
-    from prism.isoflop.trajectories import schedule_costs
 
     options = replace(options or PlanOptions(), **overrides)
     study = plan_runs(family, budgets, calibration_dir, options, regime=regime, backbones=backbones,
@@ -608,7 +607,6 @@ def run_plan(out: str | Path | None, dry_run: bool, **kwargs) -> str:
     text += [f"dropped {d['run_id']}: {d['reason']}" for d in plan["dropped"]]
     text += [f"REFUSED {r['reason']}" for r in plan["refused"]]
     text += ["", forecast_text(plan["forecast"])]
-    from prism.isoflop.trajectories import saving_text
 
     text += ["", saving_text(rows, min_steps=plan["min_steps"])]
     if not dry_run:

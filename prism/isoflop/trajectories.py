@@ -13,7 +13,8 @@ each run becomes a branch that starts from its point and cools down to its budge
   budget adds a point (and a segment up to it) without moving the others.
 - The warm-up is the same for every branch of a trajectory (it must be: the stable
   phase is shared), fixed in steps and independent of the budgets:
-  `trajectory_warmup(min_steps)` = half the shortest run a plan may hold.
+  `plan_warmup(min_steps)` = half the shortest run a plan may hold. A cosine study's
+  runs take the same warm-up, so the two schedules of one grid differ only after it.
 - FLOPs, honestly: a branch's `flops` is what producing its model took (its whole
   prefix plus its cooldown = S x batch x FLOPs per sample, as for a cosine run), and
   the study's total counts each trajectory's prefix once plus every cooldown.
@@ -33,17 +34,19 @@ from prism.isoflop.records import PlanRow
 from prism.train.schedule import COOLDOWN_FRACTION as DEFAULT_COOLDOWN_FRACTION
 from prism.train.schedule import Schedule
 
+# The planner's default for its shortest run, in optimizer steps (PlanOptions.min_steps).
 DEFAULT_MIN_STEPS = 50
-# Warm-up of a trajectory, as a share of the plan's min_steps: a branch point is at least
+# Warm-up of a plan's runs, as a share of its min_steps: a branch point is at least
 # 0.8 min_steps (cooldown 0.2 of a run of >= min_steps), so the warm-up always ends before it.
 WARMUP_SHARE = 0.5
 
 
-def trajectory_warmup(min_steps: int = DEFAULT_MIN_STEPS) -> int:
-    """Warm-up steps of every trajectory of a plan: half the shortest run the plan allows (`min_steps`).
+def plan_warmup(min_steps: int = DEFAULT_MIN_STEPS) -> int:
+    """Warm-up steps of every run of a plan, either schedule: half the shortest run it allows (`min_steps`).
 
     Fixed by the plan's `min_steps`, not by its budgets, so adding or removing a budget
-    never changes the stable phase that the finished segments trained.
+    never changes the stable phase that the finished segments trained; a cosine study of
+    the same grid warms up alike, so comparing the two compares the schedules alone.
     """
     return max(1, round(WARMUP_SHARE * min_steps))
 
@@ -165,7 +168,7 @@ def trajectories(
     """
     if not 0.0 < cooldown_fraction < 1.0:
         raise PrismError(f"cooldown fraction must be in (0, 1), got {cooldown_fraction}")
-    warm = trajectory_warmup(min_steps) if warmup is None else int(warmup)
+    warm = plan_warmup(min_steps) if warmup is None else int(warmup)
     groups: dict[tuple, list[PlanRow]] = {}
     for run in runs:
         row = _row(run)

@@ -29,10 +29,22 @@ def test_trains_both_schedules_and_reports(tmp_path, capsys):
 
     build("text_image", tmp_path / "study" / "data" / "text_image", seed=0)
     tool = load_tool("bench_schedules")
-    argv = ["--study", str(tmp_path / "study"), "--cells", "4k@5e9", "--seeds", "0,1", "--wsd-warmup", "2",
+    argv = ["--study", str(tmp_path / "study"), "--cells", "4k@5e9", "--seeds", "0,1", "--warmup", "2",
             "--final-eval-samples", "64", "--out", str(tmp_path / "out")]
     assert tool.main(argv) == 0
     out = capsys.readouterr().out
     assert "| 4k@5e9 |" in out
     assert len(list((tmp_path / "out").glob("*/metrics.json"))) == 4
-    assert (tmp_path / "out" / "4k-C5e9-wsd-s1.log").exists()
+    assert (tmp_path / "out" / "4k-C5e9-wsd-w2-s1.log").exists()
+
+
+def test_both_schedules_warm_up_alike_unless_told():
+    import argparse
+
+    tool = load_tool("bench_schedules")
+    args = argparse.Namespace(warmup=50, cosine_warmup=None)
+    assert tool.warmup_of(args, "cosine") == tool.warmup_of(args, "wsd") == 50
+    args.cosine_warmup = "run"  # prism train's own: 5% of the run
+    assert (tool.warmup_of(args, "cosine"), tool.warmup_of(args, "wsd")) == (None, 50)
+    args.cosine_warmup = "18"
+    assert tool.warmup_of(args, "cosine") == 18

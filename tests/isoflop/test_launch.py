@@ -34,6 +34,17 @@ def test_dry_run_prints_commands_and_writes_nothing(plan_path, tmp_path, capsys)
     assert "prism train --family text_image --backbone 30k --variant BASE --regime e2e --budget 1e12" in out
     assert f"--out {plan_path.parent / 'runs' / '30k-BASE-e2e-C1e12'}" in out
     assert "--calibration-dir" in out  # taken from the plan
+    assert "--warmup 25" in out  # half the plan's min_steps (50), as a wsd study's runs
+
+
+def test_runs_warm_up_over_half_the_plans_min_steps(plan_path, tmp_path):
+    import yaml
+
+    plan = yaml.safe_load(plan_path.read_text())
+    plan["min_steps"] = 80
+    plan_path.write_text(yaml.safe_dump(plan))
+    results = launch_plan(plan_path, "local", tmp_path / "ledger.csv", "shards", dry_run=True, echo=lambda *a: None)
+    assert results and all("--warmup 40" in r["command"] for r in results)
 
 
 def test_local_runs_and_ledger(plan_path, tmp_path, monkeypatch):

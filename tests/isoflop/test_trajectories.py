@@ -11,7 +11,7 @@ from prism.isoflop.trajectories import (
     saving,
     saving_text,
     trajectories,
-    trajectory_warmup,
+    plan_warmup,
 )
 from prism.train.schedule import Schedule
 
@@ -82,8 +82,8 @@ def test_shared_points_count_once():
 def test_warmup_is_fixed_by_min_steps_not_by_budgets():
     small = trajectories([row("30k", 8e5), row("30k", 4e6)], min_steps=50)[0]
     large = trajectories([row("30k", 4e6)], min_steps=50)[0]
-    assert small.warmup == large.warmup == trajectory_warmup(50) == 25
-    assert trajectory_warmup(10) == 5 and trajectory_warmup(1) == 1
+    assert small.warmup == large.warmup == plan_warmup(50) == 25
+    assert plan_warmup(10) == 5 and plan_warmup(1) == 1
 
 
 def test_a_branch_inside_the_warmup_is_refused():

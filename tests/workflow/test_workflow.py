@@ -24,7 +24,9 @@ def test_study_writes_fit_and_plots(tiny_study):
     assert pngs, "no plots written"
     runs = planned_run_ids(tiny_study.workdir)
     for run_id in runs:
-        assert (study / "runs" / run_id / "metrics.json").exists()
+        metrics = json.loads((study / "runs" / run_id / "metrics.json").read_text())
+        # cosine runs warm up over half the plan's min_steps (10), as a wsd study's would
+        assert metrics["schedule"] == "cosine" and metrics["warmup"] == 5
 
 
 def test_dry_fit_lists_one_train_job_per_planned_run(tiny_study):
