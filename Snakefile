@@ -114,8 +114,18 @@ for _family in FAMILIES:
             partial(study_metrics, _family),
 
 
+# Jobs that run here start their `prism` commands from one worker that imported torch once.
+onstart:
+    start_worker()
+
+
 # The answer at the end: each fitted study's exponents, verdict, runs left out and figures.
 # A summary that cannot be printed never fails the workflow (it only reads files).
 onsuccess:
     if fitted_family_dirs():
         shell("prism isoflop summary " + " ".join(shlex.quote(d) for d in fitted_family_dirs()) + " || true")
+    stop_worker()
+
+
+onerror:
+    stop_worker()

@@ -3,7 +3,11 @@
 
 import os
 import shlex
+import shutil
+import subprocess
 import sys
+import tempfile
+import time
 from pathlib import Path
 
 import yaml
@@ -19,6 +23,7 @@ from prism.isoflop.options import PlotOptions
 from prism.isoflop.plan import PlanOptions, plan_runs
 from prism.isoflop.trajectories import plan_warmup
 from prism.model.config import BACKBONES, REGIMES, VARIANTS
+from prism.worker import ENV as WORKER_ENV
 from prism.options import as_args, from_mapping
 
 # Rules call `prism`: find the one installed beside the Python running Snakemake
@@ -287,3 +292,43 @@ def plot_outputs(family):
 def fitted_family_dirs():
     """Family folders with a fit: what the end-of-run summary reads."""
     return [f"{STUDY}/{family}" for family in FAMILIES if Path(STUDY, family, "fit").is_dir()]
+
+
+# ---- the worker -----------------------------------------------------------------
+
+WORKER = {}
+
+
+def start_worker():
+    """Jobs that run here get one `prism worker serve`: their `prism` commands run in children
+    forked from it, torch imported once per invocation instead of once per job (prism/worker.py).
+    A job that cannot reach it runs in its own process, as on a cluster, where none is started."""
+    if not config["worker"] or not workflow.local_exec:
+        return
+    folder = Path(tempfile.mkdtemp(prefix="prism-worker-"))  # short: a Unix socket path has ~100 bytes
+    Path(logfile("worker")).parent.mkdir(parents=True, exist_ok=True)
+    with open(logfile("worker"), "a") as log:
+        process = subprocess.Popen(
+            [sys.executable, "-m", "prism", "worker", "serve", "--socket", str(folder / "socket"),
+             "--parent", str(os.getpid())],
+            stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
+        )
+    WORKER.update(process=process, folder=folder)
+    # Jobs start once it listens (its imports take seconds), so that the first ones use it too.
+    deadline = time.monotonic() + 60
+    while not (folder / "socket").exists() and process.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.1)
+    os.environ[WORKER_ENV] = str(folder / "socket")
+
+
+def stop_worker():
+    """Stop the worker (its running children finish on their own) and remove its socket."""
+    os.environ.pop(WORKER_ENV, None)
+    process = WORKER.pop("process", None)
+    if process is not None:
+        process.terminate()
+        try:
+            process.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            process.kill()
+    shutil.rmtree(WORKER.pop("folder", ""), ignore_errors=True)

@@ -2,7 +2,8 @@
 
 Bottom to top: records and names every stage shares (no torch), then the model, data
 and distributed runtime, then training, then launching training jobs, then what is
-built on runs (IsoFLOP studies, sweeps, benchmarks, perf aggregation), then the CLI.
+built on runs (IsoFLOP studies, sweeps, benchmarks, perf aggregation), then the CLI (and
+the worker that serves it).
 Imports are read with `ast` from every module, function-local ones included, so a
 lazy import cannot hide a cycle.
 """
@@ -25,7 +26,8 @@ LAYERS: dict[str, int] = {
     "prism.train": 2,
     "prism.launch": 3,
     "prism.isoflop": 4, "prism.sweep": 4, "prism.bench": 4, "prism.perf": 4,
-    "prism.cli": 5, "prism.__main__": 5,
+    # The entry point, and the fork server that runs it for a study's jobs.
+    "prism.cli": 5, "prism.__main__": 5, "prism.worker": 5,
 }
 
 

@@ -21,6 +21,7 @@ GROUPS: dict[str, str] = {
     "bench": "Micro-benchmarks: device peak, throughput.",
     "sweep": "Per-modality throughput sweep.",
     "perf": "Aggregate perf.jsonl files into tables and charts.",
+    "worker": "Fork server: a local study's commands start without importing torch each time.",
 }
 
 
@@ -39,6 +40,12 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
+    if argv is None:  # the `prism` command itself: a worker of this study may run it (prism.worker)
+        from prism.worker import run
+
+        status = run(sys.argv[1:])
+        if status is not None:
+            return status
     args = build_parser().parse_args(argv)
     command = " ".join(str(part) for part in (args.group, getattr(args, "verb", None)) if part)
     try:

@@ -29,6 +29,13 @@ def test_study_writes_fit_and_plots(tiny_study):
         assert metrics["schedule"] == "cosine" and metrics["warmup"] == 5
 
 
+def test_jobs_start_their_commands_from_one_worker(tiny_study):
+    served = (tiny_study.workdir / "scaling-study" / "logs" / "worker.log").read_text()
+    for run_id in planned_run_ids(tiny_study.workdir):
+        assert f"runs/{run_id} " in served  # its `prism train` ran in a child of the worker
+    assert "prism isoflop fit" in served
+
+
 def test_dry_fit_lists_one_train_job_per_planned_run(tiny_study):
     # Before the plan: calibrations and the plan, no training yet (the checkpoint decides).
     counts = job_counts(tiny_study.dry_plan)

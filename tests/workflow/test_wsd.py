@@ -148,8 +148,10 @@ def test_killed_segment_resumes_from_its_checkpoint(wsd_study):
     segdir = copy / STUDY / "stable" / t.traj_id / f"to-{end:08d}"
     target = str(Path(STUDY, "stable", t.traj_id, f"to-{end:08d}", "final", "keep", f"step-{end:08d}.pt"))
     shutil.rmtree(segdir)
-    proc = subprocess.Popen([SNAKEMAKE, target], cwd=copy, env=env(), stdout=subprocess.DEVNULL,
-                            stderr=subprocess.DEVNULL, start_new_session=True)
+    # worker=false: the training process is the job's own, as on a node (the worker's children
+    # stop on their own when their job is killed: tests/test_worker.py).
+    proc = subprocess.Popen([SNAKEMAKE, target, "--config", "worker=false"], cwd=copy, env=env(),
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
     try:
         deadline = time.time() + 600
         while time.time() < deadline and not list((segdir / "checkpoints").glob("step-*.pt")):

@@ -1,0 +1,117 @@
+"""worker: a `prism` command served by the fork server is the command run in its own process."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+PRISM = [sys.executable, "-m", "prism"]
+
+
+def wait_for(predicate, timeout: float = 60.0, what: str = "") -> None:
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out waiting for {what}")
+        time.sleep(0.1)
+
+
+@pytest.fixture
+def worker(tmp_path):
+    """A running `prism worker serve`; yields its socket path and its log."""
+    sock, log = tmp_path / "w.sock", tmp_path / "worker.log"
+    with log.open("w") as out:
+        proc = subprocess.Popen([*PRISM, "worker", "serve", "--socket", str(sock)], stdout=out,
+                                stderr=subprocess.STDOUT)
+    try:
+        wait_for(sock.exists, what="the worker's socket")
+        yield sock, log
+    finally:
+        proc.terminate()
+        proc.wait(timeout=30)
+    assert not sock.exists()  # stopped cleanly: the socket is gone
+
+
+def prism(args, env_extra=None, cwd=None, **kw):
+    env = {**os.environ, **(env_extra or {})}
+    return subprocess.run([*PRISM, *args], env=env, cwd=cwd, capture_output=True, text=True, **kw)
+
+
+@pytest.fixture(scope="module")
+def data(tmp_path_factory):
+    from prism.data.shards import build
+
+    out = tmp_path_factory.mktemp("data") / "text_image"
+    build("text_image", out, seed=0)
+    return out
+
+
+def train_args(data: Path, out: str, budget: str = "3e9") -> list[str]:
+    return ["train", "--family", "text_image", "--backbone", "4k", "--variant", "BASE", "--regime", "e2e",
+            "--budget", budget, "--data", str(data), "--out", out, "--device", "cpu", "--threads", "1",
+            "--global-batch", "8", "--eval-samples", "16", "--final-eval-samples", "64"]
+
+
+def test_output_and_exit_status_are_the_commands(worker):
+    sock, log = worker
+    served = prism(["model", "list", "--json"], {"PRISM_WORKER": str(sock)})
+    alone = prism(["model", "list", "--json"])
+    assert served.returncode == alone.returncode == 0 and json.loads(served.stdout) == json.loads(alone.stdout)
+    bad = prism(["train", "--no-such-flag"], {"PRISM_WORKER": str(sock)})
+    assert bad.returncode == 2 and "unrecognized arguments: --no-such-flag" in bad.stderr
+    assert "prism model list --json" in log.read_text()  # the worker, not the client, ran them
+
+
+def test_a_served_run_trains_the_same_model_in_the_callers_directory(worker, data, tmp_path):
+    sock, log = worker
+    for name, env in (("served", {"PRISM_WORKER": str(sock)}), ("alone", {})):
+        (tmp_path / name).mkdir()
+        done = prism(train_args(data, "run"), env, cwd=tmp_path / name)  # a relative --out: the caller's cwd
+        assert done.returncode == 0, done.stderr
+    served, alone = (json.loads((tmp_path / n / "run" / "metrics.json").read_text()) for n in ("served", "alone"))
+    assert served["loss"] == alone["loss"] and served["steps"] == alone["steps"]
+    assert "prism train" in log.read_text()
+
+
+def test_a_stopped_client_stops_its_run(worker, data, tmp_path):
+    sock, _ = worker
+    err = tmp_path / "err.txt"
+    with err.open("w") as fh:
+        client = subprocess.Popen([*PRISM, *train_args(data, str(tmp_path / "run"), budget="2e11")],
+                                  env={**os.environ, "PRISM_WORKER": str(sock)}, stdout=fh, stderr=subprocess.STDOUT)
+    wait_for(lambda: "step " in err.read_text(), what="the run's first steps")
+    client.send_signal(signal.SIGTERM)  # what Snakemake sends a job it cancels
+    assert client.wait(timeout=60) == 128 + signal.SIGTERM
+    assert "stopped (SIGTERM" in err.read_text()  # the run itself got it, and checkpointed
+
+
+def test_a_killed_client_takes_its_run_with_it(worker, data, tmp_path):
+    sock, _ = worker
+    err = tmp_path / "err.txt"
+    with err.open("w") as fh:
+        client = subprocess.Popen([*PRISM, *train_args(data, str(tmp_path / "run"), budget="2e11")],
+                                  env={**os.environ, "PRISM_WORKER": str(sock)}, stdout=fh, stderr=subprocess.STDOUT)
+    wait_for(lambda: "step " in err.read_text(), what="the run's first steps")
+    client.kill()  # no chance to pass anything on: the run sees its client's connection close
+    client.wait()
+    wait_for(lambda: "stopped (SIGTERM" in err.read_text(), timeout=30, what="the orphaned run to stop")
+
+
+def test_without_a_worker_the_command_runs_in_its_own_process(tmp_path):
+    done = prism(["model", "list"], {"PRISM_WORKER": str(tmp_path / "nobody.sock")})
+    assert done.returncode == 0 and "backbone" in done.stdout
+    in_a_job = prism(["model", "list"], {"PRISM_WORKER": str(tmp_path / "nobody.sock"), "PBS_JOBID": "1.pbs"})
+    assert in_a_job.returncode == 0
+
+
+def test_an_idle_worker_exits_and_removes_its_socket(tmp_path):
+    sock = tmp_path / "w.sock"
+    done = subprocess.run([*PRISM, "worker", "serve", "--socket", str(sock), "--idle-timeout", "1"], timeout=120)
+    assert done.returncode == 0 and not sock.exists()
