@@ -114,8 +114,8 @@ def preload() -> None:
 def serve(path: str | Path, parent: int | None = None, idle_timeout: float = 3600.0) -> None:
     """Answer requests on the socket `path` until `parent` exits or nothing came for `idle_timeout` s.
 
-    Runs no torch operation itself: its children fork from a process with no thread
-    pool and no threads, so each starts as a fresh process would after its imports.
+    Runs no torch operation itself: its children fork from a process whose thread pools
+    were never started, so each starts as a fresh process would after its imports.
     """
     path = Path(path)
     preload()
