@@ -23,8 +23,8 @@ from prism.isoflop.options import PlotOptions
 from prism.isoflop.plan import PlanOptions, plan_runs
 from prism.isoflop.trajectories import plan_warmup
 from prism.model.config import BACKBONES, REGIMES, VARIANTS
-from prism.worker import ENV as WORKER_ENV
 from prism.options import as_args, from_mapping
+from prism.worker import ENV as WORKER_ENV
 
 # Rules call `prism`: find the one installed beside the Python running Snakemake
 # (`.venv/bin/snakemake` works without activating the venv, here and in PBS jobs).

@@ -24,8 +24,8 @@ import yaml
 
 from prism.atomic import write_text_atomic
 from prism.errors import PrismError
-from prism.launch import render
 from prism.isoflop.trajectories import DEFAULT_MIN_STEPS, plan_warmup
+from prism.launch import render
 from prism.launch.command import train_args
 from prism.train.config import RunConfig
 
