@@ -59,6 +59,16 @@ def train_args(data: Path, out: str, budget: str = "3e9") -> list[str]:
             "--global-batch", "8", "--eval-samples", "16", "--final-eval-samples", "64"]
 
 
+def start_served_run(sock: Path, data: Path, tmp_path: Path) -> tuple[subprocess.Popen, Path]:
+    """A long training run through the worker, once it is stepping; (its client, its output file)."""
+    err = tmp_path / "err.txt"
+    with err.open("w") as fh:
+        client = subprocess.Popen([*PRISM, *train_args(data, str(tmp_path / "run"), budget="2e11")],
+                                  env={**os.environ, "PRISM_WORKER": str(sock)}, stdout=fh, stderr=subprocess.STDOUT)
+    wait_for(lambda: "step " in err.read_text(), what="the run's first steps")
+    return client, err
+
+
 def test_output_and_exit_status_are_the_commands(worker):
     sock, log = worker
     served = prism(["model", "list", "--json"], {"PRISM_WORKER": str(sock)})
@@ -81,24 +91,14 @@ def test_a_served_run_trains_the_same_model_in_the_callers_directory(worker, dat
 
 
 def test_a_stopped_client_stops_its_run(worker, data, tmp_path):
-    sock, _ = worker
-    err = tmp_path / "err.txt"
-    with err.open("w") as fh:
-        client = subprocess.Popen([*PRISM, *train_args(data, str(tmp_path / "run"), budget="2e11")],
-                                  env={**os.environ, "PRISM_WORKER": str(sock)}, stdout=fh, stderr=subprocess.STDOUT)
-    wait_for(lambda: "step " in err.read_text(), what="the run's first steps")
+    client, err = start_served_run(worker[0], data, tmp_path)
     client.send_signal(signal.SIGTERM)  # what Snakemake sends a job it cancels
     assert client.wait(timeout=60) == 128 + signal.SIGTERM
     assert "stopped (SIGTERM" in err.read_text()  # the run itself got it, and checkpointed
 
 
 def test_a_killed_client_takes_its_run_with_it(worker, data, tmp_path):
-    sock, _ = worker
-    err = tmp_path / "err.txt"
-    with err.open("w") as fh:
-        client = subprocess.Popen([*PRISM, *train_args(data, str(tmp_path / "run"), budget="2e11")],
-                                  env={**os.environ, "PRISM_WORKER": str(sock)}, stdout=fh, stderr=subprocess.STDOUT)
-    wait_for(lambda: "step " in err.read_text(), what="the run's first steps")
+    client, err = start_served_run(worker[0], data, tmp_path)
     client.kill()  # no chance to pass anything on: the run sees its client's connection close
     client.wait()
     wait_for(lambda: "stopped (SIGTERM" in err.read_text(), timeout=30, what="the orphaned run to stop")
