@@ -89,8 +89,8 @@ def warmup_note(runs_a: dict, runs_b: dict, common: list[str], label_a: str, lab
 
     return ["", f"Warm-up: the runs warmed up differently ({label_a} {span(a for a, _ in pairs)} steps, {label_b} "
                 f"{span(b for _, b in pairs)}), so a per-run difference is the schedule's and the warm-up's, the "
-                "more so the shorter the run (`tools/bench_schedules.py --cosine-warmup N` trains both with one "
-                "warm-up)."]
+                "more so the shorter the run (a study trained now gives every run the plan's warm-up, and "
+                "`tools/bench_schedules.py` trains both schedules with one)."]
 
 
 def _number(value) -> float | None:
