@@ -17,6 +17,7 @@ import os
 import re
 import shutil
 import tempfile
+from collections import Counter
 from pathlib import Path
 
 import numpy as np
@@ -34,13 +35,25 @@ SOURCE_RE = re.compile(r"^[A-Za-z0-9-]+$")
 TAR_MTIME = 0  # an int: a float mtime makes tarfile add a pax header per member
 
 
-def split_sources(sources: list[str], seed: int, eval_fraction: float = EVAL_FRACTION) -> tuple[set[str], set[str]]:
-    """(train, eval) sets of source ids: a seeded permutation of the sorted ids, eval takes the head."""
+def split_sources(sources: list[str], seed: int, eval_fraction: float = EVAL_FRACTION,
+                  min_eval: int = 0) -> tuple[set[str], set[str]]:
+    """(train, eval) sets of source ids: a seeded permutation of the sorted ids, eval takes the head.
+
+    The head is `eval_fraction` of the ids, extended while its entries of `sources` number
+    fewer than `min_eval`: documents differ in size (one holds a thousand passages), so a
+    tenth of them can hold too few passages for an eval split under some seeds.
+    """
     ordered = sorted(set(sources))
     if len(ordered) < 2:
         raise PrismError(f"cannot split {len(ordered)} source item(s) into train and eval")
     perm = np.random.default_rng([seed, 1]).permutation(len(ordered))
     n_eval = min(len(ordered) - 1, max(1, round(eval_fraction * len(ordered))))
+    if min_eval:
+        sizes = Counter(sources)
+        held = sum(sizes[ordered[i]] for i in perm[:n_eval])
+        while held < min_eval and n_eval < len(ordered) - 1:
+            held += sizes[ordered[perm[n_eval]]]
+            n_eval += 1
     eval_ids = {ordered[i] for i in perm[:n_eval]}
     return set(ordered) - eval_ids, eval_ids
 
@@ -83,14 +96,15 @@ def lm_records(seed: int, counts: dict[str, int], max_bytes: int,
     """Text-only records from the Python documentation (source ids `lm-...`), `counts[split]` per split.
 
     Documents, not passages, are split between train and eval (by the same rule
-    as the modality items), so no held-out passage shares a document with training.
+    as the modality items, eval taking documents until it holds `counts["eval"]`
+    passages), so no held-out passage shares a document with training.
     """
     from prism.data.sources import lm_text
 
     if items is None:
         items = lm_text.load_passages(max_bytes)
     sources = ["lm-" + re.sub(r"[^A-Za-z0-9]+", "-", doc).strip("-") for doc, _ in items]
-    train_docs, eval_docs = split_sources(sources, seed)
+    train_docs, eval_docs = split_sources(sources, seed, min_eval=counts.get("eval", 0))
     out: dict[str, list[dict]] = {}
     for split, docs in (("train", train_docs), ("eval", eval_docs)):
         pool = [i for i, source in enumerate(sources) if source in docs]

@@ -112,6 +112,23 @@ def test_split_sources_is_by_item_and_seeded():
         split_sources(["only"], seed=0)
 
 
+def test_eval_takes_documents_until_it_holds_the_passages_it_needs():
+    # One large document and 99 one-passage ones: a tenth of the documents holds 10 passages
+    # unless the large one falls in it, so for most seeds a 30-passage eval split needs more.
+    items = [("big", f"p{i}") for i in range(200)] + [(f"doc{i}", "text") for i in range(99)]
+    sources = ["lm-" + doc for doc, _ in items]
+    for seed in range(8):
+        plain = split_sources(sources, seed)
+        train, eval_ = split_sources(sources, seed, min_eval=30)
+        assert sum(s in eval_ for s in sources) >= 30 and plain[1] <= eval_ and not train & eval_
+        if sum(s in plain[1] for s in sources) >= 30:
+            assert (train, eval_) == plain  # enough already: the split (and the data) as before
+        records = shards.lm_records(seed, {"train": 50, "eval": 30}, 16, items)
+        assert len(records["eval"]) == 30 and len(records["train"]) == 50
+        held_out = {json.loads(r["json"])["source"] for r in records["eval"]}
+        assert not held_out & {json.loads(r["json"])["source"] for r in records["train"]}
+
+
 def test_lm_ratio_mixes_text_only_samples(tmp_path):
     manifest = build("text_table", tmp_path / "mixed", seed=0, lm_ratio=0.2)
     docs = {}
