@@ -331,4 +331,6 @@ def stop_worker():
             process.wait(timeout=30)
         except subprocess.TimeoutExpired:
             process.kill()
-    shutil.rmtree(WORKER.pop("folder", ""), ignore_errors=True)
+    folder = WORKER.pop("folder", None)
+    if folder is not None:
+        shutil.rmtree(folder, ignore_errors=True)
