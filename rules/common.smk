@@ -135,6 +135,8 @@ def plan_flags(family):
         "--backbones", ",".join(args["backbones"]),
         "--variants", ",".join(args["variants"]),
         *as_args(args["options"]),
+        # What the grid costs as wsd trajectories (plan.yaml `schedules`); no run depends on it.
+        "--cooldown-fraction", str(config["train"]["cooldown_fraction"]),
     ]
 
 

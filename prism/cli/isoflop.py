@@ -9,6 +9,7 @@ from prism.isoflop.collect import CollectOptions
 from prism.isoflop.options import PlotOptions
 from prism.isoflop.plan import PlanOptions
 from prism.options import add_arguments, from_namespace
+from prism.train.schedule import COOLDOWN_FRACTION
 
 
 def register(verbs: argparse._SubParsersAction) -> None:
@@ -142,6 +143,9 @@ def _register_plan(verbs: argparse._SubParsersAction) -> None:
     p.add_argument("--variants", type=_csv_list, help="comma-separated (default: every calibrated one)")
     p.add_argument("--data", help="shard directory the runs train on: its training split's size gives each run's "
                    "epochs, and runs above --max-epochs are dropped")
+    p.add_argument("--cooldown-fraction", type=float, default=COOLDOWN_FRACTION, metavar="F",
+                   help="wsd cooldown share of a run's steps (the study's train.cooldown_fraction): what the "
+                   f"grid costs as wsd trajectories (default: {COOLDOWN_FRACTION})")
     add_arguments(p.add_argument_group("plan options (config `plan:`)"), PlanOptions)
     p.add_argument("--dry-run", action="store_true", help="print the table, the cost and the forecast; write nothing")
     p.add_argument("--out", help="plan.yaml to write (plan.csv beside it)")
@@ -156,7 +160,7 @@ def _plan(args: argparse.Namespace) -> int:
             args.out, args.dry_run, family=args.family, budgets=parse_budgets(args.budgets),
             calibration_dir=args.calibration_dir, scaling_study_dir=args.scaling_study_dir, regime=args.regime,
             backbones=args.backbones, variants=args.variants, data=args.data,
-            options=from_namespace(PlanOptions, args),
+            options=from_namespace(PlanOptions, args), cooldown_fraction=args.cooldown_fraction,
         )
     )
     return 0
@@ -328,7 +332,8 @@ def _register_compare(verbs: argparse._SubParsersAction) -> None:
     p.add_argument("--regime", default="e2e")
     p.add_argument("--label-a", default="cosine")
     p.add_argument("--label-b", default="wsd")
-    p.add_argument("--cooldown-fraction", type=float, default=0.2, help="wsd cooldown share (default: 0.2)")
+    p.add_argument("--cooldown-fraction", type=float, metavar="F",
+                   help="wsd cooldown share (default: the one STUDY_B's plan.yaml records)")
     p.add_argument("--out", metavar="MD", help="write the report here too")
     p.set_defaults(func=_compare)
 

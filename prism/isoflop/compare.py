@@ -106,21 +106,27 @@ def overlap(x: tuple[float, float] | None, y: tuple[float, float] | None) -> boo
     return max(x[0], y[0]) <= min(x[1], y[1])
 
 
-def study_flops(study: Path, family: str, cooldown_fraction: float) -> tuple[float, float] | None:
-    """(cosine FLOPs, wsd FLOPs) of the study's plan: the same grid run both ways."""
+def study_flops(study: Path, family: str, cooldown_fraction: float | None = None) -> tuple[float, float] | None:
+    """(cosine FLOPs, wsd FLOPs) of the study's plan: the same grid run both ways.
+
+    `cooldown_fraction` None: the one the plan recorded (its `schedules`), which is the study's.
+    """
     plan_path = study / family / "plan.yaml"
     if not plan_path.is_file():
         return None
     import yaml
 
-    from prism.isoflop.trajectories import plan_trajectories, saving
+    from prism.isoflop.trajectories import DEFAULT_COOLDOWN_FRACTION, plan_trajectories, saving
 
-    s = saving(plan_trajectories(yaml.safe_load(plan_path.read_text()) or {}, cooldown_fraction))
+    plan = yaml.safe_load(plan_path.read_text()) or {}
+    if cooldown_fraction is None:
+        cooldown_fraction = (plan.get("schedules") or {}).get("cooldown_fraction", DEFAULT_COOLDOWN_FRACTION)
+    s = saving(plan_trajectories(plan, cooldown_fraction))
     return s.cosine_flops, s.wsd_flops
 
 
 def compare_markdown(study_a: str | Path, study_b: str | Path, family: str, regime: str = "e2e",
-                     label_a: str = "cosine", label_b: str = "wsd", cooldown_fraction: float = 0.2) -> str:
+                     label_a: str = "cosine", label_b: str = "wsd", cooldown_fraction: float | None = None) -> str:
     a_dir, b_dir = Path(study_a), Path(study_b)
     fit_a = _read_json(a_dir / family / "fit" / f"{regime}.json")
     fit_b = _read_json(b_dir / family / "fit" / f"{regime}.json")

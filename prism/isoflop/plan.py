@@ -37,7 +37,7 @@ from prism.data.volume import MAX_EPOCHS, epochs_refusal, train_samples
 from prism.errors import PrismError
 from prism.ids import format_budget, run_id
 from prism.isoflop.records import PlanRow, Surface
-from prism.isoflop.trajectories import DEFAULT_MIN_STEPS, saving_text, schedule_costs
+from prism.isoflop.trajectories import DEFAULT_COOLDOWN_FRACTION, DEFAULT_MIN_STEPS, saving_text, schedule_costs
 from prism.model.config import backbone_shape
 from prism.options import option
 
@@ -512,11 +512,14 @@ def make_plan(
     out: str | Path | None = None,
     data: str | Path | None = None,
     options: PlanOptions | None = None,
+    cooldown_fraction: float = DEFAULT_COOLDOWN_FRACTION,
     **overrides,
 ) -> dict:
     """The whole plan as a dict (the plan.yaml content): `plan_runs` plus the forecast.
 
-    `overrides` replace fields of `options` (e.g. `window=0.3`), for tests and scripts.
+    `cooldown_fraction` is the wsd cooldown the study trains with: it sets what the grid costs as
+    trajectories (`schedules`), not which runs the grid holds. `overrides` replace fields of
+    `options` (e.g. `window=0.3`), for tests and scripts.
     """
     from prism.isoflop import forecast as fc_mod
 
@@ -542,7 +545,7 @@ def make_plan(
         "min_steps": options.min_steps,
         "cost": cost_summary(runs, study.cost, study.speed_sources),
         # The same runs as independent cosine runs and as wsd trajectories with branches.
-        "schedules": schedule_costs(runs, min_steps=options.min_steps),
+        "schedules": schedule_costs(runs, cooldown_fraction, min_steps=options.min_steps),
         "runs": [r.to_json() for r in runs],
         "dropped": [d for p in plans for d in p.dropped],
         "refused": refused,
@@ -608,7 +611,7 @@ def run_plan(out: str | Path | None, dry_run: bool, **kwargs) -> str:
     text += [f"REFUSED {r['reason']}" for r in plan["refused"]]
     text += ["", forecast_text(plan["forecast"])]
 
-    text += ["", saving_text(rows, min_steps=plan["min_steps"])]
+    text += ["", saving_text(rows, plan["schedules"]["cooldown_fraction"], min_steps=plan["min_steps"])]
     if not dry_run:
         out = Path(out)
         write_text_atomic(out.with_suffix(".csv"), plan_csv_text(rows))

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 
+import pytest
+
 from prism.isoflop.compare import compare_markdown, overlap
 
 
@@ -63,3 +65,17 @@ def test_runs_that_warmed_up_differently_are_called_out(tmp_path):
     warmups(a, [18, 260])
     text = compare_markdown(a, b, "text_image")
     assert "Warm-up: the runs warmed up differently (cosine 18-260 steps, wsd 50)" in text
+
+
+def test_the_compute_section_takes_the_cooldown_the_plan_records(tmp_path, ladder):
+    import yaml
+
+    from prism.isoflop.compare import study_flops
+    from prism.isoflop.plan import make_plan
+
+    plan = make_plan("text_image", [1e12, 2e12, 4e12, 8e12], ladder, simulations=20, window=0.6, cooldown_fraction=0.4)
+    (tmp_path / "text_image").mkdir()
+    (tmp_path / "text_image" / "plan.yaml").write_text(yaml.safe_dump(plan, sort_keys=False))
+    cosine, wsd = study_flops(tmp_path, "text_image")
+    assert wsd == pytest.approx(plan["schedules"]["wsd_flops"]) and cosine == pytest.approx(plan["schedules"]["cosine_flops"])
+    assert study_flops(tmp_path, "text_image", cooldown_fraction=0.2)[1] < wsd
