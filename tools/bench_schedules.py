@@ -13,6 +13,9 @@ schedules; `--cosine-warmup` gives the cosine runs another), and reports per cel
 of one run. A wsd run trained alone is the branch the study would have taken from its
 trajectory (bit-identical, `tests/train/test_wsd_segments.py`).
 
+`--lr-scale X` trains both schedules at X times the study's peak learning rate, so a
+rerun at a few scales says whether a gap between them is the learning rate's.
+
 Runs go to `--out` (a rerun skips finished runs, as `prism train` does), `--jobs` at a
 time.
 """
@@ -31,8 +34,8 @@ from pathlib import Path
 SCHEDULES = ("cosine", "wsd")
 
 
-def run_dir(out: Path, cell: str, schedule: str, seed: int, warmup: int | None = None) -> Path:
-    tag = schedule if warmup is None else f"{schedule}-w{warmup}"
+def run_dir(out: Path, cell: str, schedule: str, seed: int, warmup: int | None = None, lr_scale: float = 1.0) -> Path:
+    tag = (schedule if warmup is None else f"{schedule}-w{warmup}") + ("" if lr_scale == 1 else f"-lr{lr_scale:g}")
     return out / f"{cell.replace('@', '-C')}-{tag}-s{seed}"
 
 
@@ -47,7 +50,7 @@ def train(args: argparse.Namespace, cell: str, schedule: str, seed: int) -> dict
     """One `prism train` run; its metrics.json."""
     backbone, budget = cell.split("@")
     warmup = warmup_of(args, schedule)
-    out = run_dir(args.out, cell, schedule, seed, warmup)
+    out = run_dir(args.out, cell, schedule, seed, warmup, args.lr_scale)
     calibration = args.study / "calibration" / f"{args.family}__{backbone}__BASE__e2e.json"
     cmd = [sys.executable, "-m", "prism", "train", "--family", args.family, "--backbone", backbone,
            "--variant", "BASE", "--regime", "e2e", "--budget", budget, "--out", str(out),
@@ -58,6 +61,11 @@ def train(args: argparse.Namespace, cell: str, schedule: str, seed: int) -> dict
         cmd += ["--calibration", str(calibration)]
     if warmup is not None:
         cmd += ["--warmup", str(warmup)]
+    if args.lr_scale != 1:
+        from prism.model.config import backbone_config
+        from prism.train.schedule import default_lr
+
+        cmd += ["--lr", repr(args.lr_scale * default_lr(backbone_config(backbone).d_model))]
     log = out.parent / f"{out.name}.log"
     out.parent.mkdir(parents=True, exist_ok=True)
     with log.open("w") as f:
@@ -88,6 +96,8 @@ def main(argv: list[str] | None = None) -> int:
                         help="warm-up steps of both schedules (default 50: the default study's, half its min_steps)")
     parser.add_argument("--cosine-warmup", default=None, metavar="N|run",
                         help="cosine runs only: N steps, or `run` for prism train's own default (5%% of the run)")
+    parser.add_argument("--lr-scale", type=float, default=1.0,
+                        help="both schedules at this multiple of the study's peak learning rate (is a gap the rate's?)")
     parser.add_argument("--final-eval-samples", type=int, default=2048)
     parser.add_argument("--jobs", type=int, default=2, help="runs side by side (one thread each)")
     parser.add_argument("--out", type=Path, default=Path("schedules-bench"))
@@ -97,7 +107,7 @@ def main(argv: list[str] | None = None) -> int:
     work = [(c, s, seed) for c in cells for seed in seeds for s in SCHEDULES]
     with ThreadPoolExecutor(args.jobs) as pool:
         done = dict(zip(work, pool.map(lambda w: train(args, *w), work)))
-    print(f"wsd - cosine per run at equal budget, {len(seeds)} seeds ({args.seeds}); diff in % of cosine, "
+    print(f"wsd - cosine per run at equal budget, {args.lr_scale:g} x the study's peak lr, {len(seeds)} seeds ({args.seeds}); diff in % of cosine, "
           f"+- its standard error over seeds; spread: one run's seed-to-seed std in %")
     print("| cell | steps | cosine | wsd | diff % | spread % |")
     print("|---|---|---|---|---|---|")

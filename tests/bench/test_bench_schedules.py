@@ -36,6 +36,17 @@ def test_trains_both_schedules_and_reports(tmp_path, capsys):
     assert "| 4k@5e9 |" in out
     assert len(list((tmp_path / "out").glob("*/metrics.json"))) == 4
     assert (tmp_path / "out" / "4k-C5e9-wsd-w2-s1.log").exists()
+    # --lr-scale: both schedules at a multiple of the study's peak rate, in runs of their own
+    import json
+
+    from prism.model.config import backbone_config
+    from prism.train.schedule import default_lr
+
+    assert tool.main(argv[:5] + ["0"] + argv[6:] + ["--lr-scale", "2"]) == 0
+    scaled = sorted((tmp_path / "out").glob("*-lr2-s0/metrics.json"))
+    assert len(scaled) == 2
+    assert all(json.loads(m.read_text())["lr"] == pytest.approx(2 * default_lr(backbone_config("4k").d_model))
+               for m in scaled)
 
 
 def test_both_schedules_warm_up_alike_unless_told():
