@@ -198,8 +198,9 @@ def _verdict(per_budget, a_ci, usable_share, max_ci_width, min_spread) -> tuple[
         else:
             good += 1
     if good < diagnostics.MIN_BUDGETS:
-        reasons.insert(0, f"{good} budget(s) would give a usable minimum; the exponent needs at least "
-                          f"{diagnostics.MIN_BUDGETS} (through 2 minima the power law has no degree of freedom)")
+        reasons.insert(0, f"{good} budget(s) give a minimum inside the grid in at least {MIN_ACCEPT_RATE:.0%} of "
+                          f"simulated studies; the exponent needs at least {diagnostics.MIN_BUDGETS} (through 2 "
+                          "minima the power law has no degree of freedom)")
     if a_ci is None:
         reasons.insert(0, "no simulated study gives an exponent")
     elif a_ci[1] - a_ci[0] > max_ci_width:
