@@ -107,8 +107,9 @@ def main(argv: list[str] | None = None) -> int:
     work = [(c, s, seed) for c in cells for seed in seeds for s in SCHEDULES]
     with ThreadPoolExecutor(args.jobs) as pool:
         done = dict(zip(work, pool.map(lambda w: train(args, *w), work)))
-    print(f"wsd - cosine per run at equal budget, {args.lr_scale:g} x the study's peak lr, {len(seeds)} seeds ({args.seeds}); diff in % of cosine, "
-          f"+- its standard error over seeds; spread: one run's seed-to-seed std in %")
+    print(f"wsd - cosine per run at equal budget, {args.lr_scale:g} x the study's peak lr, {len(seeds)} seeds "
+          f"({args.seeds}); diff in % of cosine, +- its standard error over seeds; spread: one run's seed-to-seed "
+          "std in %")
     print("| cell | steps | cosine | wsd | diff % | spread % |")
     print("|---|---|---|---|---|---|")
     for c in cells:

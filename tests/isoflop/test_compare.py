@@ -77,5 +77,6 @@ def test_the_compute_section_takes_the_cooldown_the_plan_records(tmp_path, ladde
     (tmp_path / "text_image").mkdir()
     (tmp_path / "text_image" / "plan.yaml").write_text(yaml.safe_dump(plan, sort_keys=False))
     cosine, wsd = study_flops(tmp_path, "text_image")
-    assert wsd == pytest.approx(plan["schedules"]["wsd_flops"]) and cosine == pytest.approx(plan["schedules"]["cosine_flops"])
+    assert wsd == pytest.approx(plan["schedules"]["wsd_flops"])
+    assert cosine == pytest.approx(plan["schedules"]["cosine_flops"])
     assert study_flops(tmp_path, "text_image", cooldown_fraction=0.2)[1] < wsd

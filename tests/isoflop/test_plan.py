@@ -248,7 +248,6 @@ def test_the_plan_records_both_schedules_costs(ladder):
     assert costs["cooldown_fraction"] == 0.2 and costs["cosine_hours"] > costs["wsd_hours"] > 0
 
 
-
 def test_the_schedules_cost_is_the_studys_cooldown(ladder):
     """A longer cooldown costs the wsd grid more: plan.yaml records the study's, not the default."""
     budgets = [1e12, 2e12, 4e12, 8e12]
