@@ -23,6 +23,7 @@ from prism.isoflop.options import PlotOptions
 from prism.isoflop.plan import PlanOptions, plan_runs
 from prism.isoflop.trajectories import plan_warmup
 from prism.model.config import BACKBONES, REGIMES, VARIANTS
+from prism.model.sizes import RULE_NAME_PATTERN, VARIANT_NAME_PATTERN
 from prism.options import as_args, from_mapping
 from prism.worker import ENV as WORKER_ENV
 
@@ -62,8 +63,8 @@ def _alternatives(names):
 # anything into a command line (and values are shell-quoted as well).
 wildcard_constraints:
     family=_alternatives(FAMILIES),
-    backbone=_alternatives(BACKBONES),
-    variant=_alternatives(VARIANTS),
+    backbone=f"{_alternatives(BACKBONES)}|{RULE_NAME_PATTERN}",
+    variant=f"{_alternatives(VARIANTS)}|{VARIANT_NAME_PATTERN}",
     regime=_alternatives(REGIMES),
     budget=r"[0-9]+(\.[0-9]+)?e[0-9]+",
     run_id=r"[0-9a-z]+-[A-Z0-9]+-[a-z0-9_]+-C[0-9]+(\.[0-9]+)?e[0-9]+",

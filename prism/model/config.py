@@ -8,13 +8,14 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from prism.errors import unknown_name
+from prism.errors import PrismError, unknown_name
+from prism.model import sizes
 
 # Byte tokenizer: 256 bytes + PAD, BOS, EOS, MOD (see prism.model.tokenizer).
 BYTE_VOCAB = 260
 # The small backbones pad the embedding table to 264 rows (a multiple of 8) so the
 # LM-head matmul has aligned shapes; the 4 extra ids never occur in the data.
-SMALL_VOCAB = 264
+SMALL_VOCAB = sizes.RULE_VOCAB
 
 
 @dataclass(frozen=True)
@@ -75,7 +76,8 @@ class BackboneConfig:
 
     @property
     def is_small(self) -> bool:
-        return self.name in SMALL_BACKBONES
+        """A CPU size: the small ladder's or the `n` rule's."""
+        return self.name in SMALL_BACKBONES or self.name.startswith("n") and sizes.is_rule_name(self.name)
 
 
 def _small(name: str, d: int, layers: int, heads: int, ffn: int) -> BackboneConfig:
@@ -154,10 +156,46 @@ REGIMES: dict[str, tuple[str, ...]] = {
 
 
 def backbone_config(name: str) -> BackboneConfig:
-    try:
+    """A registry backbone, or the shape rule's size of that name (`n32e3`, `g7e9`: prism.model.sizes)."""
+    if name in BACKBONES:
         return BACKBONES[name]
-    except KeyError:
-        raise unknown_name("backbone", name, BACKBONES) from None
+    if not sizes.RULE_NAME_RE.match(str(name)):
+        raise PrismError(f"unknown backbone {name!r}; valid: {', '.join(BACKBONES)}, or a rule size such as "
+                         "n32e3 (3.2e4 parameters, CPU shapes) or g7e9 (accelerator shapes)")
+    try:
+        rule, n = sizes.rule_target(name)
+    except ValueError as err:
+        raise PrismError(f"backbone {err}") from None
+    shape = sizes.rule_shape(rule, n)
+    return BackboneConfig(name, **shape, vocab_size=rule.vocab_size, tie_embeddings=True, rope_theta=rule.rope_theta)
+
+
+def is_backbone(name: str) -> bool:
+    try:
+        backbone_config(name)
+    except PrismError:
+        return False
+    return True
+
+
+def check_backbone(name: str, where: str | None = None) -> str:
+    """`name` if it is a registry or rule backbone, else the PrismError saying what is valid (after `where`)."""
+    return _checked(backbone_config, name, where)
+
+
+def check_variant(name: str, where: str | None = None) -> str:
+    """`name` if it is a registry or rule projector variant, else the PrismError saying what is valid."""
+    return _checked(projector_variant, name, where)
+
+
+def _checked(lookup, name: str, where: str | None) -> str:
+    try:
+        lookup(name)
+    except PrismError as err:
+        if where is None:
+            raise
+        raise PrismError(f"{where}: {err}") from None
+    return name
 
 
 # The shape a calibration records of its backbone. Two shapes of the same name have the
@@ -172,10 +210,15 @@ def backbone_shape(name: str) -> dict[str, int]:
 
 
 def projector_variant(name: str) -> ProjectorVariant:
-    try:
+    """A registry variant, or the projector rule's `W<k>X` (width k, 2 linears) / `D<k>X` (2k linears)."""
+    if name in VARIANTS:
         return VARIANTS[name]
-    except KeyError:
-        raise unknown_name("projector variant", name, VARIANTS) from None
+    try:
+        width, layers = sizes.variant_multipliers(name)
+    except ValueError:
+        raise PrismError(f"unknown projector variant {name!r}; valid: {', '.join(VARIANTS)}, or by the rule "
+                         "W<k>X (hidden width k x d_model) or D<k>X (2k linears), k >= 2") from None
+    return ProjectorVariant(name, width, layers)
 
 
 def regime_parts(name: str) -> tuple[str, ...]:

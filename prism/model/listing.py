@@ -6,6 +6,7 @@ import json
 
 from prism.families import FAMILIES
 from prism.model.config import BACKBONES, REGIMES, VARIANTS
+from prism.model.sizes import RULES
 
 
 def registry() -> dict:
@@ -48,7 +49,9 @@ def format_table(reg: dict) -> str:
     variants = ", ".join(f"{v.name} (width x{v.width_mult}, {v.n_layers} layers)" for v in VARIANTS.values())
     lines += [
         "",
-        f"projector variants: {variants}",
+        f"projector variants: {variants}; any W<k>X or D<k>X (k >= 2) by the rule",
+        "rule sizes (any N, named by it: n32e3 = 3.2e4 parameters): "
+        + "; ".join(f"{r.prefix}<m>e<x> head dim {r.head_dim}, d_model {r.aspect} x layers" for r in RULES.values()),
         f"families: {', '.join(reg['families'])}",
         f"regimes: {', '.join(reg['regimes'])}",
     ]

@@ -81,12 +81,12 @@ def _validate_preset(p: Preset, path: Path) -> None:
 
 def _validate_design(d: Design, path: Path) -> None:
     from prism.launch import LAUNCHERS
-    from prism.model.config import BACKBONES, REGIMES, VARIANTS
+    from prism.model.config import REGIMES, check_backbone, check_variant
     from prism.train.config import DEVICES, STRATEGIES
 
     where = f"(design {d.name} in {path})"
-    check_name(f"backbone {where}", d.backbone, BACKBONES)
-    check_name(f"variant {where}", d.variant, VARIANTS)
+    check_backbone(d.backbone, where)
+    check_variant(d.variant, where)
     check_name(f"regime {where}", d.regime, REGIMES)
     check_name(f"strategy {where}", d.strategy, STRATEGIES)
     check_name(f"launcher {where}", d.launcher, LAUNCHERS)

@@ -24,7 +24,7 @@ from prism.atomic import write_text_atomic
 from prism.errors import PrismError, check_name
 from prism.families import FAMILIES
 from prism.ids import run_id
-from prism.model.config import BACKBONES, REGIMES, VARIANTS
+from prism.model.config import REGIMES, check_backbone, check_variant
 from prism.train.schedule import COOLDOWN_FRACTION, COOLDOWN_SHAPES, SCHEDULES
 
 STRATEGIES = ("none", "ddp", "fsdp", "hsdp")
@@ -118,8 +118,8 @@ class RunConfig:
         if missing:
             raise PrismError(f"{source}: missing {', '.join('--' + m.replace('_', '-') for m in missing)}")
         check_name("family", self.family, FAMILIES)
-        check_name("backbone", self.backbone, BACKBONES)
-        check_name("projector variant", self.variant, VARIANTS)
+        check_backbone(self.backbone)
+        check_variant(self.variant)
         check_name("regime", self.regime, REGIMES)
         for f in fields(self):
             choices = f.metadata.get("choices")

@@ -21,17 +21,24 @@ POSITIVE_INTS = ("global_batch", "steps")
 def check_row(row: Any, index: int, source: str = "plan.yaml") -> dict[str, Any]:
     """`row` when it is a valid planned run; a PrismError naming `source`, the row and the key otherwise."""
     from prism.families import FAMILIES
-    from prism.model.config import BACKBONES, REGIMES, VARIANTS
+    from prism.model.config import REGIMES, is_backbone, projector_variant
 
     if not isinstance(row, dict):
         raise PrismError(f"{source}: runs[{index}] is not a mapping of run settings: {row!r}")
     where = f"{source}: runs[{index}] ({row.get('run_id', 'no run_id')})"
     if not isinstance(row.get("run_id"), str) or not row["run_id"]:
         raise PrismError(f"{where}: no run_id")
-    registries = {"family": FAMILIES, "backbone": BACKBONES, "variant": VARIANTS, "regime": REGIMES}
-    for key in NAMES:
+    registries = {"family": FAMILIES, "regime": REGIMES}
+    for key in ("family", "regime"):
         if row.get(key) not in registries[key]:
             raise PrismError(f"{where}: {key} {row.get(key)!r} is not one of {', '.join(registries[key])}")
+    if not isinstance(row.get("backbone"), str) or not is_backbone(row["backbone"]):
+        raise PrismError(f"{where}: backbone {row.get('backbone')!r} is neither a registry backbone "
+                         "(`prism model list`) nor a rule size (e.g. n32e3)")
+    try:
+        projector_variant(str(row.get("variant")))
+    except PrismError as err:
+        raise PrismError(f"{where}: {err}") from None
     for key in POSITIVE_NUMBERS + POSITIVE_INTS:
         if key not in row:
             continue

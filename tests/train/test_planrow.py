@@ -17,7 +17,7 @@ def test_a_valid_row_passes():
 
 
 @pytest.mark.parametrize("key, value, message", [
-    ("backbone", "31k", "backbone '31k' is not one of"),
+    ("backbone", "31k", "backbone '31k' is neither a registry backbone"),
     ("steps", "many", "steps must be a positive integer, got 'many'"),
     ("steps", 12.5, "steps must be a positive integer"),
     ("global_batch", 0, "global_batch must be a positive integer, got 0"),

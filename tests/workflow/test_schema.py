@@ -19,6 +19,7 @@ from prism.isoflop.options import PlotOptions
 from prism.isoflop.plan import PlanOptions
 from prism.launch import STORAGES
 from prism.model.config import BACKBONES, REGIMES, VARIANTS
+from prism.model.sizes import RULE_NAME_PATTERN, VARIANT_NAME_PATTERN
 from prism.options import from_mapping
 from prism.train.config import DEVICES, STRATEGIES
 from prism.train.schedule import SCHEDULES
@@ -62,8 +63,11 @@ def test_schema_defaults_are_config_yaml_values():
 def test_schema_enums_are_the_registries():
     d = SCHEMA["definitions"]
     assert set(d["family"]["enum"]) == set(FAMILIES)
-    assert set(d["backbone"]["enum"]) == set(BACKBONES)
-    assert set(d["variant"]["enum"]) == set(VARIANTS)
+    backbone, variant = (dict(kv for alt in d[key]["anyOf"] for kv in alt.items()) for key in ("backbone", "variant"))
+    assert set(backbone["enum"]) == set(BACKBONES)
+    assert backbone["pattern"] == f"^{RULE_NAME_PATTERN}$"
+    assert set(variant["enum"]) == set(VARIANTS)
+    assert variant["pattern"] == f"^{VARIANT_NAME_PATTERN}$"
     assert set(d["regime"]["enum"]) == set(REGIMES)
     train = SCHEMA["properties"]["train"]["properties"]
     assert tuple(train["strategy"]["enum"]) == STRATEGIES
