@@ -114,6 +114,20 @@ for _family in FAMILIES:
             partial(study_metrics, _family),
 
 
+    # Where the study stands while it runs (reads only its folder; it has no output, so it runs
+    # every time). While another Snakemake runs the study: `snakemake --nolock status_F`.
+    rule:
+        name:
+            f"status_{_family}"
+        params:
+            family_dir=partial(lambda wildcards, family: f"{STUDY}/{family}", family=_family),
+        log:
+            logfile("status", _family),
+        localrule: True
+        shell:
+            "prism isoflop status {params.family_dir:q} > {log:q} 2>&1; cat {log:q}"
+
+
 # Jobs that run here start their `prism` commands from one worker that imported torch once.
 onstart:
     start_worker()

@@ -271,6 +271,19 @@ def train_nodes(wildcards):
     return int(cluster["nodes_by_backbone"].get(_backbone_of(wildcards), cluster["nodes"]))
 
 
+def tracker_args(wildcards):
+    """The trackers' `prism train` flags: a resource, not a param, so turning them on retrains nothing.
+
+    Every run of a study logs into STUDY/tracking under one group, STUDY-FAMILY-REGIME.
+    """
+    trackers = config["train"]["trackers"]
+    if not trackers:
+        return ""
+    group = f"{Path(STUDY).resolve().name}-{wildcards.family}-{REGIME}"
+    return shlex.join(["--trackers", ",".join(trackers), "--tracker-dir", f"{STUDY}/tracking",
+                       "--tracker-group", group, "--tracker-project", config["train"]["tracker_project"]])
+
+
 def train_walltime(wildcards):
     cluster = config["cluster"]
     return cluster["walltimes"].get(_backbone_of(wildcards), cluster["walltime"])

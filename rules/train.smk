@@ -46,6 +46,7 @@ rule train:
         filesystems=config["cluster"]["filesystems"],
         place=config["cluster"]["place"],
         retrain=train_retrain,
+        track=tracker_args,
     # The launcher renders the job's body into the run directory (`local`: the one
     # `prism train` command; `aurora`: mpiexec over every node of the PBS job, with the
     # DAOS mount when storage is daos), which then runs. A run that ends `collapsed`
@@ -56,7 +57,7 @@ rule train:
     # data manifest and calibration, and when Snakemake reruns it because they changed (new
     # data, a recalibrated model) it starts over instead of resuming.
     shell:
-        "prism train {params.run} --device {resources.device:q} --threads {threads}"
+        "prism train {params.run} {resources.track} --device {resources.device:q} --threads {threads}"
         " --strategy {resources.strategy:q} --launcher {resources.launcher:q} --nodes {resources.nodes:q}"
         " --storage {resources.storage:q} --dry-run > {params.body:q} 2> {log:q}"
         " && PRISM_RETRAIN={resources.retrain:q} bash {params.body:q} >> {log:q} 2>&1 || test -f {output:q}"

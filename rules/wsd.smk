@@ -65,8 +65,9 @@ rule wsd_segment:
         filesystems=config["cluster"]["filesystems"],
         place=config["cluster"]["place"],
         retrain=segment_retrain,
+        track=tracker_args,
     shell:
-        "prism train {params.run} --device {resources.device:q} --threads {threads}"
+        "prism train {params.run} {resources.track} --device {resources.device:q} --threads {threads}"
         " --strategy {resources.strategy:q} --launcher {resources.launcher:q} --nodes {resources.nodes:q}"
         " --storage {resources.storage:q} --dry-run > {params.body:q} 2> {log:q}"
         " && PRISM_RETRAIN={resources.retrain:q} bash {params.body:q} >> {log:q} 2>&1"
@@ -105,9 +106,10 @@ rule wsd_branch:
         filesystems=config["cluster"]["filesystems"],
         place=config["cluster"]["place"],
         retrain=train_retrain,
+        track=tracker_args,
     # As `train`: a collapsed branch writes metrics.json (status collapsed) and exits non-zero.
     shell:
-        "prism train {params.run} --device {resources.device:q} --threads {threads}"
+        "prism train {params.run} {resources.track} --device {resources.device:q} --threads {threads}"
         " --strategy {resources.strategy:q} --launcher {resources.launcher:q} --nodes {resources.nodes:q}"
         " --storage {resources.storage:q} --dry-run > {params.body:q} 2> {log:q}"
         " && PRISM_RETRAIN={resources.retrain:q} bash {params.body:q} >> {log:q} 2>&1 || test -f {output:q}"

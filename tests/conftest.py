@@ -72,3 +72,83 @@ def train(shards, tiny) -> Callable[..., subprocess.CompletedProcess]:
         return _run_prism("train", *tiny, "--data", str(shards), "--out", str(out), *flags, env=env)
 
     return run
+
+
+def _tensorboard_scalars(log_dir: Path) -> dict[str, list[tuple[int, float]]]:
+    """{tag: [(step, value), ...]} of a TensorBoard run directory, read by TensorBoard's own reader."""
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    acc = EventAccumulator(str(log_dir), size_guidance={"scalars": 0})
+    acc.Reload()
+    return {tag: [(e.step, e.value) for e in acc.Scalars(tag)] for tag in acc.Tags()["scalars"]}
+
+
+@pytest.fixture(scope="session")
+def tensorboard_scalars() -> Callable[[Path], dict[str, list[tuple[int, float]]]]:
+    """`tensorboard_scalars(run_dir)` -> {tag: [(step, value)]} (needs tensorboard)."""
+    pytest.importorskip("tensorboard")
+    return _tensorboard_scalars
+
+
+def _wandb_records(path: Path) -> list:
+    """The protobuf records of a W&B run file (`run-ID.wandb`: a LevelDB-style log of 32 KiB blocks).
+
+    W&B has no public reader of its offline files; the format is a 7-byte header (":W&B",
+    0xBEE1, version), then records of (crc32c, length, type) + payload that may be split
+    across blocks (type 1 full, 2 first, 3 middle, 4 last).
+    """
+    from wandb.proto import wandb_internal_pb2
+
+    data = Path(path).read_bytes()
+    assert data[:4] == b":W&B", f"{path} is not a W&B run file"
+    block, pos, records, pending = 32768, 7, [], b""
+    while pos + 7 <= len(data):
+        room = block - pos % block
+        if room < 7:  # a block's tail too short for a header is padding
+            pos += room
+            continue
+        length = int.from_bytes(data[pos + 4:pos + 6], "little")
+        kind = data[pos + 6]
+        payload = data[pos + 7:pos + 7 + length]
+        pos += 7 + length
+        if kind == 0 and length == 0:
+            continue
+        pending = payload if kind in (1, 2) else pending + payload
+        if kind in (1, 4):
+            record = wandb_internal_pb2.Record()
+            record.ParseFromString(pending)
+            records.append(record)
+            pending = b""
+    return records
+
+
+def _wandb_runs(root: Path) -> list[dict]:
+    """Every offline run folder under `root` (a W&B `dir`): id, name, group, project, tags, config, history.
+
+    history: [{key: value, ...}] in logged order, each row with its `_step`.
+    """
+    import json as _json
+
+    runs = []
+    for folder in sorted((Path(root) / "wandb").glob("offline-run-*")):
+        run: dict = {"folder": folder, "history": [], "config": {}}
+        for record in _wandb_records(next(folder.glob("run-*.wandb"))):
+            kind = record.WhichOneof("record_type")
+            if kind == "run":
+                r = record.run
+                run.update(id=r.run_id, name=r.display_name, group=r.run_group, project=r.project,
+                           tags=list(r.tags))
+                run["config"].update({item.key: _json.loads(item.value_json) for item in r.config.update})
+            elif kind == "history":
+                row = {item.key or "/".join(item.nested_key): _json.loads(item.value_json)
+                       for item in record.history.item}
+                run["history"].append(row)
+        runs.append(run)
+    return runs
+
+
+@pytest.fixture(scope="session")
+def wandb_runs() -> Callable[[Path], list[dict]]:
+    """`wandb_runs(dir)` -> the offline runs W&B wrote under DIR/wandb (needs wandb)."""
+    pytest.importorskip("wandb")
+    return _wandb_runs

@@ -21,6 +21,7 @@ def register(verbs: argparse._SubParsersAction) -> None:
     _register_fit(verbs)
     _register_plot(verbs)
     _register_summary(verbs)
+    _register_status(verbs)
     _register_compare(verbs)
 
 
@@ -310,6 +311,35 @@ def _summary(args: argparse.Namespace) -> int:
         print(f"wrote {args.html}")
         return 0
     print(summarize(args.family_dirs))
+    return 0
+
+
+# --- status ----------------------------------------------------------------
+
+
+def _register_status(verbs: argparse._SubParsersAction) -> None:
+    from prism.isoflop.status import ACTIVE_SECONDS
+
+    p = verbs.add_parser(
+        "status",
+        help="Where a study stands while it runs: runs done/running/failed/waiting per budget, FLOPs, time, ETA.",
+        description=(
+            "Reads only the study folder (plan.yaml and the run directories; safe on a login node while jobs "
+            "run): planned, running, done, failed and stale runs per budget, FLOPs done against planned, the "
+            "measured time against the plan's estimate, an ETA, and each running or failed run's step and loss."
+        ),
+    )
+    p.add_argument("study", metavar="STUDY", help="a study folder (e.g. scaling-study) or one family folder of it")
+    p.add_argument("--active-within", type=float, default=ACTIVE_SECONDS, metavar="S",
+                   help="a run without a lock held on this host counts as running when one of its files changed "
+                   "within this many seconds (jobs on other nodes)")
+    p.set_defaults(func=_status)
+
+
+def _status(args: argparse.Namespace) -> int:
+    from prism.isoflop.status import family_dirs, status_text, study_status
+
+    print("\n\n".join(status_text(study_status(d, args.active_within)) for d in family_dirs(args.study)))
     return 0
 
 

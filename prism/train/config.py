@@ -106,6 +106,13 @@ class RunConfig:
                         metavar="K")
     threads: int | None = _f(None, "CPU threads per process (default: cores / processes on the node)",
                              metavar="N")
+    trackers: str | None = _f(None, "also log scalars and the config to these trackers: tensorboard, wandb "
+                              "(comma-separated; W&B offline unless WANDB_MODE says otherwise)", metavar="T1,T2")
+    tracker_dir: str | None = _f(None, "trackers' root: DIR/tensorboard/GROUP/NAME/, DIR/wandb/ "
+                                 "(default: RUNDIR/tracking)", metavar="DIR")
+    tracker_group: str | None = _f(None, "trackers' group of this run (default: FAMILY-REGIME; the "
+                                   "workflow's is STUDY-FAMILY-REGIME)", metavar="NAME")
+    tracker_project: str | None = _f(None, "W&B project (default: prism)", metavar="NAME")
 
     def __post_init__(self) -> None:
         self.validate()
@@ -145,6 +152,9 @@ class RunConfig:
         # (a wsd study's stable trajectory, cut into segments that later runs branch off).
         if not 0 <= self.cooldown_fraction <= 1:
             raise PrismError(f"{source}: cooldown_fraction must be in [0, 1], got {self.cooldown_fraction}")
+        from prism.train.trackers import parse_trackers
+
+        parse_trackers(self.trackers)
         if self.calibration and self.calibration_dir:
             raise PrismError(f"{source}: give calibration or calibration_dir, not both")
 

@@ -52,6 +52,7 @@ from prism.train.config import RunConfig
 from prism.train.evaluator import EvalResult, Evaluator
 from prism.train.meter import PerfMeter
 from prism.train.schedule import build_optimizer, build_scheduler
+from prism.train.trackers import Tracking, open_tracking
 
 MAX_GRAD_NORM = 1.0
 INJECT_NAN_ENV = "PRISM_TEST_INJECT_NAN_AT_STEP"
@@ -143,6 +144,7 @@ class Trainer:
         self.startup_s: float | None = None
         self.perf = runfiles.JsonlWriter(config.out_dir / runfiles.PERF, enabled=False)
         self.evals = runfiles.JsonlWriter(config.out_dir / runfiles.EVAL, enabled=False)
+        self.tracking = Tracking()  # TensorBoard / W&B, opened with the logs (prism.train.trackers)
 
     # --- set-up ----------------------------------------------------------------------
 
@@ -188,6 +190,7 @@ class Trainer:
                      for key in ("tokens", "modality", "labels"))
 
     def close(self) -> None:
+        self.tracking.close()
         self.perf.close()
         self.evals.close()
         destroy()
@@ -323,6 +326,7 @@ class Trainer:
             if result.step == 1:
                 row["startup_s"] = self.startup_s
             self.perf.write(row)
+            self.tracking.train(row)
         line = meter.progress(result.step, result.loss, self.config.run_id)
         if line is not None:
             log(line)
@@ -340,6 +344,7 @@ class Trainer:
         if final:
             row.update(loss_se=result.loss_se, final=True)
         self.evals.write(row)
+        self.tracking.eval(row)
         return result
 
     def checkpoint(self) -> None:
@@ -411,6 +416,7 @@ class Trainer:
                 f"{self.device}, {self.threads} threads")
         self.perf = runfiles.JsonlWriter(out / runfiles.PERF, self.is_main)
         self.evals = runfiles.JsonlWriter(out / runfiles.EVAL, self.is_main)
+        self.tracking = open_tracking(config, self.step, self._resolved(), enabled=self.is_main)
 
     def wall_s(self) -> float:
         return self.prior_wall + time.perf_counter() - self.wall_start

@@ -1,0 +1,359 @@
+"""Where a running study stands, from its folder alone (safe on a login node while jobs run).
+
+`study_status(family_dir)` reads `plan.yaml` and every run directory (`runs/RUN_ID/`,
+and for wsd `stable/TRAJ/to-STEP/`) without importing torch or writing anything, and
+sorts each planned run into one state:
+
+- done: `metrics.json` with status ok;
+- running: no metrics.json, and a process holds the run's `.lock` on this host
+  (read from /proc/locks, so nothing here can disturb a trainer taking it), or one
+  of its files changed within `active_s` (a job on another node);
+- failed: started but neither (killed, stopped at the walltime, or crashed:
+  rerunning resumes it from its last checkpoint), or collapsed;
+- waiting: planned, no run directory yet (or one with nothing in it);
+- stale: a run directory the plan does not hold (another budget set or study).
+
+Time: the finished runs' measured wall time against the plan's estimate for them
+(`hours_here`, from the timed steps) gives a ratio; the ETA is the estimate of what is
+left times that ratio, divided by the runs training now. FLOPs count each run's own
+budget as the plan does (a wsd branch includes its trajectory's prefix).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from prism.errors import PrismError
+from prism.ids import format_budget
+
+ACTIVE_SECONDS = 600.0
+STATES = ("done", "running", "failed", "waiting")
+
+
+@dataclass
+class RunStatus:
+    """One planned run (or wsd segment) as its files say."""
+
+    run_id: str
+    state: str
+    budget: float | None = None
+    step: int | None = None
+    steps: int | None = None
+    loss: float | None = None        # the latest training loss (perf.jsonl)
+    eval_loss: float | None = None   # the final evaluation (done) or the latest one
+    flops_done: float = 0.0
+    flops_planned: float = 0.0
+    wall_s: float = 0.0              # measured (done) or the logged steps' time so far
+    est_wall_s: float | None = None  # the plan's estimate here
+    eta_s: float | None = None       # a running run's own remaining time at its current rate
+    note: str = ""
+
+    @property
+    def fraction(self) -> float:
+        if self.state == "done":
+            return 1.0
+        if self.step and self.steps:
+            return min(1.0, self.step / self.steps)
+        return 0.0
+
+
+@dataclass
+class StudyStatus:
+    family_dir: Path
+    family: str
+    regime: str
+    schedule: str
+    runs: list[RunStatus]
+    segments: list[RunStatus] = field(default_factory=list)
+    stale: list[RunStatus] = field(default_factory=list)
+    node_hours_total: float | None = None
+    now: float = 0.0
+
+    def counts(self, budget: float | None = None) -> dict[str, int]:
+        runs = [r for r in self.runs if budget is None or r.budget == budget]
+        return {state: sum(r.state == state for r in runs) for state in STATES}
+
+    @property
+    def budgets(self) -> list[float]:
+        return sorted({r.budget for r in self.runs if r.budget is not None})
+
+    def eta_s(self) -> float | None:
+        """Remaining estimated time x (measured / estimated on finished runs), over the runs training now."""
+        done = [r for r in self.runs if r.state == "done" and r.est_wall_s and r.wall_s]
+        ratio = sum(r.wall_s for r in done) / sum(r.est_wall_s for r in done) if done else 1.0
+        left = [r for r in self.runs if r.state != "done"]
+        if not left:
+            return 0.0
+        if any(r.est_wall_s is None for r in left):
+            return None
+        remaining = sum(r.est_wall_s * (1 - r.fraction) for r in left) * ratio
+        return remaining / max(1, self.running())
+
+    def running(self) -> int:
+        """Runs and wsd segments training now: how many jobs run at a time."""
+        return sum(r.state == "running" for r in self.runs + self.segments)
+
+
+def _read_json(path: Path) -> dict[str, Any] | None:
+    try:
+        data = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return None
+    return data if isinstance(data, dict) else None
+
+
+def _read_jsonl(path: Path) -> list[dict[str, Any]]:
+    try:
+        text = path.read_text()
+    except OSError:
+        return []
+    rows = []
+    for line in text.splitlines():
+        try:
+            row = json.loads(line)
+        except ValueError:
+            continue  # a line being written
+        if isinstance(row, dict) and isinstance(row.get("step"), int):
+            rows.append(row)
+    return rows
+
+
+def _locked_inodes() -> set[tuple[int, int, int]]:
+    """(major, minor, inode) of every file with a lock on this host (Linux /proc/locks)."""
+    found = set()
+    try:
+        lines = Path("/proc/locks").read_text().splitlines()
+    except OSError:
+        return found
+    for line in lines:
+        for part in line.split():
+            bits = part.split(":")
+            if len(bits) == 3:
+                try:
+                    found.add((int(bits[0], 16), int(bits[1], 16), int(bits[2])))
+                except ValueError:
+                    pass
+                break
+    return found
+
+
+def _lock_held(run_dir: Path, locked: set[tuple[int, int, int]]) -> bool:
+    try:
+        st = os.stat(run_dir / ".lock")
+    except OSError:
+        return False
+    return (os.major(st.st_dev), os.minor(st.st_dev), st.st_ino) in locked
+
+
+def _newest_mtime(run_dir: Path) -> float:
+    newest = 0.0
+    for name in ("perf.jsonl", "eval.jsonl", "config.yaml", "checkpoints"):
+        try:
+            newest = max(newest, (run_dir / name).stat().st_mtime)
+        except OSError:
+            pass
+    return newest
+
+
+def run_status(run_id: str, run_dir: Path, planned: dict[str, Any] | None, locked: set[tuple[int, int, int]],
+               now: float, active_s: float = ACTIVE_SECONDS) -> RunStatus:
+    """The state of one run directory (which need not exist yet)."""
+    planned = planned or {}
+    hours = planned.get("hours_here")
+    status = RunStatus(run_id, "waiting", budget=_float(planned.get("budget")),
+                       steps=_int(planned.get("steps")), flops_planned=_float(planned.get("flops")) or 0.0,
+                       est_wall_s=None if hours is None else 3600.0 * float(hours))
+    if not run_dir.is_dir():
+        status.note = "not started"
+        return status
+    try:
+        config = yaml.safe_load((run_dir / "config.yaml").read_text()) or {}
+    except (OSError, yaml.YAMLError):
+        config = {}
+    resolved = config.get("resolved") if isinstance(config, dict) and isinstance(config.get("resolved"), dict) else {}
+    status.steps = _int(resolved.get("steps")) or status.steps
+    if status.budget is None:
+        status.budget = _float(config.get("budget")) if isinstance(config, dict) else None
+    perf, evals = _read_jsonl(run_dir / "perf.jsonl"), _read_jsonl(run_dir / "eval.jsonl")
+    trained = [r for r in perf if "collapsed" not in r]
+    if trained:
+        last = trained[-1]
+        status.step, status.loss = last["step"], _float(last.get("loss"))
+        status.flops_done = _float(last.get("flops")) or 0.0
+        status.wall_s = _logged_seconds(trained)
+    if evals:
+        status.eval_loss = _float(evals[-1].get("loss"))
+    metrics = _read_json(run_dir / "metrics.json")
+    if metrics is not None:
+        if metrics.get("status") == "ok":
+            status.state = "done"
+            status.step = _int(metrics.get("steps")) or status.step
+            status.eval_loss = _float(metrics.get("loss")) or status.eval_loss
+            status.flops_done = _float(metrics.get("flops")) or status.flops_done
+            status.wall_s = _float(metrics.get("wall_s")) or status.wall_s
+        else:
+            status.state = "failed"
+            status.note = f"{metrics.get('status')} at step {metrics.get('step')}: {metrics.get('reason')}"
+        return status
+    newest = _newest_mtime(run_dir)
+    if _lock_held(run_dir, locked) or (newest and now - newest < active_s):
+        status.state = "running"
+        if trained and _float(trained[-1].get("step_time_s")) and status.steps:
+            status.eta_s = (status.steps - status.step) * float(trained[-1]["step_time_s"])
+        return status
+    if not (perf or evals or (run_dir / "config.yaml").exists()):
+        status.note = "directory made, nothing trained"
+        return status
+    status.state = "failed"
+    quiet = format_duration(now - newest)
+    status.note = (f"stopped at step {status.step or 0} ({quiet} without a write, no trainer holds it): rerunning "
+                   "resumes from its last checkpoint")
+    return status
+
+
+def _logged_seconds(rows: list[dict[str, Any]]) -> float:
+    """Training time of the logged steps: each row's mean step time over the steps since the row before."""
+    total, previous = 0.0, 0
+    for row in rows:
+        step_s = _float(row.get("step_time_s"))
+        if step_s is not None and row["step"] > previous:
+            total += step_s * (row["step"] - previous)
+        previous = row["step"]
+    return total
+
+
+def study_status(family_dir: str | Path, active_s: float = ACTIVE_SECONDS, now: float | None = None) -> StudyStatus:
+    """Read a family folder of a study (`STUDY/F`, holding plan.yaml)."""
+    family_dir = Path(family_dir)
+    plan_path = family_dir / "plan.yaml"
+    try:
+        plan = yaml.safe_load(plan_path.read_text()) or {}
+    except FileNotFoundError:
+        raise PrismError(f"{plan_path}: no plan yet; `snakemake plan_{family_dir.name}` makes it") from None
+    except (OSError, yaml.YAMLError) as err:
+        raise PrismError(f"{plan_path}: unreadable ({str(err).splitlines()[0]})") from None
+    rows = {str(r["run_id"]): r for r in plan.get("runs") or [] if isinstance(r, dict) and "run_id" in r}
+    now = time.time() if now is None else now
+    locked = _locked_inodes()
+    runs_root = family_dir / "runs"
+    runs = [run_status(run_id, runs_root / run_id, row, locked, now, active_s) for run_id, row in rows.items()]
+    runs.sort(key=lambda r: (r.budget or 0.0, r.flops_planned, r.run_id))
+    stale = []
+    if runs_root.is_dir():
+        for path in sorted(p for p in runs_root.iterdir() if p.is_dir() and p.name not in rows):
+            found = run_status(path.name, path, None, locked, now, active_s)
+            found.note, found.state = f"not in the plan ({found.state})", "stale"
+            stale.append(found)
+    segments = []
+    for path in sorted(family_dir.glob("stable/*/to-*")):
+        if path.is_dir():
+            segments.append(run_status(f"{path.parent.name}/{path.name}", path, None, locked, now, active_s))
+    cost = plan.get("cost") if isinstance(plan.get("cost"), dict) else {}
+    options = plan.get("options") if isinstance(plan.get("options"), dict) else {}
+    schedule = "wsd" if segments or options.get("schedule") == "wsd" else "cosine"
+    return StudyStatus(family_dir, str(plan.get("family") or family_dir.name), str(plan.get("regime") or ""),
+                       schedule, runs, segments, stale, _float(cost.get("node_hours_total")), now)
+
+
+def format_duration(seconds: float | None) -> str:
+    if seconds is None or not math.isfinite(seconds):
+        return "unknown"
+    seconds = int(max(0, seconds))
+    return f"{seconds // 3600}:{seconds // 60 % 60:02d}:{seconds % 60:02d}"
+
+
+def status_text(status: StudyStatus) -> str:
+    """What `prism isoflop status` prints."""
+    counts = status.counts()
+    lines = [f"{status.family_dir} ({status.family}, {status.regime}): {len(status.runs)} planned runs: "
+             + ", ".join(f"{counts[s]} {s}" for s in STATES)
+             + (f"; {len(status.stale)} stale" if status.stale else "")]
+    lines.append(f"{'budget':>8} {'runs':>5} {'done':>5} {'running':>8} {'failed':>7} {'waiting':>8} "
+                 f"{'FLOPs done':>11} {'of planned':>11}")
+    for budget in status.budgets:
+        c = status.counts(budget)
+        runs = [r for r in status.runs if r.budget == budget]
+        lines.append(f"{format_budget(budget):>8} {len(runs):>5} {c['done']:>5} {c['running']:>8} {c['failed']:>7} "
+                     f"{c['waiting']:>8} {sum(r.flops_done for r in runs):>11.3g} "
+                     f"{sum(r.flops_planned for r in runs):>11.3g}")
+    done_flops = sum(r.flops_done for r in status.runs)
+    planned_flops = sum(r.flops_planned for r in status.runs)
+    share = f" ({done_flops / planned_flops:.0%})" if planned_flops else ""
+    lines.append(f"FLOPs: {done_flops:.3g} of {planned_flops:.3g} planned{share} (each run's own budget)")
+    lines.append(_time_line(status))
+    if status.segments:
+        seg = {s: sum(r.state == s for r in status.segments) for s in STATES}
+        lines.append(f"wsd trajectory segments: {len(status.segments)} started: "
+                     + ", ".join(f"{seg[s]} {s}" for s in STATES if s != "waiting"))
+    for title, state in (("running", "running"), ("failed", "failed")):
+        chosen = [r for r in status.runs + status.segments if r.state == state]
+        if chosen:
+            lines.append(f"{title}:")
+            lines += [f"  {_run_line(r)}" for r in chosen]
+    if status.stale:
+        lines.append("stale (not fitted):")
+        lines += [f"  {r.run_id}: {r.note}" for r in status.stale]
+    return "\n".join(lines)
+
+
+def _time_line(status: StudyStatus) -> str:
+    done = [r for r in status.runs if r.state == "done"]
+    spent = sum(r.wall_s for r in status.runs)
+    est_total = sum(r.est_wall_s or 0.0 for r in status.runs)
+    text = f"time: {spent / 3600:.3g} h of training so far; the plan's estimate here {est_total / 3600:.3g} h"
+    est_done = sum(r.est_wall_s or 0.0 for r in done)
+    if done and est_done:
+        text += (f"; finished runs took {sum(r.wall_s for r in done) / 3600:.3g} h against their "
+                 f"{est_done / 3600:.3g} h (x{sum(r.wall_s for r in done) / est_done:.2f})")
+    if status.node_hours_total is not None:
+        text += f"; cluster estimate {status.node_hours_total:.3g} node-hours"
+    running = status.running()
+    eta = status.eta_s()
+    if eta == 0.0:
+        return text + "; every planned run is done"
+    return text + (f"\nETA {format_duration(eta)} at {max(1, running)} run(s) at a time"
+                   if eta is not None else "\nETA unknown (the plan has no time estimate)")
+
+
+def _run_line(r: RunStatus) -> str:
+    step = f"step {r.step or 0}/{r.steps}" if r.steps else f"step {r.step or 0}"
+    loss = f" loss {r.loss:.4f}" if r.loss is not None else ""
+    evaluated = f" eval {r.eval_loss:.4f}" if r.eval_loss is not None else ""
+    eta = f" ETA {format_duration(r.eta_s)}" if r.eta_s is not None else ""
+    note = f"  {r.note}" if r.note else ""
+    return f"{r.run_id}: {step} ({r.fraction:.0%}){loss}{evaluated}{eta}{note}"
+
+
+def family_dirs(path: str | Path) -> list[Path]:
+    """A family folder (holding plan.yaml), or every family folder of a study folder."""
+    path = Path(path)
+    if (path / "plan.yaml").is_file():
+        return [path]
+    if not path.is_dir():
+        raise PrismError(f"{path}: no such study folder")
+    found = sorted(p.parent for p in path.glob("*/plan.yaml"))
+    if not found:
+        raise PrismError(f"{path}: no plan.yaml here or in a family folder below it (plan the study first: "
+                         "`snakemake plan_F`)")
+    return found
+
+
+def _float(value: Any) -> float | None:
+    try:
+        v = float(value)
+    except (TypeError, ValueError):
+        return None
+    return v if math.isfinite(v) else None
+
+
+def _int(value: Any) -> int | None:
+    v = _float(value)
+    return None if v is None else int(v)
