@@ -1,0 +1,222 @@
+"""prism's backbone step against Hugging Face transformers' Llama of the same shape.
+
+    python tools/bench_peer.py [--backbones 15k,60k,250k,3m] [--steps 60] [--seq-len 64]
+
+Needs the `bench` extra (`pip install -e .[bench]`: transformers). For each backbone,
+one process builds two decoder-only language models of the same width, depth, heads,
+KV heads, MLP width, vocabulary, RMSNorm epsilon and rotary base:
+
+- prism: `prism.model.backbone.Backbone` (RMSNorm, rotary positions, SDPA attention,
+  SwiGLU MLP, tied LM head), its next-token cross-entropy as `PrismModel` computes
+  it, and `prism train`'s optimizer (`build_optimizer`: fused AdamW, decay on
+  matrices);
+- llama: transformers' `LlamaForCausalLM` (the same architecture, `sdpa`
+  attention, no KV cache), its own loss (`model(input_ids, labels=...)`), and the
+  same AdamW (fused, the same groups and hyperparameters: transformers' Trainer
+  also defaults to the fused torch AdamW).
+
+Both get the same random token ids (batch `--batch`, `--seq-len` tokens, the
+study's 64 by default) and the same labels. They step alternately (forward,
+backward, optimizer step, zero_grad; which goes first alternates per pair), fp32,
+one thread, so each pair runs under the same load of a shared machine. FLOPs are
+counted the same way for both: one step's forward and backward under
+`FlopCounterMode` (matmuls and attention, SDPA as its math decomposition), and the two counts are
+equal because the models do the same arithmetic. Prints per backbone: tokens/s and
+GFLOP/s of each (medians) and the median and quartiles of the per-pair ratio
+prism/llama (above 1: prism is faster; beside it the median by CPU seconds, which
+with one thread is each step's own cost whatever else the host runs). `--profile`
+lists each model's top ops (self CPU time per step) instead.
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import time
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+from torch.utils.flop_counter import FlopCounterMode
+
+from prism.model.backbone import Backbone
+from prism.model.config import BackboneConfig, backbone_config
+from prism.model.tokenizer import IGNORE
+from prism.train.schedule import BETAS, EPS, WEIGHT_DECAY, build_optimizer, default_lr
+
+DEFAULT_BACKBONES = "15k,60k,250k,3m"
+
+
+class PrismLM(nn.Module):
+    """prism's backbone with the loss `PrismModel` puts on it (labels already shifted)."""
+
+    def __init__(self, cfg: BackboneConfig):
+        super().__init__()
+        self.backbone = Backbone(cfg)
+
+    def forward(self, tokens: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
+        logits = self.backbone(tokens)
+        return F.cross_entropy(logits.flatten(0, 1).float(), labels.flatten(), ignore_index=IGNORE)
+
+
+class LlamaLM(nn.Module):
+    """transformers' LlamaForCausalLM at a prism backbone's shape, returning its own loss."""
+
+    def __init__(self, cfg: BackboneConfig, seq_len: int):
+        super().__init__()
+        from transformers import LlamaConfig, LlamaForCausalLM
+
+        config = LlamaConfig(
+            vocab_size=cfg.vocab_size, hidden_size=cfg.d_model, intermediate_size=cfg.ffn_dim,
+            num_hidden_layers=cfg.n_layers, num_attention_heads=cfg.n_heads, num_key_value_heads=cfg.n_kv_heads,
+            max_position_embeddings=seq_len, rms_norm_eps=cfg.norm_eps, rope_theta=cfg.rope_theta,
+            tie_word_embeddings=cfg.tie_embeddings, attention_bias=cfg.qkv_bias, mlp_bias=False,
+            use_cache=False, attn_implementation="sdpa",
+        )
+        self.llama = LlamaForCausalLM(config)
+
+    def forward(self, input_ids: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
+        # transformers shifts the labels itself: it gets the unshifted ids.
+        return self.llama(input_ids=input_ids, labels=labels).loss
+
+
+def batch(cfg: BackboneConfig, batch_size: int, seq_len: int, seed: int = 0):
+    """Random ids below the byte vocabulary: (prism's inputs, llama's inputs), the same targets."""
+    g = torch.Generator().manual_seed(seed)
+    tokens = torch.randint(0, min(cfg.vocab_size, 260), (batch_size, seq_len), generator=g)
+    shifted = torch.cat([tokens[:, 1:], torch.full((batch_size, 1), IGNORE)], dim=1)
+    return (tokens, shifted), (tokens, tokens)
+
+
+def llama_optimizer(model: nn.Module, lr: float) -> torch.optim.AdamW:
+    """The same AdamW as `build_optimizer` (decay on matrices, fused)."""
+    params = [p for p in model.parameters() if p.requires_grad]
+    groups = [{"params": [p for p in params if p.ndim >= 2], "weight_decay": WEIGHT_DECAY},
+              {"params": [p for p in params if p.ndim < 2], "weight_decay": 0.0}]
+    return torch.optim.AdamW(groups, lr=lr, betas=BETAS, eps=EPS, fused=True)
+
+
+def param_count(model: nn.Module) -> int:
+    return sum(p.numel() for p in model.parameters())  # tied weights once
+
+
+def training_flops(model: nn.Module, inputs: tuple) -> int:
+    """One step's forward + backward FLOPs, with SDPA as its math decomposition (whose bmm's the
+    counter sees; it does not count the fused CPU kernel). Not on meta: transformers' mask
+    preparation reads a tensor's value."""
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+
+    with sdpa_kernel(SDPBackend.MATH), FlopCounterMode(display=False) as counter:
+        model(*inputs).backward()
+    model.zero_grad(set_to_none=True)
+    return int(counter.get_total_flops())
+
+
+def make_step(model: nn.Module, opt: torch.optim.Optimizer, inputs: tuple):
+    """One training step as a function returning (wall seconds, CPU seconds)."""
+    def step() -> tuple[float, float]:
+        t0, c0 = time.perf_counter(), time.process_time()
+        model(*inputs).backward()
+        opt.step()
+        opt.zero_grad(set_to_none=True)
+        return time.perf_counter() - t0, time.process_time() - c0
+
+    return step
+
+
+def build_pair(backbone: str, batch_size: int, seq_len: int) -> dict:
+    """Both models at one backbone's shape, their optimizers, inputs and FLOPs per step."""
+    cfg = backbone_config(backbone)
+    lr = default_lr(cfg.d_model)
+    torch.manual_seed(0)
+    prism = PrismLM(cfg)
+    llama = LlamaLM(cfg, seq_len)
+    prism_in, llama_in = batch(cfg, batch_size, seq_len)
+    return {"cfg": cfg, "prism": prism, "llama": llama, "prism_in": prism_in, "llama_in": llama_in,
+            "prism_step": make_step(prism, build_optimizer(list(prism.parameters()), lr), prism_in),
+            "llama_step": make_step(llama, llama_optimizer(llama, lr), llama_in),
+            "prism_flops": training_flops(prism, prism_in), "llama_flops": training_flops(llama, llama_in)}
+
+
+def compare(backbone: str, batch_size: int, seq_len: int, steps: int, warmup: int) -> dict:
+    pair = build_pair(backbone, batch_size, seq_len)
+    prism_step, llama_step = pair["prism_step"], pair["llama_step"]
+    fp, fl = pair["prism_flops"], pair["llama_flops"]
+    for _ in range(warmup):
+        prism_step(), llama_step()
+    tp, tl, ratios, cpu_ratios = [], [], [], []
+    for i in range(steps):
+        if i % 2:
+            b, a = llama_step(), prism_step()
+        else:
+            a, b = prism_step(), llama_step()
+        tp.append(a[0])
+        tl.append(b[0])
+        ratios.append((fp / a[0]) / (fl / b[0]))
+        cpu_ratios.append((fp / a[1]) / (fl / b[1]) if a[1] > 0 and b[1] > 0 else float("nan"))
+    q1, med, q3 = statistics.quantiles(ratios, n=4)
+    tokens = batch_size * seq_len
+    mp, ml = statistics.median(tp), statistics.median(tl)
+    return {"backbone": backbone, "params": param_count(pair["prism"]), "prism_mflop": fp / 1e6,
+            "llama_mflop": fl / 1e6, "prism_ms": 1e3 * mp, "llama_ms": 1e3 * ml,
+            "prism_tok_s": tokens / mp, "llama_tok_s": tokens / ml,
+            "prism_gflops": fp / mp / 1e9, "llama_gflops": fl / ml / 1e9,
+            "ratio": med, "q1": q1, "q3": q3, "cpu_ratio": statistics.median(cpu_ratios)}
+
+
+def profile(backbone: str, batch_size: int, seq_len: int, steps: int, warmup: int, rows: int) -> None:
+    """The top ops of each model's step by self CPU time per step."""
+    from torch.profiler import ProfilerActivity
+    from torch.profiler import profile as torch_profile
+
+    pair = build_pair(backbone, batch_size, seq_len)
+    for name in ("prism", "llama"):
+        step = pair[f"{name}_step"]
+        for _ in range(warmup):
+            step()
+        with torch_profile(activities=[ProfilerActivity.CPU]) as prof:
+            for _ in range(steps):
+                step()
+        events = sorted(prof.key_averages(), key=lambda e: -e.self_cpu_time_total)
+        total = sum(e.self_cpu_time_total for e in events)
+        calls = sum(e.count for e in events) // steps
+        print(f"--- {backbone} {name}: self CPU {total / 1e3 / steps:.2f} ms per step, {calls} op calls")
+        for e in events[:rows]:
+            print(f"  {e.self_cpu_time_total / 1e3 / steps:7.3f} ms {100 * e.self_cpu_time_total / total:5.1f}% "
+                  f"{e.count // steps:5d} calls  {e.key}")
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--backbones", default=DEFAULT_BACKBONES)
+    parser.add_argument("--batch", type=int, default=32)
+    parser.add_argument("--seq-len", type=int, default=64)
+    parser.add_argument("--threads", type=int, default=1)
+    parser.add_argument("--steps", type=int, default=60, help="timed step pairs per backbone")
+    parser.add_argument("--warmup", type=int, default=10)
+    parser.add_argument("--profile", action="store_true", help="list each step's top ops instead of comparing")
+    parser.add_argument("--rows", type=int, default=20, help="--profile: ops listed per model")
+    args = parser.parse_args(argv)
+    import transformers
+
+    from prism.host import tune_host
+
+    tune_host()  # as `prism train` does; process-wide, so both models get it
+    torch.set_num_threads(args.threads)
+    print(f"torch {torch.__version__}, transformers {transformers.__version__}, {args.threads} thread(s), "
+          f"batch {args.batch} x {args.seq_len} tokens", flush=True)
+    for backbone in args.backbones.split(","):
+        if args.profile:
+            profile(backbone, args.batch, args.seq_len, args.steps, args.warmup, args.rows)
+            continue
+        r = compare(backbone, args.batch, args.seq_len, args.steps, args.warmup)
+        print(f"{r['backbone']:>5} ({r['params']} params, {r['prism_mflop']:.0f} MFLOP/step; llama "
+              f"{r['llama_mflop']:.0f}): prism {r['prism_tok_s']:,.0f} tokens/s {r['prism_gflops']:.2f} GFLOP/s "
+              f"({r['prism_ms']:.2f} ms), llama {r['llama_tok_s']:,.0f} tokens/s {r['llama_gflops']:.2f} GFLOP/s "
+              f"({r['llama_ms']:.2f} ms); prism/llama per pair: median {r['ratio']:.3f}, quartiles "
+              f"{r['q1']:.3f}-{r['q3']:.3f} (by CPU time {r['cpu_ratio']:.3f})", flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
