@@ -20,7 +20,8 @@ from prism.isoflop.calibrate import CalibrateOptions, speed_filename
 from prism.isoflop.collect import CollectOptions
 from prism.isoflop.fit import FitOptions
 from prism.isoflop.options import PlotOptions
-from prism.isoflop.plan import PlanOptions, plan_runs
+from prism.isoflop.ladder import union
+from prism.isoflop.plan import PlanOptions, plan_runs, rule_sizes
 from prism.isoflop.trajectories import plan_warmup
 from prism.model.config import BACKBONES, REGIMES, VARIANTS
 from prism.model.sizes import RULE_NAME_PATTERN, VARIANT_NAME_PATTERN
@@ -85,10 +86,18 @@ def speed_file(family, backbone, variant, regime):
     return f"{STUDY}/calibration/{speed_filename(family, backbone, variant, regime)}"
 
 
+def study_backbones(family):
+    """The config's backbones and, with `plan.sizes_per_budget`, the shape rule's sizes the plan picks
+    (the same function the plan calls, on the config alone: the DAG lists their calibrations)."""
+    by_budget = rule_sizes(family, [float(b) for b in BUDGETS], PLAN_OPTIONS, regime=REGIME,
+                           variants=list(config["variants"]), out=f"{STUDY}/{family}/plan.yaml")
+    return list(dict.fromkeys(list(config["backbones"]) + union(by_budget)))
+
+
 def plan_input_files(family):
     """What the plan reads: the data (its training split's size gives each run's epochs), every
     candidate's calibration, and its measured speed when the config measures it."""
-    pairs = [(b, v) for b in config["backbones"] for v in config["variants"]]
+    pairs = [(b, v) for b in study_backbones(family) for v in config["variants"]]
     files = [data_dir(family)] + [calibration_file(family, b, v, REGIME) for b, v in pairs]
     if CALIBRATE_OPTIONS.measure_throughput:
         files += [speed_file(family, b, v, REGIME) for b, v in pairs]
@@ -133,7 +142,8 @@ def plan_flags(family):
         "--calibration-dir", args["calibration_dir"],
         "--data", args["data"],
         "--regime", args["regime"],
-        "--backbones", ",".join(args["backbones"]),
+        # None: the rule's sizes only (an empty value would not survive the shell quoting).
+        *(["--backbones", ",".join(args["backbones"])] if args["backbones"] else []),
         "--variants", ",".join(args["variants"]),
         *as_args(args["options"]),
         # What the grid costs as wsd trajectories (plan.yaml `schedules`); no run depends on it.

@@ -82,6 +82,12 @@ class PlanOptions:
     forecast_seed: int = option(0, "seed of the forecast's simulations", metavar="S", minimum=0)
     max_epochs: float = option(MAX_EPOCHS, "drop runs that would pass over their training split more often than "
                                "this (repeated data bends the loss curve)", metavar="EPOCHS", exclusive_minimum=0)
+    sizes_per_budget: int | None = option(
+        None, "take backbones from the shape rule: per budget at least this many sizes inside its window, evenly "
+        "spaced in log N, beside any given backbones (none: the given backbones only; e2e only)", metavar="K",
+        minimum=1)
+    size_rule: str = option("n", "the shape rule of sizes_per_budget: n (CPU shapes) or g (accelerator shapes, "
+                            "Llama-2 proportions)", choices=("n", "g"))
 
 
 
@@ -439,6 +445,32 @@ class StudyPlan:
         return [r for p in self.plans if not p.refused for r in p.runs]
 
 
+def rule_sizes(
+    family: str,
+    budgets: list[float],
+    options: PlanOptions,
+    *,
+    regime: str = "e2e",
+    variants: list[str] | None = None,
+    out: str | Path | None = None,
+    scaling_study_dir: str | Path | None = None,
+) -> dict[float, list[str]]:
+    """`{budget: rule sizes}` of `options.sizes_per_budget` (empty without it), centred as `plan_runs` centres.
+
+    The workflow calls this to know the calibrations a study needs before any exists.
+    """
+    from prism.isoflop.ladder import study_sizes
+
+    if not options.sizes_per_budget:
+        return {}
+    centre = find_centre(
+        Path(out) if out else None, Path(scaling_study_dir) if scaling_study_dir else None, family, regime,
+        options.prior_a, options.prior_k, Path(options.previous_round) if options.previous_round else None,
+    )
+    return study_sizes(sorted(set(budgets)), centre.n_opt, options.window, options.sizes_per_budget, family, regime,
+                       list(variants or ["BASE"]), options.size_rule)
+
+
 def plan_runs(
     family: str,
     budgets: list[float],
@@ -469,12 +501,29 @@ def plan_runs(
         Path(out) if out else None, Path(scaling_study_dir) if scaling_study_dir else None, family, regime,
         options.prior_a, options.prior_k, Path(options.previous_round) if options.previous_round else None,
     )
-    cands = candidates_from_calibration(calibration_dir, family, regime, backbones, variants)
+    by_budget = rule_sizes(family, budgets, options, regime=regime, variants=variants, out=out,
+                           scaling_study_dir=scaling_study_dir)
+    if by_budget:
+        from prism.isoflop.ladder import union
+
+        # A rule size is a candidate of the budgets that picked it; given backbones are candidates of all.
+        given = list(backbones or [])
+        variants = list(variants or ["BASE"])
+        cands = candidates_from_calibration(calibration_dir, family, regime,
+                                            list(dict.fromkeys(given + union(by_budget))), variants)
+    else:
+        cands = candidates_from_calibration(calibration_dir, family, regime, backbones, variants)
+
+    def budget_candidates(budget: float) -> list[Candidate]:
+        if not by_budget:
+            return cands
+        return [c for c in cands if c.backbone in given or c.backbone in by_budget[budget]]
+
     cost = Cost.from_options(options)
     split = None if data is None else train_samples(data)
     plans = [
-        plan_budget(c, cands, family, regime, centre, options.window, options.global_batch, options.min_steps,
-                    split, options.max_epochs, cost)
+        plan_budget(c, budget_candidates(c), family, regime, centre, options.window, options.global_batch,
+                    options.min_steps, split, options.max_epochs, cost)
         for c in sorted(set(budgets))
     ]
     study = StudyPlan(centre, plans, cost, sorted({c.speed_source for c in cands if c.speed_source}))

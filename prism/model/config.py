@@ -6,6 +6,7 @@ parameters without importing torch.
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 
 from prism.errors import PrismError, unknown_name
@@ -166,8 +167,28 @@ def backbone_config(name: str) -> BackboneConfig:
         rule, n = sizes.rule_target(name)
     except ValueError as err:
         raise PrismError(f"backbone {err}") from None
+    cfg = _rule_config(name, rule, n)
+    if abs(cfg.params / n - 1) > sizes.RULE_TOLERANCE:
+        raise PrismError(
+            f"backbone {name!r}: rule {rule.prefix} has no shape within {sizes.RULE_TOLERANCE:.0%} of {n:.3g} "
+            f"parameters (nearest: {cfg.params:.3g}); its sizes start at {smallest_rule_size(rule.prefix)}"
+        )
+    return cfg
+
+
+def _rule_config(name: str, rule: sizes.ShapeRule, n: float) -> BackboneConfig:
     shape = sizes.rule_shape(rule, n)
     return BackboneConfig(name, **shape, vocab_size=rule.vocab_size, tie_embeddings=True, rope_theta=rule.rope_theta)
+
+
+@functools.cache
+def smallest_rule_size(prefix: str) -> str:
+    """The rule's smallest grid size above which every grid size lands within RULE_TOLERANCE of its name."""
+    names = sizes.rule_grid(prefix, 1e3, 1e9)
+    off = [i for i, name in enumerate(names)
+           if abs(_rule_config(name, sizes.RULES[prefix], sizes.rule_target(name)[1]).params
+                  / sizes.rule_target(name)[1] - 1) > sizes.RULE_TOLERANCE]
+    return names[off[-1] + 1 if off else 0]
 
 
 def is_backbone(name: str) -> bool:

@@ -64,6 +64,9 @@ RULE_NAME_PATTERN = r"[ng][1-9][0-9]?e[0-9]{1,2}"
 VARIANT_NAME_RE = re.compile(r"^([WD])([1-9][0-9]*)X$")
 VARIANT_NAME_PATTERN = r"[WD][1-9][0-9]*X"
 
+# A rule name whose shape misses its N by more than this is refused (only below a rule's smallest size).
+RULE_TOLERANCE = 0.05
+
 # Sizes per decade of a rule's grid (the sizes a plan picks from): a size every ~12%.
 GRID_PER_DECADE = 20
 

@@ -89,3 +89,8 @@ def test_a_rule_size_builds_the_model_it_counts():
     assert param_counts(model)["backbone"]["total"] == backbone_config("n45e3").params
     loss = model(torch.full((2, 64), 65), torch.zeros(0, 1, 8, 8), torch.full((2, 64), 66))
     assert torch.isfinite(loss)
+
+
+def test_a_name_below_the_rules_smallest_size_is_refused_naming_it():
+    with pytest.raises(PrismError, match="sizes start at n89e2"):
+        check_backbone("n5e3")

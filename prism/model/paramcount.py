@@ -1,0 +1,73 @@
+"""Parameter counts of a whole PRISM model without building it (pure Python, no torch).
+
+The workflow decides which rule sizes a study needs before anything is calibrated (its
+DAG must list every calibration job), so it needs each size's trainable N from the
+names alone. These formulas mirror prism.model.encoders and prism.model.projector;
+tests/model/test_paramcount.py holds them equal to the built modules for every family.
+"""
+
+from __future__ import annotations
+
+from prism.families import FamilySpec, family_spec
+from prism.model.config import backbone_config, projector_variant, regime_parts
+
+ENCODER_HEAD_MLP = 2  # EncoderBlock's mlp_mult
+GRID_INDEX = 16  # GridEncoder.N_INDEX
+GRAPH_ROUNDS = 2
+
+
+def _linear(a: int, b: int) -> int:
+    return a * b + b
+
+
+def encoder_params(spec: FamilySpec) -> int:
+    """The family's encoder: its tokenizer, learned positions, one transformer block, final LayerNorm."""
+    w, t = spec.encoder_width, spec.n_modality_tokens
+    block = 2 * w + _linear(w, 3 * w) + _linear(w, w) + 2 * w + _linear(w, ENCODER_HEAD_MLP * w) + _linear(
+        ENCODER_HEAD_MLP * w, w)
+    tail = t * w + block + 2 * w
+    shape = spec.modality_shape
+    if spec.name == "text_image":
+        c, h, wd = shape
+        patch = round((h * wd / t) ** 0.5)
+        tok = _linear(c * patch * patch, w)
+    elif spec.name == "text_ts":
+        c, steps = shape
+        tok = _linear(c * (steps // t), w)
+    elif spec.name == "text_graph":
+        n = shape[0]
+        tok = _linear(n + 1, w) + GRAPH_ROUNDS * _linear(w, w)
+    elif spec.name == "text_table":
+        tok = shape[0] * w + t * w
+    elif spec.name == "text_video":
+        frames, c, h, wd = shape
+        patch = round((h * wd / (t // frames)) ** 0.5)
+        tok = _linear(c * patch * patch, w)
+    elif spec.name == "vla":
+        planes, h, wd = shape
+        tok = planes * GRID_INDEX * w + h * wd * w + _linear(w, w)
+    else:
+        raise ValueError(f"no parameter count for the encoder of family {spec.name!r}")
+    return tok + tail
+
+
+def projector_params(in_dim: int, d_model: int, width_mult: int, n_layers: int) -> int:
+    hidden = width_mult * d_model
+    dims = [in_dim] + [hidden] * (n_layers - 1) + [d_model]
+    return sum(_linear(a, b) for a, b in zip(dims[:-1], dims[1:]))
+
+
+def component_params(family: str, backbone: str, variant: str) -> dict[str, int]:
+    """`{"backbone", "encoder", "projector"}` parameters (tied embeddings counted once)."""
+    spec, cfg, var = family_spec(family), backbone_config(backbone), projector_variant(variant)
+    return {
+        "backbone": cfg.params,
+        "encoder": encoder_params(spec),
+        "projector": projector_params(spec.encoder_width, cfg.d_model, var.width_mult, var.n_layers),
+    }
+
+
+def trainable_params(family: str, backbone: str, variant: str, regime: str) -> int:
+    """N of the regime: the parameters of the parts it trains (a calibration's `params_trainable`)."""
+    parts = component_params(family, backbone, variant)
+    return sum(parts[name] for name in regime_parts(regime))
