@@ -65,6 +65,8 @@ class RunMetrics:
     git_rev: str | None = None
     reason: str | None = None
     step: int | None = None
+    # This job's wall seconds by phase and the FLOPs it trained itself (prism.train.timing).
+    time: dict[str, Any] | None = None
 
     @property
     def ok(self) -> bool:

@@ -1,8 +1,9 @@
 """A fitted study's answer in a few lines, for the terminal (`prism isoflop summary`, Snakemake's onsuccess).
 
 Reads what the workflow wrote in a family folder: `fit/REGIME.json` (the fit, a `FitResult`),
-`runs.csv` (the runs, with their status and wall times) and `plots/REGIME/` (the
-figures). A missing or unreadable file is said in its line, never fatal: the
+`runs.csv` (the runs, with their status and wall times), `plots/REGIME/` (the
+figures) and the training jobs' `time` records in their metrics.json (the study's
+training FLOP/s end to end against the peak, and where the jobs' time went). A missing or unreadable file is said in its line, never fatal: the
 summary runs after a successful workflow and must not turn it into a failure.
 """
 
@@ -15,6 +16,7 @@ from pathlib import Path
 
 from prism.ids import format_budget
 from prism.isoflop.result import FitResult
+from prism.train.timing import study_timing, timing_lines
 
 
 def _ci(value, ci) -> str:
@@ -105,6 +107,19 @@ def runs_lines(csv_path: Path) -> list[str]:
     return lines
 
 
+def job_times(folder: Path) -> list[dict]:
+    """The `time` records of a family's training jobs: its runs and (wsd) its trajectory segments."""
+    records = []
+    for path in [*folder.glob("runs/*/metrics.json"), *folder.glob("stable/*/*/metrics.json")]:
+        try:
+            record = json.loads(path.read_text()).get("time")
+        except (OSError, ValueError, AttributeError):
+            continue
+        if isinstance(record, dict):
+            records.append(record)
+    return records
+
+
 def summarize(family_dirs: list[str | Path]) -> str:
     """The summary of every fit under each family folder."""
     out = []
@@ -132,6 +147,8 @@ def summarize(family_dirs: list[str | Path]) -> str:
             md = path.with_suffix(".md")
             if md.is_file():
                 out.append(f"  report: {md}")
+        out.append(f"== {folder.name}: time")
+        out += timing_lines(study_timing(job_times(folder)))
     return "\n".join(out)
 
 

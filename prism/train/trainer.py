@@ -52,6 +52,7 @@ from prism.train.config import RunConfig
 from prism.train.evaluator import EvalResult, Evaluator
 from prism.train.meter import PerfMeter
 from prism.train.schedule import build_optimizer, build_scheduler
+from prism.train.timing import JobClock
 from prism.train.trackers import Tracking, open_tracking
 
 MAX_GRAD_NORM = 1.0
@@ -122,6 +123,7 @@ class Trainer:
     def __init__(self, config: RunConfig, env: DistEnv):
         self.config, self.env, self.is_main = config, env, env.is_main
         self.wall_start = time.perf_counter()
+        self.clock = JobClock(process_age_s())  # this job's wall time by phase (metrics.json `time`)
         self._setup_process()
         self._build()
         self.loader = ShardLoader(config.data, "train", config.global_batch, config.seed, rank=env.rank,
@@ -145,6 +147,8 @@ class Trainer:
         self.perf = runfiles.JsonlWriter(config.out_dir / runfiles.PERF, enabled=False)
         self.evals = runfiles.JsonlWriter(config.out_dir / runfiles.EVAL, enabled=False)
         self.tracking = Tracking()  # TensorBoard / W&B, opened with the logs (prism.train.trackers)
+        self.first_step = 0  # where this job's training started (after a resume or --init-from)
+        self.clock.add("setup", time.perf_counter() - self.wall_start)
 
     # --- set-up ----------------------------------------------------------------------
 
@@ -247,14 +251,16 @@ class Trainer:
     def train(self) -> RunMetrics:
         """Train (or resume) to the budget's steps; returns the metrics (status ok, collapsed or stopped)."""
         config, budget = self.config, self.budget
-        calibration = find_calibration(config)
-        self.inputs = rundir.input_fingerprint(config, calibration)
-        start = rundir.prepare(config, self.inputs, budget.steps, self.is_main, log=log)
-        if start.checkpoint is not None:
-            self.resume(start.checkpoint)
-        elif config.init_from:
-            self.start_from(rundir.init_checkpoint(Path(config.init_from), config.init_step))
-        self._open_logs()
+        with self.clock.phase("setup"):
+            calibration = find_calibration(config)
+            self.inputs = rundir.input_fingerprint(config, calibration)
+            start = rundir.prepare(config, self.inputs, budget.steps, self.is_main, log=log)
+            if start.checkpoint is not None:
+                self.resume(start.checkpoint)
+            elif config.init_from:
+                self.start_from(rundir.init_checkpoint(Path(config.init_from), config.init_step))
+            self.first_step = self.step
+            self._open_logs()
         if self.step == 0:
             self.evaluate()
         self.model.train()
@@ -290,7 +296,10 @@ class Trainer:
                                      "collapsed": result.collapsed, **context})
                 self.collapse_reason = result.collapsed
                 return "collapsed"
-            meter.update(result.samples, time.perf_counter() - t0, t1 - t0, time.process_time() - c0)
+            t2 = time.perf_counter()
+            meter.update(result.samples, t2 - t0, t1 - t0, time.process_time() - c0)
+            self.clock.add("data", t1 - t0)
+            self.clock.add("step", t2 - t1)
             self._log_step(result, meter, context)
             last = result.step == self.budget.steps
             if self.evaluator.due(result.step):
@@ -335,7 +344,8 @@ class Trainer:
 
     def evaluate(self, final: bool = False) -> EvalResult:
         """Evaluate now and log the row; `final`: the loss at the budget, over the held-out split."""
-        result = self.evaluator.evaluate(self.eval_model, final=final)
+        with self.clock.phase("eval"):
+            result = self.evaluator.evaluate(self.eval_model, final=final)
         self.last_eval, self.last_eval_step = result.loss, self.step
         if self.first_eval is None:
             self.first_eval = result.loss
@@ -348,10 +358,11 @@ class Trainer:
         return result
 
     def checkpoint(self) -> None:
-        path = checkpoint.save(self.config.out_dir, self.step, self.model, self.optimizer, self.scheduler,
-                               self.loader.state_dict(), self.state(), self.device, self.is_main)
-        if self.is_main and self.step in self.config.keep_steps:
-            checkpoint.keep(path)
+        with self.clock.phase("checkpoint"):
+            path = checkpoint.save(self.config.out_dir, self.step, self.model, self.optimizer, self.scheduler,
+                                   self.loader.state_dict(), self.state(), self.device, self.is_main)
+            if self.is_main and self.step in self.config.keep_steps:
+                checkpoint.keep(path)
 
     def checkpoint_due(self, step: int) -> bool:
         return step % self.budget.checkpoint_every == 0 or step in self.config.keep_steps
@@ -467,15 +478,25 @@ class Trainer:
             lr=budget.lr, warmup=budget.warmup, schedule=budget.schedule.kind, strategy=self.parallel.strategy,
             world_size=self.parallel.world_size, device=self.device.type, wall_s=self.wall_s(),
             resumed_from=self.resumed_from, started_from=self.started_from, git_rev=git_rev(),
-            reason=reason, step=None if status == "ok" else self.step,
+            reason=reason, step=None if status == "ok" else self.step, time=self.time_record(),
         )
+
+    def time_record(self) -> dict[str, Any]:
+        """This job's wall time by phase and the FLOPs it trained (prism.train.timing)."""
+        trained = (self.step - self.first_step) * self.config.global_batch * self.budget.flops_per_sample
+        record = self.clock.record(trained_flops=trained, steps=self.step - self.first_step)
+        record["threads"] = self.threads
+        if self.device.type == "cpu":  # the cached peak every MFU is against (measured at the first perf row)
+            record["peak_flops"] = peak_flops(self.device.type, "fp32") * self.parallel.world_size
+        return record
 
     def finish(self, status: str, final: EvalResult | None) -> RunMetrics:
         """metrics.json (last, atomically: its presence means finished); an ok run retires its checkpoints."""
         if self.is_main:
             from prism.train.spikes import eval_warnings
 
-            spikes = eval_warnings(runfiles.read_jsonl(self.config.out_dir / runfiles.EVAL))
+            with self.clock.phase("finish"):
+                spikes = eval_warnings(runfiles.read_jsonl(self.config.out_dir / runfiles.EVAL))
             self.warnings += [w for w in spikes if w not in self.warnings]
             for warning in spikes:
                 log(f"[{self.config.run_id}] warning: {warning}")

@@ -82,3 +82,21 @@ def test_training_curves_figure(tmp_path):
                                 "text_image", "e2e", dpi=50)
     assert path.name == "training_curves.png" and path.read_bytes()[:4] == b"\x89PNG"
     assert not list((family / "plots").glob("*.tmp*"))
+
+
+def test_summary_gives_the_studys_training_flops_per_second_against_the_peak(tmp_path):
+    family = make_study(tmp_path)
+    record = {"started_at": 100.0, "ended_at": 160.0, "wall_s": 60.0, "startup_s": 6.0, "step_s": 48.0,
+              "eval_s": 6.0, "trained_flops": 3e12, "peak_flops": 1e11}
+    (family / "runs" / "30k-BASE-e2e-C1e12" / "metrics.json").write_text(json.dumps({"time": record}))
+    segment = family / "stable" / "30k-BASE-e2e-T0" / "to-500"
+    segment.mkdir(parents=True)
+    (segment / "metrics.json").write_text(json.dumps({"time": {**record, "started_at": 130.0, "ended_at": 190.0}}))
+    text = summarize([family])
+    # 6e12 FLOPs over 90 s, two jobs at once against 2 x 100 GFLOP/s; 120 of 180 core-seconds busy.
+    assert "6e+12 FLOPs in 1.5 min over 2 jobs (2 at once): 66.7 GFLOP/s end to end, 33.3% of the peak 200" in text
+    assert "cores busy 67%" in text and "startup 10%, step 80%, eval 10%" in text
+
+
+def test_summary_without_time_records_says_so(tmp_path):
+    assert "no job recorded its time" in summarize([make_study(tmp_path)])

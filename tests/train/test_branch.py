@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from prism.train.runfiles import read_jsonl
+from prism.train.timing import PHASES
 
 pytestmark = pytest.mark.slow
 
@@ -33,6 +34,13 @@ def test_a_cooldown_branch_continues_exactly_as_an_uninterrupted_wsd_run(train, 
     assert b["started_from"] == f"{stable}@48" and b["resumed_from"] is None
     assert b["loss"] == pytest.approx(a["loss"], rel=1e-6) and b["loss_se"] == pytest.approx(a["loss_se"], rel=1e-6)
     assert (b["steps"], b["flops"], b["samples"]) == (a["steps"], a["flops"], a["samples"])
+    # Each job's time record counts what it trained itself: the branch only its 12 cooldown steps.
+    ta, tb = a["time"], b["time"]
+    assert ta["steps"] == 60 and ta["trained_flops"] == pytest.approx(a["flops"])
+    assert tb["steps"] == 12 and tb["trained_flops"] == pytest.approx(a["flops"] * 12 / 60)
+    for t in (ta, tb):
+        assert t["step_s"] > 0 and t["setup_s"] > 0 and t["eval_s"] > 0 and t["ended_at"] > t["started_at"]
+        assert sum(t[f"{phase}_s"] for phase in PHASES) + t["other_s"] == pytest.approx(t["wall_s"])
     whole_rows, branch_rows = read_jsonl(whole / "perf.jsonl"), read_jsonl(branch / "perf.jsonl")
     assert [r["step"] for r in branch_rows] == list(range(1, 61))  # the trajectory's rows, then its own
     for mine, theirs in zip(branch_rows, whole_rows):
