@@ -78,6 +78,28 @@ def data_dir(family):
     return f"{STUDY}/data/{family}"
 
 
+def shards_dir(family):
+    """The folder of the user's own shards for `family` (`data.shards`), or None: the offline build."""
+    return config["data"]["shards"].get(family)
+
+
+def data_inputs(wildcards):
+    """The user's shards folder when indexed (its modification time changes when a shard is added)."""
+    shards = shards_dir(wildcards.family)
+    return [shards] if shards else []
+
+
+def data_args(wildcards):
+    """`prism data` verb and flags of a family's data: its index where `data.shards` names a folder, else
+    the offline build (only the flags that decide its bytes: rerun triggers)."""
+    family, data = wildcards.family, config["data"]
+    shards = shards_dir(family)
+    if shards:
+        return ["index", shards, "--family", family, "--eval-fraction", str(data["eval_fraction"]),
+                "--max-bad-fraction", str(data["max_bad_fraction"])]
+    return ["build", "--family", family, "--seed", str(data["seed"]), "--lm-ratio", str(data["lm_ratio"])]
+
+
 def calibration_file(family, backbone, variant, regime):
     return f"{STUDY}/calibration/{calibration_filename(family, backbone, variant, regime)}"
 

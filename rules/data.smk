@@ -1,20 +1,22 @@
-# Stage 0: the webdataset shards of a family (`prism data build`, written atomically).
+# Stage 0: the webdataset shards of a family: the offline build (`prism data build`, written
+# atomically), or, where `data.shards` names a folder of your own shards, their index
+# (`prism data index`: the same manifest, the shards read where they lie). The folder is an
+# input, so adding or replacing a shard re-indexes, and runs on the old index go stale.
 
 
 rule data:
+    input:
+        data_inputs,
     output:
         directory(f"{STUDY}/data/{{family}}"),
     log:
         logfile("data", "{family}"),
     params:
-        seed=config["data"]["seed"],
-        lm_ratio=config["data"]["lm_ratio"],
+        args=data_args,
     threads: 1
     resources:
         nodes=1,
         walltime="00:30:00",
         runtime=30,
     shell:
-        "prism data build --family {wildcards.family:q} --out {output:q} --seed {params.seed:q}"
-        " --lm-ratio {params.lm_ratio:q}"
-        " > {log:q} 2>&1"
+        "prism data {params.args:q} --out {output:q} > {log:q} 2>&1"

@@ -152,3 +152,65 @@ def wandb_runs() -> Callable[[Path], list[dict]]:
     """`wandb_runs(dir)` -> the offline runs W&B wrote under DIR/wandb (needs wandb)."""
     pytest.importorskip("wandb")
     return _wandb_runs
+
+
+SHAPES = ("circle", "square", "triangle", "cross")
+IMAGE_FORMATS = ("jpg", "png", "webp")
+
+
+def shape_image(rng):
+    """A PIL image of one shape (its kind, ink and size readable at 8x8), of a random size, and its caption."""
+    from PIL import Image, ImageDraw
+
+    w, h = int(rng.integers(12, 97)), int(rng.integers(12, 97))
+    shape, white, large = SHAPES[rng.integers(len(SHAPES))], bool(rng.integers(2)), bool(rng.integers(2))
+    ink, paper = ((255, 255, 255), (0, 0, 0)) if white else ((0, 0, 0), (255, 255, 255))
+    im = Image.new("RGB", (w, h), paper)
+    draw = ImageDraw.Draw(im)
+    r = min(w, h) * (0.45 if large else 0.25)
+    cx, cy = w / 2, h / 2
+    box = (cx - r, cy - r, cx + r, cy + r)
+    if shape == "circle":
+        draw.ellipse(box, fill=ink)
+    elif shape == "square":
+        draw.rectangle(box, fill=ink)
+    elif shape == "triangle":
+        draw.polygon([(cx - r, cy + r), (cx + r, cy + r), (cx, cy - r)], fill=ink)
+    else:
+        draw.rectangle((cx - r, cy - r / 3, cx + r, cy + r / 3), fill=ink)
+        draw.rectangle((cx - r / 3, cy - r, cx + r / 3, cy + r), fill=ink)
+    return im, f"a {'large' if large else 'small'} {'white' if white else 'black'} {shape}"
+
+
+def write_shape_shards(folder: Path, samples: int, per_shard: int = 100, start: int = 0, seed: int = 0) -> list[Path]:
+    """Shards as img2dataset writes them (webdataset's TarWriter: KEY.jpg|png|webp, KEY.txt, KEY.json)
+    of generated shapes at sizes other than the model's; keys start at `start`. Returns the shards."""
+    import io
+
+    import numpy as np
+    import webdataset as wds
+
+    folder.mkdir(parents=True, exist_ok=True)
+    rng = np.random.default_rng([seed, start])
+    paths = []
+    for first in range(start, start + samples, per_shard):
+        path = folder / f"{first // per_shard:05d}.tar"
+        with wds.TarWriter(str(path)) as sink:
+            for i in range(first, min(start + samples, first + per_shard)):
+                im, caption = shape_image(rng)
+                width, height = im.size
+                ext = IMAGE_FORMATS[i % len(IMAGE_FORMATS)]
+                if ext == "webp":  # webdataset encodes jpg and png itself, webp not: bytes as img2dataset does
+                    buf = io.BytesIO()
+                    im.save(buf, format="WEBP")
+                    im = buf.getvalue()
+                sink.write({"__key__": f"{i:09d}", ext: im, "txt": caption,
+                            "json": {"caption": caption, "width": width, "height": height, "status": "success"}})
+        paths.append(path)
+    return paths
+
+
+@pytest.fixture(scope="session")
+def shape_shards() -> Callable[..., list[Path]]:
+    """`shape_shards(folder, samples, per_shard=100, start=0, seed=0)`: write image-text shards of generated shapes."""
+    return write_shape_shards

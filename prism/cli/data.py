@@ -1,4 +1,4 @@
-"""`prism data build|verify|bench`."""
+"""`prism data build|index|verify|bench`."""
 
 from __future__ import annotations
 
@@ -18,8 +18,19 @@ def register(verbs: argparse._SubParsersAction) -> None:
                    help="share of the train split that is text-only Python documentation (default 0)")
     p.set_defaults(func=_build)
 
+    p = verbs.add_parser("index", help="Index your own webdataset shards (read where they lie) into a manifest.")
+    p.add_argument("shards", metavar="DIR", help="absolute folder of .tar shards, or of train/ and eval/ folders of them")
+    p.add_argument("--family", required=True, choices=sorted(FAMILIES))
+    p.add_argument("--out", required=True, help="index directory to create (manifest.json and the decoded copy)")
+    p.add_argument("--eval-fraction", type=float, default=0.05,
+                   help="share of the keys held out, by key hash, when DIR has no train/ and eval/ folders")
+    p.add_argument("--max-bad-fraction", type=float, default=0.01,
+                   help="refuse when more than this share of the samples is bad (default 0.01)")
+    p.add_argument("--overwrite", action="store_true", help="replace an existing index directory")
+    p.set_defaults(func=_index)
+
     p = verbs.add_parser("verify", help="Check every shard's sha256 and sample count against manifest.json.")
-    p.add_argument("data_dir", metavar="DIR")
+    p.add_argument("data_dir", metavar="DIR", help="a built shard directory or an index (or its manifest.json)")
     p.set_defaults(func=_verify)
 
     p = verbs.add_parser("bench", help="Loader samples/s on one core.")
@@ -45,13 +56,33 @@ def _build(args: argparse.Namespace) -> int:
     return 0
 
 
+def _index(args: argparse.Namespace) -> int:
+    import time
+
+    from prism.data.index import index
+
+    start = time.perf_counter()
+    m = index(args.shards, args.family, args.out, eval_fraction=args.eval_fraction,
+              max_bad_fraction=args.max_bad_fraction, overwrite=args.overwrite)
+    counts = ", ".join(f"{s} {v['samples']} samples ({v['tokens']} tokens) in {len(v['shards'])} shards"
+                       for s, v in m["splits"].items())
+    print(f"{args.out}: {m['family']} from {m['shards_dir']}: {counts}; {len(m['bad_samples'])} bad samples "
+          f"skipped; {time.perf_counter() - start:.1f}s")
+    return 0
+
+
 def _verify(args: argparse.Namespace) -> int:
+    from pathlib import Path
+
     from prism.data.manifest import verify
 
+    if Path(args.data_dir).name == "manifest.json":
+        args.data_dir = str(Path(args.data_dir).parent)
     s = verify(args.data_dir)
     print(f"{args.data_dir}: ok, {s['family']}, train {s['train']['samples']} samples / {s['train']['shards']} "
           f"shards, eval {s['eval']['samples']} samples / {s['eval']['shards']} shards"
-          + (f"; LM text {s['lm_text']}" if "lm_text" in s else ""))
+          + (f"; LM text {s['lm_text']}" if "lm_text" in s else "")
+          + (f"; shards in {s['shards_dir']}, {s['bad']} bad samples skipped" if "shards_dir" in s else ""))
     return 0
 
 

@@ -26,7 +26,7 @@ from pathlib import Path
 import numpy as np
 
 from prism.atomic import write_atomic
-from prism.data.manifest import Records, read_split
+from prism.data.manifest import Records, read_split, shard_path
 
 DECODED_DIR = ".decoded"
 # Bump when the saved arrays change meaning: older copies are then decoded again.
@@ -43,7 +43,7 @@ def stamp(data_dir: Path, manifest: dict, split: str) -> str:
     described = {k: manifest[k] for k in ("format_version", "family", "seed", "modality_shape")}
     h.update(json.dumps([CACHE_VERSION, split, described, manifest["splits"][split]], sort_keys=True).encode())
     for entry in manifest["splits"][split]["shards"]:
-        st = (data_dir / entry["name"]).stat()
+        st = shard_path(data_dir, manifest, entry).stat()
         h.update(f"\0{entry['name']}\0{st.st_size}\0{st.st_mtime_ns}".encode())
     return h.hexdigest()
 
@@ -62,16 +62,21 @@ def save(data_dir: str | Path, manifest: dict) -> None:
     """Decode (and so verify) every split of a freshly written shard directory and save its copy."""
     data_dir = Path(data_dir)
     for split in manifest["splits"]:
-        records = read_split(data_dir, manifest, split)
-        value = stamp(data_dir, manifest, split)
+        save_records(data_dir, manifest, split, read_split(data_dir, manifest, split))
 
-        def write(tmp: str, records: Records = records, value: str = value) -> None:
-            with open(tmp, "wb") as fh:
-                np.savez(fh, stamp=np.array(value), keys=np.array(records.keys),
-                         captions=np.array(records.captions), modality=records.modality,
-                         has_modality=records.has_modality)
 
-        write_atomic(cache_path(data_dir, split), write)
+def save_records(data_dir: str | Path, manifest: dict, split: str, records: Records) -> None:
+    """Save `records`, just decoded from the shards of `split`, as its copy (`prism data index` too)."""
+    data_dir = Path(data_dir)
+    value = stamp(data_dir, manifest, split)
+
+    def write(tmp: str) -> None:
+        with open(tmp, "wb") as fh:
+            np.savez(fh, stamp=np.array(value), keys=np.array(records.keys),
+                     captions=np.array(records.captions), modality=records.modality,
+                     has_modality=records.has_modality)
+
+    write_atomic(cache_path(data_dir, split), write)
 
 
 def load_split(data_dir: str | Path, manifest: dict, split: str) -> Records:

@@ -75,11 +75,20 @@ class Records:
     has_modality: np.ndarray  # bool [N]
 
 
+def shard_path(data_dir: str | Path, manifest: dict, entry: dict) -> Path:
+    """Where a listed shard lies: in the built directory, or under an index's shards directory."""
+    return Path(manifest.get("shards_dir") or data_dir) / entry["name"]
+
+
 def read_split(data_dir: str | Path, manifest: dict, split: str) -> Records:
     """Every record of `split`, after checking each shard's hash and count against the manifest."""
     data_dir = Path(data_dir)
     if split not in manifest["splits"]:
         raise PrismError(f"{data_dir / MANIFEST} has no split {split!r}; splits: {', '.join(manifest['splits'])}")
+    if manifest.get("kind") == "index":  # the user's own shards, read where they lie
+        from prism.data.index import read_index_split
+
+        return read_index_split(data_dir, manifest, split)
     shape = tuple(manifest["modality_shape"])
     header = npy_header(shape)
     nbytes = int(np.prod(shape)) * 4
@@ -180,6 +189,10 @@ def verify(data_dir: str | Path) -> dict:
     """Check every shard of every split against the manifest, and the LM text against the
     documentation it came from; a summary when all is well."""
     manifest = read_manifest(data_dir)
+    if manifest.get("kind") == "index":
+        from prism.data.index import verify_index
+
+        return verify_index(data_dir, manifest)
     summary = {"data_dir": str(data_dir), "family": manifest["family"], "seed": manifest["seed"]}
     text_only: list[str] = []
     for split in manifest["splits"]:
