@@ -230,7 +230,8 @@ def figure_scaling_laws(fit):
             log_ticks(ax.yaxis, y_lo, y_hi)
         ax.set_xlabel("compute budget C (training FLOPs)")
         ax.set_ylabel(ylabel)
-        ax.legend(frameon=False, loc="upper left", fontsize=7)
+        # Below the panel: inside, the legend sat on the largest budgets' minima.
+        ax.legend(frameon=False, loc="upper center", bbox_to_anchor=(0.5, -0.16), fontsize=7.5)
     verdict = "identifiable" if fit.verdict.identifiable else "NOT identifiable"
     extra = f"; dotted: {len(rej)} rejected budget(s)" if rej else ""
     fig.suptitle(f"Compute-optimal scaling (exponent {verdict}{extra})", fontsize=11)

@@ -2,8 +2,10 @@
 
 Two windows over the same step timings: one since the last perf row (every
 `log_every` steps, and at the first and last step), one since the last progress
-line (every `progress_s` seconds, for people reading a job log, independent of
-`log_every`). The meter only measures and decides *when*; the trainer writes.
+line (for people reading a job log, independent of `log_every`: at every
+`progress_percent` of the steps, so a short run's log still shows its course, and
+at least every `progress_s` seconds, so a slow one's shows it is alive). The meter
+only measures and decides *when*; the trainer writes.
 
 Units are what `global_batch` counts: samples (padded) or rows (packed); FLOPs
 and tokens are per unit, `samples` counts real samples.
@@ -16,7 +18,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-PROGRESS_SECONDS = 5.0
+PROGRESS_SECONDS = 60.0
+PROGRESS_PERCENT = 5.0
 
 
 @dataclass
@@ -48,12 +51,13 @@ class PerfMeter:
     def __init__(self, *, steps: int, log_every: int, global_batch: int, flops_per_unit: float,
                  tokens_per_unit: int, world_size: int, threads: int, cpu: bool,
                  peak_flops: Callable[[], float], progress_s: float = PROGRESS_SECONDS,
-                 clock: Callable[[], float] = time.perf_counter):
+                 progress_percent: float = PROGRESS_PERCENT, clock: Callable[[], float] = time.perf_counter):
         self.steps, self.log_every, self.global_batch = steps, log_every, global_batch
         self.flops_per_unit, self.tokens_per_unit = flops_per_unit, tokens_per_unit
         self.world_size, self.threads, self.cpu = world_size, threads, cpu
         self._peak_flops, self._peak = peak_flops, None  # measured (or read from its cache) on first use
         self.progress_s, self.clock = progress_s, clock
+        self.progress_steps = max(1, round(steps * progress_percent / 100))
         self.log_window, self.progress_window = Window(), Window()
         self.last_progress = clock()
         self.mfu: float | None = None
@@ -94,13 +98,15 @@ class PerfMeter:
         return row
 
     def progress(self, step: int, loss: float, run_id: str) -> str | None:
-        """The progress line when one is due (every progress_s, at the first and last step), else None."""
+        """The progress line when one is due (every few percent or progress_s, the first and last step), else None."""
         now = self.clock()
-        if not (now - self.last_progress >= self.progress_s or step == 1 or step == self.steps):
+        if not (now - self.last_progress >= self.progress_s or step % self.progress_steps == 0 or step == 1
+                or step == self.steps):
             return None
         w = self.progress_window
         eta = (self.steps - step) * w.time_s / w.steps
-        line = (f"[{run_id}] step {step}/{self.steps} loss {loss:.4f} {w.samples / w.time_s:.1f} samples/s"
+        line = (f"[{run_id}] step {step}/{self.steps} ({step / self.steps:.0%}) loss {loss:.4f} "
+                f"{w.samples / w.time_s:.1f} samples/s"
                 + (f" mfu {self.mfu:.1%}" if self.mfu is not None else "") + f" ETA {format_eta(eta)}")
         self.last_progress, self.progress_window = now, Window()
         return line

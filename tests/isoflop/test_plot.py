@@ -131,3 +131,57 @@ def test_error_bars_band_and_excluded_runs_are_drawn():
         assert ax.containers and ax.collections  # minima with their intervals, and the band
         assert any("band" in t.get_text() for t in ax.get_legend().get_texts())
     plt.close(fig)
+
+
+def _overlaps(a, b) -> bool:
+    return a.x0 < b.x1 and b.x0 < a.x1 and a.y0 < b.y1 and b.y0 < a.y1
+
+
+def test_scaling_law_legends_sit_off_the_data(study):
+    from prism.isoflop import plot
+
+    _, fit = study
+    fig = plot.figure_scaling_laws(fit)
+    fig.canvas.draw()
+    renderer = fig.canvas.get_renderer()
+    for ax in fig.axes:
+        assert not _overlaps(ax.get_legend().get_window_extent(renderer), ax.get_window_extent(renderer))
+
+
+def test_training_curves_one_panel_per_budget_legend_outside(tmp_path):
+    import csv
+    import json
+
+    import matplotlib.pyplot as plt
+
+    from prism.isoflop.curves import figure_training_curves, size_colours
+
+    rows = []
+    for budget in (1e10, 2e10, 4e10, 8e10, 1.6e11):
+        for i, size in enumerate(("30k", "60k", "120k")):
+            run = tmp_path / "runs" / f"{size}-C{budget:g}"
+            run.mkdir(parents=True)
+            (run / "eval.jsonl").write_text("".join(json.dumps({"flops": budget * f, "loss": 5 - f - 0.1 * i}) + "\n"
+                                                    for f in (0.1, 0.5, 1.0)))
+            rows.append({"run_id": run.name, "family": "text_image", "backbone": size, "variant": "BASE",
+                         "regime": "e2e", "budget": budget, "params": 3e4 * 2**i,
+                         "status": "collapsed" if (budget, size) == (1e10, "30k") else "ok", "run_dir": str(run)})
+    with (tmp_path / "runs.csv").open("w", newline="") as fh:
+        writer = csv.DictWriter(fh, fieldnames=list(rows[0]))
+        writer.writeheader()
+        writer.writerows(rows)
+    fig = figure_training_curves(tmp_path / "runs.csv", family="text_image", regime="e2e")
+    panels = [ax for ax in fig.axes if ax.get_visible()]
+    assert [ax.get_title().split(" FLOPs")[0] for ax in panels] == [
+        "C = 1e10", "C = 2e10", "C = 4e10", "C = 8e10", "C = 1.6e11"]
+    assert all(len([ln for ln in ax.lines if ln.get_linestyle() in ("-", "--")]) == 3 for ax in panels)
+    assert [ln.get_linestyle() for ln in panels[0].lines if ln.get_linestyle() in ("-", "--")].count("--") == 1
+    fig.canvas.draw()
+    renderer = fig.canvas.get_renderer()
+    legend = fig.legends[0].get_window_extent(renderer)
+    assert not any(_overlaps(legend, ax.get_window_extent(renderer)) for ax in panels)
+    assert [t.get_text().split()[0] for t in fig.legends[0].get_texts()][:3] == ["30k", "60k", "120k"]
+    plt.close(fig)
+    # every size colour is dark enough to read on white (luminance well below the background's)
+    for r, g, b, _ in size_colours(11):
+        assert 0.2126 * r + 0.7152 * g + 0.0722 * b < 0.75

@@ -44,17 +44,19 @@ def test_the_peak_is_measured_once_and_only_when_a_row_needs_it():
     assert calls == [1]
 
 
-def test_progress_every_few_seconds_with_an_eta():
+def test_progress_every_few_percent_and_every_minute_with_an_eta():
     now = [0.0]
     m = meter(clock=lambda: now[0])
     m.update(8, 0.5, 0.0, 0.0)
-    assert "step 1/100" in m.progress(1, 2.5, "run")  # the first step always
+    assert "step 1/100 (1%)" in m.progress(1, 2.5, "run")  # the first step always
     m.update(8, 0.5, 0.0, 0.0)
-    now[0] = 1.0
+    now[0] = 59.0
     assert m.progress(2, 2.4, "run") is None
-    now[0] = 6.0
+    now[0] = 61.0  # a slow run: a minute without a line
     line = m.progress(2, 2.4, "run")
-    assert line == "[run] step 2/100 loss 2.4000 16.0 samples/s ETA 0:00:49"
+    assert line == "[run] step 2/100 (2%) loss 2.4000 16.0 samples/s ETA 0:00:49"
+    lines = [s for s in range(3, 101) if m.update(8, 0.5, 0.0, 0.0) or m.progress(s, 2.0, "run")]
+    assert lines == list(range(5, 101, 5))  # a fast run: every 5% of its steps
 
 
 def test_eta_format():
