@@ -200,13 +200,16 @@ def _tensor_bytes(obj: Any) -> int:
 
 
 def load(path: Path, model: torch.nn.Module, optimizer: torch.optim.Optimizer, scheduler: Any,
-         device: torch.device, rank: int) -> tuple[int, Any, dict[str, Any]]:
-    """Read and restore in place; returns (step, this rank's loader state, extra)."""
+         device: torch.device, rank: int, fix: str | None = None) -> tuple[int, Any, dict[str, Any]]:
+    """Read and restore in place; returns (step, this rank's loader state, extra).
+
+    `fix`: what to do when the file cannot be read (default: for a run's own checkpoint).
+    """
     try:
         payload = read(path)
     except ValueError as err:  # a corrupt file: say which and what to do
-        raise PrismError(f"checkpoint {path} cannot be read ({err}); delete it to resume from the "
-                         "previous one, or delete the run directory to start over") from None
+        raise PrismError(f"checkpoint {path} cannot be read ({err}); " + (fix or (
+            "delete it: a rerun resumes from the previous checkpoint, or starts over without one"))) from None
     return restore(payload, model, optimizer, scheduler, device, rank)
 
 

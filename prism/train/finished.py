@@ -15,11 +15,20 @@ Three rules, checked by `prism train` before it writes anything in a run directo
 - `forget`: an explicit retrain (`prism train --retrain`, `PRISM_RETRAIN=1`; the
   workflow sets it for `snakemake --forcerun train`, `--forcerun` of the run's
   metrics.json, or `--forceall`) drops the copy and trains from scratch.
+
+A run's kept checkpoints (`--checkpoint-at`, in `final/keep/`) are part of what it
+finished: other runs start from them, and for a wsd segment the kept checkpoint is the
+job's only output, which Snakemake deletes before rerunning it. A finished run missing
+one is not finished (`missing_kept`): `restore` puts it back from the run's own final
+checkpoint of that step (the same file, hard-linked when it was kept) when that reads
+and the inputs are unchanged; otherwise the run trains again from its start, which
+writes the same checkpoint bit for bit.
 """
 
 from __future__ import annotations
 
 import os
+import shutil
 import sys
 from pathlib import Path
 from typing import Any
@@ -39,6 +48,36 @@ def retrain_requested(flag: bool | None = None) -> bool:
 
 def record_path(run_dir: Path) -> Path:
     return Path(run_dir) / "final" / RECORD
+
+
+def missing_kept(run_dir: Path, config: Any, steps: Any) -> list[Path]:
+    """The kept checkpoints of a run finished at `steps` that are not in final/keep/."""
+    from prism.train.checkpoint import filename, final_dir
+
+    kept = final_dir(run_dir) / "keep"
+    reached = [s for s in sorted(config.keep_steps) if isinstance(steps, int) and s <= steps]
+    return [kept / filename(s) for s in reached if not (kept / filename(s)).is_file()]
+
+
+def _put_back(missing: list[Path]) -> bool:
+    """Link each missing kept checkpoint to final/'s checkpoint of its step, if that one reads."""
+    from prism.train import checkpoint
+
+    for kept in missing:
+        source = kept.parent.parent / kept.name
+        try:
+            checkpoint.read(source)
+        except ValueError:
+            return False
+        kept.parent.mkdir(parents=True, exist_ok=True)
+        try:
+            os.link(source, kept)
+        except FileExistsError:
+            pass
+        except OSError:
+            shutil.copyfile(source, kept)
+        os.utime(kept)  # newer than the inputs Snakemake reran it for: not outdated on the next call
+    return True
 
 
 def check_same_run(run_dir: Path, config: Any) -> None:
@@ -71,8 +110,9 @@ def restore(run_dir: Path, config: Any, inputs: dict[str, Any]) -> dict[str, Any
     """Put back the metrics.json of an unchanged finished run; None when there is nothing to restore."""
     run_dir = Path(run_dir)
     metrics_path = run_dir / runfiles.METRICS
-    if metrics_path.exists():
-        return None
+    if metrics_path.exists():  # finished: there is something to put back only if a kept checkpoint is gone
+        if not missing_kept(run_dir, config, (runfiles.read_json(metrics_path) or {}).get("steps")):
+            return None
     record = runfiles.read_json(record_path(run_dir))
     if not record or not isinstance(record.get("metrics"), dict):
         return None
@@ -84,6 +124,17 @@ def restore(run_dir: Path, config: Any, inputs: dict[str, Any]) -> dict[str, Any
         print(f"[{config.run_id}] finished on other inputs ({', '.join(changed) or 'unknown'} changed): "
               "training again", file=sys.stderr, flush=True)
         return None
+    missing = missing_kept(run_dir, config, metrics.get("steps"))
+    if missing and not _put_back(missing):
+        print(f"[{config.run_id}] finished, but its kept checkpoint {missing[0]} is gone and "
+              f"final/{missing[0].name} cannot stand in for it: training again from its start",
+              file=sys.stderr, flush=True)
+        return None
+    if missing:
+        print(f"[{config.run_id}] kept checkpoint {', '.join(map(str, missing))} put back from final/ "
+              "(the same weights); nothing retrained", file=sys.stderr, flush=True)
+        if metrics_path.exists():
+            return metrics
     write_json_atomic(metrics_path, metrics, indent=2, sort_keys=True)
     print(f"[{config.run_id}] finished earlier on the same inputs (content hashes match): restored "
           f"{metrics_path} from {record_path(run_dir)}; nothing retrained (pass --retrain to train again)",
@@ -91,12 +142,12 @@ def restore(run_dir: Path, config: Any, inputs: dict[str, Any]) -> dict[str, Any
     return metrics
 
 
-def forget(run_dir: Path, config: Any) -> None:
-    """An explicit retrain: the finished copy and metrics.json go; the new run replaces final/ when it ends."""
+def forget(run_dir: Path, config: Any, why: str = "--retrain") -> None:
+    """A retrain: the finished copy and metrics.json go; the new run replaces final/ when it ends."""
     run_dir = Path(run_dir)
     had = (run_dir / runfiles.METRICS).exists() or record_path(run_dir).exists()
     record_path(run_dir).unlink(missing_ok=True)
     (run_dir / runfiles.METRICS).unlink(missing_ok=True)
     if had:
-        print(f"[{config.run_id}] --retrain: training the finished run again from scratch",
+        print(f"[{config.run_id}] {why}: training the finished run again from scratch",
               file=sys.stderr, flush=True)

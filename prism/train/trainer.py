@@ -402,8 +402,12 @@ class Trainer:
         """
         source = Path(self.config.init_from)
         rundir.check_trajectory(self.config, source, self.inputs, self.budget.lr, self.budget.warmup)
+        # A kept checkpoint that went bad is rewritten by the run that kept it: without it, that run
+        # is no longer finished and trains again from its own start (prism.train.finished).
+        fix = (f"delete it and rerun the run that wrote it ({source}; in a study, rerun the workflow), "
+               "which trains it again from its own start, then this run")
         step, loader_state, extra = checkpoint.load(path, self.model, self.optimizer, self.scheduler,
-                                                    self.device, self.env.rank)
+                                                    self.device, self.env.rank, fix=fix)
         if step >= self.budget.steps:
             raise PrismError(f"--init-from {path} is at step {step}, not before this run's last step "
                              f"{self.budget.steps}")
@@ -516,10 +520,17 @@ class Trainer:
 
 
 def finished(config: RunConfig) -> RunMetrics | None:
-    """The metrics of a run whose metrics.json exists (nothing to do), else None."""
+    """The metrics of a run whose metrics.json exists (nothing to do), else None.
+
+    An ok run missing a kept checkpoint is not finished (see prism.train.finished).
+    """
+    from prism.train import finished as finished_run
+
     path = config.out_dir / runfiles.METRICS
     existing = runfiles.read_json(path)
     if existing is None:
+        return None
+    if existing.get("status") == "ok" and finished_run.missing_kept(config.out_dir, config, existing.get("steps")):
         return None
     log(f"[{config.run_id}] {path} exists (status {existing.get('status')}): the run is finished, nothing to "
         "do; delete the run directory to train it again")
@@ -555,6 +566,8 @@ def train(config: RunConfig, retrain: bool | None = None, wait_lock: bool | None
                     return done  # another trainer finished it while this one waited
                 if (restored := finished_run.restore(config.out_dir, config, inputs)) is not None:
                     return RunMetrics.from_json(restored)
+                if (config.out_dir / runfiles.METRICS).exists():  # finished, but a kept checkpoint is gone
+                    finished_run.forget(config.out_dir, config, why="a kept checkpoint is missing")
         trainer = Trainer(config, env)
         try:
             return trainer.train()

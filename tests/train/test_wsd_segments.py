@@ -6,6 +6,7 @@ import json
 from pathlib import Path
 
 import pytest
+import torch
 
 from prism.train.runfiles import read_jsonl
 
@@ -39,3 +40,37 @@ def test_branch_off_chained_segments_equals_one_uninterrupted_wsd_run(train, tmp
     # the whole curve: the segments' evaluations up to the branch point, then the branch's own
     steps = [r["step"] for r in read_jsonl(branch / "eval.jsonl")]
     assert steps[0] == 0 and 16 in steps and 32 in steps and steps[-1] == 40
+
+
+def _weights(path: Path) -> dict:
+    return torch.load(path, map_location="cpu", weights_only=False)["model"]
+
+
+def test_a_segment_missing_its_kept_checkpoint_is_not_finished_and_rebuilds_it_bit_identically(train, tmp_path):
+    seg1, seg2, branch = tmp_path / "to16", tmp_path / "to32", tmp_path / "branch"
+    cmd2 = [*WSD, "--cooldown-fraction", "0", "--max-steps", "32", "--checkpoint-at", "32",
+            "--init-from", str(seg1), "--init-step", "16"]
+    assert train(seg1, *WSD, "--cooldown-fraction", "0", "--max-steps", "16", "--checkpoint-at", "16").returncode == 0
+    assert train(seg2, *cmd2).returncode == 0
+    kept = seg2 / "final" / "keep" / "step-00000032.pt"
+    original = _weights(kept)
+    # Deleted (as Snakemake does before rerunning the job whose output it is): put back from final/.
+    kept.unlink()
+    done = train(seg2, *cmd2)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert "put back from final/" in done.stderr and "nothing to do" not in done.stderr
+    assert kept.is_file() and "step 1/" not in done.stderr
+    # Damaged (both names are one file): a branch off it says what rewrites it, and doing so retrains
+    # the segment from its own start to the same weights.
+    kept.write_bytes(b"not a checkpoint")
+    failed = train(branch, *WSD, "--max-steps", "40", "--init-from", str(seg2), "--init-step", "32")
+    assert failed.returncode != 0
+    assert f"delete it and rerun the run that wrote it ({seg2}" in failed.stderr
+    kept.unlink()
+    done = train(seg2, *cmd2)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert "cannot stand in for it: training again from its start" in done.stderr
+    assert "starting from" in done.stderr and metrics(seg2)["status"] == "ok"
+    rebuilt = _weights(kept)
+    assert rebuilt.keys() == original.keys() and all(torch.equal(rebuilt[k], original[k]) for k in original)
+    assert train(branch, *WSD, "--max-steps", "40", "--init-from", str(seg2), "--init-step", "32").returncode == 0

@@ -179,6 +179,43 @@ def test_killed_segment_resumes_from_its_checkpoint(wsd_study):
     assert all(torch.equal(a[k], b[k]) for k in a)
 
 
+def segment_logs(workdir: Path) -> dict[str, str]:
+    logs = workdir / "scaling-study" / "logs" / "wsd" / "text_image"
+    return {str(p.relative_to(logs)): p.read_text() for p in sorted(logs.glob("*/*.log"))}
+
+
+def test_a_byte_identical_data_rebuild_keeps_every_segment_and_branch(wsd_study):
+    copy = copy_of(wsd_study, "rebuild")
+    out = snakemake(copy, "--forcerun", "data", "fit_text_image").stdout
+    assert job_counts(out)["wsd_segment"] == sum(len(t.points) for t in trajectories(copy).values())
+    # Snakemake deleted every segment's output (its kept checkpoint) before rerunning it: each one put
+    # its checkpoint back from final/ (the same file), none trained a step.
+    for name, log in segment_logs(copy).items():
+        assert "put back from final/" in log and "step 1/" not in log and "starting from" not in log, (name, log)
+    assert "Nothing to be done" in snakemake(copy, "-n", "fit_text_image").stdout
+
+
+def test_a_segment_whose_kept_checkpoint_is_gone_trains_again_to_the_same_weights(wsd_study):
+    import torch
+
+    copy = copy_of(wsd_study, "lostpoint")
+    t = max(trajectories(copy).values(), key=lambda t: len(t.points))
+    end = t.points[-1]
+    target = Path(STUDY, "stable", t.traj_id, f"to-{end:08d}", "final", "keep", f"step-{end:08d}.pt")
+    # Damaged on disk: the kept checkpoint and final/'s checkpoint of that step (one file where the
+    # study was written, two in this copy); then deleted, as the unreadable checkpoint's message says.
+    for path in (copy / target, copy / target.parent.parent / target.name):
+        path.write_bytes(b"damaged")
+    (copy / target).unlink()
+    snakemake(copy, str(target))
+    log = segment_logs(copy)[f"{t.traj_id}/to-{end:08d}.log"]
+    assert "training again from its start" in log and "starting from" in log
+    a = torch.load(copy / target, map_location="cpu", weights_only=False)["model"]
+    b = torch.load(wsd_study / target, map_location="cpu", weights_only=False)["model"]
+    assert a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)
+    assert "Nothing to be done" in snakemake(copy, "-n", "fit_text_image").stdout
+
+
 def test_agreement_compares_with_another_study(wsd_study):
     copy = copy_of(wsd_study, "agree")
     shutil.copytree(copy / "scaling-study", copy / "other-study")  # stands in for the cosine study
