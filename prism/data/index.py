@@ -90,7 +90,7 @@ def iter_members(data: bytes):
             return
         stored = header[148:156].split(b"\0")[0].strip()
         try:
-            ok = bool(stored) and int(stored, 8) == sum(header[:148]) + 256 + sum(header[156:])
+            ok = bool(stored) and int(stored, 8) == sum(header) - sum(header[148:156]) + 256
         except ValueError:
             ok = False
         if not ok:
@@ -161,18 +161,27 @@ class BadSample(Exception):
     """Why a sample cannot be trained on."""
 
 
-def decode_image(blob: bytes, shape: tuple[int, ...]) -> np.ndarray:
+# The format a member's extension names: PIL then tries that decoder alone (probing every
+# format was a third of the time per small image). A misnamed image is still opened.
+PIL_FORMATS = {"jpg": "JPEG", "jpeg": "JPEG", "png": "PNG", "webp": "WEBP"}
+
+
+def decode_image(blob: bytes, shape: tuple[int, ...], ext: str | None = None) -> np.ndarray:
     """An encoded image -> float32 `shape` (C, H, W) in [0, 1]: centre-cropped to H:W, area-resized.
 
     JPEGs are decoded at the smallest scale still at least H x W (PIL's draft mode), so
     an img2dataset 256x256 image costs about what a thumbnail does.
     """
-    from PIL import Image
+    from PIL import Image, UnidentifiedImageError
 
     channels, height, width = shape
     mode = "L" if channels == 1 else "RGB"
     try:
-        with Image.open(io.BytesIO(blob)) as im:
+        try:
+            im = Image.open(io.BytesIO(blob), formats=[PIL_FORMATS[ext]] if ext in PIL_FORMATS else None)
+        except UnidentifiedImageError:
+            im = Image.open(io.BytesIO(blob))
+        with im:
             if im.format == "JPEG":
                 im.draft(mode, (width, height))
             im = im.convert(mode)
@@ -246,7 +255,7 @@ def decode_sample(members: dict[str, bytes], spec: FamilySpec) -> tuple[str, np.
         ext = next((e for e in IMAGE_EXTS if e in members), None)
         if ext is None:
             raise BadSample(f"no image ({'|'.join(IMAGE_EXTS)})")
-        return caption, decode_image(members[ext], spec.modality_shape)
+        return caption, decode_image(members[ext], spec.modality_shape, ext)
     if "npy" not in members:
         raise BadSample("no .npy array")
     return caption, decode_array(members["npy"], spec)
@@ -432,47 +441,57 @@ def is_index(manifest: dict) -> bool:
     return manifest.get("kind") == KIND
 
 
-def read_index_split(data_dir: Path, manifest: dict, split: str) -> Records:
-    """Every good sample of `split`, after checking each shard's sha256 and counts against the index."""
+def read_index(data_dir: Path, manifest: dict, splits: tuple[str, ...]) -> dict[str, Records]:
+    """Every good sample of each of `splits`, each shard read once, after checking its sha256 and counts."""
     spec = family_spec(manifest["family"])
     root = Path(manifest["shards_dir"])
     rule = manifest["split"]
-    if rule["by"] == "folder":
-        def split_of(key: str) -> str:
-            return split
-    else:
-        fraction = float(rule["eval_fraction"])
+    fraction = float(rule.get("eval_fraction", 0.0))
+    entries = {split: manifest["splits"][split]["shards"] for split in splits}
+    reads: dict[str, ShardRead] = {}
+    for split, listed in entries.items():
+        for entry in listed:
+            if entry["name"] in reads:
+                continue
+            path = root / entry["name"]
+            try:
+                data = path.read_bytes()
+            except OSError as err:
+                raise PrismError(f"shard {path} cannot be read ({err.strerror}); restore it, or re-index "
+                                 f"with `prism data index {root} --out {data_dir} --overwrite`") from None
+            if sha256(data) != entry["sha256"]:
+                raise PrismError(f"shard {path} does not match its sha256 in {data_dir / MANIFEST} (changed since "
+                                 f"it was indexed); re-index with `prism data index {root} --out {data_dir} --overwrite`")
+            folder = split
 
-        def split_of(key: str) -> str:
-            return "eval" if is_eval_key(key, fraction) else "train"
-    keys, captions, arrays = [], [], []
-    for entry in manifest["splits"][split]["shards"]:
-        path = root / entry["name"]
-        try:
-            data = path.read_bytes()
-        except OSError as err:
-            raise PrismError(f"shard {path} cannot be read ({err.strerror}); restore it, or re-index "
-                             f"with `prism data index {root} --out {data_dir} --overwrite`") from None
-        if sha256(data) != entry["sha256"]:
-            raise PrismError(f"shard {path} does not match its sha256 in {data_dir / MANIFEST} (changed since it "
-                             f"was indexed); re-index with `prism data index {root} --out {data_dir} --overwrite`")
-        shard = read_shard(root, entry["name"], spec, split_of, data)
-        k, c, a = shard.records.get(split, ([], [], []))
-        if len(k) != entry["samples"]:
-            raise PrismError(f"shard {path} gives {len(k)} {split} samples here, the index says {entry['samples']} "
-                             "(another image decoder?); re-index the shards in this environment")
-        keys += k
-        captions += c
-        arrays += a
+            def split_of(key: str, folder: str = folder) -> str:
+                return folder if rule["by"] == "folder" else ("eval" if is_eval_key(key, fraction) else "train")
+
+            reads[entry["name"]] = read_shard(root, entry["name"], spec, split_of, data)
     shape = tuple(manifest["modality_shape"])
-    modality = np.stack(arrays).astype(np.float32) if arrays else np.zeros((0, *shape), np.float32)
-    return Records(keys, captions, modality, np.ones(len(keys), bool))
+    out = {}
+    for split, listed in entries.items():
+        keys, captions, arrays = [], [], []
+        for entry in listed:
+            k, c, a = reads[entry["name"]].records.get(split, ([], [], []))
+            if len(k) != entry["samples"]:
+                raise PrismError(f"shard {root / entry['name']} gives {len(k)} {split} samples here, the index says "
+                                 f"{entry['samples']} (another image decoder?); re-index the shards in this environment")
+            keys += k
+            captions += c
+            arrays += a
+        modality = np.stack(arrays).astype(np.float32) if arrays else np.zeros((0, *shape), np.float32)
+        out[split] = Records(keys, captions, modality, np.ones(len(keys), bool))
+    return out
+
+
+def read_index_split(data_dir: Path, manifest: dict, split: str) -> Records:
+    """Every good sample of `split` (what `manifest.read_split` returns for an index)."""
+    return read_index(Path(data_dir), manifest, (split,))[split]
 
 
 def verify_index(data_dir: str | Path, manifest: dict) -> dict:
     """Check an index against its shards: every shard there and unchanged, no shard it does not list."""
-    from prism.data.manifest import read_split
-
     data_dir = Path(data_dir)
     root = Path(manifest["shards_dir"])
     listed = {e["name"] for s in manifest["splits"].values() for e in s["shards"]}
@@ -487,7 +506,6 @@ def verify_index(data_dir: str | Path, manifest: dict) -> dict:
                          f"`prism data index {root} --out {data_dir} --overwrite`")
     summary = {"data_dir": str(data_dir), "family": manifest["family"], "seed": None,
                "shards_dir": str(root), "bad": len(manifest.get("bad_samples", []))}
-    for split in manifest["splits"]:
-        records = read_split(data_dir, manifest, split)
+    for split, records in read_index(data_dir, manifest, tuple(manifest["splits"])).items():
         summary[split] = {"samples": len(records.keys), "shards": len(manifest["splits"][split]["shards"])}
     return summary
