@@ -27,6 +27,21 @@ def test_sample_table_layout():
     assert lengths.tolist() == [7, 5]
 
 
+def test_sample_table_lays_out_every_sample_as_its_bytes_say():
+    """Many samples at once, multi-byte UTF-8, empty captions and a full row, each as one row alone."""
+    rng = np.random.default_rng(0)
+    alphabet = ["a", "Z", " ", "é", "漢", "\n"]
+    captions = ["".join(rng.choice(alphabet, rng.integers(0, 6))) for _ in range(200)] + ["漢" * 5 + "a"]
+    has_mod = rng.random(len(captions)) < 0.5
+    has_mod[-1] = True  # 2 modality slots + BOS + 16 bytes + EOS: exactly the width
+    table, lengths = packing.sample_table(captions, has_mod, 2, 20)
+    for i, (caption, mod) in enumerate(zip(captions, has_mod)):
+        row = [MOD] * (2 if mod else 0) + [BOS] + list(caption.encode("utf-8")) + [EOS]
+        assert table[i].tolist() == row + [PAD] * (20 - len(row)) and lengths[i] == len(row)
+    with pytest.raises(ValueError, match="sample 1 needs 21 tokens, rows hold 20"):
+        packing.sample_table(["a", "漢" * 5 + "ab"], np.array([False, True]), 2, 20)
+
+
 @pytest.mark.parametrize("family", ["text_image", "text_ts", "text_graph"])
 def test_packed_batch_invariants(built, family):
     spec = FAMILIES[family]
