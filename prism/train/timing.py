@@ -85,6 +85,16 @@ class StudyTiming:
     def of_peak(self) -> float | None:
         return self.flops_per_s / self.peak_flops if self.peak_flops else None
 
+    @property
+    def step_flops_per_s(self) -> float:
+        """One job's FLOP/s while it steps: the ceiling of the end-to-end figure per core."""
+        step_s = self.phase_s.get("step", 0.0)
+        return self.trained_flops / step_s if step_s > 0 else float("nan")
+
+    @property
+    def step_of_peak(self) -> float | None:
+        return self.step_flops_per_s * self.concurrency / self.peak_flops if self.peak_flops else None
+
 
 def _most_at_once(intervals: list[tuple[float, float]]) -> int:
     events = sorted([(start, 1) for start, _ in intervals] + [(end, -1) for _, end in intervals])
@@ -155,4 +165,7 @@ def timing_lines(timing: StudyTiming | None) -> list[str]:
     if total > 0:
         shares = ", ".join(f"{name} {100 * s / total:.0f}%" for name, s in timing.phase_s.items() if s > 0)
         lines.append(f"  job time {total / 60:.1f} min: {shares}")
+    if timing.phase_s.get("step", 0.0) > 0:
+        of = f" ({timing.step_of_peak:.1%} of a job's peak)" if timing.step_of_peak else ""
+        lines.append(f"  while stepping: {timing.step_flops_per_s / 1e9:.1f} GFLOP/s per job{of}")
     return lines

@@ -33,7 +33,7 @@ def test_a_job_clock_splits_its_wall_time_by_phase():
     assert (record["steps"], record["trained_flops"]) == (10, 6e9)
 
 
-def job(start, end, flops, step_s, peak=1e11):
+def job(start, end, flops, step_s, peak=1e12):
     return {"started_at": start, "ended_at": end, "wall_s": end - start, "step_s": step_s,
             "eval_s": end - start - step_s, "trained_flops": flops, "peak_flops": peak}
 
@@ -43,12 +43,15 @@ def test_a_study_counts_its_span_concurrency_idle_cores_and_flops_per_second():
     timing = study_timing([job(0, 10, 1e12, 8), job(0, 10, 1e12, 8), job(10, 20, 2e12, 9), {"no": "time"}])
     assert timing.jobs == 3 and timing.concurrency == 2 and timing.span_s == 20
     assert timing.flops_per_s == pytest.approx(4e12 / 20)
-    assert timing.peak_flops == 2e11 and timing.of_peak == pytest.approx(1.0)
+    assert timing.peak_flops == 2e12 and timing.of_peak == pytest.approx(0.1)
     assert timing.busy == pytest.approx(30 / 40)
     assert timing.phase_s["step"] == 25 and timing.phase_s["eval"] == 5
     lines = timing_lines(timing)
-    assert "200.0 GFLOP/s end to end, 100.0% of the peak 200" in lines[0] and "cores busy 75%" in lines[0]
+    assert "200.0 GFLOP/s end to end, 10.0% of the peak 2000" in lines[0] and "cores busy 75%" in lines[0]
     assert "step 83%" in lines[1] and "eval 17%" in lines[1]
+    # 4e12 FLOPs in 25 s of steps: 160 GFLOP/s per job, against one job's 1000.
+    assert timing.step_flops_per_s == pytest.approx(4e12 / 25) and timing.step_of_peak == pytest.approx(0.16)
+    assert "while stepping: 160.0 GFLOP/s per job (16.0% of a job's peak)" in lines[2]
 
 
 def test_jobs_one_after_another_are_one_at_a_time():
