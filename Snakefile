@@ -10,7 +10,7 @@ from functools import partial
 
 from snakemake.utils import min_version, validate
 
-from prism.configtypes import typed
+from prism.configtypes import check, typed
 
 min_version("9.0")
 
@@ -22,6 +22,9 @@ configfile: "config/config.yaml"
 config.update(typed(config, "config/schema.yaml"))
 
 
+# A rejected value stops here in one line (key, value, what is allowed); then Snakemake's own
+# validation, which passes, fills in the schema's defaults.
+check(config, "config/schema.yaml")
 validate(config, "config/schema.yaml")
 
 

@@ -1,11 +1,15 @@
-"""Nested command-line config values, typed as the workflow's schema declares them.
+"""The workflow's config against its schema: nested command-line values typed, errors in one line.
 
 Snakemake reads a nested `--config` value such as `'train={"seed": 1}'` with YAML's
 base loader, which keeps every scalar as text: the seed arrives as "1", and the
 schema would reject a number the user wrote as a number. `typed` walks the config
 beside its JSON schema and converts text where the schema expects an integer, a
 number, a boolean or null and the text reads as one. Anything else is left as it is,
-for the schema to judge with its own message.
+for the schema to judge.
+
+`check` then judges: the first value the schema rejects is one line naming the key, the
+value and what is allowed (`problem`), where Snakemake's own validation prints the whole
+schema after it.
 """
 
 from __future__ import annotations
@@ -86,3 +90,104 @@ def typed(config: dict, schema_path: str | Path) -> dict:
 
     schema = yaml.safe_load(Path(schema_path).read_text())
     return coerce(config, schema)
+
+
+# ---- one line per bad value -------------------------------------------------------------------
+
+def _where(path) -> str:
+    out = ""
+    for part in path:
+        out += f"[{part}]" if isinstance(part, int) else (f".{part}" if out else str(part))
+    return out
+
+
+def _shown(value: Any, limit: int = 60) -> str:
+    import json
+
+    text = json.dumps(value, default=str)
+    return text if len(text) <= limit else text[:limit - 3] + "..."
+
+
+def kind(schema: dict, root: dict) -> str:
+    """What a schema allows, in a few words: `integer, >= 1`, `one of a, b`, `list of backbone`, ..."""
+    ref = schema.get("$ref", "")
+    resolved = _resolve(schema, root)
+    if resolved is not schema:
+        resolved = {**resolved, **{k: v for k, v in schema.items() if k != "$ref"}}
+    alternatives = resolved.get("anyOf") or resolved.get("oneOf")
+    if alternatives:
+        return " or ".join(kind(a, root) for a in alternatives)
+    if "enum" in resolved:
+        return "one of " + ", ".join(f"`{v}`" for v in resolved["enum"])
+    if ref.startswith("#/definitions/") and "pattern" in resolved:
+        return ref.rsplit("/", 1)[-1]
+    words = []
+    declared = resolved.get("type") or []
+    for t in declared if isinstance(declared, list) else [declared]:
+        if t == "array":
+            items = resolved.get("items", {})
+            name = items.get("$ref", "").rsplit("/", 1)[-1] or kind(items, root)
+            limits = [w for w, on in (("unique", resolved.get("uniqueItems")),
+                                      (f"at least {resolved.get('minItems')}", resolved.get("minItems"))) if on]
+            words.append(f"list of {name}" + (f" ({', '.join(limits)})" if limits else ""))
+        elif t == "object":
+            words.append("mapping")
+        elif t == "string" and "pattern" in resolved:
+            words.append(f"text matching `{resolved['pattern']}`")
+        else:
+            words.append(t)
+    bounds = [f"{sign} {resolved[key]:g}" for key, sign in (
+        ("minimum", ">="), ("exclusiveMinimum", ">"), ("maximum", "<="), ("exclusiveMaximum", "<"))
+        if key in resolved]
+    return " or ".join(words or ["any"]) + (", " + ", ".join(bounds) if bounds else "")
+
+
+def _allowed(schema: dict, root: dict) -> str:
+    """The allowed values of the schema an error broke: a definition's own description (a budget, a
+    path), else each alternative's, else its type, enum and bounds."""
+    resolved = _resolve(schema, root)
+    described = " ".join(str(resolved.get("description", "")).split()).rstrip(".")
+    if described and any(resolved is d for d in root.get("definitions", {}).values()):
+        return described[0].lower() + described[1:]
+    alternatives = resolved.get("anyOf") or resolved.get("oneOf")
+    if alternatives:
+        return " or ".join(_allowed(a, root) for a in alternatives)
+    return kind(schema, root).replace("`", "")
+
+
+def problem(config: dict, schema: dict) -> str | None:
+    """The config's first disagreement with `schema` as one line naming the key, the value and what is
+    allowed (None: valid), then how many more there are."""
+    from jsonschema import Draft202012Validator
+    from jsonschema.exceptions import best_match
+
+    errors = list(Draft202012Validator(schema).iter_errors(config))
+    if not errors:
+        return None
+    error = best_match(errors)
+    where = _where(error.absolute_path)
+    if error.validator == "additionalProperties":
+        known = list(error.schema.get("properties", {}))
+        unknown = sorted(set(error.instance) - set(known))
+        name = f"{where}.{unknown[0]}" if where else unknown[0]
+        line = f"config: unknown key {name}; the keys{' of ' + where if where else ''} are {', '.join(known)}"
+        section, _, key = unknown[0].partition(".")
+        if not where and key and section in known:
+            line += f" (a nested key is set with its section: --config '{section}={{\"{key}\": ...}}')"
+    elif error.validator == "required":
+        line = f"config: {where or 'the config'} lacks {error.message.split(' is a required')[0]}, which has no default"
+    else:
+        while error.parent is not None and list(error.parent.absolute_path) == list(error.absolute_path):
+            error = error.parent  # a budget or a path: say what the whole alternative allows
+        line = f"config: {where} = {_shown(error.instance)} is not allowed; allowed: {_allowed(error.schema, schema)}"
+    more = len(errors) - 1
+    return line + (f" (and {more} more)" if more else "") + "; see docs/configuration.md"
+
+
+def check(config: dict, schema_path: str | Path) -> None:
+    """Stop with one line (SystemExit: Snakemake prints it alone and exits 1) when the config breaks the schema."""
+    import yaml
+
+    line = problem(config, yaml.safe_load(Path(schema_path).read_text()))
+    if line:
+        raise SystemExit(line)

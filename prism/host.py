@@ -1,8 +1,8 @@
 """Process-wide settings that make a CPU training process fast; call `tune_host()`
 first thing, before torch is imported.
 
-Both settings are measured on this repository's 3M-parameter step (README,
-"Measured figures"); neither changes a single number the model computes.
+Both settings are measured on this repository's 3M-parameter step (docs/measurements.md,
+"Speed of the pieces"); neither changes a single number the model computes.
 """
 
 from __future__ import annotations

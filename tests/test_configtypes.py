@@ -25,3 +25,41 @@ def test_text_becomes_the_type_the_schema_declares():
 def test_what_does_not_read_as_the_type_is_left_for_the_schema_to_reject():
     out = typed({"train": {"seed": "one"}, "plan": {"window": "wide"}, "nonsense": {"x": "1"}}, SCHEMA)
     assert out == {"train": {"seed": "one"}, "plan": {"window": "wide"}, "nonsense": {"x": "1"}}
+
+
+def _problem(**override) -> str | None:
+    import yaml
+
+    from prism.configtypes import problem
+
+    schema = yaml.safe_load(SCHEMA.read_text())
+    config = yaml.safe_load((SCHEMA.parent / "config.yaml").read_text())
+    for key, value in override.items():
+        config[key] = {**config[key], **value} if isinstance(value, dict) and key in config else value
+    return problem(config, schema)
+
+
+def test_a_valid_config_has_no_problem():
+    assert _problem() is None
+
+
+def test_a_rejected_value_is_one_line_naming_key_value_and_what_is_allowed():
+    line = _problem(plan={"window": -1})
+    assert line == "config: plan.window = -1 is not allowed; allowed: number, > 0; see docs/configuration.md"
+    assert _problem(train={"schedule": "cosin"}).startswith(
+        'config: train.schedule = "cosin" is not allowed; allowed: one of cosine, wsd;')
+    budget = _problem(budgets=["1e12", "2e10; touch pwned"])
+    assert budget.startswith('config: budgets[1] = "2e10; touch pwned" is not allowed; allowed: a compute budget')
+    assert "\n" not in budget and "$schema" not in budget
+
+
+def test_an_unknown_key_is_named_with_the_keys_of_its_section():
+    line = _problem(plan={"windw": 1})
+    assert line.startswith("config: unknown key plan.windw; the keys of plan are global_batch, min_steps, window,")
+    dotted = _problem(**{"train.seed": 1})  # a YAML file's `train.seed: 1`
+    assert "unknown key train.seed" in dotted and """--config 'train={"seed": ...}'""" in dotted
+
+
+def test_further_errors_are_counted_not_listed():
+    line = _problem(plan={"window": -1, "mfu": 2})
+    assert line.count("allowed:") == 1 and "(and 1 more)" in line

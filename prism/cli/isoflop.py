@@ -302,16 +302,26 @@ def _register_summary(verbs: argparse._SubParsersAction) -> None:
 
 
 def _summary(args: argparse.Namespace) -> int:
+    """Exit 1 when a folder holds no fit (after printing what there is): a script asking for an answer
+    must not take "no fit yet" for one."""
+    import sys
+    from pathlib import Path
+
     from prism.isoflop.summary import summarize, summary_html
 
+    unfitted = [d for d in args.family_dirs if not any(Path(d, "fit").glob("*.json"))]
     if args.html:
         from prism.atomic import write_text_atomic
 
         write_text_atomic(args.html, summary_html(args.family_dirs))
         print(f"wrote {args.html}")
-        return 0
-    print(summarize(args.family_dirs))
-    return 0
+    else:
+        print(summarize(args.family_dirs))
+    for folder in unfitted:
+        why = "no such folder" if not Path(folder).is_dir() else "no fit/*.json in it"
+        print(f"prism isoflop summary: {folder}: {why}; `snakemake fit_FAMILY` writes the fit "
+              f"(FAMILY_DIR is a study's family folder, e.g. scaling-study/text_image)", file=sys.stderr)
+    return 1 if unfitted else 0
 
 
 # --- status ----------------------------------------------------------------

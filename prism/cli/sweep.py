@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import shlex
 
 
 def _cells(args: argparse.Namespace, presets, designs):
@@ -19,8 +20,8 @@ def _run(args: argparse.Namespace) -> int:
 
     statuses = run_sweep(_cells(args, args.preset, args.designs))
     root = f"{args.outputs}/{args.sweep_id}"
-    print(f"{len(statuses)} cell(s) done under {root}; summarise them with:\n"
-          f"  prism perf aggregate --outputs {root} --csv {root}/perf.csv --per-modality")
+    command = ["prism", "perf", "aggregate", "--sweep-dir", root, "--out", f"{root}/perf.csv", "--per-modality"]
+    print(f"{len(statuses)} cell(s) done under {root}; summarise them with:\n  {shlex.join(command)}")
     return 0 if all(s.get("status") == "ok" for s in statuses) else 1
 
 

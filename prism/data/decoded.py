@@ -2,7 +2,7 @@
 
 Decoding a split (every tar member, every JSON caption, every shard's sha256) costs
 seconds of one core, and every training job opens its splits: a study of dozens of
-short jobs would spend minutes there (README, "Measured figures"). `prism data build`
+short jobs would spend minutes there (docs/measurements.md). `prism data build`
 therefore decodes each split once through `manifest.read_split`, which verifies every
 shard it has just written, and saves the records as one uncompressed .npz under
 `DATA_DIR/.decoded/`, stamped with the split's manifest entry and every shard's

@@ -8,7 +8,7 @@ gradient clipping, collapse checks, logging, all included; evaluations and
 checkpoints excluded, as perf.jsonl reports them), then the bare step again;
 prints loop/bare samples/s, the loop's MFU against the measured peak
 (`prism.bench.peak`), and the start-up time of a fresh `prism train` process to
-its first step. A figure for the README, not a test: it depends on the machine.
+its first step. A figure for docs/measurements.md, not a test: it depends on the machine.
 
 torch and the trainer are imported inside the functions: `main` must tune the process
 (`prism.host.tune_host`) before torch is imported, as `prism train` does.

@@ -100,3 +100,18 @@ def test_summary_gives_the_studys_training_flops_per_second_against_the_peak(tmp
 
 def test_summary_without_time_records_says_so(tmp_path):
     assert "no job recorded its time" in summarize([make_study(tmp_path)])
+
+
+def test_summary_of_a_folder_without_a_fit_exits_non_zero(tmp_path, capsys):
+    """A script that asks for the answer must not take "no fit yet" for one."""
+    family = make_study(tmp_path)
+    (tmp_path / "unfitted").mkdir()
+    assert main(["isoflop", "summary", str(family)]) == 0
+    capsys.readouterr()
+    assert main(["isoflop", "summary", str(family), str(tmp_path / "unfitted"), str(tmp_path / "nothing")]) == 1
+    printed = capsys.readouterr()
+    assert "Approach 2: a = " in printed.out  # the fitted folder is still summarised
+    errors = printed.err.strip().splitlines()
+    assert len(errors) == 2
+    assert errors[0].startswith(f"prism isoflop summary: {tmp_path / 'unfitted'}: no fit/*.json in it;")
+    assert errors[1].startswith(f"prism isoflop summary: {tmp_path / 'nothing'}: no such folder;")

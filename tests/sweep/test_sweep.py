@@ -1,5 +1,6 @@
 import csv
 import json
+import shlex
 
 import pytest
 import yaml
@@ -90,7 +91,9 @@ def test_sweep_two_cells_isolated_and_aggregated(presets_file, tmp_path, monkeyp
     monkeypatch.setenv("WEBDATASET_LOCAL_PATH", str(image_data))
     rc = main(["sweep", "run", "--preset", "text_image,text_graph", "--designs", "TINY-1N", "--storage", "local",
                "--sweep-id", "t1", "--outputs", str(out), "--presets-file", str(presets_file)])
-    assert rc == 0, capsys.readouterr().err
+    printed = capsys.readouterr()
+    assert rc == 0, printed.err
+    aggregate = printed.out.strip().splitlines()[-1].strip()  # the command it prints to summarise the sweep
     for preset in ("text_image", "text_graph"):
         cell = out / "t1" / "TINY-1N" / preset
         assert json.loads((cell / "status.json").read_text())["status"] == "ok"
@@ -109,9 +112,9 @@ def test_sweep_two_cells_isolated_and_aggregated(presets_file, tmp_path, monkeyp
                  "--outputs", str(out), "--presets-file", str(presets_file)]) == 0
     assert "nothing to do" in capsys.readouterr().out
     monkeypatch.delenv("WEBDATASET_LOCAL_PATH")
-    assert main(["perf", "aggregate", "--sweep-dir", str(out / "t1"), "--out", str(tmp_path / "perf.csv"),
-                 "--per-modality"]) == 0
-    with open(tmp_path / "perf.csv") as fh:
+    assert aggregate.startswith("prism perf aggregate ")
+    assert main(shlex.split(aggregate)[1:]) == 0
+    with open(out / "t1" / "perf.csv") as fh:
         table = {r["preset"]: r for r in csv.DictReader(fh)}
     assert set(table) == {"text_image", "text_graph"}
     for r in table.values():
@@ -119,4 +122,4 @@ def test_sweep_two_cells_isolated_and_aggregated(presets_file, tmp_path, monkeyp
         assert 0 < float(r["mfu_padded"]) <= 1 and float(r["packing_speedup"]) > 0
         # Several whole samples share a 128-token packed row; a padded row is one 64-token sample.
         assert float(r["tokens_per_sample_packed"]) <= 64 and float(r["tokens_per_sample_padded"]) == 64
-    assert (tmp_path / "perf.png").stat().st_size > 0
+    assert (out / "t1" / "perf.png").stat().st_size > 0

@@ -1,6 +1,7 @@
-"""Every command the documentation shows runs: README.md, the comments of config/*.yaml and
-profiles/*/config.yaml, and the Snakefile's header. Commands that would train or submit run as
-dry runs (`-n`) in the tiny study; the others (plan --dry-run, --report, --lint) run as written."""
+"""Every command the documentation shows runs: README.md and docs/*.md (their code blocks), the
+comments of config/*.yaml and profiles/*/config.yaml, and the Snakefile's header. Commands that
+would train or submit run as dry runs (`-n`) in the tiny study; the others (plan --dry-run,
+--report, --lint) run as written."""
 
 from __future__ import annotations
 
@@ -40,9 +41,9 @@ def _commands_in(lines: list[str]) -> list[str]:
 
 def documented_commands() -> list[tuple[str, str]]:
     found = []
-    readme = (REPO / "README.md").read_text()
-    blocks = re.findall(r"```(?:sh|bash|console)?\n(.*?)```", readme, flags=re.S)
-    found += [("README.md", c) for block in blocks for c in _commands_in(block.splitlines())]
+    for path in [REPO / "README.md", *sorted((REPO / "docs").glob("*.md"))]:
+        blocks = re.findall(r"```(?:sh|bash|console)?\n(.*?)```", path.read_text(), flags=re.S)
+        found += [(str(path.relative_to(REPO)), c) for block in blocks for c in _commands_in(block.splitlines())]
     commented = [*sorted((REPO / "config").glob("*.yaml")), *sorted((REPO / "profiles").glob("*/config.yaml")),
                  REPO / "Snakefile"]
     for path in commented:
@@ -62,7 +63,7 @@ def as_run(command: str) -> list[str]:
 
 def test_the_documentation_shows_commands():
     sources = {source for source, _ in documented_commands()}
-    assert {"README.md", "config/aurora.yaml", "profiles/aurora/config.yaml"} <= sources, sources
+    assert {"README.md", "docs/guide.md", "config/aurora.yaml", "profiles/aurora/config.yaml"} <= sources, sources
 
 
 def test_configfile_never_swallows_a_target():
@@ -86,3 +87,18 @@ def test_documented_command_runs(tiny_study, source, command):
     output = result.stdout + result.stderr
     assert result.returncode == 0, f"{source}: `{command}` failed ({result.returncode}):\n{output[-4000:]}"
     assert "Traceback" not in output, f"{source}: `{command}`:\n{output[-4000:]}"
+
+
+@pytest.mark.parametrize("args", [
+    ["-n", "--configfile", "config/smoke.yaml", "fit_text_image"],
+    ["-n", "fit_text_image", "--config", "train.seed=1"],
+    ["-n", "fit_text_image", "--config", "budgets=[1e12,", "3e12]"],
+])
+def test_troubleshooting_quotes_what_snakemake_prints(args):
+    """Snakemake refuses these before it reads the workflow, so its own last line is what a user sees:
+    docs/guide.md's troubleshooting table quotes it, with the fix."""
+    result = subprocess.run([str(BIN / "snakemake"), *args], cwd=REPO, env=env(), capture_output=True, text=True,
+                            timeout=120)
+    assert result.returncode != 0
+    last = [line for line in result.stdout.splitlines() if re.match(r"[A-Za-z]+Error: ", line)][-1]
+    assert f"`{last}`" in (REPO / "docs" / "guide.md").read_text(), last

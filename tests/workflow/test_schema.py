@@ -3,13 +3,17 @@ registries, defaults are config/config.yaml's values, and paths and budgets are 
 
 from __future__ import annotations
 
+import argparse
 import dataclasses
 import re
+import subprocess
+import sys
 
 import pytest
 import yaml
 from jsonschema import Draft202012Validator
 
+from prism.cli import build_parser
 from prism.families import FAMILIES
 from prism.isoflop.calibrate import CalibrateOptions
 from prism.isoflop.collect import CollectOptions
@@ -21,7 +25,7 @@ from prism.launch import STORAGES
 from prism.model.config import BACKBONES, REGIMES, VARIANTS
 from prism.model.sizes import RULE_NAME_PATTERN, VARIANT_NAME_PATTERN
 from prism.options import from_mapping
-from prism.train.config import DEVICES, STRATEGIES
+from prism.train.config import DEVICES, STRATEGIES, RunConfig
 from prism.train.schedule import SCHEDULES
 
 from .wfhelpers import REPO
@@ -44,20 +48,74 @@ def test_option_sections_are_the_dataclasses(section, cls):
 
 
 def _defaults(schema: dict, config: dict, where: str):
+    """(key, schema default, config.yaml value) of every key both give, nested sections walked key by key."""
     for key, prop in schema.get("properties", {}).items():
         if key in config and "default" in prop:
             if isinstance(config[key], dict) and prop.get("type") == "object" and "properties" in prop:
-                _defaults(prop, config[key], f"{where}.{key}")
+                yield from _defaults(prop, config[key], f"{where}.{key}")
             else:
                 yield f"{where}.{key}", prop["default"], config[key]
 
 
-def test_schema_defaults_are_config_yaml_values():
-    """Deleting a key from config.yaml changes nothing: the schema fills in the same value."""
-    wrong = [(k, d, c) for k, d, c in _defaults(SCHEMA, CONFIG, "config") if d != c and not (
-        isinstance(c, float) and d == pytest.approx(c))]
-    # the default study's own choices (budgets, backbones) have no default: they are required
+def _same(a, b) -> bool:
+    return a == b or (isinstance(a, (int, float)) and isinstance(b, (int, float)) and a == pytest.approx(b))
+
+
+def _cli_defaults(*words: str) -> dict:
+    """The defaults of `prism WORDS...`'s flags, by destination."""
+    parser = build_parser()
+    for word in words:
+        sub = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
+        parser = sub.choices[word]
+    return {a.dest: a.default for a in parser._actions}
+
+
+def library_defaults() -> dict[str, object]:
+    """What `prism` does when a flag is not given, for every schema key that is one of its flags."""
+    out = {f"data.{k}": v for k, v in _cli_defaults("data", "build").items() if k in ("seed", "lm_ratio")}
+    for section, cls in SECTIONS.items():
+        out.update({f"{section}.{f.name}": f.default for f in dataclasses.fields(cls)})
+    run = {f.name: f.default for f in dataclasses.fields(RunConfig)}
+    launch = _cli_defaults("train")
+    for key in SCHEMA["properties"]["train"]["properties"]:
+        out[f"train.{key}"] = run[key] if key in run else launch[key]
+    sweep = _cli_defaults("sweep", "run")
+    out.update({f"sweep.{k}": sweep[k] for k in ("storage", "outputs")})
+    return out
+
+
+def _prop(key: str) -> dict:
+    node = SCHEMA
+    for part in key.split("."):
+        node = node["properties"][part]
+    return node
+
+
+def test_schema_defaults_are_the_librarys():
+    """A key config.yaml leaves out means what the flag left out means, unless the schema says why not
+    (`x-library-default` records the library's value beside the workflow's)."""
+    wrong = []
+    for key, library in library_defaults().items():
+        prop = _prop(key)
+        said = prop.get("x-library-default", prop.get("default"))
+        if "default" not in prop or not _same(said, library):
+            wrong.append((key, prop.get("default", "<no default>"), library))
     assert wrong == []
+
+
+def test_a_nested_disagreement_is_seen():
+    """The walk reaches nested keys (a generator that recursed without `yield from` compared none)."""
+    found = dict((k, (d, c)) for k, d, c in _defaults(SCHEMA, {"plan": {"window": 9.0}}, "config"))
+    assert found == {"config.plan.window": (_prop("plan.window")["default"], 9.0)}
+
+
+def test_config_yaml_says_why_where_it_differs_from_the_default():
+    """config.yaml is the default study's choice; where it differs from the library's default, the schema's
+    description gives the default study's reason. Keys without a default (budgets, backbones) are the
+    study's alone."""
+    unexplained = [(k, d, c) for k, d, c in _defaults(SCHEMA, CONFIG, "config") if not _same(d, c)
+                   and "default study" not in _prop(k.removeprefix("config."))["description"]]
+    assert unexplained == []
 
 
 def test_schema_enums_are_the_registries():
@@ -130,3 +188,11 @@ def test_aurora_config_is_valid_over_the_default():
     update_config(merged, yaml.safe_load((REPO / "config" / "aurora.yaml").read_text()))
     errors = [f"{list(e.absolute_path)}: {e.message}" for e in Draft202012Validator(SCHEMA).iter_errors(merged)]
     assert errors == []
+
+
+def test_the_configuration_reference_is_current():
+    """docs/configuration.md is what tools/config_reference.py prints from the schema and config.yaml."""
+    result = subprocess.run([sys.executable, str(REPO / "tools" / "config_reference.py")], capture_output=True,
+                            text=True, check=True)
+    assert result.stdout == (REPO / "docs" / "configuration.md").read_text(), (
+        "docs/configuration.md is out of date: python tools/config_reference.py > docs/configuration.md")

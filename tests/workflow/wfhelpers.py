@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 import os
 import re
 import shutil
@@ -15,32 +16,35 @@ REPO = Path(__file__).resolve().parents[2]
 BIN = Path(sys.executable).parent
 SNAKEMAKE = str(BIN / "snakemake")
 
-# A study small enough to train in seconds per run: three sizes per budget (a parabola
-# needs three), a small batch, and a prior that centres the grids of 1e10-4e10 inside the
-# tiny ladder (N 5e4-1.5e5 with the current registry).
-TINY_BUDGETS = ["1e10", "2e10"]
-TINY_CONFIG = {
-    "families": ["text_image"],
-    "regime": "e2e",
-    "backbones": ["30k", "60k", "120k"],
-    "variants": ["BASE"],
-    "budgets": TINY_BUDGETS,
-    "calibrate": {"batch_size": 8, "steps": 1},
-    "plan": {"global_batch": 8, "min_steps": 10, "window": 3, "prior_k": 0.65},
-    "train": {"device": "cpu", "threads": 1},
-    "fit": {"bootstrap": 20},
-    "plot": {"dpi": 60},
-}
+# The tests' tiny study is the smoke study (config/smoke.yaml, merged over config.yaml as
+# `--configfile` merges it), in the work folder's scaling-study/: three sizes per budget (a
+# parabola needs three), a small batch, runs of tens of steps.
+SMOKE = yaml.safe_load((REPO / "config" / "smoke.yaml").read_text())
+TINY_CONFIG = {k: v for k, v in SMOKE.items() if k != "study_dir"}
+TINY_BUDGETS = [str(b) for b in SMOKE["budgets"]]
 
 
-def make_workdir(path: Path, overrides: dict | None = None) -> Path:
-    """Copy the workflow (Snakefile, rules, config, profiles) into `path` with the tiny study as config.yaml."""
+def merged(*layers: dict) -> dict:
+    """Each layer merged over the one before, nested sections key by key (as Snakemake's `--configfile`)."""
+    from snakemake.utils import update_config
+
+    out: dict = {}
+    for layer in layers:
+        update_config(out, copy.deepcopy(layer))
+    return out
+
+
+def make_workdir(path: Path, overrides: dict | None = None, tiny: bool = True) -> Path:
+    """Copy the workflow (Snakefile, rules, config, profiles) into `path`; its config.yaml is the tiny study
+    with `overrides` merged over it (or, with tiny=False, the repository's own)."""
     path.mkdir(parents=True, exist_ok=True)
     shutil.copy2(REPO / "Snakefile", path / "Snakefile")
     for folder in ("rules", "config", "profiles"):
         shutil.copytree(REPO / folder, path / folder, dirs_exist_ok=True)
-    config = {**yaml.safe_load((REPO / "config" / "config.yaml").read_text()), **TINY_CONFIG, **(overrides or {})}
-    (path / "config" / "config.yaml").write_text(yaml.safe_dump(config, sort_keys=False))
+    if tiny:
+        base = yaml.safe_load((REPO / "config" / "config.yaml").read_text())
+        config = merged(base, TINY_CONFIG, overrides or {})
+        (path / "config" / "config.yaml").write_text(yaml.safe_dump(config, sort_keys=False))
     return path
 
 
