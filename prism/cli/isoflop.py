@@ -278,6 +278,13 @@ def _plot(args: argparse.Namespace) -> int:
     for path in plot_study(args.csv, args.outdir, args.fit_json, args.family, args.regime, opts.dpi):
         print(path)
     print(plot_training_curves(args.csv, args.outdir, args.fit_json, args.family, args.regime, opts.dpi))
+    if args.fit_json:
+        from pathlib import Path
+
+        from prism.atomic import write_text_atomic
+        from prism.isoflop.summary import ANSWER, answer_html
+
+        print(write_text_atomic(Path(args.outdir) / ANSWER, answer_html(args.fit_json, args.outdir)))
     return 0
 
 

@@ -221,3 +221,35 @@ def summary_html(family_dirs: list[str | Path]) -> str:
             parts.append(markdown_html(md.read_text()))
     parts.append("</body></html>")
     return "\n".join(parts)
+
+
+ANSWER = "answer.html"
+ANSWER_FIGURES = ("isoflop_curves.png", "scaling_laws.png")
+
+
+def answer_html(fit_json: str | Path, plots_dir: str | Path) -> str:
+    """The study's answer as an HTML fragment: the verdict, the exponents with intervals and the figures.
+
+    The report's first page includes it (rules/report/workflow.rst), so the report opens on
+    the answer; the figures are data URIs so the fragment needs nothing beside it.
+    """
+    import base64
+    import html
+
+    fit = FitResult.from_json(json.loads(Path(fit_json).read_text()))
+    verdict = "identifiable" if fit.verdict.identifiable else "NOT identifiable"
+    reason = f": {fit.verdict.reasons[0]}" if fit.verdict.reasons else ""
+    fit_path = Path(fit_json).resolve()
+    family = fit_path.parent.parent.name if fit_path.parent.name == "fit" else ""
+    title = f"{family}, {fit_path.stem}" if family else fit_path.stem
+    parts = [f"<div class='prism-answer'><h2>The answer ({html.escape(title)})</h2>",
+             f"<p><b>verdict: {verdict}</b>{html.escape(reason)}</p>",
+             "<pre style='white-space:pre-wrap'>" + html.escape("\n".join(line.strip() for line in fit_lines(fit)))
+             + "</pre>"]
+    for name in ANSWER_FIGURES:
+        path = Path(plots_dir) / name
+        if path.is_file():
+            data = base64.b64encode(path.read_bytes()).decode()
+            parts.append(f"<p><img alt='{name}' src='data:image/png;base64,{data}' style='max-width:100%'></p>")
+    parts.append("</div>")
+    return "\n".join(parts)

@@ -115,3 +115,20 @@ def test_summary_of_a_folder_without_a_fit_exits_non_zero(tmp_path, capsys):
     assert len(errors) == 2
     assert errors[0].startswith(f"prism isoflop summary: {tmp_path / 'unfitted'}: no fit/*.json in it;")
     assert errors[1].startswith(f"prism isoflop summary: {tmp_path / 'nothing'}: no such folder;")
+
+
+def test_answer_fragment_holds_the_verdict_exponents_and_figures(tmp_path):
+    from prism.isoflop.summary import answer_html
+
+    family = make_study(tmp_path)
+    plots = family / "plots" / "e2e"
+    plots.mkdir(parents=True)
+    (plots / "isoflop_curves.png").write_bytes(b"\x89PNG one")
+    fit = json.loads((family / "fit" / "e2e.json").read_text())
+    text = answer_html(family / "fit" / "e2e.json", plots)
+    verdict = "identifiable" if fit["verdict"]["identifiable"] else "NOT identifiable"
+    assert "The answer (text_image, e2e)" in text and f"<b>verdict: {verdict}</b>" in text
+    a2 = fit["approach2"]
+    assert f"Approach 2: a = {a2['a']:.3f} [{a2['a_ci'][0]:.3f}, {a2['a_ci'][1]:.3f}]" in text
+    assert "alt='isoflop_curves.png' src='data:image/png;base64,iVBORyBvbmU='" in text
+    assert "scaling_laws.png" not in text  # a figure not drawn is left out, not a broken image
