@@ -89,6 +89,10 @@ def data_inputs(wildcards):
     return [shards] if shards else []
 
 
+def data_threads(wildcards):
+    return 8 if shards_dir(wildcards.family) else 1
+
+
 def data_args(wildcards):
     """`prism data` verb and flags of a family's data: its index where `data.shards` names a folder, else
     the offline build (only the flags that decide its bytes: rerun triggers)."""

@@ -13,10 +13,11 @@ rule data:
         logfile("data", "{family}"),
     params:
         args=data_args,
-    threads: 1
+    # The index decodes shards in up to 8 processes (PRISM_INDEX_JOBS; `--cores` caps it); the build uses one.
+    threads: data_threads
     resources:
         nodes=1,
         walltime="00:30:00",
         runtime=30,
     shell:
-        "prism data {params.args:q} --out {output:q} > {log:q} 2>&1"
+        "PRISM_INDEX_JOBS={threads} prism data {params.args:q} --out {output:q} > {log:q} 2>&1"

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import os
 
 from prism.families import FAMILIES
 
@@ -27,6 +28,8 @@ def register(verbs: argparse._SubParsersAction) -> None:
     p.add_argument("--max-bad-fraction", type=float, default=0.01,
                    help="refuse when more than this share of the samples is bad (default 0.01)")
     p.add_argument("--overwrite", action="store_true", help="replace an existing index directory")
+    p.add_argument("--jobs", type=int, default=int(os.environ.get("PRISM_INDEX_JOBS") or 1),
+                   help="processes decoding shards at once; the index is the same (default $PRISM_INDEX_JOBS or 1)")
     p.set_defaults(func=_index)
 
     p = verbs.add_parser("verify", help="Check every shard's sha256 and sample count against manifest.json.")
@@ -63,7 +66,7 @@ def _index(args: argparse.Namespace) -> int:
 
     start = time.perf_counter()
     m = index(args.shards, args.family, args.out, eval_fraction=args.eval_fraction,
-              max_bad_fraction=args.max_bad_fraction, overwrite=args.overwrite)
+              max_bad_fraction=args.max_bad_fraction, overwrite=args.overwrite, jobs=args.jobs)
     counts = ", ".join(f"{s} {v['samples']} samples ({v['tokens']} tokens) in {len(v['shards'])} shards"
                        for s, v in m["splits"].items())
     print(f"{args.out}: {m['family']} from {m['shards_dir']}: {counts}; {len(m['bad_samples'])} bad samples "

@@ -266,6 +266,19 @@ def is_eval_key(key: str, fraction: float) -> bool:
     return int.from_bytes(hashlib.sha256(key.encode()).digest()[:8], "big") < fraction * 2.0**64
 
 
+@dataclass(frozen=True)
+class SplitOf:
+    """The split of a key: its shard's folder (`train/`, `eval/`), or by key hash when `folder` is None."""
+
+    folder: str | None
+    eval_fraction: float = 0.0
+
+    def __call__(self, key: str) -> str:
+        if self.folder is not None:
+            return self.folder
+        return "eval" if is_eval_key(key, self.eval_fraction) else "train"
+
+
 # ---- one shard -----------------------------------------------------------------------------
 
 
@@ -332,9 +345,28 @@ def find_shards(shards: Path) -> dict[str, list[str]]:
     return {"all": names}
 
 
+def _read_task(task: tuple) -> ShardRead:
+    return read_shard(*task)
+
+
+def _map_shards(tasks: list[tuple], jobs: int):
+    """read_shard over `tasks`, in order, in `jobs` forked processes (here when 1)."""
+    if jobs <= 1 or len(tasks) <= 1:
+        yield from map(_read_task, tasks)
+        return
+    import multiprocessing
+    from concurrent.futures import ProcessPoolExecutor
+
+    with ProcessPoolExecutor(min(jobs, len(tasks)), mp_context=multiprocessing.get_context("fork")) as pool:
+        yield from pool.map(_read_task, tasks)
+
+
 def index(shards: str | Path, family: str, out: str | Path, eval_fraction: float = EVAL_FRACTION,
-          max_bad_fraction: float = MAX_BAD_FRACTION, overwrite: bool = False, warn=None) -> dict:
-    """Index `shards` for `family` into `out` (manifest.json + decoded copy); return the manifest."""
+          max_bad_fraction: float = MAX_BAD_FRACTION, overwrite: bool = False, warn=None, jobs: int = 1) -> dict:
+    """Index `shards` for `family` into `out` (manifest.json + decoded copy); return the manifest.
+
+    `jobs` processes decode the shards (each shard in one); the result does not depend on it.
+    """
     from prism.data import decoded
 
     spec = family_spec(family)
@@ -354,36 +386,35 @@ def index(shards: str | Path, family: str, out: str | Path, eval_fraction: float
     splits = {"train": [], "eval": []}  # per split: the shard entries
     records = {"train": ([], [], []), "eval": ([], [], [])}
     bad, truncated, total, seen = [], [], 0, {}
-    for folder, names in found.items():
-        for name in names:
-            split_of = (lambda key, s=folder: s) if by_folder else (
-                lambda key: "eval" if is_eval_key(key, eval_fraction) else "train")
-            shard = read_shard(shards, name, spec, split_of)
-            for key, why in shard.bad:
-                if len(bad) < WARN_LINES:
-                    warn(f"warning: shard {shards / name}, sample {key}: {why}; skipped")
-                bad.append({"shard": name, "key": key, "reason": why})
-            if shard.truncated:
-                truncated.append(name)
-            total += len(shard.bad)
-            for split, (keys, captions, arrays) in shard.records.items():
-                for key in keys:
-                    if key in seen:
-                        raise PrismError(f"sample key {key!r} is in both shard {shards / seen[key]} and "
-                                         f"{shards / name}; keys must be unique across the shards")
-                    seen[key] = name
-                total += len(keys)
-                dst = records[split]
-                dst[0].extend(keys)
-                dst[1].extend(captions)
-                dst[2].extend(arrays)
-            # A shard is listed in every split it feeds (both, under the key-hash split), and in
-            # one at least, so that verify knows it even when none of its samples is good.
-            targets = {folder} if by_folder else (set(shard.records) or {"train"})
-            for split in sorted(targets):
-                splits[split].append({"name": name, "sha256": shard.sha256, "bytes": shard.bytes,
-                                      "samples": len(shard.records.get(split, ([],))[0]),
-                                      "tokens": int(shard.tokens[split]), "bad": len(shard.bad)})
+    tasks = [(shards, name, spec, SplitOf(folder if by_folder else None, eval_fraction))
+             for folder, names in found.items() for name in names]
+    for (_, name, _, rule), shard in zip(tasks, _map_shards(tasks, jobs)):
+        folder = rule.folder or "all"
+        for key, why in shard.bad:
+            if len(bad) < WARN_LINES:
+                warn(f"warning: shard {shards / name}, sample {key}: {why}; skipped")
+            bad.append({"shard": name, "key": key, "reason": why})
+        if shard.truncated:
+            truncated.append(name)
+        total += len(shard.bad)
+        for split, (keys, captions, arrays) in shard.records.items():
+            for key in keys:
+                if key in seen:
+                    raise PrismError(f"sample key {key!r} is in both shard {shards / seen[key]} and "
+                                     f"{shards / name}; keys must be unique across the shards")
+                seen[key] = name
+            total += len(keys)
+            dst = records[split]
+            dst[0].extend(keys)
+            dst[1].extend(captions)
+            dst[2].extend(arrays)
+        # A shard is listed in every split it feeds (both, under the key-hash split), and in
+        # one at least, so that verify knows it even when none of its samples is good.
+        targets = {folder} if by_folder else (set(shard.records) or {"train"})
+        for split in sorted(targets):
+            splits[split].append({"name": name, "sha256": shard.sha256, "bytes": shard.bytes,
+                                  "samples": len(shard.records.get(split, ([],))[0]),
+                                  "tokens": int(shard.tokens[split]), "bad": len(shard.bad)})
     if len(bad) > WARN_LINES:
         warn(f"warning: {len(bad) - WARN_LINES} more bad samples skipped (all are listed in the index's manifest)")
     if total and len(bad) > max_bad_fraction * total:
@@ -462,11 +493,7 @@ def read_index(data_dir: Path, manifest: dict, splits: tuple[str, ...]) -> dict[
             if sha256(data) != entry["sha256"]:
                 raise PrismError(f"shard {path} does not match its sha256 in {data_dir / MANIFEST} (changed since "
                                  f"it was indexed); re-index with `prism data index {root} --out {data_dir} --overwrite`")
-            folder = split
-
-            def split_of(key: str, folder: str = folder) -> str:
-                return folder if rule["by"] == "folder" else ("eval" if is_eval_key(key, fraction) else "train")
-
+            split_of = SplitOf(split if rule["by"] == "folder" else None, fraction)
             reads[entry["name"]] = read_shard(root, entry["name"], spec, split_of, data)
     shape = tuple(manifest["modality_shape"])
     out = {}

@@ -231,3 +231,10 @@ def test_cli_index_and_verify(run_prism, shape_dir, tmp_path):
     assert again.returncode == 2 and len(again.stderr.strip().splitlines()) == 1 and "--overwrite" in again.stderr
     meta = json.loads((tmp_path / "idx" / "manifest.json").read_text())
     assert meta["kind"] == "index"
+
+
+def test_index_in_several_processes_is_the_same_index(shape_dir, indexed, tmp_path):
+    out, manifest = indexed
+    assert index(shape_dir, "text_image", tmp_path / "idx", eval_fraction=0.2, jobs=3) == manifest
+    assert file_digest(tmp_path / "idx" / "manifest.json") == file_digest(out / "manifest.json")
+    np.testing.assert_array_equal(ShardLoader(tmp_path / "idx").data.modality, ShardLoader(out).data.modality)
