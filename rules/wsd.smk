@@ -92,7 +92,7 @@ rule wsd_branch:
         cooldown_fraction=WSD_COOLDOWN,
         seed=config["train"]["seed"],
     threads: config["train"]["threads"]
-    priority: train_priority
+    priority: _branch_priority
     resources:
         nodes=train_nodes,
         walltime=train_walltime,

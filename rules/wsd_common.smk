@@ -123,8 +123,16 @@ def segment_retrain(wildcards):
 
 
 def _segment_priority(wildcards):
+    """Longest chain of work first (Trajectory.segment_priority); 0 while the plan is pending."""
     try:
-        return int(wildcards.end)
+        return wsd_trajectory(wildcards).segment_priority(int(wildcards.end))
+    except Exception:  # noqa: BLE001
+        return 0
+
+
+def _branch_priority(wildcards):
+    try:
+        return wsd_run_trajectory(wildcards).branch_priority(plan_row(wildcards)["run_id"])
     except Exception:  # noqa: BLE001
         return 0
 

@@ -141,6 +141,24 @@ class Trajectory:
                 return b
         raise KeyError(run_id)
 
+    def cost(self, steps: int) -> int:
+        """What `steps` of this model cost, for ordering jobs: milliseconds where the plan measured
+        this machine's speed (`hours_here`), else MFLOPs."""
+        if self.hours_per_step:
+            return int(steps * self.hours_per_step * 3.6e6)
+        return int(steps * self.step_flops / 1e6)
+
+    def segment_priority(self, end: int) -> int:
+        """The longest chain of work that waits on the segment ending at `end`: its own steps,
+        the later segments and the longest branch off them. Starting the longest chains first
+        keeps every core busy to the end of the study (no lone last trajectory)."""
+        chain_end = max((b.steps for b in self.branches if b.start >= end), default=end)
+        return self.cost(chain_end - self.previous_point(end))
+
+    def branch_priority(self, run_id: str) -> int:
+        """A branch waits on nothing after it: its own cooldown."""
+        return self.cost(self.branch(run_id).cooldown)
+
 
 def traj_id(backbone: str, variant: str, regime: str, global_batch: int) -> str:
     """`{backbone}-{variant}-{regime}-B{batch}`: the batch too, since a trajectory has one."""

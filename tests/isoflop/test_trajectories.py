@@ -110,3 +110,19 @@ def test_saving_text_and_plan_mapping():
             "min_steps": 10}  # an older plan.yaml without the cost fields
     assert plan_trajectories(plan)[0].warmup == 5
     assert "not plannable" in saving_text([row("30k", 8e4)], min_steps=50)
+
+
+def test_the_longest_chain_of_work_goes_first():
+    # Branches at 100, 200 and 500 steps: points 80, 160, 400.
+    t = trajectories([row("30k", 8e5), row("30k", 1.6e6), row("30k", 4e6)])[0]
+    # Without the machine's speed, costs are MFLOPs (8 samples x 1000 FLOPs a step).
+    assert t.cost(1000) == 8
+    # The first segment waits for nothing and everything waits for it: 500 steps of chain;
+    # the last one (160, 400] carries the 500-step branch's cooldown after it.
+    assert [t.segment_priority(p) for p in t.points] == [t.cost(500), t.cost(500 - 80), t.cost(500 - 160)]
+    assert t.branch_priority(t.branches[0].run_id) == t.cost(20)
+    # With the machine's seconds per step (hours_here), a slow model's short chain outranks a
+    # fast model's long one: the order follows time, not steps.
+    slow = trajectories([row("3m", 8e5, hours=0.5)])[0]  # 100 steps, 1 hour: 36 s a step
+    fast = trajectories([row("4k", 4e6, hours=0.05)])[0]  # 500 steps, 0.1 hour: 0.72 s a step
+    assert slow.segment_priority(80) == 100 * 36_000 > fast.segment_priority(400) == 500 * 720
