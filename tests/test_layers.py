@@ -18,7 +18,7 @@ PRISM = Path(__file__).resolve().parents[1] / "prism"
 LAYERS: dict[str, int] = {
     "prism": 0, "prism.errors": 0, "prism.atomic": 0, "prism.families": 0, "prism.ids": 0,
     "prism.calibration": 0, "prism.run_metrics": 0, "prism.revision": 0, "prism.fingerprint": 0,
-    "prism.configtypes": 0,
+    "prism.configtypes": 0, "prism.progress": 0,
     "prism.host": 1, "prism.device": 1, "prism.model": 1, "prism.data": 1, "prism.dist": 1,
     # The device's measured matmul peak (a cached measurement of the device, no benchmark logic):
     # training reads it for MFU.

@@ -37,6 +37,7 @@ import numpy as np
 from prism.data.manifest import FORMAT_VERSION, MANIFEST, ZERO_BLOCK, Records, sha256
 from prism.errors import PrismError
 from prism.families import FamilySpec, family_spec
+from prism.progress import progress
 
 KIND = "index"
 EVAL_FRACTION = 0.05
@@ -388,7 +389,8 @@ def index(shards: str | Path, family: str, out: str | Path, eval_fraction: float
     bad, truncated, total, seen = [], [], 0, {}
     tasks = [(shards, name, spec, SplitOf(folder if by_folder else None, eval_fraction))
              for folder, names in found.items() for name in names]
-    for (_, name, _, rule), shard in zip(tasks, _map_shards(tasks, jobs)):
+    read = progress(_map_shards(tasks, jobs), "reading shards", total=len(tasks))  # on a terminal only
+    for shard, (_, name, _, rule) in zip(read, tasks):
         folder = rule.folder or "all"
         for key, why in shard.bad:
             if len(bad) < WARN_LINES:

@@ -99,3 +99,20 @@ def test_segments_and_branch_write_one_continued_curve(train, tmp_path, tensorbo
     wb_eval = [(row["_step"], row["eval/loss"]) for row in history if "eval/loss" in row]
     assert same_curve(wb_eval, steps_of(evals, final=False))
 
+
+
+def test_a_resumed_run_replaces_the_killed_processs_steps(tmp_path, tensorboard_scalars):
+    """Killed at step 30 after a checkpoint at 20: the rerun logs 21.. again; each step is read once, the new value."""
+    from prism.train.trackers import TensorBoardTracker
+
+    first = TensorBoardTracker(tmp_path / "run", 0, "config")
+    for step in range(1, 31):
+        first.log(step, {"train/loss": 10.0 + step})
+    first.close()
+    resumed = TensorBoardTracker(tmp_path / "run", 20, "config")
+    for step in range(21, 41):
+        resumed.log(step, {"train/loss": float(step)})
+    resumed.close()
+    curve = tensorboard_scalars(tmp_path / "run")["train/loss"]
+    assert [s for s, _ in curve] == list(range(1, 41))
+    assert [v for _, v in curve] == [10.0 + s for s in range(1, 21)] + [float(s) for s in range(21, 41)]
