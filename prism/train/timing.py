@@ -31,8 +31,9 @@ STRETCH_GAP_S = 120.0
 class JobClock:
     """Accumulates a job's wall seconds per phase; `record()` is what metrics.json keeps."""
 
-    def __init__(self, startup_s: float | None = None, clock=time.perf_counter, now=time.time):
-        self.clock, self.now = clock, now
+    def __init__(self, startup_s: float | None = None, clock=time.perf_counter, now=time.time,
+                 cpu=time.process_time):
+        self.clock, self.now, self.cpu = clock, now, cpu
         self.seconds = dict.fromkeys(PHASES, 0.0)
         self.seconds["startup"] = max(0.0, startup_s or 0.0)
         self.t0 = clock()
@@ -55,7 +56,8 @@ class JobClock:
         record: dict[str, Any] = {"started_at": self.started_at, "ended_at": self.now(), "wall_s": wall}
         record.update({f"{name}_s": value for name, value in self.seconds.items()})
         record["other_s"] = max(0.0, wall - sum(self.seconds.values()))
-        record.update(steps=steps, trained_flops=trained_flops)
+        # The process's CPU seconds (all its threads): on a shared machine what the job itself cost.
+        record.update(steps=steps, trained_flops=trained_flops, cpu_s=self.cpu())
         return record
 
 
@@ -71,6 +73,7 @@ class StudyTiming:
     trained_flops: float
     concurrency: int           # most jobs that ran at once
     peak_flops: float | None   # one job's device peak (its MFU's denominator) x concurrency
+    cpu_s: float | None = None  # the jobs' CPU seconds, where every job recorded them
 
     @property
     def flops_per_s(self) -> float:
@@ -90,6 +93,11 @@ class StudyTiming:
         """One job's FLOP/s while it steps: the ceiling of the end-to-end figure per core."""
         step_s = self.phase_s.get("step", 0.0)
         return self.trained_flops / step_s if step_s > 0 else float("nan")
+
+    @property
+    def flops_per_cpu_s(self) -> float | None:
+        """FLOPs per CPU second over whole jobs: what the jobs cost whatever else the host ran."""
+        return self.trained_flops / self.cpu_s if self.cpu_s else None
 
     @property
     def step_of_peak(self) -> float | None:
@@ -142,6 +150,7 @@ def study_timing(records: Iterable[dict[str, Any]], gap_s: float = STRETCH_GAP_S
         job_s=sum(float(r.get("wall_s") or 0.0) for r in records), phase_s=phase_s,
         trained_flops=sum(float(r.get("trained_flops") or 0.0) for r in records), concurrency=concurrency,
         peak_flops=max(peaks) * concurrency if peaks else None,
+        cpu_s=sum(float(r["cpu_s"]) for r in records) if all(_finite(r.get("cpu_s")) for r in records) else None,
     )
 
 
@@ -168,4 +177,8 @@ def timing_lines(timing: StudyTiming | None) -> list[str]:
     if timing.phase_s.get("step", 0.0) > 0:
         of = f" ({timing.step_of_peak:.1%} of a job's peak)" if timing.step_of_peak else ""
         lines.append(f"  while stepping: {timing.step_flops_per_s / 1e9:.1f} GFLOP/s per job{of}")
+    if timing.flops_per_cpu_s:
+        of = (f" ({timing.flops_per_cpu_s * timing.concurrency / timing.peak_flops:.1%} of a job's peak)"
+              if timing.peak_flops else "")
+        lines.append(f"  by CPU time: {timing.flops_per_cpu_s / 1e9:.1f} GFLOP/s per CPU second, whole jobs{of}")
     return lines

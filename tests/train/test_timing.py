@@ -17,7 +17,7 @@ class FakeClock:
 
 def test_a_job_clock_splits_its_wall_time_by_phase():
     fake = FakeClock()
-    clock = JobClock(startup_s=2.0, clock=fake, now=lambda: 1000.0 + fake.t)
+    clock = JobClock(startup_s=2.0, clock=fake, now=lambda: 1000.0 + fake.t, cpu=lambda: 6.5)
     fake.t = 1.0
     clock.add("setup", 1.0)
     with clock.phase("eval"):
@@ -30,12 +30,13 @@ def test_a_job_clock_splits_its_wall_time_by_phase():
     assert (record["startup_s"], record["setup_s"], record["eval_s"], record["step_s"]) == (2.0, 1.0, 0.5, 3.0)
     assert record["other_s"] == pytest.approx(0.5)
     assert sum(record[f"{p}_s"] for p in PHASES) + record["other_s"] == pytest.approx(record["wall_s"])
-    assert (record["steps"], record["trained_flops"]) == (10, 6e9)
+    assert (record["steps"], record["trained_flops"], record["cpu_s"]) == (10, 6e9, 6.5)
 
 
-def job(start, end, flops, step_s, peak=1e12):
+def job(start, end, flops, step_s, peak=1e12, cpu_s=None):
     return {"started_at": start, "ended_at": end, "wall_s": end - start, "step_s": step_s,
-            "eval_s": end - start - step_s, "trained_flops": flops, "peak_flops": peak}
+            "eval_s": end - start - step_s, "trained_flops": flops, "peak_flops": peak,
+            "cpu_s": (end - start) / 2 if cpu_s is None else cpu_s}
 
 
 def test_a_study_counts_its_span_concurrency_idle_cores_and_flops_per_second():
@@ -52,6 +53,16 @@ def test_a_study_counts_its_span_concurrency_idle_cores_and_flops_per_second():
     # 4e12 FLOPs in 25 s of steps: 160 GFLOP/s per job, against one job's 1000.
     assert timing.step_flops_per_s == pytest.approx(4e12 / 25) and timing.step_of_peak == pytest.approx(0.16)
     assert "while stepping: 160.0 GFLOP/s per job (16.0% of a job's peak)" in lines[2]
+    # Half a core each (a busy host): 4e12 FLOPs in 15 CPU seconds, 267 GFLOP/s per CPU second.
+    assert timing.flops_per_cpu_s == pytest.approx(4e12 / 15)
+    assert "by CPU time: 266.7 GFLOP/s per CPU second, whole jobs (26.7% of a job's peak)" in lines[3]
+
+
+def test_without_every_jobs_cpu_seconds_there_is_no_cpu_figure():
+    older = {**job(0, 10, 1e12, 8)}
+    del older["cpu_s"]
+    timing = study_timing([job(0, 10, 1e12, 8), older])
+    assert timing.cpu_s is None and not any("by CPU time" in line for line in timing_lines(timing))
 
 
 def test_jobs_one_after_another_are_one_at_a_time():
