@@ -14,6 +14,9 @@
 from prism.isoflop.launch import run_args
 
 
+include: "training.smk"
+
+
 rule train:
     input:
         unpack(train_inputs),
@@ -34,30 +37,13 @@ rule train:
     # longest run happens to start last.
     priority: train_priority
     resources:
-        nodes=train_nodes,
-        walltime=train_walltime,
-        runtime=lambda wildcards: walltime_minutes(train_walltime(wildcards)),
-        launcher=config["train"]["launcher"],
-        storage=config["train"]["storage"],
-        strategy=config["train"]["strategy"],
-        device=config["train"]["device"],
-        account=config["cluster"]["account"],
-        queue=config["cluster"]["queue"],
-        filesystems=config["cluster"]["filesystems"],
-        place=config["cluster"]["place"],
-        retrain=train_retrain,
-        track=tracker_args,
-    # The launcher renders the job's body into the run directory (`local`: the one
-    # `prism train` command; `aurora`: mpiexec over every node of the PBS job, with the
-    # DAOS mount when storage is daos), which then runs. A run that ends `collapsed`
-    # exits non-zero but writes metrics.json (status collapsed): a finished run, which
-    # collect reports and the fit leaves out.
+        **training_resources(retrain=train_retrain),
+    # The job body (rules/training.smk). A run that ends `collapsed` exits non-zero but
+    # writes metrics.json (status collapsed): a finished run, which collect reports and the
+    # fit leaves out.
     #
     # Resuming is right only for the same inputs: `prism train` records a fingerprint of its
     # data manifest and calibration, and when Snakemake reruns it because they changed (new
     # data, a recalibrated model) it starts over instead of resuming.
     shell:
-        "prism train {params.run} {resources.track} --device {resources.device:q} --threads {threads}"
-        " --strategy {resources.strategy:q} --launcher {resources.launcher:q} --nodes {resources.nodes:q}"
-        " --storage {resources.storage:q} --dry-run > {params.body:q} 2> {log:q}"
-        " && PRISM_RETRAIN={resources.retrain:q} bash {params.body:q} >> {log:q} 2>&1 || test -f {output:q}"
+        TRAINING_SHELL + TRAINING_KEEPS_OUTPUT

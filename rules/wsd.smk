@@ -26,6 +26,7 @@
 # batch, the warm-up, the cooldown fraction, the seed).
 
 include: "wsd_common.smk"
+include: "training.smk"
 
 
 rule wsd_segment:
@@ -53,24 +54,9 @@ rule wsd_segment:
     threads: config["train"]["threads"]
     priority: _segment_priority
     resources:
-        nodes=train_nodes,
-        walltime=train_walltime,
-        runtime=lambda wildcards: walltime_minutes(train_walltime(wildcards)),
-        launcher=config["train"]["launcher"],
-        storage=config["train"]["storage"],
-        strategy=config["train"]["strategy"],
-        device=config["train"]["device"],
-        account=config["cluster"]["account"],
-        queue=config["cluster"]["queue"],
-        filesystems=config["cluster"]["filesystems"],
-        place=config["cluster"]["place"],
-        retrain=segment_retrain,
-        track=tracker_args,
+        **training_resources(retrain=segment_retrain),
     shell:
-        "prism train {params.run} {resources.track} --device {resources.device:q} --threads {threads}"
-        " --strategy {resources.strategy:q} --launcher {resources.launcher:q} --nodes {resources.nodes:q}"
-        " --storage {resources.storage:q} --dry-run > {params.body:q} 2> {log:q}"
-        " && PRISM_RETRAIN={resources.retrain:q} bash {params.body:q} >> {log:q} 2>&1"
+        TRAINING_SHELL
 
 
 rule wsd_branch:
@@ -94,25 +80,10 @@ rule wsd_branch:
     threads: config["train"]["threads"]
     priority: _branch_priority
     resources:
-        nodes=train_nodes,
-        walltime=train_walltime,
-        runtime=lambda wildcards: walltime_minutes(train_walltime(wildcards)),
-        launcher=config["train"]["launcher"],
-        storage=config["train"]["storage"],
-        strategy=config["train"]["strategy"],
-        device=config["train"]["device"],
-        account=config["cluster"]["account"],
-        queue=config["cluster"]["queue"],
-        filesystems=config["cluster"]["filesystems"],
-        place=config["cluster"]["place"],
-        retrain=train_retrain,
-        track=tracker_args,
+        **training_resources(retrain=train_retrain),
     # As `train`: a collapsed branch writes metrics.json (status collapsed) and exits non-zero.
     shell:
-        "prism train {params.run} {resources.track} --device {resources.device:q} --threads {threads}"
-        " --strategy {resources.strategy:q} --launcher {resources.launcher:q} --nodes {resources.nodes:q}"
-        " --storage {resources.storage:q} --dry-run > {params.body:q} 2> {log:q}"
-        " && PRISM_RETRAIN={resources.retrain:q} bash {params.body:q} >> {log:q} 2>&1 || test -f {output:q}"
+        TRAINING_SHELL + TRAINING_KEEPS_OUTPUT
 
 
 # The agreement check: this (wsd) study's fit against a cosine study of the same grid,
