@@ -238,3 +238,26 @@ def test_index_in_several_processes_is_the_same_index(shape_dir, indexed, tmp_pa
     assert index(shape_dir, "text_image", tmp_path / "idx", eval_fraction=0.2, jobs=3) == manifest
     assert file_digest(tmp_path / "idx" / "manifest.json") == file_digest(out / "manifest.json")
     np.testing.assert_array_equal(ShardLoader(tmp_path / "idx").data.modality, ShardLoader(out).data.modality)
+
+
+@pytest.mark.parametrize("fmt", ["GNU_FORMAT", "PAX_FORMAT", "USTAR_FORMAT"])
+def test_tar_reader_takes_what_tarfile_writes(fmt):
+    """Long names (GNU longname, pax path, ustar prefix), directories passed over, members in order."""
+    import tarfile
+
+    from prism.data.index import iter_samples
+
+    folder = "d" * 90 + "/" + "e" * 60
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w", format=getattr(tarfile, fmt)) as tar:
+        info = tarfile.TarInfo(folder)
+        info.type = tarfile.DIRTYPE
+        tar.addfile(info)
+        for name, data in ((f"{folder}/k1.txt", b"one"), (f"{folder}/k1.png", b"\x89PNG"), ("k2.txt", b"two")):
+            info = tarfile.TarInfo(name)
+            info.size, info.mtime = len(data), 1.5 if fmt == "PAX_FORMAT" else 1
+            tar.addfile(info, io.BytesIO(data))
+    samples = list(iter_samples(buf.getvalue()))
+    assert [(k, sorted(m), cut) for k, m, cut in samples] == [(f"{folder}/k1", ["png", "txt"], None),
+                                                               ("k2", ["txt"], None)]
+    assert samples[0][1]["txt"] == b"one"
