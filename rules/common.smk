@@ -19,14 +19,17 @@ from prism.ids import format_budget
 from prism.isoflop.calibrate import CalibrateOptions, speed_filename
 from prism.isoflop.collect import CollectOptions
 from prism.isoflop.fit import FitOptions
+from prism.isoflop.gate import plan_stop, plan_summary
 from prism.isoflop.options import PlotOptions
 from prism.isoflop.ladder import union
-from prism.isoflop.plan import PlanOptions, plan_runs, rule_sizes
+from prism.isoflop.plan import PlanOptions, make_plan, plan_runs, rule_sizes
 from prism.isoflop.trajectories import plan_warmup
+from prism.launch.walltime import pieces, requested_seconds, run_estimate_s, walltime_seconds, walltime_text
 from prism.model.config import BACKBONES, REGIMES, VARIANTS
 from prism.model.sizes import RULE_NAME_PATTERN, VARIANT_NAME_PATTERN
 from prism.options import as_args, from_mapping
 from prism.worker import ENV as WORKER_ENV
+from snakemake.logging import logger
 
 # Rules call `prism`: find the one installed beside the Python running Snakemake
 # (`.venv/bin/snakemake` works without activating the venv, here and in PBS jobs).
@@ -182,7 +185,12 @@ _PLANS = {}
 
 def computed_plan_rows(family):
     """The plan's rows computed here, or None while its input files are missing (or it cannot plan:
-    then the plan job runs and its log says why)."""
+    then the plan job runs and its log says why).
+
+    Where Snakemake itself runs (not in a cluster job), a plan that cannot answer its question (a
+    refused budget, an UNDETERMINED forecast, without plan.allow_undetermined) is None too: the DAG
+    then waits for the plan job, which fails with the same one line, so no training job is submitted.
+    """
     # The data is a directory output, complete once its manifest (written last) exists.
     stamps = [Path(f, "manifest.json") if f == data_dir(family) else Path(f) for f in plan_input_files(family)]
     if not all(p.is_file() for p in stamps):
@@ -191,10 +199,30 @@ def computed_plan_rows(family):
     if key not in _PLANS:
         try:
             study = plan_runs(**plan_arguments(family))
-            _PLANS[key] = {row.run_id: row.to_json() for row in study.runs}
+            rows = {row.run_id: row.to_json() for row in study.runs}
         except PrismError:
-            _PLANS[key] = None
+            rows = None
+        if rows is not None and not (workflow.remote_exec or workflow.subprocess_exec):
+            rows = rows if plan_may_train(family, rows) else None
+        _PLANS[key] = rows
     return _PLANS[key]
+
+
+def plan_may_train(family, rows):
+    """Print the plan's summary and what its training jobs request (or the line that stops it); whether it may train."""
+    try:
+        plan = make_plan(**plan_arguments(family), cooldown_fraction=config["train"]["cooldown_fraction"])
+    except PrismError as err:
+        logger.error(f"plan {family}: {err}")
+        return False
+    stop = plan_stop(plan)
+    if stop and not PLAN_OPTIONS.allow_undetermined:
+        if workflow.dryrun:  # otherwise the plan job runs and prints it
+            logger.error(stop)
+        return False
+    logger.info(plan_summary(plan))
+    logger.info(requested_text(family, rows))
+    return True
 
 
 def plan_rows(family):
@@ -293,18 +321,47 @@ def planned_metrics(wildcards):
 
 
 # ---- resources of training jobs (PBS on the cluster) --------------------------
+#
+# Each training job requests the walltime its plan estimate needs (prism.launch.walltime):
+# the estimate x cluster.walltime_factor, whole minutes, at least cluster.min_walltime, at
+# most the cap (cluster.walltimes[backbone], else cluster.walltime: the queue's limit). A job
+# whose estimate exceeds the cap requests the cap and resumes from its checkpoint when resubmitted.
 
 
 def _backbone_of(wildcards):
-    # From the run id (or a wsd segment's trajectory id, which starts alike), so resources
-    # never wait on the plan (Snakemake cannot evaluate resources of a job whose checkpoint
+    # From the run id (or a wsd segment's trajectory id, which starts alike), so the node count
+    # never waits on the plan (Snakemake cannot evaluate resources of a job whose checkpoint
     # is pending).
     return (getattr(wildcards, "run_id", None) or wildcards.traj).split("-", 1)[0]
 
 
-def train_nodes(wildcards):
+def backbone_nodes(backbone):
     cluster = config["cluster"]
-    return int(cluster["nodes_by_backbone"].get(_backbone_of(wildcards), cluster["nodes"]))
+    return int(cluster["nodes_by_backbone"].get(backbone, cluster["nodes"]))
+
+
+def backbone_cap(backbone):
+    cluster = config["cluster"]
+    return cluster["walltimes"].get(backbone, cluster["walltime"])
+
+
+def train_nodes(wildcards):
+    return backbone_nodes(_backbone_of(wildcards))
+
+
+def job_estimate_s(wildcards):
+    """The plan's estimate of this training job's steps in seconds; None while the plan is pending or has none."""
+    try:
+        if config["train"]["schedule"] == "wsd":
+            return wsd_job_estimate_s(wildcards)  # rules/wsd_common.smk
+        return run_estimate_s(plan_row(wildcards), train_nodes(wildcards))
+    except Exception:  # noqa: BLE001 - the checkpoint is pending: the job is evaluated again after it
+        return None
+
+
+def request_s(estimate_s, backbone):
+    cluster = config["cluster"]
+    return requested_seconds(estimate_s, cluster["walltime_factor"], cluster["min_walltime"], backbone_cap(backbone))
 
 
 def tracker_args(wildcards):
@@ -321,13 +378,39 @@ def tracker_args(wildcards):
 
 
 def train_walltime(wildcards):
-    cluster = config["cluster"]
-    return cluster["walltimes"].get(_backbone_of(wildcards), cluster["walltime"])
+    return walltime_text(request_s(job_estimate_s(wildcards), _backbone_of(wildcards)))
 
 
 def walltime_minutes(walltime):
-    hours, minutes, seconds = (int(x) for x in walltime.split(":"))
-    return hours * 60 + minutes + (1 if seconds else 0)
+    return -(-walltime_seconds(walltime) // 60)
+
+
+def training_jobs(family, rows):
+    """(backbone, nodes, estimated seconds) of every training job of the plan's `rows`."""
+    if config["train"]["schedule"] == "wsd":
+        return wsd_training_jobs(family, rows)  # rules/wsd_common.smk
+    return [(r["backbone"], backbone_nodes(r["backbone"]), run_estimate_s(r, backbone_nodes(r["backbone"])))
+            for r in rows.values()]
+
+
+def requested_text(family, rows):
+    """One line: node-hours the training jobs request on a cluster beside those estimated, and the jobs over the cap."""
+    jobs = training_jobs(family, rows)
+    cluster = config["cluster"]
+    requested = sum(n * request_s(est, b) for b, n, est in jobs) / 3600
+    known = [n * est for b, n, est in jobs if est is not None]
+    estimated = f"{sum(known) / 3600:.3g}" if len(known) == len(jobs) else "unknown"
+    over = [pieces(est, backbone_cap(b)) for b, n, est in jobs if pieces(est, backbone_cap(b)) > 1]
+    text = (
+        f"plan {family}: {len(jobs)} training jobs request {requested:.3g} node-hours as cluster jobs for "
+        f"{estimated} node-hours estimated (walltime = estimate x {cluster['walltime_factor']:g}, "
+        f">= {cluster['min_walltime']}, <= {cluster['walltime']}"
+        + (f" or cluster.walltimes" if cluster["walltimes"] else "") + ")"
+    )
+    if over:
+        text += (f"; {len(over)} job(s) need up to {max(over)} walltimes each, resumed from their checkpoints "
+                 f"(retries: 1 gives 2 a call: add --retries {max(over) - 1})")
+    return text
 
 
 # ---- named targets -------------------------------------------------------------

@@ -5,6 +5,11 @@
 # Its flags are params, so changing a budget, a candidate or a `plan:` key re-plans; the
 # plan row of a run does not depend on the other budgets, so re-planning retrains nothing
 # that was planned before.
+#
+# A plan that cannot answer its question (a refused budget, an UNDETERMINED forecast) fails
+# this job without writing it, unless plan.allow_undetermined; the DAG of a study whose plan
+# rules/common.smk can compute waits for this job then, so nothing trains. The log's last line
+# (the summary, or the line saying why it stopped and what to change) goes to the terminal.
 
 
 checkpoint plan:
@@ -24,3 +29,4 @@ checkpoint plan:
         runtime=10,
     shell:
         "prism isoflop plan --family {wildcards.family:q} {params.flags:q} --out {output.plan:q} > {log:q} 2>&1"
+        " || {{ tail -n 1 {log:q} >&2; exit 1; }}; tail -n 1 {log:q} >&2"

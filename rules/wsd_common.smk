@@ -146,3 +146,41 @@ def agreement_inputs(wildcards):
         "csv": f"{STUDY}/{wildcards.family}/runs.csv",
         "other": f"{other.rstrip('/')}/{wildcards.family}/fit/{wildcards.regime}.json",
     }
+
+
+# ---- the plan's estimate of each job (its walltime: rules/common.smk) --------------
+
+
+def step_seconds(t, nodes):
+    """Estimated seconds per step of trajectory `t` on `nodes` nodes, as `run_estimate_s` for a run; None if unknown."""
+    if t.node_hours_per_step:
+        return t.node_hours_per_step * 3600.0 / max(nodes, 1)
+    if t.hours_per_step:
+        return t.hours_per_step * 3600.0
+    return None
+
+
+def _steps_estimate(t, steps):
+    per_step = step_seconds(t, backbone_nodes(t.backbone))
+    return None if per_step is None else steps * per_step
+
+
+def wsd_job_estimate_s(wildcards):
+    """A segment's stable steps (from the point it starts at) or a branch's cooldown steps, in seconds."""
+    if getattr(wildcards, "traj", None):
+        t = wsd_trajectory(wildcards)
+        end = int(wildcards.end)
+        return _steps_estimate(t, end - t.previous_point(end))
+    t = wsd_run_trajectory(wildcards)
+    return _steps_estimate(t, t.branch(wildcards.run_id).cooldown)
+
+
+def wsd_training_jobs(family, rows):
+    """(backbone, nodes, estimated seconds) of every segment and branch job of the plan's `rows`."""
+    trajs = plan_trajectories({"runs": list(rows.values()), "min_steps": PLAN_OPTIONS.min_steps}, WSD_COOLDOWN)
+    jobs = []
+    for t in trajs:
+        nodes = backbone_nodes(t.backbone)
+        jobs += [(t.backbone, nodes, _steps_estimate(t, seg.end - seg.start)) for seg in t.segments]
+        jobs += [(t.backbone, nodes, _steps_estimate(t, b.cooldown)) for b in t.branches]
+    return jobs

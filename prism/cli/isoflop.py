@@ -154,16 +154,20 @@ def _register_plan(verbs: argparse._SubParsersAction) -> None:
 
 
 def _plan(args: argparse.Namespace) -> int:
-    from prism.isoflop.plan import parse_budgets, run_plan
+    from prism.isoflop.plan import PlanStopped, parse_budgets, run_plan
 
-    print(
-        run_plan(
+    try:
+        text = run_plan(
             args.out, args.dry_run, family=args.family, budgets=parse_budgets(args.budgets),
             calibration_dir=args.calibration_dir, scaling_study_dir=args.scaling_study_dir, regime=args.regime,
             backbones=args.backbones, variants=args.variants, data=args.data,
             options=from_namespace(PlanOptions, args), cooldown_fraction=args.cooldown_fraction,
         )
-    )
+    except PlanStopped as stopped:
+        # The whole plan first (the log), then the one line: the error, last, is what the workflow shows.
+        print(stopped.text, flush=True)
+        raise
+    print(text)
     return 0
 
 

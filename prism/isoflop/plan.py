@@ -88,6 +88,9 @@ class PlanOptions:
         minimum=1)
     size_rule: str = option("n", "the shape rule of sizes_per_budget: n (CPU shapes) or g (accelerator shapes, "
                             "Llama-2 proportions)", choices=("n", "g"))
+    allow_undetermined: bool = option(
+        False, "write the plan (and train it) even when a budget is refused or the forecast is UNDETERMINED: "
+        "a pilot; otherwise the plan fails with one line naming what to change")
 
 
 
@@ -605,7 +608,7 @@ def make_plan(
     }
 
 
-def _hours(h: float | None) -> str:
+def hours_text(h: float | None) -> str:
     """Hours as people read them: 42 s, 7.5 min, 3.2 h."""
     if h is None:
         return "-"
@@ -623,7 +626,7 @@ def plan_table(rows: list[PlanRow]) -> str:
         ep = "-" if r.epochs is None else f"{r.epochs:.2f}"
         lines.append(
             f"{r.run_id:<34} {r.params:>9.3g} {r.steps:>6d} {r.global_batch:>5d} {r.tokens:>9.3g} {ep:>6} "
-            f"{r.flops:>9.3g} {_hours(r.hours_here):>9} {nh:>8}"
+            f"{r.flops:>9.3g} {hours_text(r.hours_here):>9} {nh:>8}"
         )
     return "\n".join(lines)
 
@@ -631,17 +634,32 @@ def plan_table(rows: list[PlanRow]) -> str:
 def cost_text(cost: dict) -> list[str]:
     here, node = cost["hours_here_total"], cost["node_hours_total"]
     return [
-        f"time here (one run after another): {_hours(here) if here is not None else 'unknown'} "
+        f"time here (one run after another): {hours_text(here) if here is not None else 'unknown'} "
         f"[{cost['hours_here_source']}]",
         f"cluster: {'unknown' if node is None else f'{node:.3g} node-hours'} [{cost['node_hours_source']}]",
     ]
 
 
+class PlanStopped(PrismError):
+    """A plan that cannot answer its question (and no `allow_undetermined`): nothing was written.
+
+    The message is the one line saying why and what to change; `text` is the whole plan, for the log.
+    """
+
+    def __init__(self, line: str, text: str):
+        super().__init__(line)
+        self.text = text
+
+
 def run_plan(out: str | Path | None, dry_run: bool, **kwargs) -> str:
     """`prism isoflop plan`: make the plan; write plan.yaml and plan.csv (atomically) unless dry run.
 
-    Returns the text to print (the table, its cost, refusals and the forecast).
+    Returns the text to print (the table, its cost, refusals, the forecast, and last its summary
+    line). A refused budget or an UNDETERMINED forecast raises PlanStopped before anything is
+    written, unless `allow_undetermined`; a dry run says it would stop.
     """
+    from prism.isoflop.gate import plan_stop, plan_summary
+
     import yaml
 
     from prism.atomic import write_text_atomic
@@ -661,9 +679,15 @@ def run_plan(out: str | Path | None, dry_run: bool, **kwargs) -> str:
     text += ["", forecast_text(plan["forecast"])]
 
     text += ["", saving_text(rows, plan["schedules"]["cooldown_fraction"], min_steps=plan["min_steps"])]
+    stop = plan_stop(plan)
+    if stop and not plan["options"]["allow_undetermined"]:
+        if not dry_run:
+            raise PlanStopped(stop, "\n".join(text))
+        text.append(f"the plan job would stop: {stop}")
     if not dry_run:
         out = Path(out)
         write_text_atomic(out.with_suffix(".csv"), plan_csv_text(rows))
         write_text_atomic(out, yaml.safe_dump(plan, sort_keys=False))
         text.append(f"wrote {out} and {out.with_suffix('.csv')}")
+    text.append(plan_summary(plan))
     return "\n".join(text)

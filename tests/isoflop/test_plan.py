@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 
 import pytest
 import yaml
@@ -114,7 +115,8 @@ def test_centre_from_previous_fit_and_existing_plan(ladder, tmp_path):
 def test_cli_writes_plan_yaml_and_csv(ladder, tmp_path, capsys):
     out = tmp_path / "text_image" / "plan.yaml"
     rc = main(["isoflop", "plan", "--family", "text_image", "--budgets", "1e12,1e13", "--calibration-dir",
-               str(ladder), "--scaling-study-dir", str(tmp_path), "--simulations", "50", "--out", str(out)])
+               str(ladder), "--scaling-study-dir", str(tmp_path), "--simulations", "50", "--allow-undetermined",
+               "--out", str(out)])
     assert rc == 0
     plan = yaml.safe_load(out.read_text())
     assert {"family", "regime", "budgets", "runs", "dropped", "forecast"} <= set(plan)
@@ -200,7 +202,7 @@ def test_the_workflows_plan_is_the_written_plan(ladder, tmp_path):
     options = PlanOptions(window=0.5, prior_k=0.1, min_steps=50, simulations=20)
     out = tmp_path / "plan.yaml"
     rc = main(["isoflop", "plan", "--family", "text_image", "--budgets", "1e12,1e13", "--calibration-dir", str(ladder),
-               "--window", "0.5", "--prior-k", "0.1", "--simulations", "20", "--out", str(out)])
+               "--window", "0.5", "--prior-k", "0.1", "--simulations", "20", "--allow-undetermined", "--out", str(out)])
     assert rc == 0
     written = yaml.safe_load(out.read_text())["runs"]
     computed = plan_runs("text_image", [1e12, 1e13], ladder, options, regime="e2e")
@@ -255,3 +257,59 @@ def test_the_schedules_cost_is_the_studys_cooldown(ladder):
     assert longer["runs"] == default["runs"]
     assert longer["schedules"]["cooldown_fraction"] == 0.4
     assert longer["schedules"]["wsd_flops"] > default["schedules"]["wsd_flops"]
+
+
+def _determining_prior(study):
+    """prior.json of a previous round whose surface makes the ladder's 1e11-1e13 grid DETERMINED."""
+    from dataclasses import asdict
+
+    from prism.isoflop.forecast import prior_surface
+
+    study.mkdir(exist_ok=True)
+    fit = {"diagnostics": {"identifiable": True},
+           "approach3": {"converged": True, "a": 0.5, "k": 0.3, **asdict(prior_surface(0.5, 0.3))}}
+    (study / "prior.json").write_text(json.dumps(fit))
+
+
+def _plan_cli(ladder, tmp_path, budgets, *extra):
+    out = tmp_path / "study" / "plan.yaml"
+    rc = main(["isoflop", "plan", "--family", "text_image", "--budgets", budgets, "--calibration-dir", str(ladder),
+               "--scaling-study-dir", str(tmp_path / "study"), "--simulations", "50", "--noise", "0.012",
+               "--out", str(out), *extra])
+    return rc, out
+
+
+def test_an_undetermined_plan_stops_with_one_line_and_writes_nothing(ladder, tmp_path, capsys):
+    """Two budgets never determine an exponent: the plan fails, its last line says why and the fix."""
+    rc, out = _plan_cli(ladder, tmp_path, "1e12,1e13")
+    captured = capsys.readouterr()
+    assert rc != 0 and not out.exists() and not out.with_suffix(".csv").exists()
+    assert "Identifiability forecast" in captured.out  # the whole plan is still in the log
+    line = captured.err.strip()
+    assert "\n" not in line and "forecast UNDETERMINED" in line and "add budgets" in line
+    assert "plan.allow_undetermined: true" in line
+    # A pilot goes on: the plan is written and its last line is the summary.
+    rc, out = _plan_cli(ladder, tmp_path, "1e12,1e13", "--allow-undetermined")
+    last = capsys.readouterr().out.strip().splitlines()[-1]
+    assert rc == 0 and out.exists()
+    assert re.fullmatch(r"plan text_image: \d+ runs on 2 of 2 budget\(s\), \S+ FLOPs, time here [0-9.]+ (s|min|h), "
+                        r"node-hours unknown, forecast UNDETERMINED .*; trained anyway \(plan.allow_undetermined\)", last)
+
+
+def test_a_refused_budget_stops_the_plan_naming_the_budget_and_the_fix(ladder, tmp_path, capsys):
+    _determining_prior(tmp_path / "study")
+    rc, out = _plan_cli(ladder, tmp_path, "1e11,1e12,1e13")
+    assert rc == 0 and "forecast DETERMINED" in capsys.readouterr().out.strip().splitlines()[-1]
+    # 1e20 wants an N far above the ladder's largest: refused, and the plan with it.
+    out.unlink()
+    rc, out = _plan_cli(ladder, tmp_path, "1e11,1e12,1e13,1e20")
+    line = capsys.readouterr().err.strip()
+    assert rc != 0 and not out.exists()
+    assert "\n" not in line and "REFUSED budget 1e20" in line and "add a larger backbone" in line
+
+
+def test_a_dry_run_says_it_would_stop_and_exits_0(ladder, tmp_path, capsys):
+    rc, out = _plan_cli(ladder, tmp_path, "1e12,1e13", "--dry-run")
+    text = capsys.readouterr().out
+    assert rc == 0 and not out.exists()
+    assert "the plan job would stop: plan text_image stops the study: forecast UNDETERMINED" in text
