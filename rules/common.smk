@@ -87,13 +87,32 @@ def shards_dir(family):
 
 
 def data_inputs(wildcards):
-    """The user's shards folder when indexed (its modification time changes when a shard is added)."""
+    """The user's shards folder when indexed (its modification time changes when a shard is added).
+
+    A folder that does not exist (config/aurora.yaml's placeholder) is no input, so a dry run still
+    shows the study; it says so in one line, and the data job refuses it before anything else runs.
+    """
     shards = shards_dir(wildcards.family)
+    if shards and not Path(shards).is_dir():
+        say_once(f"config data.shards.{wildcards.family}: {shards} is not a folder: set it to the folder of your "
+                 "webdataset shards (docs/own-data.md), or remove the key to build the offline data; "
+                 f"the data job for {wildcards.family} refuses it")
+        return []
     return [shards] if shards else []
 
 
 def data_threads(wildcards):
     return 8 if shards_dir(wildcards.family) else 1
+
+
+_SAID = set()
+
+
+def say_once(text):
+    """An error line on the terminal where Snakemake itself runs (not in cluster jobs), once."""
+    if text not in _SAID and not (workflow.remote_exec or workflow.subprocess_exec):
+        _SAID.add(text)
+        logger.error(text)
 
 
 def data_args(wildcards):

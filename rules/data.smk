@@ -2,6 +2,8 @@
 # atomically), or, where `data.shards` names a folder of your own shards, their index
 # (`prism data index`: the same manifest, the shards read where they lie). The folder is an
 # input, so adding or replacing a shard re-indexes, and runs on the old index go stale.
+# When it fails (a shards folder that does not exist, too many bad samples), its log's last
+# line, the one-line error, goes to the terminal.
 
 
 rule data:
@@ -21,3 +23,4 @@ rule data:
         runtime=30,
     shell:
         "PRISM_INDEX_JOBS={threads} prism data {params.args:q} --out {output:q} > {log:q} 2>&1"
+        " || {{ tail -n 1 {log:q} >&2; exit 1; }}"

@@ -6,6 +6,7 @@ the rerun that finishes it.
 
 from __future__ import annotations
 
+import math
 import re
 import signal
 import subprocess
@@ -13,6 +14,8 @@ import time
 from pathlib import Path
 
 import pytest
+
+import yaml
 
 from workflow.wfhelpers import SNAKEMAKE, env, make_workdir, planned_run_ids, snakemake
 
@@ -23,6 +26,9 @@ CLUSTER = {
     "queue": "debug",
     "filesystems": "flare:home",
     "walltime": "00:10:00",
+    # Each job requests its estimate (the tiny runs' steps take 0.4-1.5 s here) x 120: 1-3 minutes.
+    "walltime_factor": 120,
+    "min_walltime": "00:01:00",
     "nodes": 1,
 }
 MORE_BUDGETS = "budgets=[1e10,2e10,3e10,4e10]"
@@ -56,6 +62,21 @@ def status_records(workdir: Path) -> dict[str, str]:
     return {p.name: p.read_text().strip() for p in folder.iterdir() if not p.name.startswith(".")}
 
 
+def submitted_runs(output: str) -> dict[str, str]:
+    """{external job id: run id} of the train jobs a Snakemake run submitted."""
+    jobids, run_of = dict(re.findall(r"Submitted job (\d+) with external jobid '([^']+)'", output)), {}
+    for block in output.split("rule train:")[1:]:
+        jobid = re.search(r"^\s+jobid: (\d+)$", block, flags=re.M).group(1)
+        run_of[jobid] = re.search(r"runs/([^/]+)/metrics\.json", block).group(1)
+    return {external: run_of[jobid] for jobid, external in jobids.items() if jobid in run_of}
+
+
+def requested_walltime(client_env, job_id: str) -> str:
+    info = subprocess.run(["qstat", "-f", job_id], env={**env(), **client_env}, capture_output=True, text=True,
+                          check=True).stdout
+    return re.search(r"Resource_List\.walltime = (\S+)", info).group(1)
+
+
 def test_every_training_job_goes_through_qsub(study):
     workdir, client_env = study
     out = pbs(study, "fit_text_image").stdout
@@ -70,6 +91,15 @@ def test_every_training_job_goes_through_qsub(study):
                           capture_output=True, text=True).stdout
     assert "prism.train" in info
     assert (workdir / "scaling-study" / "text_image" / "fit" / "e2e.json").exists()
+    # Each job asked the scheduler for its own plan estimate x the factor, whole minutes, >= the floor.
+    rows = {r["run_id"]: r for r in yaml.safe_load((workdir / "scaling-study" / "text_image" / "plan.yaml")
+                                                   .read_text())["runs"]}
+    asked = {run: requested_walltime(client_env, job) for job, run in submitted_runs(out).items()}
+    assert sorted(asked) == sorted(rows)
+    for run, walltime in asked.items():
+        minutes = min(10, max(1, math.ceil(rows[run]["hours_here"] * 3600 * CLUSTER["walltime_factor"] / 60)))
+        assert walltime == f"00:{minutes:02d}:00", (run, rows[run]["hours_here"], walltime)
+    assert len(set(asked.values())) > 1  # the estimates, not one fixed walltime
 
 
 def test_sigint_cancels_queued_jobs(study):

@@ -49,3 +49,16 @@ def test_a_pilot_goes_on_and_prints_the_plans_summary(tiny_study):
     assert summary[1].startswith("plan text_image: 9 training jobs request") and "node-hours estimated" in summary[1]
     out = snakemake(copy, "plan_text_image", "--config", BUDGETS).stdout
     assert "plan text_image: 9 runs on 3 of 3 budget(s)" in out  # the plan job's last line, on the terminal
+
+
+def test_a_shards_folder_that_does_not_exist_is_refused_in_one_line(tiny_study):
+    """config/aurora.yaml's placeholder: a dry run still shows the study and says so; a run stops at the data."""
+    copy = _copy(tiny_study, "noshards")
+    missing = str(copy / "no-such-shards")
+    setting = f'data={{"shards": {{"text_image": "{missing}"}}}}'
+    dry = snakemake(copy, "-n", "collect_text_image", "--config", setting).stdout
+    assert f"config data.shards.text_image: {missing} is not a folder" in dry and "docs/own-data.md" in dry
+    out = snakemake(copy, "collect_text_image", "--config", setting, check=False)
+    assert out.returncode != 0 and "Error in rule data" in out.stdout
+    assert f"prism data index: error: shards directory {missing} does not exist" in out.stdout
+    assert "rule train" not in out.stdout and "checkpoint plan" not in out.stdout
