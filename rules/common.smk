@@ -277,6 +277,7 @@ def plan_row(wildcards):
 def train_inputs(wildcards):
     """The data and this run's calibration; waits for the plan (to know the run) but does not depend on it."""
     row = plan_row(wildcards)
+    force_if_retraining("train")
     return {
         "data": data_dir(wildcards.family),
         "calibration": calibration_file(wildcards.family, row["backbone"], row["variant"], row["regime"]),
@@ -303,13 +304,35 @@ def forced_targets():
     return set(os.environ.get(FORCED_ENV, "").split("\n")) - {""}
 
 
+# `--config retrain=true` retrains every training job of the targets, whatever the schedule:
+# each training rule is forced as `--forcerun RULE` would be, and (wsd) a segment's or branch's
+# start point is a plain input, so the jobs after a retrained segment rerun too. The same holds
+# when a training rule is forced by name (`--forcerun train`, `wsd_segment`, `wsd_branch`).
+TRAINING_RULES = {"train", "wsd_segment", "wsd_branch"}
+
+
+def retraining():
+    """Whether this call retrains (retrain=true, --forceall, or a training rule forced)."""
+    return bool(config["retrain"]) or bool(forced_targets() & (TRAINING_RULES | {"--forceall"}))
+
+
+def force_if_retraining(rule_name):
+    """Under retrain=true, make every job of `rule_name` rerun (called while the DAG is built)."""
+    dag = getattr(workflow, "dag", None) if config["retrain"] else None
+    if dag is not None:
+        dag.forcerules.add(workflow.get_rule(rule_name))
+
+
 def retrain_flag(rule, output):
-    """'1' when `rule` or this job's `output` was forced explicitly, else '0' (a resource: never a rerun trigger)."""
-    return "1" if forced_targets() & {"--forceall", rule, output} else "0"
+    """'1' when this call retrains (see `retraining`), or when this job's `output` was forced explicitly,
+    else '0' (a resource: never a rerun trigger). `rule`: the job's rule, for `--forcerun RULE`."""
+    return "1" if retraining() or forced_targets() & {rule, output} else "0"
 
 
 def train_retrain(wildcards):
-    return retrain_flag("train", f"{STUDY}/{wildcards.family}/runs/{wildcards.run_id}/metrics.json")
+    """The flag of a planned run's job (`train`, or `wsd_branch` in a wsd study)."""
+    name = "wsd_branch" if config["train"]["schedule"] == "wsd" else "train"
+    return retrain_flag(name, f"{STUDY}/{wildcards.family}/runs/{wildcards.run_id}/metrics.json")
 
 
 def row_value(key):

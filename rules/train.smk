@@ -5,7 +5,8 @@
 #
 # A rerun that Snakemake starts because the data or calibration files were rewritten with the
 # same content (`--forcerun data`) restores the finished run's metrics.json from final/
-# instead of retraining; `--forcerun train` retrains (PRISM_RETRAIN=1, see train_retrain).
+# instead of retraining; `--config retrain=true` (either schedule) or `--forcerun train`
+# retrains (PRISM_RETRAIN=1, see retraining in rules/common.smk).
 #
 # Rerun triggers are the data, the run's calibration and its plan row (params); where
 # and how it runs (launcher, nodes, device, storage) are resources, so moving a study

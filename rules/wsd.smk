@@ -22,6 +22,11 @@
 # - a killed segment or branch resumes from its own checkpoints (`prism train` resumes
 #   any run directory); on the cluster profile each segment and each branch is one PBS job.
 #
+# - a segment whose kept checkpoint is gone reruns: `prism train` puts it back from final/
+#   (unchanged inputs), else trains the segment again from its start point (same weights);
+# - `--config retrain=true` retrains every segment and branch (PRISM_RETRAIN=1); start points
+#   are then plain inputs, so what follows a retrained segment reruns too.
+#
 # Rerun triggers as for `train`: the data, the calibration, and the params (the model, the
 # batch, the warm-up, the cooldown fraction, the seed).
 

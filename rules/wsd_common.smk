@@ -70,7 +70,8 @@ def segment_inputs(wildcards):
         previous = t.previous_point(int(wildcards.end))
         start = point_file(wildcards.family, t.traj_id, previous) if previous else None
     if start:
-        inputs["start"] = ancient(start)
+        inputs["start"] = start_input(start)
+    force_if_retraining("wsd_segment")
     return inputs
 
 
@@ -105,11 +106,18 @@ def branch_args(wildcards, input):
                     final_eval_samples=config["train"]["final_eval_samples"])
 
 
+def start_input(point):
+    """A start point as an input: `ancient` (see rules/wsd.smk), but when retraining, when a rerun
+    segment reruns what starts from it."""
+    return point if retraining() else ancient(point)
+
+
 def branch_inputs(wildcards):
     t = wsd_run_trajectory(wildcards)
+    force_if_retraining("wsd_branch")
     return {"data": data_dir(wildcards.family),
             "calibration": calibration_file(wildcards.family, t.backbone, t.variant, t.regime),
-            "start": ancient(point_file(wildcards.family, t.traj_id, t.branch(wildcards.run_id).start))}
+            "start": start_input(point_file(wildcards.family, t.traj_id, t.branch(wildcards.run_id).start))}
 
 
 def traj_value(key):
@@ -118,7 +126,7 @@ def traj_value(key):
 
 
 def segment_retrain(wildcards):
-    """'1' when this segment was forced (`--forcerun wsd_segment`, its point file, --forceall)."""
+    """'1' when retraining (retrain=true, a training rule forced, --forceall) or its point file was forced."""
     return retrain_flag("wsd_segment", point_file(wildcards.family, wildcards.traj, wildcards.end))
 
 

@@ -36,3 +36,19 @@ def test_a_byte_identical_data_rebuild_retrains_nothing_and_forcerun_train_retra
     assert "retrain=1" in out
     log = (logs / f"{victim}.log").read_text()
     assert "--retrain: training the finished run again" in log and "step 1/" in log
+
+
+def test_retrain_true_retrains_every_cosine_run_and_the_figures_stay_the_same(tiny_study):
+    copy = _copy(tiny_study, "-retrain")
+    study = copy / "scaling-study" / "text_image"
+    ids = sorted(planned_run_ids(copy))
+    before = {run_id: (study / "runs" / run_id / "metrics.json").stat().st_mtime_ns for run_id in ids}
+    figures = {p: p.read_bytes() for p in sorted((study / "plots").rglob("*.png"))}
+    out = snakemake(copy, "fit_text_image", "--config", "retrain=true").stdout
+    assert "retrain=1" in out and "retrain=0" not in out
+    for run_id in ids:
+        log = (copy / "scaling-study" / "logs" / "train" / "text_image" / f"{run_id}.log").read_text()
+        assert "--retrain: training the finished run again" in log and " steps x " in log, log
+        assert (study / "runs" / run_id / "metrics.json").stat().st_mtime_ns > before[run_id]
+    assert figures and {p: p.read_bytes() for p in figures} == figures
+    assert "Nothing to be done" in snakemake(copy, "-n", "fit_text_image").stdout

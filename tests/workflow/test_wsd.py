@@ -216,6 +216,25 @@ def test_a_segment_whose_kept_checkpoint_is_gone_trains_again_to_the_same_weight
     assert "Nothing to be done" in snakemake(copy, "-n", "fit_text_image").stdout
 
 
+def test_retrain_true_retrains_every_segment_and_branch_and_the_figures_stay_the_same(wsd_study):
+    copy = copy_of(wsd_study, "retrain")
+    study = copy / STUDY
+    metrics = sorted(study.glob("runs/*/metrics.json")) + sorted(study.glob("stable/*/*/metrics.json"))
+    before = {p: p.stat().st_mtime_ns for p in metrics}
+    figures = {p: p.read_bytes() for p in sorted((study / "plots").rglob("*.png"))}
+    out = snakemake(copy, "fit_text_image", "--config", "retrain=true").stdout
+    n_segments = sum(len(t.points) for t in trajectories(copy).values())
+    assert job_counts(out)["wsd_segment"] == n_segments and job_counts(out)["wsd_branch"] == len(planned_run_ids(copy))
+    assert "retrain=0" not in out
+    logs = list(segment_logs(copy).values()) + [
+        p.read_text() for p in (copy / "scaling-study" / "logs" / "train" / "text_image").glob("*.log")]
+    assert len(logs) == len(metrics)
+    assert all("--retrain: training the finished run again" in log and "restored" not in log for log in logs)
+    assert all(p.stat().st_mtime_ns > before[p] for p in metrics)  # trained again, every one
+    assert figures and {p: p.read_bytes() for p in figures} == figures  # bit-identical
+    assert "Nothing to be done" in snakemake(copy, "-n", "fit_text_image").stdout
+
+
 def test_agreement_compares_with_another_study(wsd_study):
     copy = copy_of(wsd_study, "agree")
     shutil.copytree(copy / "scaling-study", copy / "other-study")  # stands in for the cosine study
