@@ -101,7 +101,7 @@ def figure_training_curves(csv_path: str | Path, fit_json: str | Path | None = N
     budgets = sorted({float(r["budget"]) for r, *_ in curves if r.get("budget")}) or [None]
     ncols = min(len(budgets), 4)
     nrows = math.ceil(len(budgets) / ncols)
-    fig, axes = plt.subplots(nrows, ncols, figsize=(2.9 * ncols + 2.4, 2.6 * nrows + 0.8), sharey=True,
+    fig, axes = plt.subplots(nrows, ncols, figsize=(3.2 * ncols + 2.4, 2.8 * nrows + 0.8), sharey=True,
                              squeeze=False)
     panels = dict(zip(budgets, axes.flat))
     for ax in list(axes.flat)[len(budgets):]:
@@ -135,7 +135,7 @@ def figure_training_curves(csv_path: str | Path, fit_json: str | Path | None = N
         n = sum(1 for r, *_ in curves if r.get("budget") and float(r["budget"]) == budget)
         if budget is not None:
             note = ", rejected by the fit" if budget in rejected else ""
-            ax.set_title(f"C = {format_budget(budget)} FLOPs ({n} runs{note})", fontsize=9,
+            ax.set_title(f"C = {format_budget(budget)} FLOPs\n{n} runs{note}", fontsize=9,
                          color="0.45" if budget in rejected else "black")
         ax.tick_params(labelsize=8)
     for ax in axes[-1]:
