@@ -178,6 +178,9 @@ def test_verify_finds_a_replaced_and_an_added_shard(shape_dir, shape_shards, tmp
     shape_shards(folder, 100, per_shard=100, seed=5)  # 00000.tar rewritten with other images
     with pytest.raises(PrismError, match=r"00000\.tar does not match its sha256"):
         verify(tmp_path / "idx")
+    # A run opening the index refuses before its first step (the decoded copy no longer matches).
+    with pytest.raises(PrismError, match=r"00000\.tar does not match its sha256.*prism data index"):
+        ShardLoader(tmp_path / "idx", "train")
 
 
 def test_a_new_shard_makes_a_new_index_digest_which_runs_record(shape_shards, tmp_path):
