@@ -54,6 +54,23 @@ def _value(value) -> str:
     return "`" + json.dumps(value) + "`" if not isinstance(value, str) else f'`"{value}"`'
 
 
+# The command whose flags a section's keys are (the workflow passes them on).
+COMMANDS = {"data": ("prism", "data", "build"), "calibrate": ("prism", "isoflop", "calibrate"),
+            "plan": ("prism", "isoflop", "plan"), "train": ("prism", "train"), "collect": ("prism", "isoflop", "collect"),
+            "fit": ("prism", "isoflop", "fit"), "plot": ("prism", "isoflop", "plot")}
+
+
+def _flags(command: tuple[str, ...]) -> set[str]:
+    """The destinations of a `prism` command's flags."""
+    from prism.cli import build_parser
+
+    parser = build_parser()
+    for word in command[1:]:
+        sub = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
+        parser = sub.choices[word]
+    return {a.dest for a in parser._actions if a.option_strings}
+
+
 def _cell(text: str) -> str:
     return text.replace("|", "\\|")
 
@@ -87,7 +104,16 @@ def reference(schema: dict, config: dict) -> str:
     top = {**schema, "properties": {k: p for k, p in schema["properties"].items() if k not in sections}}
     out += _rows(top, config, schema, "")
     for key, prop in sections.items():
-        out += ["", f"## `{key}`\n", " ".join(prop.get("description", "").split()) + "\n", head]
+        out += ["", f"## `{key}`\n", " ".join(prop.get("description", "").split()) + "\n"]
+        if key in COMMANDS:
+            flags = _flags(COMMANDS[key])
+            named = [k for k in prop["properties"] if k in flags]
+            if named:
+                others = [k for k in prop["properties"] if k not in flags]
+                out.append(f"Each key{' but ' + ', '.join(f'`{k}`' for k in others) if others else ''} is a flag of "
+                           f"`{' '.join(COMMANDS[key])}` of the same name (`--{named[0].replace('_', '-')}` for "
+                           f"`{named[0]}`) and the same default, unless the default column gives the library's.\n")
+        out.append(head)
         out += _rows(prop, config.get(key) or {}, schema, key + ".")
     out += ["", "## Kinds of value\n", "| kind | type | meaning |", "|---|---|---|"]
     for name, prop in schema.get("definitions", {}).items():
