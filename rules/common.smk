@@ -13,6 +13,7 @@ from pathlib import Path
 import yaml
 
 from prism.errors import PrismError
+from prism.train.finished import study_conflict
 from prism.families import FAMILIES
 from prism.calibration import calibration_filename
 from prism.ids import format_budget
@@ -37,6 +38,12 @@ shell.prefix(f'set -euo pipefail; export PATH={shlex.quote(str(Path(sys.executab
 
 STUDY = config["study_dir"].rstrip("/")
 REGIME = config["regime"]
+
+# Settings a finished study cannot reuse stop here in one line, before anything trains.
+_conflict = study_conflict(STUDY, config["families"], config["train"]["schedule"],
+                           config["train"]["cooldown_fraction"])
+if _conflict:
+    raise SystemExit(_conflict)
 
 
 def budget_str(value):

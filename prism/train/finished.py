@@ -80,6 +80,35 @@ def _put_back(missing: list[Path]) -> bool:
     return True
 
 
+def study_conflict(study: Path, families: list[str], schedule: str, cooldown_fraction: float) -> str | None:
+    """One line naming the first finished run of `study` that these settings cannot reuse; None if none.
+
+    A study keeps the schedule its runs were trained with, and a wsd study its cooldown
+    fraction (the branch points follow from it). Checked before anything is planned to
+    train: otherwise every new segment trains before the first branch is refused as a
+    different run (`check_same_run`).
+    """
+    from prism.train.config import read_yaml
+
+    for family in families:
+        for path in sorted(Path(study, family, "runs").glob(f"*/{runfiles.CONFIG}")):
+            if not (path.parent / runfiles.METRICS).is_file() and not record_path(path.parent).is_file():
+                continue  # never finished: its directory says nothing about the study yet
+            try:
+                run = read_yaml(path) or {}
+            except PrismError:  # an unreadable record is prism train's to report, for its run
+                continue
+            fix = "set it back, or use another study dir (--config study_dir=...)"
+            if run.get("schedule") != schedule:
+                return (f"config train.schedule is {schedule!r}, but {path.parent} finished as a "
+                        f"{run.get('schedule')!r} run: a study keeps its schedule; {fix}")
+            if schedule == "wsd" and run.get("cooldown_fraction") != float(cooldown_fraction):
+                return (f"config train.cooldown_fraction is {float(cooldown_fraction)}, but {path.parent} "
+                        f"finished with {run.get('cooldown_fraction')}: a wsd study keeps its cooldown fraction "
+                        f"(its branch points follow from it); {fix}")
+    return None
+
+
 def check_same_run(run_dir: Path, config: Any) -> None:
     """Refuse (PrismError) a config whose result-changing settings differ from the run directory's."""
     from prism.train.config import RunConfig

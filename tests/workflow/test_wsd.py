@@ -235,6 +235,19 @@ def test_retrain_true_retrains_every_segment_and_branch_and_the_figures_stay_the
     assert "Nothing to be done" in snakemake(copy, "-n", "fit_text_image").stdout
 
 
+@pytest.mark.parametrize("train, setting", [({"schedule": "cosine"}, "train.schedule"),
+                                              ({"cooldown_fraction": 0.3}, "train.cooldown_fraction")])
+def test_settings_a_finished_wsd_study_cannot_reuse_are_refused_before_anything_trains(wsd_study, train, setting):
+    copy = copy_of(wsd_study, "refuse-" + setting.split(".")[1])
+    before = sorted(p.relative_to(copy) for p in (copy / "scaling-study").rglob("*"))
+    result = snakemake(copy, "fit_text_image", "--config", "train=" + json.dumps({**WSD_TRAIN, **train}), check=False)
+    assert result.returncode != 0
+    last = result.stdout.strip().splitlines()[-1]
+    assert last.startswith(f"config {setting} is ") and "--config study_dir=" in last, result.stdout[-2000:]
+    assert "rule wsd_segment" not in result.stdout and "rule train" not in result.stdout
+    assert sorted(p.relative_to(copy) for p in (copy / "scaling-study").rglob("*")) == before
+
+
 def test_agreement_compares_with_another_study(wsd_study):
     copy = copy_of(wsd_study, "agree")
     shutil.copytree(copy / "scaling-study", copy / "other-study")  # stands in for the cosine study
