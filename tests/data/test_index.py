@@ -166,7 +166,7 @@ def test_too_many_bad_samples_refuse_with_one_line(shape_shards, tmp_path):
     assert not (tmp_path / "idx").exists() and not list(tmp_path.glob(".idx*"))
 
 
-def test_verify_finds_a_replaced_and_an_added_shard(shape_dir, shape_shards, tmp_path):
+def test_verify_finds_a_replaced_and_an_added_shard(shape_shards, tmp_path):
     folder = tmp_path / "own"
     shape_shards(folder, 200, per_shard=100)
     index(folder, "text_image", tmp_path / "idx")
