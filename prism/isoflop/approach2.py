@@ -12,16 +12,25 @@ the vertex is an extrapolation). D_opt on an accepted budget is read off the
 budget's own N -> D relation (a line in log-log fitted to its runs), so it is
 exact for C = 6ND and still right when frozen parts make FLOPs per token differ
 from 6N.
+
+A wide grid's IsoFLOP curve is not a parabola in log N (an under-trained tail at the
+largest sizes rises faster than the flat side), and a parabola through all of it
+misfits: its residuals are misfit, not noise, and the far tail moves its vertex. So
+each budget's parabola is tested for lack of fit against the noise the runs show
+locally (`reference_noise`: third differences of neighbouring sizes, which no smooth
+curve survives), and with `window="auto"` the minimum is fitted on the largest window
+of sizes around the lowest loss (at least WINDOW_MIN_SIZES) where that test no longer
+detects misfit. `window="full"` is the parabola through every size.
 """
 
 from __future__ import annotations
 
+import functools
 import math
 from dataclasses import dataclass
 
 import numpy as np
 
-from prism.ids import format_budget
 from prism.isoflop.records import CI_LEVEL, BudgetFit, PowerLaw
 
 MIN_POINTS = 3
@@ -30,6 +39,14 @@ ASSUMED_DOF = 1000
 
 # Reason codes of the batched acceptance test (index into REASON_TEXT).
 OK, TOO_FEW, NOT_CONVEX, OUTSIDE = 0, 1, 2, 3
+
+WINDOWS = ("auto", "full")
+# The fewest sizes a windowed minimum rests on: a parabola's 3 coefficients and 2 to check them.
+WINDOW_MIN_SIZES = 5
+# Lack of fit is detected when the parabola's extra residual over a quartic has p below this.
+LACK_OF_FIT_LEVEL = 0.01
+# A wider window is kept while its vertex stays within this many standard errors of every smaller one's.
+WINDOW_K = 2.0
 
 
 def parabola(coef, x):
@@ -94,40 +111,234 @@ def power_law_batch(log_c: np.ndarray, log_y: np.ndarray, mask: np.ndarray) -> t
     return icpt, slope
 
 
-def _reason(code: int, budget: float, xv: float, c2: float, x_lo: float, x_hi: float, n: int, distinct: int) -> str:
-    c = format_budget(budget)
+def _sizes(x: np.ndarray, y: np.ndarray):
+    """Distinct sizes (ascending log10 N), their mean loss, run counts, and each run's size index."""
+    ux, inv, counts = np.unique(np.round(x, 12), return_inverse=True, return_counts=True)
+    return ux, np.bincount(inv, weights=y) / counts, counts, inv
+
+
+def difference_noise(x: np.ndarray, y: np.ndarray) -> tuple[float, int]:
+    """(sum of squares, count) of one budget's model-free noise terms.
+
+    Replicates of a size give pure error; each 4 neighbouring sizes give a third divided
+    difference of their mean losses, scaled to the noise's variance. It vanishes on any
+    parabola and is tiny on any smooth curve sampled this densely, so misfit of a
+    parabola over the whole grid does not enter it.
+    """
+    ux, means, counts, inv = _sizes(x, y)
+    ss = float(((y - means[inv]) ** 2).sum())
+    n = len(y) - len(ux)
+    for i in range(len(ux) - 3):
+        xs = ux[i:i + 4]
+        w = np.array([1.0 / np.prod([xs[j] - xs[k] for k in range(4) if k != j]) for j in range(4)])
+        e = float(w @ means[i:i + 4]) / math.sqrt(float((w * w / counts[i:i + 4]).sum()))
+        ss += e * e
+        n += 1
+    return ss, n
+
+
+def reference_noise(params, loss, budget) -> tuple[float | None, int]:
+    """(sigma, degrees of freedom) the lack-of-fit test compares with: the median over budgets
+    of `difference_noise` (robust to one noisy budget); None where no budget has 4 sizes.
+
+    The degrees of freedom are half the terms': neighbouring differences share runs.
+    """
+    x_all, y_all = np.log10(np.asarray(params, float)), np.asarray(loss, float)
+    per = []
+    for c in np.unique(budget):
+        sel = budget == c
+        ss, n = difference_noise(x_all[sel], y_all[sel])
+        if n > 0:
+            per.append((math.sqrt(ss / n), n))
+    if not per:
+        return None, 0
+    scale = max(float(np.median(np.abs(y_all))), 1e-300)
+    # each budget's std over its median for Gaussian noise, so that the median is unbiased
+    sigma = float(np.median([s / _chi_median_factor(n) for s, n in per]))
+    return max(sigma, 1e-9 * scale), max(1, sum(n for _, n in per) // 2)
+
+
+@functools.lru_cache(maxsize=256)
+def _chi_median_factor(dof: int) -> float:
+    """median(s) / sigma for a residual std s with `dof` degrees of freedom (Gaussian noise)."""
+    from scipy import stats
+
+    return math.sqrt(stats.chi2.median(dof) / dof)
+
+
+def lack_of_fit_p(x: np.ndarray, y: np.ndarray, sigma: float | None, dof: int) -> float | None:
+    """p of the parabola's misfit: its residual sum of squares beyond a quartic's, over 2 sigma^2,
+    against F(2, dof). None with under WINDOW_MIN_SIZES sizes or no reference noise."""
+    from scipy import special
+
+    if sigma is None or dof < 1 or len(np.unique(np.round(x, 12))) < WINDOW_MIN_SIZES:
+        return None
+    xc = x - x.mean()
+    rss = []
+    for deg in (2, 4):
+        design = np.vander(xc, deg + 1)
+        coef = np.linalg.lstsq(design, y, rcond=None)[0]
+        rss.append(float(((y - design @ coef) ** 2).sum()))
+    f = max(rss[0] - rss[1], 0.0) / 2.0 / (sigma * sigma)
+    return float(special.fdtrc(2, dof, f))
+
+
+def runs_test(x: np.ndarray, resid: np.ndarray) -> tuple[str, float | None]:
+    """The residuals' signs ordered by N, and the p of so few runs of one sign (Wald-Wolfowitz,
+    normal approximation): long runs mean the curve bends away from the parabola."""
+    from scipy import special
+
+    signs = "".join("+" if r > 0 else "-" for r in resid[np.argsort(x, kind="stable")])
+    n_pos, n_neg = signs.count("+"), signs.count("-")
+    n = n_pos + n_neg
+    if n_pos == 0 or n_neg == 0 or n < 3:
+        return signs, None
+    runs = 1 + sum(a != b for a, b in zip(signs, signs[1:]))
+    mu = 2.0 * n_pos * n_neg / n + 1
+    var = (mu - 1) * (mu - 2) / (n - 1)
+    if var <= 0:
+        return signs, None
+    return signs, float(special.ndtr((runs - mu) / math.sqrt(var)))
+
+
+def _centred(ux: np.ndarray, j: int, k: int) -> tuple[float, float]:
+    i0 = min(max(j - (k - 1) // 2, 0), len(ux) - k)
+    return float(ux[i0]), float(ux[i0 + k - 1])
+
+
+def choose_window(x: np.ndarray, y: np.ndarray, sigma: float | None, dof: int,
+                  level: float = LACK_OF_FIT_LEVEL, p_full: float | None = None
+                  ) -> tuple[float, float, float | None, float | None]:
+    """(lo, hi) in log10 N of the window of sizes around the lowest-loss size the minimum is
+    fitted on, with the p of the parabola's lack of fit over the full grid and over the window.
+
+    The full grid when its parabola shows no lack of fit (or it cannot be tested). Otherwise
+    windows of WINDOW_MIN_SIZES sizes and more, centred on the lowest mean loss as far as the
+    grid's edges allow: the largest one whose parabola shows no lack of fit and whose vertex
+    stays within WINDOW_K standard errors of every smaller window's (the intervals intersect:
+    a vertex the tail moves leaves the smaller windows' intervals before the misfit shows in
+    the residuals).
+    """
+    ux, means, _, _ = _sizes(x, y)
+    m = len(ux)
+    if p_full is None:
+        p_full = lack_of_fit_p(x, y, sigma, dof)
+    if p_full is None or p_full >= level or m <= WINDOW_MIN_SIZES:
+        return float(ux[0]), float(ux[-1]), p_full, p_full
+    j = int(np.argmin(means))
+    best = None
+    lo_int, hi_int = -np.inf, np.inf
+    for k in range(WINDOW_MIN_SIZES, m + 1):
+        lo, hi = _centred(ux, j, k)
+        sel = (x >= lo - 1e-9) & (x <= hi + 1e-9)
+        coef, distinct = parabola_batch(x[sel], y[sel][None])
+        c0, c1, c2 = coef[0]
+        p = lack_of_fit_p(x[sel], y[sel], sigma, dof)
+        if not (c2 > 0):
+            if best is None:
+                best = (lo, hi, p)
+            break
+        xv = -c1 / (2 * c2)
+        se = sigma * math.sqrt(max(_vertex_var_unit(x[sel], coef[0]), 0.0))
+        lo_int, hi_int = max(lo_int, xv - WINDOW_K * se), min(hi_int, xv + WINDOW_K * se)
+        if lo_int > hi_int or (p is not None and p < level and best is not None):
+            break
+        best = (lo, hi, p)
+    lo, hi, p = best
+    return lo, hi, p_full, p
+
+
+def _reason(code: int, budget: float, xv: float, c2: float, x_lo: float, x_hi: float, n: int, distinct: int,
+            windowed: bool = False, p_full: float | None = None) -> str:
+    c = budget_text(budget)
     if code == OK:
         return "ok"
     if code == TOO_FEW:
         return f"{c}: {distinct} distinct N ({n} runs); a parabola needs at least {MIN_POINTS}"
+    where = f"the {distinct} sizes around the lowest loss" if windowed else "the sampled sizes"
     if code == NOT_CONVEX:
-        return f"{c}: curvature {c2:.3g} <= 0, the curve has no minimum; the grid is too narrow or noise dominates"
+        return (f"{c}: no minimum: curvature {c2:.3g} <= 0 over {where}; the grid is too narrow there or noise "
+                "dominates")
     side = "larger" if xv > x_hi else "smaller"
-    return (
-        f"{c}: parabola minimum at N={10**xv:.3g} is outside the sampled range "
-        f"[{10**x_lo:.3g}, {10**x_hi:.3g}] (loss still falls toward the edge); add {side} N"
-    )
+    text = (f"{c}: parabola minimum at N={10**xv:.3g} is outside the sampled range "
+            f"[{10**x_lo:.3g}, {10**x_hi:.3g}]")
+    if windowed:
+        return text + f" of {where} (the lowest loss is at the grid's edge: no minimum inside it); add {side} N"
+    if p_full is not None and p_full < LACK_OF_FIT_LEVEL:
+        return text + (f": a tail-driven vertex (the parabola misfits this grid, lack of fit p={p_full:.2g}; "
+                       "--window auto fits the sizes near the minimum)")
+    return text + f" (loss still falls toward the edge); add {side} N"
 
 
-def fit_budgets(params, tokens, loss, budget) -> list[BudgetFit]:
-    """The per-budget parabolas of the point fit, one BudgetFit per distinct budget (ascending)."""
+def budget_text(budget: float) -> str:
+    """A budget for people: three significant digits (`4.37e17`); run ids keep `format_budget`."""
+    mantissa, exponent = f"{float(budget):.2e}".split("e")
+    mantissa = mantissa.rstrip("0").rstrip(".")
+    return f"{mantissa}e{int(exponent)}"
+
+
+def _window_mask(x: np.ndarray, f: BudgetFit) -> np.ndarray:
+    if f.window_n_min is None or f.window_n_max is None:
+        return np.ones(len(x), bool)
+    return (x >= math.log10(f.window_n_min) - 1e-9) & (x <= math.log10(f.window_n_max) + 1e-9)
+
+
+def window_mask(params, budget, per_budget: list[BudgetFit]) -> np.ndarray:
+    """Which runs lie inside their budget's window (all of them with the full grid)."""
+    params, budget = np.asarray(params, float), np.asarray(budget, float)
+    keep = np.ones(len(params), bool)
+    for f in per_budget:
+        sel = budget == f.budget
+        keep[sel] = _window_mask(np.log10(params[sel]), f)
+    return keep
+
+
+def fit_budgets(params, tokens, loss, budget, window="full", level: float = LACK_OF_FIT_LEVEL,
+                reference: tuple[float | None, int] | None = None) -> list[BudgetFit]:
+    """The per-budget parabolas of the point fit, one BudgetFit per distinct budget (ascending).
+
+    `window`: "full" (every size), "auto" (`choose_window`), or {budget: (lo, hi) log10 N}
+    to refit on windows already chosen (Approach 2 on another surface at the same sizes).
+    `reference` is the (sigma, dof) of the lack-of-fit test (default `reference_noise`).
+    """
     params, tokens, loss, budget = (np.asarray(v, dtype=float) for v in (params, tokens, loss, budget))
+    sigma_ref, dof_ref = reference if reference is not None else reference_noise(params, loss, budget)
     fits = []
     for c in np.unique(budget):
         sel = budget == c
-        x, y, logd = np.log10(params[sel]), loss[sel], np.log10(tokens[sel])
+        x_all, y_all, logd = np.log10(params[sel]), loss[sel], np.log10(tokens[sel])
+        full, full_rss = _full_grid(x_all, y_all, sigma_ref, dof_ref)
+        if isinstance(window, dict) and float(c) in window:
+            w_lo, w_hi = window[float(c)]
+            p_win = None
+        elif window == "auto":
+            w_lo, w_hi, _, p_win = choose_window(x_all, y_all, sigma_ref, dof_ref, level, full["lack_of_fit_p"])
+        else:
+            w_lo, w_hi, p_win = float(x_all.min()), float(x_all.max()), full["lack_of_fit_p"]
+        in_win = (x_all >= w_lo - 1e-9) & (x_all <= w_hi + 1e-9)
+        x, y = x_all[in_win], y_all[in_win]
+        windowed = bool(in_win.sum() < len(x_all))
         lo, hi = float(x.min()), float(x.max())
         coef, distinct = parabola_batch(x, y[None])
         xv, lv, code = vertex_and_verdict(coef, distinct, np.array([lo]), np.array([hi]))
         coef, xv, lv, code, distinct = coef[0], float(xv[0]), float(lv[0]), int(code[0]), int(distinct[0])
+        x_lo_all, x_hi_all = float(x_all.min()), float(x_all.max())
         common = dict(
             budget=float(c),
             n_points=int(sel.sum()),
-            n_min=float(10**lo),
-            n_max=float(10**hi),
-            n_spread_decades=hi - lo,
+            n_min=float(10**x_lo_all),
+            n_max=float(10**x_hi_all),
+            n_spread_decades=x_hi_all - x_lo_all,
             accepted=code == OK,
-            reason=_reason(code, c, xv, coef[2], lo, hi, int(sel.sum()), distinct),
+            reason=_reason(code, c, xv, coef[2], lo, hi, int(in_win.sum()), distinct, windowed,
+                           full["lack_of_fit_p"]),
+            n_window=int(in_win.sum()),
+            n_sizes=len(np.unique(np.round(x_all, 12))),
+            window_sizes=distinct,
+            window_n_min=float(10**lo),
+            window_n_max=float(10**hi),
+            window_lack_of_fit_p=p_win,
+            **full,
         )
         if code == TOO_FEW:
             fits.append(BudgetFit(**common))
@@ -136,12 +347,28 @@ def fit_budgets(params, tokens, loss, budget) -> list[BudgetFit]:
         rss = float(((y - fitted) ** 2).sum())
         grid = np.linspace(lo, hi, 64)
         curve = parabola(coef, grid)
-        extra = dict(coef=tuple(float(v) for v in coef), residual_ss=rss, signal=float(curve.max() - curve.min()))
+        extra = dict(coef=tuple(float(v) for v in coef), residual_ss=full_rss, window_residual_ss=rss,
+                     signal=float(curve.max() - curve.min()))
         if code == OK:
-            extra.update(n_opt=float(10**xv), d_opt=float(10 ** _d_at(x, logd, xv)), loss_min=lv,
-                         vertex_var_unit=_vertex_var_unit(x, coef), d_slope=_d_slope(x, logd))
+            extra.update(n_opt=float(10**xv), d_opt=float(10 ** _d_at(x_all, logd, xv)), loss_min=lv,
+                         vertex_var_unit=_vertex_var_unit(x, coef), d_slope=_d_slope(x_all, logd))
         fits.append(BudgetFit(**common, **extra))
     return fits
+
+
+def _full_grid(x: np.ndarray, y: np.ndarray, sigma_ref: float | None, dof_ref: int) -> dict:
+    """What the parabola through every size of a budget says: for the report's comparison."""
+    coef, distinct = parabola_batch(x, y[None])
+    out = dict(full_coef=None, full_n_opt=None, lack_of_fit_p=None, residual_signs=None, runs_p=None)
+    if distinct[0] < MIN_POINTS:
+        return out, 0.0
+    xv, _, code = vertex_and_verdict(coef, distinct, np.array([x.min()]), np.array([x.max()]))
+    resid = y - parabola(coef[0], x)
+    signs, runs_p = runs_test(x, resid)
+    out.update(full_coef=tuple(float(v) for v in coef[0]),
+               full_n_opt=float(10 ** xv[0]) if code[0] == OK else None,
+               lack_of_fit_p=lack_of_fit_p(x, y, sigma_ref, dof_ref), residual_signs=signs, runs_p=runs_p)
+    return out, float((resid**2).sum())
 
 
 def _vertex_var_unit(x: np.ndarray, coef) -> float:
@@ -175,24 +402,32 @@ class Approach2Result:
     # The replicates of the within-budget bootstrap (None without one): a, b, log10 k, log10 k_d,
     # and the per-budget log10 N_opt, log10 D_opt (n_boot x accepted budgets; NaN where rejected).
     boot: dict | None = None
+    window: str = "full"
+    # (sigma, dof) of `reference_noise`: what the lack-of-fit tests compared with
+    reference: tuple[float | None, int] = (None, 0)
 
     @property
     def accepted(self) -> list[BudgetFit]:
         return [f for f in self.per_budget if f.accepted]
 
 
-def fit_approach2(params, tokens, loss, budget, n_boot: int = 0, seed: int = 0, level: float = CI_LEVEL) -> Approach2Result:
-    """Point fit, then (n_boot > 0) the stratified bootstrap: runs resampled within each accepted budget.
+def fit_approach2(params, tokens, loss, budget, n_boot: int = 0, seed: int = 0, level: float = CI_LEVEL,
+                  window="full", reference: tuple[float | None, int] | None = None) -> Approach2Result:
+    """Point fit, then (n_boot > 0) the stratified bootstrap: runs resampled within each accepted
+    budget's window.
 
     The PowerLaw intervals here are the bootstrap's alone (noise within budgets);
-    `summarize` combines them with the regression over the minima.
+    `summarize` combines them with the regression over the minima. `window` as `fit_budgets`.
     """
     params, tokens, loss, budget = (np.asarray(v, dtype=float) for v in (params, tokens, loss, budget))
-    per_budget = fit_budgets(params, tokens, loss, budget)
+    if reference is None:
+        reference = reference_noise(params, loss, budget)
+    per_budget = fit_budgets(params, tokens, loss, budget, window, reference=reference)
+    mode = window if isinstance(window, str) else "given"
     acc = [f for f in per_budget if f.accepted]
     if len(acc) < 2:
         why = f"{len(acc)} accepted budget(s); a power law in C needs at least 2"
-        return Approach2Result(per_budget, None, None, n_boot, 0, why)
+        return Approach2Result(per_budget, None, None, n_boot, 0, why, window=mode, reference=reference)
     log_c = np.log10([f.budget for f in acc])
     logk_n, a = power_law_batch(log_c, np.log10([[f.n_opt for f in acc]]), np.ones((1, len(acc)), bool))
     logk_d, b = power_law_batch(log_c, np.log10([[f.d_opt for f in acc]]), np.ones((1, len(acc)), bool))
@@ -212,7 +447,7 @@ def fit_approach2(params, tokens, loss, budget, n_boot: int = 0, seed: int = 0, 
     budgets = [f.budget for f in acc]
     n_law = _law(logk_n[0], a[0], a_ci, budgets, n_band)
     d_law = _law(logk_d[0], b[0], b_ci, budgets, d_band)
-    return Approach2Result(per_budget, n_law, d_law, n_boot, n_used, "ok", boot)
+    return Approach2Result(per_budget, n_law, d_law, n_boot, n_used, "ok", boot, window=mode, reference=reference)
 
 
 @dataclass(frozen=True)
@@ -378,6 +613,8 @@ def _bootstrap(params, tokens, loss, budget, accepted: list[BudgetFit], n_boot: 
     for f in accepted:
         sel = budget == f.budget
         x, y, logd = np.log10(params[sel]), loss[sel], np.log10(tokens[sel])
+        win = _window_mask(x, f)
+        x, y = x[win], y[win]
         idx = rng.integers(0, len(x), size=(n_boot, len(x)))
         xb, yb = x[idx], y[idx]
         coef, distinct = parabola_batch(xb, yb)
@@ -385,7 +622,8 @@ def _bootstrap(params, tokens, loss, budget, accepted: list[BudgetFit], n_boot: 
         ok = code == OK
         xv_all.append(np.where(ok, xv, np.nan))
         ok_all.append(ok)
-        xd_all.append(np.where(ok, _d_at(x, logd, np.where(ok, xv, x.mean())), np.nan))
+        x_all = np.log10(params[sel])
+        xd_all.append(np.where(ok, _d_at(x_all, logd, np.where(ok, xv, x.mean())), np.nan))
     log_c = np.log10([f.budget for f in accepted])
     xv, ok, xd = np.stack(xv_all, 1), np.stack(ok_all, 1), np.stack(xd_all, 1)
     logk_n, a = power_law_batch(log_c, xv, ok)

@@ -39,6 +39,7 @@ import math
 import numpy as np
 
 from prism.ids import format_budget
+from prism.isoflop.approach2 import budget_text as _bt
 from prism.isoflop.records import BudgetFit
 
 REL_NOISE = 0.01
@@ -57,26 +58,57 @@ OFFSET_K = 3.0
 
 
 def budget_noise(f: BudgetFit) -> tuple[float | None, int]:
-    """(residual std, degrees of freedom) of one budget's parabola; None without residual dof."""
+    """(residual std, degrees of freedom) of the parabola through every run of one budget: misfit
+    included where the curve is no parabola; None without residual dof."""
     dof = f.n_points - 3
     if f.coef is None or dof < 1:
         return None, max(dof, 0)
     return math.sqrt(f.residual_ss / dof), dof
 
 
+def window_noise(f: BudgetFit) -> tuple[float | None, int]:
+    """(residual std, degrees of freedom) of the budget's parabola over the window of sizes it was
+    fitted on (every size unless a window was chosen; a fit JSON without windows: `budget_noise`)."""
+    if f.window_residual_ss is None or f.n_window is None:
+        return budget_noise(f)
+    dof = f.n_window - 3
+    if f.coef is None or dof < 1:
+        return None, max(dof, 0)
+    return math.sqrt(f.window_residual_ss / dof), dof
+
+
 def _chi_median_factor(dof: int) -> float:
     """median(s) / sigma for a residual std s with `dof` degrees of freedom (Gaussian noise)."""
-    from scipy import stats
+    from prism.isoflop.approach2 import _chi_median_factor as factor
 
-    return math.sqrt(stats.chi2.median(dof) / dof)
+    return factor(dof)
+
+
+def misfits(f: BudgetFit) -> bool:
+    """Whether lack of fit is still detected where this budget's parabola was fitted."""
+    from prism.isoflop.approach2 import LACK_OF_FIT_LEVEL
+
+    return f.window_lack_of_fit_p is not None and f.window_lack_of_fit_p < LACK_OF_FIT_LEVEL
 
 
 def noise_estimate(per_budget: list[BudgetFit], loss: np.ndarray | None = None,
-                   loss_se: np.ndarray | None = None) -> tuple[float, int, str]:
-    """(sigma, residual degrees of freedom, source) as the module docstring says."""
-    per = [(f, *budget_noise(f)) for f in per_budget]
+                   loss_se: np.ndarray | None = None, reference: tuple[float | None, int] | None = None,
+                   skip_misfit: bool = True) -> tuple[float, int, str]:
+    """(sigma, residual degrees of freedom, source) as the module docstring says.
+
+    Budgets whose parabola still misfits where it was fitted are left out (`skip_misfit`):
+    their residuals measure the misfit, not the noise. Where no budget is left, the
+    model-free `reference` noise (`approach2.reference_noise`) stands in.
+    """
+    per = [(f, *window_noise(f)) for f in per_budget]
     usable = [(f, s, dof) for f, s, dof in per if s is not None]
+    left_out = [f for f, _, _ in usable if skip_misfit and misfits(f)]
+    usable = [(f, s, d) for f, s, d in usable if not (skip_misfit and misfits(f))]
     dof = sum(d for _, _, d in usable)
+    skipped = ""
+    if left_out:
+        skipped = (f"; {len(left_out)} budget(s) left out whose parabola misfits even the sizes nearest the "
+                   f"minimum ({_few([_bt(f.budget) for f in left_out])})")
     se = None
     if loss_se is not None:
         v = np.asarray([x for x in loss_se if x is not None and np.isfinite(x) and x > 0], float)
@@ -84,12 +116,21 @@ def noise_estimate(per_budget: list[BudgetFit], loss: np.ndarray | None = None,
     if dof >= MIN_NOISE_DOF:
         scaled = [s / _chi_median_factor(d) for _, s, d in usable]
         sigma = float(np.median(scaled))
-        source = (f"median over {len(usable)} budget(s) of each parabola's residual std "
-                  f"({dof} residual degrees of freedom)")
+        windowed = sum(f.windowed for f, _, _ in usable)
+        where = (f", {windowed} of them over the window of sizes where the parabola fits" if windowed else "")
+        source = (f"median over {len(usable)} budget(s) of each parabola's residual std{where} "
+                  f"({dof} residual degrees of freedom){skipped}")
+        if reference is not None and reference[0] is not None and reference[0] < 0.2 * sigma:
+            source += (f"; third differences of neighbouring sizes give {reference[0]:.2g}: these residuals are "
+                       "the parabola's misfit, the runs have next to no noise")
         if se is not None:
             source += (f"; the runs' median loss_se {se:.3g} is no floor: they share their held-out samples, "
                        "so that error is common to a budget's runs")
         return sigma, dof, source
+    if reference is not None and reference[0] is not None and left_out:
+        return reference[0], reference[1], (
+            f"third differences of neighbouring sizes' losses ({reference[1]} degrees of freedom): every "
+            f"parabola misfits{skipped}")
     if se is not None:
         return se, dof, f"the runs' median loss_se ({dof} residual degrees of freedom < {MIN_NOISE_DOF})"
     scale = float(np.median(loss)) if loss is not None and len(loss) else 1.0
@@ -148,9 +189,28 @@ def find_outliers(params, loss, budget, sigma: float, k: float = OUTLIER_K) -> l
                 found = trial
         for j, resid, t, scale in sorted(found, key=lambda f: -f[2]):
             out.append((int(idx[j]), (
-                f"outlier at {format_budget(c)}: its loss is {resid:+.3g} from the parabola of the other runs, "
+                f"outlier at {_bt(c)}: its loss is {resid:+.3g} from the parabola of the other runs, "
                 f"{t:.1f}x the noise {scale:.3g} (> {k:g}x)")))
     return out
+
+
+def drop_tails(outliers: list[tuple[int, str]], params, budget, per_budget: list[BudgetFit]):
+    """The outliers less those that form, with each other, a block of sizes from the grid's edge
+    lying outside their budget's window: a tail the window already leaves out."""
+    params, budget = np.asarray(params, float), np.asarray(budget, float)
+    flagged = {i for i, _ in outliers}
+    tail: set[int] = set()
+    for f in per_budget:
+        if not f.windowed:
+            continue
+        idx = np.flatnonzero(budget == f.budget)
+        order = idx[np.argsort(params[idx], kind="stable")]
+        for side in (order, order[::-1]):
+            for i in side:
+                if i not in flagged or _in_window(params[i], f):
+                    break
+                tail.add(int(i))
+    return [(i, why) for i, why in outliers if i not in tail]
 
 
 def size_offsets(params, loss, budget, per_budget: list[BudgetFit], sigma: float, run_ids=None):
@@ -172,6 +232,8 @@ def size_offsets(params, loss, budget, per_budget: list[BudgetFit], sigma: float
         if not f.accepted or f.coef is None:
             continue
         for i in np.flatnonzero(budget == f.budget):
+            if not _in_window(params[i], f):
+                continue  # the parabola does not describe the sizes outside its window
             fitted = parabola(f.coef, math.log10(params[i]))
             resid.setdefault(float(params[i]), {})[f.budget] = float(loss[i] - fitted)
     out = []
@@ -186,6 +248,12 @@ def size_offsets(params, loss, budget, per_budget: list[BudgetFit], sigma: float
     return out
 
 
+def _in_window(n: float, f: BudgetFit) -> bool:
+    if f.window_n_min is None or f.window_n_max is None:
+        return True
+    return f.window_n_min * (1 - 1e-9) <= n <= f.window_n_max * (1 + 1e-9)
+
+
 def _size_label(n: float, run_ids: list) -> str:
     """The model's name when its run ids share one before the budget (`45k-BASE-e2e`), else N."""
     stems = {r.rsplit("-C", 1)[0] for r in run_ids if isinstance(r, str) and "-C" in r}
@@ -193,28 +261,37 @@ def _size_label(n: float, run_ids: list) -> str:
 
 
 def budget_table(per_budget: list[BudgetFit], sigma: float):
-    """Per budget: N spread, signal and its ratio to the noise, the parabola's own noise."""
+    """Per budget: N spread, signal and its ratio to the noise, the parabola's own noise where it
+    was fitted and over the full grid, and whether lack of fit was detected."""
     from prism.isoflop.result import BudgetDiagnostics
 
     rows = []
     for f in per_budget:
         snr = None if f.signal is None else f.signal / max(sigma, 1e-12)
-        s, dof = budget_noise(f)
-        rows.append(BudgetDiagnostics(f.budget, f.n_points, f.n_spread_decades, f.signal, snr, f.accepted, s, dof))
+        s, dof = window_noise(f)
+        full, _ = budget_noise(f)
+        rows.append(BudgetDiagnostics(f.budget, f.n_points, f.n_spread_decades, f.signal, snr, f.accepted, s, dof,
+                                      full_grid_noise=full, lack_of_fit_p=f.lack_of_fit_p,
+                                      window_lack_of_fit_p=f.window_lack_of_fit_p, misfit=misfits(f)))
     return rows
 
 
 def informative(per_budget: list[BudgetFit], sigma: float) -> tuple[list[str], list[str]]:
     """(informative budgets, problems with the others) in words."""
-    narrow, rejected, weak, good = [], [], [], []
+    narrow, rejected, weak, weak_window, good = [], [], [], [], []
     for f in per_budget:
-        c = format_budget(f.budget)
+        c = _bt(f.budget)
         if f.n_spread_decades < MIN_SPREAD_DECADES:
             narrow.append(f"{f.n_spread_decades:.2f} decades at {c}")
         elif not f.accepted:
             rejected.append(f.reason)
         elif f.signal / max(sigma, 1e-12) < MIN_SNR:
-            weak.append(f"{f.signal:.3g} ({f.signal / max(sigma, 1e-12):.1f}x) at {c}")
+            # the budget's own curve over the sizes its minimum rests on is flat against the noise
+            text = f"{f.signal:.3g} ({f.signal / max(sigma, 1e-12):.1f}x) at {c}"
+            if f.windowed:
+                weak_window.append(f"{text} over {f.window_sizes} of its {f.n_sizes} sizes")
+            else:
+                weak.append(text)
         else:
             good.append(c)
     problems = []
@@ -230,6 +307,12 @@ def informative(per_budget: list[BudgetFit], sigma: float) -> tuple[list[str], l
             f"loss differences between sizes span {_few(weak)}, under {MIN_SNR:g}x the noise {sigma:.3g}: "
             "widen the N range"
         )
+    if weak_window:
+        problems.append(
+            f"loss differences between the sizes a parabola fits span {_few(weak_window, 4, '; ')}, under "
+            f"{MIN_SNR:g}x the noise {sigma:.3g} (beyond them the curve is no parabola): add sizes between "
+            "them, near the minimum, rather than a wider range"
+        )
     return good, problems
 
 
@@ -241,18 +324,24 @@ def verdict(
     a3,
     a2_interval_source: str = "",
     n_runs: int = 0,
+    agreement: dict | None = None,
+    vanished: list[str] | None = None,
 ):
     """The Verdict: identifiable, the reasons (failures when false, the evidence when true).
 
     `method` says which approaches were fitted and so which intervals decide: Approach 2's
-    (`a2_interval`), Approach 3's bootstrap (`a3.a_ci`), or with both the envelope of the two.
+    (`a2_interval`), Approach 3's bootstrap (`a3.a_ci`), or with both, the narrower of the two
+    when they agree within Approach 2's expected method bias (`agreement`, see `combine`),
+    else the envelope of the two, with the disagreement among the reasons. `vanished` names
+    budgets every run of which was excluded before the fit.
     """
     from prism.isoflop.result import Verdict
 
     good, problems = informative(per_budget, sigma)
+    problems = list(vanished or []) + problems
     uses2, uses3 = method in ("approach2", "both"), method in ("approach3", "both")
     failures, evidence = [], []
-    intervals, sources = [], []
+    intervals, sources, names = [], [], []
     if uses2:
         if len(good) < MIN_BUDGETS:
             failures.append(
@@ -267,6 +356,7 @@ def verdict(
         else:
             intervals.append(a2_interval)
             sources.append(f"Approach 2: {a2_interval_source}")
+            names.append("approach2")
     if uses3:
         if a3 is None or not a3.fitted:
             failures.append(f"Approach 3 not fitted: {a3.reason if a3 is not None else 'not requested'}")
@@ -284,12 +374,26 @@ def verdict(
             else:
                 intervals.append(a3.a_ci)
                 sources.append(f"Approach 3: bootstrap over runs ({a3.n_boot_used} resamples)")
+                names.append("approach3")
     interval = None
+    rests_on = None
     if intervals:
         interval = (min(iv[0] for iv in intervals), max(iv[1] for iv in intervals))
+        rests_on = names[0] if len(intervals) == 1 else "envelope"
     source = None
     if sources:
         source = sources[0] if len(sources) == 1 else "envelope of " + "; and ".join(sources)
+    if len(intervals) == 2 and agreement is not None:
+        combined = combine(intervals[0], intervals[1], agreement)
+        if combined["agree"]:
+            interval, rests_on = combined["interval"], combined["rests_on"]
+            other = sources[1] if rests_on == "approach2" else sources[0]
+            own = sources[0] if rests_on == "approach2" else sources[1]
+            source = (f"{own} (the narrower; {other} agrees with it within Approach 2's expected method bias: "
+                      f"{combined['text']})")
+        else:
+            problems.append(f"Approach 2 and Approach 3 disagree beyond Approach 2's expected method bias "
+                            f"({combined['text']}): the interval spans both")
     if interval is not None:
         width = interval[1] - interval[0]
         if not math.isfinite(width) or width > MAX_CI_WIDTH:
@@ -298,7 +402,52 @@ def verdict(
             evidence.append(f"interval of a is {width:.3f} wide (<= {MAX_CI_WIDTH})")
     ok = not failures
     reasons = (evidence if ok else failures) + problems
-    return Verdict(ok, reasons, interval, source, method)
+    return Verdict(ok, reasons, interval, source, method, rests_on)
+
+
+def combine(a2_ci: tuple[float, float], a3_ci: tuple[float, float], agreement: dict) -> dict:
+    """Whether the approaches agree once Approach 2's expected method bias is allowed for, and the
+    interval of the more precise one when they do.
+
+    They agree when a2 - a3 differs from the bias Approach 2 shows on Approach 3's own
+    noise-free surface (`approach_agreement`) by at most the two intervals' half-widths
+    combined (root sum of squares). Approach 2's interval, when it is the narrower, is
+    stretched to hold its bias-corrected self too (a2 - bias), so the bias is never hidden.
+    """
+    diff, bias = agreement.get("difference"), agreement.get("approach2_bias_expected")
+    if diff is None:
+        return {"agree": False, "text": "no difference measured", "interval": None, "rests_on": None}
+    bias = 0.0 if bias is None or not math.isfinite(bias) else float(bias)
+    hw2, hw3 = (a2_ci[1] - a2_ci[0]) / 2, (a3_ci[1] - a3_ci[0]) / 2
+    allowed = math.hypot(hw2, hw3)
+    unexplained = abs(diff - bias)
+    text = (f"difference {diff:+.3f}, expected bias {bias:+.3f}, the rest {unexplained:.3f} against "
+            f"{allowed:.3f} from the two intervals")
+    agree = unexplained <= allowed
+    if hw2 <= hw3:
+        interval, rests_on = (a2_ci[0] - max(bias, 0.0), a2_ci[1] - min(bias, 0.0)), "approach2"
+    else:
+        interval, rests_on = tuple(a3_ci), "approach3"
+    return {"agree": agree, "text": text, "interval": interval, "rests_on": rests_on}
+
+
+def vanished_budgets(budgets_in, kept_budgets, exclusions) -> list[str]:
+    """One reason per budget whose every run was excluded before the fit (a wrong budget label,
+    failed runs), with what excluded them: such a budget is otherwise silently absent."""
+    kept = {float(b) for b in kept_budgets}
+    out = []
+    for c in sorted({float(b) for b in budgets_in if b is not None} - kept):
+        gone = [e for e in exclusions if e.budget is not None and float(e.budget) == c]
+        out.append(f"budget {_bt(c)} vanished: all {len(gone)} of its runs were excluded ({exclusion_groups(gone)})")
+    return out
+
+
+def exclusion_groups(exclusions) -> str:
+    """The exclusions grouped by kind, each with a count and one run's reason: for one line."""
+    groups: dict[str, list] = {}
+    for e in exclusions:
+        groups.setdefault(e.kind, []).append(e)
+    return "; ".join(f"{len(g)} by {kind}, e.g. {g[0].run_id}: {g[0].reason}" for kind, g in groups.items())
 
 
 def _few(items: list[str], n: int = 6, sep: str = ", ") -> str:
@@ -334,7 +483,8 @@ def approach_agreement(a2: float | None, a3: float | None, a2_on_a3_surface: flo
             f"Approach 2 differs from Approach 3 by {a2 - a3:+.4f}; on Approach 3's own noise-free "
             f"surface sampled at these runs Approach 2 would be off by {bias:+.4f} (its method bias: "
             "the parabola in log N is not the true isoFLOP curve when alpha != beta or the grid is "
-            f"wide/off-centre); the unexplained rest is {explained:.4f}. Prefer Approach 3 when it converged."
+            f"wide/off-centre); the unexplained rest is {explained:.4f}. The verdict rests on the more precise "
+            "approach when that rest is within the two intervals, else on the span of both."
         )
     else:
         out["note"] = f"Approach 2 differs from Approach 3 by {a2 - a3:+.4f}"

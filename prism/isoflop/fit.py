@@ -44,6 +44,10 @@ class FitOptions:
     budget_tolerance: float = field(default=checks.DEFAULT_BUDGET_TOLERANCE, metadata={
         "help": "exclude runs whose FLOPs (or 6ND without a flops column) differ from their budget by more "
                 "than this fraction"})
+    window: str = field(default="auto", metadata={
+        "help": "sizes each budget's Approach 2 minimum is fitted on: auto (the largest window around the "
+                "lowest loss, at least 5 sizes, where the parabola shows no lack of fit) or full (every size)",
+        "choices": approach2.WINDOWS})
     outlier_threshold: float = field(default=diagnostics.OUTLIER_K, metadata={
         "help": "exclude a run whose leave-one-out residual from its budget's parabola exceeds this many "
                 "times the robust noise (0 = keep every run)"})
@@ -57,6 +61,8 @@ class FitOptions:
             raise PrismError(f"--huber-delta must be a positive number, got {self.huber_delta}")
         if not self.budget_tolerance > 0:
             raise PrismError(f"--budget-tolerance must be > 0, got {self.budget_tolerance}")
+        if self.window not in approach2.WINDOWS:
+            raise PrismError(f"unknown window {self.window!r}; valid: {', '.join(approach2.WINDOWS)}")
         if self.outlier_threshold < 0:
             raise PrismError(f"--outlier-threshold must be >= 0, got {self.outlier_threshold}")
 
@@ -138,15 +144,21 @@ def fit_records(
     # What training flagged (a loss spike, ...) is worth seeing before trusting the point.
     warnings += [f"run {r.run_id}: {r.warnings}" for r in kept if r.warnings]
     if not kept:
-        raise PrismError(f"nothing to fit: every one of {len(records)} runs was excluded")
+        raise PrismError(f"nothing to fit: every one of {len(records)} runs was excluded: "
+                         f"{diagnostics.exclusion_groups(exclusions)}")
     n, d, loss, budget = _arrays(kept)
     loss_se = np.array([np.nan if r.loss_se is None else r.loss_se for r in kept])
     has_se = bool(np.isfinite(loss_se).any())
     # Outliers against the robust noise of all runs, then the noise again without them.
-    sigma0, _, _ = diagnostics.noise_estimate(approach2.fit_budgets(n, d, loss, budget), loss,
-                                              loss_se if has_se else None)
+    sigma0, _, _ = diagnostics.noise_estimate(approach2.fit_budgets(n, d, loss, budget, reference=(None, 0)), loss,
+                                              loss_se if has_se else None, skip_misfit=False)
     if options.outlier_threshold > 0:
         outliers = diagnostics.find_outliers(n, loss, budget, sigma0, options.outlier_threshold)
+        if outliers and options.window == "auto":
+            # Runs at a grid's edge beyond the window its minimum rests on are the curve's tail
+            # (no parabola describes it, and the window leaves it out), not outliers of one.
+            pre = approach2.fit_budgets(n, d, loss, budget, window="auto")
+            outliers = diagnostics.drop_tails(outliers, n, budget, pre)
         if outliers:
             drop = {i for i, _ in outliers}
             exclusions += [checks.exclusion(kept[i], why, "outlier") for i, why in outliers]
@@ -155,8 +167,10 @@ def fit_records(
             n, d, loss, budget = _arrays(kept)
             loss_se = loss_se[[i for i in range(len(loss_se)) if i not in drop]]
     uses2, uses3 = options.method in ("approach2", "both"), options.method in ("approach3", "both")
-    a2 = approach2.fit_approach2(n, d, loss, budget, n_boot=options.bootstrap if uses2 else 0, seed=options.seed)
-    sigma, dof, source = diagnostics.noise_estimate(a2.per_budget, loss, loss_se if has_se else None)
+    a2 = approach2.fit_approach2(n, d, loss, budget, n_boot=options.bootstrap if uses2 else 0, seed=options.seed,
+                                 window=options.window)
+    sigma, dof, source = diagnostics.noise_estimate(a2.per_budget, loss, loss_se if has_se else None,
+                                                    reference=a2.reference)
     a3, a3_fit = (_fit_approach3(n, d, loss, options) if uses3 else (None, None))
     a2_summary = None
     if uses2:
@@ -169,14 +183,21 @@ def fit_records(
     if a3_fit is not None and a3 is not None and a3.a is not None:
         try:
             with np.errstate(all="ignore"):
-                clean = approach2.fit_approach2(n, d, a3_fit.surface.loss(n, d), budget)
+                # at the sizes the point fit used: the bias of this very fit, windows included
+                windows = {f.budget: (math.log10(f.window_n_min), math.log10(f.window_n_max))
+                           for f in a2.per_budget if f.window_n_min is not None}
+                clean = approach2.fit_approach2(n, d, a3_fit.surface.loss(n, d), budget, window=windows)
             a2_on_a3 = clean.n_law.exponent if clean.n_law else None
         except (ArithmeticError, ValueError, np.linalg.LinAlgError):
             a2_on_a3 = None
+    agreement = diagnostics.approach_agreement(
+        a2.n_law.exponent if (uses2 and a2.n_law) else None, a3.a if a3 is not None else None, a2_on_a3)
+    budgets_in = [r.budget for r in records] + [e.budget for e in excluded]
     verdict = diagnostics.verdict(
         options.method, a2.per_budget, sigma,
         a2_summary.a_ci if a2_summary else None, a3,
         a2_summary.interval_method if a2_summary else "", n_runs=len(kept),
+        agreement=agreement, vanished=diagnostics.vanished_budgets(budgets_in, budget, exclusions),
     )
     if any(e.kind == "outlier" for e in exclusions):
         verdict.reasons.append(f"{sum(e.kind == 'outlier' for e in exclusions)} outlier run(s) excluded "
@@ -188,8 +209,7 @@ def fit_records(
         budgets_used=[f.budget for f in used],
         budgets_dropped=[{"budget": f.budget, "reason": f.reason} for f in a2.per_budget if not f.accepted],
         points_used=len(kept),
-        approach_agreement=diagnostics.approach_agreement(
-            a2.n_law.exponent if (uses2 and a2.n_law) else None, a3.a if a3 is not None else None, a2_on_a3),
+        approach_agreement=agreement,
         thresholds={
             "min_spread_decades": diagnostics.MIN_SPREAD_DECADES,
             "min_snr": diagnostics.MIN_SNR,

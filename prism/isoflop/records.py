@@ -100,6 +100,8 @@ class BudgetFit:
     n_opt: float | None = None
     d_opt: float | None = None
     loss_min: float | None = None
+    # Residual sum of squares of the parabola through every run of the budget (the full grid, misfit
+    # included); `window_residual_ss` is that of `coef` over the runs of its window.
     residual_ss: float = 0.0
     # max - min of the fitted parabola over the sampled N: the signal a size change makes.
     signal: float | None = None
@@ -107,10 +109,32 @@ class BudgetFit:
     # coefficients), and d log10 D / d log10 N of the budget's runs: the minimum's own uncertainty.
     vertex_var_unit: float | None = None
     d_slope: float | None = None
+    # The window of sizes the parabola above was fitted on (every size unless a window was chosen):
+    # runs and distinct sizes in it, its N range, and the p of the parabola's lack of fit there.
+    n_window: int | None = None
+    n_sizes: int | None = None
+    window_sizes: int | None = None
+    window_n_min: float | None = None
+    window_n_max: float | None = None
+    window_lack_of_fit_p: float | None = None
+    window_residual_ss: float | None = None
+    # The parabola through every size, for comparison: coefficients, vertex (None unless inside the
+    # grid and convex), lack-of-fit p, residual signs ordered by N and the runs test's p of so few
+    # sign changes.
+    full_coef: tuple[float, float, float] | None = None
+    full_n_opt: float | None = None
+    lack_of_fit_p: float | None = None
+    residual_signs: str | None = None
+    runs_p: float | None = None
+
+    @property
+    def windowed(self) -> bool:
+        return self.n_window is not None and self.n_window < self.n_points
 
     def to_json(self) -> dict:
         out = asdict(self)
         out["coef"] = list(self.coef) if self.coef is not None else None
+        out["full_coef"] = list(self.full_coef) if self.full_coef is not None else None
         return out
 
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from prism.ids import format_budget
+from prism.isoflop.approach2 import budget_text
 from prism.isoflop import diagnostics
 from prism.isoflop.result import FitResult
 
@@ -16,7 +16,16 @@ def _ci(ci, fmt: str = ".3f") -> str:
 
 
 def _budget(v) -> str:
-    return "-" if v is None else format_budget(v)
+    return "-" if v is None else budget_text(v)
+
+
+def _noise(diag) -> str:
+    """The noise, or that there is none to measure: residuals at rounding level are no noise."""
+    if diag.noise is None:
+        return "-"
+    if diag.noise < 1e-6:
+        return f"{diag.noise:.1e}: none to measure (the losses lie on smooth curves)"
+    return f"{diag.noise:.3g}"
 
 
 def fit_markdown(result: FitResult | dict) -> str:
@@ -41,13 +50,15 @@ def fit_markdown(result: FitResult | dict) -> str:
     lines.append("")
     if v.interval is not None:
         lines += [f"The verdict's {level}% interval of a: {_ci(v.interval)}, from {v.interval_source}.", ""]
+    objective = ""
+    if r.method in ("approach3", "both"):
+        objective = (f"Objective of Approach 3: Huber on log L with delta {r.huber_delta:g} "
+                     f"({'least squares in effect' if r.huber_delta >= 1 else 'robust to outlying runs'}). ")
     lines += [
-        f"Noise: {diag.noise:.3g} ({diag.noise_source})"
+        f"Noise: {_noise(diag)} ({diag.noise_source})"
         + (f"; the runs' median loss_se is {diag.loss_se_median:.3g}" if diag.loss_se_median is not None else "")
         + ".",
-        f"Objective of Approach 3: Huber on log L with delta {r.huber_delta:g} "
-        f"({'least squares in effect' if r.huber_delta >= 1 else 'robust to outlying runs'}). "
-        f"Bootstrap: {r.bootstrap} resamples, seed {r.seed}. Budget check: FLOPs within "
+        f"{objective}Bootstrap: {r.bootstrap} resamples, seed {r.seed}. Budget check: FLOPs within "
         f"{100 * r.budget_tolerance:g}% of the budget.",
         "",
     ]
@@ -121,15 +132,47 @@ def fit_markdown(result: FitResult | dict) -> str:
         for f in a2.per_budget:
             b, m = rows.get(f.budget), minima.get(f.budget)
             lines.append(
-                f"| {format_budget(f.budget)} | {f.n_points} | {f.n_min:.3g}-{f.n_max:.3g} | "
+                f"| {budget_text(f.budget)} | {f.n_points} | {f.n_min:.3g}-{f.n_max:.3g} | "
                 f"{f.n_spread_decades:.2f} | {_g(f.n_opt, '.3g')} | {_ci(m.n_opt_ci if m else None, '.3g')} | "
                 f"{_g(f.d_opt, '.3g')} | {_g(f.loss_min, '.4f')} | {_g(b.noise if b else None, '.3g')} | "
                 f"{_g(b.snr if b else None, '.1f')} | {'yes' if f.accepted else 'no'} | {f.reason} |"
             )
         lines.append("")
+        lines += _lack_of_fit(r)
     if diag.size_offsets:
         lines += _size_offsets(diag)
     return "\n".join(lines)
+
+
+def _lack_of_fit(r: FitResult) -> list[str]:
+    """Per budget: the noise where the parabola fits beside the full grid's scatter, misfit included."""
+    from prism.isoflop.approach2 import LACK_OF_FIT_LEVEL
+
+    a2, rows = r.approach2, {b.budget: b for b in r.diagnostics.budgets}
+    if not any(f.lack_of_fit_p is not None or f.n_window is not None for f in a2.per_budget):
+        return []  # a fit JSON from before windows
+    lines = [
+        "## Approach 2: lack of fit and noise per budget",
+        "",
+        f"Lack of fit: the parabola's residual sum of squares beyond a quartic's against the noise of "
+        f"neighbouring sizes (p < {LACK_OF_FIT_LEVEL:g}: the curve is no parabola there). The minimum above is "
+        "fitted on the sizes shown; the full grid's parabola is given for comparison, its residual std being "
+        "noise plus misfit. Residual signs are the full grid's, ordered by N.",
+        "",
+        "| budget C | sizes fitted | N range fitted | noise there | full-grid residual std | lack of fit p (full) "
+        "| residual signs | runs test p | full-grid N_opt |",
+        "|---|---|---|---|---|---|---|---|---|",
+    ]
+    for f in a2.per_budget:
+        b = rows.get(f.budget)
+        fitted = "-" if f.window_sizes is None else f"{f.window_sizes} of {f.n_sizes}"
+        rng = "-" if f.window_n_min is None else f"{f.window_n_min:.3g}-{f.window_n_max:.3g}"
+        lines.append(
+            f"| {_budget(f.budget)} | {fitted} | {rng} | {_g(b.noise if b else None, '.3g')} | "
+            f"{_g(b.full_grid_noise if b else None, '.3g')} | {_g(f.lack_of_fit_p, '.2g')} | "
+            f"{f.residual_signs or '-'} | {_g(f.runs_p, '.2g')} | {_g(f.full_n_opt, '.3g')} |")
+    lines.append("")
+    return lines
 
 
 def _size_offsets(diag) -> list[str]:

@@ -126,8 +126,9 @@ class Approach2Summary:
 
 def _budget_fit(b: dict) -> BudgetFit:
     d = _known(BudgetFit, b)
-    if d.get("coef") is not None:
-        d["coef"] = tuple(d["coef"])
+    for key in ("coef", "full_coef"):
+        if d.get(key) is not None:
+            d[key] = tuple(d[key])
     if d.get("residual_ss") is None:
         d["residual_ss"] = 0.0
     return BudgetFit(**d)
@@ -200,9 +201,15 @@ class BudgetDiagnostics:
     signal: float | None
     snr: float | None
     accepted: bool
-    # std of the parabola's residuals (None with 3 runs: the parabola fits them exactly)
+    # std of the parabola's residuals over its window of sizes (None with 3 runs: it fits them exactly)
     noise: float | None = None
     noise_dof: int = 0
+    # std of the residuals of the parabola through every size: noise plus any lack of fit
+    full_grid_noise: float | None = None
+    # p of the parabola's lack of fit over every size and over its window; `misfit`: still detected there
+    lack_of_fit_p: float | None = None
+    window_lack_of_fit_p: float | None = None
+    misfit: bool = False
 
 
 @dataclass(frozen=True)
@@ -260,6 +267,8 @@ class Verdict:
     interval: Interval | None
     interval_source: str | None
     method: str
+    # which interval decided: "approach2", "approach3", or "envelope" (both spanned); None without one
+    rests_on: str | None = None
 
     @classmethod
     def from_json(cls, data: dict) -> Verdict:
@@ -269,6 +278,7 @@ class Verdict:
             interval=_pair(data.get("interval")),
             interval_source=data.get("interval_source"),
             method=data.get("method", "both"),
+            rests_on=data.get("rests_on"),
         )
 
 
@@ -296,7 +306,9 @@ class FitResult:
         return self.verdict.identifiable
 
     def a(self) -> float | None:
-        """The exponent a of the method the verdict used (Approach 3 first when it converged)."""
+        """The exponent a of the method the verdict rests on (else Approach 3 first when it converged)."""
+        if self.verdict.rests_on == "approach2" and self.approach2 is not None and self.approach2.a is not None:
+            return self.approach2.a
         if self.approach3 is not None and self.approach3.converged and self.approach3.a is not None:
             return self.approach3.a
         return self.approach2.a if self.approach2 is not None else None

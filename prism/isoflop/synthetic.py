@@ -37,6 +37,35 @@ def isoflop_study(
     return out
 
 
+def undertrained_study(
+    surface: Surface,
+    budgets: list[float],
+    per_budget: int = 13,
+    spread: float = 1.8,
+    noise: float = 0.0,
+    seed: int = 0,
+    tail: float = 0.3,
+    tail_tokens: float | None = None,
+) -> list[RunRecord]:
+    """A wide-grid study whose largest sizes at the small budgets are far from converged.
+
+    As `isoflop_study`, plus `tail * (tail_tokens / D - 1)` on every run trained on fewer
+    than `tail_tokens` tokens (default: a quarter of the smallest budget's optimal D). The penalty is
+    zero around each budget's optimum, so the surface's N_opt(C) and exponent a stay the truth,
+    while the IsoFLOP curves of the small budgets rise steeply on the large-N side: no parabola
+    through the whole grid fits them.
+    """
+    c0 = min(budgets)
+    d0 = tail_tokens if tail_tokens is not None else 0.25 * c0 / (6 * surface.n_opt(c0))
+    rng = np.random.default_rng(seed)
+    out = []
+    for r in isoflop_study(surface, budgets, per_budget, spread):
+        extra = tail * max(0.0, d0 / r.tokens - 1.0)
+        loss = r.loss + extra + (noise * rng.standard_normal() if noise else 0.0)
+        out.append(RunRecord(r.run_id, r.params, r.tokens, float(loss), r.budget))
+    return out
+
+
 def write_csv(records: list[RunRecord], path, status: dict[str, str] | None = None) -> None:
     """A runs CSV as `prism isoflop collect` writes (the columns the fit reads, plus status)."""
     import csv

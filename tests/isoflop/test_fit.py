@@ -12,7 +12,7 @@ from prism.cli import main
 from prism.errors import PrismError
 from prism.isoflop.fit import fit_csv, fit_records
 from prism.isoflop.result import FitResult
-from prism.isoflop.records import Surface
+from prism.isoflop.records import RunRecord, Surface
 from prism.isoflop.synthetic import isoflop_study, write_csv
 
 SYMMETRIC = Surface(E=1.8, A=480.0, B=2000.0, alpha=0.35, beta=0.35)
@@ -234,3 +234,57 @@ def test_json_round_trip_and_old_shape_readable(tmp_path):
     parsed = FitResult.from_json(old)
     assert parsed.verdict.reasons == ["r"] and parsed.verdict.interval == (0.4, 0.6)
     assert parsed.approach2.a == 0.5 and parsed.approach3.fitted is False
+
+
+def test_agreeing_approaches_rest_on_the_more_precise_and_disagreeing_ones_say_so():
+    from prism.isoflop import diagnostics
+
+    agree = {"difference": -0.011, "approach2_bias_expected": -0.002}
+    out = diagnostics.combine((0.50, 0.52), (0.48, 0.56), agree)
+    assert out["agree"] and out["rests_on"] == "approach2"
+    assert out["interval"] == pytest.approx((0.50, 0.522))  # stretched to hold a2 - bias
+    assert diagnostics.combine((0.40, 0.60), (0.50, 0.52), agree)["rests_on"] == "approach3"
+    assert not diagnostics.combine((0.50, 0.52), (0.40, 0.44), {"difference": 0.09,
+                                                                "approach2_bias_expected": 0.0})["agree"]
+    # end to end: a narrow-grid study where both agree rests on the narrower interval and says which
+    fit = fit_records(isoflop_study(SYMMETRIC, BUDGETS, per_budget=7, spread=1.0, noise=0.005, seed=2),
+                      bootstrap=100)
+    a2, a3 = fit.approach2.a_ci, fit.approach3.a_ci
+    assert fit.verdict.rests_on in ("approach2", "approach3")
+    assert fit.verdict.interval[1] - fit.verdict.interval[0] <= max(a2[1] - a2[0], a3[1] - a3[0])
+    assert "the narrower" in fit.verdict.interval_source and "agrees with it" in fit.verdict.interval_source
+    assert fit.a() == (fit.approach2.a if fit.verdict.rests_on == "approach2" else fit.approach3.a)
+    # a disagreement beyond the method bias reaches the verdict's reasons, and the interval spans both
+    bad = diagnostics.verdict("both", fit.approach2.per_budget, fit.diagnostics.noise, (0.30, 0.32), fit.approach3,
+                              "x", n_runs=35, agreement={"difference": 0.31 - fit.approach3.a,
+                                                         "approach2_bias_expected": 0.0})
+    assert bad.rests_on == "envelope" and bad.interval[0] == 0.30
+    assert any("disagree beyond Approach 2's expected method bias" in r for r in bad.reasons)
+
+
+def test_a_vanished_budget_and_an_empty_fit_name_their_reasons(tmp_path, capsys):
+    recs = isoflop_study(SYMMETRIC, BUDGETS, per_budget=5, spread=1.0, noise=0.005, seed=1)
+    # every run of 4.373448e17 labelled with a budget its FLOPs are not
+    wrong = [RunRecord(f"w{i}", r.params, r.tokens, r.loss, 4.373448e17)
+             for i, r in enumerate(isoflop_study(SYMMETRIC, [8.746896e17], per_budget=5, spread=1.0))]
+    fit = fit_records(recs + wrong, method="approach2", bootstrap=0)
+    (gone,) = [r for r in fit.verdict.reasons if "vanished" in r]
+    assert gone.startswith("budget 4.37e17 vanished: all 5 of its runs were excluded (5 by budget, e.g. w0: ")
+    with pytest.raises(PrismError, match=r"every one of 5 runs was excluded: 5 by budget, e\.g\. w0: 6ND"):
+        fit_records(wrong, bootstrap=0)
+
+
+def test_approach2_report_describes_no_approach3_and_noise_free_data_no_noise():
+    from prism.isoflop.report import fit_markdown
+
+    from prism.isoflop.records import CHINCHILLA_EPOCH
+    from prism.isoflop.synthetic import undertrained_study
+
+    md = fit_markdown(fit_records(isoflop_study(SYMMETRIC, BUDGETS, per_budget=7, spread=1.0), method="approach2",
+                                  bootstrap=0))
+    assert "Approach 3" not in md and "Huber" not in md
+    assert "## Approach 2: lack of fit and noise per budget" in md
+    # noise-free wide grids with a tail: the misfit (0.0015 through every size) is not called noise
+    fit = fit_records(undertrained_study(CHINCHILLA_EPOCH, [1e18, 3e18, 1e19, 3e19, 1e20, 3e20]),
+                      method="approach2", bootstrap=0)
+    assert fit.diagnostics.noise < 3e-4 and "Noise: 0.1" not in fit_markdown(fit)
