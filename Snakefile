@@ -6,11 +6,12 @@
 #   snakemake -n fit_text_image --config 'budgets=[1e12,3e12,1e13]'
 #   snakemake --profile profiles/aurora fit_text_image --configfile config/aurora.yaml   # PBS Pro
 
+import sys
 from functools import partial
 
 from snakemake.utils import min_version, validate
 
-from prism.configtypes import check, typed
+from prism.configtypes import check, check_targets, typed
 
 min_version("9.0")
 
@@ -26,6 +27,8 @@ config.update(typed(config, "config/schema.yaml"))
 # validation, which passes, fills in the schema's defaults.
 check(config, "config/schema.yaml")
 validate(config, "config/schema.yaml")
+# `snakemake fit_F train.seed=1` (Hydra's style) would look for a file named so: say how to set it.
+check_targets(sys.argv[1:])
 
 
 report: "rules/report/workflow.rst"

@@ -9,11 +9,13 @@ for the schema to judge.
 
 `check` then judges: the first value the schema rejects is one line naming the key, the
 value and what is allowed (`problem`), where Snakemake's own validation prints the whole
-schema after it.
+schema after it. `override_as_target` says how to give a config value typed where a target
+goes (`snakemake fit_F train.seed=1`).
 """
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Any
 
@@ -189,5 +191,46 @@ def check(config: dict, schema_path: str | Path) -> None:
     import yaml
 
     line = problem(config, yaml.safe_load(Path(schema_path).read_text()))
+    if line:
+        raise SystemExit(line)
+
+
+# ---- a config override given where a target goes ------------------------------------------------
+
+_OVERRIDE = re.compile(r"([A-Za-z_][A-Za-z0-9_]*)((?:\.[A-Za-z_][A-Za-z0-9_]*)*)=(.*)")
+
+
+def override_as_target(targets: list[str]) -> str | None:
+    """One line for a target that reads as a config override (`train.seed=1`, Hydra's style), which
+    Snakemake would look for as a file to make; None when every target is a target."""
+    for target in targets:
+        match = _OVERRIDE.fullmatch(target)
+        if not match:
+            continue
+        key, nested, value = match.groups()
+        if nested:
+            inner = nested[1:].split(".")
+            text = "".join(f'{{"{k}": ' for k in inner) + (value or "...") + "}" * len(inner)
+            fix = f"--config '{key}={text}' (the section's other keys keep their values)"
+        else:
+            fix = f"--config {target}"
+        return f"snakemake: {target} is not a target but a config value: give it after the targets as {fix}"
+    return None
+
+
+def command_line_targets(argv: list[str]) -> list[str]:
+    """The targets of a `snakemake` command line, as Snakemake's own parser reads them ([] when it cannot)."""
+    try:
+        from snakemake.cli import get_argument_parser
+
+        args, _ = get_argument_parser().parse_known_args(argv)
+    except (SystemExit, Exception):  # never stop a workflow over reading its command line (argparse exits)
+        return []
+    return list(getattr(args, "targets", None) or [])
+
+
+def check_targets(argv: list[str]) -> None:
+    """Stop with one line (SystemExit) when a `snakemake` command line has a config override for a target."""
+    line = override_as_target(command_line_targets(argv))
     if line:
         raise SystemExit(line)

@@ -63,3 +63,17 @@ def test_an_unknown_key_is_named_with_the_keys_of_its_section():
 def test_further_errors_are_counted_not_listed():
     line = _problem(plan={"window": -1, "mfu": 2})
     assert line.count("allowed:") == 1 and "(and 1 more)" in line
+
+
+def test_a_config_value_given_as_a_target_is_named_with_its_fix():
+    from prism.configtypes import command_line_targets, override_as_target
+
+    targets = command_line_targets(["-n", "fit_text_image", "train.seed=1", "--cores", "2"])
+    assert targets == ["fit_text_image", "train.seed=1"]
+    assert override_as_target(targets) == (
+        "snakemake: train.seed=1 is not a target but a config value: give it after the targets as "
+        """--config 'train={"seed": 1}' (the section's other keys keep their values)""")
+    assert override_as_target(["study_dir=s1"]).endswith("give it after the targets as --config study_dir=s1")
+    assert override_as_target(["fit_text_image", "scaling-study/text_image/runs.csv"]) is None
+    # --config's own entries and other options' key=value words are not targets
+    assert command_line_targets(["all", "--config", "study_dir=s1", "--default-resources", "mem_mb=10"]) == ["all"]

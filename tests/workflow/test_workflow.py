@@ -184,6 +184,16 @@ def test_bad_config_stops_before_running_in_one_line(tmp_path, override, needle)
     assert not (workdir / "scaling-study").exists()
 
 
+def test_a_config_value_typed_as_a_target_stops_in_one_line(tmp_path):
+    """Hydra's style, `snakemake fit_F train.seed=1`, would otherwise end in "No rule to produce train.seed=1"."""
+    workdir = make_workdir(tmp_path / "hydra")
+    out = snakemake(workdir, "-n", "fit_text_image", "train.seed=1", check=False)
+    assert out.returncode != 0 and "Traceback" not in out.stdout
+    assert out.stdout.splitlines()[-1].startswith(
+        """snakemake: train.seed=1 is not a target but a config value: give it after the targets as --config"""
+        """ 'train={"seed": 1}'""")
+
+
 @pytest.mark.parametrize(
     "override",
     [
