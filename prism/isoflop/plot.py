@@ -150,7 +150,9 @@ def figure_isoflop_curves(records, fit):
                 markerfacecolor=col if accepted else "none", markeredgewidth=1.2,
             )
             if b is not None and b.coef:
-                x = np.linspace(math.log10(n.min()) - 0.05, math.log10(n.max()) + 0.05, 100)
+                # over the sizes it was fitted on: beyond its window the curve is no parabola
+                lo, hi = (b.window_n_min, b.window_n_max) if b.window_n_min else (n.min(), n.max())
+                x = np.linspace(math.log10(lo) - 0.05, math.log10(hi) + 0.05, 100)
                 ax.plot(10**x, parabola(b.coef, x), "-" if accepted else "--", color=col, lw=1.3, alpha=0.9)
         if accepted and b is not None and b.n_opt:
             ax.plot(b.n_opt, b.loss_min, marker="*", ms=12, color=col, markeredgecolor="black",

@@ -135,13 +135,20 @@ def fit_markdown(result: FitResult | dict) -> str:
                 f"| {budget_text(f.budget)} | {f.n_points} | {f.n_min:.3g}-{f.n_max:.3g} | "
                 f"{f.n_spread_decades:.2f} | {_g(f.n_opt, '.3g')} | {_ci(m.n_opt_ci if m else None, '.3g')} | "
                 f"{_g(f.d_opt, '.3g')} | {_g(f.loss_min, '.4f')} | {_g(b.noise if b else None, '.3g')} | "
-                f"{_g(b.snr if b else None, '.1f')} | {'yes' if f.accepted else 'no'} | {f.reason} |"
+                f"{_g(b.snr if b else None, '.1f')} | {'yes' if f.accepted else 'no'} | {_budget_reason(f)} |"
             )
         lines.append("")
         lines += _lack_of_fit(r)
     if diag.size_offsets:
         lines += _size_offsets(diag)
     return "\n".join(lines)
+
+
+def _budget_reason(f) -> str:
+    if f.accepted and f.windowed:
+        full = f"; the full grid's vertex {f.full_n_opt:.3g}" if f.full_n_opt else "; the full grid's has none inside it"
+        return f"ok, on {f.window_sizes} of its {f.n_sizes} sizes (lack of fit beyond them){full}"
+    return f.reason
 
 
 def _lack_of_fit(r: FitResult) -> list[str]:

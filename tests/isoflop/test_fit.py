@@ -287,4 +287,7 @@ def test_approach2_report_describes_no_approach3_and_noise_free_data_no_noise():
     # noise-free wide grids with a tail: the misfit (0.0015 through every size) is not called noise
     fit = fit_records(undertrained_study(CHINCHILLA_EPOCH, [1e18, 3e18, 1e19, 3e19, 1e20, 3e20]),
                       method="approach2", bootstrap=0)
-    assert fit.diagnostics.noise < 3e-4 and "Noise: 0.1" not in fit_markdown(fit)
+    md = fit_markdown(fit)
+    assert fit.diagnostics.noise < 3e-4 and "Noise: 0.1" not in md
+    small = fit.approach2.per_budget[0]
+    assert small.windowed and f"ok, on {small.window_sizes} of its 13 sizes (lack of fit beyond them)" in md
