@@ -651,6 +651,19 @@ class PlanStopped(PrismError):
         self.text = text
 
 
+def short_budgets_text(rows: list[PlanRow], budgets: list[float], per_budget: int | None) -> list[str]:
+    """A line per planned budget left with fewer sizes than `plan.sizes_per_budget` asked for (after drops)."""
+    if not per_budget:
+        return []
+    out = []
+    for b in budgets:
+        sizes = {r.backbone for r in rows if r.budget == b}
+        if len(sizes) < per_budget:
+            out.append(f"SHORT budget {format_budget(b)}: {len(sizes)} sizes left of the {per_budget} "
+                       "plan.sizes_per_budget asks for (see the dropped runs: more data, or a lower budget)")
+    return out
+
+
 def run_plan(out: str | Path | None, dry_run: bool, **kwargs) -> str:
     """`prism isoflop plan`: make the plan; write plan.yaml and plan.csv (atomically) unless dry run.
 
@@ -675,6 +688,7 @@ def run_plan(out: str | Path | None, dry_run: bool, **kwargs) -> str:
     )
     text += cost_text(plan["cost"])
     text += [f"dropped {d['run_id']}: {d['reason']}" for d in plan["dropped"]]
+    text += short_budgets_text(rows, plan["budgets"], plan["options"].get("sizes_per_budget"))
     text += [f"REFUSED {r['reason']}" for r in plan["refused"]]
     text += ["", forecast_text(plan["forecast"])]
 

@@ -92,3 +92,19 @@ def test_the_cli_takes_sizes_per_budget(tmp_path, capsys):
     assert rc == 0
     out = capsys.readouterr().out
     assert len(names) >= 5 and all(f"{name}-BASE-e2e-C1e12" in out for name in names)
+
+
+def test_a_budget_left_short_by_its_drops_is_named():
+    from prism.isoflop.plan import short_budgets_text
+    from prism.isoflop.records import PlanRow
+
+    def row(backbone, budget):
+        return PlanRow(run_id=f"{backbone}-BASE-e2e-C{budget:g}", family="text_image", backbone=backbone,
+                       variant="BASE", regime="e2e", budget=budget, params=1e4, params_total=1e4,
+                       flops_per_sample=1e6, tokens_per_sample=64, global_batch=32, samples=3200, steps=100,
+                       tokens=2e5, flops=budget, hours_here=None, node_hours=None)
+
+    rows = [row(f"n{m}e3", 1e12) for m in (11, 13, 16, 18, 22)] + [row(f"n{m}e3", 2e12) for m in (11, 13)]
+    lines = short_budgets_text(rows, [1e12, 2e12], 5)
+    assert len(lines) == 1 and "budget 2e12: 2 sizes left of the 5" in lines[0]
+    assert short_budgets_text(rows, [1e12, 2e12], None) == []

@@ -1,0 +1,19 @@
+"""A study whose sizes come from the shape rule: the dry run lists every size's calibration."""
+
+from __future__ import annotations
+
+from prism.isoflop.ladder import union
+from prism.isoflop.plan import PlanOptions, rule_sizes
+
+from .wfhelpers import TINY_CONFIG, job_counts, make_workdir, rule_outputs, snakemake
+
+
+def test_dry_run_lists_the_calibrations_of_the_rule_sizes(tmp_path):
+    plan = {**TINY_CONFIG["plan"], "window": 0.4, "prior_k": 0.0258, "prior_a": 0.53, "sizes_per_budget": 5}
+    workdir = make_workdir(tmp_path / "w", {"backbones": [], "plan": plan, "budgets": ["1e12", "2e12"]})
+    expected = union(rule_sizes("text_image", [1e12, 2e12], PlanOptions(**plan), variants=["BASE"]))
+    assert len(expected) >= 5
+    out = snakemake(workdir, "-n", "fit_text_image").stdout
+    assert job_counts(out)["calibrate"] == len(expected)
+    listed = sorted(o.split("__")[1] for o in rule_outputs(out, "calibrate"))
+    assert listed == sorted(expected)
