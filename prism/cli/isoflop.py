@@ -227,8 +227,8 @@ def _register_collect(verbs: argparse._SubParsersAction) -> None:
         help="One CSV row per run (finished, unfinished, collapsed, stale or broken).",
         description=(
             "Scan --runs-dir for run directories (those with config.yaml) and write one row each: run_id, family, "
-            "backbone, variant, regime, budget, flops, params, params_total, tokens, loss (mean of the last "
-            "--eval-window evaluations), loss_std, n_evals, status (ok|incomplete|collapsed|stale|error), "
+            "backbone, variant, regime, budget, flops, params, params_total, tokens, loss (its final "
+            "evaluation, from metrics.json), loss_std (over the last --eval-window evaluations), n_evals, status (ok|incomplete|collapsed|stale|error), "
             "loss_se, epochs, warnings, wall_s, est_wall_s, n_bad_lines, note. With --plan, every planned run "
             "gets a row and a run the plan does not hold, or one trained on other data (--data) or another "
             "calibration, is `stale` (never fitted). Corrupt lines are reported and counted, never fatal. "

@@ -41,7 +41,8 @@ IDENTITY = ("run_id", "family", "backbone", "variant", "regime", "budget")
 class CollectOptions:
     """How a run's loss is read: `prism isoflop collect` flags and the config's `collect:` section."""
 
-    eval_window: int = option(5, "a run's loss is the mean of its last this-many evaluations", metavar="K",
+    eval_window: int = option(5, "last evaluations giving a run's loss_std (and the loss of a run whose "
+                              "metrics.json records none; otherwise the loss is its final evaluation)", metavar="K",
                               minimum=1)
 
 
