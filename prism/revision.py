@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import functools
+import hashlib
 import os
 import subprocess
 from pathlib import Path
@@ -23,3 +24,21 @@ def git_rev() -> str:
         return rev + ("+dirty" if dirty else "")
     except (OSError, subprocess.SubprocessError):
         return os.environ.get("PRISM_GIT_REV", "unknown")
+
+
+def source_hash(root: Path | None = None) -> str:
+    """sha256 of every prism source file (paths and contents): which code a process imported.
+
+    Read again on each call, so a process that takes it when it imports prism holds the hash of
+    the code it runs; another process's hash then says whether that is the same code.
+    """
+    root = Path(__file__).resolve().parent if root is None else Path(root)
+    digest = hashlib.sha256()
+    for path in sorted(root.rglob("*.py")):
+        digest.update(str(path.relative_to(root)).encode() + b"\0")
+        try:
+            digest.update(path.read_bytes())
+        except OSError:
+            digest.update(b"unreadable")
+        digest.update(b"\0")
+    return digest.hexdigest()

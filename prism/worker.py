@@ -16,10 +16,15 @@ worker, a dead socket, inside a PBS or Slurm job, where the job must run on its 
 node, or a rank under torchrun) it returns None and the command runs in its own process as always. So nothing
 depends on the worker being there: it only makes starting faster.
 
-Protocol over a Unix socket: the client sends an 8-byte length with its fds 0-2
-(SCM_RIGHTS), then a JSON header (argv, cwd, env); it may send 4-byte signal numbers;
-the child answers with a 4-byte exit status. A child whose client goes away
-terminates itself (SIGTERM), as the job it ran for was killed.
+Protocol over a Unix socket: the client sends an 8-byte length, then a JSON header (argv,
+cwd, env, the hash of its prism source); the child answers with a 4-byte verdict. It serves
+only the code it imported: a client whose source differs (prism edited since the worker
+started) is refused and runs the command in its own process, as it does when no verdict
+comes within $PRISM_WORKER_TIMEOUT seconds (a stopped worker). An accepted client sends 0
+(go) with its fds 0-2 (SCM_RIGHTS), then may send 4-byte signal numbers; the child answers
+with a 4-byte exit status. A child whose client goes away terminates itself (SIGTERM), as
+the job it ran for was killed. The worker resolves its revision (`git_rev`) when it starts:
+what its children record is the code they run.
 """
 
 from __future__ import annotations
@@ -44,7 +49,11 @@ OWN_PROCESS_ENV = ("PBS_JOBID", "SLURM_JOB_ID", "LOCAL_RANK")
 FORWARDED_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 _LENGTH = struct.Struct("!Q")
 _STATUS = struct.Struct("!i")
+_ACCEPTED, _REFUSED, _GO = 0, 1, 0
+TIMEOUT_ENV = "PRISM_WORKER_TIMEOUT"
+DEFAULT_TIMEOUT_S = 30.0
 _finished = threading.Event()  # in a child: its command has ended
+_served: dict[str, str] = {}  # in the server: the source hash and revision of the code it imported
 
 
 # ---- the requesting side -------------------------------------------------------------
@@ -54,13 +63,34 @@ def run(argv: list[str]) -> int | None:
     path = os.environ.get(ENV)
     if not path or argv[:1] == ["worker"] or any(name in os.environ for name in OWN_PROCESS_ENV):
         return None
+    from prism.revision import source_hash
+
     conn = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    conn.settimeout(_timeout())
     try:
         conn.connect(path)
-        header = json.dumps({"argv": list(argv), "cwd": os.getcwd(), "env": dict(os.environ)}).encode()
-        socket.send_fds(conn, [_LENGTH.pack(len(header))], [0, 1, 2])
-        conn.sendall(header)
+        header = json.dumps({"argv": list(argv), "cwd": os.getcwd(), "env": dict(os.environ),
+                             "source": source_hash()}).encode()
+        conn.sendall(_LENGTH.pack(len(header)) + header)
+        verdict = _recv_exactly(conn, _STATUS.size)
+    except socket.timeout:
+        conn.close()
+        print(f"prism: the worker at {path} did not answer within {_timeout():g} s ({TIMEOUT_ENV}): "
+              "running in this process", file=sys.stderr)
+        return None
     except OSError:  # no worker (anymore), or a closed std stream: run here
+        conn.close()
+        return None
+    if len(verdict) < _STATUS.size or _STATUS.unpack(verdict)[0] != _ACCEPTED:
+        conn.close()
+        if verdict:
+            print(f"prism: the worker at {path} runs other prism code (edited since it started): "
+                  "running in this process", file=sys.stderr)
+        return None
+    try:  # the std streams go only to a child that answered: none is left in a socket nobody reads
+        conn.settimeout(None)
+        socket.send_fds(conn, [_STATUS.pack(_GO)], [0, 1, 2])
+    except OSError:
         conn.close()
         return None
     previous = {sig: signal.signal(sig, lambda signum, frame: _send(conn, signum)) for sig in FORWARDED_SIGNALS}
@@ -74,6 +104,13 @@ def run(argv: list[str]) -> int | None:
         print(f"prism: the worker's process at {path} ended without an exit status (killed?)", file=sys.stderr)
         return 1
     return _STATUS.unpack(reply)[0]
+
+
+def _timeout() -> float:
+    try:
+        return max(0.1, float(os.environ.get(TIMEOUT_ENV) or DEFAULT_TIMEOUT_S))
+    except ValueError:
+        return DEFAULT_TIMEOUT_S
 
 
 def _send(conn: socket.socket, signum: int) -> None:
@@ -108,6 +145,10 @@ def preload() -> None:
     import prism.train.trainer  # noqa: F401
 
     prism.cli.build_parser()  # imports every command's module
+    from prism.revision import git_rev, source_hash
+
+    # What it serves: resolved now, so children record the code they run, not the checkout's later state.
+    _served.update(source=source_hash(), rev=git_rev())
     gc.freeze()  # the collector leaves what is loaded now alone: children do not copy its pages
 
 
@@ -124,6 +165,8 @@ def serve(path: str | Path, parent: int | None = None, idle_timeout: float = 360
     server.bind(str(path))
     os.chmod(path, 0o600)
     server.listen(16)
+    print(f"prism worker: serving revision {_served['rev']} (source {_served['source'][:12]}) on {path}",
+          flush=True)
     signal.signal(signal.SIGCHLD, signal.SIG_IGN)  # children are reaped by the kernel
     signal.signal(signal.SIGTERM, _terminate)  # stop: through `finally`, which removes the socket
     last = time.monotonic()
@@ -154,12 +197,19 @@ def _child(conn: socket.socket) -> None:
         signal.signal(signal.SIGTERM, _terminate)
         signal.signal(signal.SIGHUP, _terminate)
         os.setsid()
-        head, fds, _, _ = socket.recv_fds(conn, _LENGTH.size, 3)
         log = os.fdopen(os.dup(1), "w")  # the worker's own stdout (its log), before it becomes the client's
+        request = json.loads(_recv_exactly(conn, _LENGTH.unpack(_recv_exactly(conn, _LENGTH.size))[0]))
+        if request.get("source") != _served.get("source"):  # other code than this process imported
+            print(f"[{os.getpid()}] refused (other source): prism {' '.join(request['argv'])}", file=log, flush=True)
+            _send(conn, _REFUSED)
+            os._exit(0)
+        _send(conn, _ACCEPTED)
+        go, fds, _, _ = socket.recv_fds(conn, _STATUS.size, 3)
+        if go != _STATUS.pack(_GO) or len(fds) != 3:  # the client gave up waiting: not ours to run
+            os._exit(0)
         for target, fd in zip((0, 1, 2), fds):
             os.dup2(fd, target)
             os.close(fd)
-        request = json.loads(_recv_exactly(conn, _LENGTH.unpack(head)[0]))
         os.chdir(request["cwd"])
         os.environ.clear()
         os.environ.update(request["env"])

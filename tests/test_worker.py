@@ -115,3 +115,49 @@ def test_an_idle_worker_exits_and_removes_its_socket(tmp_path):
     sock = tmp_path / "w.sock"
     done = subprocess.run([*PRISM, "worker", "serve", "--socket", str(sock), "--idle-timeout", "1"], timeout=120)
     assert done.returncode == 0 and not sock.exists()
+
+
+def test_a_worker_serves_only_the_code_it_imported(tmp_path):
+    import shutil
+    import prism as package
+
+    src = tmp_path / "src"
+    shutil.copytree(Path(package.__file__).parent, src / "prism", ignore=shutil.ignore_patterns("__pycache__"))
+    # Not a git checkout: the revision is the environment's; cwd is tmp_path, so `-m prism` imports the copy.
+    env = {"PYTHONPATH": str(src), "PRISM_GIT_REV": "old-rev"}
+    sock, log = tmp_path / "w.sock", tmp_path / "worker.log"
+    with log.open("w") as out:
+        server = subprocess.Popen([*PRISM, "worker", "serve", "--socket", str(sock)], stdout=out,
+                                  stderr=subprocess.STDOUT, env={**os.environ, **env}, cwd=tmp_path)
+    try:
+        wait_for(sock.exists, what="the worker's socket")
+        assert "serving revision old-rev (source " in log.read_text()  # resolved when it started
+        served = prism(["model", "list"], {**env, "PRISM_WORKER": str(sock)}, cwd=tmp_path)
+        assert served.returncode == 0 and "prism model list" in log.read_text()
+        with (src / "prism" / "ids.py").open("a") as f:  # prism edited while the worker runs
+            f.write("\n# edited\n")
+        edited = prism(["model", "list", "--json"], {**env, "PRISM_WORKER": str(sock), "PRISM_GIT_REV": "new-rev"},
+                       cwd=tmp_path)
+        assert edited.returncode == 0 and json.loads(edited.stdout)  # ran, in its own process
+        assert "runs other prism code (edited since it started): running in this process" in edited.stderr
+        assert "refused (other source): prism model list --json" in log.read_text()
+    finally:
+        server.terminate()
+        server.wait(timeout=30)
+
+
+def test_a_worker_that_never_answers_does_not_hang_the_command(tmp_path):
+    import socket
+
+    sock = tmp_path / "stopped.sock"
+    listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)  # accepts connections, never answers
+    listener.bind(str(sock))
+    listener.listen(4)
+    try:
+        started = time.monotonic()
+        done = prism(["model", "list"], {"PRISM_WORKER": str(sock), "PRISM_WORKER_TIMEOUT": "1"}, timeout=120)
+        assert done.returncode == 0 and "backbone" in done.stdout
+        assert "did not answer within 1 s (PRISM_WORKER_TIMEOUT): running in this process" in done.stderr
+        assert time.monotonic() - started < 60
+    finally:
+        listener.close()
