@@ -579,7 +579,27 @@ def summarize(res: Approach2Result, level: float = CI_LEVEL, noise: float | None
         a_loo=n_line.loo, b_loo=d_line.loo, interval_method=method,
         n_boot=res.n_boot, n_boot_used=res.n_boot_used, reason=res.reason,
         per_budget=res.per_budget, minima=minima, band=band,
+        curvature=power_law_curvature(log_c, np.log10([f.n_opt for f in acc])),
     )
+
+
+def power_law_curvature(log_c, log_y) -> dict | None:
+    """The quadratic term of log y in log C over the minima, with its t and two-sided p (m - 3
+    degrees of freedom); None under 4 budgets."""
+    from scipy import stats
+
+    x, y = np.asarray(log_c, float), np.asarray(log_y, float)
+    m = len(x)
+    if m < 4:
+        return None
+    xc = x - x.mean()
+    design = np.stack([np.ones_like(xc), xc, xc * xc], 1)
+    coef, *_ = np.linalg.lstsq(design, y, rcond=None)
+    dof = m - 3
+    s2 = float(((y - design @ coef) ** 2).sum()) / dof
+    se = math.sqrt(max(s2, 1e-300) * float(np.linalg.pinv(design.T @ design)[2, 2]))
+    t = float(coef[2]) / se
+    return {"c2": float(coef[2]), "t": t, "p": float(2 * stats.t.sf(abs(t), dof)), "dof": dof}
 
 
 def _finite_interval(v: np.ndarray, level: float):

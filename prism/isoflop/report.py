@@ -98,6 +98,11 @@ def fit_markdown(result: FitResult | dict) -> str:
             f"out moves a over {_ci(a2.a_loo)}.",
             "",
         ]
+        if a2.curvature:
+            cv = a2.curvature
+            lines += [f"A straight power law is an assumption: a quadratic term in log C adds {cv['c2']:+.3g} "
+                      f"(t = {cv['t']:+.2f}, p = {cv['p']:.2g}, {cv['dof']} degrees of freedom)"
+                      + ("; the exponent changes with C." if cv["p"] < 0.01 else "; no sign of a bend."), ""]
     if a3 is not None and a3.fitted:
         lines += [
             "## Approach 3: L(N, D) = E + A / N^alpha + B / D^beta",

@@ -96,6 +96,9 @@ class Approach2Summary:
     per_budget: list[BudgetFit]
     minima: list[Minimum] = field(default_factory=list)
     band: Band = field(default_factory=Band)
+    # log10 N_opt = c0 + c1 log10 C + c2 (log10 C)^2 over the minima: c2, its t and p (None under 4
+    # budgets). A straight power law is an assumption; a small p says the exponent changes with C.
+    curvature: dict | None = None
 
     def to_json(self) -> dict:
         out = asdict(self)
@@ -121,6 +124,7 @@ class Approach2Summary:
             for m in data.get("minima", [])
         ]
         d["band"] = Band(**_known(Band, data.get("band") or {}))
+        d.setdefault("curvature", None)
         return cls(**d)
 
 

@@ -199,3 +199,21 @@ def test_rejections_say_whether_the_tail_drove_the_vertex_or_there_is_no_minimum
     assert "no minimum inside it" in edge and "add smaller N" in edge
     none = approach2._reason(approach2.NOT_CONVEX, 4.373448e17, 0, -0.1, x_lo, x_hi, 5, 5, windowed=True)
     assert none.startswith("4.37e17: no minimum: curvature -0.1 <= 0 over the 5 sizes around the lowest loss")
+
+
+def test_a_bend_in_log_n_opt_against_log_c_is_measured():
+    rng = np.random.default_rng(0)
+    log_c = np.linspace(18, 21, 7)
+    straight = 0.5 * log_c - 1 + 0.01 * rng.standard_normal(7)
+    assert approach2.power_law_curvature(log_c, straight)["p"] > 0.01
+    bent = straight + 0.05 * (log_c - 19.5) ** 2
+    cv = approach2.power_law_curvature(log_c, bent)
+    assert cv["p"] < 0.01 and cv["c2"] == pytest.approx(0.05, abs=0.02) and cv["dof"] == 4
+    assert approach2.power_law_curvature(log_c[:3], straight[:3]) is None
+    from prism.isoflop.fit import fit_records
+    from prism.isoflop.report import fit_markdown
+
+    fit = fit_records(isoflop_study(SYMMETRIC, BUDGETS, per_budget=7, spread=1.0, noise=0.005, seed=1),
+                      method="approach2", bootstrap=0)
+    assert fit.approach2.curvature["dof"] == 2
+    assert "A straight power law is an assumption: a quadratic term in log C adds" in fit_markdown(fit)
