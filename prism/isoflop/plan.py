@@ -270,7 +270,13 @@ def candidates_from_calibration(
     family x regime, narrowed by whichever list was given.
     """
     from prism.isoflop.calibrate import load_speed
+    from prism.model.config import check_backbone, check_variant
 
+    # A name that is no size or variant (a typo, 60K for 60k) is refused, never silently left out.
+    for name in backbones or []:
+        check_backbone(name, "--backbones")
+    for name in variants or []:
+        check_variant(name, "--variants")
     cal_dir = Path(calibration_dir)
     if backbones is not None and variants is not None:
         pairs = [(b, v) for b in backbones for v in variants]

@@ -313,3 +313,11 @@ def test_a_dry_run_says_it_would_stop_and_exits_0(ladder, tmp_path, capsys):
     text = capsys.readouterr().out
     assert rc == 0 and not out.exists()
     assert "the plan job would stop: plan text_image stops the study: forecast UNDETERMINED" in text
+
+
+@pytest.mark.parametrize("backbones", [["30k", "60K"], ["30k", "61k"]])
+def test_a_backbone_that_is_no_size_is_refused_not_left_out_of_the_grid(tmp_path, backbones):
+    for name in ("30k", "60k"):
+        write_calibration(tmp_path / "cal", "text_image", name, "BASE", "e2e", float(name[:-1]) * 1e3)
+    with pytest.raises(PrismError, match=rf"--backbones: unknown backbone '{backbones[1]}'; valid: .*60k"):
+        make_plan("text_image", [1e12], tmp_path / "cal", backbones=backbones)  # the dir's variants
