@@ -72,7 +72,7 @@ rule all:
         lambda wildcards: [
             path
             for family in config["families"]
-            for path in fit_outputs(family) + plot_outputs(family) + study_metrics(family)
+            for path in fit_outputs(family) + plot_outputs(family) + study_records(family) + study_metrics(family)
         ],
     default_target: True
 
@@ -80,7 +80,8 @@ rule all:
 # Named targets for every family: calibrate_F, plan_F, collect_F, fit_F, plot_F. Those
 # after the plan also name every planned run's metrics.json: Snakemake does not rebuild
 # a missing intermediate file when what follows it exists, so without this a deleted
-# run directory would not be retrained.
+# run directory would not be retrained; fit_F and plot_F name plan.yaml and runs.csv too, so
+# that either one deleted is made again (and what reads it).
 for _family in FAMILIES:
 
     rule:
@@ -110,6 +111,7 @@ for _family in FAMILIES:
         input:
             fit_outputs(_family),
             plot_outputs(_family),
+            study_records(_family),
             partial(study_metrics, _family),
 
     rule:
@@ -117,6 +119,7 @@ for _family in FAMILIES:
             f"plot_{_family}"
         input:
             plot_outputs(_family),
+            study_records(_family),
             partial(study_metrics, _family),
 
 

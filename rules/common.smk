@@ -469,6 +469,11 @@ def fit_outputs(family):
     return [f"{STUDY}/{family}/fit/{REGIME}.{ext}" for ext in ("json", "md", "html")]
 
 
+def study_records(family):
+    """The plan and the runs table: safe to delete, made again by the targets that name them."""
+    return [f"{STUDY}/{family}/plan.yaml", f"{STUDY}/{family}/runs.csv"]
+
+
 def plot_outputs(family):
     return [f"{STUDY}/{family}/plots/{REGIME}"]
 

@@ -248,6 +248,17 @@ def test_settings_a_finished_wsd_study_cannot_reuse_are_refused_before_anything_
     assert sorted(p.relative_to(copy) for p in (copy / "scaling-study").rglob("*")) == before
 
 
+def test_a_deleted_plan_or_runs_table_is_made_again_and_nothing_retrains(wsd_study):
+    copy = copy_of(wsd_study, "records")
+    for name in ("plan.yaml", "runs.csv"):
+        (copy / STUDY / name).unlink()
+    out = snakemake(copy, "fit_text_image").stdout
+    assert (copy / STUDY / "plan.yaml").is_file() and (copy / STUDY / "runs.csv").is_file()
+    assert {"plan", "collect"} <= set(job_counts(out)) and not {"wsd_segment", "wsd_branch"} & set(job_counts(out))
+    assert (copy / STUDY / "runs.csv").read_text() == (wsd_study / STUDY / "runs.csv").read_text()
+    assert "Nothing to be done" in snakemake(copy, "-n", "fit_text_image").stdout
+
+
 def test_agreement_compares_with_another_study(wsd_study):
     copy = copy_of(wsd_study, "agree")
     shutil.copytree(copy / "scaling-study", copy / "other-study")  # stands in for the cosine study
