@@ -1,7 +1,7 @@
 """The workflow through profiles/aurora against a real local scheduler (Slurm + Torque qsub).
 
-The tests run in order on one study: a full run, an interrupted one, a failing one, and
-the rerun that finishes it.
+The tests run in order on one study: a full run, an interrupted one, a failing one, the
+rerun that finishes it, and a run longer than its walltime that resumes.
 """
 
 from __future__ import annotations
@@ -155,3 +155,26 @@ def test_rerun_resubmits_only_what_is_missing(study):
     assert {p.parent.name: p.stat().st_mtime_ns for p in runs_dir.glob("*/metrics.json") if p.parent.name in done} == done
     assert all((runs_dir / r / "metrics.json").exists() for r in planned)
 
+
+
+def test_a_job_longer_than_its_walltime_resumes_from_its_checkpoint(study):
+    """A run whose estimate (minutes of steps) exceeds the cap asks for the cap, is stopped there
+    (SIGTERM: a checkpoint, exit 143) and the profile's retries resume it to the end."""
+    workdir, client_env = study
+    run = "30k-BASE-e2e-C2e12"
+    target = f"scaling-study/text_image/runs/{run}/metrics.json"
+    # 2e12 alone, centred between 30k and 60k (N_opt = 6.5e4 at prior_k 0.046): 30k trains 13,240 steps.
+    out = pbs(study, target, "--config", "budgets=[2e12]", 'plan={"prior_k": 0.046}',
+              'cluster={"walltime": "00:01:00", "walltime_factor": 1}', "--retries", "4", timeout=1200).stdout
+    # Every attempt is a `rule train:` block of its own with its submission (a retry keeps its job number).
+    jobs = [re.search(r"with external jobid '([^']+)'", block).group(1) for block in out.split("rule train:")[1:]
+            if f"runs/{run}/metrics.json" in block and "with external jobid" in block]
+    assert len(jobs) >= 2, out[-3000:]  # stopped at least once, then resubmitted
+    assert {requested_walltime(client_env, job) for job in jobs} == {"00:01:00"}
+    records = status_records(workdir)
+    # The scheduler ended the first attempt before its job body recorded a status; the last one recorded 0.
+    assert records.get(jobs[0].split(".")[0]) != "0" and records.get(jobs[-1].split(".")[0]) == "0"
+    assert "stopped (SIGTERM during step" in out  # the failed attempt's log, shown by the profile
+    log = (workdir / "scaling-study" / "logs" / "train" / "text_image" / f"{run}.log").read_text()
+    assert "resuming from" in log and "done: 13240 steps" in log
+    assert (workdir / target).is_file()
