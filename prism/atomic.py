@@ -151,3 +151,16 @@ def _umask() -> int:
     mask = os.umask(0)
     os.umask(mask)
     return mask
+
+
+def replace_dir(tmp: str | os.PathLike, out: str | os.PathLike) -> None:
+    """Put the finished folder tmp at out, swapping out any folder there, so a reader sees the
+    old set or the new one, never a half-written one."""
+    tmp, out = Path(tmp), Path(out)
+    if not out.exists():
+        os.replace(tmp, out)
+        return
+    old = Path(tempfile.mkdtemp(prefix=f".{out.name}.old-", dir=out.parent))
+    os.replace(out, old / "d")
+    os.replace(tmp, out)
+    shutil.rmtree(old, ignore_errors=True)

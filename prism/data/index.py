@@ -34,6 +34,7 @@ from pathlib import Path
 
 import numpy as np
 
+from prism.atomic import replace_dir
 from prism.data.manifest import FORMAT_VERSION, MANIFEST, ZERO_BLOCK, Records, sha256
 from prism.errors import PrismError
 from prism.families import FamilySpec, family_spec
@@ -457,13 +458,7 @@ def index(shards: str | Path, family: str, out: str | Path, eval_fraction: float
                                  Records(keys, captions, modality, np.ones(len(keys), bool)))
         (tmp / MANIFEST).write_text(json.dumps(manifest, indent=1, sort_keys=True) + "\n")
         os.chmod(tmp, 0o755)
-        if out.exists():
-            old = Path(tempfile.mkdtemp(prefix=f".{out.name}.old-", dir=out.parent))
-            os.replace(out, old / "d")
-            os.replace(tmp, out)
-            shutil.rmtree(old, ignore_errors=True)
-        else:
-            os.replace(tmp, out)
+        replace_dir(tmp, out)
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise

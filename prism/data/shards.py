@@ -22,7 +22,7 @@ from pathlib import Path
 
 import numpy as np
 
-from prism.atomic import disk_full, free_bytes, is_disk_full
+from prism.atomic import disk_full, free_bytes, is_disk_full, replace_dir
 from prism.data import decoded
 from prism.data.manifest import FORMAT_VERSION, MANIFEST, sha256
 from prism.data.sources import Sample, source_module
@@ -215,13 +215,7 @@ def build(family: str, out: str | Path, seed: int = 0, overwrite: bool = False, 
         decoded.save(tmp, manifest)  # verifies what was written; runs then open the decoded copy
         (tmp / MANIFEST).write_text(json.dumps(manifest, indent=1, sort_keys=True) + "\n")
         os.chmod(tmp, 0o755)
-        if out.exists():  # --overwrite: swap in the new set, then drop the old one
-            old = Path(tempfile.mkdtemp(prefix=f".{out.name}.old-", dir=out.parent))
-            os.replace(out, old / "d")
-            os.replace(tmp, out)
-            shutil.rmtree(old, ignore_errors=True)
-        else:
-            os.replace(tmp, out)
+        replace_dir(tmp, out)  # --overwrite: the new set in, the old one dropped
     except BaseException as err:
         shutil.rmtree(tmp, ignore_errors=True)
         if is_disk_full(err):
