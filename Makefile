@@ -21,8 +21,8 @@ $(STAMP): pyproject.toml
 study: setup
 	$(BIN)/snakemake --cores $(CORES) fit_text_image
 
-## Everything the tests need (venv, scheduler and MPI packages when root), then the whole suite.
-test: setup system-deps
+## Everything the tests need (venv, scheduler and MPI packages when root), then lint and the whole suite.
+test: setup system-deps lint
 	PATH=$(CURDIR)/$(BIN):$$PATH $(BIN)/python -m pytest
 
 ## Unit tests only: no Snakemake runs, no scheduler.
@@ -32,8 +32,11 @@ test-fast: setup
 system-deps:
 	tools/install-system-deps.sh
 
+## Ruff, lint and format (settings in pyproject.toml). Snakemake's own linter runs in the
+## workflow tests, which allow only its advice to pin a conda environment per rule.
 lint: setup
-	$(BIN)/snakemake --lint
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
 
 clean:
 	rm -rf $(VENV) .snakemake .pytest_cache

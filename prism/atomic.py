@@ -61,8 +61,10 @@ def disk_full(path: str | os.PathLike, needed: int | None = None, free: int | No
         free = free_bytes(Path(path).parent)
     need = f"about {human_bytes(needed)} needed" if needed else "more needed"
     have = f"{human_bytes(free)} free" if free is not None else "free space unknown"
-    return DiskFullError(f"no space left on device writing {path}: {have}, {need}; free space there "
-                         "(or move the output elsewhere) and rerun: what was finished is kept")
+    return DiskFullError(
+        f"no space left on device writing {path}: {have}, {need}; free space there "
+        "(or move the output elsewhere) and rerun: what was finished is kept"
+    )
 
 
 def write_atomic(path: str | os.PathLike, write: Callable[[str], None], expected_bytes: int | None = None) -> Path:

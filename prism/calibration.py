@@ -30,8 +30,14 @@ def calibrate_command(family: str, backbone: str, variant: str, regime: str, cal
 REQUIRED_KEYS = ("params_total", "params_trainable", "params_by_component", "flops_per_sample", "tokens_per_sample")
 
 
-def load_calibration(calibration_dir: str | Path, family: str, backbone: str, variant: str, regime: str,
-                     shape: dict[str, int] | None = None) -> dict:
+def load_calibration(
+    calibration_dir: str | Path,
+    family: str,
+    backbone: str,
+    variant: str,
+    regime: str,
+    shape: dict[str, int] | None = None,
+) -> dict:
     """The calibration record for one (family, backbone, variant, regime), checked.
 
     Raises PrismError naming the file and the command that (re)makes it when the
@@ -66,16 +72,22 @@ def load_calibration(calibration_dir: str | Path, family: str, backbone: str, va
 
 def check_shape(record: dict, path: Path, backbone: str, shape: dict[str, int] | None, remake: str) -> None:
     """Refuse a record made for another shape of `backbone` (keys it does not record are not compared)."""
-    changed = [f"{key} {record[key]} (now {value})" for key, value in (shape or {}).items()
-               if key in record and record[key] != value]
+    changed = [
+        f"{key} {record[key]} (now {value})"
+        for key, value in (shape or {}).items()
+        if key in record and record[key] != value
+    ]
     if changed:
-        raise PrismError(f"calibration {path} was made for another {backbone}: {', '.join(changed)}; the backbone "
-                         f"was redefined since, so runs trained on this record are of the old model too. Remake "
-                         f"it with: {remake} (and retrain its runs)")
+        raise PrismError(
+            f"calibration {path} was made for another {backbone}: {', '.join(changed)}; the backbone "
+            f"was redefined since, so runs trained on this record are of the old model too. Remake "
+            f"it with: {remake} (and retrain its runs)"
+        )
 
 
-def load_calibration_file(path: str | Path, family: str, backbone: str, variant: str, regime: str,
-                          shape: dict[str, int] | None = None) -> dict:
+def load_calibration_file(
+    path: str | Path, family: str, backbone: str, variant: str, regime: str, shape: dict[str, int] | None = None
+) -> dict:
     """A calibration record given by file name (`prism train --calibration FILE`), checked.
 
     A file under its canonical name gets every check of `load_calibration`; one under

@@ -58,7 +58,10 @@ def _scalar(text: str, types: set[str]) -> Any:
 
 
 def coerce(value: Any, schema: dict, root: dict | None = None) -> Any:
-    """`value` with its text scalars converted where `schema` (a JSON schema; `root` holds its definitions) types them."""
+    """`value` with its text scalars converted where `schema` types them.
+
+    `schema` is a JSON schema; `root` holds its definitions.
+    """
     root = schema if root is None else root
     schema = _resolve(schema, root)
     alternatives = [_resolve(a, root) for a in schema.get("anyOf") or schema.get("oneOf") or []]
@@ -79,8 +82,9 @@ def coerce(value: Any, schema: dict, root: dict | None = None) -> Any:
     if isinstance(value, dict):
         properties = schema.get("properties", {})
         extra = schema.get("additionalProperties")
-        return {k: coerce(v, properties.get(k, extra if isinstance(extra, dict) else {}), root)
-                for k, v in value.items()}
+        return {
+            k: coerce(v, properties.get(k, extra if isinstance(extra, dict) else {}), root) for k, v in value.items()
+        }
     if isinstance(value, list) and isinstance(schema.get("items"), dict):
         return [coerce(v, schema["items"], root) for v in value]
     return value
@@ -96,6 +100,7 @@ def typed(config: dict, schema_path: str | Path) -> dict:
 
 # ---- one line per bad value -------------------------------------------------------------------
 
+
 def _where(path) -> str:
     out = ""
     for part in path:
@@ -107,7 +112,7 @@ def _shown(value: Any, limit: int = 60) -> str:
     import json
 
     text = json.dumps(value, default=str)
-    return text if len(text) <= limit else text[:limit - 3] + "..."
+    return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
 def kind(schema: dict, root: dict) -> str:
@@ -129,8 +134,14 @@ def kind(schema: dict, root: dict) -> str:
         if t == "array":
             items = resolved.get("items", {})
             name = items.get("$ref", "").rsplit("/", 1)[-1] or kind(items, root)
-            limits = [w for w, on in (("unique", resolved.get("uniqueItems")),
-                                      (f"at least {resolved.get('minItems')}", resolved.get("minItems"))) if on]
+            limits = [
+                w
+                for w, on in (
+                    ("unique", resolved.get("uniqueItems")),
+                    (f"at least {resolved.get('minItems')}", resolved.get("minItems")),
+                )
+                if on
+            ]
             words.append(f"list of {name}" + (f" ({', '.join(limits)})" if limits else ""))
         elif t == "object":
             words.append("mapping")
@@ -138,9 +149,11 @@ def kind(schema: dict, root: dict) -> str:
             words.append(f"text matching `{resolved['pattern']}`")
         else:
             words.append(t)
-    bounds = [f"{sign} {resolved[key]:g}" for key, sign in (
-        ("minimum", ">="), ("exclusiveMinimum", ">"), ("maximum", "<="), ("exclusiveMaximum", "<"))
-        if key in resolved]
+    bounds = [
+        f"{sign} {resolved[key]:g}"
+        for key, sign in (("minimum", ">="), ("exclusiveMinimum", ">"), ("maximum", "<="), ("exclusiveMaximum", "<"))
+        if key in resolved
+    ]
     return " or ".join(words or ["any"]) + (", " + ", ".join(bounds) if bounds else "")
 
 

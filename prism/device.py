@@ -30,11 +30,17 @@ def resolve_device(name: str = "auto") -> torch.device:
         return torch.device("cpu")
     kind = name.split(":")[0]
     if kind not in ("cpu", "cuda", "xpu", "meta"):
-        raise PrismError(f"unknown device {name!r}; valid: {', '.join(DEVICE_CHOICES)} (optionally with an index, e.g. cuda:1)")
+        raise PrismError(
+            f"unknown device {name!r}; valid: {', '.join(DEVICE_CHOICES)} (optionally with an index, e.g. cuda:1)"
+        )
     if kind == "cuda" and not torch.cuda.is_available():
-        raise PrismError(f"device {name!r} requested but torch {torch.__version__} sees no CUDA device; use --device cpu or auto")
+        raise PrismError(
+            f"device {name!r} requested but torch {torch.__version__} sees no CUDA device; use --device cpu or auto"
+        )
     if kind == "xpu" and not _xpu_available():
-        raise PrismError(f"device {name!r} requested but torch {torch.__version__} sees no XPU device; use --device cpu or auto")
+        raise PrismError(
+            f"device {name!r} requested but torch {torch.__version__} sees no XPU device; use --device cpu or auto"
+        )
     return torch.device(name)
 
 

@@ -47,7 +47,6 @@ def keep_freed_memory() -> bool:
     """
     try:
         libc = ctypes.CDLL("libc.so.6")
-        return bool(libc.mallopt(_M_MMAP_THRESHOLD, _MMAP_THRESHOLD_MAX)
-                    and libc.mallopt(_M_TRIM_THRESHOLD, 2**31 - 1))
+        return bool(libc.mallopt(_M_MMAP_THRESHOLD, _MMAP_THRESHOLD_MAX) and libc.mallopt(_M_TRIM_THRESHOLD, 2**31 - 1))
     except (OSError, AttributeError):  # not glibc (musl, macOS): its allocator, its defaults
         return False

@@ -21,11 +21,23 @@ from typing import Any
 from prism.errors import PrismError
 
 
-def option(default: Any, help: str, *, choices: tuple[str, ...] | None = None, metavar: str | None = None,
-           minimum: float | None = None, exclusive_minimum: float | None = None) -> Any:
+def option(
+    default: Any,
+    help: str,
+    *,
+    choices: tuple[str, ...] | None = None,
+    metavar: str | None = None,
+    minimum: float | None = None,
+    exclusive_minimum: float | None = None,
+) -> Any:
     """A dataclass field that is also a flag; `minimum`/`exclusive_minimum` are checked by `validate`."""
-    meta = {"help": help, "choices": choices, "metavar": metavar, "minimum": minimum,
-            "exclusive_minimum": exclusive_minimum}
+    meta = {
+        "help": help,
+        "choices": choices,
+        "metavar": metavar,
+        "minimum": minimum,
+        "exclusive_minimum": exclusive_minimum,
+    }
     return field(default=default, metadata=meta)
 
 
@@ -50,13 +62,24 @@ def add_arguments(parser: argparse.ArgumentParser | argparse._ArgumentGroup, cls
     for f in fields(cls):
         meta = f.metadata
         if _kind(f) == "bool":
-            parser.add_argument(flag(f.name), dest=f.name, action=argparse.BooleanOptionalAction,
-                                default=f.default, help=f"{meta['help']} (default: {f.default})")
+            parser.add_argument(
+                flag(f.name),
+                dest=f.name,
+                action=argparse.BooleanOptionalAction,
+                default=f.default,
+                help=f"{meta['help']} (default: {f.default})",
+            )
             continue
         shown = "none" if f.default is None else f.default
-        parser.add_argument(flag(f.name), dest=f.name, type=_parse(_kind(f)), default=f.default,
-                            choices=meta.get("choices"), metavar=meta.get("metavar"),
-                            help=f"{meta['help']} (default: {shown})".replace("%", "%%"))
+        parser.add_argument(
+            flag(f.name),
+            dest=f.name,
+            type=_parse(_kind(f)),
+            default=f.default,
+            choices=meta.get("choices"),
+            metavar=meta.get("metavar"),
+            help=f"{meta['help']} (default: {shown})".replace("%", "%%"),
+        )
 
 
 def from_namespace(cls: type, args: argparse.Namespace):
@@ -82,8 +105,11 @@ def validate(opts):
             continue
         kind = _kind(f)
         if kind in ("int", "float"):
-            if isinstance(value, bool) or not isinstance(value, (int, float)) or (
-                    kind == "int" and not float(value).is_integer()):
+            if (
+                isinstance(value, bool)
+                or not isinstance(value, (int, float))
+                or (kind == "int" and not float(value).is_integer())
+            ):
                 raise PrismError(f"{flag(f.name)}: {value!r} is not a{'n integer' if kind == 'int' else ' number'}")
             if not math.isfinite(value):
                 raise PrismError(f"{flag(f.name)}: {value!r} is not finite")

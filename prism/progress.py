@@ -21,8 +21,9 @@ def is_terminal(stream: IO[str]) -> bool:
         return False
 
 
-def progress(items: Iterable[T], label: str, total: int | None = None, stream: IO[str] | None = None,
-             bar: bool = True) -> Iterator[T]:
+def progress(
+    items: Iterable[T], label: str, total: int | None = None, stream: IO[str] | None = None, bar: bool = True
+) -> Iterator[T]:
     """Yield `items`, showing `label i/total` on a terminal (`bar`: tqdm's bar when installed)."""
     stream = sys.stderr if stream is None else stream
     if not is_terminal(stream):

@@ -58,6 +58,7 @@ _served: dict[str, str] = {}  # in the server: the source hash and revision of t
 
 # ---- the requesting side -------------------------------------------------------------
 
+
 def run(argv: list[str]) -> int | None:
     """Run `prism ARGV` in the worker named by $PRISM_WORKER; its exit status, or None to run it here."""
     path = os.environ.get(ENV)
@@ -69,14 +70,18 @@ def run(argv: list[str]) -> int | None:
     conn.settimeout(_timeout())
     try:
         conn.connect(path)
-        header = json.dumps({"argv": list(argv), "cwd": os.getcwd(), "env": dict(os.environ),
-                             "source": source_hash()}).encode()
+        header = json.dumps(
+            {"argv": list(argv), "cwd": os.getcwd(), "env": dict(os.environ), "source": source_hash()}
+        ).encode()
         conn.sendall(_LENGTH.pack(len(header)) + header)
         verdict = _recv_exactly(conn, _STATUS.size)
-    except socket.timeout:
+    except TimeoutError:
         conn.close()
-        print(f"prism: the worker at {path} did not answer within {_timeout():g} s ({TIMEOUT_ENV}): "
-              "running in this process", file=sys.stderr)
+        print(
+            f"prism: the worker at {path} did not answer within {_timeout():g} s ({TIMEOUT_ENV}): "
+            "running in this process",
+            file=sys.stderr,
+        )
         return None
     except OSError:  # no worker (anymore), or a closed std stream: run here
         conn.close()
@@ -84,8 +89,10 @@ def run(argv: list[str]) -> int | None:
     if len(verdict) < _STATUS.size or _STATUS.unpack(verdict)[0] != _ACCEPTED:
         conn.close()
         if verdict:
-            print(f"prism: the worker at {path} runs other prism code (edited since it started): "
-                  "running in this process", file=sys.stderr)
+            print(
+                f"prism: the worker at {path} runs other prism code (edited since it started): running in this process",
+                file=sys.stderr,
+            )
         return None
     try:  # the std streams go only to a child that answered: none is left in a socket nobody reads
         conn.settimeout(None)
@@ -132,6 +139,7 @@ def _recv_exactly(conn: socket.socket, n: int) -> bytes:
 
 # ---- the serving side ----------------------------------------------------------------
 
+
 def preload() -> None:
     """Import what a training job imports (torch, its compiler stack, the distributed checkpoint API, prism)."""
     from prism.host import tune_host
@@ -165,8 +173,7 @@ def serve(path: str | Path, parent: int | None = None, idle_timeout: float = 360
     server.bind(str(path))
     os.chmod(path, 0o600)
     server.listen(16)
-    print(f"prism worker: serving revision {_served['rev']} (source {_served['source'][:12]}) on {path}",
-          flush=True)
+    print(f"prism worker: serving revision {_served['rev']} (source {_served['source'][:12]}) on {path}", flush=True)
     signal.signal(signal.SIGCHLD, signal.SIG_IGN)  # children are reaped by the kernel
     signal.signal(signal.SIGTERM, _terminate)  # stop: through `finally`, which removes the socket
     last = time.monotonic()

@@ -48,8 +48,9 @@ def shards(built) -> Path:
 def _run_prism(*args: str, env: dict[str, str] | None = None, timeout: float = 600) -> subprocess.CompletedProcess:
     full_env = {k: v for k, v in os.environ.items() if k != INJECT_NAN_ENV}
     full_env.update(env or {})
-    return subprocess.run([sys.executable, "-m", "prism", *args], capture_output=True, text=True,
-                          env=full_env, timeout=timeout)
+    return subprocess.run(
+        [sys.executable, "-m", "prism", *args], capture_output=True, text=True, env=full_env, timeout=timeout
+    )
 
 
 @pytest.fixture(scope="session")
@@ -107,9 +108,9 @@ def _wandb_records(path: Path) -> list:
         if room < 7:  # a block's tail too short for a header is padding
             pos += room
             continue
-        length = int.from_bytes(data[pos + 4:pos + 6], "little")
+        length = int.from_bytes(data[pos + 4 : pos + 6], "little")
         kind = data[pos + 6]
-        payload = data[pos + 7:pos + 7 + length]
+        payload = data[pos + 7 : pos + 7 + length]
         pos += 7 + length
         if kind == 0 and length == 0:
             continue
@@ -136,12 +137,12 @@ def _wandb_runs(root: Path) -> list[dict]:
             kind = record.WhichOneof("record_type")
             if kind == "run":
                 r = record.run
-                run.update(id=r.run_id, name=r.display_name, group=r.run_group, project=r.project,
-                           tags=list(r.tags))
+                run.update(id=r.run_id, name=r.display_name, group=r.run_group, project=r.project, tags=list(r.tags))
                 run["config"].update({item.key: _json.loads(item.value_json) for item in r.config.update})
             elif kind == "history":
-                row = {item.key or "/".join(item.nested_key): _json.loads(item.value_json)
-                       for item in record.history.item}
+                row = {
+                    item.key or "/".join(item.nested_key): _json.loads(item.value_json) for item in record.history.item
+                }
                 run["history"].append(row)
         runs.append(run)
     return runs
@@ -204,8 +205,14 @@ def write_shape_shards(folder: Path, samples: int, per_shard: int = 100, start: 
                     buf = io.BytesIO()
                     im.save(buf, format="WEBP")
                     im = buf.getvalue()
-                sink.write({"__key__": f"{i:09d}", ext: im, "txt": caption,
-                            "json": {"caption": caption, "width": width, "height": height, "status": "success"}})
+                sink.write(
+                    {
+                        "__key__": f"{i:09d}",
+                        ext: im,
+                        "txt": caption,
+                        "json": {"caption": caption, "width": width, "height": height, "status": "success"},
+                    }
+                )
         paths.append(path)
     return paths
 

@@ -13,13 +13,28 @@ def prism(*args: str) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, "-m", "prism", *args], capture_output=True, text=True)
 
 
-CALIBRATE = ["isoflop", "calibrate", "--backbone", "30k", "--projector-variant", "BASE", "--family", "text_image", "--regime", "e2e"]
+CALIBRATE = [
+    "isoflop",
+    "calibrate",
+    "--backbone",
+    "30k",
+    "--projector-variant",
+    "BASE",
+    "--family",
+    "text_image",
+    "--regime",
+    "e2e",
+]
 
 
 @pytest.mark.parametrize(
     "flag,kind,valid",
-    [("--backbone", "backbone", "4k, 8k, 10k, 15k"), ("--projector-variant", "projector variant", "BASE, W2X, W4X, D2X, D4X"),
-     ("--family", "family", "text_image, text_ts, text_graph"), ("--regime", "regime", "projector_only, encoder_projector, e2e")],
+    [
+        ("--backbone", "backbone", "4k, 8k, 10k, 15k"),
+        ("--projector-variant", "projector variant", "BASE, W2X, W4X, D2X, D4X"),
+        ("--family", "family", "text_image, text_ts, text_graph"),
+        ("--regime", "regime", "projector_only, encoder_projector, e2e"),
+    ],
 )
 def test_bad_names_get_one_line_listing_valid_names(tmp_path, flag, kind, valid):
     args = list(CALIBRATE)

@@ -11,9 +11,14 @@ SCHEMA = Path(__file__).resolve().parents[1] / "config" / "schema.yaml"
 
 def test_text_becomes_the_type_the_schema_declares():
     # What Snakemake makes of --config 'train={"seed": 1}' 'data={"seed": 1, "lm_ratio": 0.5}' 'plan={...}'
-    cli = {"train": {"seed": "1", "schedule": "wsd", "threads": "2"}, "data": {"seed": "1", "lm_ratio": "0.5"},
-           "plan": {"global_batch": "null", "window": "0.42", "previous_round": "null", "prior_a": "0.53"},
-           "calibrate": {"measure_throughput": "false"}, "budgets": ["2.5e11", "4e11"], "study_dir": "s1"}
+    cli = {
+        "train": {"seed": "1", "schedule": "wsd", "threads": "2"},
+        "data": {"seed": "1", "lm_ratio": "0.5"},
+        "plan": {"global_batch": "null", "window": "0.42", "previous_round": "null", "prior_a": "0.53"},
+        "calibrate": {"measure_throughput": "false"},
+        "budgets": ["2.5e11", "4e11"],
+        "study_dir": "s1",
+    }
     out = typed(cli, SCHEMA)
     assert out["train"] == {"seed": 1, "schedule": "wsd", "threads": 2}
     assert out["data"] == {"seed": 1, "lm_ratio": 0.5}
@@ -47,7 +52,8 @@ def test_a_rejected_value_is_one_line_naming_key_value_and_what_is_allowed():
     line = _problem(plan={"window": -1})
     assert line == "config: plan.window = -1 is not allowed; allowed: number, > 0; see docs/configuration.md"
     assert _problem(train={"schedule": "cosin"}).startswith(
-        'config: train.schedule = "cosin" is not allowed; allowed: one of cosine, wsd;')
+        'config: train.schedule = "cosin" is not allowed; allowed: one of cosine, wsd;'
+    )
     budget = _problem(budgets=["1e12", "2e10; touch pwned"])
     assert budget.startswith('config: budgets[1] = "2e10; touch pwned" is not allowed; allowed: a compute budget')
     assert "\n" not in budget and "$schema" not in budget
@@ -72,7 +78,8 @@ def test_a_config_value_given_as_a_target_is_named_with_its_fix():
     assert targets == ["fit_text_image", "train.seed=1"]
     assert override_as_target(targets) == (
         "snakemake: train.seed=1 is not a target but a config value: give it after the targets as "
-        """--config 'train={"seed": 1}' (the section's other keys keep their values)""")
+        """--config 'train={"seed": 1}' (the section's other keys keep their values)"""
+    )
     assert override_as_target(["study_dir=s1"]).endswith("give it after the targets as --config study_dir=s1")
     assert override_as_target(["fit_text_image", "scaling-study/text_image/runs.csv"]) is None
     # --config's own entries and other options' key=value words are not targets

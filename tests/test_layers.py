@@ -16,18 +16,35 @@ from pathlib import Path
 PRISM = Path(__file__).resolve().parents[1] / "prism"
 
 LAYERS: dict[str, int] = {
-    "prism": 0, "prism.errors": 0, "prism.atomic": 0, "prism.families": 0, "prism.ids": 0,
-    "prism.calibration": 0, "prism.run_metrics": 0, "prism.revision": 0, "prism.fingerprint": 0,
-    "prism.configtypes": 0, "prism.progress": 0,
-    "prism.host": 1, "prism.device": 1, "prism.model": 1, "prism.data": 1, "prism.dist": 1,
+    "prism": 0,
+    "prism.errors": 0,
+    "prism.atomic": 0,
+    "prism.families": 0,
+    "prism.ids": 0,
+    "prism.calibration": 0,
+    "prism.run_metrics": 0,
+    "prism.revision": 0,
+    "prism.fingerprint": 0,
+    "prism.configtypes": 0,
+    "prism.progress": 0,
+    "prism.host": 1,
+    "prism.device": 1,
+    "prism.model": 1,
+    "prism.data": 1,
+    "prism.dist": 1,
     # The device's measured matmul peak (a cached measurement of the device, no benchmark logic):
     # training reads it for MFU.
     "prism.bench.peak": 1,
     "prism.train": 2,
     "prism.launch": 3,
-    "prism.isoflop": 4, "prism.sweep": 4, "prism.bench": 4, "prism.perf": 4,
+    "prism.isoflop": 4,
+    "prism.sweep": 4,
+    "prism.bench": 4,
+    "prism.perf": 4,
     # The entry point, and the fork server that runs it for a study's jobs.
-    "prism.cli": 5, "prism.__main__": 5, "prism.worker": 5,
+    "prism.cli": 5,
+    "prism.__main__": 5,
+    "prism.worker": 5,
 }
 
 
@@ -70,8 +87,10 @@ def test_no_module_imports_a_higher_layer():
         mine = module_name(path)
         for imported, line in prism_imports(path):
             if layer(imported) > layer(mine):
-                violations.append(f"{path.relative_to(PRISM.parent)}:{line}: {mine} (layer {layer(mine)}) "
-                                  f"imports {imported} (layer {layer(imported)})")
+                violations.append(
+                    f"{path.relative_to(PRISM.parent)}:{line}: {mine} (layer {layer(mine)}) "
+                    f"imports {imported} (layer {layer(imported)})"
+                )
     assert not violations, "\n".join(violations)
 
 

@@ -28,8 +28,9 @@ def worker(tmp_path):
     """A running `prism worker serve`; yields its socket path and its log."""
     sock, log = tmp_path / "w.sock", tmp_path / "worker.log"
     with log.open("w") as out:
-        proc = subprocess.Popen([*PRISM, "worker", "serve", "--socket", str(sock)], stdout=out,
-                                stderr=subprocess.STDOUT)
+        proc = subprocess.Popen(
+            [*PRISM, "worker", "serve", "--socket", str(sock)], stdout=out, stderr=subprocess.STDOUT
+        )
     try:
         wait_for(sock.exists, what="the worker's socket")
         yield sock, log
@@ -54,17 +55,45 @@ def data(tmp_path_factory):
 
 
 def train_args(data: Path, out: str, budget: str = "3e9") -> list[str]:
-    return ["train", "--family", "text_image", "--backbone", "4k", "--variant", "BASE", "--regime", "e2e",
-            "--budget", budget, "--data", str(data), "--out", out, "--device", "cpu", "--threads", "1",
-            "--global-batch", "8", "--eval-samples", "16", "--final-eval-samples", "64"]
+    return [
+        "train",
+        "--family",
+        "text_image",
+        "--backbone",
+        "4k",
+        "--variant",
+        "BASE",
+        "--regime",
+        "e2e",
+        "--budget",
+        budget,
+        "--data",
+        str(data),
+        "--out",
+        out,
+        "--device",
+        "cpu",
+        "--threads",
+        "1",
+        "--global-batch",
+        "8",
+        "--eval-samples",
+        "16",
+        "--final-eval-samples",
+        "64",
+    ]
 
 
 def start_served_run(sock: Path, data: Path, tmp_path: Path) -> tuple[subprocess.Popen, Path]:
     """A long training run through the worker, once it is stepping; (its client, its output file)."""
     err = tmp_path / "err.txt"
     with err.open("w") as fh:
-        client = subprocess.Popen([*PRISM, *train_args(data, str(tmp_path / "run"), budget="2e11")],
-                                  env={**os.environ, "PRISM_WORKER": str(sock)}, stdout=fh, stderr=subprocess.STDOUT)
+        client = subprocess.Popen(
+            [*PRISM, *train_args(data, str(tmp_path / "run"), budget="2e11")],
+            env={**os.environ, "PRISM_WORKER": str(sock)},
+            stdout=fh,
+            stderr=subprocess.STDOUT,
+        )
     wait_for(lambda: "step " in err.read_text(), what="the run's first steps")
     return client, err
 
@@ -119,6 +148,7 @@ def test_an_idle_worker_exits_and_removes_its_socket(tmp_path):
 
 def test_a_worker_serves_only_the_code_it_imported(tmp_path):
     import shutil
+
     import prism as package
 
     src = tmp_path / "src"
@@ -127,8 +157,13 @@ def test_a_worker_serves_only_the_code_it_imported(tmp_path):
     env = {"PYTHONPATH": str(src), "PRISM_GIT_REV": "old-rev"}
     sock, log = tmp_path / "w.sock", tmp_path / "worker.log"
     with log.open("w") as out:
-        server = subprocess.Popen([*PRISM, "worker", "serve", "--socket", str(sock)], stdout=out,
-                                  stderr=subprocess.STDOUT, env={**os.environ, **env}, cwd=tmp_path)
+        server = subprocess.Popen(
+            [*PRISM, "worker", "serve", "--socket", str(sock)],
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            env={**os.environ, **env},
+            cwd=tmp_path,
+        )
     try:
         wait_for(sock.exists, what="the worker's socket")
         assert "serving revision old-rev (source " in log.read_text()  # resolved when it started
@@ -136,8 +171,9 @@ def test_a_worker_serves_only_the_code_it_imported(tmp_path):
         assert served.returncode == 0 and "prism model list" in log.read_text()
         with (src / "prism" / "ids.py").open("a") as f:  # prism edited while the worker runs
             f.write("\n# edited\n")
-        edited = prism(["model", "list", "--json"], {**env, "PRISM_WORKER": str(sock), "PRISM_GIT_REV": "new-rev"},
-                       cwd=tmp_path)
+        edited = prism(
+            ["model", "list", "--json"], {**env, "PRISM_WORKER": str(sock), "PRISM_GIT_REV": "new-rev"}, cwd=tmp_path
+        )
         assert edited.returncode == 0 and json.loads(edited.stdout)  # ran, in its own process
         assert "runs other prism code (edited since it started): running in this process" in edited.stderr
         assert "refused (other source): prism model list --json" in log.read_text()

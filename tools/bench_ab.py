@@ -57,8 +57,14 @@ def worker(args: argparse.Namespace) -> None:
 
 def start(tree: Path, argv: list[str]) -> subprocess.Popen:
     env = {**os.environ, "PYTHONPATH": str(tree)}  # before the editable install of this checkout
-    proc = subprocess.Popen([sys.executable, str(Path(__file__).resolve()), "--worker", *argv], cwd=tree, env=env,
-                            stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(
+        [sys.executable, str(Path(__file__).resolve()), "--worker", *argv],
+        cwd=tree,
+        env=env,
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
     if proc.stdout.readline().strip() != "ready":
         raise SystemExit(f"the worker on {tree} did not start (exit status {proc.wait()})")
     return proc
@@ -87,8 +93,18 @@ def main() -> int:
         return 0
     if not args.base:
         parser.error("--base is required")
-    argv = ["--data", str(Path(args.data).resolve()), "--family", args.family, "--backbone", args.backbone,
-            "--global-batch", str(args.global_batch), "--threads", str(args.threads)]
+    argv = [
+        "--data",
+        str(Path(args.data).resolve()),
+        "--family",
+        args.family,
+        "--backbone",
+        args.backbone,
+        "--global-batch",
+        str(args.global_batch),
+        "--threads",
+        str(args.threads),
+    ]
     with tempfile.TemporaryDirectory() as tmp:
         archive = Path(tmp) / "base.tar"
         subprocess.run(["git", "archive", "-o", str(archive), args.base, "prism"], cwd=ROOT, check=True)
@@ -107,8 +123,10 @@ def main() -> int:
             proc.wait()
     q1, med, q3 = statistics.quantiles(ratios, n=4)
     print(f"{args.backbone} {args.family} batch {args.global_batch}, {args.threads} thread(s), {args.steps} step pairs")
-    print(f"  step time: base {args.base} {statistics.median(times['base']) * 1e3:.1f} ms, "
-          f"head {statistics.median(times['head']) * 1e3:.1f} ms (medians)")
+    print(
+        f"  step time: base {args.base} {statistics.median(times['base']) * 1e3:.1f} ms, "
+        f"head {statistics.median(times['head']) * 1e3:.1f} ms (medians)"
+    )
     print(f"  base/head per pair: median {med:.3f}, quartiles {q1:.3f}-{q3:.3f}")
     return 0
 

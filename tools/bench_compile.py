@@ -79,10 +79,13 @@ def main(argv: list[str] | None = None) -> int:
         saved = eager_s * (1 - 1 / med) if med > 1 else 0.0
         pays = f"after {compile_s / saved:,.0f} steps" if saved > 0 else "never"
         drift = abs(losses[0] - losses[1])
-        print(f"{backbone:>6}: compile {compile_s:.1f} s; eager/compiled step time per pair median {med:.3f} "
-              f"(quartiles {q1:.3f}-{q3:.3f}), eager step {1e3 * eager_s:.1f} ms; pays for itself {pays}; "
-              f"loss after {args.steps + args.warmup + 1} steps: eager {losses[0]:.6f}, compiled {losses[1]:.6f} "
-              f"(|diff| {drift:.2e})", flush=True)
+        print(
+            f"{backbone:>6}: compile {compile_s:.1f} s; eager/compiled step time per pair median {med:.3f} "
+            f"(quartiles {q1:.3f}-{q3:.3f}), eager step {1e3 * eager_s:.1f} ms; pays for itself {pays}; "
+            f"loss after {args.steps + args.warmup + 1} steps: eager {losses[0]:.6f}, compiled {losses[1]:.6f} "
+            f"(|diff| {drift:.2e})",
+            flush=True,
+        )
     return 0
 
 

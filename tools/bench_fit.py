@@ -57,28 +57,35 @@ def main() -> None:
     arrays = [np.array([getattr(r, k) for r in recs]) for k in ("params", "tokens", "loss", "budget")]
     t, res = timed(lambda: approach2.fit_approach2(*arrays, n_boot=1000, seed=0), args.repeats)
     results["approach2_15runs_1000boot_s"] = t
-    print(f"Approach 2, 15 runs, 1000 bootstrap: {t:.3f} s (target < 2 s); a = {res.n_law.exponent:.3f} "
-          f"{res.n_law.exponent_ci}")
+    print(
+        f"Approach 2, 15 runs, 1000 bootstrap: {t:.3f} s (target < 2 s); a = {res.n_law.exponent:.3f} "
+        f"{res.n_law.exponent_ci}"
+    )
 
     data = chinchilla()
     t, fit = timed(lambda: approach3.fit_approach3(*data), max(1, args.repeats // 2 + 1))
     results["approach3_chinchilla_point_s"] = t
     s = fit.surface
-    print(f"Approach 3 point fit, 240 points, 4500-start grid: {t:.2f} s (target < 10 s); E={s.E:.4f} "
-          f"alpha={s.alpha:.4f} beta={s.beta:.4f} a={s.a:.4f} objective={fit.objective:.6e} converged={fit.converged}")
+    print(
+        f"Approach 3 point fit, 240 points, 4500-start grid: {t:.2f} s (target < 10 s); E={s.E:.4f} "
+        f"alpha={s.alpha:.4f} beta={s.beta:.4f} a={s.a:.4f} objective={fit.objective:.6e} converged={fit.converged}"
+    )
 
     t, boot = timed(lambda: approach3.bootstrap_approach3(*data, fit, n_boot=200, seed=0), max(1, args.repeats // 2))
     results["approach3_chinchilla_200boot_s"] = t
     lo, hi = approach3.interval(boot[:, 3])
-    print(f"Approach 3, 200 bootstrap (warm-started): {t:.2f} s (target < 120 s); alpha 80% interval "
-          f"[{lo:.4f}, {hi:.4f}]")
+    print(
+        f"Approach 3, 200 bootstrap (warm-started): {t:.2f} s (target < 120 s); alpha 80% interval [{lo:.4f}, {hi:.4f}]"
+    )
 
     grid = isoflop_study(prior_surface(0.5, 0.1), [1e12, 3e12, 1e13, 3e13], per_budget=7, spread=1.0)
     g = [np.array([getattr(r, k) for r in grid]) for k in ("params", "tokens", "budget")]
     t, fc = timed(lambda: forecast(*g, prior_surface(0.5, 0.1), n_sims=200), args.repeats)
     results["forecast_200sims_s"] = t
-    print(f"Forecast, 200 simulated studies of 28 runs: {t:.3f} s; determined={fc.determined}, "
-          f"80% width of a {fc.a_ci_width:.3f}")
+    print(
+        f"Forecast, 200 simulated studies of 28 runs: {t:.3f} s; determined={fc.determined}, "
+        f"80% width of a {fc.a_ci_width:.3f}"
+    )
 
     if args.json:
         Path(args.json).write_text(json.dumps(results, indent=2) + "\n")

@@ -36,12 +36,19 @@ def write_shards(folder: Path, samples: int, per_shard: int, seed: int = 0) -> i
                 box = sorted(rng.integers(0, w, 2).tolist()), sorted(rng.integers(0, h, 2).tolist())
                 shape = ("ellipse", "box")[i % 2]
                 (draw.ellipse if shape == "ellipse" else draw.rectangle)(
-                    (box[0][0], box[1][0], box[0][1], box[1][1]), fill=tuple(int(c) for c in rng.integers(0, 256, 3)))
+                    (box[0][0], box[1][0], box[0][1], box[1][1]), fill=tuple(int(c) for c in rng.integers(0, 256, 3))
+                )
                 fmt = ("JPEG", "PNG", "WEBP")[i % 3]
                 buf = io.BytesIO()
                 im.save(buf, format=fmt)
-                sink.write({"__key__": f"{i:09d}", {"JPEG": "jpg", "PNG": "png", "WEBP": "webp"}[fmt]: buf.getvalue(),
-                            "txt": f"an {shape} on a {w} by {h} image", "json": {"width": w, "height": h}})
+                sink.write(
+                    {
+                        "__key__": f"{i:09d}",
+                        {"JPEG": "jpg", "PNG": "png", "WEBP": "webp"}[fmt]: buf.getvalue(),
+                        "txt": f"an {shape} on a {w} by {h} image",
+                        "json": {"width": w, "height": h},
+                    }
+                )
     return sum(p.stat().st_size for p in folder.glob("*.tar"))
 
 
@@ -70,10 +77,12 @@ def main(argv: list[str] | None = None) -> int:
             verify_s.append(time.perf_counter() - start)
             verify_cpu.append(time.process_time() - cpu)
         counts = {s: v["samples"] for s, v in manifest["splits"].items()}
-        print(f"{args.samples} samples in {len(list(shards.glob('*.tar')))} shards ({size / 1e6:.1f} MB), "
-              f"split {counts}: index {statistics.median(index_s):.2f} s wall, {statistics.median(index_cpu):.2f} s CPU "
-              f"(runs {', '.join(f'{x:.2f}' for x in index_s)} s wall); verify {statistics.median(verify_s):.2f} s wall, "
-              f"{statistics.median(verify_cpu):.2f} s CPU")
+        print(
+            f"{args.samples} samples in {len(list(shards.glob('*.tar')))} shards ({size / 1e6:.1f} MB), "
+            f"split {counts}: index {statistics.median(index_s):.2f} s wall, {statistics.median(index_cpu):.2f} s CPU "
+            f"(runs {', '.join(f'{x:.2f}' for x in index_s)} s wall); verify {statistics.median(verify_s):.2f} s wall, "
+            f"{statistics.median(verify_cpu):.2f} s CPU"
+        )
     return 0
 
 

@@ -88,8 +88,10 @@ class NanoGPT(nn.Module):
 def nanogpt_optimizer(model: nn.Module, lr: float, fused: bool) -> torch.optim.AdamW:
     """nanoGPT's `configure_optimizers`: weight decay 0.1 on >=2-D parameters, betas (0.9, 0.95)."""
     params = [p for p in model.parameters() if p.requires_grad]
-    groups = [{"params": [p for p in params if p.ndim >= 2], "weight_decay": 0.1},
-              {"params": [p for p in params if p.ndim < 2], "weight_decay": 0.0}]
+    groups = [
+        {"params": [p for p in params if p.ndim >= 2], "weight_decay": 0.1},
+        {"params": [p for p in params if p.ndim < 2], "weight_decay": 0.0},
+    ]
     return torch.optim.AdamW(groups, lr=lr, betas=(0.9, 0.95), fused=fused)
 
 
@@ -106,6 +108,7 @@ def training_flops(model: nn.Module, inputs: tuple) -> int:
 
 def make_step(model: nn.Module, opt: torch.optim.Optimizer, inputs: tuple):
     """One training step as a function returning (wall seconds, CPU seconds)."""
+
     def step() -> tuple[float, float]:
         t0, c0 = time.perf_counter(), time.process_time()
         model(*inputs).backward()
@@ -134,8 +137,15 @@ def build_pair(args: argparse.Namespace, backbone: str):
     nano = NanoGPT(cfg.vocab_size, seq_len, cfg.d_model, cfg.n_layers, cfg.n_heads)
     nano_opt = nanogpt_optimizer(nano, lr, args.nanogpt_fused)
     nano_in = (prism_in[0], prism_in[2])
-    return (make_step(prism, prism_opt, prism_in), training_flops(prism, prism_in),
-            make_step(nano, nano_opt, nano_in), training_flops(nano, nano_in), prism, prism_opt, prism_in)
+    return (
+        make_step(prism, prism_opt, prism_in),
+        training_flops(prism, prism_in),
+        make_step(nano, nano_opt, nano_in),
+        training_flops(nano, nano_in),
+        prism,
+        prism_opt,
+        prism_in,
+    )
 
 
 def compare(args: argparse.Namespace, backbone: str) -> dict:
@@ -154,11 +164,19 @@ def compare(args: argparse.Namespace, backbone: str) -> dict:
         # With one thread the CPU seconds a step got are its own cost, whatever else the host runs.
         cpu_ratios.append((prism_flops / a[1]) / (nano_flops / b[1]) if a[1] > 0 and b[1] > 0 else float("nan"))
     q1, med, q3 = statistics.quantiles(ratios, n=4)
-    return {"backbone": backbone, "prism_gflops": prism_flops / statistics.median(tp) / 1e9,
-            "nanogpt_gflops": nano_flops / statistics.median(tn) / 1e9, "prism_ms": 1e3 * statistics.median(tp),
-            "nanogpt_ms": 1e3 * statistics.median(tn), "prism_mflop": prism_flops / 1e6,
-            "nanogpt_mflop": nano_flops / 1e6, "ratio": med, "q1": q1, "q3": q3,
-            "cpu_ratio": statistics.median(cpu_ratios)}
+    return {
+        "backbone": backbone,
+        "prism_gflops": prism_flops / statistics.median(tp) / 1e9,
+        "nanogpt_gflops": nano_flops / statistics.median(tn) / 1e9,
+        "prism_ms": 1e3 * statistics.median(tp),
+        "nanogpt_ms": 1e3 * statistics.median(tn),
+        "prism_mflop": prism_flops / 1e6,
+        "nanogpt_mflop": nano_flops / 1e6,
+        "ratio": med,
+        "q1": q1,
+        "q3": q3,
+        "cpu_ratio": statistics.median(cpu_ratios),
+    }
 
 
 def profile(args: argparse.Namespace, backbone: str) -> None:
@@ -176,8 +194,10 @@ def profile(args: argparse.Namespace, backbone: str) -> None:
     total = sum(e.self_cpu_time_total for e in events)
     print(f"self CPU {total / 1e3 / args.steps:.2f} ms per step")
     for e in events[: args.rows]:
-        print(f"  {e.self_cpu_time_total / 1e3 / args.steps:7.3f} ms {100 * e.self_cpu_time_total / total:5.1f}% "
-              f"{e.count // args.steps:5d} calls  {e.key}")
+        print(
+            f"  {e.self_cpu_time_total / 1e3 / args.steps:7.3f} ms {100 * e.self_cpu_time_total / total:5.1f}% "
+            f"{e.count // args.steps:5d} calls  {e.key}"
+        )
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -202,10 +222,13 @@ def main(argv: list[str] | None = None) -> int:
             profile(args, backbone)
             continue
         r = compare(args, backbone)
-        print(f"{r['backbone']:>5}: prism {r['prism_gflops']:6.2f} GFLOP/s ({r['prism_ms']:.2f} ms, "
-              f"{r['prism_mflop']:.0f} MFLOP), nanogpt {r['nanogpt_gflops']:6.2f} GFLOP/s ({r['nanogpt_ms']:.2f} ms, "
-              f"{r['nanogpt_mflop']:.0f} MFLOP); prism/nanogpt FLOP/s per pair: median {r['ratio']:.3f}, "
-              f"quartiles {r['q1']:.3f}-{r['q3']:.3f} (by CPU time {r['cpu_ratio']:.3f})", flush=True)
+        print(
+            f"{r['backbone']:>5}: prism {r['prism_gflops']:6.2f} GFLOP/s ({r['prism_ms']:.2f} ms, "
+            f"{r['prism_mflop']:.0f} MFLOP), nanogpt {r['nanogpt_gflops']:6.2f} GFLOP/s ({r['nanogpt_ms']:.2f} ms, "
+            f"{r['nanogpt_mflop']:.0f} MFLOP); prism/nanogpt FLOP/s per pair: median {r['ratio']:.3f}, "
+            f"quartiles {r['q1']:.3f}-{r['q3']:.3f} (by CPU time {r['cpu_ratio']:.3f})",
+            flush=True,
+        )
     return 0
 
 

@@ -44,14 +44,16 @@ def jobs_of(study: Path, family: str, cooldown_fraction: float = 0.2) -> list[Jo
     for t in plan_trajectories(plan, cooldown_fraction):
         per_step = (t.hours_per_step or 0.0) * 3600
 
-        def measured(path: Path, steps: int) -> float:
+        def measured(path: Path, steps: int, per_step: float = per_step) -> float:
             try:
                 return float(json.loads(path.read_text())["time"]["wall_s"])
             except (OSError, ValueError, KeyError, TypeError):
                 return steps * per_step
 
         for seg in t.segments:
-            seconds = measured(folder / "stable" / t.traj_id / f"to-{seg.end:08d}" / "metrics.json", seg.end - seg.start)
+            seconds = measured(
+                folder / "stable" / t.traj_id / f"to-{seg.end:08d}" / "metrics.json", seg.end - seg.start
+            )
             after = f"{t.traj_id}@{seg.start}" if seg.start else None
             jobs.append(Job(f"{t.traj_id}@{seg.end}", seconds, after, seg.end, t.segment_priority(seg.end)))
         for b in t.branches:
@@ -104,12 +106,16 @@ def main(argv: list[str] | None = None) -> int:
     jobs = jobs_of(Path(args.study), args.family, args.cooldown_fraction)
     total = sum(job.seconds for job in jobs)
     bound = max(total / args.cores, longest_chain(jobs))
-    print(f"{len(jobs)} jobs, {total / 60:.1f} min of job time on {args.cores} cores; lower bound "
-          f"{bound / 60:.1f} min (longest chain {longest_chain(jobs) / 60:.1f} min)")
+    print(
+        f"{len(jobs)} jobs, {total / 60:.1f} min of job time on {args.cores} cores; lower bound "
+        f"{bound / 60:.1f} min (longest chain {longest_chain(jobs) / 60:.1f} min)"
+    )
     for order in ("by_steps", "longest_chain"):
         span = makespan(jobs, args.cores, order)
-        print(f"{order:>13}: {span / 60:.1f} min, {(span * args.cores - total) / 60:.1f} core-min idle "
-              f"({span / bound:.3f} x the bound)")
+        print(
+            f"{order:>13}: {span / 60:.1f} min, {(span * args.cores - total) / 60:.1f} core-min idle "
+            f"({span / bound:.3f} x the bound)"
+        )
     return 0
 
 

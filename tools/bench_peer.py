@@ -67,11 +67,20 @@ class LlamaLM(nn.Module):
         from transformers import LlamaConfig, LlamaForCausalLM
 
         config = LlamaConfig(
-            vocab_size=cfg.vocab_size, hidden_size=cfg.d_model, intermediate_size=cfg.ffn_dim,
-            num_hidden_layers=cfg.n_layers, num_attention_heads=cfg.n_heads, num_key_value_heads=cfg.n_kv_heads,
-            max_position_embeddings=seq_len, rms_norm_eps=cfg.norm_eps, rope_theta=cfg.rope_theta,
-            tie_word_embeddings=cfg.tie_embeddings, attention_bias=cfg.qkv_bias, mlp_bias=False,
-            use_cache=False, attn_implementation="sdpa",
+            vocab_size=cfg.vocab_size,
+            hidden_size=cfg.d_model,
+            intermediate_size=cfg.ffn_dim,
+            num_hidden_layers=cfg.n_layers,
+            num_attention_heads=cfg.n_heads,
+            num_key_value_heads=cfg.n_kv_heads,
+            max_position_embeddings=seq_len,
+            rms_norm_eps=cfg.norm_eps,
+            rope_theta=cfg.rope_theta,
+            tie_word_embeddings=cfg.tie_embeddings,
+            attention_bias=cfg.qkv_bias,
+            mlp_bias=False,
+            use_cache=False,
+            attn_implementation="sdpa",
         )
         self.llama = LlamaForCausalLM(config)
 
@@ -91,8 +100,10 @@ def batch(cfg: BackboneConfig, batch_size: int, seq_len: int, seed: int = 0):
 def llama_optimizer(model: nn.Module, lr: float) -> torch.optim.AdamW:
     """The same AdamW as `build_optimizer` (decay on matrices, fused)."""
     params = [p for p in model.parameters() if p.requires_grad]
-    groups = [{"params": [p for p in params if p.ndim >= 2], "weight_decay": WEIGHT_DECAY},
-              {"params": [p for p in params if p.ndim < 2], "weight_decay": 0.0}]
+    groups = [
+        {"params": [p for p in params if p.ndim >= 2], "weight_decay": WEIGHT_DECAY},
+        {"params": [p for p in params if p.ndim < 2], "weight_decay": 0.0},
+    ]
     return torch.optim.AdamW(groups, lr=lr, betas=BETAS, eps=EPS, fused=True)
 
 
@@ -114,6 +125,7 @@ def training_flops(model: nn.Module, inputs: tuple) -> int:
 
 def make_step(model: nn.Module, opt: torch.optim.Optimizer, inputs: tuple):
     """One training step as a function returning (wall seconds, CPU seconds)."""
+
     def step() -> tuple[float, float]:
         t0, c0 = time.perf_counter(), time.process_time()
         model(*inputs).backward()
@@ -132,10 +144,17 @@ def build_pair(backbone: str, batch_size: int, seq_len: int) -> dict:
     prism = PrismLM(cfg)
     llama = LlamaLM(cfg, seq_len)
     prism_in, llama_in = batch(cfg, batch_size, seq_len)
-    return {"cfg": cfg, "prism": prism, "llama": llama, "prism_in": prism_in, "llama_in": llama_in,
-            "prism_step": make_step(prism, build_optimizer(list(prism.parameters()), lr), prism_in),
-            "llama_step": make_step(llama, llama_optimizer(llama, lr), llama_in),
-            "prism_flops": training_flops(prism, prism_in), "llama_flops": training_flops(llama, llama_in)}
+    return {
+        "cfg": cfg,
+        "prism": prism,
+        "llama": llama,
+        "prism_in": prism_in,
+        "llama_in": llama_in,
+        "prism_step": make_step(prism, build_optimizer(list(prism.parameters()), lr), prism_in),
+        "llama_step": make_step(llama, llama_optimizer(llama, lr), llama_in),
+        "prism_flops": training_flops(prism, prism_in),
+        "llama_flops": training_flops(llama, llama_in),
+    }
 
 
 def compare(backbone: str, batch_size: int, seq_len: int, steps: int, warmup: int) -> dict:
@@ -157,11 +176,22 @@ def compare(backbone: str, batch_size: int, seq_len: int, steps: int, warmup: in
     q1, med, q3 = statistics.quantiles(ratios, n=4)
     tokens = batch_size * seq_len
     mp, ml = statistics.median(tp), statistics.median(tl)
-    return {"backbone": backbone, "params": param_count(pair["prism"]), "prism_mflop": fp / 1e6,
-            "llama_mflop": fl / 1e6, "prism_ms": 1e3 * mp, "llama_ms": 1e3 * ml,
-            "prism_tok_s": tokens / mp, "llama_tok_s": tokens / ml,
-            "prism_gflops": fp / mp / 1e9, "llama_gflops": fl / ml / 1e9,
-            "ratio": med, "q1": q1, "q3": q3, "cpu_ratio": statistics.median(cpu_ratios)}
+    return {
+        "backbone": backbone,
+        "params": param_count(pair["prism"]),
+        "prism_mflop": fp / 1e6,
+        "llama_mflop": fl / 1e6,
+        "prism_ms": 1e3 * mp,
+        "llama_ms": 1e3 * ml,
+        "prism_tok_s": tokens / mp,
+        "llama_tok_s": tokens / ml,
+        "prism_gflops": fp / mp / 1e9,
+        "llama_gflops": fl / ml / 1e9,
+        "ratio": med,
+        "q1": q1,
+        "q3": q3,
+        "cpu_ratio": statistics.median(cpu_ratios),
+    }
 
 
 def profile(backbone: str, batch_size: int, seq_len: int, steps: int, warmup: int, rows: int) -> None:
@@ -182,8 +212,10 @@ def profile(backbone: str, batch_size: int, seq_len: int, steps: int, warmup: in
         calls = sum(e.count for e in events) // steps
         print(f"--- {backbone} {name}: self CPU {total / 1e3 / steps:.2f} ms per step, {calls} op calls")
         for e in events[:rows]:
-            print(f"  {e.self_cpu_time_total / 1e3 / steps:7.3f} ms {100 * e.self_cpu_time_total / total:5.1f}% "
-                  f"{e.count // steps:5d} calls  {e.key}")
+            print(
+                f"  {e.self_cpu_time_total / 1e3 / steps:7.3f} ms {100 * e.self_cpu_time_total / total:5.1f}% "
+                f"{e.count // steps:5d} calls  {e.key}"
+            )
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -203,18 +235,24 @@ def main(argv: list[str] | None = None) -> int:
 
     tune_host()  # as `prism train` does; process-wide, so both models get it
     torch.set_num_threads(args.threads)
-    print(f"torch {torch.__version__}, transformers {transformers.__version__}, {args.threads} thread(s), "
-          f"batch {args.batch} x {args.seq_len} tokens", flush=True)
+    print(
+        f"torch {torch.__version__}, transformers {transformers.__version__}, {args.threads} thread(s), "
+        f"batch {args.batch} x {args.seq_len} tokens",
+        flush=True,
+    )
     for backbone in args.backbones.split(","):
         if args.profile:
             profile(backbone, args.batch, args.seq_len, args.steps, args.warmup, args.rows)
             continue
         r = compare(backbone, args.batch, args.seq_len, args.steps, args.warmup)
-        print(f"{r['backbone']:>5} ({r['params']} params, {r['prism_mflop']:.0f} MFLOP/step; llama "
-              f"{r['llama_mflop']:.0f}): prism {r['prism_tok_s']:,.0f} tokens/s {r['prism_gflops']:.2f} GFLOP/s "
-              f"({r['prism_ms']:.2f} ms), llama {r['llama_tok_s']:,.0f} tokens/s {r['llama_gflops']:.2f} GFLOP/s "
-              f"({r['llama_ms']:.2f} ms); prism/llama per pair: median {r['ratio']:.3f}, quartiles "
-              f"{r['q1']:.3f}-{r['q3']:.3f} (by CPU time {r['cpu_ratio']:.3f})", flush=True)
+        print(
+            f"{r['backbone']:>5} ({r['params']} params, {r['prism_mflop']:.0f} MFLOP/step; llama "
+            f"{r['llama_mflop']:.0f}): prism {r['prism_tok_s']:,.0f} tokens/s {r['prism_gflops']:.2f} GFLOP/s "
+            f"({r['prism_ms']:.2f} ms), llama {r['llama_tok_s']:,.0f} tokens/s {r['llama_gflops']:.2f} GFLOP/s "
+            f"({r['llama_ms']:.2f} ms); prism/llama per pair: median {r['ratio']:.3f}, quartiles "
+            f"{r['q1']:.3f}-{r['q3']:.3f} (by CPU time {r['cpu_ratio']:.3f})",
+            flush=True,
+        )
     return 0
 
 

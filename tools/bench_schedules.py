@@ -8,7 +8,8 @@ may be no more than the seed-to-seed spread of one run. Here every cell (backbon
 budget) trains both schedules under several seeds, on the study's data and
 calibrations, exactly as the study would (`prism train`, batch 32, one thread, the
 same final evaluation and the study's warm-up, half the plan's min_steps, for both
-schedules; `--cosine-warmup` gives the cosine runs another), and reports per cell the mean loss of each schedule, the paired difference
+schedules; `--cosine-warmup` gives the cosine runs another), and reports per cell the
+mean loss of each schedule, the paired difference
 (wsd - cosine, in % of cosine) with its standard error over seeds, and the seed spread
 of one run. A wsd run trained alone is the branch the study would have taken from its
 trajectory (bit-identical, `tests/train/test_wsd_segments.py`).
@@ -52,11 +53,40 @@ def train(args: argparse.Namespace, cell: str, schedule: str, seed: int) -> dict
     warmup = warmup_of(args, schedule)
     out = run_dir(args.out, cell, schedule, seed, warmup, args.lr_scale)
     calibration = args.study / "calibration" / f"{args.family}__{backbone}__BASE__e2e.json"
-    cmd = [sys.executable, "-m", "prism", "train", "--family", args.family, "--backbone", backbone,
-           "--variant", "BASE", "--regime", "e2e", "--budget", budget, "--out", str(out),
-           "--data", str(args.study / "data" / args.family), "--device", "cpu", "--threads", "1",
-           "--global-batch", str(args.global_batch), "--schedule", schedule, "--seed", str(seed),
-           "--eval-samples", "64", "--final-eval-samples", str(args.final_eval_samples)]
+    cmd = [
+        sys.executable,
+        "-m",
+        "prism",
+        "train",
+        "--family",
+        args.family,
+        "--backbone",
+        backbone,
+        "--variant",
+        "BASE",
+        "--regime",
+        "e2e",
+        "--budget",
+        budget,
+        "--out",
+        str(out),
+        "--data",
+        str(args.study / "data" / args.family),
+        "--device",
+        "cpu",
+        "--threads",
+        "1",
+        "--global-batch",
+        str(args.global_batch),
+        "--schedule",
+        schedule,
+        "--seed",
+        str(seed),
+        "--eval-samples",
+        "64",
+        "--final-eval-samples",
+        str(args.final_eval_samples),
+    ]
     if calibration.exists():  # else `prism train` counts the FLOPs per sample itself
         cmd += ["--calibration", str(calibration)]
     if warmup is not None:
@@ -79,10 +109,20 @@ def summarise(cell: str, runs: dict[tuple[str, int], dict], seeds: list[int]) ->
     diffs = [100 * (w - c) / c for c, w in zip(loss["cosine"], loss["wsd"])]
     se = statistics.stdev(diffs) / math.sqrt(len(diffs)) if len(diffs) > 1 else float("nan")
     mean_cos = statistics.mean(loss["cosine"])
-    spread = (statistics.mean(statistics.stdev(loss[s]) for s in SCHEDULES) / mean_cos * 100
-              if len(seeds) > 1 else float("nan"))
-    return {"cell": cell, "steps": runs["wsd", seeds[0]]["steps"], "cosine": mean_cos,
-            "wsd": statistics.mean(loss["wsd"]), "diff": statistics.mean(diffs), "se": se, "spread": spread}
+    spread = (
+        statistics.mean(statistics.stdev(loss[s]) for s in SCHEDULES) / mean_cos * 100
+        if len(seeds) > 1
+        else float("nan")
+    )
+    return {
+        "cell": cell,
+        "steps": runs["wsd", seeds[0]]["steps"],
+        "cosine": mean_cos,
+        "wsd": statistics.mean(loss["wsd"]),
+        "diff": statistics.mean(diffs),
+        "se": se,
+        "spread": spread,
+    }
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -92,12 +132,24 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--cells", required=True, help="comma-separated BACKBONE@BUDGET, e.g. 20k@1.2e12")
     parser.add_argument("--seeds", default="0,1,2")
     parser.add_argument("--global-batch", type=int, default=32)
-    parser.add_argument("--warmup", type=int, default=50,
-                        help="warm-up steps of both schedules (default 50: the default study's, half its min_steps)")
-    parser.add_argument("--cosine-warmup", default=None, metavar="N|run",
-                        help="cosine runs only: N steps, or `run` for prism train's own default (5%% of the run)")
-    parser.add_argument("--lr-scale", type=float, default=1.0,
-                        help="both schedules at this multiple of the study's peak learning rate (is a gap the rate's?)")
+    parser.add_argument(
+        "--warmup",
+        type=int,
+        default=50,
+        help="warm-up steps of both schedules (default 50: the default study's, half its min_steps)",
+    )
+    parser.add_argument(
+        "--cosine-warmup",
+        default=None,
+        metavar="N|run",
+        help="cosine runs only: N steps, or `run` for prism train's own default (5%% of the run)",
+    )
+    parser.add_argument(
+        "--lr-scale",
+        type=float,
+        default=1.0,
+        help="both schedules at this multiple of the study's peak learning rate (is a gap the rate's?)",
+    )
     parser.add_argument("--final-eval-samples", type=int, default=2048)
     parser.add_argument("--jobs", type=int, default=2, help="runs side by side (one thread each)")
     parser.add_argument("--out", type=Path, default=Path("schedules-bench"))
@@ -107,15 +159,19 @@ def main(argv: list[str] | None = None) -> int:
     work = [(c, s, seed) for c in cells for seed in seeds for s in SCHEDULES]
     with ThreadPoolExecutor(args.jobs) as pool:
         done = dict(zip(work, pool.map(lambda w: train(args, *w), work)))
-    print(f"wsd - cosine per run at equal budget, {args.lr_scale:g} x the study's peak lr, {len(seeds)} seeds "
-          f"({args.seeds}); diff in % of cosine, +- its standard error over seeds; spread: one run's seed-to-seed "
-          "std in %")
+    print(
+        f"wsd - cosine per run at equal budget, {args.lr_scale:g} x the study's peak lr, {len(seeds)} seeds "
+        f"({args.seeds}); diff in % of cosine, +- its standard error over seeds; spread: one run's seed-to-seed "
+        "std in %"
+    )
     print("| cell | steps | cosine | wsd | diff % | spread % |")
     print("|---|---|---|---|---|---|")
     for c in cells:
         r = summarise(c, {(s, seed): done[c, s, seed] for (cc, s, seed) in done if cc == c}, seeds)
-        print(f"| {c} | {r['steps']} | {r['cosine']:.4f} | {r['wsd']:.4f} | {r['diff']:+.2f} +- {r['se']:.2f} "
-              f"| {r['spread']:.2f} |")
+        print(
+            f"| {c} | {r['steps']} | {r['cosine']:.4f} | {r['wsd']:.4f} | {r['diff']:+.2f} +- {r['se']:.2f} "
+            f"| {r['spread']:.2f} |"
+        )
     return 0
 
 

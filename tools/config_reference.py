@@ -55,9 +55,15 @@ def _value(value) -> str:
 
 
 # The command whose flags a section's keys are (the workflow passes them on).
-COMMANDS = {"data": ("prism", "data", "build"), "calibrate": ("prism", "isoflop", "calibrate"),
-            "plan": ("prism", "isoflop", "plan"), "train": ("prism", "train"), "collect": ("prism", "isoflop", "collect"),
-            "fit": ("prism", "isoflop", "fit"), "plot": ("prism", "isoflop", "plot")}
+COMMANDS = {
+    "data": ("prism", "data", "build"),
+    "calibrate": ("prism", "isoflop", "calibrate"),
+    "plan": ("prism", "isoflop", "plan"),
+    "train": ("prism", "train"),
+    "collect": ("prism", "isoflop", "collect"),
+    "fit": ("prism", "isoflop", "fit"),
+    "plot": ("prism", "isoflop", "plot"),
+}
 
 
 def _flags(command: tuple[str, ...]) -> set[str]:
@@ -84,8 +90,13 @@ def _rows(schema: dict, config: dict, root: dict, prefix: str) -> list[str]:
     for key, prop in schema.get("properties", {}).items():
         name = prefix + key
         resolved = _resolve(prop, root)
-        default = _value(prop["default"]) if "default" in prop else "required" if key in schema.get(
-            "required", []) else "none"
+        default = (
+            _value(prop["default"])
+            if "default" in prop
+            else "required"
+            if key in schema.get("required", [])
+            else "none"
+        )
         if "x-library-default" in prop:
             default += f" (the library's: {_value(prop['x-library-default'])})"
         study = ""
@@ -110,15 +121,19 @@ def reference(schema: dict, config: dict) -> str:
             named = [k for k in prop["properties"] if k in flags]
             if named:
                 others = [k for k in prop["properties"] if k not in flags]
-                out.append(f"Each key{' but ' + ', '.join(f'`{k}`' for k in others) if others else ''} is a flag of "
-                           f"`{' '.join(COMMANDS[key])}` of the same name (`--{named[0].replace('_', '-')}` for "
-                           f"`{named[0]}`) and the same default, unless the default column gives the library's.\n")
+                out.append(
+                    f"Each key{' but ' + ', '.join(f'`{k}`' for k in others) if others else ''} is a flag of "
+                    f"`{' '.join(COMMANDS[key])}` of the same name (`--{named[0].replace('_', '-')}` for "
+                    f"`{named[0]}`) and the same default, unless the default column gives the library's.\n"
+                )
         out.append(head)
         out += _rows(prop, config.get(key) or {}, schema, key + ".")
     out += ["", "## Kinds of value\n", "| kind | type | meaning |", "|---|---|---|"]
     for name, prop in schema.get("definitions", {}).items():
-        out.append(f"| {name} | {_cell(kind({k: v for k, v in prop.items() if k != 'description'}, schema))} |"
-                   f" {_description(prop, schema)} |")
+        out.append(
+            f"| {name} | {_cell(kind({k: v for k, v in prop.items() if k != 'description'}, schema))} |"
+            f" {_description(prop, schema)} |"
+        )
     return "\n".join(out) + "\n"
 
 

@@ -25,15 +25,19 @@ def main() -> None:
             by_experiment[row["experiment"]].append(row)
     for name, rows in by_experiment.items():
         for label, keep in (("all", rows), ("clean", [r for r in rows if r["outlier"] == "False"])):
-            recs = [RunRecord(f"row{i}", float(r["params"]), float(r["tokens"]), float(r["loss"]), float(r["budget"]))
-                    for i, r in enumerate(keep)]
+            recs = [
+                RunRecord(f"row{i}", float(r["params"]), float(r["tokens"]), float(r["loss"]), float(r["budget"]))
+                for i, r in enumerate(keep)
+            ]
             fit = fit_records(recs, method="approach2", bootstrap=0, window=args.window)
             a2 = fit.approach2
             width = f"{a2.a_ci[1] - a2.a_ci[0]:.3f}" if a2.a_ci else "-"
             windowed = sum(f.windowed for f in a2.per_budget)
-            print(f"{name} {label}: {len(keep)} runs, a = {a2.a:.3f} (interval {width} wide), noise "
-                  f"{fit.diagnostics.noise:.4f}, {'identifiable' if fit.identifiable else 'NOT identifiable'}, "
-                  f"{windowed} of {len(a2.per_budget)} budgets on a window")
+            print(
+                f"{name} {label}: {len(keep)} runs, a = {a2.a:.3f} (interval {width} wide), noise "
+                f"{fit.diagnostics.noise:.4f}, {'identifiable' if fit.identifiable else 'NOT identifiable'}, "
+                f"{windowed} of {len(a2.per_budget)} budgets on a window"
+            )
 
 
 if __name__ == "__main__":

@@ -155,8 +155,12 @@ def start(folder: str | os.PathLike, cpus: int | None = None, timeout: float = 3
     os.chmod(key, 0o400)
     subprocess.run(
         [
-            "munged", "--force", f"--key-file={key}", f"--socket={folder}/munge.sock",
-            f"--pid-file={folder}/munged.pid", f"--log-file={folder}/munged.log",
+            "munged",
+            "--force",
+            f"--key-file={key}",
+            f"--socket={folder}/munge.sock",
+            f"--pid-file={folder}/munged.pid",
+            f"--log-file={folder}/munged.log",
             f"--seed-file={folder}/munge.seed",
         ],
         check=True,
@@ -198,7 +202,9 @@ def _drain(folder: Path, timeout: float = 15.0) -> None:
         return
     env = {**os.environ, **env_for(folder)}
     try:
-        subprocess.run(["scancel", "--user", pwd.getpwuid(os.getuid()).pw_name], env=env, capture_output=True, timeout=10)
+        subprocess.run(
+            ["scancel", "--user", pwd.getpwuid(os.getuid()).pw_name], env=env, capture_output=True, timeout=10
+        )
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             out = subprocess.run(["squeue", "-h", "-o", "%i"], env=env, capture_output=True, text=True, timeout=10)

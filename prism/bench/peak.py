@@ -21,8 +21,14 @@ from typing import Any
 from prism.atomic import write_json_atomic
 from prism.errors import PrismError
 
-DTYPES = {"fp32": "float32", "float32": "float32", "bf16": "bfloat16", "bfloat16": "bfloat16",
-          "fp16": "float16", "float16": "float16"}
+DTYPES = {
+    "fp32": "float32",
+    "float32": "float32",
+    "bf16": "bfloat16",
+    "bfloat16": "bfloat16",
+    "fp16": "float16",
+    "float16": "float16",
+}
 
 # Sizes per device type: big enough to be compute-bound, small enough to be quick.
 _SIZES = {"cpu": (256, 512, 1024), "default": (2048, 4096, 8192)}
@@ -73,8 +79,15 @@ def cache_key(device, dtype) -> str:
     dev = _device(device)
     dt = _dtype(dtype)
     threads = torch.get_num_threads() if dev.type == "cpu" else 0
-    return "|".join((socket.gethostname(), f"{dev.type}:{device_name(dev)}", str(dt).removeprefix("torch."),
-                     f"threads={threads}", f"torch={torch.__version__}"))
+    return "|".join(
+        (
+            socket.gethostname(),
+            f"{dev.type}:{device_name(dev)}",
+            str(dt).removeprefix("torch."),
+            f"threads={threads}",
+            f"torch={torch.__version__}",
+        )
+    )
 
 
 def measure_peak(device, dtype, sizes: tuple[int, ...] | None = None, min_seconds: float = _MIN_SECONDS) -> dict:
@@ -166,7 +179,11 @@ def format_peak(record: dict) -> str:
     sizes = ", ".join(f"{n}: {v / 1e9:.1f}" for n, v in sorted(record["per_size"].items(), key=lambda kv: int(kv[0])))
     src = "cached" if record["cached"] else "measured"
     if "kept_higher" in record:
-        src = (f"re-measured {record['kept_higher'] / 1e9:.1f} GFLOP/s, below the cached figure (a busy machine?); "
-               "kept the cached peak")
-    return (f"peak {record['flops'] / 1e9:.1f} GFLOP/s ({src}; {record['key']})\n"
-            f"per matmul size (GFLOP/s): {sizes}\ncache: {record['cache']}")
+        src = (
+            f"re-measured {record['kept_higher'] / 1e9:.1f} GFLOP/s, below the cached figure (a busy machine?); "
+            "kept the cached peak"
+        )
+    return (
+        f"peak {record['flops'] / 1e9:.1f} GFLOP/s ({src}; {record['key']})\n"
+        f"per matmul size (GFLOP/s): {sizes}\ncache: {record['cache']}"
+    )

@@ -87,8 +87,13 @@ def spread(times: list[float]) -> dict:
         iqr = q[2] - q[0]
     else:
         iqr = 0.0
-    return {"step_time_s": statistics.median(times), "step_time_min_s": min(times),
-            "step_time_max_s": max(times), "step_time_iqr_s": iqr, "repeats": len(times)}
+    return {
+        "step_time_s": statistics.median(times),
+        "step_time_min_s": min(times),
+        "step_time_max_s": max(times),
+        "step_time_iqr_s": iqr,
+        "repeats": len(times),
+    }
 
 
 def _autocast(device, dtype: str):
@@ -165,7 +170,8 @@ def check_memory(cfg: BenchConfig, device, batch: int, train: bool) -> None:
         raise PrismError(
             f"--model {cfg.model} at batch {batch}, seq_len {cfg.seq_len} ({'training' if train else 'forward'}, "
             f"{cfg.dtype}) needs at least {need / 2**30:.1f} GiB but {device} has {have / 2**30:.1f} GiB available; "
-            f"use a smaller --model/--batch/--seq-len or a device with more memory")
+            f"use a smaller --model/--batch/--seq-len or a device with more memory"
+        )
 
 
 # --- the measured steps --------------------------------------------------------------------------------------
@@ -186,8 +192,9 @@ class Bench:
         torch.manual_seed(0)
         self.model = build_model(cfg.family, cfg.model, cfg.variant, cfg.regime, device=self.device)
         # The optimizer `prism train` uses, so a bench step is a training step.
-        self.opt = build_optimizer(self.model.trainable_parameters(), 1e-4) \
-            if self.model.trainable_parameters() else None
+        self.opt = (
+            build_optimizer(self.model.trainable_parameters(), 1e-4) if self.model.trainable_parameters() else None
+        )
         self._flops: dict[tuple, tuple[int, int]] = {}
         # The timed calls go through `step_model`; FLOPs are always counted on the plain model's meta copy.
         self.step_model = torch.compile(self.model) if cfg.compile else self.model
@@ -217,9 +224,8 @@ class Bench:
 
     def flops_and_bytes(self, batch: int, train: bool) -> tuple[int, int]:
         """FLOPs and kernel operand bytes of one step at this batch, counted once per shape."""
-        from torch.utils.flop_counter import FlopCounterMode
-
         import torch
+        from torch.utils.flop_counter import FlopCounterMode
 
         from prism.model.accounting import example_batch, meta_copy
 
@@ -245,7 +251,7 @@ class Bench:
         from prism.device import synchronize
 
         started = time.perf_counter()
-        for i in range(self.cfg.warmup):
+        for _ in range(self.cfg.warmup):
             fn(*batch_args)
             if time.perf_counter() - started > self.cfg.max_seconds / 2:
                 break  # slow steps warm up within one or two calls; keep `--test all` bounded
@@ -273,17 +279,40 @@ def _base_row(cfg: BenchConfig, bench: Bench, test: str, batch: int, peak: float
     from prism.model.tokenizer import PAD
 
     n_real = int((bench.batch(1)[0] != PAD).sum())  # the tokens of one sample that are not padding
-    return {"test": test, "model": cfg.model, "family": cfg.family, "variant": cfg.variant, "regime": cfg.regime,
-            "seq_len": cfg.seq_len, "batch": batch, "dtype": cfg.dtype, "tokens_per_sample": cfg.seq_len,
-            "real_tokens_per_sample": n_real, "device": str(bench.device), "device_name": device_name(bench.device),
-            "threads": torch.get_num_threads(), "compile": cfg.compile, "strategy": "single", "world_size": 1,
-            "peak_flops": peak,
-            "torch_version": torch.__version__, "git_rev": git_rev(), "host": socket.gethostname(),
-            "timestamp": time.strftime("%Y-%m-%dT%H:%M:%S%z")}
+    return {
+        "test": test,
+        "model": cfg.model,
+        "family": cfg.family,
+        "variant": cfg.variant,
+        "regime": cfg.regime,
+        "seq_len": cfg.seq_len,
+        "batch": batch,
+        "dtype": cfg.dtype,
+        "tokens_per_sample": cfg.seq_len,
+        "real_tokens_per_sample": n_real,
+        "device": str(bench.device),
+        "device_name": device_name(bench.device),
+        "threads": torch.get_num_threads(),
+        "compile": cfg.compile,
+        "strategy": "single",
+        "world_size": 1,
+        "peak_flops": peak,
+        "torch_version": torch.__version__,
+        "git_rev": git_rev(),
+        "host": socket.gethostname(),
+        "timestamp": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+    }
 
 
-def _rates(row: dict, times: list[float], flops: int, nbytes: int, peak: float, samples_per_step: int,
-           cpu_times: list[float] | None = None) -> dict:
+def _rates(
+    row: dict,
+    times: list[float],
+    flops: int,
+    nbytes: int,
+    peak: float,
+    samples_per_step: int,
+    cpu_times: list[float] | None = None,
+) -> dict:
     sp = spread(times)
     t = sp["step_time_s"]
     row.update(sp)
@@ -390,8 +419,10 @@ def packing(bench: Bench, peak: float) -> list[dict]:
     if not cfg.data:
         raise PrismError(f"--test packing needs --data DIR: {cfg.family} shards from `prism data build`")
     check_memory(cfg, bench.device, cfg.batch, True)
-    loaders = {lay: iter(ShardLoader(cfg.data, "train", cfg.batch, 0, layout=lay, seq_len=cfg.seq_len,
-                                     family=cfg.family)) for lay in ("padded", "packed")}
+    loaders = {
+        lay: iter(ShardLoader(cfg.data, "train", cfg.batch, 0, layout=lay, seq_len=cfg.seq_len, family=cfg.family))
+        for lay in ("padded", "packed")
+    }
     flops, nbytes = bench.flops_and_bytes(cfg.batch, True)
     times: dict[str, list[float]] = {lay: [] for lay in loaders}
     cpu: dict[str, list[float]] = {lay: [] for lay in loaders}
@@ -413,13 +444,18 @@ def packing(bench: Bench, peak: float) -> list[dict]:
                 samples[lay] += int(batch["n_samples"])
     rows = []
     for lay in loaders:
-        row = _rates(_base_row(cfg, bench, "packing", cfg.batch, peak), times[lay], flops, nbytes, peak, cfg.batch,
-                     cpu[lay])
+        row = _rates(
+            _base_row(cfg, bench, "packing", cfg.batch, peak), times[lay], flops, nbytes, peak, cfg.batch, cpu[lay]
+        )
         total = sum(times[lay])
-        row.update(layout=lay, data=str(cfg.data), samples_per_s=samples[lay] / total,
-                   units_per_s=len(times[lay]) * cfg.batch / total,
-                   tokens_per_sample=len(times[lay]) * cfg.batch * cfg.seq_len / samples[lay],
-                   samples_per_row=samples[lay] / (len(times[lay]) * cfg.batch))
+        row.update(
+            layout=lay,
+            data=str(cfg.data),
+            samples_per_s=samples[lay] / total,
+            units_per_s=len(times[lay]) * cfg.batch / total,
+            tokens_per_sample=len(times[lay]) * cfg.batch * cfg.seq_len / samples[lay],
+            samples_per_row=samples[lay] / (len(times[lay]) * cfg.batch),
+        )
         rows.append(row)
     rows[1]["packing_speedup"] = rows[1]["samples_per_s"] / rows[0]["samples_per_s"]
     return rows
@@ -469,8 +505,16 @@ def _ddp_worker(rank: int, world: int, cfg_dict: dict, port: int, outdir: str) -
             if i >= cfg.warmup:
                 ar.append(time.perf_counter() - t0)
         with open(Path(outdir) / f"rank{rank}.json", "w") as fh:
-            json.dump({"plain": plain, "ddp": timed, "allreduce": ar, "threads": torch.get_num_threads(),
-                       "grad_params": n_grad}, fh)
+            json.dump(
+                {
+                    "plain": plain,
+                    "ddp": timed,
+                    "allreduce": ar,
+                    "threads": torch.get_num_threads(),
+                    "grad_params": n_grad,
+                },
+                fh,
+            )
     finally:
         dist.destroy_process_group()
 
@@ -501,8 +545,9 @@ def ddp_overhead(bench: Bench, peak: float) -> list[dict]:
     rows = []
     for strategy, world, times in (("single", 1, plain), ("ddp", cfg.procs, ddp)):
         row = _base_row(cfg, bench, "ddp_overhead", cfg.batch, peak)
-        row.update(strategy=strategy, world_size=world, threads=results[0]["threads"], backend="gloo",
-                   procs_started=cfg.procs)
+        row.update(
+            strategy=strategy, world_size=world, threads=results[0]["threads"], backend="gloo", procs_started=cfg.procs
+        )
         # Per-rank batch is fixed (weak scaling): N ranks process N x batch samples per step. The CPU ranks
         # share the machine's cores, so one rank's MFU is against its share of the peak, N ranks' against all of it.
         share = peak * world / cfg.procs
@@ -540,8 +585,10 @@ def run(cfg: BenchConfig) -> list[dict]:
         torch.set_num_threads(cfg.threads)  # before the peak: its cache key holds the thread count
     device = resolve_device(cfg.device)
     # Check memory before building: the largest batch any requested test uses.
-    biggest = max([cfg.batch * (cfg.procs if "ddp_overhead" in tests else 1)]
-                  + (list(cfg.batch_sizes) if "batch_scaling" in tests else []))
+    biggest = max(
+        [cfg.batch * (cfg.procs if "ddp_overhead" in tests else 1)]
+        + (list(cfg.batch_sizes) if "batch_scaling" in tests else [])
+    )
     check_memory(cfg, device, biggest, tests != ["forward_only"])
     peak = peak_flops(device, cfg.dtype)
     bench = Bench(cfg)
@@ -568,12 +615,24 @@ def run(cfg: BenchConfig) -> list[dict]:
 
 def format_table(rows: list[dict]) -> str:
     """A fixed-width table for the terminal."""
-    cols = [("test", "test", "{}"), ("strategy", "strategy", "{}"), ("world_size", "N", "{}"),
-            ("batch", "batch", "{}"), ("seq_len", "seq", "{}"), ("samples_per_s", "samples/s", "{:.1f}"),
-            ("tokens_per_s", "tokens/s", "{:.0f}"), ("flops_per_s", "GFLOP/s", None), ("mfu", "MFU", None), ("mfu_best", "best", None),
-            ("mfu_cpu", "MFU(cpu)", None), ("mfu_now", "MFU(now)", None),
-            ("arithmetic_intensity", "FLOP/B", "{:.1f}"), ("step_time_s", "step ms", None),
-            ("step_time_iqr_s", "IQR ms", None), ("note", "note", "{}")]
+    cols = [
+        ("test", "test", "{}"),
+        ("strategy", "strategy", "{}"),
+        ("world_size", "N", "{}"),
+        ("batch", "batch", "{}"),
+        ("seq_len", "seq", "{}"),
+        ("samples_per_s", "samples/s", "{:.1f}"),
+        ("tokens_per_s", "tokens/s", "{:.0f}"),
+        ("flops_per_s", "GFLOP/s", None),
+        ("mfu", "MFU", None),
+        ("mfu_best", "best", None),
+        ("mfu_cpu", "MFU(cpu)", None),
+        ("mfu_now", "MFU(now)", None),
+        ("arithmetic_intensity", "FLOP/B", "{:.1f}"),
+        ("step_time_s", "step ms", None),
+        ("step_time_iqr_s", "IQR ms", None),
+        ("note", "note", "{}"),
+    ]
 
     def fmt(key, spec, r):
         v = r.get(key)
@@ -604,7 +663,13 @@ def format_table(rows: list[dict]) -> str:
     widths = [max(len(line[i]) for line in table) for i in range(len(cols))]
     lines = ["  ".join(c.ljust(w) for c, w in zip(line, widths)).rstrip() for line in table]
     head = rows[0] if rows else {}
-    title = (f"model {head.get('model')} family {head.get('family')} on {head.get('device')} "
-             f"({head.get('device_name')}, {head.get('threads')} threads), {head.get('dtype')}, "
-             f"peak {head.get('peak_flops', 0) / 1e9:.1f} GFLOP/s") if rows else "no rows"
+    title = (
+        (
+            f"model {head.get('model')} family {head.get('family')} on {head.get('device')} "
+            f"({head.get('device_name')}, {head.get('threads')} threads), {head.get('dtype')}, "
+            f"peak {head.get('peak_flops', 0) / 1e9:.1f} GFLOP/s"
+        )
+        if rows
+        else "no rows"
+    )
     return "\n".join([title, lines[0], "-" * len(lines[0]), *lines[1:]])

@@ -15,21 +15,39 @@ def register(verbs: argparse._SubParsersAction) -> None:
     p.add_argument("--out", required=True, help="shard directory to create (built beside it, renamed at the end)")
     p.add_argument("--seed", type=int, default=0, help="decides the split, the sample order and generated data")
     p.add_argument("--overwrite", action="store_true", help="replace an existing shard directory")
-    p.add_argument("--lm-ratio", type=float, default=0.0,
-                   help="share of the train split that is text-only Python documentation (default 0)")
+    p.add_argument(
+        "--lm-ratio",
+        type=float,
+        default=0.0,
+        help="share of the train split that is text-only Python documentation (default 0)",
+    )
     p.set_defaults(func=_build)
 
     p = verbs.add_parser("index", help="Index your own webdataset shards (read where they lie) into a manifest.")
-    p.add_argument("shards", metavar="DIR", help="absolute folder of .tar shards, or of train/ and eval/ folders of them")
+    p.add_argument(
+        "shards", metavar="DIR", help="absolute folder of .tar shards, or of train/ and eval/ folders of them"
+    )
     p.add_argument("--family", required=True, choices=sorted(FAMILIES))
     p.add_argument("--out", required=True, help="index directory to create (manifest.json and the decoded copy)")
-    p.add_argument("--eval-fraction", type=float, default=0.05,
-                   help="share of the keys held out, by key hash, when DIR has no train/ and eval/ folders")
-    p.add_argument("--max-bad-fraction", type=float, default=0.01,
-                   help="refuse when more than this share of the samples is bad (default 0.01)")
+    p.add_argument(
+        "--eval-fraction",
+        type=float,
+        default=0.05,
+        help="share of the keys held out, by key hash, when DIR has no train/ and eval/ folders",
+    )
+    p.add_argument(
+        "--max-bad-fraction",
+        type=float,
+        default=0.01,
+        help="refuse when more than this share of the samples is bad (default 0.01)",
+    )
     p.add_argument("--overwrite", action="store_true", help="replace an existing index directory")
-    p.add_argument("--jobs", type=int, default=int(os.environ.get("PRISM_INDEX_JOBS") or 1),
-                   help="processes decoding shards at once; the index is the same (default $PRISM_INDEX_JOBS or 1)")
+    p.add_argument(
+        "--jobs",
+        type=int,
+        default=int(os.environ.get("PRISM_INDEX_JOBS") or 1),
+        help="processes decoding shards at once; the index is the same (default $PRISM_INDEX_JOBS or 1)",
+    )
     p.set_defaults(func=_index)
 
     p = verbs.add_parser("verify", help="Check every shard's sha256 and sample count against manifest.json.")
@@ -54,8 +72,10 @@ def _build(args: argparse.Namespace) -> int:
     start = time.perf_counter()
     m = build(args.family, args.out, seed=args.seed, overwrite=args.overwrite, lm_ratio=args.lm_ratio)
     counts = ", ".join(f"{s} {v['samples']} samples in {len(v['shards'])} shards" for s, v in m["splits"].items())
-    print(f"{args.out}: {m['family']} {counts}; captions truncated {m['captions_truncated']}; "
-          f"{time.perf_counter() - start:.1f}s")
+    print(
+        f"{args.out}: {m['family']} {counts}; captions truncated {m['captions_truncated']}; "
+        f"{time.perf_counter() - start:.1f}s"
+    )
     return 0
 
 
@@ -65,12 +85,23 @@ def _index(args: argparse.Namespace) -> int:
     from prism.data.index import index
 
     start = time.perf_counter()
-    m = index(args.shards, args.family, args.out, eval_fraction=args.eval_fraction,
-              max_bad_fraction=args.max_bad_fraction, overwrite=args.overwrite, jobs=args.jobs)
-    counts = ", ".join(f"{s} {v['samples']} samples ({v['tokens']} tokens) in {len(v['shards'])} shards"
-                       for s, v in m["splits"].items())
-    print(f"{args.out}: {m['family']} from {m['shards_dir']}: {counts}; {len(m['bad_samples'])} bad samples "
-          f"skipped; {time.perf_counter() - start:.1f}s")
+    m = index(
+        args.shards,
+        args.family,
+        args.out,
+        eval_fraction=args.eval_fraction,
+        max_bad_fraction=args.max_bad_fraction,
+        overwrite=args.overwrite,
+        jobs=args.jobs,
+    )
+    counts = ", ".join(
+        f"{s} {v['samples']} samples ({v['tokens']} tokens) in {len(v['shards'])} shards"
+        for s, v in m["splits"].items()
+    )
+    print(
+        f"{args.out}: {m['family']} from {m['shards_dir']}: {counts}; {len(m['bad_samples'])} bad samples "
+        f"skipped; {time.perf_counter() - start:.1f}s"
+    )
     return 0
 
 
@@ -82,10 +113,12 @@ def _verify(args: argparse.Namespace) -> int:
     if Path(args.data_dir).name == "manifest.json":
         args.data_dir = str(Path(args.data_dir).parent)
     s = verify(args.data_dir)
-    print(f"{args.data_dir}: ok, {s['family']}, train {s['train']['samples']} samples / {s['train']['shards']} "
-          f"shards, eval {s['eval']['samples']} samples / {s['eval']['shards']} shards"
-          + (f"; LM text {s['lm_text']}" if "lm_text" in s else "")
-          + (f"; shards in {s['shards_dir']}, {s['bad']} bad samples skipped" if "shards_dir" in s else ""))
+    print(
+        f"{args.data_dir}: ok, {s['family']}, train {s['train']['samples']} samples / {s['train']['shards']} "
+        f"shards, eval {s['eval']['samples']} samples / {s['eval']['shards']} shards"
+        + (f"; LM text {s['lm_text']}" if "lm_text" in s else "")
+        + (f"; shards in {s['shards_dir']}, {s['bad']} bad samples skipped" if "shards_dir" in s else "")
+    )
     return 0
 
 

@@ -43,7 +43,9 @@ def _register_calibrate(verbs: argparse._SubParsersAction) -> None:
     p.add_argument("--family", required=True, help="modality family, e.g. text_image")
     p.add_argument("--regime", default="e2e", help="projector_only, encoder_projector or e2e (default: e2e)")
     p.add_argument("--seq-len", type=int, default=None, help="tokens per sample (default: the family's padded length)")
-    p.add_argument("--device", default="auto", help="auto|cpu|cuda|xpu: where --measure-throughput runs (default: auto)")
+    p.add_argument(
+        "--device", default="auto", help="auto|cpu|cuda|xpu: where --measure-throughput runs (default: auto)"
+    )
     p.add_argument("--threads", type=int, default=None, help="CPU threads for the timed steps (default: torch's)")
     add_arguments(p.add_argument_group("timed steps (config `calibrate:`)"), CalibrateOptions)
     out = p.add_mutually_exclusive_group(required=True)
@@ -61,9 +63,18 @@ def _calibrate(args: argparse.Namespace) -> int:
     from prism.isoflop.calibrate import run_calibrate
 
     path = run_calibrate(
-        args.family, args.backbone, args.variant, args.regime, calibration_dir=args.calibration_dir, out=args.out,
-        seq_len=args.seq_len, device=args.device, measure_throughput=opts.measure_throughput,
-        batch_size=opts.batch_size, steps=opts.steps, threads=args.threads,
+        args.family,
+        args.backbone,
+        args.variant,
+        args.regime,
+        calibration_dir=args.calibration_dir,
+        out=args.out,
+        seq_len=args.seq_len,
+        device=args.device,
+        measure_throughput=opts.measure_throughput,
+        batch_size=opts.batch_size,
+        steps=opts.steps,
+        threads=args.threads,
     )
     print(path)
     return 0
@@ -89,7 +100,9 @@ def _register_fit(verbs: argparse._SubParsersAction) -> None:
     p.add_argument("--csv", required=True, help="runs CSV (e.g. from `prism isoflop collect`)")
     p.add_argument("--family", help="keep rows of this family (needs a family column)")
     p.add_argument("--backbone", help="keep rows of this backbone (needs a backbone column)")
-    p.add_argument("--regime", default="any", choices=REGIME_CHOICES, help="keep rows of this regime (default: any = no filter)")
+    p.add_argument(
+        "--regime", default="any", choices=REGIME_CHOICES, help="keep rows of this regime (default: any = no filter)"
+    )
     from prism.isoflop.fit import FitOptions  # numpy and SciPy: imported when this parser is built
 
     add_arguments(p.add_argument_group("fit options (config `fit:`)"), FitOptions)
@@ -104,11 +117,19 @@ def _fit(args: argparse.Namespace) -> int:
     opts = from_namespace(FitOptions, args)
     opts.validate()
     result = fit_csv(
-        args.csv, args.output_json, args.output_md, family=args.family, backbone=args.backbone,
-        regime=args.regime, options=opts,
+        args.csv,
+        args.output_json,
+        args.output_md,
+        family=args.family,
+        backbone=args.backbone,
+        regime=args.regime,
+        options=opts,
     )
-    parts = [f"{name} a={fit.a:.4f}" for name, fit in (("approach2", result.approach2), ("approach3", result.approach3))
-             if fit is not None and fit.a is not None]
+    parts = [
+        f"{name} a={fit.a:.4f}"
+        for name, fit in (("approach2", result.approach2), ("approach3", result.approach3))
+        if fit is not None and fit.a is not None
+    ]
     v = result.verdict
     verdict = "identifiable" if v.identifiable else "NOT identifiable: " + (v.reasons[0] if v.reasons else "")
     print(f"{', '.join(parts)}; {verdict}; wrote {args.output_json} and {args.output_md}")
@@ -137,16 +158,27 @@ def _register_plan(verbs: argparse._SubParsersAction) -> None:
     p.add_argument("--family", required=True, help="modality family, e.g. text_image")
     p.add_argument("--budgets", required=True, help="comma-separated FLOP budgets, e.g. 1e17,3e17")
     p.add_argument("--calibration-dir", required=True, help="directory of calibration JSONs")
-    p.add_argument("--scaling-study-dir", help="this study's folder: DIR/prior.json (a previous round's fit, or {a, k} "
-                   "optionally with E, A, B, alpha, beta) centres the grid and gives the forecast its loss surface")
+    p.add_argument(
+        "--scaling-study-dir",
+        help="this study's folder: DIR/prior.json (a previous round's fit, or {a, k} "
+        "optionally with E, A, B, alpha, beta) centres the grid and gives the forecast its loss surface",
+    )
     p.add_argument("--regime", default="e2e", choices=REGIME_CHOICES[:-1], help="default: e2e")
     p.add_argument("--backbones", type=_csv_list, help="comma-separated (default: every calibrated one)")
     p.add_argument("--variants", type=_csv_list, help="comma-separated (default: every calibrated one)")
-    p.add_argument("--data", help="shard directory the runs train on: its training split's size gives each run's "
-                   "epochs, and runs above --max-epochs are dropped")
-    p.add_argument("--cooldown-fraction", type=float, default=COOLDOWN_FRACTION, metavar="F",
-                   help="wsd cooldown share of a run's steps (the study's train.cooldown_fraction): what the "
-                   f"grid costs as wsd trajectories (default: {COOLDOWN_FRACTION})")
+    p.add_argument(
+        "--data",
+        help="shard directory the runs train on: its training split's size gives each run's "
+        "epochs, and runs above --max-epochs are dropped",
+    )
+    p.add_argument(
+        "--cooldown-fraction",
+        type=float,
+        default=COOLDOWN_FRACTION,
+        metavar="F",
+        help="wsd cooldown share of a run's steps (the study's train.cooldown_fraction): what the "
+        f"grid costs as wsd trajectories (default: {COOLDOWN_FRACTION})",
+    )
     add_arguments(p.add_argument_group("plan options (config `plan:`)"), PlanOptions)
     p.add_argument("--dry-run", action="store_true", help="print the table, the cost and the forecast; write nothing")
     p.add_argument("--out", help="plan.yaml to write (plan.csv beside it)")
@@ -158,10 +190,18 @@ def _plan(args: argparse.Namespace) -> int:
 
     try:
         text = run_plan(
-            args.out, args.dry_run, family=args.family, budgets=parse_budgets(args.budgets),
-            calibration_dir=args.calibration_dir, scaling_study_dir=args.scaling_study_dir, regime=args.regime,
-            backbones=args.backbones, variants=args.variants, data=args.data,
-            options=from_namespace(PlanOptions, args), cooldown_fraction=args.cooldown_fraction,
+            args.out,
+            args.dry_run,
+            family=args.family,
+            budgets=parse_budgets(args.budgets),
+            calibration_dir=args.calibration_dir,
+            scaling_study_dir=args.scaling_study_dir,
+            regime=args.regime,
+            backbones=args.backbones,
+            variants=args.variants,
+            data=args.data,
+            options=from_namespace(PlanOptions, args),
+            cooldown_fraction=args.cooldown_fraction,
         )
     except PlanStopped as stopped:
         # The whole plan first (the log), then the one line: the error, last, is what the workflow shows.
@@ -209,10 +249,19 @@ def _launch(args: argparse.Namespace) -> int:
     from prism.isoflop.launch import launch_plan
 
     results = launch_plan(
-        args.plan, args.launcher, args.ledger, args.data, runs_dir=args.runs_dir,
-        calibration_dir=args.calibration_dir, dry_run=args.dry_run, nodes=args.nodes,
-        procs_per_node=args.procs_per_node, storage=args.storage, strategy=args.strategy,
-        device=args.device, seed=args.seed,
+        args.plan,
+        args.launcher,
+        args.ledger,
+        args.data,
+        runs_dir=args.runs_dir,
+        calibration_dir=args.calibration_dir,
+        dry_run=args.dry_run,
+        nodes=args.nodes,
+        procs_per_node=args.procs_per_node,
+        storage=args.storage,
+        strategy=args.strategy,
+        device=args.device,
+        seed=args.seed,
     )
     failed = [r["run_id"] for r in results if r["state"] in ("failed", "submit-failed")]
     return 1 if failed else 0
@@ -228,7 +277,8 @@ def _register_collect(verbs: argparse._SubParsersAction) -> None:
         description=(
             "Scan --runs-dir for run directories (those with config.yaml) and write one row each: run_id, family, "
             "backbone, variant, regime, budget, flops, params, params_total, tokens, loss (its final "
-            "evaluation, from metrics.json), loss_std (over the last --eval-window evaluations), n_evals, status (ok|incomplete|collapsed|stale|error), "
+            "evaluation, from metrics.json), loss_std (over the last --eval-window evaluations), n_evals, "
+            "status (ok|incomplete|collapsed|stale|error), "
             "loss_se, epochs, warnings, wall_s, est_wall_s, n_bad_lines, note. With --plan, every planned run "
             "gets a row and a run the plan does not hold, or one trained on other data (--data) or another "
             "calibration, is `stale` (never fitted). Corrupt lines are reported and counted, never fatal. "
@@ -247,8 +297,16 @@ def _register_collect(verbs: argparse._SubParsersAction) -> None:
 def _collect(args: argparse.Namespace) -> int:
     from prism.isoflop.collect import collect
 
-    print(collect(args.runs_dir, args.out, from_namespace(CollectOptions, args), plan=args.plan, data=args.data,
-                  force=args.force))
+    print(
+        collect(
+            args.runs_dir,
+            args.out,
+            from_namespace(CollectOptions, args),
+            plan=args.plan,
+            data=args.data,
+            force=args.force,
+        )
+    )
     return 0
 
 
@@ -307,8 +365,11 @@ def _register_summary(verbs: argparse._SubParsersAction) -> None:
         ),
     )
     p.add_argument("family_dirs", nargs="+", metavar="FAMILY_DIR", help="study family folder(s)")
-    p.add_argument("--html", metavar="OUT", help="write the summary and the fit's tables as one HTML page instead "
-                   "(the workflow's report shows it)")
+    p.add_argument(
+        "--html",
+        metavar="OUT",
+        help="write the summary and the fit's tables as one HTML page instead (the workflow's report shows it)",
+    )
     p.set_defaults(func=_summary)
 
 
@@ -330,8 +391,11 @@ def _summary(args: argparse.Namespace) -> int:
         print(summarize(args.family_dirs))
     for folder in unfitted:
         why = "no such folder" if not Path(folder).is_dir() else "no fit/*.json in it"
-        print(f"prism isoflop summary: {folder}: {why}; `snakemake fit_FAMILY` writes the fit "
-              f"(FAMILY_DIR is a study's family folder, e.g. scaling-study/text_image)", file=sys.stderr)
+        print(
+            f"prism isoflop summary: {folder}: {why}; `snakemake fit_FAMILY` writes the fit "
+            f"(FAMILY_DIR is a study's family folder, e.g. scaling-study/text_image)",
+            file=sys.stderr,
+        )
     return 1 if unfitted else 0
 
 
@@ -351,9 +415,14 @@ def _register_status(verbs: argparse._SubParsersAction) -> None:
         ),
     )
     p.add_argument("study", metavar="STUDY", help="a study folder (e.g. scaling-study) or one family folder of it")
-    p.add_argument("--active-within", type=float, default=ACTIVE_SECONDS, metavar="S",
-                   help="a run without a lock held on this host counts as running when one of its files changed "
-                   "within this many seconds (jobs on other nodes)")
+    p.add_argument(
+        "--active-within",
+        type=float,
+        default=ACTIVE_SECONDS,
+        metavar="S",
+        help="a run without a lock held on this host counts as running when one of its files changed "
+        "within this many seconds (jobs on other nodes)",
+    )
     p.set_defaults(func=_status)
 
 
@@ -383,8 +452,12 @@ def _register_compare(verbs: argparse._SubParsersAction) -> None:
     p.add_argument("--regime", default="e2e")
     p.add_argument("--label-a", default="cosine")
     p.add_argument("--label-b", default="wsd")
-    p.add_argument("--cooldown-fraction", type=float, metavar="F",
-                   help="wsd cooldown share (default: the one STUDY_B's plan.yaml records)")
+    p.add_argument(
+        "--cooldown-fraction",
+        type=float,
+        metavar="F",
+        help="wsd cooldown share (default: the one STUDY_B's plan.yaml records)",
+    )
     p.add_argument("--out", metavar="MD", help="write the report here too")
     p.set_defaults(func=_compare)
 
@@ -392,6 +465,17 @@ def _register_compare(verbs: argparse._SubParsersAction) -> None:
 def _compare(args: argparse.Namespace) -> int:
     from prism.isoflop.compare import compare
 
-    print(compare(args.study_a, args.study_b, args.family, out=args.out, regime=args.regime, label_a=args.label_a,
-                  label_b=args.label_b, cooldown_fraction=args.cooldown_fraction), end="")
+    print(
+        compare(
+            args.study_a,
+            args.study_b,
+            args.family,
+            out=args.out,
+            regime=args.regime,
+            label_a=args.label_a,
+            label_b=args.label_b,
+            cooldown_fraction=args.cooldown_fraction,
+        ),
+        end="",
+    )
     return 0

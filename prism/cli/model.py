@@ -12,7 +12,9 @@ def register(verbs: argparse._SubParsersAction) -> None:
         help="Print the backbones, projector variants, families and regimes.",
         description="Print the model registry: a table for people, or --json for programs.",
     )
-    p.add_argument("--json", action="store_true", help="print JSON: {backbones: {NAME: {...}}, variants, families, regimes}")
+    p.add_argument(
+        "--json", action="store_true", help="print JSON: {backbones: {NAME: {...}}, variants, families, regimes}"
+    )
     p.set_defaults(func=_list)
 
 

@@ -11,8 +11,9 @@ def _cells(args: argparse.Namespace, presets, designs):
     from prism.sweep.presets import load, split_names
 
     pf = load(args.presets_file)
-    return make_cells(pf, split_names(presets), split_names(designs), args.sweep_id, args.outputs,
-                      args.data_root, args.storage)
+    return make_cells(
+        pf, split_names(presets), split_names(designs), args.sweep_id, args.outputs, args.data_root, args.storage
+    )
 
 
 def _run(args: argparse.Namespace) -> int:
@@ -36,8 +37,12 @@ def _common(p: argparse.ArgumentParser) -> None:
     from prism.launch import STORAGES
 
     p.add_argument("--sweep-id", required=True, help="names the sweep's directory under --outputs")
-    p.add_argument("--storage", choices=STORAGES, default="local",
-                   help="where cluster jobs read shards (daos mounts them with dfuse)")
+    p.add_argument(
+        "--storage",
+        choices=STORAGES,
+        default="local",
+        help="where cluster jobs read shards (daos mounts them with dfuse)",
+    )
     p.add_argument("--outputs", default="sweeps", help="root of sweep outputs (default: sweeps)")
     p.add_argument("--data-root", help="where the per-family shards live (default: OUTPUTS/ID/data)")
     p.add_argument("--presets-file", help="presets and designs (default: config/modality_presets.yaml)")
@@ -45,15 +50,21 @@ def _common(p: argparse.ArgumentParser) -> None:
 
 def register(verbs: argparse._SubParsersAction) -> None:
     """Add this group's verbs; each sets `func` to a handler that calls one library function."""
-    p = verbs.add_parser("run", help="Train every (design, preset) cell, padded and packed, with perf logging.",
-                         description="For each design x preset: build the family's shards if missing, then train "
-                                     "a short padded and a packed run into OUTPUTS/ID/<design>/<preset>/.")
+    p = verbs.add_parser(
+        "run",
+        help="Train every (design, preset) cell, padded and packed, with perf logging.",
+        description="For each design x preset: build the family's shards if missing, then train "
+        "a short padded and a packed run into OUTPUTS/ID/<design>/<preset>/.",
+    )
     p.add_argument("--preset", required=True, help="comma-separated preset names (config/modality_presets.yaml)")
     p.add_argument("--designs", required=True, help="comma-separated design names, e.g. PRISM-MODALITY-SMOKE-1N")
     _common(p)
     p.set_defaults(func=_run)
-    c = verbs.add_parser("run-cell", help="One cell of a sweep (what each workflow job runs).",
-                         description="Train one (design, preset) cell; writes status.json last.")
+    c = verbs.add_parser(
+        "run-cell",
+        help="One cell of a sweep (what each workflow job runs).",
+        description="Train one (design, preset) cell; writes status.json last.",
+    )
     c.add_argument("--preset", required=True, help="one preset name")
     c.add_argument("--design", required=True, help="one design name")
     _common(c)

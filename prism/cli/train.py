@@ -50,30 +50,57 @@ def configure(parser: argparse.ArgumentParser) -> None:
     from prism.launch import LAUNCHERS, STORAGES
     from prism.train.config import RunConfig
 
-    parser.description = ("Train one run to a FLOP budget; rerunning the same command resumes from the last "
-                          "checkpoint, and does nothing once metrics.json exists.")
+    parser.description = (
+        "Train one run to a FLOP budget; rerunning the same command resumes from the last "
+        "checkpoint, and does nothing once metrics.json exists."
+    )
     parser.add_argument("--config", metavar="RUN.yaml", help="run config file (same keys as these flags)")
     for field in dataclasses.fields(RunConfig):
         meta = field.metadata
         default = f" (default: {field.default})" if field.default is not None and not meta.get("required") else ""
-        parser.add_argument("--" + field.name.replace("_", "-"), dest=field.name, type=_type(field),
-                            choices=meta.get("choices"), metavar=meta.get("metavar"), default=None,
-                            help=(meta.get("help") or "") + default)
+        parser.add_argument(
+            "--" + field.name.replace("_", "-"),
+            dest=field.name,
+            type=_type(field),
+            choices=meta.get("choices"),
+            metavar=meta.get("metavar"),
+            default=None,
+            help=(meta.get("help") or "") + default,
+        )
     launch = parser.add_argument_group("launching (not part of the run config)")
-    launch.add_argument("--launcher", choices=LAUNCHERS, default="local",
-                        help="local: train here; torchrun: re-run under torchrun on this node; aurora: PBS job "
-                             "body (with --dry-run)")
+    launch.add_argument(
+        "--launcher",
+        choices=LAUNCHERS,
+        default="local",
+        help="local: train here; torchrun: re-run under torchrun on this node; aurora: PBS job body (with --dry-run)",
+    )
     launch.add_argument("--nodes", type=int, default=1, metavar="N", help="nodes (aurora)")
-    launch.add_argument("--procs-per-node", type=int, default=None, metavar="N",
-                        help="processes per node (torchrun default auto; aurora default 12)")
-    launch.add_argument("--storage", choices=STORAGES, default="local",
-                        help="where the data lives on the cluster (daos mounts it with dfuse)")
+    launch.add_argument(
+        "--procs-per-node",
+        type=int,
+        default=None,
+        metavar="N",
+        help="processes per node (torchrun default auto; aurora default 12)",
+    )
+    launch.add_argument(
+        "--storage",
+        choices=STORAGES,
+        default="local",
+        help="where the data lives on the cluster (daos mounts it with dfuse)",
+    )
     launch.add_argument("--dry-run", action="store_true", help="print the exact command or job body and exit")
-    launch.add_argument("--retrain", action="store_true", default=None,
-                        help="train a finished run again from scratch (otherwise a finished run is kept, and an "
-                             "unchanged one whose metrics.json was deleted is restored); also PRISM_RETRAIN=1")
-    launch.add_argument("--wait-lock", action="store_true", default=None,
-                        help="wait for another trainer of the same run directory to end instead of exiting; "
-                             "also PRISM_LOCK_WAIT=1")
+    launch.add_argument(
+        "--retrain",
+        action="store_true",
+        default=None,
+        help="train a finished run again from scratch (otherwise a finished run is kept, and an "
+        "unchanged one whose metrics.json was deleted is restored); also PRISM_RETRAIN=1",
+    )
+    launch.add_argument(
+        "--wait-lock",
+        action="store_true",
+        default=None,
+        help="wait for another trainer of the same run directory to end instead of exiting; also PRISM_LOCK_WAIT=1",
+    )
     parser._negative_number_matcher = NEGATIVE_NUMBER  # values like -1e10 are values, not flags
     parser.set_defaults(func=_train)

@@ -12,8 +12,15 @@ import time
 from prism.errors import PrismError
 
 
-def bench(data_dir: str, global_batch: int = 64, seconds: float = 2.0, repeats: int = 5,
-          layout: str = "padded", seq_len: int | None = None, seed: int = 0) -> dict:
+def bench(
+    data_dir: str,
+    global_batch: int = 64,
+    seconds: float = 2.0,
+    repeats: int = 5,
+    layout: str = "padded",
+    seq_len: int | None = None,
+    seed: int = 0,
+) -> dict:
     """Median samples/s (and tokens/s, samples per row) of `repeats` timed windows of `seconds`."""
     import torch
 
@@ -38,9 +45,15 @@ def bench(data_dir: str, global_batch: int = 64, seconds: float = 2.0, repeats: 
         token_rates.append(tokens / elapsed)
         per_row.append(samples / rows)
     return {
-        "family": loader.family, "data_dir": str(data_dir), "layout": layout, "seq_len": loader.seq_len,
-        "global_batch": global_batch, "threads": torch.get_num_threads(), "open_s": round(open_s, 3),
-        "samples_per_s": round(statistics.median(rates)), "samples_per_s_runs": [round(r) for r in rates],
+        "family": loader.family,
+        "data_dir": str(data_dir),
+        "layout": layout,
+        "seq_len": loader.seq_len,
+        "global_batch": global_batch,
+        "threads": torch.get_num_threads(),
+        "open_s": round(open_s, 3),
+        "samples_per_s": round(statistics.median(rates)),
+        "samples_per_s_runs": [round(r) for r in rates],
         "tokens_per_s": round(statistics.median(token_rates)),
         "samples_per_row": round(statistics.median(per_row), 3),
         "epochs_seen": round(loader.epochs_seen, 2),

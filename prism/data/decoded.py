@@ -72,9 +72,14 @@ def save_records(data_dir: str | Path, manifest: dict, split: str, records: Reco
 
     def write(tmp: str) -> None:
         with open(tmp, "wb") as fh:
-            np.savez(fh, stamp=np.array(value), keys=np.array(records.keys),
-                     captions=np.array(records.captions), modality=records.modality,
-                     has_modality=records.has_modality)
+            np.savez(
+                fh,
+                stamp=np.array(value),
+                keys=np.array(records.keys),
+                captions=np.array(records.captions),
+                modality=records.modality,
+                has_modality=records.has_modality,
+            )
 
     write_atomic(cache_path(data_dir, split), write)
 

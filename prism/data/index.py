@@ -363,8 +363,16 @@ def _map_shards(tasks: list[tuple], jobs: int):
         yield from pool.map(_read_task, tasks)
 
 
-def index(shards: str | Path, family: str, out: str | Path, eval_fraction: float = EVAL_FRACTION,
-          max_bad_fraction: float = MAX_BAD_FRACTION, overwrite: bool = False, warn=None, jobs: int = 1) -> dict:
+def index(
+    shards: str | Path,
+    family: str,
+    out: str | Path,
+    eval_fraction: float = EVAL_FRACTION,
+    max_bad_fraction: float = MAX_BAD_FRACTION,
+    overwrite: bool = False,
+    warn=None,
+    jobs: int = 1,
+) -> dict:
     """Index `shards` for `family` into `out` (manifest.json + decoded copy); return the manifest.
 
     `jobs` processes decode the shards (each shard in one); the result does not depend on it.
@@ -388,8 +396,11 @@ def index(shards: str | Path, family: str, out: str | Path, eval_fraction: float
     splits = {"train": [], "eval": []}  # per split: the shard entries
     records = {"train": ([], [], []), "eval": ([], [], [])}
     bad, truncated, total, seen = [], [], 0, {}
-    tasks = [(shards, name, spec, SplitOf(folder if by_folder else None, eval_fraction))
-             for folder, names in found.items() for name in names]
+    tasks = [
+        (shards, name, spec, SplitOf(folder if by_folder else None, eval_fraction))
+        for folder, names in found.items()
+        for name in names
+    ]
     read = progress(_map_shards(tasks, jobs), "reading shards", total=len(tasks))  # on a terminal only
     for shard, (_, name, _, rule) in zip(read, tasks):
         folder = rule.folder or "all"
@@ -403,8 +414,10 @@ def index(shards: str | Path, family: str, out: str | Path, eval_fraction: float
         for split, (keys, captions, arrays) in shard.records.items():
             for key in keys:
                 if key in seen:
-                    raise PrismError(f"sample key {key!r} is in both shard {shards / seen[key]} and "
-                                     f"{shards / name}; keys must be unique across the shards")
+                    raise PrismError(
+                        f"sample key {key!r} is in both shard {shards / seen[key]} and "
+                        f"{shards / name}; keys must be unique across the shards"
+                    )
                 seen[key] = name
             total += len(keys)
             dst = records[split]
@@ -415,16 +428,25 @@ def index(shards: str | Path, family: str, out: str | Path, eval_fraction: float
         # one at least, so that verify knows it even when none of its samples is good.
         targets = {folder} if by_folder else (set(shard.records) or {"train"})
         for split in sorted(targets):
-            splits[split].append({"name": name, "sha256": shard.sha256, "bytes": shard.bytes,
-                                  "samples": len(shard.records.get(split, ([],))[0]),
-                                  "tokens": int(shard.tokens[split]), "bad": len(shard.bad)})
+            splits[split].append(
+                {
+                    "name": name,
+                    "sha256": shard.sha256,
+                    "bytes": shard.bytes,
+                    "samples": len(shard.records.get(split, ([],))[0]),
+                    "tokens": int(shard.tokens[split]),
+                    "bad": len(shard.bad),
+                }
+            )
     if len(bad) > WARN_LINES:
         warn(f"warning: {len(bad) - WARN_LINES} more bad samples skipped (all are listed in the index's manifest)")
     if total and len(bad) > max_bad_fraction * total:
         first = bad[0]
-        raise PrismError(f"{shards}: {len(bad)} of {total} samples are bad ({100 * len(bad) / total:.1f}% > "
-                         f"max_bad_fraction {100 * max_bad_fraction:g}%; first: shard {first['shard']}, sample "
-                         f"{first['key']}: {first['reason']}); repair the shards or raise --max-bad-fraction")
+        raise PrismError(
+            f"{shards}: {len(bad)} of {total} samples are bad ({100 * len(bad) / total:.1f}% > "
+            f"max_bad_fraction {100 * max_bad_fraction:g}%; first: shard {first['shard']}, sample "
+            f"{first['key']}: {first['reason']}); repair the shards or raise --max-bad-fraction"
+        )
     for split in splits:
         if not records[split][0]:
             hint = "add shards to eval/" if by_folder else "raise --eval-fraction or add samples"
@@ -446,16 +468,17 @@ def index(shards: str | Path, family: str, out: str | Path, eval_fraction: float
         "truncated_shards": truncated,
         "lm_ratio": 0.0,
         "lm_text": None,
-        "splits": {s: {"samples": len(records[s][0]), "tokens": sum(e["tokens"] for e in splits[s]),
-                       "shards": splits[s]} for s in splits},
+        "splits": {
+            s: {"samples": len(records[s][0]), "tokens": sum(e["tokens"] for e in splits[s]), "shards": splits[s]}
+            for s in splits
+        },
     }
     out.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.tmp-", dir=out.parent))
     try:
         for split, (keys, captions, arrays) in records.items():
             modality = np.stack(arrays).astype(np.float32, copy=False)
-            decoded.save_records(tmp, manifest, split,
-                                 Records(keys, captions, modality, np.ones(len(keys), bool)))
+            decoded.save_records(tmp, manifest, split, Records(keys, captions, modality, np.ones(len(keys), bool)))
         (tmp / MANIFEST).write_text(json.dumps(manifest, indent=1, sort_keys=True) + "\n")
         os.chmod(tmp, 0o755)
         replace_dir(tmp, out)
@@ -485,11 +508,15 @@ def read_index(data_dir: Path, manifest: dict, splits: tuple[str, ...]) -> dict[
             try:
                 data = path.read_bytes()
             except OSError as err:
-                raise PrismError(f"shard {path} cannot be read ({err.strerror}); restore it, or re-index "
-                                 f"with `prism data index {root} --out {data_dir} --overwrite`") from None
+                raise PrismError(
+                    f"shard {path} cannot be read ({err.strerror}); restore it, or re-index "
+                    f"with `prism data index {root} --out {data_dir} --overwrite`"
+                ) from None
             if sha256(data) != entry["sha256"]:
-                raise PrismError(f"shard {path} does not match its sha256 in {data_dir / MANIFEST} (changed since "
-                                 f"it was indexed); re-index with `prism data index {root} --out {data_dir} --overwrite`")
+                raise PrismError(
+                    f"shard {path} does not match its sha256 in {data_dir / MANIFEST} (changed since "
+                    f"it was indexed); re-index with `prism data index {root} --out {data_dir} --overwrite`"
+                )
             split_of = SplitOf(split if rule["by"] == "folder" else None, fraction)
             reads[entry["name"]] = read_shard(root, entry["name"], spec, split_of, data)
     shape = tuple(manifest["modality_shape"])
@@ -499,8 +526,10 @@ def read_index(data_dir: Path, manifest: dict, splits: tuple[str, ...]) -> dict[
         for entry in listed:
             k, c, a = reads[entry["name"]].records.get(split, ([], [], []))
             if len(k) != entry["samples"]:
-                raise PrismError(f"shard {root / entry['name']} gives {len(k)} {split} samples here, the index says "
-                                 f"{entry['samples']} (another image decoder?); re-index the shards in this environment")
+                raise PrismError(
+                    f"shard {root / entry['name']} gives {len(k)} {split} samples here, the index says "
+                    f"{entry['samples']} (another image decoder?); re-index the shards in this environment"
+                )
             keys += k
             captions += c
             arrays += a
@@ -525,11 +554,18 @@ def verify_index(data_dir: str | Path, manifest: dict) -> dict:
         raise PrismError(f"{data_dir / MANIFEST} indexes {root}: {err}") from None
     new = sorted(here - listed)
     if new:
-        raise PrismError(f"{root} holds shards the index {data_dir} does not list ({', '.join(new[:3])}"
-                         f"{', ...' if len(new) > 3 else ''}); re-index with "
-                         f"`prism data index {root} --out {data_dir} --overwrite`")
-    summary = {"data_dir": str(data_dir), "family": manifest["family"], "seed": None,
-               "shards_dir": str(root), "bad": len(manifest.get("bad_samples", []))}
+        raise PrismError(
+            f"{root} holds shards the index {data_dir} does not list ({', '.join(new[:3])}"
+            f"{', ...' if len(new) > 3 else ''}); re-index with "
+            f"`prism data index {root} --out {data_dir} --overwrite`"
+        )
+    summary = {
+        "data_dir": str(data_dir),
+        "family": manifest["family"],
+        "seed": None,
+        "shards_dir": str(root),
+        "bad": len(manifest.get("bad_samples", [])),
+    }
     for split, records in read_index(data_dir, manifest, tuple(manifest["splits"])).items():
         summary[split] = {"samples": len(records.keys), "shards": len(manifest["splits"][split]["shards"])}
     return summary

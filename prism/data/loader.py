@@ -75,9 +75,18 @@ class _Split:
 class ShardLoader:
     """Iterate this rank's slice of each global batch of `split`, forever (epochs cycle)."""
 
-    def __init__(self, data_dir, split: str = "train", global_batch: int = 64, seed: int = 0,
-                 rank: int = 0, world_size: int = 1, layout: str = "padded", seq_len: int | None = None,
-                 family: str | None = None):
+    def __init__(
+        self,
+        data_dir,
+        split: str = "train",
+        global_batch: int = 64,
+        seed: int = 0,
+        rank: int = 0,
+        world_size: int = 1,
+        layout: str = "padded",
+        seq_len: int | None = None,
+        family: str | None = None,
+    ):
         self.data_dir = Path(data_dir)
         check_environment(self.data_dir)
         if layout not in LAYOUTS:
@@ -191,8 +200,13 @@ class ShardLoader:
                 base += hi - lo
             idx = np.concatenate(idx_parts)
             tokens, segments = packing.packed(
-                self.data.table, self.data.lengths, idx, np.concatenate(row_parts),
-                np.concatenate(off_parts), base, self.seq_len,
+                self.data.table,
+                self.data.lengths,
+                idx,
+                np.concatenate(row_parts),
+                np.concatenate(off_parts),
+                base,
+                self.seq_len,
             )
             extra = {"segment_ids": torch.from_numpy(segments)}
         return self._batch(self.data, idx, tokens, extra, epoch=runs[0][0])
@@ -228,9 +242,16 @@ class ShardLoader:
     # --- resume ------------------------------------------------------------------------------
     def state_dict(self) -> dict:
         return {
-            "seed": self.seed, "epoch": self.epoch, "unit_in_epoch": self.unit, "step": self.step,
-            "layout": self.layout, "seq_len": self.seq_len, "global_batch": self.global_batch,
-            "split": self.split, "samples": len(self.data), "family": self.family,
+            "seed": self.seed,
+            "epoch": self.epoch,
+            "unit_in_epoch": self.unit,
+            "step": self.step,
+            "layout": self.layout,
+            "seq_len": self.seq_len,
+            "global_batch": self.global_batch,
+            "split": self.split,
+            "samples": len(self.data),
+            "family": self.family,
         }
 
     def load_state_dict(self, state: dict) -> None:

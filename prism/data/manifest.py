@@ -44,9 +44,13 @@ def read_manifest(data_dir: str | Path) -> dict:
     data_dir = Path(data_dir)
     path = data_dir / MANIFEST
     if not data_dir.is_dir():
-        raise PrismError(f"shard directory {data_dir} does not exist; build it with `prism data build --out {data_dir}`")
+        raise PrismError(
+            f"shard directory {data_dir} does not exist; build it with `prism data build --out {data_dir}`"
+        )
     if not path.is_file():
-        raise PrismError(f"{path} is missing: {data_dir} is not a finished shard directory; rebuild it with `prism data build`")
+        raise PrismError(
+            f"{path} is missing: {data_dir} is not a finished shard directory; rebuild it with `prism data build`"
+        )
     try:
         manifest = json.loads(path.read_text())
     except (OSError, ValueError) as err:
@@ -61,7 +65,9 @@ def read_manifest(data_dir: str | Path) -> dict:
     listed = {s["name"] for split in manifest["splits"].values() for s in split["shards"]}
     extra = sorted(p.name for p in data_dir.glob("*.tar") if p.name not in listed)
     if extra:
-        raise PrismError(f"{data_dir} holds shards the manifest does not list: {', '.join(extra)}; rebuild the directory")
+        raise PrismError(
+            f"{data_dir} holds shards the manifest does not list: {', '.join(extra)}; rebuild the directory"
+        )
     return manifest
 
 
@@ -219,13 +225,17 @@ def verify_lm_text(data_dir: str | Path, manifest: dict, captions: list[str]) ->
         raise PrismError(f"{path} holds text-only samples but no record of the LM text's sha256; rebuild it")
     here = lm_text.versions()
     if record["versions"] != here:
-        raise PrismError(f"{path}: the LM text was built from {record['versions']}, this environment has {here}; "
-                         "its passages cannot be checked here (verify where it was built, or rebuild)")
+        raise PrismError(
+            f"{path}: the LM text was built from {record['versions']}, this environment has {here}; "
+            "its passages cannot be checked here (verify where it was built, or rebuild)"
+        )
     items = lm_text.load_passages(int(record["max_bytes"]))
     digest = lm_text.passages_digest(items)
     if digest != record["sha256"]:
-        raise PrismError(f"{path}: the LM text's sha256 {record['sha256'][:12]} is not that of the documentation "
-                         f"installed here ({digest[:12]}); the shards were built from other text: rebuild them")
+        raise PrismError(
+            f"{path}: the LM text's sha256 {record['sha256'][:12]} is not that of the documentation "
+            f"installed here ({digest[:12]}); the shards were built from other text: rebuild them"
+        )
     known = {p for _, p in items}
     stray = next((c for c in captions if c not in known), None)
     if stray is not None:

@@ -15,7 +15,9 @@ import numpy as np
 from prism.model.tokenizer import BOS, EOS, IGNORE, MOD, PAD
 
 
-def sample_table(captions: list[str], has_modality: np.ndarray, n_mod: int, width: int) -> tuple[np.ndarray, np.ndarray]:
+def sample_table(
+    captions: list[str], has_modality: np.ndarray, n_mod: int, width: int
+) -> tuple[np.ndarray, np.ndarray]:
     """(tokens int64 [N, width] PAD-filled, lengths int64 [N]) of every sample's layout.
 
     Vectorised over the samples (one scatter of all caption bytes): every training job
@@ -80,8 +82,15 @@ def greedy_rows(lengths: np.ndarray, seq_len: int) -> tuple[np.ndarray, np.ndarr
     return np.asarray(starts if lengths.size else [0], np.int64), offsets
 
 
-def packed(table: np.ndarray, lengths: np.ndarray, idx: np.ndarray, row_of: np.ndarray,
-           offsets: np.ndarray, n_rows: int, seq_len: int) -> tuple[np.ndarray, np.ndarray]:
+def packed(
+    table: np.ndarray,
+    lengths: np.ndarray,
+    idx: np.ndarray,
+    row_of: np.ndarray,
+    offsets: np.ndarray,
+    n_rows: int,
+    seq_len: int,
+) -> tuple[np.ndarray, np.ndarray]:
     """(tokens [n_rows, seq_len], segment ids [n_rows, seq_len]) for samples `idx` at (row_of, offsets).
 
     Segment ids number the samples within a row from 1 (0 is padding): what an

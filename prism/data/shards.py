@@ -35,8 +35,9 @@ SOURCE_RE = re.compile(r"^[A-Za-z0-9-]+$")
 TAR_MTIME = 0  # an int: a float mtime makes tarfile add a pax header per member
 
 
-def split_sources(sources: list[str], seed: int, eval_fraction: float = EVAL_FRACTION,
-                  min_eval: int = 0) -> tuple[set[str], set[str]]:
+def split_sources(
+    sources: list[str], seed: int, eval_fraction: float = EVAL_FRACTION, min_eval: int = 0
+) -> tuple[set[str], set[str]]:
     """(train, eval) sets of source ids: a seeded permutation of the sorted ids, eval takes the head.
 
     The head is `eval_fraction` of the ids, extended while its entries of `sources` number
@@ -87,12 +88,18 @@ def lm_text_record(items: list[tuple[str, str]], max_bytes: int) -> dict:
     """The manifest's account of the LM text: what `prism data verify` derives again and compares."""
     from prism.data.sources import lm_text
 
-    return {"sha256": lm_text.passages_digest(items), "passages": len(items), "max_bytes": max_bytes,
-            "source": lm_text.SOURCE, "versions": lm_text.versions()}
+    return {
+        "sha256": lm_text.passages_digest(items),
+        "passages": len(items),
+        "max_bytes": max_bytes,
+        "source": lm_text.SOURCE,
+        "versions": lm_text.versions(),
+    }
 
 
-def lm_records(seed: int, counts: dict[str, int], max_bytes: int,
-               items: list[tuple[str, str]] | None = None) -> dict[str, list[dict]]:
+def lm_records(
+    seed: int, counts: dict[str, int], max_bytes: int, items: list[tuple[str, str]] | None = None
+) -> dict[str, list[dict]]:
     """Text-only records from the Python documentation (source ids `lm-...`), `counts[split]` per split.
 
     Documents, not passages, are split between train and eval (by the same rule
@@ -208,7 +215,10 @@ def build(family: str, out: str | Path, seed: int = 0, overwrite: bool = False, 
             "lm_samples": lm_counts,
             "lm_text": lm_text_info,
             "splits": {},
-            "source_items": {"train": sorted(train_ids | lm_sources["train"]), "eval": sorted(eval_ids | lm_sources["eval"])},
+            "source_items": {
+                "train": sorted(train_ids | lm_sources["train"]),
+                "eval": sorted(eval_ids | lm_sources["eval"]),
+            },
         }
         for split, records in splits.items():
             manifest["splits"][split] = {"samples": len(records), "shards": write_split(tmp, split, records)}

@@ -28,9 +28,21 @@ def header(name: str, size: int) -> bytes:
     if len(raw) > 100:
         raise ValueError(f"tar member name longer than 100 bytes: {name!r}")
     fields = [
-        raw.ljust(100, b"\0"), _octal(MODE, 8), _octal(0, 8), _octal(0, 8), _octal(size, 12),
-        _octal(MTIME, 12), b" " * 8, b"0", b"\0" * 100, b"ustar\x0000",
-        OWNER.ljust(32, b"\0"), OWNER.ljust(32, b"\0"), _octal(0, 8), _octal(0, 8), b"\0" * 155,
+        raw.ljust(100, b"\0"),
+        _octal(MODE, 8),
+        _octal(0, 8),
+        _octal(0, 8),
+        _octal(size, 12),
+        _octal(MTIME, 12),
+        b" " * 8,
+        b"0",
+        b"\0" * 100,
+        b"ustar\x0000",
+        OWNER.ljust(32, b"\0"),
+        OWNER.ljust(32, b"\0"),
+        _octal(0, 8),
+        _octal(0, 8),
+        b"\0" * 155,
     ]
     block = b"".join(fields).ljust(BLOCK, b"\0")
     checksum = f"{sum(block):06o}".encode() + b"\0 "

@@ -24,8 +24,10 @@ def epochs(tokens: float, train_samples: int, tokens_per_sample: float) -> float
     length divided by the samples per row.
     """
     if train_samples <= 0 or tokens_per_sample <= 0:
-        raise PrismError(f"epochs: need a positive training split ({train_samples} samples) and tokens per "
-                         f"sample ({tokens_per_sample})")
+        raise PrismError(
+            f"epochs: need a positive training split ({train_samples} samples) and tokens per "
+            f"sample ({tokens_per_sample})"
+        )
     return float(tokens) / (float(train_samples) * float(tokens_per_sample))
 
 
@@ -42,6 +44,8 @@ def train_samples(data_dir: str | Path) -> int:
 def epochs_refusal(run_id: str, run_epochs: float, max_epochs: float = MAX_EPOCHS) -> str | None:
     """The reason a run is refused for repeating its data, or None when within `max_epochs`."""
     if run_epochs > max_epochs:
-        return (f"{run_id} would see its training split {run_epochs:.1f} times (max_epochs {max_epochs:g}): "
-                "repeated data bends the loss curve; build more data or lower the budget")
+        return (
+            f"{run_id} would see its training split {run_epochs:.1f} times (max_epochs {max_epochs:g}): "
+            "repeated data bends the loss curve; build more data or lower the budget"
+        )
     return None

@@ -129,9 +129,9 @@ def difference_noise(x: np.ndarray, y: np.ndarray) -> tuple[float, int]:
     ss = float(((y - means[inv]) ** 2).sum())
     n = len(y) - len(ux)
     for i in range(len(ux) - 3):
-        xs = ux[i:i + 4]
+        xs = ux[i : i + 4]
         w = np.array([1.0 / np.prod([xs[j] - xs[k] for k in range(4) if k != j]) for j in range(4)])
-        e = float(w @ means[i:i + 4]) / math.sqrt(float((w * w / counts[i:i + 4]).sum()))
+        e = float(w @ means[i : i + 4]) / math.sqrt(float((w * w / counts[i : i + 4]).sum()))
         ss += e * e
         n += 1
     return ss, n
@@ -209,9 +209,14 @@ def _centred(ux: np.ndarray, j: int, k: int) -> tuple[float, float]:
     return float(ux[i0]), float(ux[i0 + k - 1])
 
 
-def choose_window(x: np.ndarray, y: np.ndarray, sigma: float | None, dof: int,
-                  level: float = LACK_OF_FIT_LEVEL, p_full: float | None = None
-                  ) -> tuple[float, float, float | None, float | None]:
+def choose_window(
+    x: np.ndarray,
+    y: np.ndarray,
+    sigma: float | None,
+    dof: int,
+    level: float = LACK_OF_FIT_LEVEL,
+    p_full: float | None = None,
+) -> tuple[float, float, float | None, float | None]:
     """(lo, hi) in log10 N of the window of sizes around the lowest-loss size the minimum is
     fitted on, with the p of the parabola's lack of fit over the full grid and over the window.
 
@@ -251,8 +256,18 @@ def choose_window(x: np.ndarray, y: np.ndarray, sigma: float | None, dof: int,
     return lo, hi, p_full, p
 
 
-def _reason(code: int, budget: float, xv: float, c2: float, x_lo: float, x_hi: float, n: int, distinct: int,
-            windowed: bool = False, p_full: float | None = None) -> str:
+def _reason(
+    code: int,
+    budget: float,
+    xv: float,
+    c2: float,
+    x_lo: float,
+    x_hi: float,
+    n: int,
+    distinct: int,
+    windowed: bool = False,
+    p_full: float | None = None,
+) -> str:
     c = budget_text(budget)
     if code == OK:
         return "ok"
@@ -260,16 +275,16 @@ def _reason(code: int, budget: float, xv: float, c2: float, x_lo: float, x_hi: f
         return f"{c}: {distinct} distinct N ({n} runs); a parabola needs at least {MIN_POINTS}"
     where = f"the {distinct} sizes around the lowest loss" if windowed else "the sampled sizes"
     if code == NOT_CONVEX:
-        return (f"{c}: no minimum: curvature {c2:.3g} <= 0 over {where}; the grid is too narrow there or noise "
-                "dominates")
+        return f"{c}: no minimum: curvature {c2:.3g} <= 0 over {where}; the grid is too narrow there or noise dominates"
     side = "larger" if xv > x_hi else "smaller"
-    text = (f"{c}: parabola minimum at N={10**xv:.3g} is outside the sampled range "
-            f"[{10**x_lo:.3g}, {10**x_hi:.3g}]")
+    text = f"{c}: parabola minimum at N={10**xv:.3g} is outside the sampled range [{10**x_lo:.3g}, {10**x_hi:.3g}]"
     if windowed:
         return text + f" of {where} (the lowest loss is at the grid's edge: no minimum inside it); add {side} N"
     if p_full is not None and p_full < LACK_OF_FIT_LEVEL:
-        return text + (f": a tail-driven vertex (the parabola misfits this grid, lack of fit p={p_full:.2g}; "
-                       "--window auto fits the sizes near the minimum)")
+        return text + (
+            f": a tail-driven vertex (the parabola misfits this grid, lack of fit p={p_full:.2g}; "
+            "--window auto fits the sizes near the minimum)"
+        )
     return text + f" (loss still falls toward the edge); add {side} N"
 
 
@@ -296,8 +311,15 @@ def window_mask(params, budget, per_budget: list[BudgetFit]) -> np.ndarray:
     return keep
 
 
-def fit_budgets(params, tokens, loss, budget, window="full", level: float = LACK_OF_FIT_LEVEL,
-                reference: tuple[float | None, int] | None = None) -> list[BudgetFit]:
+def fit_budgets(
+    params,
+    tokens,
+    loss,
+    budget,
+    window="full",
+    level: float = LACK_OF_FIT_LEVEL,
+    reference: tuple[float | None, int] | None = None,
+) -> list[BudgetFit]:
     """The per-budget parabolas of the point fit, one BudgetFit per distinct budget (ascending).
 
     `window`: "full" (every size), "auto" (`choose_window`), or {budget: (lo, hi) log10 N}
@@ -333,8 +355,7 @@ def fit_budgets(params, tokens, loss, budget, window="full", level: float = LACK
             n_max=float(10**x_hi_all),
             n_spread_decades=x_hi_all - x_lo_all,
             accepted=code == OK,
-            reason=_reason(code, c, xv, coef[2], lo, hi, int(in_win.sum()), distinct, windowed,
-                           full["lack_of_fit_p"]),
+            reason=_reason(code, c, xv, coef[2], lo, hi, int(in_win.sum()), distinct, windowed, full["lack_of_fit_p"]),
             n_window=int(in_win.sum()),
             n_sizes=len(np.unique(np.round(x_all, 12))),
             window_sizes=distinct,
@@ -350,11 +371,20 @@ def fit_budgets(params, tokens, loss, budget, window="full", level: float = LACK
         rss = float(((y - fitted) ** 2).sum())
         grid = np.linspace(lo, hi, 64)
         curve = parabola(coef, grid)
-        extra = dict(coef=tuple(float(v) for v in coef), residual_ss=full_rss, window_residual_ss=rss,
-                     signal=float(curve.max() - curve.min()))
+        extra = dict(
+            coef=tuple(float(v) for v in coef),
+            residual_ss=full_rss,
+            window_residual_ss=rss,
+            signal=float(curve.max() - curve.min()),
+        )
         if code == OK:
-            extra.update(n_opt=float(10**xv), d_opt=float(10 ** _d_at(x_all, logd, xv)), loss_min=lv,
-                         vertex_var_unit=_vertex_var_unit(x, coef), d_slope=_d_slope(x_all, logd))
+            extra.update(
+                n_opt=float(10**xv),
+                d_opt=float(10 ** _d_at(x_all, logd, xv)),
+                loss_min=lv,
+                vertex_var_unit=_vertex_var_unit(x, coef),
+                d_slope=_d_slope(x_all, logd),
+            )
         fits.append(BudgetFit(**common, **extra))
     return fits
 
@@ -368,9 +398,13 @@ def _full_grid(x: np.ndarray, y: np.ndarray, sigma_ref: float | None, dof_ref: i
     xv, _, code = vertex_and_verdict(coef, distinct, np.array([x.min()]), np.array([x.max()]))
     resid = y - parabola(coef[0], x)
     signs, runs_p = runs_test(x, resid)
-    out.update(full_coef=tuple(float(v) for v in coef[0]),
-               full_n_opt=float(10 ** xv[0]) if code[0] == OK else None,
-               lack_of_fit_p=lack_of_fit_p(x, y, sigma_ref, dof_ref), residual_signs=signs, runs_p=runs_p)
+    out.update(
+        full_coef=tuple(float(v) for v in coef[0]),
+        full_n_opt=float(10 ** xv[0]) if code[0] == OK else None,
+        lack_of_fit_p=lack_of_fit_p(x, y, sigma_ref, dof_ref),
+        residual_signs=signs,
+        runs_p=runs_p,
+    )
     return out, float((resid**2).sum())
 
 
@@ -414,8 +448,17 @@ class Approach2Result:
         return [f for f in self.per_budget if f.accepted]
 
 
-def fit_approach2(params, tokens, loss, budget, n_boot: int = 0, seed: int = 0, level: float = CI_LEVEL,
-                  window="full", reference: tuple[float | None, int] | None = None) -> Approach2Result:
+def fit_approach2(
+    params,
+    tokens,
+    loss,
+    budget,
+    n_boot: int = 0,
+    seed: int = 0,
+    level: float = CI_LEVEL,
+    window="full",
+    reference: tuple[float | None, int] | None = None,
+) -> Approach2Result:
     """Point fit, then (n_boot > 0) the stratified bootstrap: runs resampled within each accepted
     budget's window.
 
@@ -496,17 +539,30 @@ def line_fit(log_c, log_y, level: float = CI_LEVEL, within_var=None, within_dof:
         var, dof, source = s2, res_dof, f"the minima's scatter around the line ({res_dof} degrees of freedom)"
     elif s2 is None:
         measured = f"{within_dof} degrees of freedom" if within_dof < ASSUMED_DOF else "an assumed noise"
-        var, dof, source = w2, within_dof, (f"each minimum's noise from its parabola ({measured}; 2 budgets "
-                                            "leave the line no scatter to measure)")
+        var, dof, source = (
+            w2,
+            within_dof,
+            (f"each minimum's noise from its parabola ({measured}; 2 budgets leave the line no scatter to measure)"),
+        )
     else:
         pooled = (res_dof * s2 + within_dof * w2) / (res_dof + within_dof)
         dof = res_dof + within_dof
         if s2 > pooled:
-            var, source = s2, (f"the minima's scatter around the line ({res_dof} degrees of freedom), larger than "
-                               "their noise within budgets")
+            var, source = (
+                s2,
+                (
+                    f"the minima's scatter around the line ({res_dof} degrees of freedom), larger than "
+                    "their noise within budgets"
+                ),
+            )
         else:
-            var, source = pooled, (f"the minima's scatter around the line ({res_dof} degrees of freedom) pooled "
-                                   f"with each minimum's noise from its parabola ({within_dof})")
+            var, source = (
+                pooled,
+                (
+                    f"the minima's scatter around the line ({res_dof} degrees of freedom) pooled "
+                    f"with each minimum's noise from its parabola ({within_dof})"
+                ),
+            )
     t = float(stats.t.ppf((1 + level) / 2, dof))
     se_slope = math.sqrt(var / sxx)
     se_icpt = math.sqrt(var * (1 / m + xbar**2 / sxx))
@@ -517,11 +573,14 @@ def line_fit(log_c, log_y, level: float = CI_LEVEL, within_var=None, within_dof:
         slopes = [float(np.polyfit(x[np.arange(m) != i], y[np.arange(m) != i], 1)[0]) for i in range(m)]
         loo = (min(slopes), max(slopes))
     return LineFit(
-        slope, icpt,
+        slope,
+        icpt,
         (slope - t * se_slope, slope + t * se_slope),
         (icpt - t * se_icpt, icpt + t * se_icpt),
-        line - t * se_line, line + t * se_line,
-        loo, source,
+        line - t * se_line,
+        line + t * se_line,
+        loo,
+        source,
     )
 
 
@@ -540,9 +599,23 @@ def summarize(res: Approach2Result, level: float = CI_LEVEL, noise: float | None
     acc = res.accepted
     if res.n_law is None or res.d_law is None:
         return Approach2Summary(
-            a=None, b=None, k=None, k_d=None, a_ci=None, b_ci=None, k_ci=None, a_ci_regression=None,
-            a_ci_bootstrap=None, b_ci_regression=None, b_ci_bootstrap=None, a_loo=None, b_loo=None,
-            interval_method="", n_boot=res.n_boot, n_boot_used=res.n_boot_used, reason=res.reason,
+            a=None,
+            b=None,
+            k=None,
+            k_d=None,
+            a_ci=None,
+            b_ci=None,
+            k_ci=None,
+            a_ci_regression=None,
+            a_ci_bootstrap=None,
+            b_ci_regression=None,
+            b_ci_bootstrap=None,
+            a_loo=None,
+            b_loo=None,
+            interval_method="",
+            n_boot=res.n_boot,
+            n_boot_used=res.n_boot_used,
+            reason=res.reason,
             per_budget=res.per_budget,
         )
     log_c = np.log10([f.budget for f in acc])
@@ -559,26 +632,48 @@ def summarize(res: Approach2Result, level: float = CI_LEVEL, noise: float | None
         if boot is not None:
             n_ci = _finite_interval(boot["xv"][:, j], level)
             d_ci = _finite_interval(boot["xd"][:, j], level)
-        minima.append(Minimum(f.budget, f.n_opt, f.d_opt,
-                              None if n_ci is None else (10 ** n_ci[0], 10 ** n_ci[1]),
-                              None if d_ci is None else (10 ** d_ci[0], 10 ** d_ci[1])))
+        minima.append(
+            Minimum(
+                f.budget,
+                f.n_opt,
+                f.d_opt,
+                None if n_ci is None else (10 ** n_ci[0], 10 ** n_ci[1]),
+                None if d_ci is None else (10 ** d_ci[0], 10 ** d_ci[1]),
+            )
+        )
     method = f"regression over the {len(acc)} per-budget minima; their variance: {n_line.var_source}"
     band = Band()
     if n_line.band_lo is not None and d_line.band_lo is not None:
-        band = Band([f.budget for f in acc], list(10 ** n_line.band_lo), list(10 ** n_line.band_hi),
-                    list(10 ** d_line.band_lo), list(10 ** d_line.band_hi))
+        band = Band(
+            [f.budget for f in acc],
+            list(10**n_line.band_lo),
+            list(10**n_line.band_hi),
+            list(10**d_line.band_lo),
+            list(10**d_line.band_hi),
+        )
     elif res.n_law.band_lo:
-        band = Band([f.budget for f in acc], res.n_law.band_lo, res.n_law.band_hi, res.d_law.band_lo,
-                    res.d_law.band_hi)
+        band = Band([f.budget for f in acc], res.n_law.band_lo, res.n_law.band_hi, res.d_law.band_lo, res.d_law.band_hi)
     return Approach2Summary(
-        a=res.n_law.exponent, b=res.d_law.exponent, k=res.n_law.k, k_d=res.d_law.k,
-        a_ci=n_line.slope_ci, b_ci=d_line.slope_ci,
+        a=res.n_law.exponent,
+        b=res.d_law.exponent,
+        k=res.n_law.k,
+        k_d=res.d_law.k,
+        a_ci=n_line.slope_ci,
+        b_ci=d_line.slope_ci,
         k_ci=None if n_line.icpt_ci is None else (10 ** n_line.icpt_ci[0], 10 ** n_line.icpt_ci[1]),
-        a_ci_regression=n_line.slope_ci, a_ci_bootstrap=res.n_law.exponent_ci,
-        b_ci_regression=d_line.slope_ci, b_ci_bootstrap=res.d_law.exponent_ci,
-        a_loo=n_line.loo, b_loo=d_line.loo, interval_method=method,
-        n_boot=res.n_boot, n_boot_used=res.n_boot_used, reason=res.reason,
-        per_budget=res.per_budget, minima=minima, band=band,
+        a_ci_regression=n_line.slope_ci,
+        a_ci_bootstrap=res.n_law.exponent_ci,
+        b_ci_regression=d_line.slope_ci,
+        b_ci_bootstrap=res.d_law.exponent_ci,
+        a_loo=n_line.loo,
+        b_loo=d_line.loo,
+        interval_method=method,
+        n_boot=res.n_boot,
+        n_boot_used=res.n_boot_used,
+        reason=res.reason,
+        per_budget=res.per_budget,
+        minima=minima,
+        band=band,
         curvature=power_law_curvature(log_c, np.log10([f.n_opt for f in acc])),
     )
 
@@ -605,6 +700,7 @@ def power_law_curvature(log_c, log_y) -> dict | None:
 def _finite_interval(v: np.ndarray, level: float):
     v = v[np.isfinite(v)]
     return _interval(v, level) if len(v) else None
+
 
 def _law(logk, exponent, ci, budgets, band) -> PowerLaw:
     lo, hi = band if band is not None else ([], [])

@@ -34,7 +34,6 @@ from dataclasses import dataclass
 import numpy as np
 
 # scipy is imported where it is used: the CLI imports this module for FitOptions' defaults.
-
 from prism.isoflop.records import CI_LEVEL, Approach3Fit, Surface
 
 HUBER_DELTA = 1e-3

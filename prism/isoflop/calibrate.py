@@ -20,7 +20,6 @@ from prism.errors import PrismError
 from prism.options import option
 
 
-
 @dataclass(frozen=True)
 class CalibrateOptions:
     """The timed steps that estimate a study's wall time: `prism isoflop calibrate` flags and the
@@ -77,8 +76,8 @@ def calibrate(
     import torch
 
     from prism.device import device_name, resolve_device
-    from prism.model.config import backbone_shape
     from prism.model.accounting import count_training_flops, input_embedding_params, param_counts
+    from prism.model.config import backbone_shape
     from prism.model.prism import build_model
 
     dev = resolve_device(device)
@@ -123,7 +122,16 @@ def calibrate(
     }
     if measure_throughput:
         record["throughput"] = measure_training_throughput(
-            family, backbone, variant, regime, seq_len, dev, batch_size, steps, params_total, params_trainable,
+            family,
+            backbone,
+            variant,
+            regime,
+            seq_len,
+            dev,
+            batch_size,
+            steps,
+            params_total,
+            params_trainable,
             threads=threads,
         )
         record["samples_per_s"] = record["throughput"]["samples_per_s"]
@@ -240,5 +248,9 @@ def run_calibrate(
     if (calibration_dir is None) == (out is None):
         raise PrismError("give exactly one of --calibration-dir DIR or --out FILE")
     record = calibrate(family, backbone, variant, regime, **options)
-    path = Path(out) if out is not None else Path(calibration_dir) / calibration_filename(family, backbone, variant, regime)
+    path = (
+        Path(out)
+        if out is not None
+        else Path(calibration_dir) / calibration_filename(family, backbone, variant, regime)
+    )
     return write_json_atomic(path, record, indent=2)

@@ -28,8 +28,11 @@ def drop_duplicates(records: list[RunRecord]) -> tuple[list[RunRecord], list[Exc
     for r in records:
         key = (r.params, r.tokens, r.loss, r.budget)
         if key in seen:
-            dropped.append(exclusion(
-                r, f"exact duplicate of {seen[key].run_id} (same params, tokens, loss and budget)", "duplicate"))
+            dropped.append(
+                exclusion(
+                    r, f"exact duplicate of {seen[key].run_id} (same params, tokens, loss and budget)", "duplicate"
+                )
+            )
             continue
         seen[key] = r
         kept.append(r)
@@ -43,19 +46,22 @@ def check_budgets(records: list[RunRecord], tolerance: float) -> tuple[list[RunR
         flops, source = (r.flops, "flops") if r.flops else (6.0 * r.params * r.tokens, "6ND")
         rel = flops / r.budget - 1.0
         if abs(rel) > tolerance:
-            dropped.append(exclusion(
-                r,
-                f"{source} {flops:.3g} differs from its budget {format_budget(r.budget)} by {100 * rel:+.0f}% "
-                f"(> {100 * tolerance:g}%): a mislabelled budget would move that budget's parabola",
-                "budget",
-            ))
+            dropped.append(
+                exclusion(
+                    r,
+                    f"{source} {flops:.3g} differs from its budget {format_budget(r.budget)} by {100 * rel:+.0f}% "
+                    f"(> {100 * tolerance:g}%): a mislabelled budget would move that budget's parabola",
+                    "budget",
+                )
+            )
             continue
         kept.append(r)
     return kept, dropped
 
 
-def check_inputs(records: list[RunRecord], tolerance: float = DEFAULT_BUDGET_TOLERANCE
-                 ) -> tuple[list[RunRecord], list[Exclusion], list[str]]:
+def check_inputs(
+    records: list[RunRecord], tolerance: float = DEFAULT_BUDGET_TOLERANCE
+) -> tuple[list[RunRecord], list[Exclusion], list[str]]:
     """(records to fit, exclusions, warnings): duplicates dropped, mislabelled budgets excluded."""
     kept, dup = drop_duplicates(records)
     kept, bad = check_budgets(kept, tolerance)
@@ -66,6 +72,7 @@ def check_inputs(records: list[RunRecord], tolerance: float = DEFAULT_BUDGET_TOL
         warnings.append(f"dropped {len(dup)} exact duplicate row(s): {names}{more}")
     if bad:
         names = ", ".join(e.run_id for e in bad[:8]) + (f" and {len(bad) - 8} more" if len(bad) > 8 else "")
-        warnings.append(f"excluded {len(bad)} run(s) whose FLOPs are not their budget "
-                        f"(tolerance {100 * tolerance:g}%): {names}")
+        warnings.append(
+            f"excluded {len(bad)} run(s) whose FLOPs are not their budget (tolerance {100 * tolerance:g}%): {names}"
+        )
     return kept, dup + bad, warnings

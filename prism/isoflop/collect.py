@@ -41,9 +41,13 @@ IDENTITY = ("run_id", "family", "backbone", "variant", "regime", "budget")
 class CollectOptions:
     """How a run's loss is read: `prism isoflop collect` flags and the config's `collect:` section."""
 
-    eval_window: int = option(5, "last evaluations giving a run's loss_std (and the loss of a run whose "
-                              "metrics.json records none; otherwise the loss is its final evaluation)", metavar="K",
-                              minimum=1)
+    eval_window: int = option(
+        5,
+        "last evaluations giving a run's loss_std (and the loss of a run whose "
+        "metrics.json records none; otherwise the loss is its final evaluation)",
+        metavar="K",
+        minimum=1,
+    )
 
 
 @dataclass
@@ -117,7 +121,11 @@ def read_evals(path: Path, run_id: str, problems: list[str]) -> tuple[list[float
             loss = _num(row.get("loss")) if isinstance(row, dict) else None
             if loss is None:
                 bad += 1
-                what = "not a JSON object" if not isinstance(row, dict) else f"loss {row.get('loss')!r} is not a finite number"
+                what = (
+                    "not a JSON object"
+                    if not isinstance(row, dict)
+                    else f"loss {row.get('loss')!r} is not a finite number"
+                )
                 problems.append(f"run {run_id}: {path.name} line {number}: {what}")
                 continue
             losses.append(loss)
@@ -212,7 +220,9 @@ def _csv_text(rows: list[CollectedRun]) -> str:
     writer = csv.DictWriter(buf, fieldnames=COLUMNS, lineterminator="\n")
     writer.writeheader()
     for r in rows:
-        writer.writerow({k: ("" if v is None else repr(v) if isinstance(v, float) else v) for k, v in asdict(r).items()})
+        writer.writerow(
+            {k: ("" if v is None else repr(v) if isinstance(v, float) else v) for k, v in asdict(r).items()}
+        )
     return buf.getvalue()
 
 
@@ -280,7 +290,8 @@ class StudyInputs:
             from prism.isoflop.calibrate import calibration_filename
 
             path = self.calibration_dir / calibration_filename(
-                row["family"], row["backbone"], row["variant"], row["regime"])
+                row["family"], row["backbone"], row["variant"], row["regime"]
+            )
             current = _calibration_digest(path)
             if current is not None and inputs["calibration"] != current:
                 return "trained with another calibration (the study's calibration changed since)"
@@ -334,11 +345,18 @@ def collect(
         for run_id, planned in study.rows.items():
             if run_id not in seen:
                 hours = planned.get("hours_here")
-                rows.append(CollectedRun(
-                    run_id=run_id, **{k: planned.get(k, "") for k in IDENTITY if k not in ("run_id", "budget")},
-                    budget=_num(planned.get("budget")), params=_num(planned.get("params")),
-                    est_wall_s=None if hours is None else 3600.0 * float(hours),
-                    status="incomplete", note="not started", run_dir=str(root / run_id)))
+                rows.append(
+                    CollectedRun(
+                        run_id=run_id,
+                        **{k: planned.get(k, "") for k in IDENTITY if k not in ("run_id", "budget")},
+                        budget=_num(planned.get("budget")),
+                        params=_num(planned.get("params")),
+                        est_wall_s=None if hours is None else 3600.0 * float(hours),
+                        status="incomplete",
+                        note="not started",
+                        run_dir=str(root / run_id),
+                    )
+                )
     rows.sort(key=lambda r: (r.budget or 0.0, r.params or 0.0, r.run_id))
     for p in problems:
         print(f"warning: {p}", file=sys.stderr)

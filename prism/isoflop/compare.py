@@ -60,9 +60,12 @@ def run_losses(study: Path, family: str) -> dict[str, dict]:
     out = {}
     with open(csv_path, newline="") as f:
         for row in csv.DictReader(f):
-            out[row["run_id"]] = {"loss": _number(row.get("loss") or row.get("final_eval_loss")),
-                                  "loss_se": _number(row.get("loss_se")), "status": row.get("status", ""),
-                                  "warmup": None}
+            out[row["run_id"]] = {
+                "loss": _number(row.get("loss") or row.get("final_eval_loss")),
+                "loss_se": _number(row.get("loss_se")),
+                "status": row.get("status", ""),
+                "warmup": None,
+            }
     for run_id, entry in out.items():
         try:
             metrics = json.loads((study / family / "runs" / run_id / "metrics.json").read_text())
@@ -87,10 +90,13 @@ def warmup_note(runs_a: dict, runs_b: dict, common: list[str], label_a: str, lab
         lo, hi = int(min(values)), int(max(values))
         return f"{lo}" if lo == hi else f"{lo}-{hi}"
 
-    return ["", f"Warm-up: the runs warmed up differently ({label_a} {span(a for a, _ in pairs)} steps, {label_b} "
-                f"{span(b for _, b in pairs)}), so a per-run difference is the schedule's and the warm-up's, the "
-                "more so the shorter the run (a study trained now gives every run the plan's warm-up, and "
-                "`tools/bench_schedules.py` trains both schedules with one)."]
+    return [
+        "",
+        f"Warm-up: the runs warmed up differently ({label_a} {span(a for a, _ in pairs)} steps, {label_b} "
+        f"{span(b for _, b in pairs)}), so a per-run difference is the schedule's and the warm-up's, the "
+        "more so the shorter the run (a study trained now gives every run the plan's warm-up, and "
+        "`tools/bench_schedules.py` trains both schedules with one).",
+    ]
 
 
 def _number(value) -> float | None:
@@ -125,15 +131,28 @@ def study_flops(study: Path, family: str, cooldown_fraction: float | None = None
     return s.cosine_flops, s.wsd_flops
 
 
-def compare_markdown(study_a: str | Path, study_b: str | Path, family: str, regime: str = "e2e",
-                     label_a: str = "cosine", label_b: str = "wsd", cooldown_fraction: float | None = None) -> str:
+def compare_markdown(
+    study_a: str | Path,
+    study_b: str | Path,
+    family: str,
+    regime: str = "e2e",
+    label_a: str = "cosine",
+    label_b: str = "wsd",
+    cooldown_fraction: float | None = None,
+) -> str:
     a_dir, b_dir = Path(study_a), Path(study_b)
     fit_a = _read_json(a_dir / family / "fit" / f"{regime}.json")
     fit_b = _read_json(b_dir / family / "fit" / f"{regime}.json")
-    lines = [f"# {label_a} vs {label_b}: {family}, {regime}", "",
-             f"Studies: {label_a} `{a_dir}`, {label_b} `{b_dir}`.", "",
-             "## Exponent a (N_opt ~ C^a)", "",
-             f"| method | {label_a} a | interval | {label_b} a | interval | intervals overlap |", "|---|---|---|---|---|---|"]
+    lines = [
+        f"# {label_a} vs {label_b}: {family}, {regime}",
+        "",
+        f"Studies: {label_a} `{a_dir}`, {label_b} `{b_dir}`.",
+        "",
+        "## Exponent a (N_opt ~ C^a)",
+        "",
+        f"| method | {label_a} a | interval | {label_b} a | interval | intervals overlap |",
+        "|---|---|---|---|---|---|",
+    ]
     ea, eb = {e.method: e for e in exponents(fit_a)}, {e.method: e for e in exponents(fit_b)}
     verdicts = []
     for method in sorted(set(ea) | set(eb)):
@@ -148,14 +167,25 @@ def compare_markdown(study_a: str | Path, study_b: str | Path, family: str, regi
 
         lines.append(f"| {method} | {cell(x)} | {cell(y)} | {'-' if both is None else ('yes' if both else 'NO')} |")
     agree = [v for v in verdicts if v is not None]
-    lines += ["", ("The exponents agree within their intervals." if agree and all(agree) else
-                   "The exponents do NOT agree within their intervals." if agree else
-                   "No intervals to compare (too few budgets or no bootstrap)."), ""]
+    lines += [
+        "",
+        (
+            "The exponents agree within their intervals."
+            if agree and all(agree)
+            else "The exponents do NOT agree within their intervals."
+            if agree
+            else "No intervals to compare (too few budgets or no bootstrap)."
+        ),
+        "",
+    ]
     runs_a, runs_b = run_losses(a_dir, family), run_losses(b_dir, family)
     common = sorted(set(runs_a) & set(runs_b), key=lambda r: (float(r.rsplit("-C", 1)[1]), r))
-    lines += ["## Loss at each budget (the final evaluation)", "",
-              f"| run | {label_a} | {label_b} | relative difference | difference / its standard error |",
-              "|---|---|---|---|---|"]
+    lines += [
+        "## Loss at each budget (the final evaluation)",
+        "",
+        f"| run | {label_a} | {label_b} | relative difference | difference / its standard error |",
+        "|---|---|---|---|---|",
+    ]
     diffs = []
     for rid in common:
         la, lb = runs_a[rid]["loss"], runs_b[rid]["loss"]
@@ -166,7 +196,7 @@ def compare_markdown(study_a: str | Path, study_b: str | Path, family: str, regi
         diffs.append(d)
         se_a, se_b = runs_a[rid]["loss_se"], runs_b[rid]["loss_se"]
         # Both evaluate the same held-out samples, so this overstates the noise of the difference.
-        z = "-" if not se_a or not se_b else f"{(lb - la) / (se_a ** 2 + se_b ** 2) ** 0.5:+.2f}"
+        z = "-" if not se_a or not se_b else f"{(lb - la) / (se_a**2 + se_b**2) ** 0.5:+.2f}"
         lines.append(f"| {rid} | {la:.4f} | {lb:.4f} | {d:+.2%} | {z} |")
     only = sorted(set(runs_a) ^ set(runs_b))
     if only:
@@ -175,15 +205,22 @@ def compare_markdown(study_a: str | Path, study_b: str | Path, family: str, regi
         worst = max(diffs, key=abs)
         mean = sum(abs(d) for d in diffs) / len(diffs)
         within = sum(abs(d) <= LOSS_TOLERANCE for d in diffs)
-        lines += ["", f"{len(diffs)} runs in both: mean |difference| {mean:.2%}, largest {worst:+.2%}; "
-                      f"{within} of {len(diffs)} within {LOSS_TOLERANCE:.0%}."]
+        lines += [
+            "",
+            f"{len(diffs)} runs in both: mean |difference| {mean:.2%}, largest {worst:+.2%}; "
+            f"{within} of {len(diffs)} within {LOSS_TOLERANCE:.0%}.",
+        ]
     lines += warmup_note(runs_a, runs_b, common, label_a, label_b)
     flops = study_flops(b_dir, family, cooldown_fraction)
     if flops:
-        lines += ["", "## Compute", "",
-                  f"The {label_b} study's grid run as independent cosine runs: {flops[0]:.3g} FLOPs; as wsd "
-                  f"trajectories with branches (each prefix once): {flops[1]:.3g} FLOPs, "
-                  f"{flops[1] / flops[0]:.1%} of it."]
+        lines += [
+            "",
+            "## Compute",
+            "",
+            f"The {label_b} study's grid run as independent cosine runs: {flops[0]:.3g} FLOPs; as wsd "
+            f"trajectories with branches (each prefix once): {flops[1]:.3g} FLOPs, "
+            f"{flops[1] / flops[0]:.1%} of it.",
+        ]
     return "\n".join(lines) + "\n"
 
 

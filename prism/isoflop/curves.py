@@ -4,8 +4,8 @@ The first figure to check before trusting a study: a diverged or under-trained r
 shows at once, and the lower envelope of the curves is what Chinchilla's Approach 1
 reads. One panel per budget; colour is the run's size N (one colour per backbone x
 variant, ordered by N, the same in every panel); runs that are not fitted (collapsed,
-stale, error, incomplete, excluded) are drawn dashed with a hollow end and named. A plotting module: matplotlib (Agg) only here
-and in plot.py.
+stale, error, incomplete, excluded) are drawn dashed with a hollow end and named.
+A plotting module: matplotlib (Agg) only here and in plot.py.
 """
 
 from __future__ import annotations
@@ -41,8 +41,11 @@ def read_curve(run_dir: Path) -> tuple[list[float], list[float]]:
 def _rows(csv_path: Path, family: str | None, regime: str | None) -> list[dict]:
     with csv_path.open(newline="") as fh:
         rows = list(csv.DictReader(fh))
-    return [r for r in rows
-            if (not family or r.get("family") == family) and (regime in (None, "any") or r.get("regime") == regime)]
+    return [
+        r
+        for r in rows
+        if (not family or r.get("family") == family) and (regime in (None, "any") or r.get("regime") == regime)
+    ]
 
 
 def _excluded_by_fit(fit_json: Path | None) -> tuple[set[float], dict[str, str]]:
@@ -59,8 +62,14 @@ def _excluded_by_fit(fit_json: Path | None) -> tuple[set[float], dict[str, str]]
     return budgets, {e.run_id: e.kind for e in fit.exclusions if e.kind != "status"}
 
 
-def plot_training_curves(csv_path: str | Path, outdir: str | Path, fit_json: str | Path | None = None,
-                         family: str | None = None, regime: str | None = None, dpi: int = 150) -> Path:
+def plot_training_curves(
+    csv_path: str | Path,
+    outdir: str | Path,
+    fit_json: str | Path | None = None,
+    family: str | None = None,
+    regime: str | None = None,
+    dpi: int = 150,
+) -> Path:
     """Write outdir/training_curves.png; returns its path (a figure saying "no curves" when no run has any)."""
     import matplotlib.pyplot as plt
 
@@ -75,8 +84,9 @@ def plot_training_curves(csv_path: str | Path, outdir: str | Path, fit_json: str
     return path
 
 
-def figure_training_curves(csv_path: str | Path, fit_json: str | Path | None = None, family: str | None = None,
-                           regime: str | None = None):
+def figure_training_curves(
+    csv_path: str | Path, fit_json: str | Path | None = None, family: str | None = None, regime: str | None = None
+):
     """One panel per budget (a study of 7 budgets x 7 sizes would be 49 tangled lines on one
     axes), the loss axis shared so panels compare; the legend of sizes sits outside them.
     """
@@ -101,10 +111,9 @@ def figure_training_curves(csv_path: str | Path, fit_json: str | Path | None = N
     budgets = sorted({float(r["budget"]) for r, *_ in curves if r.get("budget")}) or [None]
     ncols = min(len(budgets), 4)
     nrows = math.ceil(len(budgets) / ncols)
-    fig, axes = plt.subplots(nrows, ncols, figsize=(3.2 * ncols + 2.4, 2.8 * nrows + 0.8), sharey=True,
-                             squeeze=False)
+    fig, axes = plt.subplots(nrows, ncols, figsize=(3.2 * ncols + 2.4, 2.8 * nrows + 0.8), sharey=True, squeeze=False)
     panels = dict(zip(budgets, axes.flat))
-    for ax in list(axes.flat)[len(budgets):]:
+    for ax in list(axes.flat)[len(budgets) :]:
         ax.set_visible(False)
     not_fitted = 0
     for r, flops, losses in curves:
@@ -119,24 +128,33 @@ def figure_training_curves(csv_path: str | Path, fit_json: str | Path | None = N
         ax.plot(flops[-1], losses[-1], "o", color=c, ms=4, mfc="white" if bad else c)
         if bad:
             not_fitted += 1
-            ax.annotate(f"{r.get('backbone', '')}: {status}", (flops[-1], losses[-1]), textcoords="offset points",
-                        xytext=(-4, 6), fontsize=7, ha="right", color="0.25")
+            ax.annotate(
+                f"{r.get('backbone', '')}: {status}",
+                (flops[-1], losses[-1]),
+                textcoords="offset points",
+                xytext=(-4, 6),
+                fontsize=7,
+                ha="right",
+                color="0.25",
+            )
     plain = FuncFormatter(lambda v, _: f"{v:.3g}")  # losses read as 3.2, not 3.2x10^0
     for budget, ax in panels.items():
         ax.set_xscale("log")
         ax.set_yscale("log")
         ax.yaxis.set_major_formatter(plain)
         ax.yaxis.set_minor_formatter(plain)
-        xs = [f for r, fl, _ in curves if panels.get(float(r["budget"]) if r.get("budget") else None) is ax
-              for f in fl]
+        xs = [f for r, fl, _ in curves if panels.get(float(r["budget"]) if r.get("budget") else None) is ax for f in fl]
         if xs:
             log_ticks(ax.xaxis, min(xs), max(xs))
         ax.grid(True, which="both", alpha=0.2)
         n = sum(1 for r, *_ in curves if r.get("budget") and float(r["budget"]) == budget)
         if budget is not None:
             note = ", rejected by the fit" if budget in rejected else ""
-            ax.set_title(f"C = {format_budget(budget)} FLOPs\n{n} runs{note}", fontsize=9,
-                         color="0.45" if budget in rejected else "black")
+            ax.set_title(
+                f"C = {format_budget(budget)} FLOPs\n{n} runs{note}",
+                fontsize=9,
+                color="0.45" if budget in rejected else "black",
+            )
         ax.tick_params(labelsize=8)
     for ax in axes[-1]:
         ax.set_xlabel("training FLOPs", fontsize=9)
@@ -146,15 +164,33 @@ def figure_training_curves(csv_path: str | Path, fit_json: str | Path | None = N
         axes.flat[0].text(0.5, 0.5, "no run has evaluations yet", transform=axes.flat[0].transAxes, ha="center")
     handles = [Line2D([], [], color=colour[s[1:]], lw=2, label=f"{s[1]} {s[2]}  N={s[0]:.3g}") for s in sizes]
     if not_fitted:
-        handles.append(Line2D([], [], color="grey", ls="--", marker="o", mfc="white",
-                              label="not fitted (collapsed,\nstale, excluded, ...)"))
-    title = (f"Training curves ({family or 'all families'}, {regime or 'any regime'}): {len(curves)} runs, "
-             "one panel per budget")
+        handles.append(
+            Line2D(
+                [],
+                [],
+                color="grey",
+                ls="--",
+                marker="o",
+                mfc="white",
+                label="not fitted (collapsed,\nstale, excluded, ...)",
+            )
+        )
+    title = (
+        f"Training curves ({family or 'all families'}, {regime or 'any regime'}): {len(curves)} runs, "
+        "one panel per budget"
+    )
     fig.suptitle(title, fontsize=10)
     fig.tight_layout(rect=(0, 0, 1 - 2.2 / fig.get_figwidth(), 1))
     if handles:
-        fig.legend(handles=handles, fontsize=7.5, loc="center left", frameon=False, title="size (colour)",
-                   title_fontsize=8, bbox_to_anchor=(1 - 2.15 / fig.get_figwidth(), 0.5))
+        fig.legend(
+            handles=handles,
+            fontsize=7.5,
+            loc="center left",
+            frameon=False,
+            title="size (colour)",
+            title_fontsize=8,
+            bbox_to_anchor=(1 - 2.15 / fig.get_figwidth(), 0.5),
+        )
     return fig
 
 

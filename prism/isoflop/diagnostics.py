@@ -91,9 +91,13 @@ def misfits(f: BudgetFit) -> bool:
     return f.window_lack_of_fit_p is not None and f.window_lack_of_fit_p < LACK_OF_FIT_LEVEL
 
 
-def noise_estimate(per_budget: list[BudgetFit], loss: np.ndarray | None = None,
-                   loss_se: np.ndarray | None = None, reference: tuple[float | None, int] | None = None,
-                   skip_misfit: bool = True) -> tuple[float, int, str]:
+def noise_estimate(
+    per_budget: list[BudgetFit],
+    loss: np.ndarray | None = None,
+    loss_se: np.ndarray | None = None,
+    reference: tuple[float | None, int] | None = None,
+    skip_misfit: bool = True,
+) -> tuple[float, int, str]:
     """(sigma, residual degrees of freedom, source) as the module docstring says.
 
     Budgets whose parabola still misfits where it was fitted are left out (`skip_misfit`):
@@ -107,8 +111,10 @@ def noise_estimate(per_budget: list[BudgetFit], loss: np.ndarray | None = None,
     dof = sum(d for _, _, d in usable)
     skipped = ""
     if left_out:
-        skipped = (f"; {len(left_out)} budget(s) left out whose parabola misfits even the sizes nearest the "
-                   f"minimum ({_few([_bt(f.budget) for f in left_out])})")
+        skipped = (
+            f"; {len(left_out)} budget(s) left out whose parabola misfits even the sizes nearest the "
+            f"minimum ({_few([_bt(f.budget) for f in left_out])})"
+        )
     se = None
     if loss_se is not None:
         v = np.asarray([x for x in loss_se if x is not None and np.isfinite(x) and x > 0], float)
@@ -117,26 +123,42 @@ def noise_estimate(per_budget: list[BudgetFit], loss: np.ndarray | None = None,
         scaled = [s / _chi_median_factor(d) for _, s, d in usable]
         sigma = float(np.median(scaled))
         windowed = sum(f.windowed for f, _, _ in usable)
-        where = (f", {windowed} of them over the window of sizes where the parabola fits" if windowed else "")
-        source = (f"median over {len(usable)} budget(s) of each parabola's residual std{where} "
-                  f"({dof} residual degrees of freedom){skipped}")
+        where = f", {windowed} of them over the window of sizes where the parabola fits" if windowed else ""
+        source = (
+            f"median over {len(usable)} budget(s) of each parabola's residual std{where} "
+            f"({dof} residual degrees of freedom){skipped}"
+        )
         if reference is not None and reference[0] is not None and reference[0] < 0.2 * sigma:
-            source += (f"; third differences of neighbouring sizes give {reference[0]:.2g}: these residuals are "
-                       "the parabola's misfit, the runs have next to no noise")
+            source += (
+                f"; third differences of neighbouring sizes give {reference[0]:.2g}: these residuals are "
+                "the parabola's misfit, the runs have next to no noise"
+            )
         if se is not None:
-            source += (f"; the runs' median loss_se {se:.3g} is no floor: they share their held-out samples, "
-                       "so that error is common to a budget's runs")
+            source += (
+                f"; the runs' median loss_se {se:.3g} is no floor: they share their held-out samples, "
+                "so that error is common to a budget's runs"
+            )
         return sigma, dof, source
     if reference is not None and reference[0] is not None and left_out:
-        return reference[0], reference[1], (
-            f"third differences of neighbouring sizes' losses ({reference[1]} degrees of freedom): every "
-            f"parabola misfits{skipped}")
+        return (
+            reference[0],
+            reference[1],
+            (
+                f"third differences of neighbouring sizes' losses ({reference[1]} degrees of freedom): every "
+                f"parabola misfits{skipped}"
+            ),
+        )
     if se is not None:
         return se, dof, f"the runs' median loss_se ({dof} residual degrees of freedom < {MIN_NOISE_DOF})"
     scale = float(np.median(loss)) if loss is not None and len(loss) else 1.0
-    return REL_NOISE * scale, dof, (
-        f"assumed: {100 * REL_NOISE:g}% of the median loss {scale:.3g} ({dof} residual degrees of freedom "
-        f"< {MIN_NOISE_DOF} and no loss_se)")
+    return (
+        REL_NOISE * scale,
+        dof,
+        (
+            f"assumed: {100 * REL_NOISE:g}% of the median loss {scale:.3g} ({dof} residual degrees of freedom "
+            f"< {MIN_NOISE_DOF} and no loss_se)"
+        ),
+    )
 
 
 def find_outliers(params, loss, budget, sigma: float, k: float = OUTLIER_K) -> list[tuple[int, str]]:
@@ -175,7 +197,7 @@ def find_outliers(params, loss, budget, sigma: float, k: float = OUTLIER_K) -> l
             if n - q - 3 < 1 or not np.isfinite(rss).any():
                 break
             best = int(np.argmin(rss))
-            kx, ky, rx = x[keep[best]], y[keep[best]], removed[best]
+            kx, rx = x[keep[best]], removed[best]
             design = np.stack([np.ones_like(kx), kx, kx * kx], 1)
             inv = np.linalg.pinv(design.T @ design)
             scale = max(sigma, float(np.sqrt(rss[best] / (n - q - 3))))
@@ -188,9 +210,15 @@ def find_outliers(params, loss, budget, sigma: float, k: float = OUTLIER_K) -> l
             if all(t > k for _, _, t, _ in trial):
                 found = trial
         for j, resid, t, scale in sorted(found, key=lambda f: -f[2]):
-            out.append((int(idx[j]), (
-                f"outlier at {_bt(c)}: its loss is {resid:+.3g} from the parabola of the other runs, "
-                f"{t:.1f}x the noise {scale:.3g} (> {k:g}x)")))
+            out.append(
+                (
+                    int(idx[j]),
+                    (
+                        f"outlier at {_bt(c)}: its loss is {resid:+.3g} from the parabola of the other runs, "
+                        f"{t:.1f}x the noise {scale:.3g} (> {k:g}x)"
+                    ),
+                )
+            )
     return out
 
 
@@ -242,9 +270,16 @@ def size_offsets(params, loss, budget, per_budget: list[BudgetFit], sigma: float
             continue
         mean = float(np.mean(list(by_budget.values())))
         t = mean / (max(sigma, 1e-12) / math.sqrt(len(by_budget)))
-        out.append(SizeOffset(params=n, label=_size_label(n, [r for r, p in zip(ids, params) if p == n]),
-                              residuals={format_budget(c): r for c, r in sorted(by_budget.items())},
-                              mean=mean, t=t, flagged=abs(t) >= OFFSET_K))
+        out.append(
+            SizeOffset(
+                params=n,
+                label=_size_label(n, [r for r, p in zip(ids, params) if p == n]),
+                residuals={format_budget(c): r for c, r in sorted(by_budget.items())},
+                mean=mean,
+                t=t,
+                flagged=abs(t) >= OFFSET_K,
+            )
+        )
     return out
 
 
@@ -270,9 +305,22 @@ def budget_table(per_budget: list[BudgetFit], sigma: float):
         snr = None if f.signal is None else f.signal / max(sigma, 1e-12)
         s, dof = window_noise(f)
         full, _ = budget_noise(f)
-        rows.append(BudgetDiagnostics(f.budget, f.n_points, f.n_spread_decades, f.signal, snr, f.accepted, s, dof,
-                                      full_grid_noise=full, lack_of_fit_p=f.lack_of_fit_p,
-                                      window_lack_of_fit_p=f.window_lack_of_fit_p, misfit=misfits(f)))
+        rows.append(
+            BudgetDiagnostics(
+                f.budget,
+                f.n_points,
+                f.n_spread_decades,
+                f.signal,
+                snr,
+                f.accepted,
+                s,
+                dof,
+                full_grid_noise=full,
+                lack_of_fit_p=f.lack_of_fit_p,
+                window_lack_of_fit_p=f.window_lack_of_fit_p,
+                misfit=misfits(f),
+            )
+        )
     return rows
 
 
@@ -389,11 +437,15 @@ def verdict(
             interval, rests_on = combined["interval"], combined["rests_on"]
             other = sources[1] if rests_on == "approach2" else sources[0]
             own = sources[0] if rests_on == "approach2" else sources[1]
-            source = (f"{own} (the narrower; {other} agrees with it within Approach 2's expected method bias: "
-                      f"{combined['text']})")
+            source = (
+                f"{own} (the narrower; {other} agrees with it within Approach 2's expected method bias: "
+                f"{combined['text']})"
+            )
         else:
-            problems.append(f"Approach 2 and Approach 3 disagree beyond Approach 2's expected method bias "
-                            f"({combined['text']}): the interval spans both")
+            problems.append(
+                f"Approach 2 and Approach 3 disagree beyond Approach 2's expected method bias "
+                f"({combined['text']}): the interval spans both"
+            )
     if interval is not None:
         width = interval[1] - interval[0]
         if not math.isfinite(width) or width > MAX_CI_WIDTH:
@@ -421,8 +473,10 @@ def combine(a2_ci: tuple[float, float], a3_ci: tuple[float, float], agreement: d
     hw2, hw3 = (a2_ci[1] - a2_ci[0]) / 2, (a3_ci[1] - a3_ci[0]) / 2
     allowed = math.hypot(hw2, hw3)
     unexplained = abs(diff - bias)
-    text = (f"difference {diff:+.3f}, expected bias {bias:+.3f}, the rest {unexplained:.3f} against "
-            f"{allowed:.3f} from the two intervals")
+    text = (
+        f"difference {diff:+.3f}, expected bias {bias:+.3f}, the rest {unexplained:.3f} against "
+        f"{allowed:.3f} from the two intervals"
+    )
     agree = unexplained <= allowed
     if hw2 <= hw3:
         interval, rests_on = (a2_ci[0] - max(bias, 0.0), a2_ci[1] - min(bias, 0.0)), "approach2"

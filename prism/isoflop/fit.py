@@ -32,25 +32,48 @@ METHODS = ("approach2", "approach3", "both")
 class FitOptions:
     """How `prism isoflop fit` fits; `help` in each field's metadata is the CLI flag's help."""
 
-    method: str = field(default="both", metadata={
-        "help": "approach2 (IsoFLOP parabolas), approach3 (parametric L(N, D)) or both; the verdict uses "
-                "the interval(s) of what was fitted", "choices": METHODS})
-    bootstrap: int = field(default=1000, metadata={
-        "help": "bootstrap resamples for the intervals (0 = none: Approach 2 keeps its regression interval)"})
+    method: str = field(
+        default="both",
+        metadata={
+            "help": "approach2 (IsoFLOP parabolas), approach3 (parametric L(N, D)) or both; the verdict uses "
+            "the interval(s) of what was fitted",
+            "choices": METHODS,
+        },
+    )
+    bootstrap: int = field(
+        default=1000,
+        metadata={"help": "bootstrap resamples for the intervals (0 = none: Approach 2 keeps its regression interval)"},
+    )
     seed: int = field(default=0, metadata={"help": "bootstrap seed"})
-    huber_delta: float = field(default=approach3.HUBER_DELTA, metadata={
-        "help": "Approach 3's Huber delta on log-loss residuals (1e-3 as Hoffmann et al.; a large delta, "
-                "e.g. 10, is least squares)"})
-    budget_tolerance: float = field(default=checks.DEFAULT_BUDGET_TOLERANCE, metadata={
-        "help": "exclude runs whose FLOPs (or 6ND without a flops column) differ from their budget by more "
-                "than this fraction"})
-    window: str = field(default="auto", metadata={
-        "help": "sizes each budget's Approach 2 minimum is fitted on: auto (the largest window around the "
-                "lowest loss, at least 5 sizes, where the parabola shows no lack of fit) or full (every size)",
-        "choices": approach2.WINDOWS})
-    outlier_threshold: float = field(default=diagnostics.OUTLIER_K, metadata={
-        "help": "exclude a run whose leave-one-out residual from its budget's parabola exceeds this many "
-                "times the robust noise (0 = keep every run)"})
+    huber_delta: float = field(
+        default=approach3.HUBER_DELTA,
+        metadata={
+            "help": "Approach 3's Huber delta on log-loss residuals (1e-3 as Hoffmann et al.; a large delta, "
+            "e.g. 10, is least squares)"
+        },
+    )
+    budget_tolerance: float = field(
+        default=checks.DEFAULT_BUDGET_TOLERANCE,
+        metadata={
+            "help": "exclude runs whose FLOPs (or 6ND without a flops column) differ from their budget by more "
+            "than this fraction"
+        },
+    )
+    window: str = field(
+        default="auto",
+        metadata={
+            "help": "sizes each budget's Approach 2 minimum is fitted on: auto (the largest window around the "
+            "lowest loss, at least 5 sizes, where the parabola shows no lack of fit) or full (every size)",
+            "choices": approach2.WINDOWS,
+        },
+    )
+    outlier_threshold: float = field(
+        default=diagnostics.OUTLIER_K,
+        metadata={
+            "help": "exclude a run whose leave-one-out residual from its budget's parabola exceeds this many "
+            "times the robust noise (0 = keep every run)"
+        },
+    )
 
     def validate(self) -> None:
         if self.method not in METHODS:
@@ -71,11 +94,14 @@ class FitOptions:
 
 
 def _arrays(records: list[RunRecord]):
-    return tuple(np.array([getattr(r, k) for r in records], dtype=float) for k in ("params", "tokens", "loss", "budget"))
+    return tuple(
+        np.array([getattr(r, k) for r in records], dtype=float) for k in ("params", "tokens", "loss", "budget")
+    )
 
 
-def _approach3_summary(fit: approach3.Approach3Fit, boot: np.ndarray | None, level: float,
-                       delta: float) -> Approach3Summary:
+def _approach3_summary(
+    fit: approach3.Approach3Fit, boot: np.ndarray | None, level: float, delta: float
+) -> Approach3Summary:
     s = fit.surface
     try:
         k = float(s.n_opt(1.0)) if s.alpha > 0 and s.beta > 0 else None
@@ -89,18 +115,38 @@ def _approach3_summary(fit: approach3.Approach3Fit, boot: np.ndarray | None, lev
     if boot is not None and len(boot):
         e, a_, b_, alpha, beta = boot.T
         with np.errstate(divide="ignore", invalid="ignore"):
-            cols = {"E": e, "A": a_, "B": b_, "alpha": alpha, "beta": beta,
-                    "a": beta / (alpha + beta), "b": alpha / (alpha + beta)}
+            cols = {
+                "E": e,
+                "A": a_,
+                "B": b_,
+                "alpha": alpha,
+                "beta": beta,
+                "a": beta / (alpha + beta),
+                "b": alpha / (alpha + beta),
+            }
         for key, v in cols.items():
             cis[f"{key}_ci"] = approach3.interval(v, level)
         n_used = int(np.isfinite(cols["a"]).sum())
     return Approach3Summary(
-        converged=fit.converged, reason="" if fit.converged else fit.convergence_note,
-        E=s.E, A=s.A, B=s.B, alpha=s.alpha, beta=s.beta,
-        a=s.a if has_exponents else None, b=s.b if has_exponents else None, k=k,
-        objective=fit.objective, grad_norm=fit.grad_norm, convergence_note=fit.convergence_note,
-        huber_delta=delta, n_points=fit.n_points, n_starts=fit.n_starts, n_local=fit.n_local,
-        n_boot_used=n_used, **cis,
+        converged=fit.converged,
+        reason="" if fit.converged else fit.convergence_note,
+        E=s.E,
+        A=s.A,
+        B=s.B,
+        alpha=s.alpha,
+        beta=s.beta,
+        a=s.a if has_exponents else None,
+        b=s.b if has_exponents else None,
+        k=k,
+        objective=fit.objective,
+        grad_norm=fit.grad_norm,
+        convergence_note=fit.convergence_note,
+        huber_delta=delta,
+        n_points=fit.n_points,
+        n_starts=fit.n_starts,
+        n_local=fit.n_local,
+        n_boot_used=n_used,
+        **cis,
     )
 
 
@@ -113,8 +159,9 @@ def _fit_approach3(n, d, loss, options: FitOptions) -> tuple[Approach3Summary, a
         with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
             fit = approach3.fit_approach3(n, d, loss, opts)
     except (ArithmeticError, ValueError, np.linalg.LinAlgError) as err:
-        return Approach3Summary(converged=False, reason=f"Approach 3 failed ({err}): the runs do not constrain "
-                                "L(N, D)"), None
+        return Approach3Summary(
+            converged=False, reason=f"Approach 3 failed ({err}): the runs do not constrain L(N, D)"
+        ), None
     boot = None
     if options.bootstrap > 0 and fit.converged:
         try:
@@ -144,14 +191,19 @@ def fit_records(
     # What training flagged (a loss spike, ...) is worth seeing before trusting the point.
     warnings += [f"run {r.run_id}: {r.warnings}" for r in kept if r.warnings]
     if not kept:
-        raise PrismError(f"nothing to fit: every one of {len(records)} runs was excluded: "
-                         f"{diagnostics.exclusion_groups(exclusions)}")
+        raise PrismError(
+            f"nothing to fit: every one of {len(records)} runs was excluded: {diagnostics.exclusion_groups(exclusions)}"
+        )
     n, d, loss, budget = _arrays(kept)
     loss_se = np.array([np.nan if r.loss_se is None else r.loss_se for r in kept])
     has_se = bool(np.isfinite(loss_se).any())
     # Outliers against the robust noise of all runs, then the noise again without them.
-    sigma0, _, _ = diagnostics.noise_estimate(approach2.fit_budgets(n, d, loss, budget, reference=(None, 0)), loss,
-                                              loss_se if has_se else None, skip_misfit=False)
+    sigma0, _, _ = diagnostics.noise_estimate(
+        approach2.fit_budgets(n, d, loss, budget, reference=(None, 0)),
+        loss,
+        loss_se if has_se else None,
+        skip_misfit=False,
+    )
     if options.outlier_threshold > 0:
         outliers = diagnostics.find_outliers(n, loss, budget, sigma0, options.outlier_threshold)
         if outliers and options.window == "auto":
@@ -167,11 +219,13 @@ def fit_records(
             n, d, loss, budget = _arrays(kept)
             loss_se = loss_se[[i for i in range(len(loss_se)) if i not in drop]]
     uses2, uses3 = options.method in ("approach2", "both"), options.method in ("approach3", "both")
-    a2 = approach2.fit_approach2(n, d, loss, budget, n_boot=options.bootstrap if uses2 else 0, seed=options.seed,
-                                 window=options.window)
-    sigma, dof, source = diagnostics.noise_estimate(a2.per_budget, loss, loss_se if has_se else None,
-                                                    reference=a2.reference)
-    a3, a3_fit = (_fit_approach3(n, d, loss, options) if uses3 else (None, None))
+    a2 = approach2.fit_approach2(
+        n, d, loss, budget, n_boot=options.bootstrap if uses2 else 0, seed=options.seed, window=options.window
+    )
+    sigma, dof, source = diagnostics.noise_estimate(
+        a2.per_budget, loss, loss_se if has_se else None, reference=a2.reference
+    )
+    a3, a3_fit = _fit_approach3(n, d, loss, options) if uses3 else (None, None)
     a2_summary = None
     if uses2:
         # A measured noise (enough residual degrees of freedom) is pooled with the minima's scatter;
@@ -184,27 +238,39 @@ def fit_records(
         try:
             with np.errstate(all="ignore"):
                 # at the sizes the point fit used: the bias of this very fit, windows included
-                windows = {f.budget: (math.log10(f.window_n_min), math.log10(f.window_n_max))
-                           for f in a2.per_budget if f.window_n_min is not None}
+                windows = {
+                    f.budget: (math.log10(f.window_n_min), math.log10(f.window_n_max))
+                    for f in a2.per_budget
+                    if f.window_n_min is not None
+                }
                 clean = approach2.fit_approach2(n, d, a3_fit.surface.loss(n, d), budget, window=windows)
             a2_on_a3 = clean.n_law.exponent if clean.n_law else None
         except (ArithmeticError, ValueError, np.linalg.LinAlgError):
             a2_on_a3 = None
     agreement = diagnostics.approach_agreement(
-        a2.n_law.exponent if (uses2 and a2.n_law) else None, a3.a if a3 is not None else None, a2_on_a3)
+        a2.n_law.exponent if (uses2 and a2.n_law) else None, a3.a if a3 is not None else None, a2_on_a3
+    )
     budgets_in = [r.budget for r in records] + [e.budget for e in excluded]
     verdict = diagnostics.verdict(
-        options.method, a2.per_budget, sigma,
-        a2_summary.a_ci if a2_summary else None, a3,
-        a2_summary.interval_method if a2_summary else "", n_runs=len(kept),
-        agreement=agreement, vanished=diagnostics.vanished_budgets(budgets_in, budget, exclusions),
+        options.method,
+        a2.per_budget,
+        sigma,
+        a2_summary.a_ci if a2_summary else None,
+        a3,
+        a2_summary.interval_method if a2_summary else "",
+        n_runs=len(kept),
+        agreement=agreement,
+        vanished=diagnostics.vanished_budgets(budgets_in, budget, exclusions),
     )
     if any(e.kind == "outlier" for e in exclusions):
-        verdict.reasons.append(f"{sum(e.kind == 'outlier' for e in exclusions)} outlier run(s) excluded "
-                               "(listed with their residuals)")
+        verdict.reasons.append(
+            f"{sum(e.kind == 'outlier' for e in exclusions)} outlier run(s) excluded (listed with their residuals)"
+        )
     used = [f for f in a2.per_budget if f.accepted]
     diag = Diagnostics(
-        noise=sigma, noise_dof=dof, noise_source=source,
+        noise=sigma,
+        noise_dof=dof,
+        noise_source=source,
         budgets=diagnostics.budget_table(a2.per_budget, sigma),
         budgets_used=[f.budget for f in used],
         budgets_dropped=[{"budget": f.budget, "reason": f.reason} for f in a2.per_budget if not f.accepted],
@@ -221,9 +287,17 @@ def fit_records(
         size_offsets=diagnostics.size_offsets(n, loss, budget, a2.per_budget, sigma, [r.run_id for r in kept]),
     )
     return FitResult(
-        method=options.method, bootstrap=options.bootstrap, seed=options.seed, huber_delta=options.huber_delta,
-        budget_tolerance=options.budget_tolerance, verdict=verdict, diagnostics=diag,
-        approach2=a2_summary, approach3=a3, exclusions=exclusions, warnings=warnings,
+        method=options.method,
+        bootstrap=options.bootstrap,
+        seed=options.seed,
+        huber_delta=options.huber_delta,
+        budget_tolerance=options.budget_tolerance,
+        verdict=verdict,
+        diagnostics=diag,
+        approach2=a2_summary,
+        approach3=a3,
+        exclusions=exclusions,
+        warnings=warnings,
     )
 
 

@@ -37,8 +37,8 @@ from dataclasses import asdict, dataclass
 
 import numpy as np
 
-from prism.isoflop import approach2, diagnostics
 from prism.ids import format_budget
+from prism.isoflop import approach2, diagnostics
 from prism.isoflop.records import CI_LEVEL, Surface
 
 DEFAULT_SIMULATIONS = 200
@@ -198,9 +198,12 @@ def _verdict(per_budget, a_ci, usable_share, max_ci_width, min_spread) -> tuple[
         else:
             good += 1
     if good < diagnostics.MIN_BUDGETS:
-        reasons.insert(0, f"{good} budget(s) give a minimum inside the grid in at least {MIN_ACCEPT_RATE:.0%} of "
-                          f"simulated studies; the exponent needs at least {diagnostics.MIN_BUDGETS} (through 2 "
-                          "minima the power law has no degree of freedom)")
+        reasons.insert(
+            0,
+            f"{good} budget(s) give a minimum inside the grid in at least {MIN_ACCEPT_RATE:.0%} of "
+            f"simulated studies; the exponent needs at least {diagnostics.MIN_BUDGETS} (through 2 "
+            "minima the power law has no degree of freedom)",
+        )
     if a_ci is None:
         reasons.insert(0, "no simulated study gives an exponent")
     elif a_ci[1] - a_ci[0] > max_ci_width:
@@ -210,7 +213,12 @@ def _verdict(per_budget, a_ci, usable_share, max_ci_width, min_spread) -> tuple[
         )
     if usable_share < MIN_ACCEPT_RATE:
         reasons.append(f"only {100 * usable_share:.0f}% of simulated studies give an exponent at all")
-    determined = good >= diagnostics.MIN_BUDGETS and a_ci is not None and a_ci[1] - a_ci[0] <= max_ci_width and usable_share >= MIN_ACCEPT_RATE
+    determined = (
+        good >= diagnostics.MIN_BUDGETS
+        and a_ci is not None
+        and a_ci[1] - a_ci[0] <= max_ci_width
+        and usable_share >= MIN_ACCEPT_RATE
+    )
     if determined:
         reasons.insert(
             0,
@@ -220,8 +228,9 @@ def _verdict(per_budget, a_ci, usable_share, max_ci_width, min_spread) -> tuple[
     return determined, reasons
 
 
-def scenario_surface(alpha: float, beta: float, reducible: float, a_centre_budget: float, n_centre: float,
-                     E: float = 1.0) -> Surface:
+def scenario_surface(
+    alpha: float, beta: float, reducible: float, a_centre_budget: float, n_centre: float, E: float = 1.0
+) -> Surface:
     """A surface with exponents (alpha, beta) whose 6ND optimum at `a_centre_budget` is `n_centre`,
     where the reducible loss is `reducible` of the loss (E sets the scale; noise is relative to it)."""
     a = beta / (alpha + beta)
@@ -236,20 +245,30 @@ def scenario_surface(alpha: float, beta: float, reducible: float, a_centre_budge
     return s
 
 
-def forecast_range(params, tokens, budget, centre_a: float, centre_k: float, n_sims: int = 100, seed: int = 0,
-                   max_ci_width: float = diagnostics.MAX_CI_WIDTH) -> Forecast:
+def forecast_range(
+    params,
+    tokens,
+    budget,
+    centre_a: float,
+    centre_k: float,
+    n_sims: int = 100,
+    seed: int = 0,
+    max_ci_width: float = diagnostics.MAX_CI_WIDTH,
+) -> Forecast:
     """The first round's forecast: the plan simulated on every plausible surface (module docstring)."""
     params, tokens, budget = (np.asarray(v, dtype=float) for v in (params, tokens, budget))
     budgets = np.unique(budget)
     c_mid = float(10 ** np.mean(np.log10(budgets)))
     n_mid = centre_k * c_mid**centre_a
     runs = []
-    for i, (alpha, beta, red, rel) in enumerate(itertools.product(RANGE_ALPHA, RANGE_BETA, RANGE_REDUCIBLE,
-                                                                   RANGE_REL_NOISE)):
+    for i, (alpha, beta, red, rel) in enumerate(
+        itertools.product(RANGE_ALPHA, RANGE_BETA, RANGE_REDUCIBLE, RANGE_REL_NOISE)
+    ):
         surface = scenario_surface(alpha, beta, red, c_mid, n_mid)
         noise = rel * float(np.median(surface.loss(params, tokens)))
-        fc = forecast(params, tokens, budget, surface, noise=noise, n_sims=n_sims, seed=seed + i,
-                      max_ci_width=max_ci_width)
+        fc = forecast(
+            params, tokens, budget, surface, noise=noise, n_sims=n_sims, seed=seed + i, max_ci_width=max_ci_width
+        )
         runs.append((fc, rel))
     widths = np.array([fc.a_ci_width if fc.a_ci_width is not None else np.inf for fc, _ in runs])
     order = np.argsort(widths, kind="stable")
@@ -268,8 +287,9 @@ def forecast_range(params, tokens, budget, centre_a: float, centre_k: float, n_s
     determined = median_fc.determined and median_w <= max_ci_width
     reasons = [summary] + [r for r in median_fc.reasons if not r.startswith("expected")]
     if determined and pess_w > max_ci_width:
-        reasons.append(f"on the pessimistic surfaces the interval exceeds {max_ci_width}: add budgets or runs "
-                       "to be safe")
+        reasons.append(
+            f"on the pessimistic surfaces the interval exceeds {max_ci_width}: add budgets or runs to be safe"
+        )
     return Forecast(
         determined=determined,
         reasons=reasons,
@@ -281,10 +301,16 @@ def forecast_range(params, tokens, budget, centre_a: float, centre_k: float, n_s
         a_ci=median_fc.a_ci,
         a_ci_width=median_w if np.isfinite(median_w) else None,
         usable_share=median_fc.usable_share,
-        prior={"range": {"alpha": list(RANGE_ALPHA), "beta": list(RANGE_BETA), "reducible": list(RANGE_REDUCIBLE),
-                         "noise_relative": list(RANGE_REL_NOISE)}, "centre": {"a": centre_a, "k": centre_k},
-               "median_surface": asdict(median_fc.prior) if not isinstance(median_fc.prior, dict)
-               else median_fc.prior},
+        prior={
+            "range": {
+                "alpha": list(RANGE_ALPHA),
+                "beta": list(RANGE_BETA),
+                "reducible": list(RANGE_REDUCIBLE),
+                "noise_relative": list(RANGE_REL_NOISE),
+            },
+            "centre": {"a": centre_a, "k": centre_k},
+            "median_surface": asdict(median_fc.prior) if not isinstance(median_fc.prior, dict) else median_fc.prior,
+        },
         per_budget=median_fc.per_budget,
         scenarios=len(runs),
         a_ci_width_median=median_w if np.isfinite(median_w) else None,
@@ -324,8 +350,17 @@ def prior_from_fit(fit, source: str = "previous fit") -> Prior | None:
     return None
 
 
-def forecast_plan(params, tokens, budget, centre_a: float, centre_k: float, surface: Surface | None = None,
-                  noise: float | None = None, n_sims: int = DEFAULT_SIMULATIONS, seed: int = 0) -> Forecast:
+def forecast_plan(
+    params,
+    tokens,
+    budget,
+    centre_a: float,
+    centre_k: float,
+    surface: Surface | None = None,
+    noise: float | None = None,
+    n_sims: int = DEFAULT_SIMULATIONS,
+    seed: int = 0,
+) -> Forecast:
     """The plan's forecast: on the given surface (a previous round's) with its noise (or the given
     one, else relative to the loss); without a surface, over the range of plausible ones."""
     if surface is not None:

@@ -9,7 +9,6 @@ Pure functions of the plan dict (`make_plan`'s result, plan.yaml's content).
 
 from __future__ import annotations
 
-
 ALLOW_KEY = "plan.allow_undetermined"
 
 
@@ -31,8 +30,11 @@ def undetermined_text(fc: dict) -> str:
     width = fc.get("a_ci_width")
     per_budget = fc.get("per_budget") or []
     narrow = [b["budget"] for b in per_budget if b["n_spread_decades"] < MIN_SPREAD_DECADES]
-    outside = [b["budget"] for b in per_budget
-               if b["n_spread_decades"] >= MIN_SPREAD_DECADES and b["accept_rate"] < MIN_ACCEPT_RATE]
+    outside = [
+        b["budget"]
+        for b in per_budget
+        if b["n_spread_decades"] >= MIN_SPREAD_DECADES and b["accept_rate"] < MIN_ACCEPT_RATE
+    ]
     good = len(per_budget) - len(narrow) - len(outside)
     fixes = []
     if narrow:
@@ -43,8 +45,11 @@ def undetermined_text(fc: dict) -> str:
         fixes.append(f"add budgets (at least {MIN_BUDGETS} with their minimum inside the grid)")
     return (
         "forecast UNDETERMINED ("
-        + ("no simulated study gives an exponent" if width is None
-           else f"expected {level}% interval of a {width:.3f} wide, determined at <= {MAX_CI_WIDTH}")
+        + (
+            "no simulated study gives an exponent"
+            if width is None
+            else f"expected {level}% interval of a {width:.3f} wide, determined at <= {MAX_CI_WIDTH}"
+        )
         + f"; {good} of {len(per_budget)} budget(s) have their minimum inside the grid in >= "
         f"{MIN_ACCEPT_RATE:.0%} of simulations, {MIN_BUDGETS} needed): " + ", ".join(fixes)
     )
@@ -61,8 +66,11 @@ def plan_stop(plan: dict) -> str | None:
     problems = plan_problems(plan)
     if not problems:
         return None
-    return (f"plan {plan.get('family', '?')} stops the study: " + "; ".join(problems)
-            + f"; or set {ALLOW_KEY}: true to train it anyway (a pilot)")
+    return (
+        f"plan {plan.get('family', '?')} stops the study: "
+        + "; ".join(problems)
+        + f"; or set {ALLOW_KEY}: true to train it anyway (a pilot)"
+    )
 
 
 def plan_summary(plan: dict) -> str:
@@ -80,7 +88,8 @@ def plan_summary(plan: dict) -> str:
     here = cost.get("hours_here_total")
     text = (
         f"plan {plan.get('family', '?')}: {len(runs)} runs on {len(plan.get('budgets') or [])} of {n_budgets} "
-        f"budget(s)" + (f" ({refused} REFUSED)" if refused else "")
+        f"budget(s)"
+        + (f" ({refused} REFUSED)" if refused else "")
         + f", {sum(r['flops'] for r in runs):.3g} FLOPs, time here {'unknown' if here is None else hours_text(here)}, "
         + ("node-hours unknown" if node is None else f"{node:.3g} node-hours")
         + f", forecast {verdict}"

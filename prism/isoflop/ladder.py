@@ -39,8 +39,9 @@ def _pool(family: str, regime: str, variant: str, rule: str, lo: float, hi: floa
     return sorted(out)
 
 
-def budget_sizes(n_opt: float, window: float, per_budget: int, family: str, regime: str, variant: str,
-                 rule: str) -> list[str]:
+def budget_sizes(
+    n_opt: float, window: float, per_budget: int, family: str, regime: str, variant: str, rule: str
+) -> list[str]:
     """The rule sizes of one budget whose optimum is predicted at `n_opt` (ascending N)."""
     lo, hi = n_opt / 10**window, n_opt * 10**window
     pool = _pool(family, regime, variant, rule, lo, hi)
@@ -59,8 +60,16 @@ def budget_sizes(n_opt: float, window: float, per_budget: int, family: str, regi
     return [name for _, name in pool]
 
 
-def study_sizes(budgets: list[float], n_opt: Callable[[float], float], window: float, per_budget: int,
-                family: str, regime: str, variants: list[str], rule: str) -> dict[float, list[str]]:
+def study_sizes(
+    budgets: list[float],
+    n_opt: Callable[[float], float],
+    window: float,
+    per_budget: int,
+    family: str,
+    regime: str,
+    variants: list[str],
+    rule: str,
+) -> dict[float, list[str]]:
     """`{budget: sizes}` for every budget (their union is what the study calibrates and trains)."""
     if rule not in RULES:
         raise PrismError(f"plan.size_rule {rule!r}: valid: {', '.join(RULES)}")

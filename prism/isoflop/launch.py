@@ -3,7 +3,8 @@
 `run_config(row, data, out, **settings)` turns a plan row into the run's
 `RunConfig`; the workflow's train rule (through `run_args`) and `launch_plan`
 both use it, and the command comes from `prism.launch.render`, so
-`prism isoflop launch` runs exactly what the workflow would run. `local`/`torchrun` run one after the other here; `aurora`
+`prism isoflop launch` runs exactly what the workflow would run. `local`/`torchrun`
+run one after the other here; `aurora`
 writes each PBS job body to `RUNS/jobs/RUN_ID.pbs` and submits it with `qsub`.
 A run whose `metrics.json` exists is finished and skipped. The ledger is
 append-only: one row per action (time, run id, launcher, job id, state, detail).
@@ -79,7 +80,7 @@ class Ledger:
     def add(self, run_id: str, launcher: str, job_id: str, state: str, detail: str = "") -> None:
         if self.path is None:
             return
-        now = dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")
+        now = dt.datetime.now(dt.UTC).isoformat(timespec="seconds")
         self._w.writerow([now, run_id, launcher, job_id, state, detail])
         self._fh.flush()
 
@@ -118,8 +119,16 @@ def launch_plan(
             run_id = row["run_id"]
             out = runs_root / run_id
             try:
-                cfg = run_config(row, data, out, calibration_dir=str(cal) if cal else None, strategy=strategy,
-                                 device=device, seed=seed, warmup=warmup)
+                cfg = run_config(
+                    row,
+                    data,
+                    out,
+                    calibration_dir=str(cal) if cal else None,
+                    strategy=strategy,
+                    device=device,
+                    seed=seed,
+                    warmup=warmup,
+                )
             except PrismError as err:
                 raise PrismError(f"{plan_path}: {err}") from None
             command = render(launcher, cfg, nodes=nodes, procs_per_node=procs_per_node, storage=storage)
@@ -146,7 +155,9 @@ def _execute(launcher: str, command: str, runs_root: Path, run_id: str, qsub: st
     runs_root.mkdir(parents=True, exist_ok=True)
     if launcher == "aurora":
         if shutil.which(qsub) is None:
-            raise PrismError(f"`{qsub}` not found: launcher aurora submits with PBS qsub (use --dry-run to see the job)")
+            raise PrismError(
+                f"`{qsub}` not found: launcher aurora submits with PBS qsub (use --dry-run to see the job)"
+            )
         body = write_text_atomic(runs_root / "jobs" / f"{run_id}.pbs", command)
         done = subprocess.run([qsub, str(body)], capture_output=True, text=True)
         if done.returncode != 0:

@@ -52,46 +52,90 @@ MAX_AUTO_BATCH = 512
 FLOP_TOLERANCE = 0.01
 # A previous round's fit (copied by the user) in the study dir centres the grid.
 PRIOR_FILE = "prior.json"
+
+
 @dataclass(frozen=True)
 class PlanOptions:
     """The planner's settings: `prism isoflop plan` flags and the config's `plan:` section, one field each."""
 
     global_batch: int | None = option(
-        None, "samples per optimizer step of every run (none: per run, the largest power of 2 leaving "
-        "min_steps steps)", metavar="B", minimum=1)
-    min_steps: int = option(DEFAULT_MIN_STEPS, "drop runs with fewer optimizer steps (50 keeps FLOPs within 1%); "
-                            "half of it is every run's warm-up", metavar="N", minimum=1)
-    window: float = option(DEFAULT_WINDOW, "keep candidates within this many decades of the predicted N_opt",
-                           metavar="DECADES", exclusive_minimum=0)
-    prior_a: float | None = option(None, f"prior exponent a of N_opt = k C^a (none: a previous round's fit, "
-                                   f"else {DEFAULT_PRIOR_A})", metavar="A", exclusive_minimum=0)
-    prior_k: float | None = option(None, f"prior coefficient k of N_opt = k C^a (none: a previous round's fit, "
-                                   f"else {DEFAULT_PRIOR_K})", metavar="K", exclusive_minimum=0)
+        None,
+        "samples per optimizer step of every run (none: per run, the largest power of 2 leaving min_steps steps)",
+        metavar="B",
+        minimum=1,
+    )
+    min_steps: int = option(
+        DEFAULT_MIN_STEPS,
+        "drop runs with fewer optimizer steps (50 keeps FLOPs within 1%); half of it is every run's warm-up",
+        metavar="N",
+        minimum=1,
+    )
+    window: float = option(
+        DEFAULT_WINDOW,
+        "keep candidates within this many decades of the predicted N_opt",
+        metavar="DECADES",
+        exclusive_minimum=0,
+    )
+    prior_a: float | None = option(
+        None,
+        f"prior exponent a of N_opt = k C^a (none: a previous round's fit, else {DEFAULT_PRIOR_A})",
+        metavar="A",
+        exclusive_minimum=0,
+    )
+    prior_k: float | None = option(
+        None,
+        f"prior coefficient k of N_opt = k C^a (none: a previous round's fit, else {DEFAULT_PRIOR_K})",
+        metavar="K",
+        exclusive_minimum=0,
+    )
     previous_round: str | None = option(
-        None, "folder of an earlier round (a study or family folder): its prior.json or identifiable "
-        "fit/REGIME.json centres the grids and gives the forecast its loss surface", metavar="DIR")
+        None,
+        "folder of an earlier round (a study or family folder): its prior.json or identifiable "
+        "fit/REGIME.json centres the grids and gives the forecast its loss surface",
+        metavar="DIR",
+    )
     node_peak_flops: float | None = option(
-        None, "peak FLOP/s of one cluster node in the training precision; with mfu it gives each run's "
-        "estimated node-hours (none: no cluster estimate)", metavar="FLOPS", exclusive_minimum=0)
-    mfu: float = option(DEFAULT_MFU, "model FLOPs utilisation assumed for the cluster estimate",
-                        metavar="FRACTION", exclusive_minimum=0)
-    noise: float | None = option(None, "loss noise (std) the identifiability forecast assumes (none: a previous "
-                                 "round's measured noise, else a share of the loss)", metavar="STD",
-                                 exclusive_minimum=0)
+        None,
+        "peak FLOP/s of one cluster node in the training precision; with mfu it gives each run's "
+        "estimated node-hours (none: no cluster estimate)",
+        metavar="FLOPS",
+        exclusive_minimum=0,
+    )
+    mfu: float = option(
+        DEFAULT_MFU, "model FLOPs utilisation assumed for the cluster estimate", metavar="FRACTION", exclusive_minimum=0
+    )
+    noise: float | None = option(
+        None,
+        "loss noise (std) the identifiability forecast assumes (none: a previous "
+        "round's measured noise, else a share of the loss)",
+        metavar="STD",
+        exclusive_minimum=0,
+    )
     simulations: int = option(200, "simulated studies in the forecast", metavar="N", minimum=1)
     forecast_seed: int = option(0, "seed of the forecast's simulations", metavar="S", minimum=0)
-    max_epochs: float = option(MAX_EPOCHS, "drop runs that would pass over their training split more often than "
-                               "this (repeated data bends the loss curve)", metavar="EPOCHS", exclusive_minimum=0)
+    max_epochs: float = option(
+        MAX_EPOCHS,
+        "drop runs that would pass over their training split more often than this (repeated data bends the loss curve)",
+        metavar="EPOCHS",
+        exclusive_minimum=0,
+    )
     sizes_per_budget: int | None = option(
-        None, "take backbones from the shape rule: per budget at least this many sizes inside its window, evenly "
-        "spaced in log N, beside any given backbones (none: the given backbones only; e2e only)", metavar="K",
-        minimum=1)
-    size_rule: str = option("n", "the shape rule of sizes_per_budget: n (CPU shapes) or g (accelerator shapes, "
-                            "Llama-2 proportions)", choices=("n", "g"))
+        None,
+        "take backbones from the shape rule: per budget at least this many sizes inside its window, evenly "
+        "spaced in log N, beside any given backbones (none: the given backbones only; e2e only)",
+        metavar="K",
+        minimum=1,
+    )
+    size_rule: str = option(
+        "n",
+        "the shape rule of sizes_per_budget: n (CPU shapes) or g (accelerator shapes, Llama-2 proportions)",
+        choices=("n", "g"),
+    )
     allow_undetermined: bool = option(
-        False, "write the plan (and train it) even when a budget is refused or the forecast is UNDETERMINED: "
-        "a pilot; otherwise the plan fails with one line naming what to change")
-
+        False,
+        "write the plan (and train it) even when a budget is refused or the forecast is UNDETERMINED: "
+        "a pilot; otherwise the plan fails with one line naming what to change",
+    )
 
 
 def parse_budgets(text: str) -> list[float]:
@@ -154,9 +198,11 @@ class Cost:
     def from_options(cls, options: PlanOptions) -> Cost:
         if options.node_peak_flops is None:
             return cls()
-        return cls(options.node_peak_flops * options.mfu,
-                   f"estimate: MFU {options.mfu:g} x node peak {options.node_peak_flops:.3g} FLOP/s "
-                   "(plan.node_peak_flops, plan.mfu)")
+        return cls(
+            options.node_peak_flops * options.mfu,
+            f"estimate: MFU {options.mfu:g} x node peak {options.node_peak_flops:.3g} FLOP/s "
+            "(plan.node_peak_flops, plan.mfu)",
+        )
 
 
 @dataclass
@@ -199,10 +245,16 @@ def plan_budget(
     for cand in candidates:
         rid = run_id(cand.backbone, cand.variant, regime, budget)
 
-        def drop(reason: str) -> None:
+        def drop(reason: str, rid: str = rid, cand: Candidate = cand) -> None:
             out.dropped.append(
-                {"run_id": rid, "budget": budget, "backbone": cand.backbone, "variant": cand.variant,
-                 "params": cand.params, "reason": reason}
+                {
+                    "run_id": rid,
+                    "budget": budget,
+                    "backbone": cand.backbone,
+                    "variant": cand.variant,
+                    "params": cand.params,
+                    "reason": reason,
+                }
             )
 
         distance = math.log10(cand.params / n_opt)
@@ -220,7 +272,10 @@ def plan_budget(
             continue
         flops = steps * batch * cand.flops_per_sample
         if abs(flops / budget - 1) > FLOP_TOLERANCE:
-            drop(f"{steps} steps x batch {batch} spend {flops:.3g} FLOPs, {100 * (flops / budget - 1):+.1f}% off the budget")
+            drop(
+                f"{steps} steps x batch {batch} spend {flops:.3g} FLOPs, "
+                f"{100 * (flops / budget - 1):+.1f}% off the budget"
+            )
             continue
         tokens = steps * batch * cand.tokens_per_sample
         epochs = None if split_samples is None else steps * batch / split_samples
@@ -232,11 +287,24 @@ def plan_budget(
         node_hours = None if not cost.node_flops else flops / cost.node_flops / 3600.0
         out.runs.append(
             PlanRow(
-                run_id=rid, family=family, backbone=cand.backbone, variant=cand.variant, regime=regime,
-                budget=budget, params=cand.params, params_total=cand.params_total,
-                flops_per_sample=cand.flops_per_sample, tokens_per_sample=cand.tokens_per_sample,
-                global_batch=batch, samples=steps * batch, steps=steps, tokens=tokens, flops=flops,
-                hours_here=hours, node_hours=node_hours, epochs=epochs,
+                run_id=rid,
+                family=family,
+                backbone=cand.backbone,
+                variant=cand.variant,
+                regime=regime,
+                budget=budget,
+                params=cand.params,
+                params_total=cand.params_total,
+                flops_per_sample=cand.flops_per_sample,
+                tokens_per_sample=cand.tokens_per_sample,
+                global_batch=batch,
+                samples=steps * batch,
+                steps=steps,
+                tokens=tokens,
+                flops=flops,
+                hours_here=hours,
+                node_hours=node_hours,
+                epochs=epochs,
             )
         )
     ns = [r.params for r in out.runs] or [cand.params for cand in candidates]
@@ -285,13 +353,13 @@ def candidates_from_calibration(
             raise PrismError(f"--calibration-dir {cal_dir}: no such directory (run `prism isoflop calibrate`)")
         found = [p.name.split("__")[1:3] for p in sorted(cal_dir.glob(f"{family}__*__*__{regime}.json"))]
         pairs = [
-            (b, v) for b, v in found
-            if (backbones is None or b in backbones) and (variants is None or v in variants)
+            (b, v) for b, v in found if (backbones is None or b in backbones) and (variants is None or v in variants)
         ]
         if not pairs:
             raise PrismError(
                 f"{cal_dir}: no calibration for family {family}, regime {regime}"
-                + (f", backbones {backbones}" if backbones else "") + (f", variants {variants}" if variants else "")
+                + (f", backbones {backbones}" if backbones else "")
+                + (f", variants {variants}" if variants else "")
                 + f" (files {family}__BACKBONE__VARIANT__{regime}.json; run `prism isoflop calibrate`)"
             )
     out = []
@@ -301,9 +369,13 @@ def candidates_from_calibration(
         sps = speed.get("samples_per_s")
         out.append(
             Candidate(
-                backbone=b, variant=v, params=float(rec["params_trainable"]),
-                params_total=float(rec["params_total"]), flops_per_sample=float(rec["flops_per_sample"]),
-                tokens_per_sample=float(rec["tokens_per_sample"]), samples_per_s=float(sps) if sps else None,
+                backbone=b,
+                variant=v,
+                params=float(rec["params_trainable"]),
+                params_total=float(rec["params_total"]),
+                flops_per_sample=float(rec["flops_per_sample"]),
+                tokens_per_sample=float(rec["tokens_per_sample"]),
+                samples_per_s=float(sps) if sps else None,
                 speed_source=f"{speed.get('device_name') or speed.get('device')} on {speed.get('host')}" if sps else "",
             )
         )
@@ -311,7 +383,12 @@ def candidates_from_calibration(
 
 
 def find_centre(
-    out: Path | None, study_dir: Path | None, family: str, regime: str, prior_a: float | None, prior_k: float | None,
+    out: Path | None,
+    study_dir: Path | None,
+    family: str,
+    regime: str,
+    prior_a: float | None,
+    prior_k: float | None,
     previous_round: Path | None = None,
 ) -> Centre:
     """Explicit prior > existing plan's centre > previous round's identifiable fit > default prior.
@@ -324,8 +401,12 @@ def find_centre(
         centre = Centre(prior_a or DEFAULT_PRIOR_A, prior_k or DEFAULT_PRIOR_K, "prior (command line)")
         previous = _previous_round_centre(previous_round, family, regime) if previous_round else None
         if previous is not None and previous.surface is not None:
-            return replace(centre, source=f"prior (command line); forecast on {previous.source}",
-                           surface=previous.surface, noise=previous.noise)
+            return replace(
+                centre,
+                source=f"prior (command line); forecast on {previous.source}",
+                surface=previous.surface,
+                noise=previous.noise,
+            )
         return centre
     if out is not None and out.is_file():
         import yaml
@@ -333,8 +414,9 @@ def find_centre(
         try:
             old = yaml.safe_load(out.read_text()) or {}
             c = old["centre"]
-            return Centre(float(c["a"]), float(c["k"]), f"existing plan {out} ({c['source']})",
-                          _surface(c.get("surface"), out))
+            return Centre(
+                float(c["a"]), float(c["k"]), f"existing plan {out} ({c['source']})", _surface(c.get("surface"), out)
+            )
         except (yaml.YAMLError, KeyError, TypeError, ValueError):
             pass  # not a plan of ours: plan afresh
     if study_dir is not None:
@@ -354,8 +436,12 @@ def _previous_round_centre(previous_round: Path, family: str, regime: str) -> Ce
     previous_round = Path(previous_round)
     if not previous_round.is_dir():
         raise PrismError(f"plan.previous_round {previous_round}: no such folder")
-    for path in (previous_round / PRIOR_FILE, previous_round / family / PRIOR_FILE,
-                 previous_round / "fit" / f"{regime}.json", previous_round / family / "fit" / f"{regime}.json"):
+    for path in (
+        previous_round / PRIOR_FILE,
+        previous_round / family / PRIOR_FILE,
+        previous_round / "fit" / f"{regime}.json",
+        previous_round / family / "fit" / f"{regime}.json",
+    ):
         centre = _centre_from_file(path, regime)
         if centre is not None:
             return centre
@@ -473,11 +559,24 @@ def rule_sizes(
     if not options.sizes_per_budget:
         return {}
     centre = find_centre(
-        Path(out) if out else None, Path(scaling_study_dir) if scaling_study_dir else None, family, regime,
-        options.prior_a, options.prior_k, Path(options.previous_round) if options.previous_round else None,
+        Path(out) if out else None,
+        Path(scaling_study_dir) if scaling_study_dir else None,
+        family,
+        regime,
+        options.prior_a,
+        options.prior_k,
+        Path(options.previous_round) if options.previous_round else None,
     )
-    return study_sizes(sorted(set(budgets)), centre.n_opt, options.window, options.sizes_per_budget, family, regime,
-                       list(variants or ["BASE"]), options.size_rule)
+    return study_sizes(
+        sorted(set(budgets)),
+        centre.n_opt,
+        options.window,
+        options.sizes_per_budget,
+        family,
+        regime,
+        list(variants or ["BASE"]),
+        options.size_rule,
+    )
 
 
 def plan_runs(
@@ -507,19 +606,26 @@ def plan_runs(
     family_spec(family)
     validate(options)
     centre = find_centre(
-        Path(out) if out else None, Path(scaling_study_dir) if scaling_study_dir else None, family, regime,
-        options.prior_a, options.prior_k, Path(options.previous_round) if options.previous_round else None,
+        Path(out) if out else None,
+        Path(scaling_study_dir) if scaling_study_dir else None,
+        family,
+        regime,
+        options.prior_a,
+        options.prior_k,
+        Path(options.previous_round) if options.previous_round else None,
     )
-    by_budget = rule_sizes(family, budgets, options, regime=regime, variants=variants, out=out,
-                           scaling_study_dir=scaling_study_dir)
+    by_budget = rule_sizes(
+        family, budgets, options, regime=regime, variants=variants, out=out, scaling_study_dir=scaling_study_dir
+    )
     if by_budget:
         from prism.isoflop.ladder import union
 
         # A rule size is a candidate of the budgets that picked it; given backbones are candidates of all.
         given = list(backbones or [])
         variants = list(variants or ["BASE"])
-        cands = candidates_from_calibration(calibration_dir, family, regime,
-                                            list(dict.fromkeys(given + union(by_budget))), variants)
+        cands = candidates_from_calibration(
+            calibration_dir, family, regime, list(dict.fromkeys(given + union(by_budget))), variants
+        )
     else:
         cands = candidates_from_calibration(calibration_dir, family, regime, backbones, variants)
 
@@ -531,8 +637,19 @@ def plan_runs(
     cost = Cost.from_options(options)
     split = None if data is None else train_samples(data)
     plans = [
-        plan_budget(c, budget_candidates(c), family, regime, centre, options.window, options.global_batch,
-                    options.min_steps, split, options.max_epochs, cost)
+        plan_budget(
+            c,
+            budget_candidates(c),
+            family,
+            regime,
+            centre,
+            options.window,
+            options.global_batch,
+            options.min_steps,
+            split,
+            options.max_epochs,
+            cost,
+        )
         for c in sorted(set(budgets))
     ]
     study = StudyPlan(centre, plans, cost, sorted({c.speed_source for c in cands if c.speed_source}))
@@ -551,9 +668,10 @@ def cost_summary(runs: list[PlanRow], cost: Cost, speed_sources: list[str]) -> d
         "hours_here_total": _total([r.hours_here for r in runs]),
         "hours_here_source": (
             "estimate of the training steps alone (start-up and evaluations not included): samples/s "
-            "measured by `prism isoflop calibrate --measure-throughput` on "
-            + ", ".join(speed_sources) if speed_sources
-            else "not measured (no calibration/*.speed.json; config calibrate.measure_throughput)"),
+            "measured by `prism isoflop calibrate --measure-throughput` on " + ", ".join(speed_sources)
+            if speed_sources
+            else "not measured (no calibration/*.speed.json; config calibrate.measure_throughput)"
+        ),
         "node_hours_total": _total([r.node_hours for r in runs]),
         "node_hours_source": cost.node_source or "not estimated (set plan.node_peak_flops, and plan.mfu)",
     }
@@ -582,14 +700,29 @@ def make_plan(
     from prism.isoflop import forecast as fc_mod
 
     options = replace(options or PlanOptions(), **overrides)
-    study = plan_runs(family, budgets, calibration_dir, options, regime=regime, backbones=backbones,
-                      variants=variants, out=out, scaling_study_dir=scaling_study_dir, data=data)
+    study = plan_runs(
+        family,
+        budgets,
+        calibration_dir,
+        options,
+        regime=regime,
+        backbones=backbones,
+        variants=variants,
+        out=out,
+        scaling_study_dir=scaling_study_dir,
+        data=data,
+    )
     centre, plans, runs = study.centre, study.plans, study.runs
     refused = [{"budget": p.budget, "reason": p.refused} for p in plans if p.refused]
     fc = fc_mod.forecast_plan(
-        [r.params for r in runs], [r.tokens for r in runs], [r.budget for r in runs], centre.a, centre.k,
+        [r.params for r in runs],
+        [r.tokens for r in runs],
+        [r.budget for r in runs],
+        centre.a,
+        centre.k,
         surface=Surface(**centre.surface) if centre.surface else None,
-        noise=options.noise if options.noise is not None else centre.noise, n_sims=options.simulations,
+        noise=options.noise if options.noise is not None else centre.noise,
+        n_sims=options.simulations,
         seed=options.forecast_seed,
     )
     return {
@@ -607,10 +740,15 @@ def make_plan(
         "runs": [r.to_json() for r in runs],
         "dropped": [d for p in plans for d in p.dropped],
         "refused": refused,
-        "forecast": fc.to_json() | {"surface_source": (
-            f"fitted surface of {centre.source}" if centre.surface
-            else f"{fc.scenarios} plausible surfaces through the centre (first round; a previous round's fit in "
-                 "prior.json gives its own surface and noise)")},
+        "forecast": fc.to_json()
+        | {
+            "surface_source": (
+                f"fitted surface of {centre.source}"
+                if centre.surface
+                else f"{fc.scenarios} plausible surfaces through the centre (first round; a previous round's fit in "
+                "prior.json gives its own surface and noise)"
+            )
+        },
     }
 
 
@@ -624,8 +762,10 @@ def hours_text(h: float | None) -> str:
 
 def plan_table(rows: list[PlanRow]) -> str:
     """The plan for people: one line per run, with the estimated time here and node-hours there."""
-    head = (f"{'run_id':<34} {'N':>9} {'steps':>6} {'batch':>5} {'tokens D':>9} {'epochs':>6} {'FLOPs':>9} "
-            f"{'time here':>9} {'node-h':>8}")
+    head = (
+        f"{'run_id':<34} {'N':>9} {'steps':>6} {'batch':>5} {'tokens D':>9} {'epochs':>6} {'FLOPs':>9} "
+        f"{'time here':>9} {'node-h':>8}"
+    )
     lines = [head, "-" * len(head)]
     for r in rows:
         nh = "-" if r.node_hours is None else f"{r.node_hours:.3g}"
@@ -665,8 +805,10 @@ def short_budgets_text(rows: list[PlanRow], budgets: list[float], per_budget: in
     for b in budgets:
         sizes = {r.backbone for r in rows if r.budget == b}
         if len(sizes) < per_budget:
-            out.append(f"SHORT budget {format_budget(b)}: {len(sizes)} sizes left of the {per_budget} "
-                       "plan.sizes_per_budget asks for (see the dropped runs: more data, or a lower budget)")
+            out.append(
+                f"SHORT budget {format_budget(b)}: {len(sizes)} sizes left of the {per_budget} "
+                "plan.sizes_per_budget asks for (see the dropped runs: more data, or a lower budget)"
+            )
     return out
 
 
@@ -677,11 +819,10 @@ def run_plan(out: str | Path | None, dry_run: bool, **kwargs) -> str:
     line). A refused budget or an UNDETERMINED forecast raises PlanStopped before anything is
     written, unless `allow_undetermined`; a dry run says it would stop.
     """
-    from prism.isoflop.gate import plan_stop, plan_summary
-
     import yaml
 
     from prism.atomic import write_text_atomic
+    from prism.isoflop.gate import plan_stop, plan_summary
 
     if not dry_run and not out:
         raise PrismError("--out PLAN.yaml is required unless --dry-run")

@@ -101,8 +101,9 @@ def log_ticks(axis, lo: float, hi: float) -> None:
     if span >= 2.5:
         axis.set_major_locator(ticker.LogLocator(base=10.0, numticks=8))
     else:
-        axis.set_major_locator(ticker.LogLocator(base=10.0, subs=(1.0, 2.0, 5.0) if span > 0.7 else
-                                                 (1.0, 2.0, 3.0, 5.0, 7.0), numticks=12))
+        axis.set_major_locator(
+            ticker.LogLocator(base=10.0, subs=(1.0, 2.0, 5.0) if span > 0.7 else (1.0, 2.0, 3.0, 5.0, 7.0), numticks=12)
+        )
     axis.set_major_formatter(ticker.FuncFormatter(lambda v, _: sci(v) if v > 0 else ""))
     axis.set_minor_formatter(ticker.NullFormatter())
 
@@ -146,8 +147,17 @@ def figure_isoflop_curves(records, fit):
         if pts:
             n, loss, se = np.array(pts).T
             ax.errorbar(
-                n, loss, yerr=se, fmt="o", ms=5, color=col, label=label, capsize=2, elinewidth=0.8,
-                markerfacecolor=col if accepted else "none", markeredgewidth=1.2,
+                n,
+                loss,
+                yerr=se,
+                fmt="o",
+                ms=5,
+                color=col,
+                label=label,
+                capsize=2,
+                elinewidth=0.8,
+                markerfacecolor=col if accepted else "none",
+                markeredgewidth=1.2,
             )
             if b is not None and b.coef:
                 # over the sizes it was fitted on: beyond its window the curve is no parabola
@@ -155,13 +165,29 @@ def figure_isoflop_curves(records, fit):
                 x = np.linspace(math.log10(lo) - 0.05, math.log10(hi) + 0.05, 100)
                 ax.plot(10**x, parabola(b.coef, x), "-" if accepted else "--", color=col, lw=1.3, alpha=0.9)
         if accepted and b is not None and b.n_opt:
-            ax.plot(b.n_opt, b.loss_min, marker="*", ms=12, color=col, markeredgecolor="black",
-                    markeredgewidth=0.6, zorder=5)
+            ax.plot(
+                b.n_opt,
+                b.loss_min,
+                marker="*",
+                ms=12,
+                color=col,
+                markeredgecolor="black",
+                markeredgewidth=0.6,
+                zorder=5,
+            )
     if crosses:
         kinds = sorted({k for *_, k in crosses})
         for i, (n, loss, c, _) in enumerate(crosses):
-            ax.plot(n, loss, "x", ms=8, mew=1.8, color=colours.get(c, "0.4"), zorder=6,
-                    label=f"excluded ({', '.join(kinds)}; see the report)" if i == 0 else None)
+            ax.plot(
+                n,
+                loss,
+                "x",
+                ms=8,
+                mew=1.8,
+                color=colours.get(c, "0.4"),
+                zorder=6,
+                label=f"excluded ({', '.join(kinds)}; see the report)" if i == 0 else None,
+            )
     ax.set_xscale("log")
     all_n = [r.params for r in kept] + [p for p, *_ in crosses]
     if all_n:
@@ -199,28 +225,43 @@ def figure_scaling_laws(fit):
             cis = [m.n_opt_ci if key == "n" else m.d_opt_ci for m in minima]
             lower = [y - ci[0] if ci else 0.0 for y, ci in zip(ys, cis)]
             upper = [ci[1] - y if ci else 0.0 for y, ci in zip(ys, cis)]
-            ax.errorbar([m.budget for m in minima], ys, yerr=[np.maximum(lower, 0), np.maximum(upper, 0)], fmt="o",
-                        color=OKABE_ITO[0], ms=6, capsize=3,
-                        label=f"per-budget minimum ({level}% within-budget interval)")
+            ax.errorbar(
+                [m.budget for m in minima],
+                ys,
+                yerr=[np.maximum(lower, 0), np.maximum(upper, 0)],
+                fmt="o",
+                color=OKABE_ITO[0],
+                ms=6,
+                capsize=3,
+                label=f"per-budget minimum ({level}% within-budget interval)",
+            )
         exponent = (a2.a if key == "n" else a2.b) if a2 is not None else None
         coef = (a2.k if key == "n" else a2.k_d) if a2 is not None else None
         if exponent is not None and coef is not None:
             ci = a2.a_ci if key == "n" else a2.b_ci
             ci_text = f" [{ci[0]:.3f}, {ci[1]:.3f}]" if ci else ""
-            ax.plot(cs, coef * cs**exponent, "-", color=OKABE_ITO[0], lw=1.5,
-                    label=f"Approach 2: $\\propto C^{{{exponent:.3f}}}${ci_text}")
+            ax.plot(
+                cs,
+                coef * cs**exponent,
+                "-",
+                color=OKABE_ITO[0],
+                lw=1.5,
+                label=f"Approach 2: $\\propto C^{{{exponent:.3f}}}${ci_text}",
+            )
             band = a2.band
             lo, hi = (band.n_opt_lo, band.n_opt_hi) if key == "n" else (band.d_opt_lo, band.d_opt_hi)
             if lo:
-                ax.fill_between(band.budgets, lo, hi, color=OKABE_ITO[0], alpha=0.2, lw=0,
-                                label=f"{level}% band of the power law")
+                ax.fill_between(
+                    band.budgets, lo, hi, color=OKABE_ITO[0], alpha=0.2, lw=0, label=f"{level}% band of the power law"
+                )
         if a3 is not None and a3.a is not None and a3.k is not None:
             n3 = a3.k * cs**a3.a
             y3 = n3 if key == "n" else cs / (6 * n3)
             e3 = a3.a if key == "n" else a3.b
             conv = "" if a3.converged else ", NOT converged"
-            ax.plot(cs, y3, "--", color=OKABE_ITO[3], lw=1.5,
-                    label=f"Approach 3 ($C=6ND$): $\\propto C^{{{e3:.3f}}}${conv}")
+            ax.plot(
+                cs, y3, "--", color=OKABE_ITO[3], lw=1.5, label=f"Approach 3 ($C=6ND$): $\\propto C^{{{e3:.3f}}}${conv}"
+            )
         for b in rej:
             ax.axvline(b.budget, color="0.6", lw=0.8, ls=":", zorder=0)
         ax.set_xscale("log")
@@ -259,8 +300,15 @@ def figure_approach3(records, fit):
         show_legend = len(budgets) <= 8
         for c in budgets:
             sel = np.array([r.budget == c for r in records])
-            ax.plot(observed[sel], pred[sel], "o", ms=4, color=colours[c], alpha=0.85,
-                    label=f"C = {sci(c)}" if show_legend else None)
+            ax.plot(
+                observed[sel],
+                pred[sel],
+                "o",
+                ms=4,
+                color=colours[c],
+                alpha=0.85,
+                label=f"C = {sci(c)}" if show_legend else None,
+            )
         lo, hi = min(observed.min(), pred.min()), max(observed.max(), pred.max())
         pad = 0.03 * (hi - lo)
         ax.plot([lo - pad, hi + pad], [lo - pad, hi + pad], "-", color="black", lw=0.8, label="y = x")
@@ -273,8 +321,7 @@ def figure_approach3(records, fit):
         ax.set_aspect("equal", adjustable="datalim")
     else:
         why = a3.reason if a3 is not None else "not requested"
-        ax.text(0.5, 0.5, f"Approach 3 not fitted:\n{why}", ha="center", va="center", transform=ax.transAxes,
-                wrap=True)
+        ax.text(0.5, 0.5, f"Approach 3 not fitted:\n{why}", ha="center", va="center", transform=ax.transAxes, wrap=True)
     ax.set_xlabel("observed " + LOSS_LABEL.replace(" (cross-entropy, nats/token)", " (nats/token)"))
     ax.set_ylabel("predicted loss (nats/token)")
     return fig
@@ -293,9 +340,8 @@ def plot_study(
     Without a fit JSON, a point fit (no bootstrap) is made here to draw the curves.
     """
     from prism.isoflop.fit import fit_records
-    from prism.isoflop.table import load_runs
-
     from prism.isoflop.result import Exclusion, FitResult
+    from prism.isoflop.table import load_runs
 
     loaded = load_runs(csv, family=family, regime=regime)
     records = loaded.records
@@ -305,11 +351,17 @@ def plot_study(
         except (OSError, ValueError) as err:
             raise PrismError(f"--fit-json {fit_json}: cannot read ({err}); make it with `prism isoflop fit`") from None
         if not isinstance(data, dict) or "diagnostics" not in data:
-            raise PrismError(f"--fit-json {fit_json}: not a fit JSON (no diagnostics); make it with `prism isoflop fit`")
+            raise PrismError(
+                f"--fit-json {fit_json}: not a fit JSON (no diagnostics); make it with `prism isoflop fit`"
+            )
         fit = FitResult.from_json(data)
     else:
-        fit = fit_records(records, method="both" if len(records) >= 5 else "approach2", bootstrap=0,
-                          excluded=[Exclusion(**e) for e in loaded.excluded_runs])
+        fit = fit_records(
+            records,
+            method="both" if len(records) >= 5 else "approach2",
+            bootstrap=0,
+            excluded=[Exclusion(**e) for e in loaded.excluded_runs],
+        )
     out = Path(outdir)
     out.mkdir(parents=True, exist_ok=True)
     plt = _style()

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from prism.isoflop.approach2 import budget_text
 from prism.isoflop import diagnostics
+from prism.isoflop.approach2 import budget_text
 from prism.isoflop.result import FitResult
 
 
@@ -52,8 +52,10 @@ def fit_markdown(result: FitResult | dict) -> str:
         lines += [f"The verdict's {level}% interval of a: {_ci(v.interval)}, from {v.interval_source}.", ""]
     objective = ""
     if r.method in ("approach3", "both"):
-        objective = (f"Objective of Approach 3: Huber on log L with delta {r.huber_delta:g} "
-                     f"({'least squares in effect' if r.huber_delta >= 1 else 'robust to outlying runs'}). ")
+        objective = (
+            f"Objective of Approach 3: Huber on log L with delta {r.huber_delta:g} "
+            f"({'least squares in effect' if r.huber_delta >= 1 else 'robust to outlying runs'}). "
+        )
     lines += [
         f"Noise: {_noise(diag)} ({diag.noise_source})"
         + (f"; the runs' median loss_se is {diag.loss_se_median:.3g}" if diag.loss_se_median is not None else "")
@@ -64,8 +66,12 @@ def fit_markdown(result: FitResult | dict) -> str:
     ]
     off = [s for s in diag.size_offsets if s.flagged]
     if off:
-        lines += ["Sizes off their curves at every budget (not independent noise; \"Sizes across budgets\"): "
-                  + ", ".join(f"{s.label} {s.mean:+.3f} ({s.t:+.1f} s.e.)" for s in off) + ".", ""]
+        lines += [
+            'Sizes off their curves at every budget (not independent noise; "Sizes across budgets"): '
+            + ", ".join(f"{s.label} {s.mean:+.3f} ({s.t:+.1f} s.e.)" for s in off)
+            + ".",
+            "",
+        ]
     for w in r.warnings:
         lines.append(f"Warning: {w}.")
     if r.warnings:
@@ -73,20 +79,22 @@ def fit_markdown(result: FitResult | dict) -> str:
     if r.exclusions:
         lines += ["## Excluded runs", "", "| run | budget | N | loss | why |", "|---|---|---|---|---|"]
         for e in r.exclusions:
-            lines.append(f"| {e.run_id} | {_budget(e.budget)} | {_g(e.params, '.3g')} | {_g(e.loss, '.4f')} | "
-                         f"{e.reason} |")
+            lines.append(
+                f"| {e.run_id} | {_budget(e.budget)} | {_g(e.params, '.3g')} | {_g(e.loss, '.4f')} | {e.reason} |"
+            )
         lines.append("")
     a2, a3 = r.approach2, r.approach3
     lines += [
         "## Power laws",
         "",
-        f"| method | a (N_opt ~ C^a) | a {level}% interval | a leaving one budget out | b (D_opt ~ C^b) | "
-        "b interval |",
+        f"| method | a (N_opt ~ C^a) | a {level}% interval | a leaving one budget out | b (D_opt ~ C^b) | b interval |",
         "|---|---|---|---|---|---|",
     ]
     if a2 is not None:
-        lines.append(f"| Approach 2 | {_g(a2.a, '.4f')} | {_ci(a2.a_ci)} | {_ci(a2.a_loo)} | {_g(a2.b, '.4f')} | "
-                     f"{_ci(a2.b_ci)} |")
+        lines.append(
+            f"| Approach 2 | {_g(a2.a, '.4f')} | {_ci(a2.a_ci)} | {_ci(a2.a_loo)} | {_g(a2.b, '.4f')} | "
+            f"{_ci(a2.b_ci)} |"
+        )
     if a3 is not None and a3.a is not None:
         lines.append(f"| Approach 3 | {a3.a:.4f} | {_ci(a3.a_ci)} | - | {_g(a3.b, '.4f')} | {_ci(a3.b_ci)} |")
     lines.append("")
@@ -100,9 +108,12 @@ def fit_markdown(result: FitResult | dict) -> str:
         ]
         if a2.curvature:
             cv = a2.curvature
-            lines += [f"A straight power law is an assumption: a quadratic term in log C adds {cv['c2']:+.3g} "
-                      f"(t = {cv['t']:+.2f}, p = {cv['p']:.2g}, {cv['dof']} degrees of freedom)"
-                      + ("; the exponent changes with C." if cv["p"] < 0.01 else "; no sign of a bend."), ""]
+            lines += [
+                f"A straight power law is an assumption: a quadratic term in log C adds {cv['c2']:+.3g} "
+                f"(t = {cv['t']:+.2f}, p = {cv['p']:.2g}, {cv['dof']} degrees of freedom)"
+                + ("; the exponent changes with C." if cv["p"] < 0.01 else "; no sign of a bend."),
+                "",
+            ]
     if a3 is not None and a3.fitted:
         lines += [
             "## Approach 3: L(N, D) = E + A / N^alpha + B / D^beta",
@@ -151,7 +162,9 @@ def fit_markdown(result: FitResult | dict) -> str:
 
 def _budget_reason(f) -> str:
     if f.accepted and f.windowed:
-        full = f"; the full grid's vertex {f.full_n_opt:.3g}" if f.full_n_opt else "; the full grid's has none inside it"
+        full = (
+            f"; the full grid's vertex {f.full_n_opt:.3g}" if f.full_n_opt else "; the full grid's has none inside it"
+        )
         return f"ok, on {f.window_sizes} of its {f.n_sizes} sizes (lack of fit beyond them){full}"
     return f.reason
 
@@ -182,7 +195,8 @@ def _lack_of_fit(r: FitResult) -> list[str]:
         lines.append(
             f"| {_budget(f.budget)} | {fitted} | {rng} | {_g(b.noise if b else None, '.3g')} | "
             f"{_g(b.full_grid_noise if b else None, '.3g')} | {_g(f.lack_of_fit_p, '.2g')} | "
-            f"{f.residual_signs or '-'} | {_g(f.runs_p, '.2g')} | {_g(f.full_n_opt, '.3g')} |")
+            f"{f.residual_signs or '-'} | {_g(f.runs_p, '.2g')} | {_g(f.full_n_opt, '.3g')} |"
+        )
     lines.append("")
     return lines
 

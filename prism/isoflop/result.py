@@ -108,8 +108,17 @@ class Approach2Summary:
     @classmethod
     def from_json(cls, data: dict) -> Approach2Summary:
         d = _known(cls, data)
-        for key in ("a_ci", "b_ci", "k_ci", "a_ci_regression", "a_ci_bootstrap", "b_ci_regression",
-                    "b_ci_bootstrap", "a_loo", "b_loo"):
+        for key in (
+            "a_ci",
+            "b_ci",
+            "k_ci",
+            "a_ci_regression",
+            "a_ci_bootstrap",
+            "b_ci_regression",
+            "b_ci_bootstrap",
+            "a_loo",
+            "b_loo",
+        ):
             d[key] = _pair(d.get(key))
         d.setdefault("interval_method", "")
         d.setdefault("n_boot", 0)
@@ -255,9 +264,16 @@ class Diagnostics:
         d = _known(cls, data)
         d["budgets"] = [BudgetDiagnostics(**_known(BudgetDiagnostics, b)) for b in data.get("budgets", [])]
         d["size_offsets"] = [SizeOffset(**_known(SizeOffset, s)) for s in data.get("size_offsets", [])]
-        for key, default in (("budgets_used", []), ("budgets_dropped", []), ("points_used", 0),
-                             ("approach_agreement", {}), ("thresholds", {}), ("noise_dof", 0),
-                             ("noise_source", ""), ("noise", None)):
+        for key, default in (
+            ("budgets_used", []),
+            ("budgets_dropped", []),
+            ("points_used", 0),
+            ("approach_agreement", {}),
+            ("thresholds", {}),
+            ("noise_dof", 0),
+            ("noise_source", ""),
+            ("noise", None),
+        ):
             d.setdefault(key, default)
         return cls(**d)
 

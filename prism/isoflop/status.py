@@ -47,13 +47,13 @@ class RunStatus:
     budget: float | None = None
     step: int | None = None
     steps: int | None = None
-    loss: float | None = None        # the latest training loss (perf.jsonl)
-    eval_loss: float | None = None   # the final evaluation (done) or the latest one
+    loss: float | None = None  # the latest training loss (perf.jsonl)
+    eval_loss: float | None = None  # the final evaluation (done) or the latest one
     flops_done: float = 0.0
     flops_planned: float = 0.0
-    wall_s: float = 0.0              # measured (done) or the logged steps' time so far
+    wall_s: float = 0.0  # measured (done) or the logged steps' time so far
     est_wall_s: float | None = None  # the plan's estimate here
-    eta_s: float | None = None       # a running run's own remaining time at its current rate
+    eta_s: float | None = None  # a running run's own remaining time at its current rate
     note: str = ""
 
     @property
@@ -163,14 +163,25 @@ def _newest_mtime(run_dir: Path) -> float:
     return newest
 
 
-def run_status(run_id: str, run_dir: Path, planned: dict[str, Any] | None, locked: set[tuple[int, int, int]],
-               now: float, active_s: float = ACTIVE_SECONDS) -> RunStatus:
+def run_status(
+    run_id: str,
+    run_dir: Path,
+    planned: dict[str, Any] | None,
+    locked: set[tuple[int, int, int]],
+    now: float,
+    active_s: float = ACTIVE_SECONDS,
+) -> RunStatus:
     """The state of one run directory (which need not exist yet)."""
     planned = planned or {}
     hours = planned.get("hours_here")
-    status = RunStatus(run_id, "waiting", budget=_float(planned.get("budget")),
-                       steps=_int(planned.get("steps")), flops_planned=_float(planned.get("flops")) or 0.0,
-                       est_wall_s=None if hours is None else 3600.0 * float(hours))
+    status = RunStatus(
+        run_id,
+        "waiting",
+        budget=_float(planned.get("budget")),
+        steps=_int(planned.get("steps")),
+        flops_planned=_float(planned.get("flops")) or 0.0,
+        est_wall_s=None if hours is None else 3600.0 * float(hours),
+    )
     if not run_dir.is_dir():
         status.note = "not started"
         return status
@@ -214,8 +225,10 @@ def run_status(run_id: str, run_dir: Path, planned: dict[str, Any] | None, locke
         return status
     status.state = "failed"
     quiet = format_duration(now - newest)
-    status.note = (f"stopped at step {status.step or 0} ({quiet} without a write, no trainer holds it): rerunning "
-                   "resumes from its last checkpoint")
+    status.note = (
+        f"stopped at step {status.step or 0} ({quiet} without a write, no trainer holds it): rerunning "
+        "resumes from its last checkpoint"
+    )
     return status
 
 
@@ -259,8 +272,17 @@ def study_status(family_dir: str | Path, active_s: float = ACTIVE_SECONDS, now: 
     cost = plan.get("cost") if isinstance(plan.get("cost"), dict) else {}
     options = plan.get("options") if isinstance(plan.get("options"), dict) else {}
     schedule = "wsd" if segments or options.get("schedule") == "wsd" else "cosine"
-    return StudyStatus(family_dir, str(plan.get("family") or family_dir.name), str(plan.get("regime") or ""),
-                       schedule, runs, segments, stale, _float(cost.get("node_hours_total")), now)
+    return StudyStatus(
+        family_dir,
+        str(plan.get("family") or family_dir.name),
+        str(plan.get("regime") or ""),
+        schedule,
+        runs,
+        segments,
+        stale,
+        _float(cost.get("node_hours_total")),
+        now,
+    )
 
 
 def format_duration(seconds: float | None) -> str:
@@ -273,17 +295,23 @@ def format_duration(seconds: float | None) -> str:
 def status_text(status: StudyStatus) -> str:
     """What `prism isoflop status` prints."""
     counts = status.counts()
-    lines = [f"{status.family_dir} ({status.family}, {status.regime}): {len(status.runs)} planned runs: "
-             + ", ".join(f"{counts[s]} {s}" for s in STATES)
-             + (f"; {len(status.stale)} stale" if status.stale else "")]
-    lines.append(f"{'budget':>8} {'runs':>5} {'done':>5} {'running':>8} {'failed':>7} {'waiting':>8} "
-                 f"{'FLOPs done':>11} {'of planned':>11}")
+    lines = [
+        f"{status.family_dir} ({status.family}, {status.regime}): {len(status.runs)} planned runs: "
+        + ", ".join(f"{counts[s]} {s}" for s in STATES)
+        + (f"; {len(status.stale)} stale" if status.stale else "")
+    ]
+    lines.append(
+        f"{'budget':>8} {'runs':>5} {'done':>5} {'running':>8} {'failed':>7} {'waiting':>8} "
+        f"{'FLOPs done':>11} {'of planned':>11}"
+    )
     for budget in status.budgets:
         c = status.counts(budget)
         runs = [r for r in status.runs if r.budget == budget]
-        lines.append(f"{format_budget(budget):>8} {len(runs):>5} {c['done']:>5} {c['running']:>8} {c['failed']:>7} "
-                     f"{c['waiting']:>8} {sum(r.flops_done for r in runs):>11.3g} "
-                     f"{sum(r.flops_planned for r in runs):>11.3g}")
+        lines.append(
+            f"{format_budget(budget):>8} {len(runs):>5} {c['done']:>5} {c['running']:>8} {c['failed']:>7} "
+            f"{c['waiting']:>8} {sum(r.flops_done for r in runs):>11.3g} "
+            f"{sum(r.flops_planned for r in runs):>11.3g}"
+        )
     done_flops = sum(r.flops_done for r in status.runs)
     planned_flops = sum(r.flops_planned for r in status.runs)
     share = f" ({done_flops / planned_flops:.0%})" if planned_flops else ""
@@ -291,8 +319,10 @@ def status_text(status: StudyStatus) -> str:
     lines.append(_time_line(status))
     if status.segments:
         seg = {s: sum(r.state == s for r in status.segments) for s in STATES}
-        lines.append(f"wsd trajectory segments: {len(status.segments)} started: "
-                     + ", ".join(f"{seg[s]} {s}" for s in STATES if s != "waiting"))
+        lines.append(
+            f"wsd trajectory segments: {len(status.segments)} started: "
+            + ", ".join(f"{seg[s]} {s}" for s in STATES if s != "waiting")
+        )
     for title, state in (("running", "running"), ("failed", "failed")):
         chosen = [r for r in status.runs + status.segments if r.state == state]
         if chosen:
@@ -311,16 +341,21 @@ def _time_line(status: StudyStatus) -> str:
     text = f"time: {spent / 3600:.3g} h of training so far; the plan's estimate here {est_total / 3600:.3g} h"
     est_done = sum(r.est_wall_s or 0.0 for r in done)
     if done and est_done:
-        text += (f"; finished runs took {sum(r.wall_s for r in done) / 3600:.3g} h against their "
-                 f"{est_done / 3600:.3g} h (x{sum(r.wall_s for r in done) / est_done:.2f})")
+        text += (
+            f"; finished runs took {sum(r.wall_s for r in done) / 3600:.3g} h against their "
+            f"{est_done / 3600:.3g} h (x{sum(r.wall_s for r in done) / est_done:.2f})"
+        )
     if status.node_hours_total is not None:
         text += f"; cluster estimate {status.node_hours_total:.3g} node-hours"
     running = status.running()
     eta = status.eta_s()
     if eta == 0.0:
         return text + "; every planned run is done"
-    return text + (f"\nETA {format_duration(eta)} at {max(1, running)} run(s) at a time"
-                   if eta is not None else "\nETA unknown (the plan has no time estimate)")
+    return text + (
+        f"\nETA {format_duration(eta)} at {max(1, running)} run(s) at a time"
+        if eta is not None
+        else "\nETA unknown (the plan has no time estimate)"
+    )
 
 
 def _run_line(r: RunStatus) -> str:
@@ -341,8 +376,9 @@ def family_dirs(path: str | Path) -> list[Path]:
         raise PrismError(f"{path}: no such study folder")
     found = sorted(p.parent for p in path.glob("*/plan.yaml"))
     if not found:
-        raise PrismError(f"{path}: no plan.yaml here or in a family folder below it (plan the study first: "
-                         "`snakemake plan_F`)")
+        raise PrismError(
+            f"{path}: no plan.yaml here or in a family folder below it (plan the study first: `snakemake plan_F`)"
+        )
     return found
 
 

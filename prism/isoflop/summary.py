@@ -3,8 +3,9 @@
 Reads what the workflow wrote in a family folder: `fit/REGIME.json` (the fit, a `FitResult`),
 `runs.csv` (the runs, with their status and wall times), `plots/REGIME/` (the
 figures) and the training jobs' `time` records in their metrics.json (the study's
-training FLOP/s end to end against the peak, and where the jobs' time went). A missing or unreadable file is said in its line, never fatal: the
-summary runs after a successful workflow and must not turn it into a failure.
+training FLOP/s end to end against the peak, and where the jobs' time went). A
+missing or unreadable file is said in its line, never fatal: the summary runs after a
+successful workflow and must not turn it into a failure.
 """
 
 from __future__ import annotations
@@ -55,8 +56,10 @@ def fit_lines(fit) -> list[str]:
     lines = []
     a2, a3 = fit.approach2, fit.approach3
     if a2 is not None:
-        lines.append(f"  Approach 2: a = {_ci(a2.a, a2.a_ci)}, b = {_ci(a2.b, a2.b_ci)}"
-                     f" ({pct} intervals{', ' + a2.interval_method if a2.interval_method else ''})")
+        lines.append(
+            f"  Approach 2: a = {_ci(a2.a, a2.a_ci)}, b = {_ci(a2.b, a2.b_ci)}"
+            f" ({pct} intervals{', ' + a2.interval_method if a2.interval_method else ''})"
+        )
     if a3 is not None:
         if a3.a is not None:
             conv = "" if a3.converged else " (NOT converged)"
@@ -64,20 +67,26 @@ def fit_lines(fit) -> list[str]:
         else:
             lines.append(f"  Approach 3: no fit ({a3.reason or a3.convergence_note or 'not converged'})")
     v = fit.verdict
-    lines.append(f"  verdict: {'identifiable' if v.identifiable else 'NOT identifiable'}"
-                 + (f": {v.reasons[0]}" if v.reasons else ""))
+    lines.append(
+        f"  verdict: {'identifiable' if v.identifiable else 'NOT identifiable'}"
+        + (f": {v.reasons[0]}" if v.reasons else "")
+    )
     interval = v.interval
     if interval and all(isinstance(x, (int, float)) and math.isfinite(x) for x in interval):
         lo, hi = interval
-        lines.append(f"  interval of a used by the verdict: [{lo:.3f}, {hi:.3f}] (width {hi - lo:.3f}; "
-                     f"{v.interval_source or 'bootstrap'})")
+        lines.append(
+            f"  interval of a used by the verdict: [{lo:.3f}, {hi:.3f}] (width {hi - lo:.3f}; "
+            f"{v.interval_source or 'bootstrap'})"
+        )
     lines.append(f"  budgets accepted: {_budgets(fit.diagnostics.budgets_used)}")
     for dropped in fit.diagnostics.budgets_dropped or []:
         lines.append(f"  budget {_budgets([dropped.get('budget')])} rejected: {dropped.get('reason')}")
     off = [s for s in fit.diagnostics.size_offsets if s.flagged]
     if off:
-        lines.append("  sizes off their curves at every budget (not independent noise): "
-                     + ", ".join(f"{s.label} {s.mean:+.3f}" for s in off))
+        lines.append(
+            "  sizes off their curves at every budget (not independent noise): "
+            + ", ".join(f"{s.label} {s.mean:+.3f}" for s in off)
+        )
     for ex in fit.exclusions:
         if ex.kind != "status":  # runs not ok are listed from runs.csv below
             lines.append(f"  excluded by the fit {ex.run_id} ({ex.kind}): {ex.reason}")
@@ -102,8 +111,10 @@ def runs_lines(csv_path: Path) -> list[str]:
     est = [_num(r.get("est_wall_s")) for r in rows if r.get("status") == "ok"]
     act = [_num(r.get("wall_s")) for r in rows if r.get("status") == "ok"]
     if est and all(v is not None for v in est) and all(v is not None for v in act):
-        lines.append(f"  wall time of the ok runs: estimated {sum(est) / 60:.1f} min, took {sum(act) / 60:.1f} min "
-                     f"(x{sum(act) / max(sum(est), 1e-9):.2f})")
+        lines.append(
+            f"  wall time of the ok runs: estimated {sum(est) / 60:.1f} min, took {sum(act) / 60:.1f} min "
+            f"(x{sum(act) / max(sum(est), 1e-9):.2f})"
+        )
     return lines
 
 
@@ -182,9 +193,13 @@ def markdown_html(text: str) -> str:
                     rows.append(cells)
                 i += 1
             head, *body = rows or [[]]
-            out.append("<table><tr>" + "".join(f"<th>{_inline(c)}</th>" for c in head) + "</tr>"
-                       + "".join("<tr>" + "".join(f"<td>{_inline(c)}</td>" for c in r) + "</tr>" for r in body)
-                       + "</table>")
+            out.append(
+                "<table><tr>"
+                + "".join(f"<th>{_inline(c)}</th>" for c in head)
+                + "</tr>"
+                + "".join("<tr>" + "".join(f"<td>{_inline(c)}</td>" for c in r) + "</tr>" for r in body)
+                + "</table>"
+            )
         elif line.lstrip().startswith(("- ", "* ")):
             items = []
             while i < len(lines) and lines[i].lstrip().startswith(("- ", "* ")):
@@ -200,20 +215,26 @@ def markdown_html(text: str) -> str:
     return "\n".join(out)
 
 
-STYLE = ("body{font-family:sans-serif;margin:1.5em;max-width:70em}table{border-collapse:collapse;margin:.5em 0}"
-         "td,th{border:1px solid #bbb;padding:.2em .5em;font-size:90%}th{background:#eee}"
-         "pre{background:#f6f6f6;padding:.8em;white-space:pre-wrap}")
+STYLE = (
+    "body{font-family:sans-serif;margin:1.5em;max-width:70em}table{border-collapse:collapse;margin:.5em 0}"
+    "td,th{border:1px solid #bbb;padding:.2em .5em;font-size:90%}th{background:#eee}"
+    "pre{background:#f6f6f6;padding:.8em;white-space:pre-wrap}"
+)
 
 
 def summary_html(family_dirs: list[str | Path]) -> str:
     """One self-contained page: the summary, then each fit's report (its tables) as HTML."""
     import html
 
-    parts = [f"<!DOCTYPE html><html><head><meta charset='utf-8'><title>IsoFLOP study</title><style>{STYLE}</style>"
-             "</head><body>", "<h1>Study summary</h1>"]
+    parts = [
+        f"<!DOCTYPE html><html><head><meta charset='utf-8'><title>IsoFLOP study</title><style>{STYLE}</style>"
+        "</head><body>",
+        "<h1>Study summary</h1>",
+    ]
     # The figures are beside this page in the report (and not drawn yet when the fit writes it).
-    text = "\n".join(line for line in summarize(family_dirs).splitlines()
-                     if not line.startswith(("  figures:", "  report:")))
+    text = "\n".join(
+        line for line in summarize(family_dirs).splitlines() if not line.startswith(("  figures:", "  report:"))
+    )
     parts.append(f"<pre>{html.escape(text)}</pre>")
     for folder in map(Path, family_dirs):
         for md in sorted((folder / "fit").glob("*.md")):
@@ -242,10 +263,13 @@ def answer_html(fit_json: str | Path, plots_dir: str | Path) -> str:
     fit_path = Path(fit_json).resolve()
     family = fit_path.parent.parent.name if fit_path.parent.name == "fit" else ""
     title = f"{family}, {fit_path.stem}" if family else fit_path.stem
-    parts = [f"<div class='prism-answer'><h2>The answer ({html.escape(title)})</h2>",
-             f"<p><b>verdict: {verdict}</b>{html.escape(reason)}</p>",
-             "<pre style='white-space:pre-wrap'>" + html.escape("\n".join(line.strip() for line in fit_lines(fit)))
-             + "</pre>"]
+    parts = [
+        f"<div class='prism-answer'><h2>The answer ({html.escape(title)})</h2>",
+        f"<p><b>verdict: {verdict}</b>{html.escape(reason)}</p>",
+        "<pre style='white-space:pre-wrap'>"
+        + html.escape("\n".join(line.strip() for line in fit_lines(fit)))
+        + "</pre>",
+    ]
     for name in ANSWER_FIGURES:
         path = Path(plots_dir) / name
         if path.is_file():

@@ -74,5 +74,10 @@ def write_csv(records: list[RunRecord], path, status: dict[str, str] | None = No
         w = csv.writer(fh)
         w.writerow(["run_id", "params", "tokens", "loss", "budget", "status"])
         for r in records:
-            w.writerow([r.run_id, *(repr(float(v)) for v in (r.params, r.tokens, r.loss, r.budget)),
-                        (status or {}).get(r.run_id, "ok")])
+            w.writerow(
+                [
+                    r.run_id,
+                    *(repr(float(v)) for v in (r.params, r.tokens, r.loss, r.budget)),
+                    (status or {}).get(r.run_id, "ok"),
+                ]
+            )

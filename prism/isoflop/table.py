@@ -134,9 +134,18 @@ def load_runs(
         if any(not (v > 0 and math.isfinite(v)) for v in values.values()):
             continue
         budget = values[budget_col] if budget_col == "budget" else _budget_from_flops(values[budget_col])
-        loaded.records.append(RunRecord(run_id, values["params"], values["tokens"], values["loss"], budget,
-                                        loss_se=_optional(row, "loss_se"), flops=_optional(row, "flops"),
-                                        warnings=(row.get("warnings") or "").strip() or None))
+        loaded.records.append(
+            RunRecord(
+                run_id,
+                values["params"],
+                values["tokens"],
+                values["loss"],
+                budget,
+                loss_se=_optional(row, "loss_se"),
+                flops=_optional(row, "flops"),
+                warnings=(row.get("warnings") or "").strip() or None,
+            )
+        )
     if bad_text:
         raise PrismError(
             f"{path}: non-numeric values in "

@@ -59,7 +59,7 @@ class Branch:
     budget: float
     steps: int
     start: int
-    flops: float           # the whole model: prefix + cooldown (what a cosine run of this budget spends)
+    flops: float  # the whole model: prefix + cooldown (what a cosine run of this budget spends)
     cooldown_flops: float  # what this branch adds to the study
 
     @property
@@ -202,19 +202,34 @@ def trajectories(
                     f"{row.run_id}: its cooldown would start at step {start}, inside the warm-up of {warm} steps; "
                     "raise the budget, lower the warm-up or the cooldown fraction"
                 )
-            branches.append(Branch(
-                run_id=row.run_id, budget=float(row.budget), steps=int(row.steps), start=start,
-                flops=row.steps * batch * fps, cooldown_flops=(row.steps - start) * batch * fps,
-            ))
+            branches.append(
+                Branch(
+                    run_id=row.run_id,
+                    budget=float(row.budget),
+                    steps=int(row.steps),
+                    start=start,
+                    flops=row.steps * batch * fps,
+                    cooldown_flops=(row.steps - start) * batch * fps,
+                )
+            )
         here = [r.hours_here / r.steps for r in rows if r.hours_here and r.steps]
         nodes = [r.node_hours / r.steps for r in rows if r.node_hours and r.steps]
-        out.append(Trajectory(
-            traj_id=traj_id(backbone, variant, regime, batch), family=family, backbone=backbone, variant=variant,
-            regime=regime, global_batch=batch, flops_per_sample=fps, warmup=warm,
-            cooldown_fraction=cooldown_fraction, branches=tuple(branches),
-            hours_per_step=here[0] if len(here) == len(rows) else None,
-            node_hours_per_step=nodes[0] if len(nodes) == len(rows) else None,
-        ))
+        out.append(
+            Trajectory(
+                traj_id=traj_id(backbone, variant, regime, batch),
+                family=family,
+                backbone=backbone,
+                variant=variant,
+                regime=regime,
+                global_batch=batch,
+                flops_per_sample=fps,
+                warmup=warm,
+                cooldown_fraction=cooldown_fraction,
+                branches=tuple(branches),
+                hours_per_step=here[0] if len(here) == len(rows) else None,
+                node_hours_per_step=nodes[0] if len(nodes) == len(rows) else None,
+            )
+        )
     ids = [t.traj_id for t in out]
     if len(set(ids)) != len(ids):
         dup = sorted({i for i in ids if ids.count(i) > 1})
@@ -240,10 +255,17 @@ class Saving:
         return self.wsd_flops / self.cosine_flops
 
     def to_json(self) -> dict:
-        return {"n_runs": self.n_runs, "n_trajectories": self.n_trajectories, "cosine_flops": self.cosine_flops,
-                "wsd_flops": self.wsd_flops, "ratio": self.ratio, "cosine_hours": self.cosine_hours,
-                "wsd_hours": self.wsd_hours, "cosine_node_hours": self.cosine_node_hours,
-                "wsd_node_hours": self.wsd_node_hours}
+        return {
+            "n_runs": self.n_runs,
+            "n_trajectories": self.n_trajectories,
+            "cosine_flops": self.cosine_flops,
+            "wsd_flops": self.wsd_flops,
+            "ratio": self.ratio,
+            "cosine_hours": self.cosine_hours,
+            "wsd_hours": self.wsd_hours,
+            "cosine_node_hours": self.cosine_node_hours,
+            "wsd_node_hours": self.wsd_node_hours,
+        }
 
 
 def saving(trajs: list[Trajectory]) -> Saving:
@@ -290,27 +312,44 @@ def saving_text(
         return f"wsd (cooldown {cooldown_fraction:g}): not plannable: {err}"
     s = saving(trajs)
     head = f"{'trajectory':<26} {'budgets':>7} {'cosine FLOPs':>12} {'wsd FLOPs':>10} {'ratio':>6}  branch at/steps"
-    lines = [f"Same grid, two schedules (wsd: warm-up {trajs[0].warmup if trajs else 0} steps, stable, "
-             f"(1-sqrt) cooldown of the last {cooldown_fraction:.0%}; a branch's FLOPs = its prefix + cooldown, "
-             "the total counts each prefix once):", head, "-" * len(head)]
+    lines = [
+        f"Same grid, two schedules (wsd: warm-up {trajs[0].warmup if trajs else 0} steps, stable, "
+        f"(1-sqrt) cooldown of the last {cooldown_fraction:.0%}; a branch's FLOPs = its prefix + cooldown, "
+        "the total counts each prefix once):",
+        head,
+        "-" * len(head),
+    ]
     for t in trajs:
         at = " ".join(f"{b.start}/{b.steps}" for b in t.branches)
-        lines.append(f"{t.traj_id:<26} {len(t.branches):>7} {t.independent_flops:>12.3g} {t.flops:>10.3g} "
-                     f"{t.flops / t.independent_flops:>6.2f}  {at}")
-    hours = ("" if s.cosine_hours is None else f"; time here cosine {s.cosine_hours:.3g} h, wsd {s.wsd_hours:.3g} h") + (
-        "" if s.cosine_node_hours is None else f"; node-hours cosine {s.cosine_node_hours:.3g}, wsd {s.wsd_node_hours:.3g}")
-    lines.append(f"{s.n_runs} runs: cosine {s.cosine_flops:.3g} FLOPs, wsd {s.wsd_flops:.3g} FLOPs in "
-                 f"{s.n_trajectories} trajectories = {s.ratio:.1%} of cosine{hours}")
+        lines.append(
+            f"{t.traj_id:<26} {len(t.branches):>7} {t.independent_flops:>12.3g} {t.flops:>10.3g} "
+            f"{t.flops / t.independent_flops:>6.2f}  {at}"
+        )
+    hours = (
+        "" if s.cosine_hours is None else f"; time here cosine {s.cosine_hours:.3g} h, wsd {s.wsd_hours:.3g} h"
+    ) + (
+        ""
+        if s.cosine_node_hours is None
+        else f"; node-hours cosine {s.cosine_node_hours:.3g}, wsd {s.wsd_node_hours:.3g}"
+    )
+    lines.append(
+        f"{s.n_runs} runs: cosine {s.cosine_flops:.3g} FLOPs, wsd {s.wsd_flops:.3g} FLOPs in "
+        f"{s.n_trajectories} trajectories = {s.ratio:.1%} of cosine{hours}"
+    )
     return "\n".join(lines)
 
 
-def plan_trajectories(plan: Mapping[str, Any], cooldown_fraction: float = DEFAULT_COOLDOWN_FRACTION) -> list[Trajectory]:
+def plan_trajectories(
+    plan: Mapping[str, Any], cooldown_fraction: float = DEFAULT_COOLDOWN_FRACTION
+) -> list[Trajectory]:
     """The trajectories of a plan.yaml mapping (its runs and min_steps)."""
-    return trajectories(plan.get("runs") or [], cooldown_fraction,
-                        min_steps=int(plan.get("min_steps") or DEFAULT_MIN_STEPS))
+    return trajectories(
+        plan.get("runs") or [], cooldown_fraction, min_steps=int(plan.get("min_steps") or DEFAULT_MIN_STEPS)
+    )
 
 
 def describe(t: Trajectory) -> str:
     """One line for logs: the trajectory's points and budgets."""
-    return (f"{t.traj_id}: warm-up {t.warmup}, points {list(t.points)}, budgets "
-            + ", ".join(format_budget(b.budget) for b in t.branches))
+    return f"{t.traj_id}: warm-up {t.warmup}, points {list(t.points)}, budgets " + ", ".join(
+        format_budget(b.budget) for b in t.branches
+    )

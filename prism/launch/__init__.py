@@ -33,8 +33,9 @@ def _check(launcher: str, nodes: int, procs_per_node: int | None, storage: str =
         raise PrismError(f"--procs-per-node must be at least 1, got {procs_per_node}")
 
 
-def render(launcher: str, run: RunConfig, nodes: int = 1, procs_per_node: int | None = None,
-           storage: str = "local") -> str:
+def render(
+    launcher: str, run: RunConfig, nodes: int = 1, procs_per_node: int | None = None, storage: str = "local"
+) -> str:
     _check(launcher, nodes, procs_per_node, storage)
     if launcher == "local":
         return render_local(run, nodes, procs_per_node)

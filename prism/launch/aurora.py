@@ -75,13 +75,20 @@ def _venv() -> str | None:
     return sys.prefix if sys.prefix != sys.base_prefix else None
 
 
-def render_aurora(run: RunConfig, nodes: int = 1, procs_per_node: int | None = None,
-                  storage: str = "local", workdir: str | None = None, venv: str | None = None) -> str:
+def render_aurora(
+    run: RunConfig,
+    nodes: int = 1,
+    procs_per_node: int | None = None,
+    storage: str = "local",
+    workdir: str | None = None,
+    venv: str | None = None,
+) -> str:
     ppn = procs_per_node or PROCS_PER_NODE
     ranks = nodes * ppn
     if ranks > 1 and run.strategy == "none":
-        raise PrismError(f"{ranks} ranks with --strategy none would train separate copies; "
-                         "choose --strategy ddp, fsdp or hsdp")
+        raise PrismError(
+            f"{ranks} ranks with --strategy none would train separate copies; choose --strategy ddp, fsdp or hsdp"
+        )
     q = shlex.quote
     workdir = workdir or os.getcwd()
     venv = venv if venv is not None else _venv()
@@ -128,7 +135,7 @@ def render_aurora(run: RunConfig, nodes: int = 1, procs_per_node: int | None = N
     command = shlex.join(argv)
     if daos:  # train on the staged copy: the one argument the shell must expand
         data_at = argv.index("--data") + 1
-        command = " ".join([shlex.join(argv[:data_at]), f'"${DATA_VAR}"', shlex.join(argv[data_at + 1:])])
+        command = " ".join([shlex.join(argv[:data_at]), f'"${DATA_VAR}"', shlex.join(argv[data_at + 1 :])])
     lines += [
         command,
         "status=$?",

@@ -13,16 +13,24 @@ from prism.launch import command, render
 from prism.train.config import RunConfig
 
 
-def launch(run: RunConfig, launcher: str = "local", nodes: int = 1, procs_per_node: int | None = None,
-           storage: str = "local", dry_run: bool = False) -> int:
+def launch(
+    run: RunConfig,
+    launcher: str = "local",
+    nodes: int = 1,
+    procs_per_node: int | None = None,
+    storage: str = "local",
+    dry_run: bool = False,
+) -> int:
     """`dry_run` prints the launcher's command; `torchrun` re-executes under torchrun; `local` trains
     here. Returns the exit status (non-zero for a collapsed or stopped run)."""
     if dry_run:
         print(render(launcher, run, nodes, procs_per_node, storage), end="" if launcher == "aurora" else "\n")
         return 0
     if launcher == "aurora":
-        raise PrismError("an aurora job body is submitted with qsub, not run here; print it with --dry-run "
-                         "(or let the workflow submit it)")
+        raise PrismError(
+            "an aurora job body is submitted with qsub, not run here; print it with --dry-run "
+            "(or let the workflow submit it)"
+        )
     argv = command(launcher, run, nodes, procs_per_node)
     if launcher == "torchrun":
         os.execv(argv[0], argv)

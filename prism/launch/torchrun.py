@@ -12,8 +12,10 @@ def torchrun_args(run: RunConfig, nodes: int = 1, procs_per_node: int | None = N
     if nodes != 1:
         raise PrismError("launcher torchrun renders one node; for several nodes use --launcher aurora")
     if procs_per_node is not None and procs_per_node > 1 and run.strategy == "none":
-        raise PrismError(f"{procs_per_node} processes with --strategy none would train separate "
-                         "copies; choose --strategy ddp, fsdp or hsdp")
+        raise PrismError(
+            f"{procs_per_node} processes with --strategy none would train separate "
+            "copies; choose --strategy ddp, fsdp or hsdp"
+        )
     # `auto`: one process per GPU when there are GPUs, else one per CPU core.
     nproc = str(procs_per_node) if procs_per_node is not None else "auto"
     return ["--standalone", "--nproc-per-node", nproc, "-m", "prism", *train_args(run)]

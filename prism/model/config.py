@@ -93,7 +93,22 @@ def _small(name: str, d: int, layers: int, heads: int, ffn: int) -> BackboneConf
 # The encoder and projector (~10k) set a floor under N: 4k and 10k exist so that a
 # budget whose optimum is near 2e4 (about 2e11 FLOPs on text_image) is bracketed.
 SMALL_BACKBONES: tuple[str, ...] = (
-    "4k", "8k", "10k", "15k", "20k", "30k", "45k", "60k", "90k", "120k", "180k", "250k", "350k", "500k", "1m", "3m",
+    "4k",
+    "8k",
+    "10k",
+    "15k",
+    "20k",
+    "30k",
+    "45k",
+    "60k",
+    "90k",
+    "120k",
+    "180k",
+    "250k",
+    "350k",
+    "500k",
+    "1m",
+    "3m",
 )
 
 BACKBONES: dict[str, BackboneConfig] = {
@@ -121,8 +136,17 @@ BACKBONES: dict[str, BackboneConfig] = {
         BackboneConfig("7b", 4096, 32, 32, 32, 11008, vocab_size=32000, tie_embeddings=False),
         # Qwen2.5-32B shape.
         BackboneConfig(
-            "32b", 5120, 64, 40, 8, 27648, vocab_size=152064, tie_embeddings=False, qkv_bias=True,
-            rope_theta=1000000.0, norm_eps=1e-6,
+            "32b",
+            5120,
+            64,
+            40,
+            8,
+            27648,
+            vocab_size=152064,
+            tie_embeddings=False,
+            qkv_bias=True,
+            rope_theta=1000000.0,
+            norm_eps=1e-6,
         ),
     )
 }
@@ -161,8 +185,10 @@ def backbone_config(name: str) -> BackboneConfig:
     if name in BACKBONES:
         return BACKBONES[name]
     if not sizes.RULE_NAME_RE.match(str(name)):
-        raise PrismError(f"unknown backbone {name!r}; valid: {', '.join(BACKBONES)}, or a rule size such as "
-                         "n32e3 (3.2e4 parameters, CPU shapes) or g7e9 (accelerator shapes)")
+        raise PrismError(
+            f"unknown backbone {name!r}; valid: {', '.join(BACKBONES)}, or a rule size such as "
+            "n32e3 (3.2e4 parameters, CPU shapes) or g7e9 (accelerator shapes)"
+        )
     try:
         rule, n = sizes.rule_target(name)
     except ValueError as err:
@@ -185,9 +211,14 @@ def _rule_config(name: str, rule: sizes.ShapeRule, n: float) -> BackboneConfig:
 def smallest_rule_size(prefix: str) -> str:
     """The rule's smallest grid size above which every grid size lands within RULE_TOLERANCE of its name."""
     names = sizes.rule_grid(prefix, 1e3, 1e9)
-    off = [i for i, name in enumerate(names)
-           if abs(_rule_config(name, sizes.RULES[prefix], sizes.rule_target(name)[1]).params
-                  / sizes.rule_target(name)[1] - 1) > sizes.RULE_TOLERANCE]
+    off = [
+        i
+        for i, name in enumerate(names)
+        if abs(
+            _rule_config(name, sizes.RULES[prefix], sizes.rule_target(name)[1]).params / sizes.rule_target(name)[1] - 1
+        )
+        > sizes.RULE_TOLERANCE
+    ]
     return names[off[-1] + 1 if off else 0]
 
 
@@ -237,8 +268,10 @@ def projector_variant(name: str) -> ProjectorVariant:
     try:
         width, layers = sizes.variant_multipliers(name)
     except ValueError:
-        raise PrismError(f"unknown projector variant {name!r}; valid: {', '.join(VARIANTS)}, or by the rule "
-                         "W<k>X (hidden width k x d_model) or D<k>X (2k linears), k >= 2") from None
+        raise PrismError(
+            f"unknown projector variant {name!r}; valid: {', '.join(VARIANTS)}, or by the rule "
+            "W<k>X (hidden width k x d_model) or D<k>X (2k linears), k >= 2"
+        ) from None
     return ProjectorVariant(name, width, layers)
 
 

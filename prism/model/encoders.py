@@ -55,7 +55,9 @@ class Encoder(nn.Module):
     def forward(self, modality: torch.Tensor) -> torch.Tensor:
         expected = tuple(self.spec.modality_shape)
         if tuple(modality.shape[1:]) != expected:
-            raise ValueError(f"{self.spec.name} encoder expects [S, {', '.join(map(str, expected))}], got {list(modality.shape)}")
+            raise ValueError(
+                f"{self.spec.name} encoder expects [S, {', '.join(map(str, expected))}], got {list(modality.shape)}"
+            )
         x = self.tokenize(modality) + self.pos
         for block in self.blocks:
             x = block(x)

@@ -10,7 +10,10 @@ from prism.model.sizes import RULES
 
 
 def registry() -> dict:
-    """`{"backbones": {NAME: {params, non_embedding_params, d_model, n_layers, ...}}, "variants", "families", "regimes"}`."""
+    """The registry as data.
+
+    `{"backbones": {NAME: {params, non_embedding_params, d_model, n_layers, ...}}, "variants", "families", "regimes"}`
+    """
     backbones = {
         name: {
             "params": cfg.params,
@@ -39,13 +42,26 @@ def _human(n: int) -> str:
 def format_table(reg: dict) -> str:
     cols = ("backbone", "params", "non-emb", "d_model", "layers", "heads", "kv", "ffn", "vocab", "tied", "qkv_bias")
     rows = [
-        (name, _human(b["params"]), _human(b["non_embedding_params"]), b["d_model"], b["n_layers"], b["n_heads"],
-         b["n_kv_heads"], b["ffn_dim"], b["vocab_size"], "yes" if b["tie_embeddings"] else "no",
-         "yes" if b["qkv_bias"] else "no")
+        (
+            name,
+            _human(b["params"]),
+            _human(b["non_embedding_params"]),
+            b["d_model"],
+            b["n_layers"],
+            b["n_heads"],
+            b["n_kv_heads"],
+            b["ffn_dim"],
+            b["vocab_size"],
+            "yes" if b["tie_embeddings"] else "no",
+            "yes" if b["qkv_bias"] else "no",
+        )
         for name, b in reg["backbones"].items()
     ]
     widths = [max(len(str(x)) for x in col) for col in zip(cols, *rows)]
-    lines = ["  ".join(str(x).rjust(w) if i else str(x).ljust(w) for i, (x, w) in enumerate(zip(r, widths))) for r in [cols, *rows]]
+    lines = [
+        "  ".join(str(x).rjust(w) if i else str(x).ljust(w) for i, (x, w) in enumerate(zip(r, widths)))
+        for r in [cols, *rows]
+    ]
     variants = ", ".join(f"{v.name} (width x{v.width_mult}, {v.n_layers} layers)" for v in VARIANTS.values())
     lines += [
         "",

@@ -23,8 +23,14 @@ def _linear(a: int, b: int) -> int:
 def encoder_params(spec: FamilySpec) -> int:
     """The family's encoder: its tokenizer, learned positions, one transformer block, final LayerNorm."""
     w, t = spec.encoder_width, spec.n_modality_tokens
-    block = 2 * w + _linear(w, 3 * w) + _linear(w, w) + 2 * w + _linear(w, ENCODER_HEAD_MLP * w) + _linear(
-        ENCODER_HEAD_MLP * w, w)
+    block = (
+        2 * w
+        + _linear(w, 3 * w)
+        + _linear(w, w)
+        + 2 * w
+        + _linear(w, ENCODER_HEAD_MLP * w)
+        + _linear(ENCODER_HEAD_MLP * w, w)
+    )
     tail = t * w + block + 2 * w
     shape = spec.modality_shape
     if spec.name == "text_image":

@@ -52,8 +52,14 @@ class PrismModel(nn.Module):
         """What the optimizer gets: frozen parts carry no optimizer state."""
         return [p for p in self.parameters() if p.requires_grad]
 
-    def forward(self, tokens: torch.Tensor, modality: torch.Tensor, labels: torch.Tensor,
-                segment_ids: torch.Tensor | None = None, reduction: str = "mean") -> torch.Tensor:
+    def forward(
+        self,
+        tokens: torch.Tensor,
+        modality: torch.Tensor,
+        labels: torch.Tensor,
+        segment_ids: torch.Tensor | None = None,
+        reduction: str = "mean",
+    ) -> torch.Tensor:
         """Mean next-token cross-entropy over the positions whose label is not -100.
 
         `segment_ids` (int `[B, L]`, 1.. per sample of a row, 0 for padding: the packed
@@ -72,12 +78,13 @@ class PrismModel(nn.Module):
                 )
         x = x.masked_scatter(slots.unsqueeze(-1), feats.to(x.dtype))
         logits = self.backbone.forward_embeddings(x, segment_ids)
-        loss = F.cross_entropy(logits.flatten(0, 1).float(), labels.flatten(), ignore_index=IGNORE,
-                               reduction=reduction)
+        loss = F.cross_entropy(logits.flatten(0, 1).float(), labels.flatten(), ignore_index=IGNORE, reduction=reduction)
         return loss.view(labels.shape) if reduction == "none" else loss
 
 
-def build_model(family: str, backbone: str, variant: str, regime: str, device: str | torch.device = "cpu") -> PrismModel:
+def build_model(
+    family: str, backbone: str, variant: str, regime: str, device: str | torch.device = "cpu"
+) -> PrismModel:
     """Build a PRISM model directly on `device`; `"meta"` allocates no weights (calibration of real sizes).
 
     Names are validated first so a typo is a PrismError listing the valid names.

@@ -101,7 +101,10 @@ def rule_name(prefix: str, n: float) -> str:
 
 def rule_grid(prefix: str, lo: float, hi: float) -> list[str]:
     """The rule's sizes from lo to hi, GRID_PER_DECADE a decade (evenly spaced in log N)."""
-    start, stop = math.ceil(GRID_PER_DECADE * math.log10(lo) - 1e-9), math.floor(GRID_PER_DECADE * math.log10(hi) + 1e-9)
+    start, stop = (
+        math.ceil(GRID_PER_DECADE * math.log10(lo) - 1e-9),
+        math.floor(GRID_PER_DECADE * math.log10(hi) + 1e-9),
+    )
     names = [rule_name(prefix, 10 ** (i / GRID_PER_DECADE)) for i in range(start, stop + 1)]
     return list(dict.fromkeys(names))
 
@@ -135,7 +138,9 @@ def rule_shape(rule: ShapeRule, n: float) -> dict[str, int]:
     d = hd
     while nominal_params(rule, d + hd) <= n:
         d += hd
-    if n > nominal_params(rule, d) and math.log(nominal_params(rule, d + hd) / n) < math.log(n / nominal_params(rule, d)):
+    if n > nominal_params(rule, d) and math.log(nominal_params(rule, d + hd) / n) < math.log(
+        n / nominal_params(rule, d)
+    ):
         d += hd
     layers = rule_depth(rule, d)
     ffn = ((n - rule.vocab_size * d - d) / layers - 4 * d * d - 2 * d) / (3 * d)

@@ -99,8 +99,23 @@ def _csv_text(records: list[dict], cols: list[str]) -> str:
 
 
 # The columns of the Markdown table per mode (the CSV has them all).
-_MD_RUN_COLS = ("run_dir", "preset", "family", "backbone", "layout", "world_size", "samples_per_s",
-                "tokens_per_s", "tokens_per_sample", "mfu", "step_time_s", "data_wait_share", "bad_lines")
+_MD_RUN_COLS = (
+    "run_dir",
+    "preset",
+    "family",
+    "backbone",
+    "layout",
+    "world_size",
+    "samples_per_s",
+    "tokens_per_s",
+    "tokens_per_sample",
+    "mfu",
+    "step_time_s",
+    "data_wait_share",
+    "bad_lines",
+)
+
+
 def _md_modality_cols(records: list[dict]) -> list[str]:
     """Padded and packed side by side where the sweep measured both, else the headline figure."""
     cols = [c for c in ("preset", "family", "backbone") if any(c in r for r in records)]
@@ -112,8 +127,15 @@ def _md_modality_cols(records: list[dict]) -> list[str]:
     return cols + ["bad_lines"]
 
 
-def aggregate(outputs: Path, csv_path: Path, filters: list[str] | None = None, per_modality: bool = False,
-              warmup_fraction: float = 0.2, chart: bool = True, log=None) -> AggregateResult:
+def aggregate(
+    outputs: Path,
+    csv_path: Path,
+    filters: list[str] | None = None,
+    per_modality: bool = False,
+    warmup_fraction: float = 0.2,
+    chart: bool = True,
+    log=None,
+) -> AggregateResult:
     """Scan, summarise, filter and write OUT (CSV), OUT.md and OUT.png; malformed lines go to `log`."""
     from prism.perf import markdown
 
@@ -141,8 +163,10 @@ def aggregate(outputs: Path, csv_path: Path, filters: list[str] | None = None, p
     write_text_atomic(csv_path, _csv_text(records, cols))
     md_path = csv_path.with_suffix(".md")
     title = "Throughput per modality" if per_modality else "Throughput per run"
-    note = (f"\n{len(records)} row(s) from {len(kept)} run(s) under `{outputs}`; steady-state medians "
-            f"(first {warmup_fraction:.0%} of logged steps dropped); {len(bad)} malformed line(s) skipped.\n")
+    note = (
+        f"\n{len(records)} row(s) from {len(kept)} run(s) under `{outputs}`; steady-state medians "
+        f"(first {warmup_fraction:.0%} of logged steps dropped); {len(bad)} malformed line(s) skipped.\n"
+    )
     write_text_atomic(md_path, f"## {title}\n\n" + markdown.table(records, md_cols) + note)
     png_path = None
     if chart:

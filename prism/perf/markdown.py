@@ -45,8 +45,7 @@ def _header(key: str) -> str:
 
 def table(records: list[dict], cols: list[str]) -> str:
     """A GitHub-flavoured Markdown table of `records` over `cols`."""
-    lines = ["| " + " | ".join(_header(c) for c in cols) + " |",
-             "|" + "|".join("---" for _ in cols) + "|"]
+    lines = ["| " + " | ".join(_header(c) for c in cols) + " |", "|" + "|".join("---" for _ in cols) + "|"]
     for r in records:
         lines.append("| " + " | ".join(_fmt(c, r.get(c)) for c in cols) + " |")
     return "\n".join(lines) + "\n"

@@ -13,11 +13,44 @@ import statistics
 from collections.abc import Iterable
 
 # Columns first in the CSV, in this order, when present.
-LEADING = ("run_dir", "run_id", "sweep_id", "design", "preset", "family", "backbone", "variant", "regime",
-           "layout", "storage", "strategy", "world_size", "device", "compile", "grad_checkpoint",
-           "torch_version", "git_rev", "steps_logged", "steps_used", "first_step", "last_step",
-           "samples_per_s", "samples_per_s_iqr", "units_per_s", "tokens_per_s", "tokens_per_sample", "flops_per_s", "mfu",
-           "mfu_iqr", "step_time_s", "data_wait_s", "data_wait_share", "peak_mem_bytes", "final_loss", "bad_lines")
+LEADING = (
+    "run_dir",
+    "run_id",
+    "sweep_id",
+    "design",
+    "preset",
+    "family",
+    "backbone",
+    "variant",
+    "regime",
+    "layout",
+    "storage",
+    "strategy",
+    "world_size",
+    "device",
+    "compile",
+    "grad_checkpoint",
+    "torch_version",
+    "git_rev",
+    "steps_logged",
+    "steps_used",
+    "first_step",
+    "last_step",
+    "samples_per_s",
+    "samples_per_s_iqr",
+    "units_per_s",
+    "tokens_per_s",
+    "tokens_per_sample",
+    "flops_per_s",
+    "mfu",
+    "mfu_iqr",
+    "step_time_s",
+    "data_wait_s",
+    "data_wait_share",
+    "peak_mem_bytes",
+    "final_loss",
+    "bad_lines",
+)
 
 
 def _is_number(v) -> bool:
@@ -35,7 +68,7 @@ def steady_state(rows: list[dict], warmup_fraction: float = 0.2) -> list[dict]:
     """The rows after warm-up, ordered by step."""
     rows = sorted(rows, key=lambda r: r["step"] if _is_number(r.get("step")) else math.inf)
     skip = math.ceil(len(rows) * warmup_fraction) if len(rows) >= 2 else 0
-    return rows[min(skip, len(rows) - 1):] if rows else []
+    return rows[min(skip, len(rows) - 1) :] if rows else []
 
 
 def with_sample_rates(rows: list[dict]) -> list[dict]:
@@ -93,12 +126,18 @@ def summarize_run(rows: list[dict], meta: dict | None = None, warmup_fraction: f
         if values:
             out[f"{key}_iqr"] = _iqr(values)
     # Tokens per sample from the rates themselves: what the backbone actually saw per sample.
-    ratios = [r["tokens_per_s"] / r["samples_per_s"] for r in steady
-              if _is_number(r.get("tokens_per_s")) and _is_number(r.get("samples_per_s")) and r["samples_per_s"] > 0]
+    ratios = [
+        r["tokens_per_s"] / r["samples_per_s"]
+        for r in steady
+        if _is_number(r.get("tokens_per_s")) and _is_number(r.get("samples_per_s")) and r["samples_per_s"] > 0
+    ]
     if ratios and "tokens_per_sample" not in out:
         out["tokens_per_sample"] = statistics.median(ratios)
-    waits = [r["data_wait_s"] / r["step_time_s"] for r in steady
-             if _is_number(r.get("data_wait_s")) and _is_number(r.get("step_time_s")) and r["step_time_s"] > 0]
+    waits = [
+        r["data_wait_s"] / r["step_time_s"]
+        for r in steady
+        if _is_number(r.get("data_wait_s")) and _is_number(r.get("step_time_s")) and r["step_time_s"] > 0
+    ]
     if waits:
         out["data_wait_share"] = statistics.median(waits)
     return out
@@ -181,8 +220,19 @@ def per_modality(records: list[dict], baseline_layout: str = "padded") -> list[d
 
 
 def modality_columns(records: list[dict]) -> list[str]:
-    lead = ["preset", "family", "backbone", "design", "sweep_id", "device", "runs", "layouts",
-            *MODALITY_METRICS, "packing_speedup", "packing_mfu_gain"]
+    lead = [
+        "preset",
+        "family",
+        "backbone",
+        "design",
+        "sweep_id",
+        "device",
+        "runs",
+        "layouts",
+        *MODALITY_METRICS,
+        "packing_speedup",
+        "packing_mfu_gain",
+    ]
     keys: set[str] = set()
     for r in records:
         keys.update(r)

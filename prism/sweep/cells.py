@@ -75,24 +75,53 @@ class Cell:
         """The exact `prism train` settings of one layout of this cell."""
         d, p = self.design, self.preset
         return RunConfig(
-            family=p.family, backbone=d.backbone, variant=d.variant, regime=d.regime, budget=NOMINAL_BUDGET,
-            data=str(self.data_dir), out=str(self.run_dir(layout)), strategy=d.strategy, seed=0,
-            device=d.device, layout=layout, seq_len=p.row_len(layout),
+            family=p.family,
+            backbone=d.backbone,
+            variant=d.variant,
+            regime=d.regime,
+            budget=NOMINAL_BUDGET,
+            data=str(self.data_dir),
+            out=str(self.run_dir(layout)),
+            strategy=d.strategy,
+            seed=0,
+            device=d.device,
+            layout=layout,
+            seq_len=p.row_len(layout),
             # The preset's rows per step are per process: more ranks, proportionally larger global batch.
-            global_batch=p.global_batch * self.world_size, max_steps=d.max_steps, log_every=d.log_every,
-            eval_every=d.max_steps, eval_samples=EVAL_SAMPLES, checkpoint_every=d.max_steps, threads=d.threads,
+            global_batch=p.global_batch * self.world_size,
+            max_steps=d.max_steps,
+            log_every=d.log_every,
+            eval_every=d.max_steps,
+            eval_samples=EVAL_SAMPLES,
+            checkpoint_every=d.max_steps,
+            threads=d.threads,
         )
 
     def metadata(self) -> dict:
-        return {"sweep_id": self.sweep_id, "design": self.design.name, "preset": self.preset.name,
-                "family": self.preset.family, "backbone": self.design.backbone, "storage": self.storage,
-                "nodes": self.design.nodes, "procs_per_node": self.design.procs_per_node,
-                "data": str(self.data_dir), "data_seed": self.preset.data_seed,
-                "rows_per_step": self.preset.global_batch * self.world_size}
+        return {
+            "sweep_id": self.sweep_id,
+            "design": self.design.name,
+            "preset": self.preset.name,
+            "family": self.preset.family,
+            "backbone": self.design.backbone,
+            "storage": self.storage,
+            "nodes": self.design.nodes,
+            "procs_per_node": self.design.procs_per_node,
+            "data": str(self.data_dir),
+            "data_seed": self.preset.data_seed,
+            "rows_per_step": self.preset.global_batch * self.world_size,
+        }
 
 
-def make_cells(pf: PresetFile, presets: list[str], designs: list[str], sweep_id: str, outputs: str | Path,
-               data_root: str | Path | None = None, storage: str = "local") -> list[Cell]:
+def make_cells(
+    pf: PresetFile,
+    presets: list[str],
+    designs: list[str],
+    sweep_id: str,
+    outputs: str | Path,
+    data_root: str | Path | None = None,
+    storage: str = "local",
+) -> list[Cell]:
     check_sweep_id(sweep_id)
     check_name("storage", storage, STORAGES)
     if not presets or not designs:
@@ -118,9 +147,11 @@ def ensure_data(cell: Cell, log=print) -> Path:
                 raise
     manifest = read_manifest(path)
     if manifest.get("family") != cell.preset.family or int(manifest.get("seed", -1)) != cell.preset.data_seed:
-        raise PrismError(f"{path} holds family {manifest.get('family')!r} seed {manifest.get('seed')}, but cell "
-                         f"{cell.design.name}/{cell.preset.name} needs {cell.preset.family!r} seed "
-                         f"{cell.preset.data_seed}; delete it or choose another --data-root")
+        raise PrismError(
+            f"{path} holds family {manifest.get('family')!r} seed {manifest.get('seed')}, but cell "
+            f"{cell.design.name}/{cell.preset.name} needs {cell.preset.family!r} seed "
+            f"{cell.preset.data_seed}; delete it or choose another --data-root"
+        )
     return path
 
 
@@ -170,15 +201,27 @@ def run_cell(cell: Cell, log=print) -> dict:
         metrics_path = run_dir / "metrics.json"
         if rc != 0 and not metrics_path.is_file():
             tail = "".join(logfile.read_text().splitlines(keepends=True)[-5:]).strip()
-            raise PrismError(f"cell {cell.design.name}/{cell.preset.name} ({layout}) failed with exit status {rc}; "
-                             f"see {logfile}: {tail.splitlines()[-1] if tail else 'no output'}")
+            raise PrismError(
+                f"cell {cell.design.name}/{cell.preset.name} ({layout}) failed with exit status {rc}; "
+                f"see {logfile}: {tail.splitlines()[-1] if tail else 'no output'}"
+            )
         metrics = json.loads(metrics_path.read_text())
         _write_json(run_dir / CELL, {"layout": layout, "seq_len": cell.run_config(layout).seq_len})
-        runs[layout] = {"status": metrics.get("status"), "wall_s": time.perf_counter() - t0,
-                        "run_dir": str(run_dir), "steps": metrics.get("steps")}
-    status = {**meta, "status": "ok" if all(r["status"] == "ok" for r in runs.values()) else "failed",
-              "runs": runs, "data": str(data), "design_settings": asdict(cell.design),
-              "preset_settings": asdict(cell.preset), "finished_at": time.strftime("%Y-%m-%dT%H:%M:%S%z")}
+        runs[layout] = {
+            "status": metrics.get("status"),
+            "wall_s": time.perf_counter() - t0,
+            "run_dir": str(run_dir),
+            "steps": metrics.get("steps"),
+        }
+    status = {
+        **meta,
+        "status": "ok" if all(r["status"] == "ok" for r in runs.values()) else "failed",
+        "runs": runs,
+        "data": str(data),
+        "design_settings": asdict(cell.design),
+        "preset_settings": asdict(cell.preset),
+        "finished_at": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+    }
     _write_json(status_path, status)
     return status
 

@@ -57,8 +57,9 @@ def _build(kind, cls, name: str, data, path: Path):
     known = {f.name for f in fields(cls)} - {"name"}
     unknown = sorted(set(data) - known)
     if unknown:
-        raise PrismError(f"{path}: {kind} {name!r} has unknown key(s) {', '.join(unknown)}; valid: "
-                         f"{', '.join(sorted(known))}")
+        raise PrismError(
+            f"{path}: {kind} {name!r} has unknown key(s) {', '.join(unknown)}; valid: {', '.join(sorted(known))}"
+        )
     try:
         return cls(name=name, **data)
     except TypeError as err:
@@ -75,8 +76,9 @@ def _validate_preset(p: Preset, path: Path) -> None:
             raise PrismError(f"{path}: preset {p.name}: {key} must be a positive integer, got {value!r}")
     for key, value in (("seq_len", p.seq_len), ("packed_seq_len", p.packed_seq_len)):
         if value is not None and value < width:
-            raise PrismError(f"{path}: preset {p.name}: {key} {value} is shorter than one {p.family} sample "
-                             f"({width} tokens)")
+            raise PrismError(
+                f"{path}: preset {p.name}: {key} {value} is shorter than one {p.family} sample ({width} tokens)"
+            )
 
 
 def _validate_design(d: Design, path: Path) -> None:
@@ -96,8 +98,10 @@ def _validate_design(d: Design, path: Path) -> None:
         if not isinstance(value, int) or value < 1:
             raise PrismError(f"{path}: design {d.name}: {key} must be a positive integer, got {value!r}")
     if d.launcher == "local" and d.nodes * d.procs_per_node != 1:
-        raise PrismError(f"{path}: design {d.name}: launcher local runs one process; use torchrun or aurora "
-                         f"for {d.nodes} node(s) x {d.procs_per_node}")
+        raise PrismError(
+            f"{path}: design {d.name}: launcher local runs one process; use torchrun or aurora "
+            f"for {d.nodes} node(s) x {d.procs_per_node}"
+        )
 
 
 @dataclass(frozen=True)
@@ -124,8 +128,11 @@ def load(path: str | os.PathLike | None = None) -> PresetFile:
         raise PrismError(f"cannot read presets file {path}: {err.strerror}; pass --presets-file") from None
     except yaml.YAMLError as err:
         raise PrismError(f"{path}: not valid YAML ({str(err).splitlines()[0]})") from None
-    if not isinstance(data, dict) or not isinstance(data.get("presets"), dict) or not isinstance(
-            data.get("designs"), dict):
+    if (
+        not isinstance(data, dict)
+        or not isinstance(data.get("presets"), dict)
+        or not isinstance(data.get("designs"), dict)
+    ):
         raise PrismError(f"{path}: expected top-level mappings 'presets' and 'designs'")
     presets = {str(n): _build("preset", Preset, str(n), v, path) for n, v in data["presets"].items()}
     designs = {str(n): _build("design", Design, str(n), v, path) for n, v in data["designs"].items()}

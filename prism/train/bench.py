@@ -26,8 +26,9 @@ import time
 from pathlib import Path
 
 
-def bare_step_samples_per_s(family: str, backbone: str, variant: str, regime: str, data: str,
-                            global_batch: int, steps: int, threads: int) -> tuple[float, float]:
+def bare_step_samples_per_s(
+    family: str, backbone: str, variant: str, regime: str, data: str, global_batch: int, steps: int, threads: int
+) -> tuple[float, float]:
     """(samples/s by the wall clock, CPU seconds per step and thread) of the bare step."""
     import torch
 
@@ -54,15 +55,37 @@ def bare_step_samples_per_s(family: str, backbone: str, variant: str, regime: st
     return global_batch / statistics.median(times), statistics.median(cpu)
 
 
-def loop_samples_per_s(family: str, backbone: str, variant: str, regime: str, data: str, global_batch: int,
-                       steps: int, threads: int, out: Path) -> tuple[float, float, list[dict]]:
+def loop_samples_per_s(
+    family: str,
+    backbone: str,
+    variant: str,
+    regime: str,
+    data: str,
+    global_batch: int,
+    steps: int,
+    threads: int,
+    out: Path,
+) -> tuple[float, float, list[dict]]:
     from prism.train.config import RunConfig
-    from prism.train.trainer import train
     from prism.train.runfiles import read_jsonl
+    from prism.train.trainer import train
 
-    config = RunConfig(family=family, backbone=backbone, variant=variant, regime=regime, budget=1e18,
-                       data=data, out=str(out), global_batch=global_batch, max_steps=steps, log_every=5,
-                       eval_samples=64, eval_every=10**9, checkpoint_every=10**9, threads=threads)
+    config = RunConfig(
+        family=family,
+        backbone=backbone,
+        variant=variant,
+        regime=regime,
+        budget=1e18,
+        data=data,
+        out=str(out),
+        global_batch=global_batch,
+        max_steps=steps,
+        log_every=5,
+        eval_samples=64,
+        eval_every=10**9,
+        checkpoint_every=10**9,
+        threads=threads,
+    )
     train(config)
     rows = [r for r in read_jsonl(out / "perf.jsonl") if r["step"] > 5]
     return (statistics.median(r["samples_per_s"] for r in rows), statistics.median(r["mfu"] for r in rows), rows)
@@ -70,9 +93,32 @@ def loop_samples_per_s(family: str, backbone: str, variant: str, regime: str, da
 
 def startup_s(family: str, data: str, out: Path, threads: int) -> float | None:
     """Process start to the end of the first step of a fresh `prism train` (30k backbone)."""
-    cmd = [sys.executable, "-m", "prism", "train", "--family", family, "--backbone", "30k", "--variant", "BASE",
-           "--regime", "e2e", "--budget", "3e11", "--data", data, "--out", str(out), "--max-steps", "2",
-           "--eval-samples", "32", "--threads", str(threads)]
+    cmd = [
+        sys.executable,
+        "-m",
+        "prism",
+        "train",
+        "--family",
+        family,
+        "--backbone",
+        "30k",
+        "--variant",
+        "BASE",
+        "--regime",
+        "e2e",
+        "--budget",
+        "3e11",
+        "--data",
+        data,
+        "--out",
+        str(out),
+        "--max-steps",
+        "2",
+        "--eval-samples",
+        "32",
+        "--threads",
+        str(threads),
+    ]
     subprocess.run(cmd, capture_output=True, check=True)
     first = json.loads((out / "perf.jsonl").read_text().splitlines()[0])
     return first.get("startup_s")
@@ -113,18 +159,29 @@ def main(argv: list[str] | None = None) -> int:
     wait = statistics.median(r["data_wait_s"] / r["step_time_s"] for r in rows)
     print(f"{args.backbone} {args.regime} batch {args.global_batch}, {args.threads} threads:")
     print(f"  bare fwd+bwd+AdamW step: {bare1[0]:.1f} / {bare2[0]:.1f} samples/s (before / after the loop)")
-    print(f"  training loop:           {loop:.1f} samples/s = {loop / bare:.1%} of the bare step "
-          f"(data wait {wait:.1%} of a step)")
-    print(f"  CPU time per step:       bare {bare_cpu * 1e3:.0f} ms, loop {loop_cpu * 1e3:.0f} ms: loop at "
-          f"{bare_cpu / loop_cpu:.1%} of the bare step's speed (robust to other tenants with 1 thread)")
-    print(f"  loop MFU:                {mfu:.1%} of the cached fp32 peak {peak_flops() / 1e9:.0f} GFLOP/s "
-          f"(wall clock); {mfu_cpu:.1%} by CPU time")
+    print(
+        f"  training loop:           {loop:.1f} samples/s = {loop / bare:.1%} of the bare step "
+        f"(data wait {wait:.1%} of a step)"
+    )
+    print(
+        f"  CPU time per step:       bare {bare_cpu * 1e3:.0f} ms, loop {loop_cpu * 1e3:.0f} ms: loop at "
+        f"{bare_cpu / loop_cpu:.1%} of the bare step's speed (robust to other tenants with 1 thread)"
+    )
+    print(
+        f"  loop MFU:                {mfu:.1%} of the cached fp32 peak {peak_flops() / 1e9:.0f} GFLOP/s "
+        f"(wall clock); {mfu_cpu:.1%} by CPU time"
+    )
     # The peak re-measured around the runs, the highest of three: what the cores could do meanwhile.
     now = max(peaks)
-    print(f"  loop MFU (peak now):     {mfu * peak_flops() / now:.1%} of the fp32 peak measured around the runs, "
-          f"{now / 1e9:.0f} GFLOP/s")
-    print(f"  start-up (30k, process start to end of step 1): {start:.2f} s" if start is not None
-          else "  start-up: unknown (no /proc)")
+    print(
+        f"  loop MFU (peak now):     {mfu * peak_flops() / now:.1%} of the fp32 peak measured around the runs, "
+        f"{now / 1e9:.0f} GFLOP/s"
+    )
+    print(
+        f"  start-up (30k, process start to end of step 1): {start:.2f} s"
+        if start is not None
+        else "  start-up: unknown (no /proc)"
+    )
     return 0
 
 

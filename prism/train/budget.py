@@ -45,8 +45,12 @@ class StepBudget:
         """Flat, for the run's `resolved:` section (the schedule's fields prefixed)."""
         data = asdict(self)
         schedule = data.pop("schedule")
-        return {**data, "schedule": schedule["kind"], "cooldown_steps": self.schedule.cooldown,
-                "cooldown_start": self.schedule.cooldown_start}
+        return {
+            **data,
+            "schedule": schedule["kind"],
+            "cooldown_steps": self.schedule.cooldown,
+            "cooldown_start": self.schedule.cooldown_start,
+        }
 
 
 def find_calibration(config: RunConfig) -> dict | None:
@@ -77,8 +81,17 @@ def counted_flops(config: RunConfig, seq_len: int) -> tuple[float, bool]:
     model_src = hashlib.sha256()
     for source in sorted(Path(prism.model.__file__).parent.glob("*.py")):
         model_src.update(source.read_bytes())
-    key = "|".join([config.family, config.backbone, config.variant, config.regime, str(seq_len),
-                    str(torch.__version__), model_src.hexdigest()[:16]])
+    key = "|".join(
+        [
+            config.family,
+            config.backbone,
+            config.variant,
+            config.regime,
+            str(seq_len),
+            str(torch.__version__),
+            model_src.hexdigest()[:16],
+        ]
+    )
     path = cache_dir() / "flops.json"
     cache = _read_cache(path)
     if isinstance(cache.get(key), (int, float)) and cache[key] > 0:
@@ -107,8 +120,10 @@ def flops_per_sample(config: RunConfig, seq_len: int, log=print) -> tuple[float,
     record = find_calibration(config)
     if record is None:
         fps, cached = counted_flops(config, seq_len)
-        log(f"[{config.run_id}] no --calibration: {fps:.4g} training FLOPs per sample counted in-process"
-            + (" (cached)" if cached else ""))
+        log(
+            f"[{config.run_id}] no --calibration: {fps:.4g} training FLOPs per sample counted in-process"
+            + (" (cached)" if cached else "")
+        )
         return fps, seq_len, "counted in-process (prism.model.accounting; no calibration given)"
     fps = float(record["flops_per_sample"])
     tps = int(record.get("tokens_per_sample", seq_len))
@@ -116,8 +131,10 @@ def flops_per_sample(config: RunConfig, seq_len: int, log=print) -> tuple[float,
     if tps == seq_len:
         return fps, tps, source
     if config.layout == "padded":
-        raise PrismError(f"calibration for {config.run_id} counts {tps} tokens per sample but the "
-                         f"run's rows are {seq_len} long; recalibrate with that length or drop --seq-len")
+        raise PrismError(
+            f"calibration for {config.run_id} counts {tps} tokens per sample but the "
+            f"run's rows are {seq_len} long; recalibrate with that length or drop --seq-len"
+        )
     # A packed row of seq_len tokens costs about seq_len/tps calibrated samples (linear in length).
     return fps * seq_len / tps, seq_len, source + f", scaled linearly to {seq_len}-token packed rows"
 
@@ -131,9 +148,11 @@ def step_budget(config: RunConfig, model: Any, world_size: int, log=print) -> St
     budget_steps = round(config.budget / (fps * config.global_batch))
     steps = config.max_steps if config.max_steps is not None else budget_steps
     if steps < 1:
-        raise PrismError(f"{config.run_id}: budget {config.budget:g} buys {config.budget / fps:.3g} samples, "
-                         f"less than one global batch of {config.global_batch}; raise --budget or lower "
-                         "--global-batch")
+        raise PrismError(
+            f"{config.run_id}: budget {config.budget:g} buys {config.budget / fps:.3g} samples, "
+            f"less than one global batch of {config.global_batch}; raise --budget or lower "
+            "--global-batch"
+        )
     if config.global_batch % world_size:
         raise PrismError(f"--global-batch {config.global_batch} is not divisible by the {world_size} processes")
     # Counted here, not via prism.model.accounting (whose import pulls torch's tracing stack).
@@ -141,8 +160,12 @@ def step_budget(config: RunConfig, model: Any, world_size: int, log=print) -> St
     params = list(model.parameters())
     warmup = min(steps, config.warmup) if config.warmup is not None else default_warmup(steps)
     return StepBudget(
-        flops_per_sample=fps, flops_source=source, tokens_per_sample=tps, seq_len=seq_len,
-        budget_steps=budget_steps, steps=steps,
+        flops_per_sample=fps,
+        flops_source=source,
+        tokens_per_sample=tps,
+        seq_len=seq_len,
+        budget_steps=budget_steps,
+        steps=steps,
         lr=config.lr if config.lr is not None else default_lr(backbone_config(config.backbone).d_model),
         warmup=warmup,
         eval_every=config.eval_every or max(1, steps // 10),

@@ -91,8 +91,11 @@ def read(path: Path) -> dict[str, Any]:
         payload = torch.load(path, map_location="cpu", weights_only=False)
     except Exception as err:  # noqa: BLE001 - any unpickling/zip failure means "unreadable"
         raise ValueError(str(err).splitlines()[0] if str(err) else type(err).__name__) from None
-    missing = [k for k in ("step", "model", "optimizer", "scheduler", "loader", "rng", "extra")
-               if not isinstance(payload, dict) or k not in payload]
+    missing = [
+        k
+        for k in ("step", "model", "optimizer", "scheduler", "loader", "rng", "extra")
+        if not isinstance(payload, dict) or k not in payload
+    ]
     if missing:
         raise ValueError(f"missing {', '.join(missing)}")
     return payload
@@ -106,8 +109,12 @@ def newest_readable(run_dir: Path, is_main: bool = True) -> tuple[Path, dict[str
         except ValueError as why:
             if is_main and path.exists():
                 moved = set_aside(path)
-                print(f"warning: checkpoint {path} cannot be read ({why}); set aside as {moved.name}, "
-                      "resuming from the previous one", file=sys.stderr, flush=True)
+                print(
+                    f"warning: checkpoint {path} cannot be read ({why}); set aside as {moved.name}, "
+                    "resuming from the previous one",
+                    file=sys.stderr,
+                    flush=True,
+                )
     return None
 
 
@@ -164,9 +171,17 @@ def _gather(obj: Any) -> list[Any]:
     return [obj]
 
 
-def save(run_dir: Path, step: int, model: torch.nn.Module, optimizer: torch.optim.Optimizer,
-         scheduler: Any, loader_state: Any, extra: dict[str, Any], device: torch.device,
-         is_main: bool) -> Path:
+def save(
+    run_dir: Path,
+    step: int,
+    model: torch.nn.Module,
+    optimizer: torch.optim.Optimizer,
+    scheduler: Any,
+    loader_state: Any,
+    extra: dict[str, Any],
+    device: torch.device,
+    is_main: bool,
+) -> Path:
     """Collective (every rank calls it): gather full states, rank 0 writes atomically."""
     from torch.distributed.checkpoint.state_dict import StateDictOptions, get_state_dict
 
@@ -176,9 +191,13 @@ def save(run_dir: Path, step: int, model: torch.nn.Module, optimizer: torch.opti
     path = checkpoint_dir(run_dir) / filename(step)
     if is_main:
         payload = {
-            "step": step, "model": model_sd, "optimizer": optim_sd,
-            "scheduler": scheduler.state_dict(), "loader": loader_states,
-            "rng": rng_state(device), "extra": extra,
+            "step": step,
+            "model": model_sd,
+            "optimizer": optim_sd,
+            "scheduler": scheduler.state_dict(),
+            "loader": loader_states,
+            "rng": rng_state(device),
+            "extra": extra,
         }
         write_atomic(path, lambda tmp: torch.save(payload, tmp), expected_bytes=_tensor_bytes(payload))
         for old in sorted(p for p in path.parent.glob("step-*.pt") if _NAME.match(p.name))[:-KEEP]:
@@ -199,8 +218,15 @@ def _tensor_bytes(obj: Any) -> int:
     return 0
 
 
-def load(path: Path, model: torch.nn.Module, optimizer: torch.optim.Optimizer, scheduler: Any,
-         device: torch.device, rank: int, fix: str | None = None) -> tuple[int, Any, dict[str, Any]]:
+def load(
+    path: Path,
+    model: torch.nn.Module,
+    optimizer: torch.optim.Optimizer,
+    scheduler: Any,
+    device: torch.device,
+    rank: int,
+    fix: str | None = None,
+) -> tuple[int, Any, dict[str, Any]]:
     """Read and restore in place; returns (step, this rank's loader state, extra).
 
     `fix`: what to do when the file cannot be read (default: for a run's own checkpoint).
@@ -208,18 +234,31 @@ def load(path: Path, model: torch.nn.Module, optimizer: torch.optim.Optimizer, s
     try:
         payload = read(path)
     except ValueError as err:  # a corrupt file: say which and what to do
-        raise PrismError(f"checkpoint {path} cannot be read ({err}); " + (fix or (
-            "delete it: a rerun resumes from the previous checkpoint, or starts over without one"))) from None
+        raise PrismError(
+            f"checkpoint {path} cannot be read ({err}); "
+            + (fix or ("delete it: a rerun resumes from the previous checkpoint, or starts over without one"))
+        ) from None
     return restore(payload, model, optimizer, scheduler, device, rank)
 
 
-def restore(payload: dict[str, Any], model: torch.nn.Module, optimizer: torch.optim.Optimizer, scheduler: Any,
-            device: torch.device, rank: int) -> tuple[int, Any, dict[str, Any]]:
+def restore(
+    payload: dict[str, Any],
+    model: torch.nn.Module,
+    optimizer: torch.optim.Optimizer,
+    scheduler: Any,
+    device: torch.device,
+    rank: int,
+) -> tuple[int, Any, dict[str, Any]]:
     """Restore a payload from `read` in place; returns (step, this rank's loader state, extra)."""
     from torch.distributed.checkpoint.state_dict import StateDictOptions, set_state_dict
 
-    set_state_dict(model, optimizer, model_state_dict=payload["model"], optim_state_dict=payload["optimizer"],
-                   options=StateDictOptions(full_state_dict=True))
+    set_state_dict(
+        model,
+        optimizer,
+        model_state_dict=payload["model"],
+        optim_state_dict=payload["optimizer"],
+        options=StateDictOptions(full_state_dict=True),
+    )
     scheduler.load_state_dict(payload["scheduler"])
     set_rng_state(payload["rng"], device)
     loaders = payload["loader"]

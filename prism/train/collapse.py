@@ -44,15 +44,22 @@ class CollapseDetector:
             median = statistics.median(self.losses)
             self.spike_run = self.spike_run + 1 if loss > self.spike_factor * median else 0
             if self.spike_run >= self.patience:
-                reason = (f"loss spike: {loss:.4g} > {self.spike_factor:g} x running median "
-                          f"{median:.4g} for {self.spike_run} steps")
+                reason = (
+                    f"loss spike: {loss:.4g} > {self.spike_factor:g} x running median "
+                    f"{median:.4g} for {self.spike_run} steps"
+                )
         if grad_norm is not None:
-            floor = self.grad_floor * statistics.median(self.grad_norms) \
-                if len(self.grad_norms) >= self.min_history else 0.0
+            floor = (
+                self.grad_floor * statistics.median(self.grad_norms)
+                if len(self.grad_norms) >= self.min_history
+                else 0.0
+            )
             self.grad_run = self.grad_run + 1 if grad_norm <= floor else 0
             if self.grad_run >= self.patience and reason is None:
-                reason = (f"gradient norm collapsed: {grad_norm:.3g} <= {floor:.3g} "
-                          f"({self.grad_floor:g} x running median) for {self.grad_run} steps")
+                reason = (
+                    f"gradient norm collapsed: {grad_norm:.3g} <= {floor:.3g} "
+                    f"({self.grad_floor:g} x running median) for {self.grad_run} steps"
+                )
             self.grad_norms.append(grad_norm)
             if len(self.grad_norms) > self.window:
                 self.grad_norms.popleft()
@@ -62,8 +69,12 @@ class CollapseDetector:
         return reason
 
     def state_dict(self) -> dict:
-        return {"losses": list(self.losses), "grad_norms": list(self.grad_norms),
-                "spike_run": self.spike_run, "grad_run": self.grad_run}
+        return {
+            "losses": list(self.losses),
+            "grad_norms": list(self.grad_norms),
+            "spike_run": self.spike_run,
+            "grad_run": self.grad_run,
+        }
 
     def load_state_dict(self, state: dict) -> None:
         self.losses = deque(state["losses"])

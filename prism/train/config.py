@@ -36,16 +36,37 @@ LAYOUTS = ("padded", "packed")
 RESOLVED_KEY = "resolved"
 
 # Settings that change a run's numbers: a rerun on an existing RUNDIR must agree on them.
-RESULT_FIELDS = ("family", "backbone", "variant", "regime", "budget", "seed", "global_batch",
-                 "layout", "seq_len", "max_steps", "lr", "warmup", "schedule", "cooldown_fraction",
-                 "cooldown_shape", "init_from", "init_step")
+RESULT_FIELDS = (
+    "family",
+    "backbone",
+    "variant",
+    "regime",
+    "budget",
+    "seed",
+    "global_batch",
+    "layout",
+    "seq_len",
+    "max_steps",
+    "lr",
+    "warmup",
+    "schedule",
+    "cooldown_fraction",
+    "cooldown_shape",
+    "init_from",
+    "init_step",
+)
 # What a run started from another run's checkpoint must share with it to continue its trajectory
 # (beside the inputs' fingerprints and the resolved lr and warm-up).
 TRAJECTORY_FIELDS = ("family", "backbone", "variant", "regime", "seed", "global_batch", "layout", "seq_len")
 
 
-def _f(default: Any = None, help: str = "", choices: tuple[str, ...] | None = None,
-       metavar: str | None = None, required: bool = False) -> Any:
+def _f(
+    default: Any = None,
+    help: str = "",
+    choices: tuple[str, ...] | None = None,
+    metavar: str | None = None,
+    required: bool = False,
+) -> Any:
     meta = {"help": help, "choices": choices, "metavar": metavar, "required": required}
     return field(default=default, metadata=meta)
 
@@ -60,58 +81,82 @@ class RunConfig:
     regime: str = _f(help="projector_only, encoder_projector or e2e", metavar="R", required=True)
     budget: float = _f(help="training FLOPs (forward+backward), e.g. 3e11", metavar="C", required=True)
     data: str = _f(help="shard directory made by `prism data build`", metavar="DIR", required=True)
-    out: str = _f(help="run directory (created; a rerun resumes from its checkpoints)",
-                  metavar="RUNDIR", required=True)
+    out: str = _f(help="run directory (created; a rerun resumes from its checkpoints)", metavar="RUNDIR", required=True)
     strategy: str = _f("none", "parallel strategy", STRATEGIES)
     replicate: int | None = _f(None, "hsdp: replicas (default world size / shard)", metavar="N")
     shard: int | None = _f(None, "hsdp: shards per replica (default processes per node)", metavar="N")
     seed: int = _f(0, "seed of the initialisation and of the data order", metavar="S")
     device: str = _f("auto", "device (auto: cuda, then xpu, then cpu)", DEVICES)
-    compile: str = _f("none", "torch.compile the blocks (for GPUs; loses on short CPU runs)",
-                      COMPILE_MODES)
+    compile: str = _f("none", "torch.compile the blocks (for GPUs; loses on short CPU runs)", COMPILE_MODES)
     grad_checkpoint: int = _f(0, "activation checkpointing on every K-th block (0: off)", metavar="K")
     global_batch: int = _f(32, "samples per optimizer step, over all ranks", metavar="B")
     calibration: str | None = _f(None, "calibration JSON giving flops_per_sample", metavar="FILE")
-    calibration_dir: str | None = _f(None, "calibration directory ({family}__{backbone}__{variant}"
-                                     "__{regime}.json); without either, FLOPs are counted in-process",
-                                     metavar="DIR")
+    calibration_dir: str | None = _f(
+        None,
+        "calibration directory ({family}__{backbone}__{variant}"
+        "__{regime}.json); without either, FLOPs are counted in-process",
+        metavar="DIR",
+    )
     layout: str = _f("padded", "batch layout (one sample per row, or packed rows)", LAYOUTS)
-    seq_len: int | None = _f(None, "row length in tokens (default: the family's sample length)",
-                             metavar="L")
-    max_steps: int | None = _f(None, "train this many steps instead of the budget's (smoke and sweep "
-                               "runs; the schedule spans them; FLOPs spent are recorded)", metavar="N")
-    lr: float | None = _f(None, "peak learning rate (default: width-scaled, see prism.train.schedule)",
-                          metavar="LR")
+    seq_len: int | None = _f(None, "row length in tokens (default: the family's sample length)", metavar="L")
+    max_steps: int | None = _f(
+        None,
+        "train this many steps instead of the budget's (smoke and sweep "
+        "runs; the schedule spans them; FLOPs spent are recorded)",
+        metavar="N",
+    )
+    lr: float | None = _f(None, "peak learning rate (default: width-scaled, see prism.train.schedule)", metavar="LR")
     warmup: int | None = _f(None, "warm-up steps (default: 5%% of the steps, at least 1)", metavar="N")
-    schedule: str = _f("cosine", "learning-rate schedule after the warm-up: cosine decay to 10%%, or wsd "
-                       "(constant, then a cooldown)", SCHEDULES)
-    cooldown_fraction: float = _f(COOLDOWN_FRACTION, "wsd: share of the steps spent in the cooldown",
-                                  metavar="F")
-    cooldown_shape: str = _f("sqrt", "wsd: cooldown shape, 1-sqrt or linear in the cooldown's progress",
-                             COOLDOWN_SHAPES)
-    eval_every: int | None = _f(None, "evaluate every K steps (default: about 10 evaluations a run); "
-                                "always at step 0 and at the end", metavar="K")
-    eval_samples: int = _f(256, "held-out samples of each evaluation during the run (a fixed subset)",
-                           metavar="N")
-    final_eval_samples: int | None = _f(None, "held-out samples of the final evaluation, the run's loss "
-                                        "(default: the whole held-out split)", metavar="N")
-    checkpoint_every: int | None = _f(None, "checkpoint every K steps (default: about 10 a run)",
-                                      metavar="K")
-    checkpoint_at: str | None = _f(None, "also checkpoint at these steps and keep those checkpoints "
-                                   "(comma-separated; e.g. where wsd cooldown branches start)", metavar="S1,S2")
-    init_from: str | None = _f(None, "start from a checkpoint of this run directory (weights, optimizer, "
-                               "data position, RNG, counters) instead of from scratch", metavar="RUNDIR")
+    schedule: str = _f(
+        "cosine",
+        "learning-rate schedule after the warm-up: cosine decay to 10%%, or wsd (constant, then a cooldown)",
+        SCHEDULES,
+    )
+    cooldown_fraction: float = _f(COOLDOWN_FRACTION, "wsd: share of the steps spent in the cooldown", metavar="F")
+    cooldown_shape: str = _f(
+        "sqrt", "wsd: cooldown shape, 1-sqrt or linear in the cooldown's progress", COOLDOWN_SHAPES
+    )
+    eval_every: int | None = _f(
+        None,
+        "evaluate every K steps (default: about 10 evaluations a run); always at step 0 and at the end",
+        metavar="K",
+    )
+    eval_samples: int = _f(256, "held-out samples of each evaluation during the run (a fixed subset)", metavar="N")
+    final_eval_samples: int | None = _f(
+        None,
+        "held-out samples of the final evaluation, the run's loss (default: the whole held-out split)",
+        metavar="N",
+    )
+    checkpoint_every: int | None = _f(None, "checkpoint every K steps (default: about 10 a run)", metavar="K")
+    checkpoint_at: str | None = _f(
+        None,
+        "also checkpoint at these steps and keep those checkpoints "
+        "(comma-separated; e.g. where wsd cooldown branches start)",
+        metavar="S1,S2",
+    )
+    init_from: str | None = _f(
+        None,
+        "start from a checkpoint of this run directory (weights, optimizer, "
+        "data position, RNG, counters) instead of from scratch",
+        metavar="RUNDIR",
+    )
     init_step: int | None = _f(None, "the step of --init-from's checkpoint (default: its newest)", metavar="S")
-    log_every: int = _f(10, "write a perf.jsonl row every K steps (and at steps 1 and last)",
-                        metavar="K")
-    threads: int | None = _f(None, "CPU threads per process (default: cores / processes on the node)",
-                             metavar="N")
-    trackers: str | None = _f(None, "also log scalars and the config to these trackers: tensorboard, wandb "
-                              "(comma-separated; W&B offline unless WANDB_MODE says otherwise)", metavar="T1,T2")
-    tracker_dir: str | None = _f(None, "trackers' root: DIR/tensorboard/GROUP/NAME/, DIR/wandb/ "
-                                 "(default: RUNDIR/tracking)", metavar="DIR")
-    tracker_group: str | None = _f(None, "trackers' group of this run (default: FAMILY-REGIME; the "
-                                   "workflow's is STUDY-FAMILY-REGIME)", metavar="NAME")
+    log_every: int = _f(10, "write a perf.jsonl row every K steps (and at steps 1 and last)", metavar="K")
+    threads: int | None = _f(None, "CPU threads per process (default: cores / processes on the node)", metavar="N")
+    trackers: str | None = _f(
+        None,
+        "also log scalars and the config to these trackers: tensorboard, wandb "
+        "(comma-separated; W&B offline unless WANDB_MODE says otherwise)",
+        metavar="T1,T2",
+    )
+    tracker_dir: str | None = _f(
+        None, "trackers' root: DIR/tensorboard/GROUP/NAME/, DIR/wandb/ (default: RUNDIR/tracking)", metavar="DIR"
+    )
+    tracker_group: str | None = _f(
+        None,
+        "trackers' group of this run (default: FAMILY-REGIME; the workflow's is STUDY-FAMILY-REGIME)",
+        metavar="NAME",
+    )
     tracker_project: str | None = _f(None, "W&B project (default: prism)", metavar="NAME")
 
     def __post_init__(self) -> None:
@@ -134,8 +179,19 @@ class RunConfig:
                 check_name(f.name.replace("_", "-"), getattr(self, f.name), choices)
         if not (math.isfinite(self.budget) and self.budget > 0):
             raise PrismError(f"{source}: budget must be a positive number of FLOPs, got {self.budget}")
-        for name in ("replicate", "shard", "global_batch", "seq_len", "max_steps", "eval_every",
-                     "eval_samples", "final_eval_samples", "checkpoint_every", "log_every", "threads"):
+        for name in (
+            "replicate",
+            "shard",
+            "global_batch",
+            "seq_len",
+            "max_steps",
+            "eval_every",
+            "eval_samples",
+            "final_eval_samples",
+            "checkpoint_every",
+            "log_every",
+            "threads",
+        ):
             value = getattr(self, name)
             if value is not None and value < 1:
                 raise PrismError(f"{source}: {name} must be at least 1, got {value}")
@@ -208,8 +264,11 @@ class RunConfig:
 
     def result_mismatch(self, other: RunConfig) -> list[str]:
         """The result-changing settings on which two configs differ."""
-        return [f"{n}: {getattr(other, n)!r} -> {getattr(self, n)!r}" for n in RESULT_FIELDS
-                if getattr(self, n) != getattr(other, n)]
+        return [
+            f"{n}: {getattr(other, n)!r} -> {getattr(self, n)!r}"
+            for n in RESULT_FIELDS
+            if getattr(self, n) != getattr(other, n)
+        ]
 
 
 def parse_steps(text: str | None) -> frozenset[int]:
@@ -280,5 +339,3 @@ def merge(config_file: str | None, flags: dict[str, Any]) -> RunConfig:
         if key in known and value is not None:
             data[key] = value
     return RunConfig.from_dict(data, source=f"{config_file} + flags" if config_file else "flags")
-
-

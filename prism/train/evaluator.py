@@ -52,8 +52,15 @@ def mean_and_se(sums: torch.Tensor, counts: torch.Tensor) -> tuple[float, float 
 class Evaluator:
     """Decides when to evaluate and evaluates; holds the intermediate evaluations' subset."""
 
-    def __init__(self, eval_batches: Callable[[int], Iterable[dict]], to_device: Callable[[dict], Batch],
-                 every: int, steps: int, subset_samples: int, final_samples: int | None = None):
+    def __init__(
+        self,
+        eval_batches: Callable[[int], Iterable[dict]],
+        to_device: Callable[[dict], Batch],
+        every: int,
+        steps: int,
+        subset_samples: int,
+        final_samples: int | None = None,
+    ):
         self.eval_batches, self.to_device = eval_batches, to_device
         self.every, self.steps = every, steps
         self.final_samples = final_samples

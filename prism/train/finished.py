@@ -100,12 +100,16 @@ def study_conflict(study: Path, families: list[str], schedule: str, cooldown_fra
                 continue
             fix = "set it back, or use another study dir (--config study_dir=...)"
             if run.get("schedule") != schedule:
-                return (f"config train.schedule is {schedule!r}, but {path.parent} finished as a "
-                        f"{run.get('schedule')!r} run: a study keeps its schedule; {fix}")
+                return (
+                    f"config train.schedule is {schedule!r}, but {path.parent} finished as a "
+                    f"{run.get('schedule')!r} run: a study keeps its schedule; {fix}"
+                )
             if schedule == "wsd" and run.get("cooldown_fraction") != float(cooldown_fraction):
-                return (f"config train.cooldown_fraction is {float(cooldown_fraction)}, but {path.parent} "
-                        f"finished with {run.get('cooldown_fraction')}: a wsd study keeps its cooldown fraction "
-                        f"(its branch points follow from it); {fix}")
+                return (
+                    f"config train.cooldown_fraction is {float(cooldown_fraction)}, but {path.parent} "
+                    f"finished with {run.get('cooldown_fraction')}: a wsd study keeps its cooldown fraction "
+                    f"(its branch points follow from it); {fix}"
+                )
     return None
 
 
@@ -118,8 +122,10 @@ def check_same_run(run_dir: Path, config: Any) -> None:
         return
     diff = config.result_mismatch(RunConfig.from_yaml(path))
     if diff:
-        raise PrismError(f"{run_dir} holds a different run ({'; '.join(diff)}); nothing was changed there. "
-                         "Use another --out, or delete the directory to start over")
+        raise PrismError(
+            f"{run_dir} holds a different run ({'; '.join(diff)}); nothing was changed there. "
+            "Use another --out, or delete the directory to start over"
+        )
 
 
 def settings_of(config: Any) -> dict[str, Any]:
@@ -131,8 +137,12 @@ def settings_of(config: Any) -> dict[str, Any]:
 
 def keep(run_dir: Path, config: Any, inputs: dict[str, Any], metrics: dict[str, Any]) -> None:
     """After a run ended ok (and its checkpoints became final/): the copy `restore` reads."""
-    write_json_atomic(record_path(run_dir), {"inputs": inputs, "settings": settings_of(config),
-                                             "metrics": metrics}, indent=2, sort_keys=True)
+    write_json_atomic(
+        record_path(run_dir),
+        {"inputs": inputs, "settings": settings_of(config), "metrics": metrics},
+        indent=2,
+        sort_keys=True,
+    )
 
 
 def restore(run_dir: Path, config: Any, inputs: dict[str, Any]) -> dict[str, Any] | None:
@@ -150,24 +160,37 @@ def restore(run_dir: Path, config: Any, inputs: dict[str, Any]) -> dict[str, Any
         return None
     if record.get("inputs") != inputs:
         changed = [k for k in inputs if (record.get("inputs") or {}).get(k) != inputs[k]]
-        print(f"[{config.run_id}] finished on other inputs ({', '.join(changed) or 'unknown'} changed): "
-              "training again", file=sys.stderr, flush=True)
+        print(
+            f"[{config.run_id}] finished on other inputs ({', '.join(changed) or 'unknown'} changed): training again",
+            file=sys.stderr,
+            flush=True,
+        )
         return None
     missing = missing_kept(run_dir, config, metrics.get("steps"))
     if missing and not _put_back(missing):
-        print(f"[{config.run_id}] finished, but its kept checkpoint {missing[0]} is gone and "
-              f"final/{missing[0].name} cannot stand in for it: training again from its start",
-              file=sys.stderr, flush=True)
+        print(
+            f"[{config.run_id}] finished, but its kept checkpoint {missing[0]} is gone and "
+            f"final/{missing[0].name} cannot stand in for it: training again from its start",
+            file=sys.stderr,
+            flush=True,
+        )
         return None
     if missing:
-        print(f"[{config.run_id}] kept checkpoint {', '.join(map(str, missing))} put back from final/ "
-              "(the same weights); nothing retrained", file=sys.stderr, flush=True)
+        print(
+            f"[{config.run_id}] kept checkpoint {', '.join(map(str, missing))} put back from final/ "
+            "(the same weights); nothing retrained",
+            file=sys.stderr,
+            flush=True,
+        )
         if metrics_path.exists():
             return metrics
     write_json_atomic(metrics_path, metrics, indent=2, sort_keys=True)
-    print(f"[{config.run_id}] finished earlier on the same inputs (content hashes match): restored "
-          f"{metrics_path} from {record_path(run_dir)}; nothing retrained (pass --retrain to train again)",
-          file=sys.stderr, flush=True)
+    print(
+        f"[{config.run_id}] finished earlier on the same inputs (content hashes match): restored "
+        f"{metrics_path} from {record_path(run_dir)}; nothing retrained (pass --retrain to train again)",
+        file=sys.stderr,
+        flush=True,
+    )
     return metrics
 
 
@@ -178,5 +201,4 @@ def forget(run_dir: Path, config: Any, why: str = "--retrain") -> None:
     record_path(run_dir).unlink(missing_ok=True)
     (run_dir / runfiles.METRICS).unlink(missing_ok=True)
     if had:
-        print(f"[{config.run_id}] {why}: training the finished run again from scratch",
-              file=sys.stderr, flush=True)
+        print(f"[{config.run_id}] {why}: training the finished run again from scratch", file=sys.stderr, flush=True)

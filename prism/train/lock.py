@@ -56,11 +56,16 @@ class RunLock:
         try:
             if not _try_lock(fd, self.run_dir, blocking=False):
                 if not self.wait:
-                    raise PrismError(f"{self.run_dir} is being trained by {holder(self.run_dir)}; a second "
-                                     "trainer would corrupt it. Wait for that process to end (or stop it), "
-                                     f"or pass --wait-lock (or {WAIT_ENV}=1) to wait for it")
-                print(f"{self.run_dir}: waiting for {holder(self.run_dir)} to release the run directory",
-                      file=sys.stderr, flush=True)
+                    raise PrismError(
+                        f"{self.run_dir} is being trained by {holder(self.run_dir)}; a second "
+                        "trainer would corrupt it. Wait for that process to end (or stop it), "
+                        f"or pass --wait-lock (or {WAIT_ENV}=1) to wait for it"
+                    )
+                print(
+                    f"{self.run_dir}: waiting for {holder(self.run_dir)} to release the run directory",
+                    file=sys.stderr,
+                    flush=True,
+                )
                 _try_lock(fd, self.run_dir, blocking=True)
         except BaseException:
             os.close(fd)
@@ -92,7 +97,11 @@ def _try_lock(fd: int, run_dir: Path, blocking: bool) -> bool:
         return False
     except OSError as err:
         if err.errno in (errno.ENOLCK, errno.EOPNOTSUPP, errno.ENOSYS, errno.EINVAL):
-            print(f"warning: {run_dir}: the filesystem does not support flock ({err.strerror}); "
-                  "training without the one-trainer lock", file=sys.stderr, flush=True)
+            print(
+                f"warning: {run_dir}: the filesystem does not support flock ({err.strerror}); "
+                "training without the one-trainer lock",
+                file=sys.stderr,
+                flush=True,
+            )
             return True
         raise

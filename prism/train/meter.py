@@ -48,10 +48,22 @@ def format_eta(seconds: float) -> str:
 class PerfMeter:
     """Measures steps; says when to log and what; formats the progress line."""
 
-    def __init__(self, *, steps: int, log_every: int, global_batch: int, flops_per_unit: float,
-                 tokens_per_unit: int, world_size: int, threads: int, cpu: bool,
-                 peak_flops: Callable[[], float], progress_s: float = PROGRESS_SECONDS,
-                 progress_percent: float = PROGRESS_PERCENT, clock: Callable[[], float] = time.perf_counter):
+    def __init__(
+        self,
+        *,
+        steps: int,
+        log_every: int,
+        global_batch: int,
+        flops_per_unit: float,
+        tokens_per_unit: int,
+        world_size: int,
+        threads: int,
+        cpu: bool,
+        peak_flops: Callable[[], float],
+        progress_s: float = PROGRESS_SECONDS,
+        progress_percent: float = PROGRESS_PERCENT,
+        clock: Callable[[], float] = time.perf_counter,
+    ):
         self.steps, self.log_every, self.global_batch = steps, log_every, global_batch
         self.flops_per_unit, self.tokens_per_unit = flops_per_unit, tokens_per_unit
         self.world_size, self.threads, self.cpu = world_size, threads, cpu
@@ -83,9 +95,12 @@ class PerfMeter:
         achieved = units_per_s * self.flops_per_unit
         peak = self.peak * self.world_size
         row: dict[str, Any] = {
-            "samples_per_s": w.samples / w.time_s, "tokens_per_s": units_per_s * self.tokens_per_unit,
-            "step_time_s": w.time_s / w.steps, "data_wait_s": w.wait_s / w.steps,
-            "flops_per_s": achieved, "mfu": achieved / peak,
+            "samples_per_s": w.samples / w.time_s,
+            "tokens_per_s": units_per_s * self.tokens_per_unit,
+            "step_time_s": w.time_s / w.steps,
+            "data_wait_s": w.wait_s / w.steps,
+            "flops_per_s": achieved,
+            "mfu": achieved / peak,
         }
         if self.cpu:
             # CPU seconds per step and thread: on a shared machine the wall clock also counts the
@@ -100,13 +115,20 @@ class PerfMeter:
     def progress(self, step: int, loss: float, run_id: str) -> str | None:
         """The progress line when one is due (every few percent or progress_s, the first and last step), else None."""
         now = self.clock()
-        if not (now - self.last_progress >= self.progress_s or step % self.progress_steps == 0 or step == 1
-                or step == self.steps):
+        if not (
+            now - self.last_progress >= self.progress_s
+            or step % self.progress_steps == 0
+            or step == 1
+            or step == self.steps
+        ):
             return None
         w = self.progress_window
         eta = (self.steps - step) * w.time_s / w.steps
-        line = (f"[{run_id}] step {step}/{self.steps} ({step / self.steps:.0%}) loss {loss:.4f} "
-                f"{w.samples / w.time_s:.1f} samples/s"
-                + (f" mfu {self.mfu:.1%}" if self.mfu is not None else "") + f" ETA {format_eta(eta)}")
+        line = (
+            f"[{run_id}] step {step}/{self.steps} ({step / self.steps:.0%}) loss {loss:.4f} "
+            f"{w.samples / w.time_s:.1f} samples/s"
+            + (f" mfu {self.mfu:.1%}" if self.mfu is not None else "")
+            + f" ETA {format_eta(eta)}"
+        )
         self.last_progress, self.progress_window = now, Window()
         return line

@@ -33,8 +33,10 @@ def check_row(row: Any, index: int, source: str = "plan.yaml") -> dict[str, Any]
         if row.get(key) not in registries[key]:
             raise PrismError(f"{where}: {key} {row.get(key)!r} is not one of {', '.join(registries[key])}")
     if not isinstance(row.get("backbone"), str) or not is_backbone(row["backbone"]):
-        raise PrismError(f"{where}: backbone {row.get('backbone')!r} is neither a registry backbone "
-                         "(`prism model list`) nor a rule size (e.g. n32e3)")
+        raise PrismError(
+            f"{where}: backbone {row.get('backbone')!r} is neither a registry backbone "
+            "(`prism model list`) nor a rule size (e.g. n32e3)"
+        )
     try:
         projector_variant(str(row.get("variant")))
     except PrismError as err:

@@ -9,7 +9,6 @@ would have fitted.
 
 from __future__ import annotations
 
-import os
 from typing import Any
 
 from prism.errors import PrismError
@@ -28,9 +27,11 @@ def check_seq_len(config: Any) -> None:
 
     need = family_spec(config.family).n_modality_tokens + 3
     if config.seq_len < need:
-        raise PrismError(f"--seq-len {config.seq_len} is too short for {config.family}: a row holds "
-                         f"{family_spec(config.family).n_modality_tokens} modality tokens + BOS + text + EOS, "
-                         f"at least {need} tokens (default: {family_spec(config.family).tokens_per_sample})")
+        raise PrismError(
+            f"--seq-len {config.seq_len} is too short for {config.family}: a row holds "
+            f"{family_spec(config.family).n_modality_tokens} modality tokens + BOS + text + EOS, "
+            f"at least {need} tokens (default: {family_spec(config.family).tokens_per_sample})"
+        )
 
 
 def step_bytes_lower_bound(config: Any, world_size: int = 1) -> int:
@@ -84,9 +85,11 @@ def check_memory(config: Any, world_size: int = 1) -> None:
     have = available_memory(device)
     if have is not None and need > have:
         local = max(1, config.global_batch // max(1, world_size))
-        raise PrismError(f"--global-batch {config.global_batch} needs at least {human_bytes(need)} of {device} "
-                         f"memory per step ({local} samples per process), {human_bytes(have)} available; "
-                         "lower --global-batch, add processes, or use --grad-checkpoint")
+        raise PrismError(
+            f"--global-batch {config.global_batch} needs at least {human_bytes(need)} of {device} "
+            f"memory per step ({local} samples per process), {human_bytes(have)} available; "
+            "lower --global-batch, add processes, or use --grad-checkpoint"
+        )
 
 
 def check(config: Any, world_size: int = 1) -> None:

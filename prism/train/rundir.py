@@ -56,8 +56,9 @@ def check_same_run(config: RunConfig, out: Path, steps: int, steps_may_change: b
     if old_steps is not None and old_steps != steps and not steps_may_change:
         diff.append(f"steps: {old_steps} -> {steps}")
     if diff:
-        raise PrismError(f"{out} holds a different run ({'; '.join(diff)}); use another --out or delete "
-                         f"{out} to start over")
+        raise PrismError(
+            f"{out} holds a different run ({'; '.join(diff)}); use another --out or delete {out} to start over"
+        )
 
 
 @dataclass(frozen=True)
@@ -100,35 +101,48 @@ def init_checkpoint(source: Path, step: int | None) -> Path:
     moves to `final/keep/` when it finishes; the rotating ones are looked at too.
     """
     folders = [checkpoint.checkpoint_dir(source), checkpoint.final_dir(source)]
-    candidates = [p for folder in folders for p in (*sorted(folder.glob("keep/step-*.pt")),
-                                                     *sorted(folder.glob("step-*.pt")))]
+    candidates = [
+        p for folder in folders for p in (*sorted(folder.glob("keep/step-*.pt")), *sorted(folder.glob("step-*.pt")))
+    ]
     if step is not None:
         candidates = [p for p in candidates if p.name == checkpoint.filename(step)]
     if not candidates:
         at = f"at step {step} " if step is not None else ""
-        raise PrismError(f"--init-from {source}: no checkpoint {at}there (checkpoints/, final/, and their keep/); "
-                         "write one with --checkpoint-at on the run that makes it")
+        raise PrismError(
+            f"--init-from {source}: no checkpoint {at}there (checkpoints/, final/, and their keep/); "
+            "write one with --checkpoint-at on the run that makes it"
+        )
     return max(candidates, key=lambda p: p.name) if step is None else candidates[0]
 
 
-def check_trajectory(config: RunConfig, source: Path, inputs: dict[str, str | None], lr: float,
-                     warmup: int) -> None:
+def check_trajectory(config: RunConfig, source: Path, inputs: dict[str, str | None], lr: float, warmup: int) -> None:
     """A run continuing another run's checkpoint must be on its trajectory: same model, data, order, lr."""
     path = source / runfiles.CONFIG
     if not path.exists():
         raise PrismError(f"--init-from {source}: no {runfiles.CONFIG} there (not a run directory)")
     other = RunConfig.from_yaml(path)
     resolved = runfiles.resolved_of(path)
-    diff = [f"{name}: {getattr(other, name)!r} there, {getattr(config, name)!r} here"
-            for name in TRAJECTORY_FIELDS if getattr(config, name) != getattr(other, name)]
+    diff = [
+        f"{name}: {getattr(other, name)!r} there, {getattr(config, name)!r} here"
+        for name in TRAJECTORY_FIELDS
+        if getattr(config, name) != getattr(other, name)
+    ]
     mine = {"lr": lr, "warmup": warmup, **{f"inputs.{k}": v for k, v in inputs.items()}}
-    theirs = {"lr": resolved.get("lr"), "warmup": resolved.get("warmup"),
-              **{f"inputs.{k}": v for k, v in (resolved.get("inputs") or {}).items()}}
-    diff += [f"{name}: {theirs.get(name)!r} there, {value!r} here" for name, value in mine.items()
-             if theirs.get(name) != value]
+    theirs = {
+        "lr": resolved.get("lr"),
+        "warmup": resolved.get("warmup"),
+        **{f"inputs.{k}": v for k, v in (resolved.get("inputs") or {}).items()},
+    }
+    diff += [
+        f"{name}: {theirs.get(name)!r} there, {value!r} here"
+        for name, value in mine.items()
+        if theirs.get(name) != value
+    ]
     if diff:
-        raise PrismError(f"--init-from {source} is another trajectory ({'; '.join(diff)}); a run can only "
-                         "continue a run of the same model, data, seed, batch, learning rate and warm-up")
+        raise PrismError(
+            f"--init-from {source} is another trajectory ({'; '.join(diff)}); a run can only "
+            "continue a run of the same model, data, seed, batch, learning rate and warm-up"
+        )
 
 
 def copy_logs(source: Path, out: Path, step: int) -> None:
@@ -151,5 +165,4 @@ def truncate_logs(out: Path, step: int) -> None:
     runfiles.truncate_after(out / runfiles.EVAL, step)
     evals = runfiles.read_jsonl(out / runfiles.EVAL)
     if any(row.get("final") for row in evals):
-        write_text_atomic(out / runfiles.EVAL, "".join(json.dumps(row) + "\n" for row in evals
-                                                       if not row.get("final")))
+        write_text_atomic(out / runfiles.EVAL, "".join(json.dumps(row) + "\n" for row in evals if not row.get("final")))

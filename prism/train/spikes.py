@@ -22,16 +22,21 @@ SPIKE_RISE = 0.5
 
 def eval_warnings(rows: Iterable[dict[str, Any]], rise: float = SPIKE_RISE) -> list[str]:
     """One warning per loss spike in `rows` (eval.jsonl rows with `step` and `loss`)."""
-    points = sorted((int(r["step"]), _float(r.get("loss"))) for r in rows
-                    if isinstance(r.get("step"), int) and _float(r.get("loss")) is not None)
+    points = sorted(
+        (int(r["step"]), _float(r.get("loss")))
+        for r in rows
+        if isinstance(r.get("step"), int) and _float(r.get("loss")) is not None
+    )
     warnings: list[str] = []
     best: tuple[int, float] | None = None
     in_spike = False
     for step, loss in points:
         if best is not None and loss > best[1] * (1.0 + rise) and best[1] > 0:
             if not in_spike:
-                warnings.append(f"eval loss spike at step {step}: {loss:.4g} is {loss / best[1]:.2f}x the "
-                                f"minimum {best[1]:.4g} (step {best[0]}) before it")
+                warnings.append(
+                    f"eval loss spike at step {step}: {loss:.4g} is {loss / best[1]:.2f}x the "
+                    f"minimum {best[1]:.4g} (step {best[0]}) before it"
+                )
             in_spike = True
             continue
         in_spike = False

@@ -31,8 +31,7 @@ STRETCH_GAP_S = 120.0
 class JobClock:
     """Accumulates a job's wall seconds per phase; `record()` is what metrics.json keeps."""
 
-    def __init__(self, startup_s: float | None = None, clock=time.perf_counter, now=time.time,
-                 cpu=time.process_time):
+    def __init__(self, startup_s: float | None = None, clock=time.perf_counter, now=time.time, cpu=time.process_time):
         self.clock, self.now, self.cpu = clock, now, cpu
         self.seconds = dict.fromkeys(PHASES, 0.0)
         self.seconds["startup"] = max(0.0, startup_s or 0.0)
@@ -66,13 +65,13 @@ class StudyTiming:
     """A study's training jobs together (see `study_timing`)."""
 
     jobs: int
-    earlier: int               # jobs of earlier invocations, left out
-    span_s: float              # first job's start to last job's end
-    job_s: float               # the jobs' wall seconds added up
+    earlier: int  # jobs of earlier invocations, left out
+    span_s: float  # first job's start to last job's end
+    job_s: float  # the jobs' wall seconds added up
     phase_s: dict[str, float]  # per phase (and "other"), added up
     trained_flops: float
-    concurrency: int           # most jobs that ran at once
-    peak_flops: float | None   # one job's device peak (its MFU's denominator) x concurrency
+    concurrency: int  # most jobs that ran at once
+    peak_flops: float | None  # one job's device peak (its MFU's denominator) x concurrency
     cpu_s: float | None = None  # the jobs' CPU seconds, where every job recorded them
 
     @property
@@ -146,9 +145,13 @@ def study_timing(records: Iterable[dict[str, Any]], gap_s: float = STRETCH_GAP_S
     peaks = [float(r["peak_flops"]) for r in records if _finite(r.get("peak_flops"))]
     concurrency = max(1, _most_at_once(intervals))
     return StudyTiming(
-        jobs=len(records), earlier=earlier, span_s=max(e for _, e in intervals) - min(s for s, _ in intervals),
-        job_s=sum(float(r.get("wall_s") or 0.0) for r in records), phase_s=phase_s,
-        trained_flops=sum(float(r.get("trained_flops") or 0.0) for r in records), concurrency=concurrency,
+        jobs=len(records),
+        earlier=earlier,
+        span_s=max(e for _, e in intervals) - min(s for s, _ in intervals),
+        job_s=sum(float(r.get("wall_s") or 0.0) for r in records),
+        phase_s=phase_s,
+        trained_flops=sum(float(r.get("trained_flops") or 0.0) for r in records),
+        concurrency=concurrency,
         peak_flops=max(peaks) * concurrency if peaks else None,
         cpu_s=sum(float(r["cpu_s"]) for r in records) if all(_finite(r.get("cpu_s")) for r in records) else None,
     )
@@ -166,10 +169,12 @@ def timing_lines(timing: StudyTiming | None) -> list[str]:
     if timing is None:
         return ["  time: no job recorded its time (metrics.json `time`)"]
     of_peak = f", {timing.of_peak:.1%} of the peak {timing.peak_flops / 1e9:.0f}" if timing.of_peak else ""
-    lines = [f"  training: {timing.trained_flops:.3g} FLOPs in {timing.span_s / 60:.1f} min over {timing.jobs} jobs "
-             f"({timing.concurrency} at once): {timing.flops_per_s / 1e9:.1f} GFLOP/s end to end{of_peak}; "
-             f"cores busy {timing.busy:.0%} of that span"
-             + (f" ({timing.earlier} jobs of earlier invocations left out)" if timing.earlier else "")]
+    lines = [
+        f"  training: {timing.trained_flops:.3g} FLOPs in {timing.span_s / 60:.1f} min over {timing.jobs} jobs "
+        f"({timing.concurrency} at once): {timing.flops_per_s / 1e9:.1f} GFLOP/s end to end{of_peak}; "
+        f"cores busy {timing.busy:.0%} of that span"
+        + (f" ({timing.earlier} jobs of earlier invocations left out)" if timing.earlier else "")
+    ]
     total = sum(timing.phase_s.values())
     if total > 0:
         shares = ", ".join(f"{name} {100 * s / total:.0f}%" for name, s in timing.phase_s.items() if s > 0)
@@ -178,7 +183,10 @@ def timing_lines(timing: StudyTiming | None) -> list[str]:
         of = f" ({timing.step_of_peak:.1%} of a job's peak)" if timing.step_of_peak else ""
         lines.append(f"  while stepping: {timing.step_flops_per_s / 1e9:.1f} GFLOP/s per job{of}")
     if timing.flops_per_cpu_s:
-        of = (f" ({timing.flops_per_cpu_s * timing.concurrency / timing.peak_flops:.1%} of a job's peak)"
-              if timing.peak_flops else "")
+        of = (
+            f" ({timing.flops_per_cpu_s * timing.concurrency / timing.peak_flops:.1%} of a job's peak)"
+            if timing.peak_flops
+            else ""
+        )
         lines.append(f"  by CPU time: {timing.flops_per_cpu_s / 1e9:.1f} GFLOP/s per CPU second, whole jobs{of}")
     return lines

@@ -35,8 +35,20 @@ TRACKERS = ("tensorboard", "wandb")
 DEFAULT_PROJECT = "prism"
 
 # perf.jsonl keys logged as train/<key>; eval.jsonl's loss as eval/loss (eval/final_loss at the end).
-TRAIN_KEYS = ("loss", "lr", "grad_norm", "tokens", "samples", "flops", "samples_per_s", "tokens_per_s",
-              "step_time_s", "data_wait_s", "mfu", "mfu_cpu")
+TRAIN_KEYS = (
+    "loss",
+    "lr",
+    "grad_norm",
+    "tokens",
+    "samples",
+    "flops",
+    "samples_per_s",
+    "tokens_per_s",
+    "step_time_s",
+    "data_wait_s",
+    "mfu",
+    "mfu_cpu",
+)
 
 
 def parse_trackers(text: str | None) -> tuple[str, ...]:
@@ -44,8 +56,9 @@ def parse_trackers(text: str | None) -> tuple[str, ...]:
     names = tuple(dict.fromkeys(part.strip() for part in (text or "").split(",") if part.strip()))
     for name in names:
         if name not in TRACKERS:
-            raise PrismError(f"trackers: unknown tracker {name!r}; choose from {', '.join(TRACKERS)} "
-                             "(comma-separated), or none")
+            raise PrismError(
+                f"trackers: unknown tracker {name!r}; choose from {', '.join(TRACKERS)} (comma-separated), or none"
+            )
     return names
 
 
@@ -96,8 +109,10 @@ class TensorBoardTracker:
         try:
             from torch.utils.tensorboard import SummaryWriter
         except ImportError:
-            raise PrismError("trackers: tensorboard is not installed; pip install -e '.[track]' "
-                             "(or remove tensorboard from train.trackers)") from None
+            raise PrismError(
+                "trackers: tensorboard is not installed; pip install -e '.[track]' "
+                "(or remove tensorboard from train.trackers)"
+            ) from None
         log_dir.mkdir(parents=True, exist_ok=True)
         self.writer = SummaryWriter(str(log_dir), purge_step=start_step + 1 if start_step else None)
         self.writer.add_text("config", config_text, global_step=start_step)
@@ -114,18 +129,28 @@ class TensorBoardTracker:
 class WandbTracker:
     """A W&B run (offline unless WANDB_MODE says otherwise), resumed by its derived id."""
 
-    def __init__(self, root: Path, project: str, group: str, name: str, config: dict[str, Any],
-                 tags: list[str]):
+    def __init__(self, root: Path, project: str, group: str, name: str, config: dict[str, Any], tags: list[str]):
         try:
             import wandb
         except ImportError:
-            raise PrismError("trackers: wandb is not installed; pip install -e '.[track]' "
-                             "(or remove wandb from train.trackers)") from None
+            raise PrismError(
+                "trackers: wandb is not installed; pip install -e '.[track]' (or remove wandb from train.trackers)"
+            ) from None
         root.mkdir(parents=True, exist_ok=True)
         mode = os.environ.get("WANDB_MODE") or "offline"
-        self.run = wandb.init(project=project, group=group, name=name, id=wandb_id(project, group, name),
-                              dir=str(root), config=config, tags=tags, mode=mode, resume="allow",
-                              reinit="create_new", settings=wandb.Settings(console="off", silent=True))
+        self.run = wandb.init(
+            project=project,
+            group=group,
+            name=name,
+            id=wandb_id(project, group, name),
+            dir=str(root),
+            config=config,
+            tags=tags,
+            mode=mode,
+            resume="allow",
+            reinit="create_new",
+            settings=wandb.Settings(console="off", silent=True),
+        )
 
     def log(self, step: int, scalars: dict[str, float]) -> None:
         self.run.log({**scalars, "step": step}, step=step)
@@ -173,8 +198,13 @@ def open_tracking(config: Any, start_step: int, resolved: dict[str, Any], enable
     import yaml
 
     group, name = group_name(config), run_name(config)
-    settings = {**config.to_dict(), "resolved": resolved, "size": config.backbone,
-                "params": resolved.get("params"), "tracker_run": name}
+    settings = {
+        **config.to_dict(),
+        "resolved": resolved,
+        "size": config.backbone,
+        "params": resolved.get("params"),
+        "tracker_run": name,
+    }
     root = tracker_dir(config)
     trackers: list[Tracker] = []
     try:
@@ -183,8 +213,9 @@ def open_tracking(config: Any, start_step: int, resolved: dict[str, Any], enable
             trackers.append(TensorBoardTracker(root / "tensorboard" / group / name, start_step, text))
         if "wandb" in names:
             tags = [config.family, config.regime, config.backbone, config.variant, f"C{format_budget(config.budget)}"]
-            trackers.append(WandbTracker(root, config.tracker_project or DEFAULT_PROJECT, group, name,
-                                         _plain(settings), tags))
+            trackers.append(
+                WandbTracker(root, config.tracker_project or DEFAULT_PROJECT, group, name, _plain(settings), tags)
+            )
     except BaseException:
         Tracking(trackers).close()
         raise

@@ -81,8 +81,9 @@ def _inject_nan_step() -> int:
     try:
         return int(os.environ.get(INJECT_NAN_ENV) or 0)
     except ValueError:
-        raise PrismError(f"{INJECT_NAN_ENV}={os.environ[INJECT_NAN_ENV]!r} is not a step number "
-                         "(it is a test hook; unset it)") from None
+        raise PrismError(
+            f"{INJECT_NAN_ENV}={os.environ[INJECT_NAN_ENV]!r} is not a step number (it is a test hook; unset it)"
+        ) from None
 
 
 class StopRequest:
@@ -112,8 +113,8 @@ class StepResult:
     step: int
     loss: float
     grad_norm: float
-    samples: int       # real samples of the global batch
-    stopping: bool     # some rank was asked to stop
+    samples: int  # real samples of the global batch
+    stopping: bool  # some rank was asked to stop
     collapsed: str | None = None  # why the run collapsed at this step (no update was made)
 
 
@@ -126,11 +127,25 @@ class Trainer:
         self.clock = JobClock(process_age_s())  # this job's wall time by phase (metrics.json `time`)
         self._setup_process()
         self._build()
-        self.loader = ShardLoader(config.data, "train", config.global_batch, config.seed, rank=env.rank,
-                                  world_size=env.world_size, layout=config.layout, seq_len=config.seq_len,
-                                  family=config.family)
-        self.evaluator = Evaluator(self.loader.eval_batches, self.to_device, self.budget.eval_every,
-                                   self.budget.steps, config.eval_samples, config.final_eval_samples)
+        self.loader = ShardLoader(
+            config.data,
+            "train",
+            config.global_batch,
+            config.seed,
+            rank=env.rank,
+            world_size=env.world_size,
+            layout=config.layout,
+            seq_len=config.seq_len,
+            family=config.family,
+        )
+        self.evaluator = Evaluator(
+            self.loader.eval_batches,
+            self.to_device,
+            self.budget.eval_every,
+            self.budget.steps,
+            config.eval_samples,
+            config.final_eval_samples,
+        )
         self.detector = CollapseDetector(warmup=self.budget.warmup)
         self.distributed = self.parallel.uses_process_group and env.world_size > 1
         self.inject_nan_at = _inject_nan_step()
@@ -161,8 +176,9 @@ class Trainer:
         self.threads = config.threads or max(1, cores // env.local_world_size)
         torch.set_num_threads(self.threads)
         device_type = resolve_device(config.device).type
-        self.parallel = ParallelConfig.resolve(config.strategy, env.world_size, env.local_world_size,
-                                               device_type, config.replicate, config.shard)
+        self.parallel = ParallelConfig.resolve(
+            config.strategy, env.world_size, env.local_world_size, device_type, config.replicate, config.shard
+        )
         self.device = local_device(device_type, env.local_rank)
         # No torch.use_deterministic_algorithms: it costs seconds of start-up, and the CPU kernels
         # used here are deterministic for a fixed thread count (what bit-identical resume relies on).
@@ -190,8 +206,10 @@ class Trainer:
         self.scheduler = build_scheduler(self.optimizer, self.budget.schedule)
 
     def to_device(self, batch: dict) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-        return tuple(torch.as_tensor(batch[key]).to(self.device, non_blocking=True)  # type: ignore[return-value]
-                     for key in ("tokens", "modality", "labels"))
+        return tuple(
+            torch.as_tensor(batch[key]).to(self.device, non_blocking=True)  # type: ignore[return-value]
+            for key in ("tokens", "modality", "labels")
+        )
 
     def close(self) -> None:
         self.tracking.close()
@@ -225,8 +243,13 @@ class Trainer:
             (loss * (share * self.env.world_size)).backward()
             # One collective for the logged loss, the samples of the global batch (packed rows vary)
             # and whether any rank was asked to stop, so that all stop after the same step.
-            stats = torch.stack([loss.detach().double() * share, n_local.new_tensor(batch["n_samples"]),
-                                 n_local.new_tensor(float(stop_requested))])
+            stats = torch.stack(
+                [
+                    loss.detach().double() * share,
+                    n_local.new_tensor(batch["n_samples"]),
+                    n_local.new_tensor(float(stop_requested)),
+                ]
+            )
             dist.all_reduce(stats)
             global_loss, samples, stopping = stats[0], int(stats[1]), bool(stats[2] > 0)
         else:
@@ -269,8 +292,10 @@ class Trainer:
         if outcome == "stopped":
             self.checkpoint()
             if self.is_main:
-                log(f"[{config.run_id}] stopped (SIGTERM during step {self.step}): checkpoint at step "
-                    f"{self.step}/{budget.steps}; rerun the same command to resume")
+                log(
+                    f"[{config.run_id}] stopped (SIGTERM during step {self.step}): checkpoint at step "
+                    f"{self.step}/{budget.steps}; rerun the same command to resume"
+                )
             return self.metrics("stopped", f"SIGTERM during step {self.step}")
         final = None
         if outcome == "ok":
@@ -292,8 +317,15 @@ class Trainer:
             if result.collapsed is not None:
                 if self.is_main:
                     log(f"[{self.config.run_id}] COLLAPSED at step {result.step}: {result.collapsed}")
-                    self.perf.write({"step": result.step, "loss": result.loss, "grad_norm": result.grad_norm,
-                                     "collapsed": result.collapsed, **context})
+                    self.perf.write(
+                        {
+                            "step": result.step,
+                            "loss": result.loss,
+                            "grad_norm": result.grad_norm,
+                            "collapsed": result.collapsed,
+                            **context,
+                        }
+                    )
                 self.collapse_reason = result.collapsed
                 return "collapsed"
             t2 = time.perf_counter()
@@ -316,11 +348,17 @@ class Trainer:
             yield from self.loader
 
     def _meter(self) -> PerfMeter:
-        return PerfMeter(steps=self.budget.steps, log_every=self.config.log_every,
-                         global_batch=self.config.global_batch, flops_per_unit=self.budget.flops_per_sample,
-                         tokens_per_unit=self.budget.tokens_per_sample, world_size=self.parallel.world_size,
-                         threads=self.threads, cpu=self.device.type == "cpu",
-                         peak_flops=lambda: peak_flops(self.device.type, "fp32"))
+        return PerfMeter(
+            steps=self.budget.steps,
+            log_every=self.config.log_every,
+            global_batch=self.config.global_batch,
+            flops_per_unit=self.budget.flops_per_sample,
+            tokens_per_unit=self.budget.tokens_per_sample,
+            world_size=self.parallel.world_size,
+            threads=self.threads,
+            cpu=self.device.type == "cpu",
+            peak_flops=lambda: peak_flops(self.device.type, "fp32"),
+        )
 
     def _log_step(self, result: StepResult, meter: PerfMeter, context: dict[str, Any]) -> None:
         """The perf row and the progress line this step is due (rank 0 only)."""
@@ -329,9 +367,16 @@ class Trainer:
         if self.startup_s is None and result.step == (self.resumed_from or 0) + 1:
             self.startup_s = process_age_s()
         if meter.should_log(result.step):
-            row = {"step": result.step, "loss": result.loss, "grad_norm": result.grad_norm,
-                   "lr": self.scheduler.get_last_lr()[0], **meter.row(),
-                   "peak_mem_bytes": max_memory_allocated(self.device), **self.counters(result.step), **context}
+            row = {
+                "step": result.step,
+                "loss": result.loss,
+                "grad_norm": result.grad_norm,
+                "lr": self.scheduler.get_last_lr()[0],
+                **meter.row(),
+                "peak_mem_bytes": max_memory_allocated(self.device),
+                **self.counters(result.step),
+                **context,
+            }
             if result.step == 1:
                 row["startup_s"] = self.startup_s
             self.perf.write(row)
@@ -349,8 +394,14 @@ class Trainer:
         self.last_eval, self.last_eval_step = result.loss, self.step
         if self.first_eval is None:
             self.first_eval = result.loss
-        row = {"step": self.step, **self.counters(self.step), "loss": result.loss,
-               "eval_samples": result.samples, "eval_s": result.seconds, "run_id": self.config.run_id}
+        row = {
+            "step": self.step,
+            **self.counters(self.step),
+            "loss": result.loss,
+            "eval_samples": result.samples,
+            "eval_s": result.seconds,
+            "run_id": self.config.run_id,
+        }
         if final:
             row.update(loss_se=result.loss_se, final=True)
         self.evals.write(row)
@@ -359,8 +410,17 @@ class Trainer:
 
     def checkpoint(self) -> None:
         with self.clock.phase("checkpoint"):
-            path = checkpoint.save(self.config.out_dir, self.step, self.model, self.optimizer, self.scheduler,
-                                   self.loader.state_dict(), self.state(), self.device, self.is_main)
+            path = checkpoint.save(
+                self.config.out_dir,
+                self.step,
+                self.model,
+                self.optimizer,
+                self.scheduler,
+                self.loader.state_dict(),
+                self.state(),
+                self.device,
+                self.is_main,
+            )
             if self.is_main and self.step in self.config.keep_steps:
                 checkpoint.keep(path)
 
@@ -369,10 +429,16 @@ class Trainer:
 
     def state(self) -> dict[str, Any]:
         """The trainer's counters, as a checkpoint carries them."""
-        return {"collapse": self.detector.state_dict(), "wall_s": self.wall_s(), "samples": self.samples,
-                "first_eval": self.first_eval, "last_eval": self.last_eval,
-                "last_eval_step": self.last_eval_step, "warnings": self.warnings,
-                "started_from": self.started_from}
+        return {
+            "collapse": self.detector.state_dict(),
+            "wall_s": self.wall_s(),
+            "samples": self.samples,
+            "first_eval": self.first_eval,
+            "last_eval": self.last_eval,
+            "last_eval_step": self.last_eval_step,
+            "warnings": self.warnings,
+            "started_from": self.started_from,
+        }
 
     def _restore(self, step: int, loader_state: Any, extra: dict[str, Any]) -> None:
         self.loader.load_state_dict(loader_state)
@@ -385,8 +451,9 @@ class Trainer:
         self.started_from = extra.get("started_from")
 
     def resume(self, path: Path) -> None:
-        step, loader_state, extra = checkpoint.load(path, self.model, self.optimizer, self.scheduler,
-                                                    self.device, self.env.rank)
+        step, loader_state, extra = checkpoint.load(
+            path, self.model, self.optimizer, self.scheduler, self.device, self.env.rank
+        )
         self._restore(step, loader_state, extra)
         self.resumed_from = step
         if self.is_main:
@@ -404,13 +471,17 @@ class Trainer:
         rundir.check_trajectory(self.config, source, self.inputs, self.budget.lr, self.budget.warmup)
         # A kept checkpoint that went bad is rewritten by the run that kept it: without it, that run
         # is no longer finished and trains again from its own start (prism.train.finished).
-        fix = (f"delete it and rerun the run that wrote it ({source}; in a study, rerun the workflow), "
-               "which trains it again from its own start, then this run")
-        step, loader_state, extra = checkpoint.load(path, self.model, self.optimizer, self.scheduler,
-                                                    self.device, self.env.rank, fix=fix)
+        fix = (
+            f"delete it and rerun the run that wrote it ({source}; in a study, rerun the workflow), "
+            "which trains it again from its own start, then this run"
+        )
+        step, loader_state, extra = checkpoint.load(
+            path, self.model, self.optimizer, self.scheduler, self.device, self.env.rank, fix=fix
+        )
         if step >= self.budget.steps:
-            raise PrismError(f"--init-from {path} is at step {step}, not before this run's last step "
-                             f"{self.budget.steps}")
+            raise PrismError(
+                f"--init-from {path} is at step {step}, not before this run's last step {self.budget.steps}"
+            )
         self._restore(step, loader_state, extra)
         # The learning rate of the next update is this run's schedule's, not the source run's.
         for group, base in zip(self.optimizer.param_groups, self.scheduler.base_lrs):
@@ -425,10 +496,12 @@ class Trainer:
         config, out = self.config, self.config.out_dir
         if self.is_main:
             config.to_yaml(out / runfiles.CONFIG, resolved=self._resolved())
-            log(f"[{config.run_id}] {self.budget.steps} steps x {config.global_batch} samples "
+            log(
+                f"[{config.run_id}] {self.budget.steps} steps x {config.global_batch} samples "
                 f"({self.budget.flops_per_sample:.4g} FLOPs/sample, {self.budget.flops_source}); "
                 f"lr {self.budget.lr:.3g}, warm-up {self.budget.warmup}; {self.parallel.describe()} on "
-                f"{self.device}, {self.threads} threads")
+                f"{self.device}, {self.threads} threads"
+            )
         self.perf = runfiles.JsonlWriter(out / runfiles.PERF, self.is_main)
         self.evals = runfiles.JsonlWriter(out / runfiles.EVAL, self.is_main)
         self.tracking = open_tracking(config, self.step, self._resolved(), enabled=self.is_main)
@@ -439,14 +512,22 @@ class Trainer:
     def counters(self, step: int) -> dict[str, Any]:
         """Units are samples (padded) or rows (packed): what global_batch counts and FLOPs are per."""
         units = step * self.config.global_batch
-        return {"samples": self.samples, "tokens": units * self.budget.tokens_per_sample,
-                "flops": units * self.budget.flops_per_sample}
+        return {
+            "samples": self.samples,
+            "tokens": units * self.budget.tokens_per_sample,
+            "flops": units * self.budget.flops_per_sample,
+        }
 
     def _resolved(self) -> dict[str, Any]:
         return {
-            "run_id": self.config.run_id, **self.budget.to_dict(), "strategy": self.parallel.strategy,
-            "world_size": self.parallel.world_size, "mesh": [self.parallel.replicate, self.parallel.shard],
-            "device": str(self.device), "threads": self.threads, "torch_version": str(torch.__version__),
+            "run_id": self.config.run_id,
+            **self.budget.to_dict(),
+            "strategy": self.parallel.strategy,
+            "world_size": self.parallel.world_size,
+            "mesh": [self.parallel.replicate, self.parallel.shard],
+            "device": str(self.device),
+            "threads": self.threads,
+            "torch_version": str(torch.__version__),
             "inputs": self.inputs,
         }
 
@@ -454,13 +535,22 @@ class Trainer:
         """The keys every perf row repeats, so a row read alone says what it measured."""
         config = self.config
         context = {
-            "run_id": config.run_id, "family": config.family, "backbone": config.backbone,
-            "variant": config.variant, "regime": config.regime, "layout": config.layout,
-            "strategy": self.parallel.strategy, "world_size": self.parallel.world_size,
-            "mesh": f"{self.parallel.replicate}x{self.parallel.shard}", "device": self.device.type,
-            "threads": self.threads, "global_batch": config.global_batch,
-            "torch_version": str(torch.__version__), "compile": config.compile,
-            "grad_checkpoint": config.grad_checkpoint, "git_rev": git_rev(),
+            "run_id": config.run_id,
+            "family": config.family,
+            "backbone": config.backbone,
+            "variant": config.variant,
+            "regime": config.regime,
+            "layout": config.layout,
+            "strategy": self.parallel.strategy,
+            "world_size": self.parallel.world_size,
+            "mesh": f"{self.parallel.replicate}x{self.parallel.shard}",
+            "device": self.device.type,
+            "threads": self.threads,
+            "global_batch": config.global_batch,
+            "torch_version": str(torch.__version__),
+            "compile": config.compile,
+            "grad_checkpoint": config.grad_checkpoint,
+            "git_rev": git_rev(),
         }
         if self.resumed_from is not None:
             context["resumed_from"] = self.resumed_from
@@ -469,20 +559,44 @@ class Trainer:
     def metrics(self, status: str, reason: str | None = None, final: EvalResult | None = None) -> RunMetrics:
         config, budget = self.config, self.budget
         return RunMetrics(
-            status=status, run_id=config.run_id, family=config.family, backbone=config.backbone,
-            variant=config.variant, regime=config.regime, budget=config.budget,
-            loss=final.loss if final else None, loss_se=final.loss_se if final else None,
+            status=status,
+            run_id=config.run_id,
+            family=config.family,
+            backbone=config.backbone,
+            variant=config.variant,
+            regime=config.regime,
+            budget=config.budget,
+            loss=final.loss if final else None,
+            loss_se=final.loss_se if final else None,
             eval_samples=final.samples if final else None,
-            final_eval_loss=final.loss if final else None, initial_eval_loss=self.first_eval,
-            last_eval_loss=self.last_eval, epochs=self.samples / self.loader.state_dict()["samples"],
-            warnings=list(self.warnings), params=budget.params, params_total=budget.params_total,
-            flops_per_sample=budget.flops_per_sample, flops_source=budget.flops_source,
-            tokens_per_sample=budget.tokens_per_sample, global_batch=config.global_batch, steps=self.step,
-            planned_steps=budget.steps, budget_steps=budget.budget_steps, **self.counters(self.step),
-            lr=budget.lr, warmup=budget.warmup, schedule=budget.schedule.kind, strategy=self.parallel.strategy,
-            world_size=self.parallel.world_size, device=self.device.type, wall_s=self.wall_s(),
-            resumed_from=self.resumed_from, started_from=self.started_from, git_rev=git_rev(),
-            reason=reason, step=None if status == "ok" else self.step, time=self.time_record(),
+            final_eval_loss=final.loss if final else None,
+            initial_eval_loss=self.first_eval,
+            last_eval_loss=self.last_eval,
+            epochs=self.samples / self.loader.state_dict()["samples"],
+            warnings=list(self.warnings),
+            params=budget.params,
+            params_total=budget.params_total,
+            flops_per_sample=budget.flops_per_sample,
+            flops_source=budget.flops_source,
+            tokens_per_sample=budget.tokens_per_sample,
+            global_batch=config.global_batch,
+            steps=self.step,
+            planned_steps=budget.steps,
+            budget_steps=budget.budget_steps,
+            **self.counters(self.step),
+            lr=budget.lr,
+            warmup=budget.warmup,
+            schedule=budget.schedule.kind,
+            strategy=self.parallel.strategy,
+            world_size=self.parallel.world_size,
+            device=self.device.type,
+            wall_s=self.wall_s(),
+            resumed_from=self.resumed_from,
+            started_from=self.started_from,
+            git_rev=git_rev(),
+            reason=reason,
+            step=None if status == "ok" else self.step,
+            time=self.time_record(),
         )
 
     def time_record(self) -> dict[str, Any]:
@@ -513,9 +627,11 @@ class Trainer:
                 checkpoint.retire(self.config.out_dir)
                 finished_run.keep(self.config.out_dir, self.config, self.inputs, metrics.to_json())
                 se = f" +- {metrics.loss_se:.4f}" if metrics.loss_se is not None else ""
-                log(f"[{self.config.run_id}] done: {self.step} steps, eval loss {self.first_eval:.4f} -> "
+                log(
+                    f"[{self.config.run_id}] done: {self.step} steps, eval loss {self.first_eval:.4f} -> "
                     f"{metrics.loss:.4f}{se} ({metrics.eval_samples} samples), {metrics.flops:.3g} FLOPs, "
-                    f"{metrics.wall_s:.1f} s")
+                    f"{metrics.wall_s:.1f} s"
+                )
         return metrics
 
 
@@ -532,8 +648,10 @@ def finished(config: RunConfig) -> RunMetrics | None:
         return None
     if existing.get("status") == "ok" and finished_run.missing_kept(config.out_dir, config, existing.get("steps")):
         return None
-    log(f"[{config.run_id}] {path} exists (status {existing.get('status')}): the run is finished, nothing to "
-        "do; delete the run directory to train it again")
+    log(
+        f"[{config.run_id}] {path} exists (status {existing.get('status')}): the run is finished, nothing to "
+        "do; delete the run directory to train it again"
+    )
     return RunMetrics.from_json(existing)
 
 

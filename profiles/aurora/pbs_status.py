@@ -48,9 +48,7 @@ def job_record(status_dir: Path, job_id: str) -> str | None:
 def scheduler_state(job_id: str, timeout: float) -> str:
     """`active`, `gone` (unknown or finished) or `unreachable`."""
     try:
-        result = subprocess.run(
-            ["qstat", "-f", job_id], capture_output=True, text=True, timeout=timeout
-        )
+        result = subprocess.run(["qstat", "-f", job_id], capture_output=True, text=True, timeout=timeout)
     except (OSError, subprocess.TimeoutExpired):
         return "unreachable"
     if result.returncode in UNKNOWN_JOB_CODES or "Unknown Job Id" in result.stderr:

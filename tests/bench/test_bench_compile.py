@@ -11,7 +11,11 @@ def test_compile_comparison_runs_on_shards(tmp_path, capsys):
 
     build("text_image", tmp_path / "d", seed=0)
     tool = load_tool("bench_compile")
-    assert tool.main(["--data", str(tmp_path / "d"), "--backbones", "4k", "--steps", "2", "--warmup", "0",
-                      "--global-batch", "4"]) == 0
+    assert (
+        tool.main(
+            ["--data", str(tmp_path / "d"), "--backbones", "4k", "--steps", "2", "--warmup", "0", "--global-batch", "4"]
+        )
+        == 0
+    )
     out = capsys.readouterr().out
     assert "4k: compile" in out and "eager/compiled step time per pair median" in out and "|diff|" in out

@@ -14,5 +14,5 @@ def test_the_longest_chain_first_leaves_no_lone_tail():
     jobs += [Job(f"fast{i}", 10, None, 100, 10) for i in range(4)]
     assert tool.longest_chain(jobs) == 30
     assert tool.makespan(jobs, 2, "longest_chain") == 40  # the chain from the start, the fast jobs beside it
-    assert tool.makespan(jobs, 2, "by_steps") == 50       # the chain after the fast jobs: 20 s with a core idle
+    assert tool.makespan(jobs, 2, "by_steps") == 50  # the chain after the fast jobs: 20 s with a core idle
     assert tool.makespan(jobs, 1, "by_steps") == pytest.approx(70)

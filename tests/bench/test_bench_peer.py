@@ -51,7 +51,25 @@ def test_comparison_prints_a_ratio_per_backbone(capsys):
 
 def test_profile_lists_both_models_ops(capsys):
     tool = load_tool("bench_peer")
-    assert tool.main(["--backbones", "4k", "--steps", "2", "--warmup", "1", "--batch", "2", "--seq-len", "16",
-                      "--profile", "--rows", "3"]) == 0
+    assert (
+        tool.main(
+            [
+                "--backbones",
+                "4k",
+                "--steps",
+                "2",
+                "--warmup",
+                "1",
+                "--batch",
+                "2",
+                "--seq-len",
+                "16",
+                "--profile",
+                "--rows",
+                "3",
+            ]
+        )
+        == 0
+    )
     out = capsys.readouterr().out
     assert "--- 4k prism: self CPU" in out and "--- 4k llama: self CPU" in out and "aten::" in out

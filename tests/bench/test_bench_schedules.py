@@ -8,8 +8,12 @@ from .conftest import load_tool
 def test_difference_is_paired_per_seed():
     tool = load_tool("bench_schedules")
     # Seed 1 is worse for both schedules; pairing removes that from the difference.
-    runs = {("cosine", 0): {"loss": 1.00, "steps": 10}, ("wsd", 0): {"loss": 0.99, "steps": 10},
-            ("cosine", 1): {"loss": 1.20, "steps": 10}, ("wsd", 1): {"loss": 1.188, "steps": 10}}
+    runs = {
+        ("cosine", 0): {"loss": 1.00, "steps": 10},
+        ("wsd", 0): {"loss": 0.99, "steps": 10},
+        ("cosine", 1): {"loss": 1.20, "steps": 10},
+        ("wsd", 1): {"loss": 1.188, "steps": 10},
+    }
     r = tool.summarise("15k@1e11", runs, [0, 1])
     assert r["diff"] == pytest.approx(-1.0)
     assert r["se"] == pytest.approx(0.0, abs=1e-9)
@@ -19,8 +23,13 @@ def test_difference_is_paired_per_seed():
 
 def test_runs_and_logs_do_not_collide(tmp_path):
     tool = load_tool("bench_schedules")
-    dirs = {tool.run_dir(tmp_path, cell, s, seed, warmup) for cell in ("45k@2.5e11", "45k@2e12")
-            for s in tool.SCHEDULES for seed in (0, 1) for warmup in (None, 50)}
+    dirs = {
+        tool.run_dir(tmp_path, cell, s, seed, warmup)
+        for cell in ("45k@2.5e11", "45k@2e12")
+        for s in tool.SCHEDULES
+        for seed in (0, 1)
+        for warmup in (None, 50)
+    }
     assert len(dirs) == 16 and len({d.parent / f"{d.name}.log" for d in dirs}) == 16
 
 
@@ -29,8 +38,20 @@ def test_trains_both_schedules_and_reports(tmp_path, capsys):
 
     build("text_image", tmp_path / "study" / "data" / "text_image", seed=0)
     tool = load_tool("bench_schedules")
-    argv = ["--study", str(tmp_path / "study"), "--cells", "4k@5e9", "--seeds", "0,1", "--warmup", "2",
-            "--final-eval-samples", "64", "--out", str(tmp_path / "out")]
+    argv = [
+        "--study",
+        str(tmp_path / "study"),
+        "--cells",
+        "4k@5e9",
+        "--seeds",
+        "0,1",
+        "--warmup",
+        "2",
+        "--final-eval-samples",
+        "64",
+        "--out",
+        str(tmp_path / "out"),
+    ]
     assert tool.main(argv) == 0
     out = capsys.readouterr().out
     assert "| 4k@5e9 |" in out
@@ -45,8 +66,9 @@ def test_trains_both_schedules_and_reports(tmp_path, capsys):
     assert tool.main(argv[:5] + ["0"] + argv[6:] + ["--lr-scale", "2"]) == 0
     scaled = sorted((tmp_path / "out").glob("*-lr2-s0/metrics.json"))
     assert len(scaled) == 2
-    assert all(json.loads(m.read_text())["lr"] == pytest.approx(2 * default_lr(backbone_config("4k").d_model))
-               for m in scaled)
+    assert all(
+        json.loads(m.read_text())["lr"] == pytest.approx(2 * default_lr(backbone_config("4k").d_model)) for m in scaled
+    )
 
 
 def test_both_schedules_warm_up_alike_unless_told():

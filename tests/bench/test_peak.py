@@ -66,7 +66,9 @@ def test_bad_dtype_and_device():
 
 def test_refresh_never_lowers_the_peak(cache, monkeypatch):
     rates = iter([5e9, 1e9])
-    monkeypatch.setattr(peak, "measure_peak", lambda d, t, sizes=None: {"flops": (f := next(rates)), "per_size": {"8": f}})
+    monkeypatch.setattr(
+        peak, "measure_peak", lambda d, t, sizes=None: {"flops": (f := next(rates)), "per_size": {"8": f}}
+    )
     assert peak.peak_flops("cpu", "fp32") == 5e9
     rec = peak.peak_record("cpu", "fp32", refresh=True)  # measured 1e9 on a busy machine
     assert rec["flops"] == 5e9 and rec["kept_higher"] == 1e9

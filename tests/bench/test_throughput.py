@@ -6,9 +6,29 @@ from prism.bench import throughput as tp
 from prism.cli import main
 from prism.errors import PrismError
 
-SCHEMA = {"test", "model", "family", "seq_len", "batch", "samples_per_s", "tokens_per_s", "flops_per_s", "mfu",
-          "tokens_per_sample", "arithmetic_intensity", "device", "strategy", "timestamp", "git_rev",
-          "step_time_s", "step_time_min_s", "step_time_max_s", "step_time_iqr_s", "repeats", "peak_flops"}
+SCHEMA = {
+    "test",
+    "model",
+    "family",
+    "seq_len",
+    "batch",
+    "samples_per_s",
+    "tokens_per_s",
+    "flops_per_s",
+    "mfu",
+    "tokens_per_sample",
+    "arithmetic_intensity",
+    "device",
+    "strategy",
+    "timestamp",
+    "git_rev",
+    "step_time_s",
+    "step_time_min_s",
+    "step_time_max_s",
+    "step_time_iqr_s",
+    "repeats",
+    "peak_flops",
+}
 
 
 @pytest.fixture(autouse=True)

@@ -15,7 +15,6 @@ from pathlib import Path
 
 import pytest
 import yaml
-
 from workflow.wfhelpers import SNAKEMAKE, env, make_workdir, planned_run_ids, snakemake
 
 pytestmark = [pytest.mark.cluster, pytest.mark.slow]
@@ -51,8 +50,13 @@ def submitted(output: str) -> list[str]:
 
 
 def queue(client_env, states="PD,R,CG") -> list[str]:
-    out = subprocess.run(["squeue", "-h", "-t", states, "-o", "%i %t %j"], env={**env(), **client_env},
-                         capture_output=True, text=True, check=True).stdout
+    out = subprocess.run(
+        ["squeue", "-h", "-t", states, "-o", "%i %t %j"],
+        env={**env(), **client_env},
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
     return [line for line in out.splitlines() if line.strip()]
 
 
@@ -71,16 +75,19 @@ def submitted_runs(output: str) -> dict[str, str]:
 
 
 def requested_walltime(client_env, job_id: str) -> str:
-    info = subprocess.run(["qstat", "-f", job_id], env={**env(), **client_env}, capture_output=True, text=True,
-                          check=True).stdout
+    info = subprocess.run(
+        ["qstat", "-f", job_id], env={**env(), **client_env}, capture_output=True, text=True, check=True
+    ).stdout
     return re.search(r"Resource_List\.walltime = (\S+)", info).group(1)
 
 
 def test_every_training_job_goes_through_qsub(study):
     workdir, client_env = study
     planned = pbs(study, "plan_text_image").stdout
-    rows = {r["run_id"]: r for r in yaml.safe_load((workdir / "scaling-study" / "text_image" / "plan.yaml")
-                                                   .read_text())["runs"]}
+    rows = {
+        r["run_id"]: r
+        for r in yaml.safe_load((workdir / "scaling-study" / "text_image" / "plan.yaml").read_text())["runs"]
+    }
     # The longest run asks for an hour: the others for less, in proportion (a budget's runs take twice the other's).
     factor = 3600 / max(r["hours_here"] * 3600 for r in rows.values())
     out = pbs(study, "fit_text_image", "--config", f'cluster={{"walltime_factor": {factor!r}}}').stdout
@@ -91,8 +98,7 @@ def test_every_training_job_goes_through_qsub(study):
     assert "localrule train" not in out and "localcheckpoint plan" in planned and "localrule data" in planned
     records = status_records(workdir)
     assert {i: records.get(i) for i in ids} == {i: "0" for i in ids}
-    info = subprocess.run(["qstat", "-f", ids[0]], env={**env(), **client_env},
-                          capture_output=True, text=True).stdout
+    info = subprocess.run(["qstat", "-f", ids[0]], env={**env(), **client_env}, capture_output=True, text=True).stdout
     assert "prism.train" in info
     assert (workdir / "scaling-study" / "text_image" / "fit" / "e2e.json").exists()
     # Each job asked the scheduler for its own plan estimate x the factor, whole minutes, >= the floor.
@@ -107,8 +113,13 @@ def test_every_training_job_goes_through_qsub(study):
 def test_sigint_cancels_queued_jobs(study):
     workdir, client_env = study
     log = open(workdir / "sigint.log", "w")
-    proc = subprocess.Popen([SNAKEMAKE, *PBS_ARGS, "collect_text_image", "--config", MORE_BUDGETS],
-                            cwd=workdir, env={**env(), **client_env}, stdout=log, stderr=subprocess.STDOUT)
+    proc = subprocess.Popen(
+        [SNAKEMAKE, *PBS_ARGS, "collect_text_image", "--config", MORE_BUDGETS],
+        cwd=workdir,
+        env={**env(), **client_env},
+        stdout=log,
+        stderr=subprocess.STDOUT,
+    )
     try:
         # Interrupt once several jobs are in the scheduler and at least one is still waiting.
         deadline, seen = time.monotonic() + 120, []
@@ -135,8 +146,17 @@ def test_sigint_cancels_queued_jobs(study):
 def test_failing_job_is_failed_and_stops_the_workflow(study):
     workdir, _ = study
     before = status_records(workdir)
-    out = pbs(study, "collect_text_image", "--config", MORE_BUDGETS, "--retries", "0",
-              "--set-resources", "train:device='cuda'", check=False)
+    out = pbs(
+        study,
+        "collect_text_image",
+        "--config",
+        MORE_BUDGETS,
+        "--retries",
+        "0",
+        "--set-resources",
+        "train:device='cuda'",
+        check=False,
+    )
     assert out.returncode != 0
     assert "Error in rule train" in out.stdout
     new = {k: v for k, v in status_records(workdir).items() if k not in before}
@@ -152,9 +172,10 @@ def test_rerun_resubmits_only_what_is_missing(study):
     out = pbs(study, "collect_text_image", "--config", MORE_BUDGETS).stdout
     planned = planned_run_ids(workdir)
     assert len(submitted(out)) == len(planned - set(done))
-    assert {p.parent.name: p.stat().st_mtime_ns for p in runs_dir.glob("*/metrics.json") if p.parent.name in done} == done
+    assert {
+        p.parent.name: p.stat().st_mtime_ns for p in runs_dir.glob("*/metrics.json") if p.parent.name in done
+    } == done
     assert all((runs_dir / r / "metrics.json").exists() for r in planned)
-
 
 
 def test_a_job_longer_than_its_walltime_resumes_from_its_checkpoint(study):
@@ -164,11 +185,23 @@ def test_a_job_longer_than_its_walltime_resumes_from_its_checkpoint(study):
     run = "30k-BASE-e2e-C2e12"
     target = f"scaling-study/text_image/runs/{run}/metrics.json"
     # 2e12 alone, centred between 30k and 60k (N_opt = 6.5e4 at prior_k 0.046): 30k trains 13,240 steps.
-    out = pbs(study, target, "--config", "budgets=[2e12]", 'plan={"prior_k": 0.046}',
-              'cluster={"walltime": "00:01:00", "walltime_factor": 1}', "--retries", "4", timeout=1200).stdout
+    out = pbs(
+        study,
+        target,
+        "--config",
+        "budgets=[2e12]",
+        'plan={"prior_k": 0.046}',
+        'cluster={"walltime": "00:01:00", "walltime_factor": 1}',
+        "--retries",
+        "4",
+        timeout=1200,
+    ).stdout
     # Every attempt is a `rule train:` block of its own with its submission (a retry keeps its job number).
-    jobs = [re.search(r"with external jobid '([^']+)'", block).group(1) for block in out.split("rule train:")[1:]
-            if f"runs/{run}/metrics.json" in block and "with external jobid" in block]
+    jobs = [
+        re.search(r"with external jobid '([^']+)'", block).group(1)
+        for block in out.split("rule train:")[1:]
+        if f"runs/{run}/metrics.json" in block and "with external jobid" in block
+    ]
     assert len(jobs) >= 2, out[-3000:]  # stopped at least once, then resubmitted
     assert {requested_walltime(client_env, job) for job in jobs} == {"00:01:00"}
     records = status_records(workdir)

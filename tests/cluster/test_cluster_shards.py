@@ -6,7 +6,6 @@ import json
 import re
 
 import pytest
-
 from workflow.wfhelpers import make_workdir, planned_run_ids, snakemake
 
 pytestmark = [pytest.mark.cluster, pytest.mark.slow]

@@ -5,7 +5,6 @@ from __future__ import annotations
 import re
 
 import pytest
-
 from workflow.wfhelpers import make_workdir, planned_run_ids, snakemake
 
 from .test_cluster import CLUSTER, PBS_ARGS, status_records, submitted
@@ -14,8 +13,10 @@ pytestmark = [pytest.mark.cluster, pytest.mark.slow]
 
 
 def test_segments_and_branches_are_scheduler_jobs(scheduler, tmp_path_factory):
-    workdir = make_workdir(tmp_path_factory.mktemp("pbs-wsd"),
-                           {"cluster": CLUSTER, "train": {"device": "cpu", "threads": 1, "schedule": "wsd"}})
+    workdir = make_workdir(
+        tmp_path_factory.mktemp("pbs-wsd"),
+        {"cluster": CLUSTER, "train": {"device": "cpu", "threads": 1, "schedule": "wsd"}},
+    )
     client_env = {k: v for k, v in scheduler.items() if k != "folder"}
     out = snakemake(workdir, *PBS_ARGS, "collect_text_image", extra_env=client_env, timeout=1800).stdout
     ids = submitted(out)

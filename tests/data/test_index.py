@@ -53,7 +53,11 @@ def test_index_counts_every_sample_once_with_its_tokens_and_sha256(shape_dir, in
         for entry in manifest["splits"][split]["shards"]:
             assert entry["sha256"] == hashlib.sha256((shape_dir / entry["name"]).read_bytes()).hexdigest()
     assert manifest["shards_dir"] == str(shape_dir) and manifest["bad_samples"] == []
-    assert sorted(p.name for p in shape_dir.iterdir()) == ["00000.tar", "00001.tar", "00002.tar"]  # nothing written there
+    assert sorted(p.name for p in shape_dir.iterdir()) == [
+        "00000.tar",
+        "00001.tar",
+        "00002.tar",
+    ]  # nothing written there
     assert not list(out.glob("*.tar"))  # nothing copied
 
 
@@ -66,8 +70,10 @@ def test_loader_serves_the_shapes_resized_to_the_family_image(shape_dir, indexed
     batch = next(loader)
     assert batch["modality"].shape == (8, 1, 8, 8)
     for i in batch["sample_ids"].tolist()[:3]:
-        assert captions[loader.keys[i]] in bytes(t for t in batch["tokens"][list(batch["sample_ids"]).index(i)].tolist()
-                                                 if t < 256).decode()
+        assert (
+            captions[loader.keys[i]]
+            in bytes(t for t in batch["tokens"][list(batch["sample_ids"]).index(i)].tolist() if t < 256).decode()
+        )
     # Ink tells white shapes from black ones: the mean of the 8x8 image says which.
     white = [i for i, k in enumerate(loader.keys) if " white " in captions[k]]
     black = [i for i, k in enumerate(loader.keys) if " black " in captions[k]]
@@ -208,10 +214,13 @@ def test_duplicate_keys_and_bad_folders_are_refused(shape_shards, tmp_path):
         index(tmp_path / "empty", "text_image", tmp_path / "idx")
 
 
-@pytest.mark.parametrize("family, array, shape", [
-    ("text_ts", np.sin(np.linspace(0, 9, 200))[None].repeat(2, 0), (3, 64)),
-    ("text_graph", np.ones((5, 5)) - np.eye(5), (16, 16)),
-])
+@pytest.mark.parametrize(
+    "family, array, shape",
+    [
+        ("text_ts", np.sin(np.linspace(0, 9, 200))[None].repeat(2, 0), (3, 64)),
+        ("text_graph", np.ones((5, 5)) - np.eye(5), (16, 16)),
+    ],
+)
 def test_array_families_take_npy_members(tmp_path, family, array, shape):
     import webdataset as wds
 
@@ -261,6 +270,8 @@ def test_tar_reader_takes_what_tarfile_writes(fmt):
             info.size, info.mtime = len(data), 1.5 if fmt == "PAX_FORMAT" else 1
             tar.addfile(info, io.BytesIO(data))
     samples = list(iter_samples(buf.getvalue()))
-    assert [(k, sorted(m), cut) for k, m, cut in samples] == [(f"{folder}/k1", ["png", "txt"], None),
-                                                               ("k2", ["txt"], None)]
+    assert [(k, sorted(m), cut) for k, m, cut in samples] == [
+        (f"{folder}/k1", ["png", "txt"], None),
+        ("k2", ["txt"], None),
+    ]
     assert samples[0][1]["txt"] == b"one"

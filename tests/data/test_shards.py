@@ -177,8 +177,7 @@ def test_the_lm_text_is_hashed_in_the_manifest_and_verified(tmp_path, monkeypatc
     assert "passages checked" in verify(out)["lm_text"]
     # The old failure: text that is not the documentation (a planted cache) used by a build.
     real = lm_text.load_passages
-    monkeypatch.setattr(lm_text, "load_passages",
-                        lambda n: [(d, f"planted {i}") for i, (d, _) in enumerate(real(n))])
+    monkeypatch.setattr(lm_text, "load_passages", lambda n: [(d, f"planted {i}") for i, (d, _) in enumerate(real(n))])
     planted = tmp_path / "planted"
     build("text_table", planted, seed=0, lm_ratio=0.2)
     monkeypatch.setattr(lm_text, "load_passages", real)

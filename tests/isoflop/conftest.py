@@ -35,25 +35,41 @@ def chinchilla_fit(chinchilla):
     return fit_approach3(*chinchilla)
 
 
-def write_calibration(cal_dir: Path, family: str, backbone: str, variant: str, regime: str, params: float,
-                      flops_per_sample: float | None = None, tokens_per_sample: int = 64,
-                      samples_per_s: float | None = None) -> Path:
+def write_calibration(
+    cal_dir: Path,
+    family: str,
+    backbone: str,
+    variant: str,
+    regime: str,
+    params: float,
+    flops_per_sample: float | None = None,
+    tokens_per_sample: int = 64,
+    samples_per_s: float | None = None,
+) -> Path:
     """A calibration JSON with the fields `prism isoflop calibrate` writes (FLOPs per sample default: 6 N tokens)."""
     from prism.calibration import CALIBRATION_VERSION, calibration_filename
 
     fps = flops_per_sample if flops_per_sample is not None else 6.0 * params * tokens_per_sample
     record = {
         "calibration_version": CALIBRATION_VERSION,
-        "family": family, "backbone": backbone, "variant": variant, "regime": regime,
-        "seq_len": tokens_per_sample, "tokens_per_sample": tokens_per_sample,
-        "params_total": int(params * 1.5), "params_trainable": int(params),
+        "family": family,
+        "backbone": backbone,
+        "variant": variant,
+        "regime": regime,
+        "seq_len": tokens_per_sample,
+        "tokens_per_sample": tokens_per_sample,
+        "params_total": int(params * 1.5),
+        "params_trainable": int(params),
         "params_by_component": {
             "backbone": {"total": int(params), "trainable": int(params)},
             "encoder": {"total": 0, "trainable": 0},
             "projector": {"total": 0, "trainable": 0},
         },
-        "flops_per_sample": fps, "flops_6nd_per_sample": 6.0 * params * tokens_per_sample,
-        "samples_per_s": samples_per_s, "device": "cpu", "torch_version": "test",
+        "flops_per_sample": fps,
+        "flops_6nd_per_sample": 6.0 * params * tokens_per_sample,
+        "samples_per_s": samples_per_s,
+        "device": "cpu",
+        "torch_version": "test",
     }
     cal_dir.mkdir(parents=True, exist_ok=True)
     path = cal_dir / calibration_filename(family, backbone, variant, regime)

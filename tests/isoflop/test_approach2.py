@@ -95,8 +95,7 @@ def _wide(noise=0.015, seed=100, **kw):
     from prism.isoflop.records import CHINCHILLA_EPOCH
     from prism.isoflop.synthetic import undertrained_study
 
-    return undertrained_study(CHINCHILLA_EPOCH, WIDE_BUDGETS, per_budget=13, spread=1.8, noise=noise, seed=seed,
-                              **kw)
+    return undertrained_study(CHINCHILLA_EPOCH, WIDE_BUDGETS, per_budget=13, spread=1.8, noise=noise, seed=seed, **kw)
 
 
 def test_difference_noise_ignores_the_curve_and_measures_the_noise():
@@ -105,8 +104,9 @@ def test_difference_noise_ignores_the_curve_and_measures_the_noise():
     ss, n = approach2.difference_noise(x, curve)
     assert n == 10 and np.sqrt(ss / n) < 2e-3
     rng = np.random.default_rng(0)
-    est = [np.sqrt(np.divide(*approach2.difference_noise(x, curve + 0.01 * rng.standard_normal(13))))
-           for _ in range(300)]
+    est = [
+        np.sqrt(np.divide(*approach2.difference_noise(x, curve + 0.01 * rng.standard_normal(13)))) for _ in range(300)
+    ]
     assert np.sqrt(np.mean(np.square(est))) == pytest.approx(0.01, rel=0.1)
     # replicates of a size give pure error
     ss, n = approach2.difference_noise(np.array([1.0, 1.0, 2.0, 2.0]), np.array([1.0, 1.2, 3.0, 3.2]))
@@ -138,8 +138,11 @@ def test_wide_grid_lack_of_fit_is_not_noise_and_the_tail_no_longer_moves_the_ver
     assert abs(np.log10(small.n_opt) - true) < 0.5 * abs(np.log10(full.per_budget[0].n_opt) - true)
     assert small.full_n_opt == pytest.approx(full.per_budget[0].n_opt)  # kept for comparison
     # over studies, the tail's bias of a shrinks (measured: +0.02 with every size, +0.002 windowed)
-    bias = {w: np.mean([approach2.fit_approach2(*_arrays(_wide(seed=s)), window=w).n_law.exponent
-                        for s in range(10)]) - CHINCHILLA_EPOCH.a for w in ("auto", "full")}
+    bias = {
+        w: np.mean([approach2.fit_approach2(*_arrays(_wide(seed=s)), window=w).n_law.exponent for s in range(10)])
+        - CHINCHILLA_EPOCH.a
+        for w in ("auto", "full")
+    }
     assert abs(bias["auto"]) < 0.5 * abs(bias["full"]) and bias["full"] > 0.01
     # the large budgets' curves are parabolas over their grids: fitted on every size
     assert auto.per_budget[-1].window_sizes == 13 and not auto.per_budget[-1].windowed
@@ -167,8 +170,9 @@ def _drift_design(surface, drift: float, log_range: float):
     noise-free sizes a budget over +-log_range decades around N_opt, the centre drifting linearly in
     log C from 0 at the smallest budget to -drift decades at the largest."""
     budgets = [1e17, 1e18, 1e19, 1e20, 1e21]
-    recs = isoflop_study(surface, budgets, per_budget=15, spread=2 * log_range,
-                         offset=lambda c: -drift * (np.log10(c) - 17) / 4)
+    recs = isoflop_study(
+        surface, budgets, per_budget=15, spread=2 * log_range, offset=lambda c: -drift * (np.log10(c) - 17) / 4
+    )
     return _arrays(recs)
 
 
@@ -213,7 +217,10 @@ def test_a_bend_in_log_n_opt_against_log_c_is_measured():
     from prism.isoflop.fit import fit_records
     from prism.isoflop.report import fit_markdown
 
-    fit = fit_records(isoflop_study(SYMMETRIC, BUDGETS, per_budget=7, spread=1.0, noise=0.005, seed=1),
-                      method="approach2", bootstrap=0)
+    fit = fit_records(
+        isoflop_study(SYMMETRIC, BUDGETS, per_budget=7, spread=1.0, noise=0.005, seed=1),
+        method="approach2",
+        bootstrap=0,
+    )
     assert fit.approach2.curvature["dof"] == 2
     assert "A straight power law is an assumption: a quadratic term in log C adds" in fit_markdown(fit)

@@ -42,8 +42,8 @@ def test_gradient_is_exact():
     theta = np.array([6.0, 7.5, 0.6, 0.35, 0.37])
     for w in (None, weights):
         err = optimize.check_grad(
-            lambda t: approach3.objective_and_grad(t, log_n, log_d, log_l, w, 1e-3)[0],
-            lambda t: approach3.objective_and_grad(t, log_n, log_d, log_l, w, 1e-3)[1],
+            lambda t, w=w: approach3.objective_and_grad(t, log_n, log_d, log_l, w, 1e-3)[0],
+            lambda t, w=w: approach3.objective_and_grad(t, log_n, log_d, log_l, w, 1e-3)[1],
             theta,
         )
         scale = np.linalg.norm(approach3.objective_and_grad(theta, log_n, log_d, log_l, w, 1e-3)[1])
@@ -141,6 +141,10 @@ def test_a_large_huber_delta_is_least_squares():
     assert f == pytest.approx(0.5 * (r * r).sum(), rel=1e-12)
     fit = approach3.fit_approach3(n, d, loss, approach3.Approach3Options(huber_delta=10.0))
     ls = optimize.least_squares(
-        lambda t: approach3.predict_log_loss(t, np.log(n), np.log(d)) - np.log(loss), np.asarray(fit.theta),
-        xtol=1e-15, ftol=1e-15, gtol=1e-15)
+        lambda t: approach3.predict_log_loss(t, np.log(n), np.log(d)) - np.log(loss),
+        np.asarray(fit.theta),
+        xtol=1e-15,
+        ftol=1e-15,
+        gtol=1e-15,
+    )
     assert np.allclose(ls.x[3:], fit.theta[3:], atol=1e-4)

@@ -11,9 +11,23 @@ def test_writes_the_canonical_file_with_the_contract_keys(tmp_path):
     path = cal.run_calibrate("text_ts", "30k", "W2X", "projector_only", device="cpu", calibration_dir=tmp_path)
     assert path == tmp_path / "text_ts__30k__W2X__projector_only.json"
     rec = json.loads(path.read_text())
-    for key in ("family", "backbone", "variant", "regime", "seq_len", "params_total", "params_trainable",
-                "params_by_component", "tokens_per_sample", "flops_per_sample", "flops_6nd_per_sample",
-                "samples_per_s", "device", "torch_version", "calibration_version"):
+    for key in (
+        "family",
+        "backbone",
+        "variant",
+        "regime",
+        "seq_len",
+        "params_total",
+        "params_trainable",
+        "params_by_component",
+        "tokens_per_sample",
+        "flops_per_sample",
+        "flops_6nd_per_sample",
+        "samples_per_s",
+        "device",
+        "torch_version",
+        "calibration_version",
+    ):
         assert key in rec, key
     assert rec["samples_per_s"] is None and rec["tokens_per_sample"] == rec["seq_len"] == 64
     comp = rec["params_by_component"]
@@ -47,7 +61,9 @@ def test_measure_throughput_on_a_small_model():
 
     before = torch.get_num_threads()
     try:
-        rec = cal.calibrate("text_image", "30k", "BASE", "e2e", device="cpu", measure_throughput=True, batch_size=4, steps=1, threads=1)
+        rec = cal.calibrate(
+            "text_image", "30k", "BASE", "e2e", device="cpu", measure_throughput=True, batch_size=4, steps=1, threads=1
+        )
     finally:
         torch.set_num_threads(before)
     assert rec["samples_per_s"] > 0 and rec["throughput"]["batch_size"] == 4 and rec["throughput"]["threads"] == 1

@@ -69,8 +69,7 @@ def test_excluded_runs_listed_in_the_report_with_status_and_reason(tmp_path):
         w.writerows(rows)
     fit = fit_csv(tmp_path / "runs.csv", tmp_path / "f.json", tmp_path / "f.md", bootstrap=0, method="approach2")
     why = {e.run_id: e.kind for e in fit.exclusions}
-    assert why == {recs[0].run_id: "status", recs[1].run_id: "status", "dup-run": "duplicate",
-                   recs[9].run_id: "budget"}
+    assert why == {recs[0].run_id: "status", recs[1].run_id: "status", "dup-run": "duplicate", recs[9].run_id: "budget"}
     md = (tmp_path / "f.md").read_text()
     assert "## Excluded runs" in md
     for run_id in why:
@@ -89,8 +88,12 @@ def test_noise_is_combined_robustly_and_the_fallback_is_relative():
     assert 0.002 < quiet < 0.008
     # one budget 20x noisier does not set every budget's noise (the pooled std would be ~9x)
     rng = np.random.default_rng(1)
-    loud = [RunRecord(r.run_id, r.params, r.tokens, r.loss + (0.08 * rng.standard_normal() if r.budget == 1e19 else 0),
-                      r.budget) for r in recs]
+    loud = [
+        RunRecord(
+            r.run_id, r.params, r.tokens, r.loss + (0.08 * rng.standard_normal() if r.budget == 1e19 else 0), r.budget
+        )
+        for r in recs
+    ]
     fit = fit_records(loud, method="approach2", bootstrap=0, outlier_threshold=0)
     assert fit.diagnostics.noise < 2.5 * quiet
     # 3 runs per budget: no residuals; the assumed noise scales with the loss, never a fixed 0.012
@@ -111,8 +114,10 @@ def test_an_outlier_budget_does_not_flip_the_verdict():
     clean = fit_records(recs, method="approach2", bootstrap=50)
     assert clean.verdict.identifiable, clean.verdict.reasons
     hit = [i for i, r in enumerate(recs) if r.budget == 1e19][1:3]
-    bad = [RunRecord(r.run_id, r.params, r.tokens, r.loss + (0.15 if i in hit else 0.0), r.budget)
-           for i, r in enumerate(recs)]
+    bad = [
+        RunRecord(r.run_id, r.params, r.tokens, r.loss + (0.15 if i in hit else 0.0), r.budget)
+        for i, r in enumerate(recs)
+    ]
     fit = fit_records(bad, method="approach2", bootstrap=50)
     assert fit.verdict.identifiable, fit.verdict.reasons
     assert sorted(e.run_id for e in fit.exclusions) == sorted(recs[i].run_id for i in hit)
@@ -130,8 +135,10 @@ def test_published_chinchilla_with_its_outlying_runs_is_identifiable():
     0.012, as without those rows, and the verdict is the one the cleaned data give."""
     with (DATA / "isoflops_public.csv").open() as fh:
         rows = [r for r in csv.DictReader(fh) if r["experiment"] == "epochai_chinchilla__massivetext__chinchilla"]
-    recs = [RunRecord(f"row{i}", float(r["params"]), float(r["tokens"]), float(r["loss"]), float(r["budget"]))
-            for i, r in enumerate(rows)]
+    recs = [
+        RunRecord(f"row{i}", float(r["params"]), float(r["tokens"]), float(r["loss"]), float(r["budget"]))
+        for i, r in enumerate(rows)
+    ]
     fit = fit_records(recs, method="approach2", bootstrap=100)
     fitted = [f for f in fit.approach2.per_budget if f.coef is not None]
     pooled = np.sqrt(sum(f.residual_ss for f in fitted) / sum(f.n_points - 3 for f in fitted))

@@ -15,25 +15,58 @@ from prism.errors import PrismError
 from prism.isoflop.collect import CollectOptions, collect
 
 
-def make_run(root, run_id, losses, status="ok", finished=True, budget=1e12, params=1e5, extra_lines=(),
-             metrics_text=None, inputs=None, metrics_extra=None):
+def make_run(
+    root,
+    run_id,
+    losses,
+    status="ok",
+    finished=True,
+    budget=1e12,
+    params=1e5,
+    extra_lines=(),
+    metrics_text=None,
+    inputs=None,
+    metrics_extra=None,
+):
     """A run directory as prism.train writes it (config.yaml, eval.jsonl, metrics.json)."""
     backbone, variant, regime, _ = run_id.split("-")
     d = root / run_id
     (d / "checkpoints").mkdir(parents=True)
-    cfg = {"family": "text_image", "backbone": backbone, "variant": variant, "regime": regime, "budget": budget,
-           "data": "shards", "out": str(d), "resolved": {"run_id": run_id, "params": params, "params_total": 2 * params,
-                        "inputs": inputs or {}}}
+    cfg = {
+        "family": "text_image",
+        "backbone": backbone,
+        "variant": variant,
+        "regime": regime,
+        "budget": budget,
+        "data": "shards",
+        "out": str(d),
+        "resolved": {"run_id": run_id, "params": params, "params_total": 2 * params, "inputs": inputs or {}},
+    }
     (d / "config.yaml").write_text(yaml.safe_dump(cfg))
-    rows = [json.dumps({"step": 10 * i, "samples": 320 * i, "tokens": 20480 * i, "flops": 1e10 * i, "loss": v,
-                        "run_id": run_id}) for i, v in enumerate(losses)]
+    rows = [
+        json.dumps(
+            {"step": 10 * i, "samples": 320 * i, "tokens": 20480 * i, "flops": 1e10 * i, "loss": v, "run_id": run_id}
+        )
+        for i, v in enumerate(losses)
+    ]
     (d / "eval.jsonl").write_text("\n".join([*rows, *extra_lines]) + "\n")
     if finished:
-        metrics = {"status": status, "run_id": run_id, "family": "text_image", "backbone": backbone,
-                   "variant": variant, "regime": regime, "budget": budget,
-                   "final_eval_loss": losses[-1] if status == "ok" else None, "params": params,
-                   "params_total": 2 * params, "steps": 10 * (len(losses) - 1), "samples": 320 * len(losses),
-                   "tokens": 3.0e6, "flops": 0.999 * budget}
+        metrics = {
+            "status": status,
+            "run_id": run_id,
+            "family": "text_image",
+            "backbone": backbone,
+            "variant": variant,
+            "regime": regime,
+            "budget": budget,
+            "final_eval_loss": losses[-1] if status == "ok" else None,
+            "params": params,
+            "params_total": 2 * params,
+            "steps": 10 * (len(losses) - 1),
+            "samples": 320 * len(losses),
+            "tokens": 3.0e6,
+            "flops": 0.999 * budget,
+        }
         if status == "collapsed":
             metrics.update(reason="loss is nan", step=30)
         metrics.update(metrics_extra or {})
@@ -70,8 +103,22 @@ def test_rows_for_every_state(tmp_path, capsys):
     err = capsys.readouterr().err
     assert "run 500k-BASE-e2e-C1e12: eval.jsonl line 5" in err and "line 4" in err
     header = next(csv.reader(open(out)))
-    assert header[:14] == ["run_id", "family", "backbone", "variant", "regime", "budget", "flops", "params",
-                           "params_total", "tokens", "loss", "loss_std", "n_evals", "status"]
+    assert header[:14] == [
+        "run_id",
+        "family",
+        "backbone",
+        "variant",
+        "regime",
+        "budget",
+        "flops",
+        "params",
+        "params_total",
+        "tokens",
+        "loss",
+        "loss_std",
+        "n_evals",
+        "status",
+    ]
 
 
 def test_collected_csv_feeds_the_fit_only_ok_runs(tmp_path):
@@ -85,7 +132,9 @@ def test_collected_csv_feeds_the_fit_only_ok_runs(tmp_path):
     loaded = load_runs(tmp_path / "runs.csv", family="text_image", regime="e2e")
     assert [r.run_id for r in loaded.records] == ["30k-BASE-e2e-C1e12"]
     assert loaded.excluded_status == {"collapsed": [3], "incomplete": [4]} or set(loaded.excluded_status) == {
-        "collapsed", "incomplete"}
+        "collapsed",
+        "incomplete",
+    }
 
 
 def test_up_to_date_csv_is_left_untouched_unless_forced(tmp_path, capsys):
@@ -129,15 +178,27 @@ def _study(tmp_path, run_ids):
         backbone, variant, regime, budget = rid.split("-")
         record = {"family": "text_image", "backbone": backbone, "variant": variant, "regime": regime, "x": 1}
         (cal / f"text_image__{backbone}__{variant}__{regime}.json").write_text(json.dumps(record))
-        rows.append({"run_id": rid, "family": "text_image", "backbone": backbone, "variant": variant,
-                     "regime": regime, "budget": float(budget[1:]), "params": 1e5, "hours_here": 0.01})
+        rows.append(
+            {
+                "run_id": rid,
+                "family": "text_image",
+                "backbone": backbone,
+                "variant": variant,
+                "regime": regime,
+                "budget": float(budget[1:]),
+                "params": 1e5,
+                "hours_here": 0.01,
+            }
+        )
     plan = tmp_path / "plan.yaml"
     plan.write_text(yaml.safe_dump({"calibration_dir": str(cal), "runs": rows}))
     digests = {
         "data_manifest": hashlib.sha256((data / "manifest.json").read_bytes()).hexdigest(),
-        "calibration": hashlib.sha256(json.dumps(
-            {"family": "text_image", "backbone": "30k", "variant": "BASE", "regime": "e2e", "x": 1},
-            sort_keys=True).encode()).hexdigest(),
+        "calibration": hashlib.sha256(
+            json.dumps(
+                {"family": "text_image", "backbone": "30k", "variant": "BASE", "regime": "e2e", "x": 1}, sort_keys=True
+            ).encode()
+        ).hexdigest(),
     }
     return plan, data, cal, digests
 
@@ -148,16 +209,23 @@ def test_plan_true_collect_lists_unplanned_and_retrained_runs_as_stale(tmp_path)
     planned = ["30k-BASE-e2e-C1e12", "30k-BASE-e2e-C2e12", "30k-BASE-e2e-C3e12"]
     plan, data, cal, digests = _study(tmp_path, planned)
     root = tmp_path / "runs"
-    make_run(root, planned[0], [3.0, 2.5], inputs=digests,
-             metrics_extra={"loss": 2.45, "loss_se": 0.01, "epochs": 0.5, "warnings": ["loss spike"],
-                            "wall_s": 30.0})
+    make_run(
+        root,
+        planned[0],
+        [3.0, 2.5],
+        inputs=digests,
+        metrics_extra={"loss": 2.45, "loss_se": 0.01, "epochs": 0.5, "warnings": ["loss spike"], "wall_s": 30.0},
+    )
     make_run(root, planned[1], [3.0, 2.6], budget=2e12, inputs={**digests, "data_manifest": "other"})
     make_run(root, "30k-BASE-e2e-C9e12", [3.0, 2.4], budget=9e12, inputs=digests)  # a removed budget
     text = collect(root, tmp_path / "runs.csv", plan=plan, data=data)
     rows = read(tmp_path / "runs.csv")
     assert rows[planned[0]]["status"] == "ok"
     assert (rows[planned[0]]["loss_se"], rows[planned[0]]["epochs"], rows[planned[0]]["warnings"]) == (
-        "0.01", "0.5", "loss spike")
+        "0.01",
+        "0.5",
+        "loss spike",
+    )
     assert float(rows[planned[0]]["loss"]) == 2.45  # the run's recorded loss at the budget
     assert float(rows[planned[0]]["wall_s"]) == 30.0 and float(rows[planned[0]]["est_wall_s"]) == pytest.approx(36)
     assert rows[planned[1]]["status"] == "stale" and "other data" in rows[planned[1]]["note"]
@@ -169,12 +237,12 @@ def test_plan_true_collect_lists_unplanned_and_retrained_runs_as_stale(tmp_path)
     collect(root, tmp_path / "runs.csv", plan=plan, data=data)
     assert read(tmp_path / "runs.csv")[planned[0]]["status"] == "stale"
     # stale rows are never fitted
-    (cal / "text_image__30k__BASE__e2e.json").write_text(json.dumps(
-        {"family": "text_image", "backbone": "30k", "variant": "BASE", "regime": "e2e", "x": 1}))
+    (cal / "text_image__30k__BASE__e2e.json").write_text(
+        json.dumps({"family": "text_image", "backbone": "30k", "variant": "BASE", "regime": "e2e", "x": 1})
+    )
     collect(root, tmp_path / "runs.csv", plan=plan, data=data)
     loaded = load_runs(tmp_path / "runs.csv")
-    assert [r.run_id for r in loaded.records] == [planned[0]] and set(loaded.excluded_status) == {
-        "stale", "incomplete"}
+    assert [r.run_id for r in loaded.records] == [planned[0]] and set(loaded.excluded_status) == {"stale", "incomplete"}
 
 
 def test_missing_new_columns_read_as_empty(tmp_path):

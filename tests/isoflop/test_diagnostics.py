@@ -57,8 +57,10 @@ def test_size_offsets_are_reported_and_survive_the_json():
     assert "## Sizes across budgets" in md and "| s5-BASE-e2e |" in md
     from prism.isoflop.summary import fit_lines
 
-    assert any(line.startswith("  sizes off their curves at every budget") and "s5-BASE-e2e +0." in line
-               for line in fit_lines(fit))
+    assert any(
+        line.startswith("  sizes off their curves at every budget") and "s5-BASE-e2e +0." in line
+        for line in fit_lines(fit)
+    )
     # A fit JSON from before the field still reads (no offsets, no section).
     del data["diagnostics"]["size_offsets"]
     assert "## Sizes across budgets" not in fit_markdown(data)

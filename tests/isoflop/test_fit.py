@@ -11,8 +11,8 @@ import pytest
 from prism.cli import main
 from prism.errors import PrismError
 from prism.isoflop.fit import fit_csv, fit_records
-from prism.isoflop.result import FitResult
 from prism.isoflop.records import RunRecord, Surface
+from prism.isoflop.result import FitResult
 from prism.isoflop.synthetic import isoflop_study, write_csv
 
 SYMMETRIC = Surface(E=1.8, A=480.0, B=2000.0, alpha=0.35, beta=0.35)
@@ -23,8 +23,9 @@ DATA = Path(__file__).resolve().parents[1] / "data" / "scaling"
 
 def _fit_cli(tmp_path, csv_path, *extra):
     out_json, out_md = tmp_path / "fit.json", tmp_path / "fit.md"
-    rc = main(["isoflop", "fit", "--csv", str(csv_path), "--output-json", str(out_json),
-               "--output-md", str(out_md), *extra])
+    rc = main(
+        ["isoflop", "fit", "--csv", str(csv_path), "--output-json", str(out_json), "--output-md", str(out_md), *extra]
+    )
     return rc, out_json, out_md
 
 
@@ -145,7 +146,9 @@ def test_status_other_than_ok_is_excluded(tmp_path):
     fit = fit_csv(tmp_path / "r.csv", tmp_path / "f.json", tmp_path / "f.md", bootstrap=0, method="approach2")
     assert fit.input["excluded_status"]["collapsed"]["count"] == 1
     assert {(e.run_id, e.reason) for e in fit.exclusions} == {
-        (recs[0].run_id, "status collapsed"), (recs[1].run_id, "status incomplete")}
+        (recs[0].run_id, "status collapsed"),
+        (recs[1].run_id, "status incomplete"),
+    }
     md = (tmp_path / "f.md").read_text()
     assert f"| {recs[0].run_id} |" in md and "status collapsed" in md
 
@@ -155,11 +158,19 @@ def test_filters_need_their_column_and_filter_rows(tmp_path):
     write_csv(recs, tmp_path / "r.csv")
     with pytest.raises(PrismError, match="no 'family' column"):
         fit_csv(tmp_path / "r.csv", tmp_path / "f.json", tmp_path / "f.md", family="text_image")
-    rows = [[r.params, r.tokens, r.loss, r.budget, "text_image" if i % 2 else "text_ts", "e2e"]
-            for i, r in enumerate(recs)]
+    rows = [
+        [r.params, r.tokens, r.loss, r.budget, "text_image" if i % 2 else "text_ts", "e2e"] for i, r in enumerate(recs)
+    ]
     _write_rows(tmp_path / "g.csv", ["params", "tokens", "loss", "flops", "family", "regime"], rows)
-    fit = fit_csv(tmp_path / "g.csv", tmp_path / "f.json", tmp_path / "f.md", family="text_ts",
-                  regime="e2e", bootstrap=0, method="approach2")
+    fit = fit_csv(
+        tmp_path / "g.csv",
+        tmp_path / "f.json",
+        tmp_path / "f.md",
+        family="text_ts",
+        regime="e2e",
+        bootstrap=0,
+        method="approach2",
+    )
     assert fit.input["filtered_out"] == len(recs) // 2
     assert fit.input["budget_source"] == "flops"
 
@@ -178,11 +189,17 @@ def test_nothing_fittable_exits_nonzero_and_writes_nothing(tmp_path, capsys):
 def test_isoflops_public_chinchilla_approach2(tmp_path):
     """The published Chinchilla IsoFLOP points (Epoch extraction, 9 budgets), QC outliers excluded."""
     with (DATA / "isoflops_public.csv").open() as fh:
-        rows = [r for r in csv.DictReader(fh) if r["experiment"] == "epochai_chinchilla__massivetext__chinchilla"
-                and r["outlier"] == "False"]
+        rows = [
+            r
+            for r in csv.DictReader(fh)
+            if r["experiment"] == "epochai_chinchilla__massivetext__chinchilla" and r["outlier"] == "False"
+        ]
     assert len(rows) > 60
-    _write_rows(tmp_path / "c.csv", ["params", "tokens", "loss", "budget"],
-                [[r["params"], r["tokens"], r["loss"], r["budget"]] for r in rows])
+    _write_rows(
+        tmp_path / "c.csv",
+        ["params", "tokens", "loss", "budget"],
+        [[r["params"], r["tokens"], r["loss"], r["budget"]] for r in rows],
+    )
     fit = fit_csv(tmp_path / "c.csv", tmp_path / "f.json", tmp_path / "f.md", method="approach2", bootstrap=200)
     # Hoffmann et al.'s Approach 2: a = 0.49 (10th-90th percentile 0.462-0.534)
     assert 0.45 < fit.approach2.a < 0.56
@@ -228,9 +245,12 @@ def test_json_round_trip_and_old_shape_readable(tmp_path):
     # readers of the first shape still find their keys
     assert data["diagnostics"]["identifiable"] is fit.verdict.identifiable
     assert data["approach3"]["converged"] is True and data["approach2"]["a_ci"]
-    old = {"method": "both", "approach2": {"a": 0.5, "k": 0.1, "a_ci": [0.4, 0.6], "per_budget": []},
-           "approach3": {"converged": False, "reason": "x"},
-           "diagnostics": {"identifiable": False, "reasons": ["r"], "noise": 0.01, "a_interval": [0.4, 0.6]}}
+    old = {
+        "method": "both",
+        "approach2": {"a": 0.5, "k": 0.1, "a_ci": [0.4, 0.6], "per_budget": []},
+        "approach3": {"converged": False, "reason": "x"},
+        "diagnostics": {"identifiable": False, "reasons": ["r"], "noise": 0.01, "a_interval": [0.4, 0.6]},
+    }
     parsed = FitResult.from_json(old)
     assert parsed.verdict.reasons == ["r"] and parsed.verdict.interval == (0.4, 0.6)
     assert parsed.approach2.a == 0.5 and parsed.approach3.fitted is False
@@ -244,20 +264,27 @@ def test_agreeing_approaches_rest_on_the_more_precise_and_disagreeing_ones_say_s
     assert out["agree"] and out["rests_on"] == "approach2"
     assert out["interval"] == pytest.approx((0.50, 0.522))  # stretched to hold a2 - bias
     assert diagnostics.combine((0.40, 0.60), (0.50, 0.52), agree)["rests_on"] == "approach3"
-    assert not diagnostics.combine((0.50, 0.52), (0.40, 0.44), {"difference": 0.09,
-                                                                "approach2_bias_expected": 0.0})["agree"]
+    assert not diagnostics.combine((0.50, 0.52), (0.40, 0.44), {"difference": 0.09, "approach2_bias_expected": 0.0})[
+        "agree"
+    ]
     # end to end: a narrow-grid study where both agree rests on the narrower interval and says which
-    fit = fit_records(isoflop_study(SYMMETRIC, BUDGETS, per_budget=7, spread=1.0, noise=0.005, seed=2),
-                      bootstrap=100)
+    fit = fit_records(isoflop_study(SYMMETRIC, BUDGETS, per_budget=7, spread=1.0, noise=0.005, seed=2), bootstrap=100)
     a2, a3 = fit.approach2.a_ci, fit.approach3.a_ci
     assert fit.verdict.rests_on in ("approach2", "approach3")
     assert fit.verdict.interval[1] - fit.verdict.interval[0] <= max(a2[1] - a2[0], a3[1] - a3[0])
     assert "the narrower" in fit.verdict.interval_source and "agrees with it" in fit.verdict.interval_source
     assert fit.a() == (fit.approach2.a if fit.verdict.rests_on == "approach2" else fit.approach3.a)
     # a disagreement beyond the method bias reaches the verdict's reasons, and the interval spans both
-    bad = diagnostics.verdict("both", fit.approach2.per_budget, fit.diagnostics.noise, (0.30, 0.32), fit.approach3,
-                              "x", n_runs=35, agreement={"difference": 0.31 - fit.approach3.a,
-                                                         "approach2_bias_expected": 0.0})
+    bad = diagnostics.verdict(
+        "both",
+        fit.approach2.per_budget,
+        fit.diagnostics.noise,
+        (0.30, 0.32),
+        fit.approach3,
+        "x",
+        n_runs=35,
+        agreement={"difference": 0.31 - fit.approach3.a, "approach2_bias_expected": 0.0},
+    )
     assert bad.rests_on == "envelope" and bad.interval[0] == 0.30
     assert any("disagree beyond Approach 2's expected method bias" in r for r in bad.reasons)
 
@@ -265,8 +292,10 @@ def test_agreeing_approaches_rest_on_the_more_precise_and_disagreeing_ones_say_s
 def test_a_vanished_budget_and_an_empty_fit_name_their_reasons(tmp_path, capsys):
     recs = isoflop_study(SYMMETRIC, BUDGETS, per_budget=5, spread=1.0, noise=0.005, seed=1)
     # every run of 4.373448e17 labelled with a budget its FLOPs are not
-    wrong = [RunRecord(f"w{i}", r.params, r.tokens, r.loss, 4.373448e17)
-             for i, r in enumerate(isoflop_study(SYMMETRIC, [8.746896e17], per_budget=5, spread=1.0))]
+    wrong = [
+        RunRecord(f"w{i}", r.params, r.tokens, r.loss, 4.373448e17)
+        for i, r in enumerate(isoflop_study(SYMMETRIC, [8.746896e17], per_budget=5, spread=1.0))
+    ]
     fit = fit_records(recs + wrong, method="approach2", bootstrap=0)
     (gone,) = [r for r in fit.verdict.reasons if "vanished" in r]
     assert gone.startswith("budget 4.37e17 vanished: all 5 of its runs were excluded (5 by budget, e.g. w0: ")
@@ -275,18 +304,19 @@ def test_a_vanished_budget_and_an_empty_fit_name_their_reasons(tmp_path, capsys)
 
 
 def test_approach2_report_describes_no_approach3_and_noise_free_data_no_noise():
-    from prism.isoflop.report import fit_markdown
-
     from prism.isoflop.records import CHINCHILLA_EPOCH
+    from prism.isoflop.report import fit_markdown
     from prism.isoflop.synthetic import undertrained_study
 
-    md = fit_markdown(fit_records(isoflop_study(SYMMETRIC, BUDGETS, per_budget=7, spread=1.0), method="approach2",
-                                  bootstrap=0))
+    md = fit_markdown(
+        fit_records(isoflop_study(SYMMETRIC, BUDGETS, per_budget=7, spread=1.0), method="approach2", bootstrap=0)
+    )
     assert "Approach 3" not in md and "Huber" not in md
     assert "## Approach 2: lack of fit and noise per budget" in md
     # noise-free wide grids with a tail: the misfit (0.0015 through every size) is not called noise
-    fit = fit_records(undertrained_study(CHINCHILLA_EPOCH, [1e18, 3e18, 1e19, 3e19, 1e20, 3e20]),
-                      method="approach2", bootstrap=0)
+    fit = fit_records(
+        undertrained_study(CHINCHILLA_EPOCH, [1e18, 3e18, 1e19, 3e19, 1e20, 3e20]), method="approach2", bootstrap=0
+    )
     md = fit_markdown(fit)
     assert fit.diagnostics.noise < 3e-4 and "Noise: 0.1" not in md
     small = fit.approach2.per_budget[0]

@@ -76,8 +76,14 @@ def test_method_approach3_uses_approach3s_interval_and_needs_no_budgets():
     assert lo - 0.02 < SYMMETRIC.a < hi + 0.02
 
 
-SIX_ROWS = [(49696, 33792, 3.0636), (86032, 18944, 3.1305), (151552, 10752, 3.3373),
-            (49696, 67584, 3.1088), (86032, 37888, 3.2375), (151552, 21504, 3.2653)]
+SIX_ROWS = [
+    (49696, 33792, 3.0636),
+    (86032, 18944, 3.1305),
+    (151552, 10752, 3.3373),
+    (49696, 67584, 3.1088),
+    (86032, 37888, 3.2375),
+    (151552, 21504, 3.2653),
+]
 
 
 def test_six_valid_runs_never_crash_the_fit(tmp_path, capsys):
@@ -90,8 +96,20 @@ def test_six_valid_runs_never_crash_the_fit(tmp_path, capsys):
         for i, (n, d, loss) in enumerate(SIX_ROWS):
             w.writerow([f"r{i}", n, d, loss, 1e10 if i < 3 else 2e10, "ok"])
     out_json, out_md = tmp_path / "fit.json", tmp_path / "fit.md"
-    rc = main(["isoflop", "fit", "--csv", str(tmp_path / "runs.csv"), "--output-json", str(out_json),
-               "--output-md", str(out_md), "--bootstrap", "20"])
+    rc = main(
+        [
+            "isoflop",
+            "fit",
+            "--csv",
+            str(tmp_path / "runs.csv"),
+            "--output-json",
+            str(out_json),
+            "--output-md",
+            str(out_md),
+            "--bootstrap",
+            "20",
+        ]
+    )
     assert rc == 0, capsys.readouterr().err
     data = json.loads(out_json.read_text())
     a3 = data["approach3"]
@@ -114,8 +132,25 @@ def test_huber_delta_is_an_option_named_in_the_report(tmp_path):
     assert "delta 10 (least squares in effect)" in md
     assert json.loads((tmp_path / "f.json").read_text())["huber_delta"] == 10.0
     # the CLI flag exists, defaults to 1e-3, and refuses nonsense
-    assert main(["isoflop", "fit", "--csv", str(tmp_path / "runs.csv"), "--output-json", str(tmp_path / "g.json"),
-                 "--output-md", str(tmp_path / "g.md"), "--bootstrap", "0", "--huber-delta", "-1"]) == 2
+    assert (
+        main(
+            [
+                "isoflop",
+                "fit",
+                "--csv",
+                str(tmp_path / "runs.csv"),
+                "--output-json",
+                str(tmp_path / "g.json"),
+                "--output-md",
+                str(tmp_path / "g.md"),
+                "--bootstrap",
+                "0",
+                "--huber-delta",
+                "-1",
+            ]
+        )
+        == 2
+    )
 
 
 def test_published_llama3_interval_covers_the_minima_scatter():
@@ -127,8 +162,10 @@ def test_published_llama3_interval_covers_the_minima_scatter():
     data = Path(__file__).resolve().parents[1] / "data" / "scaling" / "isoflops_public.csv"
     with data.open() as fh:
         rows = [r for r in csv.DictReader(fh) if r["experiment"] == "llama_3__raw_loss" and r["outlier"] == "False"]
-    recs = [RunRecord(f"row{i}", float(r["params"]), float(r["tokens"]), float(r["loss"]), float(r["budget"]))
-            for i, r in enumerate(rows)]
+    recs = [
+        RunRecord(f"row{i}", float(r["params"]), float(r["tokens"]), float(r["loss"]), float(r["budget"]))
+        for i, r in enumerate(rows)
+    ]
     fit = fit_records(recs, method="approach2", bootstrap=200)
     a2 = fit.approach2
     reg, boot = a2.a_ci_regression, a2.a_ci_bootstrap
@@ -141,8 +178,9 @@ def _wide_study(seed: int, noise: float = 0.015):
     from prism.isoflop.records import CHINCHILLA_EPOCH
     from prism.isoflop.synthetic import undertrained_study
 
-    return undertrained_study(CHINCHILLA_EPOCH, [1e18, 3e18, 1e19, 3e19, 1e20, 3e20], per_budget=13, spread=1.8,
-                              noise=noise, seed=seed)
+    return undertrained_study(
+        CHINCHILLA_EPOCH, [1e18, 3e18, 1e19, 3e19, 1e20, 3e20], per_budget=13, spread=1.8, noise=noise, seed=seed
+    )
 
 
 def test_wide_grid_noise_is_the_runs_and_the_study_is_identifiable_as_a_narrow_one():
@@ -154,8 +192,9 @@ def test_wide_grid_noise_is_the_runs_and_the_study_is_identifiable_as_a_narrow_o
     for seed in range(8):
         fit = fit_records(_wide_study(seed), method="approach2", bootstrap=0)
         ratios.append(fit.diagnostics.noise / 0.015)
-        narrow = isoflop_study(CHINCHILLA_EPOCH, [1e18, 3e18, 1e19, 3e19, 1e20, 3e20], per_budget=13, spread=0.9,
-                               noise=0.015, seed=seed)
+        narrow = isoflop_study(
+            CHINCHILLA_EPOCH, [1e18, 3e18, 1e19, 3e19, 1e20, 3e20], per_budget=13, spread=0.9, noise=0.015, seed=seed
+        )
         assert fit.verdict.identifiable == fit_records(narrow, method="approach2", bootstrap=0).verdict.identifiable
         assert fit.verdict.identifiable, fit.verdict.reasons
         assert not fit.exclusions  # the tail is not read as outliers

@@ -82,13 +82,38 @@ def test_only_e2e_spreads_n_by_backbones():
 def test_the_cli_takes_sizes_per_budget(tmp_path, capsys):
     from prism.cli import main
 
-    options = PlanOptions(sizes_per_budget=5, prior_a=0.53, prior_k=0.0258, window=0.42, global_batch=32,
-                          min_steps=100, simulations=20)
+    options = PlanOptions(
+        sizes_per_budget=5, prior_a=0.53, prior_k=0.0258, window=0.42, global_batch=32, min_steps=100, simulations=20
+    )
     names = union(rule_sizes("text_image", [1e12], options))
     _calibrate(tmp_path, "text_image", names)
-    rc = main(["isoflop", "plan", "--family", "text_image", "--budgets", "1e12", "--calibration-dir", str(tmp_path),
-               "--sizes-per-budget", "5", "--prior-a", "0.53", "--prior-k", "0.0258", "--window", "0.42",
-               "--global-batch", "32", "--min-steps", "100", "--simulations", "20", "--dry-run"])
+    rc = main(
+        [
+            "isoflop",
+            "plan",
+            "--family",
+            "text_image",
+            "--budgets",
+            "1e12",
+            "--calibration-dir",
+            str(tmp_path),
+            "--sizes-per-budget",
+            "5",
+            "--prior-a",
+            "0.53",
+            "--prior-k",
+            "0.0258",
+            "--window",
+            "0.42",
+            "--global-batch",
+            "32",
+            "--min-steps",
+            "100",
+            "--simulations",
+            "20",
+            "--dry-run",
+        ]
+    )
     assert rc == 0
     out = capsys.readouterr().out
     assert len(names) >= 5 and all(f"{name}-BASE-e2e-C1e12" in out for name in names)
@@ -99,10 +124,25 @@ def test_a_budget_left_short_by_its_drops_is_named():
     from prism.isoflop.records import PlanRow
 
     def row(backbone, budget):
-        return PlanRow(run_id=f"{backbone}-BASE-e2e-C{budget:g}", family="text_image", backbone=backbone,
-                       variant="BASE", regime="e2e", budget=budget, params=1e4, params_total=1e4,
-                       flops_per_sample=1e6, tokens_per_sample=64, global_batch=32, samples=3200, steps=100,
-                       tokens=2e5, flops=budget, hours_here=None, node_hours=None)
+        return PlanRow(
+            run_id=f"{backbone}-BASE-e2e-C{budget:g}",
+            family="text_image",
+            backbone=backbone,
+            variant="BASE",
+            regime="e2e",
+            budget=budget,
+            params=1e4,
+            params_total=1e4,
+            flops_per_sample=1e6,
+            tokens_per_sample=64,
+            global_batch=32,
+            samples=3200,
+            steps=100,
+            tokens=2e5,
+            flops=budget,
+            hours_here=None,
+            node_hours=None,
+        )
 
     rows = [row(f"n{m}e3", 1e12) for m in (11, 13, 16, 18, 22)] + [row(f"n{m}e3", 2e12) for m in (11, 13)]
     lines = short_budgets_text(rows, [1e12, 2e12], 5)

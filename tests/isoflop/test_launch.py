@@ -20,15 +20,46 @@ def plan_path(tmp_path):
     for name, n in {"30k": 5e4, "60k": 1.2e5, "120k": 2.5e5}.items():
         write_calibration(cal, "text_image", name, "BASE", "e2e", n)
     out = tmp_path / "study" / "plan.yaml"
-    assert main(["isoflop", "plan", "--family", "text_image", "--budgets", "1e12", "--calibration-dir", str(cal),
-                 "--simulations", "20", "--allow-undetermined", "--out", str(out)]) == 0
+    assert (
+        main(
+            [
+                "isoflop",
+                "plan",
+                "--family",
+                "text_image",
+                "--budgets",
+                "1e12",
+                "--calibration-dir",
+                str(cal),
+                "--simulations",
+                "20",
+                "--allow-undetermined",
+                "--out",
+                str(out),
+            ]
+        )
+        == 0
+    )
     return out
 
 
 def test_dry_run_prints_commands_and_writes_nothing(plan_path, tmp_path, capsys):
     ledger = tmp_path / "ledger.csv"
-    rc = main(["isoflop", "launch", "--plan", str(plan_path), "--launcher", "local", "--ledger", str(ledger),
-               "--data", "shards", "--dry-run"])
+    rc = main(
+        [
+            "isoflop",
+            "launch",
+            "--plan",
+            str(plan_path),
+            "--launcher",
+            "local",
+            "--ledger",
+            str(ledger),
+            "--data",
+            "shards",
+            "--dry-run",
+        ]
+    )
     out = capsys.readouterr().out
     assert rc == 0 and not ledger.exists()
     assert "prism train --family text_image --backbone 30k --variant BASE --regime e2e --budget 1e12" in out
@@ -50,7 +81,9 @@ def test_runs_warm_up_over_half_the_plans_min_steps(plan_path, tmp_path):
 def test_local_runs_and_ledger(plan_path, tmp_path, monkeypatch):
     import prism.isoflop.launch
 
-    monkeypatch.setattr(prism.isoflop.launch, "render", lambda launcher, run, **kw: f"echo {run.run_id}; test {run.global_batch} -gt 0")
+    monkeypatch.setattr(
+        prism.isoflop.launch, "render", lambda launcher, run, **kw: f"echo {run.run_id}; test {run.global_batch} -gt 0"
+    )
     ledger = tmp_path / "ledger.csv"
     results = launch_plan(plan_path, "local", ledger, "shards", echo=lambda *a: None)
     assert {r["state"] for r in results} == {"finished"}
@@ -75,7 +108,9 @@ def test_aurora_submits_job_bodies_with_qsub(plan_path, tmp_path, monkeypatch):
     qsub.write_text("#!/bin/sh\necho 4242.pbs-server\n")
     qsub.chmod(qsub.stat().st_mode | stat.S_IEXEC)
     monkeypatch.setenv("PATH", f"{bindir}{os.pathsep}{os.environ['PATH']}")
-    monkeypatch.setattr(prism.isoflop.launch, "render", lambda launcher, run, **kw: f"#!/bin/bash\n#PBS -N {run.run_id}\n")
+    monkeypatch.setattr(
+        prism.isoflop.launch, "render", lambda launcher, run, **kw: f"#!/bin/bash\n#PBS -N {run.run_id}\n"
+    )
     ledger = tmp_path / "ledger.csv"
     results = launch_plan(plan_path, "aurora", ledger, "shards", echo=lambda *a: None)
     assert all(r["state"] == "submitted" and r["job_id"] == "4242.pbs-server" for r in results)
@@ -84,6 +119,18 @@ def test_aurora_submits_job_bodies_with_qsub(plan_path, tmp_path, monkeypatch):
 
 
 def test_missing_plan_is_a_clear_error(tmp_path, capsys):
-    rc = main(["isoflop", "launch", "--plan", str(tmp_path / "none.yaml"), "--launcher", "local",
-               "--ledger", str(tmp_path / "l.csv"), "--data", "d"])
+    rc = main(
+        [
+            "isoflop",
+            "launch",
+            "--plan",
+            str(tmp_path / "none.yaml"),
+            "--launcher",
+            "local",
+            "--ledger",
+            str(tmp_path / "l.csv"),
+            "--data",
+            "d",
+        ]
+    )
     assert rc == 2 and "no such file" in capsys.readouterr().err

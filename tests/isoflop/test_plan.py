@@ -11,7 +11,7 @@ import yaml
 from prism.cli import main
 from prism.errors import PrismError
 from prism.ids import RUN_ID_RE, run_id
-from prism.isoflop.plan import Centre, Candidate, make_plan, parse_budgets, plan_budget
+from prism.isoflop.plan import Candidate, Centre, make_plan, parse_budgets, plan_budget
 
 from .conftest import write_calibration
 
@@ -114,15 +114,45 @@ def test_centre_from_previous_fit_and_existing_plan(ladder, tmp_path):
 
 def test_cli_writes_plan_yaml_and_csv(ladder, tmp_path, capsys):
     out = tmp_path / "text_image" / "plan.yaml"
-    rc = main(["isoflop", "plan", "--family", "text_image", "--budgets", "1e12,1e13", "--calibration-dir",
-               str(ladder), "--scaling-study-dir", str(tmp_path), "--simulations", "50", "--allow-undetermined",
-               "--out", str(out)])
+    rc = main(
+        [
+            "isoflop",
+            "plan",
+            "--family",
+            "text_image",
+            "--budgets",
+            "1e12,1e13",
+            "--calibration-dir",
+            str(ladder),
+            "--scaling-study-dir",
+            str(tmp_path),
+            "--simulations",
+            "50",
+            "--allow-undetermined",
+            "--out",
+            str(out),
+        ]
+    )
     assert rc == 0
     plan = yaml.safe_load(out.read_text())
     assert {"family", "regime", "budgets", "runs", "dropped", "forecast"} <= set(plan)
-    assert set(plan["runs"][0]) >= {"run_id", "family", "backbone", "variant", "regime", "budget", "params",
-                                    "params_total", "flops_per_sample", "global_batch", "samples", "steps",
-                                    "tokens", "hours_here", "node_hours"}
+    assert set(plan["runs"][0]) >= {
+        "run_id",
+        "family",
+        "backbone",
+        "variant",
+        "regime",
+        "budget",
+        "params",
+        "params_total",
+        "flops_per_sample",
+        "global_batch",
+        "samples",
+        "steps",
+        "tokens",
+        "hours_here",
+        "node_hours",
+    }
     lines = (out.with_suffix(".csv")).read_text().splitlines()
     assert lines[0].startswith("run_id,") and len(lines) == len(plan["runs"]) + 1
     assert "Identifiability forecast" in capsys.readouterr().out
@@ -134,9 +164,29 @@ def test_dry_run_writes_nothing_and_forecasts_small_n_spread(tmp_path, capsys):
     for variant, n in {"BASE": 1.00e5, "W2X": 1.05e5, "W4X": 1.15e5, "D2X": 1.08e5, "D4X": 1.12e5}.items():
         write_calibration(cal, "text_image", "120k", variant, "e2e", n)
     out = tmp_path / "plan.yaml"
-    rc = main(["isoflop", "plan", "--family", "text_image", "--budgets", "1e12,3e12", "--calibration-dir", str(cal),
-               "--scaling-study-dir", str(tmp_path), "--dry-run", "--out", str(out), "--prior-k", "0.1",
-               "--window", "1.0", "--simulations", "100"])
+    rc = main(
+        [
+            "isoflop",
+            "plan",
+            "--family",
+            "text_image",
+            "--budgets",
+            "1e12,3e12",
+            "--calibration-dir",
+            str(cal),
+            "--scaling-study-dir",
+            str(tmp_path),
+            "--dry-run",
+            "--out",
+            str(out),
+            "--prior-k",
+            "0.1",
+            "--window",
+            "1.0",
+            "--simulations",
+            "100",
+        ]
+    )
     text = capsys.readouterr().out
     assert rc == 0 and not out.exists() and not out.with_suffix(".csv").exists()
     assert "UNDETERMINED" in text and "N spread 0.06 decades at 1e12" in text and "add a larger backbone" in text
@@ -201,8 +251,27 @@ def test_the_workflows_plan_is_the_written_plan(ladder, tmp_path):
 
     options = PlanOptions(window=0.5, prior_k=0.1, min_steps=50, simulations=20)
     out = tmp_path / "plan.yaml"
-    rc = main(["isoflop", "plan", "--family", "text_image", "--budgets", "1e12,1e13", "--calibration-dir", str(ladder),
-               "--window", "0.5", "--prior-k", "0.1", "--simulations", "20", "--allow-undetermined", "--out", str(out)])
+    rc = main(
+        [
+            "isoflop",
+            "plan",
+            "--family",
+            "text_image",
+            "--budgets",
+            "1e12,1e13",
+            "--calibration-dir",
+            str(ladder),
+            "--window",
+            "0.5",
+            "--prior-k",
+            "0.1",
+            "--simulations",
+            "20",
+            "--allow-undetermined",
+            "--out",
+            str(out),
+        ]
+    )
     assert rc == 0
     written = yaml.safe_load(out.read_text())["runs"]
     computed = plan_runs("text_image", [1e12, 1e13], ladder, options, regime="e2e")
@@ -215,8 +284,24 @@ def test_cost_columns_and_their_sources(ladder, capsys):
         assert r["node_hours"] == pytest.approx(r["flops"] / 5e14 / 3600)
     assert "MFU 0.5" in plan["cost"]["node_hours_source"]
     assert plan["cost"]["node_hours_total"] == pytest.approx(sum(r["node_hours"] for r in plan["runs"]))
-    assert main(["isoflop", "plan", "--family", "text_image", "--budgets", "1e12", "--calibration-dir", str(ladder),
-                 "--simulations", "20", "--dry-run"]) == 0
+    assert (
+        main(
+            [
+                "isoflop",
+                "plan",
+                "--family",
+                "text_image",
+                "--budgets",
+                "1e12",
+                "--calibration-dir",
+                str(ladder),
+                "--simulations",
+                "20",
+                "--dry-run",
+            ]
+        )
+        == 0
+    )
     text = capsys.readouterr().out
     assert "time here" in text and "cluster: unknown [not estimated" in text
 
@@ -244,9 +329,11 @@ def test_the_plan_records_both_schedules_costs(ladder):
     plan = _plan(ladder, [1e12, 2e12, 4e12, 8e12], window=0.6)
     costs = plan["schedules"]
     assert costs["n_runs"] == len(plan["runs"]) and costs["cosine_flops"] == pytest.approx(
-        sum(r["flops"] for r in plan["runs"]))
+        sum(r["flops"] for r in plan["runs"])
+    )
     assert 0 < costs["wsd_flops"] < costs["cosine_flops"] and costs["ratio"] == pytest.approx(
-        costs["wsd_flops"] / costs["cosine_flops"])
+        costs["wsd_flops"] / costs["cosine_flops"]
+    )
     assert costs["cooldown_fraction"] == 0.2 and costs["cosine_hours"] > costs["wsd_hours"] > 0
 
 
@@ -266,16 +353,36 @@ def _determining_prior(study):
     from prism.isoflop.forecast import prior_surface
 
     study.mkdir(exist_ok=True)
-    fit = {"diagnostics": {"identifiable": True},
-           "approach3": {"converged": True, "a": 0.5, "k": 0.3, **asdict(prior_surface(0.5, 0.3))}}
+    fit = {
+        "diagnostics": {"identifiable": True},
+        "approach3": {"converged": True, "a": 0.5, "k": 0.3, **asdict(prior_surface(0.5, 0.3))},
+    }
     (study / "prior.json").write_text(json.dumps(fit))
 
 
 def _plan_cli(ladder, tmp_path, budgets, *extra):
     out = tmp_path / "study" / "plan.yaml"
-    rc = main(["isoflop", "plan", "--family", "text_image", "--budgets", budgets, "--calibration-dir", str(ladder),
-               "--scaling-study-dir", str(tmp_path / "study"), "--simulations", "50", "--noise", "0.012",
-               "--out", str(out), *extra])
+    rc = main(
+        [
+            "isoflop",
+            "plan",
+            "--family",
+            "text_image",
+            "--budgets",
+            budgets,
+            "--calibration-dir",
+            str(ladder),
+            "--scaling-study-dir",
+            str(tmp_path / "study"),
+            "--simulations",
+            "50",
+            "--noise",
+            "0.012",
+            "--out",
+            str(out),
+            *extra,
+        ]
+    )
     return rc, out
 
 
@@ -292,8 +399,11 @@ def test_an_undetermined_plan_stops_with_one_line_and_writes_nothing(ladder, tmp
     rc, out = _plan_cli(ladder, tmp_path, "1e12,1e13", "--allow-undetermined")
     last = capsys.readouterr().out.strip().splitlines()[-1]
     assert rc == 0 and out.exists()
-    assert re.fullmatch(r"plan text_image: \d+ runs on 2 of 2 budget\(s\), \S+ FLOPs, time here [0-9.]+ (s|min|h), "
-                        r"node-hours unknown, forecast UNDETERMINED .*; trained anyway \(plan.allow_undetermined\)", last)
+    assert re.fullmatch(
+        r"plan text_image: \d+ runs on 2 of 2 budget\(s\), \S+ FLOPs, time here [0-9.]+ (s|min|h), "
+        r"node-hours unknown, forecast UNDETERMINED .*; trained anyway \(plan.allow_undetermined\)",
+        last,
+    )
 
 
 def test_a_refused_budget_stops_the_plan_naming_the_budget_and_the_fix(ladder, tmp_path, capsys):

@@ -34,8 +34,23 @@ def test_cli_writes_three_pngs(tmp_path, study):
     write_csv(recs, tmp_path / "runs.csv")
     (tmp_path / "fit.json").write_text(json.dumps(fit.to_json()))
     outdir = tmp_path / "plots"
-    assert main(["isoflop", "plot", "--csv", str(tmp_path / "runs.csv"), "--fit-json", str(tmp_path / "fit.json"),
-                 "--outdir", str(outdir), "--dpi", "60"]) == 0
+    assert (
+        main(
+            [
+                "isoflop",
+                "plot",
+                "--csv",
+                str(tmp_path / "runs.csv"),
+                "--fit-json",
+                str(tmp_path / "fit.json"),
+                "--outdir",
+                str(outdir),
+                "--dpi",
+                "60",
+            ]
+        )
+        == 0
+    )
     for name in ("isoflop_curves.png", "scaling_laws.png", "approach3_fit.png"):
         w, h = _png_size(outdir / name)
         assert w > 100 and h > 100
@@ -82,10 +97,13 @@ def _labels_overlap(fig, ax) -> list[tuple[str, str]]:
     fig.canvas.draw()
     renderer = fig.canvas.get_renderer()
     lo, hi = ax.get_xlim()
-    shown = [t for t in ax.xaxis.get_majorticklabels() + ax.xaxis.get_minorticklabels()
-             if t.get_visible() and t.get_text() and lo <= t.get_position()[0] <= hi]
+    shown = [
+        t
+        for t in ax.xaxis.get_majorticklabels() + ax.xaxis.get_minorticklabels()
+        if t.get_visible() and t.get_text() and lo <= t.get_position()[0] <= hi
+    ]
     boxes = [(t.get_text(), t.get_window_extent(renderer)) for t in shown]
-    return [(a, b) for i, (a, ba) in enumerate(boxes) for b, bb in boxes[i + 1:] if ba.overlaps(bb)]
+    return [(a, b) for i, (a, ba) in enumerate(boxes) for b, bb in boxes[i + 1 :] if ba.overlaps(bb)]
 
 
 def test_power_law_tick_labels_do_not_overlap():
@@ -161,11 +179,22 @@ def test_training_curves_one_panel_per_budget_legend_outside(tmp_path):
         for i, size in enumerate(("30k", "60k", "120k")):
             run = tmp_path / "runs" / f"{size}-C{budget:g}"
             run.mkdir(parents=True)
-            (run / "eval.jsonl").write_text("".join(json.dumps({"flops": budget * f, "loss": 5 - f - 0.1 * i}) + "\n"
-                                                    for f in (0.1, 0.5, 1.0)))
-            rows.append({"run_id": run.name, "family": "text_image", "backbone": size, "variant": "BASE",
-                         "regime": "e2e", "budget": budget, "params": 3e4 * 2**i,
-                         "status": "collapsed" if (budget, size) == (1e10, "30k") else "ok", "run_dir": str(run)})
+            (run / "eval.jsonl").write_text(
+                "".join(json.dumps({"flops": budget * f, "loss": 5 - f - 0.1 * i}) + "\n" for f in (0.1, 0.5, 1.0))
+            )
+            rows.append(
+                {
+                    "run_id": run.name,
+                    "family": "text_image",
+                    "backbone": size,
+                    "variant": "BASE",
+                    "regime": "e2e",
+                    "budget": budget,
+                    "params": 3e4 * 2**i,
+                    "status": "collapsed" if (budget, size) == (1e10, "30k") else "ok",
+                    "run_dir": str(run),
+                }
+            )
     with (tmp_path / "runs.csv").open("w", newline="") as fh:
         writer = csv.DictWriter(fh, fieldnames=list(rows[0]))
         writer.writeheader()
@@ -173,7 +202,12 @@ def test_training_curves_one_panel_per_budget_legend_outside(tmp_path):
     fig = figure_training_curves(tmp_path / "runs.csv", family="text_image", regime="e2e")
     panels = [ax for ax in fig.axes if ax.get_visible()]
     assert [ax.get_title().split(" FLOPs")[0] for ax in panels] == [
-        "C = 1e10", "C = 2e10", "C = 4e10", "C = 8e10", "C = 1.6e11"]
+        "C = 1e10",
+        "C = 2e10",
+        "C = 4e10",
+        "C = 8e10",
+        "C = 1.6e11",
+    ]
     assert all(len([ln for ln in ax.lines if ln.get_linestyle() in ("-", "--")]) == 3 for ax in panels)
     assert [ln.get_linestyle() for ln in panels[0].lines if ln.get_linestyle() in ("-", "--")].count("--") == 1
     fig.canvas.draw()

@@ -38,14 +38,21 @@ def write_run(run_dir: Path, steps: int, logged: list[tuple[int, float]], metric
 def study(tmp_path) -> Path:
     family = tmp_path / "scaling-study" / "text_image"
     family.mkdir(parents=True)
-    runs = [{"run_id": r, "budget": b, "steps": s, "flops": f, "hours_here": h, "family": "text_image"}
-            for r, b, s, f, h in PLAN_RUNS]
-    (family / "plan.yaml").write_text(yaml.safe_dump({"family": "text_image", "regime": "e2e", "runs": runs,
-                                                      "cost": {"node_hours_total": 2.5}}))
+    runs = [
+        {"run_id": r, "budget": b, "steps": s, "flops": f, "hours_here": h, "family": "text_image"}
+        for r, b, s, f, h in PLAN_RUNS
+    ]
+    (family / "plan.yaml").write_text(
+        yaml.safe_dump({"family": "text_image", "regime": "e2e", "runs": runs, "cost": {"node_hours_total": 2.5}})
+    )
     root = family / "runs"
     # done: its measured wall time is twice the plan's 36 s estimate
-    write_run(root / "30k-BASE-e2e-C1e10", 40, [(1, 5.4), (40, 3.1)],
-              {"status": "ok", "steps": 40, "loss": 3.05, "flops": 1e10, "wall_s": 72.0})
+    write_run(
+        root / "30k-BASE-e2e-C1e10",
+        40,
+        [(1, 5.4), (40, 3.1)],
+        {"status": "ok", "steps": 40, "loss": 3.05, "flops": 1e10, "wall_s": 72.0},
+    )
     # killed at step 10 an hour ago: no metrics.json, no trainer
     killed = root / "60k-BASE-e2e-C1e10"
     write_run(killed, 20, [(1, 5.5), (10, 4.2)])

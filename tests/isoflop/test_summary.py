@@ -8,6 +8,7 @@ import json
 from prism.cli import main
 from prism.isoflop.summary import markdown_html, summarize
 
+
 def real_fit(tmp_path) -> dict:
     """A fit JSON as `prism isoflop fit` writes it: a noisy synthetic study on Chinchilla's surface."""
     from prism.isoflop.fit import FitOptions, fit_csv
@@ -26,16 +27,35 @@ def make_study(tmp_path):
     (family / "fit" / "e2e.json").write_text(json.dumps(real_fit(tmp_path)))
     (family / "fit" / "e2e.md").write_text("# Fit\n\nVerdict **NOT**.\n\n| a | b |\n|---|---|\n| 1 | `2` |\n\n- x\n")
     rows = []
-    for i, (rid, status, note) in enumerate([("30k-BASE-e2e-C1e12", "ok", ""), ("60k-BASE-e2e-C1e12", "collapsed",
-                                             "loss is nan"), ("60k-BASE-e2e-C9e12", "stale", "not in the plan")]):
+    for i, (rid, status, note) in enumerate(
+        [
+            ("30k-BASE-e2e-C1e12", "ok", ""),
+            ("60k-BASE-e2e-C1e12", "collapsed", "loss is nan"),
+            ("60k-BASE-e2e-C9e12", "stale", "not in the plan"),
+        ]
+    ):
         run = family / "runs" / rid
         run.mkdir(parents=True)
-        (run / "eval.jsonl").write_text("\n".join(json.dumps({"flops": f, "loss": 5 - i - f / 1e12})
-                                                  for f in (1e10, 1e11, 1e12)) + "\nbroken\n")
-        rows.append({"run_id": rid, "family": "text_image", "backbone": rid.split("-")[0], "variant": "BASE",
-                     "regime": "e2e", "budget": 1e12 if "C1e12" in rid else 9e12, "params": 3e4 * (i + 1),
-                     "status": status, "note": note, "warnings": "", "wall_s": "60", "est_wall_s": "30",
-                     "run_dir": str(run)})
+        (run / "eval.jsonl").write_text(
+            "\n".join(json.dumps({"flops": f, "loss": 5 - i - f / 1e12}) for f in (1e10, 1e11, 1e12)) + "\nbroken\n"
+        )
+        rows.append(
+            {
+                "run_id": rid,
+                "family": "text_image",
+                "backbone": rid.split("-")[0],
+                "variant": "BASE",
+                "regime": "e2e",
+                "budget": 1e12 if "C1e12" in rid else 9e12,
+                "params": 3e4 * (i + 1),
+                "status": status,
+                "note": note,
+                "warnings": "",
+                "wall_s": "60",
+                "est_wall_s": "30",
+                "run_dir": str(run),
+            }
+        )
     with (family / "runs.csv").open("w", newline="") as fh:
         w = csv.DictWriter(fh, fieldnames=list(rows[0]))
         w.writeheader()
@@ -78,16 +98,25 @@ def test_training_curves_figure(tmp_path):
     family = make_study(tmp_path)
     flops, losses = read_curve(family / "runs" / "30k-BASE-e2e-C1e12")
     assert flops == [1e10, 1e11, 1e12] and len(losses) == 3  # the broken line is skipped
-    path = plot_training_curves(family / "runs.csv", family / "plots", family / "fit" / "e2e.json",
-                                "text_image", "e2e", dpi=50)
+    path = plot_training_curves(
+        family / "runs.csv", family / "plots", family / "fit" / "e2e.json", "text_image", "e2e", dpi=50
+    )
     assert path.name == "training_curves.png" and path.read_bytes()[:4] == b"\x89PNG"
     assert not list((family / "plots").glob("*.tmp*"))
 
 
 def test_summary_gives_the_studys_training_flops_per_second_against_the_peak(tmp_path):
     family = make_study(tmp_path)
-    record = {"started_at": 100.0, "ended_at": 160.0, "wall_s": 60.0, "startup_s": 6.0, "step_s": 48.0,
-              "eval_s": 6.0, "trained_flops": 3e12, "peak_flops": 1e11}
+    record = {
+        "started_at": 100.0,
+        "ended_at": 160.0,
+        "wall_s": 60.0,
+        "startup_s": 6.0,
+        "step_s": 48.0,
+        "eval_s": 6.0,
+        "trained_flops": 3e12,
+        "peak_flops": 1e11,
+    }
     (family / "runs" / "30k-BASE-e2e-C1e12" / "metrics.json").write_text(json.dumps({"time": record}))
     segment = family / "stable" / "30k-BASE-e2e-T0" / "to-500"
     segment.mkdir(parents=True)

@@ -8,24 +8,38 @@ from prism.errors import PrismError
 from prism.isoflop.records import PlanRow
 from prism.isoflop.trajectories import (
     plan_trajectories,
+    plan_warmup,
     saving,
     saving_text,
     trajectories,
-    plan_warmup,
 )
 from prism.train.schedule import Schedule
 
 FPS = 1000.0
 
 
-def row(backbone: str, budget: float, batch: int = 8, variant: str = "BASE", fps: float = FPS,
-        hours: float | None = None) -> PlanRow:
+def row(
+    backbone: str, budget: float, batch: int = 8, variant: str = "BASE", fps: float = FPS, hours: float | None = None
+) -> PlanRow:
     steps = round(budget / (fps * batch))
     return PlanRow(
-        run_id=f"{backbone}-{variant}-e2e-C{budget:g}".replace("+", ""), family="text_image", backbone=backbone,
-        variant=variant, regime="e2e", budget=budget, params=1e5, params_total=2e5, flops_per_sample=fps,
-        tokens_per_sample=64, global_batch=batch, samples=steps * batch, steps=steps, tokens=steps * batch * 64,
-        flops=steps * batch * fps, hours_here=None if hours is None else 2 * hours, node_hours=hours,
+        run_id=f"{backbone}-{variant}-e2e-C{budget:g}".replace("+", ""),
+        family="text_image",
+        backbone=backbone,
+        variant=variant,
+        regime="e2e",
+        budget=budget,
+        params=1e5,
+        params_total=2e5,
+        flops_per_sample=fps,
+        tokens_per_sample=64,
+        global_batch=batch,
+        samples=steps * batch,
+        steps=steps,
+        tokens=steps * batch * 64,
+        flops=steps * batch * fps,
+        hours_here=None if hours is None else 2 * hours,
+        node_hours=hours,
     )
 
 
@@ -106,8 +120,10 @@ def test_saving_text_and_plan_mapping():
     runs = [row("30k", 8e5), row("30k", 1.6e6)]
     text = saving_text(runs, min_steps=10)
     assert "30k-BASE-e2e-B8" in text and "80/100 160/200" in text and "of cosine" in text
-    plan = {"runs": [{k: v for k, v in r.to_json().items() if k not in ("hours_here", "node_hours")} for r in runs],
-            "min_steps": 10}  # an older plan.yaml without the cost fields
+    plan = {
+        "runs": [{k: v for k, v in r.to_json().items() if k not in ("hours_here", "node_hours")} for r in runs],
+        "min_steps": 10,
+    }  # an older plan.yaml without the cost fields
     assert plan_trajectories(plan)[0].warmup == 5
     assert "not plannable" in saving_text([row("30k", 8e4)], min_steps=50)
 

@@ -14,10 +14,33 @@ from prism.launch import render
 from prism.launch.aurora import CPU_BIND, render_aurora
 from prism.train.config import RunConfig
 
-RUN = RunConfig(family="text_image", backbone="30k", variant="BASE", regime="e2e", budget=3e11,
-                data="/data/shards dir", out="runs/30k-BASE-e2e-C3e11", strategy="hsdp", seed=2)
-FLAGS = ["--family", "text_image", "--backbone", "30k", "--variant", "BASE", "--regime", "e2e",
-         "--budget", "3e11", "--data", "/data/shards dir", "--out", "runs/30k-BASE-e2e-C3e11"]
+RUN = RunConfig(
+    family="text_image",
+    backbone="30k",
+    variant="BASE",
+    regime="e2e",
+    budget=3e11,
+    data="/data/shards dir",
+    out="runs/30k-BASE-e2e-C3e11",
+    strategy="hsdp",
+    seed=2,
+)
+FLAGS = [
+    "--family",
+    "text_image",
+    "--backbone",
+    "30k",
+    "--variant",
+    "BASE",
+    "--regime",
+    "e2e",
+    "--budget",
+    "3e11",
+    "--data",
+    "/data/shards dir",
+    "--out",
+    "runs/30k-BASE-e2e-C3e11",
+]
 
 
 def test_local_is_the_prism_train_command_with_non_default_settings():
@@ -39,8 +62,11 @@ def test_rendered_command_round_trips_to_the_same_run_config():
 
     argv = shlex.split(render("local", RUN))[1:]
     args = vars(build_parser().parse_args(argv))
-    flags = {k: v for k, v in args.items() if k not in ("func", "group", "verb", "launcher", "nodes",
-                                                        "procs_per_node", "storage", "dry_run", "config")}
+    flags = {
+        k: v
+        for k, v in args.items()
+        if k not in ("func", "group", "verb", "launcher", "nodes", "procs_per_node", "storage", "dry_run", "config")
+    }
     assert merge(None, flags) == RUN
 
 
@@ -51,19 +77,33 @@ def test_aurora_daos_body(tmp_path):
     assert "#PBS -l filesystems=flare:daos_user_fs" in lines
     assert "cd '/lus/flare/projects/p x' || exit 2" in lines
     assert "module load frameworks || exit 2" in lines and "source /home/u/venv/bin/activate || exit 2" in lines
-    for var in ("CCL_PROCESS_LAUNCHER=pmix", "CCL_ATL_TRANSPORT=mpi", "CCL_KVS_MODE=mpi",
-                "FI_MR_CACHE_MONITOR=userfaultfd"):
+    for var in (
+        "CCL_PROCESS_LAUNCHER=pmix",
+        "CCL_ATL_TRANSPORT=mpi",
+        "CCL_KVS_MODE=mpi",
+        "FI_MR_CACHE_MONITOR=userfaultfd",
+    ):
         assert f"export {var}" in lines
     assert 'export MASTER_ADDR=$(head -n 1 "$PBS_NODEFILE")' in lines
     assert 'NNODES=$(wc -l < "$PBS_NODEFILE")' in lines
     mpiexec = next(line for line in lines if line.startswith("mpiexec"))
-    assert mpiexec.startswith(f"mpiexec -n 24 --ppn 12 --cpu-bind={CPU_BIND} --no-vni "
-                              "--env LD_PRELOAD=/usr/lib64/libpil4dfs.so python -m prism train ")
+    assert mpiexec.startswith(
+        f"mpiexec -n 24 --ppn 12 --cpu-bind={CPU_BIND} --no-vni "
+        "--env LD_PRELOAD=/usr/lib64/libpil4dfs.so python -m prism train "
+    )
     assert ' --data "$PRISM_DATA" ' in mpiexec  # the staged copy inside the container
     assert "PRISM_DATA=/tmp/${DAOS_POOL}/${DAOS_CONT}/prism/'data/shards dir'" in lines
-    order = [next(i for i, line in enumerate(lines) if key in line)
-             for key in ("module load daos", "trap 'clean-dfuse.sh", "launch-dfuse.sh", "PRISM_DATA=", "mpiexec",
-                         "status=$?")]
+    order = [
+        next(i for i, line in enumerate(lines) if key in line)
+        for key in (
+            "module load daos",
+            "trap 'clean-dfuse.sh",
+            "launch-dfuse.sh",
+            "PRISM_DATA=",
+            "mpiexec",
+            "status=$?",
+        )
+    ]
     assert order == sorted(order), "trap before mount, mount before staging and training, status recorded after"
     assert lines[-1] == "exit $status"
 
@@ -98,8 +138,13 @@ def test_aurora_body_is_valid_bash_stages_once_and_unmounts_on_failure(tmp_path,
     run = RunConfig(**{**RUN.to_dict(), "data": "data/text_image"})
     script = tmp_path / "job.sh"
     script.write_text(render_aurora(run, nodes=2, storage="daos", workdir=str(tmp_path), venv=""))
-    env = {"PATH": f"{bin_dir}:/usr/bin:/bin", "PBS_NODEFILE": str(nodefile), "DAOS_POOL": daos_pool,
-           "DAOS_CONT": "cont", "PBS_JOBID": "1.pbs"}
+    env = {
+        "PATH": f"{bin_dir}:/usr/bin:/bin",
+        "PBS_NODEFILE": str(nodefile),
+        "DAOS_POOL": daos_pool,
+        "DAOS_CONT": "cont",
+        "PBS_JOBID": "1.pbs",
+    }
     res = subprocess.run(["bash", str(script)], env=env, capture_output=True, text=True)
     assert res.returncode == 7
     calls = log.read_text().splitlines()
@@ -137,9 +182,26 @@ def test_multi_rank_launch_needs_a_strategy():
 
 
 def test_cli_dry_run_prints_the_job_body():
-    res = subprocess.run([sys.executable, "-m", "prism", "train", *FLAGS, "--strategy", "hsdp", "--launcher",
-                          "aurora", "--nodes", "2", "--storage", "daos", "--dry-run"],
-                         capture_output=True, text=True)
+    res = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "prism",
+            "train",
+            *FLAGS,
+            "--strategy",
+            "hsdp",
+            "--launcher",
+            "aurora",
+            "--nodes",
+            "2",
+            "--storage",
+            "daos",
+            "--dry-run",
+        ],
+        capture_output=True,
+        text=True,
+    )
     assert res.returncode == 0, res.stderr
     assert "mpiexec -n 24 --ppn 12" in res.stdout and "--no-vni" in res.stdout
     assert "launch-dfuse.sh" in res.stdout and "clean-dfuse.sh" in res.stdout and CPU_BIND in res.stdout
@@ -148,14 +210,18 @@ def test_cli_dry_run_prints_the_job_body():
 def test_cli_config_file_and_flags_render_identically(tmp_path):
     path = tmp_path / "run.yaml"
     RUN.to_yaml(path)
+
     def dry(*args):
-        res = subprocess.run([sys.executable, "-m", "prism", "train", *args, "--dry-run"], capture_output=True,
-                             text=True)
+        res = subprocess.run(
+            [sys.executable, "-m", "prism", "train", *args, "--dry-run"], capture_output=True, text=True
+        )
         assert res.returncode == 0, res.stderr
         return res.stdout
+
     assert dry("--config", str(path)) == dry(*FLAGS, "--strategy", "hsdp", "--seed", "2")
     assert "--seed 9" in dry("--config", str(path), "--seed", "9")
     path.write_text(path.read_text() + "nodes: 2\n")
-    res = subprocess.run([sys.executable, "-m", "prism", "train", "--config", str(path), "--dry-run"],
-                         capture_output=True, text=True)
+    res = subprocess.run(
+        [sys.executable, "-m", "prism", "train", "--config", str(path), "--dry-run"], capture_output=True, text=True
+    )
     assert res.returncode == 2 and "unknown key 'nodes'" in res.stderr and "Traceback" not in res.stderr

@@ -18,10 +18,10 @@ def test_walltime_text_round_trips_and_rejects_nonsense():
 
 def test_request_is_the_estimate_times_the_factor_in_whole_minutes_within_floor_and_cap():
     assert requested_seconds(1000, 2, "00:10:00", "02:00:00") == 34 * 60  # 2000 s -> 34 min
-    assert requested_seconds(30, 2, "00:10:00", "02:00:00") == 600        # the floor
-    assert requested_seconds(3000, 2, "00:10:00", "01:00:00") == 3600      # the cap
-    assert requested_seconds(None, 2, "00:10:00", "01:00:00") == 3600      # no estimate: the cap
-    assert requested_seconds(61, 1, "00:01:00", "01:00:00") == 120         # rounded up, never down
+    assert requested_seconds(30, 2, "00:10:00", "02:00:00") == 600  # the floor
+    assert requested_seconds(3000, 2, "00:10:00", "01:00:00") == 3600  # the cap
+    assert requested_seconds(None, 2, "00:10:00", "01:00:00") == 3600  # no estimate: the cap
+    assert requested_seconds(61, 1, "00:01:00", "01:00:00") == 120  # rounded up, never down
 
 
 def test_estimate_prefers_the_clusters_node_hours_spread_over_the_nodes():

@@ -58,14 +58,20 @@ def test_attention_is_counted_once_per_score_matrix():
 
 
 def test_regimes_order_flops_and_longer_sequences_cost_more():
-    f = {r: count_training_flops(build_model("text_graph", "120k", "BASE", r, device="meta")) for r in ("projector_only", "encoder_projector", "e2e")}
+    f = {
+        r: count_training_flops(build_model("text_graph", "120k", "BASE", r, device="meta"))
+        for r in ("projector_only", "encoder_projector", "e2e")
+    }
     assert f["projector_only"] < f["encoder_projector"] < f["e2e"]
     model = build_model("text_graph", "120k", "BASE", "e2e", device="meta")
     assert count_training_flops(model, seq_len=128) > count_training_flops(model)
 
 
 def test_projector_ladder_is_monotone():
-    sizes = {v: param_counts(build_model("text_image", "1b", v, "projector_only", device="meta"))["projector"]["trainable"] for v in VARIANTS}
+    sizes = {
+        v: param_counts(build_model("text_image", "1b", v, "projector_only", device="meta"))["projector"]["trainable"]
+        for v in VARIANTS
+    }
     assert sizes["BASE"] < sizes["W2X"] < sizes["W4X"]
     assert sizes["BASE"] < sizes["D2X"] < sizes["D4X"]
 

@@ -1,7 +1,15 @@
 import pytest
 
 from prism.errors import PrismError
-from prism.model.config import BACKBONES, REGIMES, SMALL_BACKBONES, VARIANTS, backbone_config, projector_variant, regime_parts
+from prism.model.config import (
+    BACKBONES,
+    REGIMES,
+    SMALL_BACKBONES,
+    VARIANTS,
+    backbone_config,
+    projector_variant,
+    regime_parts,
+)
 
 
 @pytest.mark.parametrize("name,published", [("1b", 1.24e9), ("7b", 6.74e9), ("32b", 32.8e9)])
@@ -33,7 +41,9 @@ def test_registries():
     assert BACKBONES["1b"].tie_embeddings and BACKBONES["7b"].n_kv_heads == BACKBONES["7b"].n_heads
 
 
-@pytest.mark.parametrize("lookup,kind", [(backbone_config, "backbone"), (projector_variant, "projector variant"), (regime_parts, "regime")])
+@pytest.mark.parametrize(
+    "lookup,kind", [(backbone_config, "backbone"), (projector_variant, "projector variant"), (regime_parts, "regime")]
+)
 def test_unknown_names_list_valid_ones(lookup, kind):
     with pytest.raises(PrismError, match=f"unknown {kind} 'nope'; valid: "):
         lookup("nope")

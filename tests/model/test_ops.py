@@ -30,10 +30,13 @@ def test_swiglu_gradients_are_exact():
     assert torch.autograd.gradcheck(swiglu, (h,))
 
 
-@pytest.mark.parametrize("op, reference, shapes", [
-    ("rms_norm", composite_rms_norm, ((4, 7, 32), (32,))),
-    ("swiglu", composite_swiglu, ((4, 7, 64),)),
-])
+@pytest.mark.parametrize(
+    "op, reference, shapes",
+    [
+        ("rms_norm", composite_rms_norm, ((4, 7, 32), (32,))),
+        ("swiglu", composite_swiglu, ((4, 7, 64),)),
+    ],
+)
 def test_fp32_values_and_gradients_match_the_composite(op, reference, shapes):
     inputs = [torch.randn(s, requires_grad=True) for s in shapes]
     args = (1e-5,) if op == "rms_norm" else ()

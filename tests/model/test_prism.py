@@ -90,7 +90,11 @@ def test_loss_is_mean_cross_entropy_over_labelled_positions_and_uses_modality(mo
 
 @pytest.mark.parametrize(
     "regime,trained",
-    [("projector_only", {"projector"}), ("encoder_projector", {"encoder", "projector"}), ("e2e", {"backbone", "encoder", "projector"})],
+    [
+        ("projector_only", {"projector"}),
+        ("encoder_projector", {"encoder", "projector"}),
+        ("e2e", {"backbone", "encoder", "projector"}),
+    ],
 )
 def test_regimes_freeze_the_other_parts(regime, trained):
     spec = FAMILIES["text_graph"]
@@ -119,8 +123,12 @@ def test_meta_build_allocates_nothing():
 
 @pytest.mark.parametrize(
     "args,kind",
-    [(("nope", "30k", "BASE", "e2e"), "family"), (("text_image", "nope", "BASE", "e2e"), "backbone"),
-     (("text_image", "30k", "nope", "e2e"), "projector variant"), (("text_image", "30k", "BASE", "nope"), "regime")],
+    [
+        (("nope", "30k", "BASE", "e2e"), "family"),
+        (("text_image", "nope", "BASE", "e2e"), "backbone"),
+        (("text_image", "30k", "nope", "e2e"), "projector variant"),
+        (("text_image", "30k", "BASE", "nope"), "regime"),
+    ],
 )
 def test_bad_names(args, kind):
     with pytest.raises(PrismError, match=f"unknown {kind} 'nope'"):
@@ -171,11 +179,11 @@ def test_packed_gradients_match_the_samples_alone():
 
     spec = FAMILIES["text_image"]
     model = build_model("text_image", "30k", "BASE", "e2e")
-    table, lengths = sample_table(["one", "twenty two"], np.ones(2, bool), spec.n_modality_tokens,
-                                  spec.tokens_per_sample)
+    table, lengths = sample_table(
+        ["one", "twenty two"], np.ones(2, bool), spec.n_modality_tokens, spec.tokens_per_sample
+    )
     idx = np.arange(2)
-    tokens, segments = packed(table, lengths, idx, np.zeros(2, np.int64), np.r_[0, lengths[0]], 1,
-                              int(lengths.sum()))
+    tokens, segments = packed(table, lengths, idx, np.zeros(2, np.int64), np.r_[0, lengths[0]], 1, int(lengths.sum()))
     tokens, segments = torch.from_numpy(tokens), torch.from_numpy(segments)
     modality = torch.rand(2, *spec.modality_shape)
     labels = torch.from_numpy(labels_for(tokens.numpy()))

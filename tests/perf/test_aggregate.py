@@ -14,10 +14,24 @@ def _rows(n, sps, tps, mfu, layout="padded", family="text_image"):
     rows = []
     for step in range(1, n + 1):
         slow = step <= 2  # warm-up steps are much slower and must not count
-        rows.append({"step": step, "loss": 5.0 - 0.1 * step, "samples_per_s": sps / 10 if slow else sps,
-                     "tokens_per_s": (tps / 10 if slow else tps), "step_time_s": 0.1, "data_wait_s": 0.01,
-                     "mfu": mfu / 10 if slow else mfu, "peak_mem_bytes": 1000 + step, "strategy": "single",
-                     "world_size": 1, "device": "cpu", "family": family, "backbone": "30k", "layout": layout})
+        rows.append(
+            {
+                "step": step,
+                "loss": 5.0 - 0.1 * step,
+                "samples_per_s": sps / 10 if slow else sps,
+                "tokens_per_s": (tps / 10 if slow else tps),
+                "step_time_s": 0.1,
+                "data_wait_s": 0.01,
+                "mfu": mfu / 10 if slow else mfu,
+                "peak_mem_bytes": 1000 + step,
+                "strategy": "single",
+                "world_size": 1,
+                "device": "cpu",
+                "family": family,
+                "backbone": "30k",
+                "layout": layout,
+            }
+        )
     return rows
 
 
@@ -35,8 +49,13 @@ def outputs(tmp_path):
     root = tmp_path / "out"
     _write_cell(root, "text_image", "padded", _rows(10, 100.0, 6400.0, 0.05))
     _write_cell(root, "text_image", "packed", _rows(10, 300.0, 6000.0, 0.12, layout="packed"))
-    _write_cell(root, "text_ts", "padded", _rows(10, 50.0, 3200.0, 0.04, family="text_ts"),
-                extra_lines=['{"step": 11, "samples_per_s": 5'])  # truncated last line
+    _write_cell(
+        root,
+        "text_ts",
+        "padded",
+        _rows(10, 50.0, 3200.0, 0.04, family="text_ts"),
+        extra_lines=['{"step": 11, "samples_per_s": 5'],
+    )  # truncated last line
     return root
 
 
@@ -113,8 +132,18 @@ def test_cli_errors_are_one_line(tmp_path, capsys):
 
 def test_packed_samples_per_s_from_the_samples_counter():
     # prism train logs units (packed rows) per second; 4 samples per row in this run.
-    rows = [{"step": s, "samples_per_s": 10.0, "step_time_s": 0.1, "samples": 4 * 1 * s, "tokens_per_s": 2560.0,
-             "global_batch": 1, "layout": "packed"} for s in range(1, 11)]
+    rows = [
+        {
+            "step": s,
+            "samples_per_s": 10.0,
+            "step_time_s": 0.1,
+            "samples": 4 * 1 * s,
+            "tokens_per_s": 2560.0,
+            "global_batch": 1,
+            "layout": "packed",
+        }
+        for s in range(1, 11)
+    ]
     rec = summarize_run(rows)
     assert rec["units_per_s"] == 10.0 and rec["samples_per_s"] == pytest.approx(40.0)
     assert rec["tokens_per_sample"] == pytest.approx(64.0)

@@ -16,10 +16,16 @@ TINY = {
         "text_graph": {"family": "text_graph", "data_seed": 0, "packed_seq_len": 128, "global_batch": 4},
     },
     "designs": {
-        "TINY-1N": {"nodes": 1, "procs_per_node": 1, "backbone": "30k", "max_steps": 3, "log_every": 1,
-                    "threads": 1},
-        "TINY-2N": {"nodes": 2, "procs_per_node": 12, "backbone": "1b", "max_steps": 4, "strategy": "ddp",
-                    "launcher": "aurora", "device": "xpu"},
+        "TINY-1N": {"nodes": 1, "procs_per_node": 1, "backbone": "30k", "max_steps": 3, "log_every": 1, "threads": 1},
+        "TINY-2N": {
+            "nodes": 2,
+            "procs_per_node": 12,
+            "backbone": "1b",
+            "max_steps": 4,
+            "strategy": "ddp",
+            "launcher": "aurora",
+            "device": "xpu",
+        },
     },
 }
 
@@ -47,8 +53,7 @@ def test_preset_file_errors_name_file_and_key(tmp_path):
     bad.write_text(yaml.safe_dump({"presets": {"x": {"family": "text_audio"}}, "designs": {}}))
     with pytest.raises(PrismError, match="unknown family"):
         load(bad)
-    bad.write_text(yaml.safe_dump({"presets": {}, "designs": {"D": {"backbone": "30k", "max_steps": 1,
-                                                                   "nodes": 2}}}))
+    bad.write_text(yaml.safe_dump({"presets": {}, "designs": {"D": {"backbone": "30k", "max_steps": 1, "nodes": 2}}}))
     with pytest.raises(PrismError, match="launcher local runs one process"):
         load(bad)
     with pytest.raises(PrismError, match="unknown preset"):
@@ -89,8 +94,24 @@ def test_sweep_two_cells_isolated_and_aggregated(presets_file, tmp_path, monkeyp
     # A data variable naming the text_image shards must not leak into the text_graph cell.
     image_data = out / "t1" / "data" / "text_image-seed0"
     monkeypatch.setenv("WEBDATASET_LOCAL_PATH", str(image_data))
-    rc = main(["sweep", "run", "--preset", "text_image,text_graph", "--designs", "TINY-1N", "--storage", "local",
-               "--sweep-id", "t1", "--outputs", str(out), "--presets-file", str(presets_file)])
+    rc = main(
+        [
+            "sweep",
+            "run",
+            "--preset",
+            "text_image,text_graph",
+            "--designs",
+            "TINY-1N",
+            "--storage",
+            "local",
+            "--sweep-id",
+            "t1",
+            "--outputs",
+            str(out),
+            "--presets-file",
+            str(presets_file),
+        ]
+    )
     printed = capsys.readouterr()
     assert rc == 0, printed.err
     aggregate = printed.out.strip().splitlines()[-1].strip()  # the command it prints to summarise the sweep
@@ -108,8 +129,25 @@ def test_sweep_two_cells_isolated_and_aggregated(presets_file, tmp_path, monkeyp
     with pytest.raises(PrismError, match="WEBDATASET_LOCAL_PATH"):
         ShardLoader(out / "t1" / "data" / "text_graph-seed0", "train", global_batch=4)
     # A second call finds every cell done.
-    assert main(["sweep", "run", "--preset", "text_image,text_graph", "--designs", "TINY-1N", "--sweep-id", "t1",
-                 "--outputs", str(out), "--presets-file", str(presets_file)]) == 0
+    assert (
+        main(
+            [
+                "sweep",
+                "run",
+                "--preset",
+                "text_image,text_graph",
+                "--designs",
+                "TINY-1N",
+                "--sweep-id",
+                "t1",
+                "--outputs",
+                str(out),
+                "--presets-file",
+                str(presets_file),
+            ]
+        )
+        == 0
+    )
     assert "nothing to do" in capsys.readouterr().out
     monkeypatch.delenv("WEBDATASET_LOCAL_PATH")
     assert aggregate.startswith("prism perf aggregate ")

@@ -13,8 +13,7 @@ from prism.train.timing import PHASES
 pytestmark = pytest.mark.slow
 
 # Explicit warm-up: the default (5% of the steps) differs between runs of different lengths.
-WSD = ["--schedule", "wsd", "--warmup", "5", "--log-every", "1", "--eval-every", "1000",
-       "--checkpoint-every", "1000"]
+WSD = ["--schedule", "wsd", "--warmup", "5", "--log-every", "1", "--eval-every", "1000", "--checkpoint-every", "1000"]
 
 
 def metrics(out: Path) -> dict:
@@ -50,8 +49,9 @@ def test_a_cooldown_branch_continues_exactly_as_an_uninterrupted_wsd_run(train, 
 def test_init_from_refuses_another_trajectory(train, tmp_path):
     stable = tmp_path / "stable"
     assert train(stable, *WSD, "--max-steps", "20", "--checkpoint-at", "10").returncode == 0
-    res = train(tmp_path / "other", *WSD, "--max-steps", "30", "--seed", "1", "--init-from", str(stable),
-                "--init-step", "10")
+    res = train(
+        tmp_path / "other", *WSD, "--max-steps", "30", "--seed", "1", "--init-from", str(stable), "--init-step", "10"
+    )
     assert res.returncode != 0 and "another trajectory" in res.stderr and "seed" in res.stderr
     res = train(tmp_path / "missing", *WSD, "--max-steps", "30", "--init-from", str(stable), "--init-step", "7")
     assert res.returncode != 0 and "no checkpoint at step 7" in res.stderr

@@ -53,8 +53,10 @@ def test_latest_ignores_partial_files_and_old_ones_are_pruned(tmp_path):
     for s in (1, 2, 3):
         checkpoint.save(tmp_path, s, model, opt, sched, {}, {}, cpu, True)
     (tmp_path / "checkpoints" / ".step-abc.tmp").write_bytes(b"half")
-    assert sorted(p.name for p in (tmp_path / "checkpoints").glob("step-*.pt")) == \
-        ["step-00000002.pt", "step-00000003.pt"]
+    assert sorted(p.name for p in (tmp_path / "checkpoints").glob("step-*.pt")) == [
+        "step-00000002.pt",
+        "step-00000003.pt",
+    ]
     assert checkpoint.latest(tmp_path).name == "step-00000003.pt"
     checkpoint.remove_partial(tmp_path)
     assert not list((tmp_path / "checkpoints").glob(".step-*"))
@@ -86,4 +88,6 @@ def test_an_unreadable_newest_checkpoint_is_set_aside_never_deleted(tmp_path, ca
     path.write_bytes(b"")
     assert checkpoint.newest_readable(tmp_path) is None
     assert sorted(p.name for p in (tmp_path / "checkpoints").iterdir()) == [
-        "step-00000001.pt.unreadable", "step-00000002.pt.unreadable"]
+        "step-00000001.pt.unreadable",
+        "step-00000002.pt.unreadable",
+    ]

@@ -18,14 +18,18 @@ def test_yaml_round_trip_keeps_every_field(tmp_path):
 
 def test_run_id_follows_the_plan_convention():
     assert RunConfig(**BASE).run_id == "30k-BASE-e2e-C3e11"
-    assert RunConfig(**{**BASE, "budget": 2.5e17, "backbone": "1b", "regime": "projector_only"}).run_id == \
-        "1b-BASE-projector_only-C2.5e17"
+    assert (
+        RunConfig(**{**BASE, "budget": 2.5e17, "backbone": "1b", "regime": "projector_only"}).run_id
+        == "1b-BASE-projector_only-C2.5e17"
+    )
 
 
 def test_flags_override_the_file_and_the_file_fills_the_rest(tmp_path):
     path = tmp_path / "run.yaml"
-    path.write_text("family: text_image\nbackbone: 30k\nvariant: BASE\nregime: e2e\nbudget: 3e11\n"
-                    "data: d\nout: o\nseed: 4\nglobal_batch: 16\n")
+    path.write_text(
+        "family: text_image\nbackbone: 30k\nvariant: BASE\nregime: e2e\nbudget: 3e11\n"
+        "data: d\nout: o\nseed: 4\nglobal_batch: 16\n"
+    )
     config = merge(str(path), {"seed": 9, "lr": None, "strategy": None})
     assert (config.seed, config.global_batch, config.budget, config.lr) == (9, 16, 3e11, None)
 
@@ -37,14 +41,17 @@ def test_unknown_key_in_the_file_is_named(tmp_path):
         merge(str(path), {})
 
 
-@pytest.mark.parametrize("key,value,needle", [
-    ("global_batch", "many", "key 'global_batch' must be int"),
-    ("global_batch", 0, "global_batch must be at least 1"),
-    ("budget", -1, "budget must be a positive number"),
-    ("strategy", "zero3", "unknown strategy 'zero3'"),
-    ("backbone", "5m", "unknown backbone '5m'"),
-    ("lr", "nan", "lr must be a positive number"),
-])
+@pytest.mark.parametrize(
+    "key,value,needle",
+    [
+        ("global_batch", "many", "key 'global_batch' must be int"),
+        ("global_batch", 0, "global_batch must be at least 1"),
+        ("budget", -1, "budget must be a positive number"),
+        ("strategy", "zero3", "unknown strategy 'zero3'"),
+        ("backbone", "5m", "unknown backbone '5m'"),
+        ("lr", "nan", "lr must be a positive number"),
+    ],
+)
 def test_bad_values_are_user_errors(key, value, needle):
     with pytest.raises(PrismError, match=needle):
         RunConfig.from_dict({**BASE, key: value})

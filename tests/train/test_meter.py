@@ -8,8 +8,18 @@ from prism.train.meter import PerfMeter, format_eta
 
 
 def meter(clock=lambda: 0.0, cpu=False) -> PerfMeter:
-    return PerfMeter(steps=100, log_every=10, global_batch=8, flops_per_unit=1e6, tokens_per_unit=64,
-                     world_size=2, threads=1, cpu=cpu, peak_flops=lambda: 1e9, clock=clock)
+    return PerfMeter(
+        steps=100,
+        log_every=10,
+        global_batch=8,
+        flops_per_unit=1e6,
+        tokens_per_unit=64,
+        world_size=2,
+        threads=1,
+        cpu=cpu,
+        peak_flops=lambda: 1e9,
+        clock=clock,
+    )
 
 
 def test_logs_every_k_steps_and_at_the_first_and_last():
@@ -34,8 +44,17 @@ def test_row_averages_the_window_and_resets_it():
 
 def test_the_peak_is_measured_once_and_only_when_a_row_needs_it():
     calls = []
-    m = PerfMeter(steps=10, log_every=1, global_batch=1, flops_per_unit=1.0, tokens_per_unit=1, world_size=1,
-                  threads=1, cpu=False, peak_flops=lambda: calls.append(1) or 1.0)
+    m = PerfMeter(
+        steps=10,
+        log_every=1,
+        global_batch=1,
+        flops_per_unit=1.0,
+        tokens_per_unit=1,
+        world_size=1,
+        threads=1,
+        cpu=False,
+        peak_flops=lambda: calls.append(1) or 1.0,
+    )
     m.update(1, 1.0, 0.0, 0.0)
     assert calls == []
     m.row()

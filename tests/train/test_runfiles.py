@@ -42,5 +42,7 @@ def test_json_safe_turns_numpy_scalars_into_python_values():
 
 def test_json_safe_writes_an_undetermined_estimate_as_null():
     """Fit results: a non-finite number means "not determined", so it is null, not a string."""
-    assert json_safe({"ci": (0.4, float("inf")), "a": np.float64("nan")}, nonfinite="null") == {"ci": [0.4, None],
-                                                                                              "a": None}
+    assert json_safe({"ci": (0.4, float("inf")), "a": np.float64("nan")}, nonfinite="null") == {
+        "ci": [0.4, None],
+        "a": None,
+    }

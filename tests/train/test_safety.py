@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import subprocess
 import sys
 import time
@@ -26,8 +25,9 @@ def metrics(out: Path) -> dict:
 
 def snapshot(out: Path) -> dict[str, bytes]:
     """Every file of a run directory (but the lock) by relative path, for before/after comparisons."""
-    return {str(p.relative_to(out)): p.read_bytes() for p in sorted(out.rglob("*"))
-            if p.is_file() and p.name != ".lock"}
+    return {
+        str(p.relative_to(out)): p.read_bytes() for p in sorted(out.rglob("*")) if p.is_file() and p.name != ".lock"
+    }
 
 
 @pytest.fixture
@@ -96,9 +96,16 @@ def test_a_second_trainer_on_the_same_directory_is_refused_naming_the_holder(tra
     assert res.returncode == 2 and f"PID {os.getpid()} on host" in res.stderr and "--wait-lock" in res.stderr
     assert sorted(p.name for p in out.iterdir()) == [".lock"]  # nothing written
     # The kernel releases the lock of a killed holder: a fresh trainer proceeds.
-    holder = subprocess.Popen([sys.executable, "-c", "import sys, time; from prism.train.lock import RunLock; "
-                               f"RunLock({str(out)!r}).acquire(); print('held', flush=True); time.sleep(600)"],
-                              stdout=subprocess.PIPE, text=True)
+    holder = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            "import sys, time; from prism.train.lock import RunLock; "
+            f"RunLock({str(out)!r}).acquire(); print('held', flush=True); time.sleep(600)",
+        ],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
     try:
         assert holder.stdout.readline().strip() == "held"
         assert train(out, *SHORT).returncode == 2
@@ -113,8 +120,23 @@ def test_wait_lock_waits_for_the_holder(shards, tiny, tmp_path):
 
     out = tmp_path / "waits"
     lock = RunLock(out).acquire()
-    proc = subprocess.Popen([sys.executable, "-m", "prism", "train", *tiny, *SHORT, "--data", str(shards),
-                             "--out", str(out), "--wait-lock"], stderr=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "prism",
+            "train",
+            *tiny,
+            *SHORT,
+            "--data",
+            str(shards),
+            "--out",
+            str(out),
+            "--wait-lock",
+        ],
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     try:
         first = proc.stderr.readline()
         assert "waiting for PID" in first, first
@@ -169,8 +191,9 @@ def _tmpfs(path: Path, size: str) -> None:
     if os.geteuid() != 0:
         pytest.skip("mounting a small tmpfs needs root (the ENOSPC tests run as root in CI)")
     path.mkdir(parents=True, exist_ok=True)
-    res = subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", str(path)], capture_output=True,
-                         text=True)
+    res = subprocess.run(
+        ["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", str(path)], capture_output=True, text=True
+    )
     if res.returncode:
         pytest.skip(f"cannot mount a tmpfs here: {res.stderr.strip()}")
 

@@ -6,8 +6,16 @@ import math
 
 import pytest
 
-from prism.train.schedule import (BASE_LR, FINAL_LR_FRACTION, Schedule, build_optimizer, build_scheduler,
-                                  default_lr, default_warmup, lr_factor)
+from prism.train.schedule import (
+    BASE_LR,
+    FINAL_LR_FRACTION,
+    Schedule,
+    build_optimizer,
+    build_scheduler,
+    default_lr,
+    default_warmup,
+    lr_factor,
+)
 
 
 def test_warmup_is_linear_then_cosine_decays_to_ten_percent():

@@ -34,9 +34,16 @@ def test_a_job_clock_splits_its_wall_time_by_phase():
 
 
 def job(start, end, flops, step_s, peak=1e12, cpu_s=None):
-    return {"started_at": start, "ended_at": end, "wall_s": end - start, "step_s": step_s,
-            "eval_s": end - start - step_s, "trained_flops": flops, "peak_flops": peak,
-            "cpu_s": (end - start) / 2 if cpu_s is None else cpu_s}
+    return {
+        "started_at": start,
+        "ended_at": end,
+        "wall_s": end - start,
+        "step_s": step_s,
+        "eval_s": end - start - step_s,
+        "trained_flops": flops,
+        "peak_flops": peak,
+        "cpu_s": (end - start) / 2 if cpu_s is None else cpu_s,
+    }
 
 
 def test_a_study_counts_its_span_concurrency_idle_cores_and_flops_per_second():

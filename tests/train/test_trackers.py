@@ -16,8 +16,16 @@ RUN = "30k-BASE-e2e-C3e11"
 
 
 def config(**overrides) -> RunConfig:
-    base = dict(family="text_image", backbone="30k", variant="BASE", regime="e2e", budget=3e11, data="d", out="o",
-                global_batch=8)
+    base = dict(
+        family="text_image",
+        backbone="30k",
+        variant="BASE",
+        regime="e2e",
+        budget=3e11,
+        data="d",
+        out="o",
+        global_batch=8,
+    )
     return RunConfig(**{**base, **overrides})
 
 
@@ -37,13 +45,30 @@ def test_a_stable_segment_logs_into_its_trajectory_and_a_branch_into_its_run():
 
 
 def test_scalars_of_perf_and_eval_rows():
-    row = {"step": 4, "loss": 2.5, "lr": 0.01, "grad_norm": 0.5, "mfu": 0.1, "samples_per_s": 300.0,
-           "tokens": 512, "run_id": RUN, "collapsed": None}
-    assert train_scalars(row) == {"train/loss": 2.5, "train/lr": 0.01, "train/grad_norm": 0.5, "train/mfu": 0.1,
-                                  "train/samples_per_s": 300.0, "train/tokens": 512.0}
+    row = {
+        "step": 4,
+        "loss": 2.5,
+        "lr": 0.01,
+        "grad_norm": 0.5,
+        "mfu": 0.1,
+        "samples_per_s": 300.0,
+        "tokens": 512,
+        "run_id": RUN,
+        "collapsed": None,
+    }
+    assert train_scalars(row) == {
+        "train/loss": 2.5,
+        "train/lr": 0.01,
+        "train/grad_norm": 0.5,
+        "train/mfu": 0.1,
+        "train/samples_per_s": 300.0,
+        "train/tokens": 512.0,
+    }
     assert eval_scalars({"step": 10, "loss": 3.0}) == {"eval/loss": 3.0}
     assert eval_scalars({"step": 16, "loss": 2.9, "loss_se": 0.01, "final": True}) == {
-        "eval/final_loss": 2.9, "eval/final_loss_se": 0.01}
+        "eval/final_loss": 2.9,
+        "eval/final_loss_se": 0.01,
+    }
 
 
 def same_curve(a: list[tuple[int, float]], b: list[tuple[int, float]]) -> bool:
@@ -62,8 +87,9 @@ def test_segments_and_branch_write_one_continued_curve(train, tmp_path, tensorbo
     flags = [*WSD, "--trackers", "tensorboard,wandb", "--tracker-dir", str(track), "--tracker-group", GROUP]
     seg1, seg2, branch = tmp_path / "to16", tmp_path / "to32", tmp_path / "branch"
     for out, steps, init in ((seg1, 16, []), (seg2, 32, ["--init-from", str(seg1), "--init-step", "16"])):
-        done = train(out, *flags, "--cooldown-fraction", "0", "--max-steps", str(steps), "--checkpoint-at",
-                     str(steps), *init)
+        done = train(
+            out, *flags, "--cooldown-fraction", "0", "--max-steps", str(steps), "--checkpoint-at", str(steps), *init
+        )
         assert done.returncode == 0, done.stderr[-3000:]
     done = train(branch, *flags, "--max-steps", "40", "--init-from", str(seg2), "--init-step", "32")
     assert done.returncode == 0, done.stderr[-3000:]
@@ -98,7 +124,6 @@ def test_segments_and_branch_write_one_continued_curve(train, tmp_path, tensorbo
     assert same_curve(wb_loss, traj_loss + run_loss)
     wb_eval = [(row["_step"], row["eval/loss"]) for row in history if "eval/loss" in row]
     assert same_curve(wb_eval, steps_of(evals, final=False))
-
 
 
 def test_a_resumed_run_replaces_the_killed_processs_steps(tmp_path, tensorboard_scalars):

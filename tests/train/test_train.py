@@ -13,13 +13,24 @@ import pytest
 
 from prism.train.runfiles import read_jsonl
 
-
 pytestmark = pytest.mark.slow
 
-CONTEXT_KEYS = {"strategy", "world_size", "device", "torch_version", "compile", "grad_checkpoint", "git_rev",
-                "family", "backbone", "variant", "regime", "layout", "run_id"}
-PERF_KEYS = {"step", "loss", "samples_per_s", "tokens_per_s", "step_time_s", "data_wait_s", "mfu",
-             "peak_mem_bytes"}
+CONTEXT_KEYS = {
+    "strategy",
+    "world_size",
+    "device",
+    "torch_version",
+    "compile",
+    "grad_checkpoint",
+    "git_rev",
+    "family",
+    "backbone",
+    "variant",
+    "regime",
+    "layout",
+    "run_id",
+}
+PERF_KEYS = {"step", "loss", "samples_per_s", "tokens_per_s", "step_time_s", "data_wait_s", "mfu", "peak_mem_bytes"}
 
 
 def metrics(out: Path) -> dict:
@@ -30,8 +41,14 @@ def test_a_3e11_budget_run_writes_every_file_and_learns(train, tmp_path):
     out = tmp_path / "run"
     res = train(out, "--global-batch", "32")
     assert res.returncode == 0, res.stderr
-    assert {p.name for p in out.iterdir()} == {".lock", "config.yaml", "perf.jsonl", "eval.jsonl", "final",
-                                               "metrics.json"}
+    assert {p.name for p in out.iterdir()} == {
+        ".lock",
+        "config.yaml",
+        "perf.jsonl",
+        "eval.jsonl",
+        "final",
+        "metrics.json",
+    }
     m = metrics(out)
     assert m["status"] == "ok" and m["steps"] == m["budget_steps"] == round(3e11 / (m["flops_per_sample"] * 32))
     assert m["flops"] == pytest.approx(3e11, rel=0.01) and m["tokens"] == m["samples"] * 64
@@ -74,11 +91,15 @@ def _wait_for_step(path: Path, step: int, proc: subprocess.Popen, timeout: float
     pytest.fail(f"step {step} not reached in {timeout} s")
 
 
-def _signal_at_step(tiny: list[str], shards: Path, out: Path, flags: list[str], step: int,
-                    signum: int) -> tuple[int, str]:
+def _signal_at_step(
+    tiny: list[str], shards: Path, out: Path, flags: list[str], step: int, signum: int
+) -> tuple[int, str]:
     """Start `prism train`, send `signum` once perf.jsonl reaches `step`; (exit status, stderr)."""
-    proc = subprocess.Popen([sys.executable, "-m", "prism", "train", *tiny, "--data", str(shards),
-                             "--out", str(out), *flags], stderr=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "prism", "train", *tiny, "--data", str(shards), "--out", str(out), *flags],
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     try:
         _wait_for_step(out / "perf.jsonl", step, proc)
         proc.send_signal(signum)
@@ -109,8 +130,9 @@ def test_sigkill_then_rerun_resumes_and_ends_like_an_uninterrupted_run(train, ti
     whole_loss = {r["step"]: r["loss"] for r in read_jsonl(whole / "perf.jsonl")}
     for row in perf:
         assert row["loss"] == pytest.approx(whole_loss[row["step"]], rel=1e-4)
-    assert [r["loss"] for r in read_jsonl(killed / "eval.jsonl")] == \
-        pytest.approx([r["loss"] for r in read_jsonl(whole / "eval.jsonl")], rel=1e-4)
+    assert [r["loss"] for r in read_jsonl(killed / "eval.jsonl")] == pytest.approx(
+        [r["loss"] for r in read_jsonl(whole / "eval.jsonl")], rel=1e-4
+    )
 
 
 def test_sigterm_checkpoints_the_step_reached_and_the_rerun_resumes_there(train, tiny, shards, tmp_path):
@@ -124,7 +146,7 @@ def test_sigterm_checkpoints_the_step_reached_and_the_rerun_resumes_there(train,
     assert returncode == 143, err
     assert not (stopped / "metrics.json").exists()
     checkpoints = sorted(p.name for p in (stopped / "checkpoints").glob("step-*.pt"))
-    at = int(checkpoints[-1][len("step-"):-len(".pt")])
+    at = int(checkpoints[-1][len("step-") : -len(".pt")])
     assert 60 < at < 160 and at % 50, f"the last checkpoint {checkpoints[-1]} is a periodic one"
     assert f"checkpoint at step {at}/160" in err and "rerun the same command to resume" in err
     res = train(stopped, *flags)
@@ -132,8 +154,10 @@ def test_sigterm_checkpoints_the_step_reached_and_the_rerun_resumes_there(train,
     assert metrics(stopped)["resumed_from"] == at
     assert metrics(stopped)["final_eval_loss"] == pytest.approx(metrics(whole)["final_eval_loss"], rel=1e-4)
     evals = [(r["step"], r["loss"]) for r in read_jsonl(stopped / "eval.jsonl")]
-    assert evals == [(step, pytest.approx(loss, rel=1e-4)) for step, loss in
-                     ((r["step"], r["loss"]) for r in read_jsonl(whole / "eval.jsonl"))]
+    assert evals == [
+        (step, pytest.approx(loss, rel=1e-4))
+        for step, loss in ((r["step"], r["loss"]) for r in read_jsonl(whole / "eval.jsonl"))
+    ]
 
 
 def test_injected_nan_collapses_with_reason_step_and_nonzero_exit(train, tmp_path):
@@ -158,9 +182,18 @@ def test_calibration_sets_the_steps_and_a_changed_rerun_is_refused(train, tmp_pa
     cal = tmp_path / "cal"
     cal.mkdir()
     fps = 3e11 / (8 * 7)  # exactly 7 steps of 8 samples
-    record = {"calibration_version": 1, "family": "text_image", "backbone": "30k", "variant": "BASE",
-              "regime": "e2e", "params_total": 1, "params_trainable": 1, "params_by_component": {},
-              "flops_per_sample": fps, "tokens_per_sample": 64}
+    record = {
+        "calibration_version": 1,
+        "family": "text_image",
+        "backbone": "30k",
+        "variant": "BASE",
+        "regime": "e2e",
+        "params_total": 1,
+        "params_trainable": 1,
+        "params_by_component": {},
+        "flops_per_sample": fps,
+        "tokens_per_sample": 64,
+    }
     (cal / "text_image__30k__BASE__e2e.json").write_text(json.dumps(record))
     out = tmp_path / "run"
     res = train(out, "--calibration-dir", str(cal), "--checkpoint-every", "3")
@@ -177,8 +210,7 @@ def test_calibration_sets_the_steps_and_a_changed_rerun_is_refused(train, tmp_pa
 def test_rerun_on_changed_inputs_starts_over(train, tmp_path):
     """Checkpoints trained on other data or another calibration are not resumed."""
     cal = tmp_path / "calibration.json"
-    record = {"family": "text_image", "backbone": "30k", "variant": "BASE", "regime": "e2e",
-              "flops_per_sample": 2.0e7}
+    record = {"family": "text_image", "backbone": "30k", "variant": "BASE", "regime": "e2e", "flops_per_sample": 2.0e7}
     cal.write_text(json.dumps(record))
     out = tmp_path / "changed"
     flags = ["--max-steps", "30", "--checkpoint-every", "5", "--calibration", str(cal)]

@@ -17,9 +17,20 @@ from prism.train.trainer import INJECT_NAN_ENV, Trainer
 @pytest.fixture
 def trainer(shards, tmp_path, monkeypatch):
     monkeypatch.setenv(INJECT_NAN_ENV, "3")
-    config = RunConfig(family="text_image", backbone="30k", variant="BASE", regime="e2e", budget=3e11,
-                       data=str(shards), out=str(tmp_path / "run"), global_batch=8, eval_samples=32,
-                       final_eval_samples=64, max_steps=20, threads=1)
+    config = RunConfig(
+        family="text_image",
+        backbone="30k",
+        variant="BASE",
+        regime="e2e",
+        budget=3e11,
+        data=str(shards),
+        out=str(tmp_path / "run"),
+        global_batch=8,
+        eval_samples=32,
+        final_eval_samples=64,
+        max_steps=20,
+        threads=1,
+    )
     made = Trainer(config, discover({}))
     yield made
     made.close()
@@ -67,8 +78,12 @@ def test_standard_error_of_a_token_weighted_mean():
 def test_a_resumed_run_drops_the_final_evaluation_of_the_process_that_died(tmp_path):
     from prism.train import rundir
 
-    rows = [{"step": 0, "loss": 5.0}, {"step": 10, "loss": 2.0}, {"step": 10, "loss": 1.9, "final": True},
-            {"step": 12, "loss": 1.8}]
+    rows = [
+        {"step": 0, "loss": 5.0},
+        {"step": 10, "loss": 2.0},
+        {"step": 10, "loss": 1.9, "final": True},
+        {"step": 12, "loss": 1.8},
+    ]
     (tmp_path / "eval.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
     rundir.truncate_logs(tmp_path, 10)
     assert [json.loads(line) for line in (tmp_path / "eval.jsonl").read_text().splitlines()] == rows[:2]
@@ -76,9 +91,21 @@ def test_a_resumed_run_drops_the_final_evaluation_of_the_process_that_died(tmp_p
 
 def test_a_packed_step_masks_attention_to_each_sample(shards, tmp_path, monkeypatch):
     """The step hands the packed loader's segment ids to the model."""
-    config = RunConfig(family="text_image", backbone="30k", variant="BASE", regime="e2e", budget=3e11,
-                       data=str(shards), out=str(tmp_path / "packed"), global_batch=4, eval_samples=8,
-                       layout="packed", seq_len=128, max_steps=2, threads=1)
+    config = RunConfig(
+        family="text_image",
+        backbone="30k",
+        variant="BASE",
+        regime="e2e",
+        budget=3e11,
+        data=str(shards),
+        out=str(tmp_path / "packed"),
+        global_batch=4,
+        eval_samples=8,
+        layout="packed",
+        seq_len=128,
+        max_steps=2,
+        threads=1,
+    )
     made = Trainer(config, discover({}))
     seen = []
     forward = made.model.forward

@@ -26,8 +26,9 @@ def test_branch_off_chained_segments_equals_one_uninterrupted_wsd_run(train, tmp
     # Its stable phase as two segments (constant after the warm-up: cooldown fraction 0), each ending
     # in a kept checkpoint, the second continuing the first.
     for out, steps, init in ((seg1, 16, []), (seg2, 32, ["--init-from", str(seg1), "--init-step", "16"])):
-        done = train(out, *WSD, "--cooldown-fraction", "0", "--max-steps", str(steps), "--checkpoint-at",
-                     str(steps), *init)
+        done = train(
+            out, *WSD, "--cooldown-fraction", "0", "--max-steps", str(steps), "--checkpoint-at", str(steps), *init
+        )
         assert done.returncode == 0, done.stderr[-3000:]
         assert (out / "final" / "keep" / f"step-{steps:08d}.pt").is_file()
     done = train(branch, *WSD, "--max-steps", "40", "--init-from", str(seg2), "--init-step", "32")
@@ -48,8 +49,19 @@ def _weights(path: Path) -> dict:
 
 def test_a_segment_missing_its_kept_checkpoint_is_not_finished_and_rebuilds_it_bit_identically(train, tmp_path):
     seg1, seg2, branch = tmp_path / "to16", tmp_path / "to32", tmp_path / "branch"
-    cmd2 = [*WSD, "--cooldown-fraction", "0", "--max-steps", "32", "--checkpoint-at", "32",
-            "--init-from", str(seg1), "--init-step", "16"]
+    cmd2 = [
+        *WSD,
+        "--cooldown-fraction",
+        "0",
+        "--max-steps",
+        "32",
+        "--checkpoint-at",
+        "32",
+        "--init-from",
+        str(seg1),
+        "--init-step",
+        "16",
+    ]
     assert train(seg1, *WSD, "--cooldown-fraction", "0", "--max-steps", "16", "--checkpoint-at", "16").returncode == 0
     assert train(seg2, *cmd2).returncode == 0
     kept = seg2 / "final" / "keep" / "step-00000032.pt"

@@ -58,16 +58,24 @@ def render(report: Path, workdir: Path) -> tuple[dict, Path]:
     page = workdir / "report-check.html"
     html = report.read_text(errors="replace")
     html = html.replace("<head>", "<head>" + ERRORS, 1)
-    html = html[: html.rindex("</body>")] + CHECK + html[html.rindex("</body>"):]
+    html = html[: html.rindex("</body>")] + CHECK + html[html.rindex("</body>") :]
     page.write_text(html)
-    base = [chromium(), "--headless", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
-            "--virtual-time-budget=20000", "--window-size=1280,900"]
+    base = [
+        chromium(),
+        "--headless",
+        "--no-sandbox",
+        "--disable-gpu",
+        "--disable-dev-shm-usage",
+        "--virtual-time-budget=20000",
+        "--window-size=1280,900",
+    ]
     dom = subprocess.run([*base, "--dump-dom", page.as_uri()], capture_output=True, text=True, timeout=180).stdout
     match = re.search(r'<pre id="prism-check">(.*?)</pre>', dom, flags=re.S)
     if not match:
         raise AssertionError(f"the page did not finish its check; DOM tail:\n{dom[-2000:]}")
-    seen = json.loads(match.group(1).replace("&quot;", '"').replace("&lt;", "<").replace("&gt;", ">")
-                      .replace("&amp;", "&"))
+    seen = json.loads(
+        match.group(1).replace("&quot;", '"').replace("&lt;", "<").replace("&gt;", ">").replace("&amp;", "&")
+    )
     shot = workdir / "report.png"
     subprocess.run([*base, f"--screenshot={shot}", report.as_uri()], capture_output=True, timeout=180)
     return seen, shot

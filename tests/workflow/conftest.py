@@ -13,10 +13,10 @@ from .wfhelpers import make_workdir, snakemake
 @dataclass
 class Study:
     workdir: Path
-    dry_plan: str   # `snakemake -n plan_text_image` before anything ran
-    plan: str       # `snakemake plan_text_image`
-    dry_fit: str    # `snakemake -n fit_text_image` once the plan exists
-    fit: str        # `snakemake fit_text_image`
+    dry_plan: str  # `snakemake -n plan_text_image` before anything ran
+    plan: str  # `snakemake plan_text_image`
+    dry_fit: str  # `snakemake -n fit_text_image` once the plan exists
+    fit: str  # `snakemake fit_text_image`
 
 
 @pytest.fixture(scope="session")

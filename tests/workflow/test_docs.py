@@ -44,8 +44,11 @@ def documented_commands() -> list[tuple[str, str]]:
     for path in [REPO / "README.md", *sorted((REPO / "docs").glob("*.md"))]:
         blocks = re.findall(r"```(?:sh|bash|console)?\n(.*?)```", path.read_text(), flags=re.S)
         found += [(str(path.relative_to(REPO)), c) for block in blocks for c in _commands_in(block.splitlines())]
-    commented = [*sorted((REPO / "config").glob("*.yaml")), *sorted((REPO / "profiles").glob("*/config.yaml")),
-                 REPO / "Snakefile"]
+    commented = [
+        *sorted((REPO / "config").glob("*.yaml")),
+        *sorted((REPO / "profiles").glob("*/config.yaml")),
+        REPO / "Snakefile",
+    ]
     for path in commented:
         lines = [re.sub(r"^#\s?", "", line) for line in path.read_text().splitlines() if line.startswith("#")]
         found += [(str(path.relative_to(REPO)), c) for c in _commands_in(lines)]
@@ -73,7 +76,7 @@ def test_configfile_never_swallows_a_target():
         for i, word in enumerate(words):
             if word == "--configfile":
                 files = []
-                for w in words[i + 1:]:
+                for w in words[i + 1 :]:
                     if w.startswith("-"):
                         break
                     files.append(w)
@@ -89,16 +92,20 @@ def test_documented_command_runs(tiny_study, source, command):
     assert "Traceback" not in output, f"{source}: `{command}`:\n{output[-4000:]}"
 
 
-@pytest.mark.parametrize("args", [
-    ["-n", "--configfile", "config/smoke.yaml", "fit_text_image"],
-    ["-n", "fit_text_image", "--config", "train.seed=1"],
-    ["-n", "fit_text_image", "--config", "budgets=[1e12,", "3e12]"],
-])
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["-n", "--configfile", "config/smoke.yaml", "fit_text_image"],
+        ["-n", "fit_text_image", "--config", "train.seed=1"],
+        ["-n", "fit_text_image", "--config", "budgets=[1e12,", "3e12]"],
+    ],
+)
 def test_troubleshooting_quotes_what_snakemake_prints(args):
     """Snakemake refuses these before it reads the workflow, so its own last line is what a user sees:
     docs/guide.md's troubleshooting table quotes it, with the fix."""
-    result = subprocess.run([str(BIN / "snakemake"), *args], cwd=REPO, env=env(), capture_output=True, text=True,
-                            timeout=120)
+    result = subprocess.run(
+        [str(BIN / "snakemake"), *args], cwd=REPO, env=env(), capture_output=True, text=True, timeout=120
+    )
     assert result.returncode != 0
     last = [line for line in result.stdout.splitlines() if re.match(r"[A-Za-z]+Error: ", line)][-1]
     assert f"`{last}`" in (REPO / "docs" / "guide.md").read_text(), last

@@ -31,8 +31,7 @@ def test_a_byte_identical_data_rebuild_retrains_nothing_and_forcerun_train_retra
         assert (runs / run_id / "perf.jsonl").read_bytes() == perf[run_id]
         assert (runs / run_id / "metrics.json").is_file()
     victim = ids[0]
-    out = snakemake(copy, "--forcerun", f"scaling-study/text_image/runs/{victim}/metrics.json",
-                    "fit_text_image").stdout
+    out = snakemake(copy, "--forcerun", f"scaling-study/text_image/runs/{victim}/metrics.json", "fit_text_image").stdout
     assert "retrain=1" in out
     log = (logs / f"{victim}.log").read_text()
     assert "--retrain: training the finished run again" in log and "step 1/" in log

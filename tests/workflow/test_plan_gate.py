@@ -44,7 +44,9 @@ def test_a_pilot_goes_on_and_prints_the_plans_summary(tiny_study):
     listed = train_run_ids(dry)
     assert listed and all(r.endswith("-C4e10") for r in listed)
     summary = [line for line in dry.splitlines() if line.startswith("plan text_image: ")]
-    assert summary[0].startswith("plan text_image: 9 runs on 3 of 3 budget(s)") and "forecast UNDETERMINED" in summary[0]
+    assert (
+        summary[0].startswith("plan text_image: 9 runs on 3 of 3 budget(s)") and "forecast UNDETERMINED" in summary[0]
+    )
     assert "trained anyway (plan.allow_undetermined)" in summary[0]
     assert summary[1].startswith("plan text_image: 9 training jobs request") and "node-hours estimated" in summary[1]
     out = snakemake(copy, "plan_text_image", "--config", BUDGETS).stdout

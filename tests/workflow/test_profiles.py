@@ -28,9 +28,19 @@ def fake_qstat(tmp_path: Path, body: str) -> dict[str, str]:
 def status(tmp_path, job_id, qstat_body, *extra):
     env = fake_qstat(tmp_path, qstat_body)
     result = subprocess.run(
-        [sys.executable, str(AURORA / "pbs_status.py"), job_id, "--status-dir", str(tmp_path / "status"),
-         "--wait", "0.01", *extra],
-        env=env, capture_output=True, text=True,
+        [
+            sys.executable,
+            str(AURORA / "pbs_status.py"),
+            job_id,
+            "--status-dir",
+            str(tmp_path / "status"),
+            "--wait",
+            "0.01",
+            *extra,
+        ],
+        env=env,
+        capture_output=True,
+        text=True,
     )
     assert result.returncode == 0, result.stderr
     return result.stdout
@@ -44,9 +54,9 @@ def status(tmp_path, job_id, qstat_body, *extra):
         ("0", 'echo "    job_state = C"', "success"),
         ("1", 'echo "    job_state = C"', "failed"),
         ("0", "exit 153", "success"),
-        (None, 'echo "    job_state = C"', "failed"),           # finished without a record: killed
+        (None, 'echo "    job_state = C"', "failed"),  # finished without a record: killed
         (None, 'echo "qstat: Unknown Job Id 7" >&2; exit 153', "failed"),
-        (None, "exit 15010", "running"),                      # server unreachable: ask again later
+        (None, "exit 15010", "running"),  # server unreachable: ask again later
     ],
 )
 def test_status_reads_the_record_and_asks_qstat_only_for_existence(tmp_path, record, qstat_body, expected):
@@ -74,11 +84,12 @@ def test_submit_command_quotes_every_resource():
 
     command = sm_format(template, resources=Resources, rule="train", jobid=3)
     # The shell sees the account as one word, whatever it holds.
-    inner = command[command.index("qsub"):command.index('"$1"')]
+    inner = command[command.index("qsub") : command.index('"$1"')]
     words = shlex.split(inner)
     assert words[words.index("-A") + 1] == evil
     assert "-l" in words and words[words.index("-l") + 1] == (
-        "select=2,walltime=01:00:00,filesystems=flare:home,place=scatter")
+        "select=2,walltime=01:00:00,filesystems=flare:home,place=scatter"
+    )
 
 
 def test_every_profile_key_is_commented():

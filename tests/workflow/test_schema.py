@@ -32,8 +32,13 @@ from .wfhelpers import REPO
 
 SCHEMA = yaml.safe_load((REPO / "config" / "schema.yaml").read_text())
 CONFIG = yaml.safe_load((REPO / "config" / "config.yaml").read_text())
-SECTIONS = {"calibrate": CalibrateOptions, "plan": PlanOptions, "collect": CollectOptions, "fit": FitOptions,
-            "plot": PlotOptions}
+SECTIONS = {
+    "calibrate": CalibrateOptions,
+    "plan": PlanOptions,
+    "collect": CollectOptions,
+    "fit": FitOptions,
+    "plot": PlotOptions,
+}
 
 
 @pytest.mark.parametrize(("section", "cls"), SECTIONS.items())
@@ -113,8 +118,11 @@ def test_config_yaml_says_why_where_it_differs_from_the_default():
     """config.yaml is the default study's choice; where it differs from the library's default, the schema's
     description gives the default study's reason. Keys without a default (budgets, backbones) are the
     study's alone."""
-    unexplained = [(k, d, c) for k, d, c in _defaults(SCHEMA, CONFIG, "config") if not _same(d, c)
-                   and "default study" not in _prop(k.removeprefix("config."))["description"]]
+    unexplained = [
+        (k, d, c)
+        for k, d, c in _defaults(SCHEMA, CONFIG, "config")
+        if not _same(d, c) and "default study" not in _prop(k.removeprefix("config."))["description"]
+    ]
     assert unexplained == []
 
 
@@ -144,8 +152,11 @@ def _errors(override: dict) -> list[str]:
 @pytest.mark.parametrize("path", ["/", "//", "", "-rf", "--out", "a b", "x;y"])
 @pytest.mark.parametrize("key", ["study_dir", "previous_round", "sweep.outputs"])
 def test_bad_paths_are_refused_naming_the_key(key, path):
-    override = {"plan": {**CONFIG["plan"], "previous_round": path}} if key == "previous_round" else (
-        {"sweep": {**CONFIG["sweep"], "outputs": path}} if key == "sweep.outputs" else {key: path})
+    override = (
+        {"plan": {**CONFIG["plan"], "previous_round": path}}
+        if key == "previous_round"
+        else ({"sweep": {**CONFIG["sweep"], "outputs": path}} if key == "sweep.outputs" else {key: path})
+    )
     errors = _errors(override)
     assert errors and key.split(".")[-1] in errors[0]
 
@@ -192,7 +203,9 @@ def test_aurora_config_is_valid_over_the_default():
 
 def test_the_configuration_reference_is_current():
     """docs/configuration.md is what tools/config_reference.py prints from the schema and config.yaml."""
-    result = subprocess.run([sys.executable, str(REPO / "tools" / "config_reference.py")], capture_output=True,
-                            text=True, check=True)
+    result = subprocess.run(
+        [sys.executable, str(REPO / "tools" / "config_reference.py")], capture_output=True, text=True, check=True
+    )
     assert result.stdout == (REPO / "docs" / "configuration.md").read_text(), (
-        "docs/configuration.md is out of date: python tools/config_reference.py > docs/configuration.md")
+        "docs/configuration.md is out of date: python tools/config_reference.py > docs/configuration.md"
+    )

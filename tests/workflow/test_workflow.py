@@ -34,12 +34,17 @@ def test_the_smoke_study_ends_with_a_fit(tmp_path):
     with config/smoke.yaml merged over it, into a study folder of its own."""
     workdir = make_workdir(tmp_path / "smoke", tiny=False)
     study = tmp_path / "smoke-study"
-    out = snakemake(workdir, "fit_text_image", "--configfile", "config/smoke.yaml", "--config",
-                    f"study_dir={study}").stdout
+    out = snakemake(
+        workdir, "fit_text_image", "--configfile", "config/smoke.yaml", "--config", f"study_dir={study}"
+    ).stdout
     fit = json.loads((study / "text_image" / "fit" / "e2e.json").read_text())
     assert fit["verdict"]["identifiable"] is False  # two budgets never determine an exponent
     assert sorted(p.name for p in (study / "text_image" / "plots" / "e2e").glob("*.png")) == [
-        "approach3_fit.png", "isoflop_curves.png", "scaling_laws.png", "training_curves.png"]
+        "approach3_fit.png",
+        "isoflop_curves.png",
+        "scaling_laws.png",
+        "training_curves.png",
+    ]
     assert "verdict: NOT identifiable" in out and "runs: 6 (6 ok)" in out
 
 
@@ -63,8 +68,12 @@ def test_plan_dry_run_prints_the_same_runs(tiny_study):
     workdir = tiny_study.workdir
     plan_cmd = re.search(r"prism isoflop plan (.*?) --out ", tiny_study.plan).group(1)
     result = subprocess.run(
-        f"{BIN}/prism isoflop plan {plan_cmd} --dry-run", shell=True, cwd=workdir,
-        capture_output=True, text=True, check=True,
+        f"{BIN}/prism isoflop plan {plan_cmd} --dry-run",
+        shell=True,
+        cwd=workdir,
+        capture_output=True,
+        text=True,
+        check=True,
     )
     printed = set(re.findall(r"^(\S+-C[0-9.]+e[0-9]+)\s", result.stdout, flags=re.M))
     assert printed == planned_run_ids(workdir)
@@ -101,13 +110,45 @@ def test_new_budget_dry_run_lists_exactly_the_runs_the_plan_will_hold(tiny_study
 def test_plan_dry_run_shows_time_and_node_hours(tiny_study):
     workdir = tiny_study.workdir
     out = subprocess.run(
-        [f"{BIN}/prism", "isoflop", "plan", "--family", "text_image", "--budgets", "1e10,2e10",
-         "--calibration-dir", "scaling-study/calibration", "--backbones", "30k,60k,120k", "--variants", "BASE",
-         "--global-batch", "8", "--min-steps", "10", "--window", "3", "--prior-k", "0.65",
-         "--node-peak-flops", "5e15", "--mfu", "0.3", "--simulations", "20", "--dry-run"],
-        cwd=workdir, capture_output=True, text=True, check=True).stdout
+        [
+            f"{BIN}/prism",
+            "isoflop",
+            "plan",
+            "--family",
+            "text_image",
+            "--budgets",
+            "1e10,2e10",
+            "--calibration-dir",
+            "scaling-study/calibration",
+            "--backbones",
+            "30k,60k,120k",
+            "--variants",
+            "BASE",
+            "--global-batch",
+            "8",
+            "--min-steps",
+            "10",
+            "--window",
+            "3",
+            "--prior-k",
+            "0.65",
+            "--node-peak-flops",
+            "5e15",
+            "--mfu",
+            "0.3",
+            "--simulations",
+            "20",
+            "--dry-run",
+        ],
+        cwd=workdir,
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
     assert "time here" in out and "node-h" in out
-    assert re.search(r"time here \(one run after another\): [0-9.]+ (s|min|h) \[estimate of the training steps alone", out)
+    assert re.search(
+        r"time here \(one run after another\): [0-9.]+ (s|min|h) \[estimate of the training steps alone", out
+    )
     assert "node-hours [estimate: MFU 0.3 x node peak 5e+15 FLOP/s" in out
 
 
@@ -124,8 +165,7 @@ def test_deleted_run_retrains_only_that_run(tiny_study):
 
 def test_plot_option_replots_only(tiny_study):
     (tiny_study.workdir / "dpi.yaml").write_text("plot:\n  dpi: 72\n")
-    out = snakemake(tiny_study.workdir, "-n", "plot_text_image", "fit_text_image",
-                    "--configfile", "dpi.yaml").stdout
+    out = snakemake(tiny_study.workdir, "-n", "plot_text_image", "fit_text_image", "--configfile", "dpi.yaml").stdout
     counts = job_counts(out)
     assert counts.get("plot") == 1
     assert set(counts) == {"plot", "plot_text_image", "fit_text_image"}, counts
@@ -191,7 +231,8 @@ def test_a_config_value_typed_as_a_target_stops_in_one_line(tmp_path):
     assert out.returncode != 0 and "Traceback" not in out.stdout
     assert out.stdout.splitlines()[-1].startswith(
         """snakemake: train.seed=1 is not a target but a config value: give it after the targets as --config"""
-        """ 'train={"seed": 1}'""")
+        """ 'train={"seed": 1}'"""
+    )
 
 
 @pytest.mark.parametrize(
@@ -242,9 +283,18 @@ def test_scaling_study_readme_maps_every_output(tiny_study):
     study = tiny_study.workdir / "scaling-study"
     family = study / "text_image"
     made = {p.name for p in study.iterdir()} | {p.name for p in family.iterdir()}
-    mapped = {"data": "`data/F/`", "calibration": "`calibration/F__B__V__R.json`", "logs": "`logs/RULE/",
-              "text_image": "`F/", "plan.yaml": "`F/plan.yaml`", "plan.csv": "`F/plan.csv`", "runs": "`F/runs/RUN_ID/`",
-              "runs.csv": "`F/runs.csv`", "fit": "`F/fit/R.json`", "plots": "`F/plots/R/*.png`"}
+    mapped = {
+        "data": "`data/F/`",
+        "calibration": "`calibration/F__B__V__R.json`",
+        "logs": "`logs/RULE/",
+        "text_image": "`F/",
+        "plan.yaml": "`F/plan.yaml`",
+        "plan.csv": "`F/plan.csv`",
+        "runs": "`F/runs/RUN_ID/`",
+        "runs.csv": "`F/runs.csv`",
+        "fit": "`F/fit/R.json`",
+        "plots": "`F/plots/R/*.png`",
+    }
     assert made <= set(mapped), made - set(mapped)
     for name in made:
         assert mapped[name] in readme, name

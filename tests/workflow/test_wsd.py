@@ -95,7 +95,9 @@ def test_wsd_study_fits_with_branches_like_cosine_runs(wsd_study):
     assert len(trajs) == 3 and all(len(t.branches) == 2 for t in trajs.values())
     for t in trajs.values():
         for point in t.points:  # every branch point trained once, in its own segment
-            assert (study / "stable" / t.traj_id / f"to-{point:08d}" / "final" / "keep" / f"step-{point:08d}.pt").is_file()
+            assert (
+                study / "stable" / t.traj_id / f"to-{point:08d}" / "final" / "keep" / f"step-{point:08d}.pt"
+            ).is_file()
         for b in t.branches:
             metrics = json.loads((study / "runs" / b.run_id / "metrics.json").read_text())
             # the whole model's FLOPs (prefix + cooldown), as the plan's cosine run of that budget
@@ -118,8 +120,12 @@ def test_larger_budget_extends_each_trajectory_from_its_last_point(wsd_study):
     new_runs = planned_run_ids(copy) - {b.run_id for t in before.values() for b in t.branches}
     assert new_runs and all(r.endswith("-C4e10") for r in new_runs)
     assert branch_ids(out) == sorted(new_runs)
-    expected = sorted((t.traj_id, p) for t in after.values() for p in t.points
-                      if t.traj_id not in before or p not in before[t.traj_id].points)
+    expected = sorted(
+        (t.traj_id, p)
+        for t in after.values()
+        for p in t.points
+        if t.traj_id not in before or p not in before[t.traj_id].points
+    )
     assert segment_ends(out) == expected
     for traj, end in expected:  # an extension starts from the trajectory's last point, not from scratch
         if traj in before:
@@ -150,8 +156,14 @@ def test_killed_segment_resumes_from_its_checkpoint(wsd_study):
     shutil.rmtree(segdir)
     # worker=false: the training process is the job's own, as on a node (the worker's children
     # stop on their own when their job is killed: tests/test_worker.py).
-    proc = subprocess.Popen([SNAKEMAKE, target, "--config", "worker=false"], cwd=copy, env=env(),
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+    proc = subprocess.Popen(
+        [SNAKEMAKE, target, "--config", "worker=false"],
+        cwd=copy,
+        env=env(),
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
+    )
     try:
         deadline = time.time() + 600
         while time.time() < deadline and not list((segdir / "checkpoints").glob("step-*.pt")):
@@ -227,7 +239,8 @@ def test_retrain_true_retrains_every_segment_and_branch_and_the_figures_stay_the
     assert job_counts(out)["wsd_segment"] == n_segments and job_counts(out)["wsd_branch"] == len(planned_run_ids(copy))
     assert "retrain=0" not in out
     logs = list(segment_logs(copy).values()) + [
-        p.read_text() for p in (copy / "scaling-study" / "logs" / "train" / "text_image").glob("*.log")]
+        p.read_text() for p in (copy / "scaling-study" / "logs" / "train" / "text_image").glob("*.log")
+    ]
     assert len(logs) == len(metrics)
     assert all("--retrain: training the finished run again" in log and "restored" not in log for log in logs)
     assert all(p.stat().st_mtime_ns > before[p] for p in metrics)  # trained again, every one
@@ -235,8 +248,10 @@ def test_retrain_true_retrains_every_segment_and_branch_and_the_figures_stay_the
     assert "Nothing to be done" in snakemake(copy, "-n", "fit_text_image").stdout
 
 
-@pytest.mark.parametrize("train, setting", [({"schedule": "cosine"}, "train.schedule"),
-                                              ({"cooldown_fraction": 0.3}, "train.cooldown_fraction")])
+@pytest.mark.parametrize(
+    "train, setting",
+    [({"schedule": "cosine"}, "train.schedule"), ({"cooldown_fraction": 0.3}, "train.cooldown_fraction")],
+)
 def test_settings_a_finished_wsd_study_cannot_reuse_are_refused_before_anything_trains(wsd_study, train, setting):
     copy = copy_of(wsd_study, "refuse-" + setting.split(".")[1])
     before = sorted(p.relative_to(copy) for p in (copy / "scaling-study").rglob("*"))

@@ -56,12 +56,18 @@ def env() -> dict[str, str]:
     return out
 
 
-def snakemake(workdir: Path, *args: str, timeout: float = 600, check: bool = True,
-              extra_env: dict | None = None) -> subprocess.CompletedProcess:
+def snakemake(
+    workdir: Path, *args: str, timeout: float = 600, check: bool = True, extra_env: dict | None = None
+) -> subprocess.CompletedProcess:
     """Run Snakemake in `workdir`; stdout and stderr together in `.stdout`."""
     result = subprocess.run(
-        [SNAKEMAKE, *args], cwd=workdir, env={**env(), **(extra_env or {})},
-        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=timeout,
+        [SNAKEMAKE, *args],
+        cwd=workdir,
+        env={**env(), **(extra_env or {})},
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        timeout=timeout,
     )
     if check and result.returncode != 0:
         raise AssertionError(f"snakemake {' '.join(args)} failed ({result.returncode}):\n{result.stdout[-6000:]}")
@@ -73,8 +79,13 @@ def job_counts(output: str) -> dict[str, int]:
     counts: dict[str, int] = {}
     lines = output.splitlines()
     for i, line in enumerate(lines):
-        if line.strip().startswith("job") and "count" in line and i + 1 < len(lines) and set(lines[i + 1].strip()) <= {"-", " "}:
-            for row in lines[i + 2:]:
+        if (
+            line.strip().startswith("job")
+            and "count" in line
+            and i + 1 < len(lines)
+            and set(lines[i + 1].strip()) <= {"-", " "}
+        ):
+            for row in lines[i + 2 :]:
                 parts = row.split()
                 if len(parts) != 2 or not parts[1].isdigit() or parts[0] == "total":
                     break

@@ -29,21 +29,37 @@ def named_graphs() -> list[tuple[str, object]]:
     import networkx as nx
 
     gens = [
-        ("petersen", nx.petersen_graph), ("karate", nx.karate_club_graph),
-        ("florentine", nx.florentine_families_graph), ("davis", nx.davis_southern_women_graph),
-        ("lesmis", nx.les_miserables_graph), ("frucht", nx.frucht_graph),
-        ("heawood", nx.heawood_graph), ("house", nx.house_graph), ("bull", nx.bull_graph),
-        ("chvatal", nx.chvatal_graph), ("cubical", nx.cubical_graph),
-        ("desargues", nx.desargues_graph), ("dodecahedral", nx.dodecahedral_graph),
-        ("moebiuskantor", nx.moebius_kantor_graph), ("octahedral", nx.octahedral_graph),
-        ("icosahedral", nx.icosahedral_graph), ("kite", nx.krackhardt_kite_graph),
-        ("tutte", nx.tutte_graph), ("pappus", nx.pappus_graph),
-        ("truncatedcube", nx.truncated_cube_graph), ("hypercube4", lambda: nx.hypercube_graph(4)),
-        ("grid4x4", lambda: nx.grid_2d_graph(4, 4)), ("ladder8", lambda: nx.ladder_graph(8)),
-        ("tree2x3", lambda: nx.balanced_tree(2, 3)), ("lollipop5x6", lambda: nx.lollipop_graph(5, 6)),
-        ("barbell5x2", lambda: nx.barbell_graph(5, 2)), ("wheel12", lambda: nx.wheel_graph(12)),
-        ("star15", lambda: nx.star_graph(15)), ("cycle16", lambda: nx.cycle_graph(16)),
-        ("path16", lambda: nx.path_graph(16)), ("complete9", lambda: nx.complete_graph(9)),
+        ("petersen", nx.petersen_graph),
+        ("karate", nx.karate_club_graph),
+        ("florentine", nx.florentine_families_graph),
+        ("davis", nx.davis_southern_women_graph),
+        ("lesmis", nx.les_miserables_graph),
+        ("frucht", nx.frucht_graph),
+        ("heawood", nx.heawood_graph),
+        ("house", nx.house_graph),
+        ("bull", nx.bull_graph),
+        ("chvatal", nx.chvatal_graph),
+        ("cubical", nx.cubical_graph),
+        ("desargues", nx.desargues_graph),
+        ("dodecahedral", nx.dodecahedral_graph),
+        ("moebiuskantor", nx.moebius_kantor_graph),
+        ("octahedral", nx.octahedral_graph),
+        ("icosahedral", nx.icosahedral_graph),
+        ("kite", nx.krackhardt_kite_graph),
+        ("tutte", nx.tutte_graph),
+        ("pappus", nx.pappus_graph),
+        ("truncatedcube", nx.truncated_cube_graph),
+        ("hypercube4", lambda: nx.hypercube_graph(4)),
+        ("grid4x4", lambda: nx.grid_2d_graph(4, 4)),
+        ("ladder8", lambda: nx.ladder_graph(8)),
+        ("tree2x3", lambda: nx.balanced_tree(2, 3)),
+        ("lollipop5x6", lambda: nx.lollipop_graph(5, 6)),
+        ("barbell5x2", lambda: nx.barbell_graph(5, 2)),
+        ("wheel12", lambda: nx.wheel_graph(12)),
+        ("star15", lambda: nx.star_graph(15)),
+        ("cycle16", lambda: nx.cycle_graph(16)),
+        ("path16", lambda: nx.path_graph(16)),
+        ("complete9", lambda: nx.complete_graph(9)),
         ("circladder7", lambda: nx.circular_ladder_graph(7)),
         ("bipartite5x6", lambda: nx.complete_bipartite_graph(5, 6)),
     ]
@@ -72,7 +88,9 @@ def adjacency(graph, order: np.ndarray) -> np.ndarray:
 
     n = graph.number_of_nodes()
     a = np.zeros((MAX_NODES, MAX_NODES), np.float32)
-    a[:n, :n] = nx.to_numpy_array(graph, nodelist=[sorted(graph.nodes)[i] for i in order], dtype=np.float32, weight=None)
+    a[:n, :n] = nx.to_numpy_array(
+        graph, nodelist=[sorted(graph.nodes)[i] for i in order], dtype=np.float32, weight=None
+    )
     a[np.arange(n), np.arange(n)] = 1.0  # the diagonal marks real nodes: an isolated node is not padding
     return a
 

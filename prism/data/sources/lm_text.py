@@ -24,12 +24,54 @@ import sys
 SOURCE = "pydoc_data.topics + stdlib docstrings of the running Python + numpy's public docstrings"
 PACKAGES = ("numpy",)  # third-party documentation walked (public submodules); versions recorded
 MODULES = (
-    "abc", "argparse", "array", "base64", "bisect", "calendar", "collections", "contextlib",
-    "copy", "csv", "dataclasses", "datetime", "decimal", "difflib", "enum", "fractions",
-    "functools", "glob", "gzip", "hashlib", "heapq", "html", "io", "itertools", "json",
-    "logging", "math", "operator", "os", "pathlib", "pickle", "queue", "random", "re",
-    "shutil", "statistics", "string", "struct", "tarfile", "tempfile", "textwrap",
-    "threading", "time", "typing", "unittest", "urllib.parse", "uuid", "zipfile",
+    "abc",
+    "argparse",
+    "array",
+    "base64",
+    "bisect",
+    "calendar",
+    "collections",
+    "contextlib",
+    "copy",
+    "csv",
+    "dataclasses",
+    "datetime",
+    "decimal",
+    "difflib",
+    "enum",
+    "fractions",
+    "functools",
+    "glob",
+    "gzip",
+    "hashlib",
+    "heapq",
+    "html",
+    "io",
+    "itertools",
+    "json",
+    "logging",
+    "math",
+    "operator",
+    "os",
+    "pathlib",
+    "pickle",
+    "queue",
+    "random",
+    "re",
+    "shutil",
+    "statistics",
+    "string",
+    "struct",
+    "tarfile",
+    "tempfile",
+    "textwrap",
+    "threading",
+    "time",
+    "typing",
+    "unittest",
+    "urllib.parse",
+    "uuid",
+    "zipfile",
 )
 
 
@@ -52,10 +94,13 @@ def documents() -> list[tuple[str, str]]:
 
     root = str(Path(__file__).resolve().parents[3])  # the directory holding the prism package
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [root, os.environ.get("PYTHONPATH")]))}
-    code = "import json, sys; from prism.data.sources.lm_text import collect_documents; " \
-           "json.dump(collect_documents(), sys.stdout)"
-    res = subprocess.run([sys.executable, "-W", "ignore", "-c", code], capture_output=True, text=True, env=env,
-                         check=False)
+    code = (
+        "import json, sys; from prism.data.sources.lm_text import collect_documents; "
+        "json.dump(collect_documents(), sys.stdout)"
+    )
+    res = subprocess.run(
+        [sys.executable, "-W", "ignore", "-c", code], capture_output=True, text=True, env=env, check=False
+    )
     if res.returncode:
         from prism.errors import PrismError
 
@@ -68,7 +113,6 @@ def collect_documents() -> list[tuple[str, str]]:
     import importlib
     import inspect
     import warnings
-
     from pydoc_data.topics import topics
 
     docs = [(f"topic-{name}", topics[name]) for name in sorted(topics)]
@@ -101,8 +145,7 @@ def public_modules(package: str) -> list[str]:
     names = [package]
     for info in pkgutil.walk_packages(root.__path__, package + ".", onerror=lambda name: None):
         parts = info.name.split(".")[1:]
-        if any(p.startswith("_") or p in ("tests", "testing", "conftest", "setup", "distutils", "f2py")
-               for p in parts):
+        if any(p.startswith("_") or p in ("tests", "testing", "conftest", "setup", "distutils", "f2py") for p in parts):
             continue
         names.append(info.name)
     return sorted(names)

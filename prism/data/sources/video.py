@@ -19,8 +19,14 @@ N_FRAMES = 4
 CLIPS_PER_IMAGE = 2
 # name -> (rows, cols) moved per frame at speed 1
 DIRECTIONS = {
-    "up": (-1, 0), "down": (1, 0), "left": (0, -1), "right": (0, 1),
-    "up-left": (-1, -1), "up-right": (-1, 1), "down-left": (1, -1), "down-right": (1, 1),
+    "up": (-1, 0),
+    "down": (1, 0),
+    "left": (0, -1),
+    "right": (0, 1),
+    "up-left": (-1, -1),
+    "up-right": (-1, 1),
+    "down-left": (1, -1),
+    "down-right": (1, 1),
 }
 MOTIONS = [("still", 0)] + [(name, speed) for name in DIRECTIONS for speed in (1, 2)]
 
