@@ -190,7 +190,10 @@ def find_outliers(params, loss, budget, sigma: float, k: float = OUTLIER_K) -> l
             removed = np.array(list(itertools.combinations(range(n), q)))
             if len(removed) > 5000:
                 break
-            keep = np.array([np.setdiff1d(np.arange(n), r) for r in removed])
+            # the kept indices of every subset, in order: one mask, not a set difference per subset
+            mask = np.ones((len(removed), n), bool)
+            mask[np.arange(len(removed))[:, None], removed] = False
+            keep = np.nonzero(mask)[1].reshape(len(removed), n - q)
             coef, distinct = parabola_batch(x[keep], y[keep])
             fitted = coef[:, :1] + coef[:, 1:2] * x[keep] + coef[:, 2:3] * x[keep] ** 2
             rss = np.where(distinct >= 3, ((y[keep] - fitted) ** 2).sum(1), np.inf)
