@@ -17,6 +17,12 @@ Time: the finished runs' measured wall time against the plan's estimate for them
 (`hours_here`, from the timed steps) gives a ratio; the ETA is the estimate of what is
 left times that ratio, divided by the runs training now. FLOPs count each run's own
 budget as the plan does (a wsd branch includes its trajectory's prefix).
+
+Node-hours, what a cluster allocation is charged: each job's nodes (the `#PBS -l select=`
+of the body it ran, `launch.sh`; one node for a local body) times its time on them, from
+the body's writing (the job's start) to the run's last write, or to now while it runs;
+a run started by hand (no body) counts its measured wall time on one node. A run killed
+and rerun counts its last job only.
 """
 
 from __future__ import annotations
@@ -24,6 +30,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import re
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -36,6 +43,8 @@ from prism.ids import format_budget
 
 ACTIVE_SECONDS = 600.0
 STATES = ("done", "running", "failed", "waiting")
+BODY = "launch.sh"  # the job body a training job writes at its start, then runs
+SELECT_RE = re.compile(r"^#PBS -l select=(\d+)", re.MULTILINE)
 
 
 @dataclass
@@ -54,7 +63,14 @@ class RunStatus:
     wall_s: float = 0.0  # measured (done) or the logged steps' time so far
     est_wall_s: float | None = None  # the plan's estimate here
     eta_s: float | None = None  # a running run's own remaining time at its current rate
+    nodes: int = 1
+    job_s: float = 0.0  # its job's time on its nodes so far (see the module's docstring)
+    est_node_hours: float | None = None  # the plan's cluster estimate (`node_hours`)
     note: str = ""
+
+    @property
+    def node_hours(self) -> float:
+        return self.nodes * self.job_s / 3600.0
 
     @property
     def fraction(self) -> float:
@@ -100,6 +116,10 @@ class StudyStatus:
     def running(self) -> int:
         """Runs and wsd segments training now: how many jobs run at a time."""
         return sum(r.state == "running" for r in self.runs + self.segments)
+
+    def node_hours_spent(self) -> float:
+        """Every job's nodes x its time so far, over the planned runs and wsd segments (not stale runs)."""
+        return sum(r.node_hours for r in self.runs + self.segments)
 
 
 def _read_json(path: Path) -> dict[str, Any] | None:
@@ -171,7 +191,41 @@ def run_status(
     now: float,
     active_s: float = ACTIVE_SECONDS,
 ) -> RunStatus:
-    """The state of one run directory (which need not exist yet)."""
+    """The state of one run directory (which need not exist yet), with its job's nodes and time."""
+    status = _run_state(run_id, run_dir, planned, locked, now, active_s)
+    if status.state != "waiting":
+        status.nodes, status.job_s = _job_time(run_dir, status, now)
+    return status
+
+
+def _job_time(run_dir: Path, status: RunStatus, now: float) -> tuple[int, float]:
+    """(nodes, seconds) of the run's last job: from its body's writing to its last write (or now)."""
+    try:
+        body = run_dir / BODY
+        started, text = body.stat().st_mtime, body.read_text(errors="replace")
+    except OSError:
+        return 1, status.wall_s  # started by hand: the measured time, on one node
+    found = SELECT_RE.search(text)
+    nodes = int(found.group(1)) if found else 1
+    if status.state == "running":
+        return nodes, max(0.0, now - started)
+    ended = started
+    for name in ("metrics.json", "perf.jsonl", "eval.jsonl", "checkpoints", "final"):
+        try:
+            ended = max(ended, (run_dir / name).stat().st_mtime)
+        except OSError:
+            pass
+    return nodes, ended - started
+
+
+def _run_state(
+    run_id: str,
+    run_dir: Path,
+    planned: dict[str, Any] | None,
+    locked: set[tuple[int, int, int]],
+    now: float,
+    active_s: float,
+) -> RunStatus:
     planned = planned or {}
     hours = planned.get("hours_here")
     status = RunStatus(
@@ -181,6 +235,7 @@ def run_status(
         steps=_int(planned.get("steps")),
         flops_planned=_float(planned.get("flops")) or 0.0,
         est_wall_s=None if hours is None else 3600.0 * float(hours),
+        est_node_hours=_float(planned.get("node_hours")),
     )
     if not run_dir.is_dir():
         status.note = "not started"
@@ -317,6 +372,7 @@ def status_text(status: StudyStatus) -> str:
     share = f" ({done_flops / planned_flops:.0%})" if planned_flops else ""
     lines.append(f"FLOPs: {done_flops:.3g} of {planned_flops:.3g} planned{share} (each run's own budget)")
     lines.append(_time_line(status))
+    lines.append(_node_hours_line(status))
     if status.segments:
         seg = {s: sum(r.state == s for r in status.segments) for s in STATES}
         lines.append(
@@ -345,8 +401,6 @@ def _time_line(status: StudyStatus) -> str:
             f"; finished runs took {sum(r.wall_s for r in done) / 3600:.3g} h against their "
             f"{est_done / 3600:.3g} h (x{sum(r.wall_s for r in done) / est_done:.2f})"
         )
-    if status.node_hours_total is not None:
-        text += f"; cluster estimate {status.node_hours_total:.3g} node-hours"
     running = status.running()
     eta = status.eta_s()
     if eta == 0.0:
@@ -356,6 +410,19 @@ def _time_line(status: StudyStatus) -> str:
         if eta is not None
         else "\nETA unknown (the plan has no time estimate)"
     )
+
+
+def _node_hours_line(status: StudyStatus) -> str:
+    """Node-hours spent (nodes x job time) beside the plan's cluster estimate, whole and for the finished runs."""
+    text = f"node-hours: {status.node_hours_spent():.3g} spent"
+    if status.node_hours_total is None:
+        return text + "; the plan has no cluster estimate (plan.node_peak_flops, plan.mfu)"
+    text += f" of the plan's estimate {status.node_hours_total:.3g}"
+    done = [r for r in status.runs if r.state == "done" and r.est_node_hours]
+    if done:
+        used, est = sum(r.node_hours for r in done), sum(r.est_node_hours for r in done)
+        text += f"; finished runs used {used:.3g} against their {est:.3g} (x{used / est:.2f})"
+    return text
 
 
 def _run_line(r: RunStatus) -> str:

@@ -85,6 +85,49 @@ def test_half_finished_study_counts_each_state(study):
     assert status.eta_s() == pytest.approx((36 * 0.5 + 72 * 0.75 + 72) * 2)
 
 
+def write_body(run_dir: Path, nodes: int | None, started: float) -> None:
+    """The job body a training job writes at its start (`launch.sh`): `#PBS -l select=N` for a cluster job."""
+    pbs = f"#PBS -l select={nodes}\n" if nodes else ""
+    (run_dir / "launch.sh").write_text(f"#!/bin/bash\n{pbs}prism train ...\n")
+    os.utime(run_dir / "launch.sh", (started, started))
+
+
+def test_node_hours_spent_against_the_plans_estimate(study):
+    """A cluster study: nodes x job time of the finished, killed and running jobs, beside the plan's node-hours."""
+    plan = yaml.safe_load((study / "plan.yaml").read_text())
+    for row in plan["runs"]:
+        row["node_hours"] = 0.5
+    (study / "plan.yaml").write_text(yaml.safe_dump(plan))
+    root, now = study / "runs", time.time()
+    done = root / "30k-BASE-e2e-C1e10"  # 4 nodes for an hour: 4 node-hours
+    for path in done.iterdir():
+        os.utime(path, (now - 3600, now - 3600))  # its last write
+    write_body(done, 4, now - 7200)
+    killed = root / "60k-BASE-e2e-C1e10"  # 2 nodes from its start to its last write, half an hour
+    write_body(killed, 2, now - 3600 - 1800)
+    running = root / "30k-BASE-e2e-C2e10"  # 8 nodes, started 15 minutes ago
+    write_body(running, 8, now - 900)
+    write_body(root / "90k-BASE-e2e-C5e9", 16, now - 99999)  # stale: not this plan's spending
+    with RunLock(running):
+        status = study_status(study, now=now)
+        text = status_text(status)
+    by_id = {r.run_id: r for r in status.runs}
+    assert by_id["30k-BASE-e2e-C1e10"].node_hours == pytest.approx(4.0, abs=0.01)
+    assert by_id["60k-BASE-e2e-C1e10"].node_hours == pytest.approx(1.0, abs=0.01)
+    assert by_id["30k-BASE-e2e-C2e10"].node_hours == pytest.approx(2.0, abs=0.01)
+    assert by_id["60k-BASE-e2e-C2e10"].node_hours == 0.0  # waiting
+    assert status.node_hours_spent() == pytest.approx(7.0, abs=0.02)
+    assert "node-hours: 7 spent of the plan's estimate 2.5; finished runs used 4 against their 0.5 (x8.00)" in text
+
+
+def test_a_run_started_by_hand_counts_its_wall_time_on_one_node(study):
+    status = study_status(study)
+    done = next(r for r in status.runs if r.run_id == "30k-BASE-e2e-C1e10")
+    assert (done.nodes, done.job_s) == (1, 72.0)  # no launch.sh: metrics.json's wall_s
+    (study / "plan.yaml").write_text(yaml.safe_dump({"family": "text_image", "runs": []}))
+    assert "the plan has no cluster estimate" in status_text(study_status(study))
+
+
 def test_a_run_without_a_lock_but_fresh_files_counts_as_running(study):
     """A job on another node: its lock is not visible here, its files are still being written."""
     status = study_status(study)
