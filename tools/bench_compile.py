@@ -19,6 +19,8 @@ import argparse
 import statistics
 import time
 
+from benchlib import interleaved
+
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -64,16 +66,9 @@ def main(argv: list[str] | None = None) -> int:
         eager, compiled = steps
         eager()
         compile_s, _ = compiled()  # the first call traces and builds the kernels
-        for _ in range(args.warmup):
-            eager(), compiled()
-        ratios, losses = [], None
-        for i in range(args.steps):
-            if i % 2:
-                (tc, lc), (te, le) = compiled(), eager()
-            else:
-                (te, le), (tc, lc) = eager(), compiled()
-            ratios.append(te / tc)
-            losses = (le, lc)
+        pairs = interleaved(eager, compiled, args.steps, args.warmup)
+        ratios = [te / tc for (te, _), (tc, _) in pairs]
+        losses = (pairs[-1][0][1], pairs[-1][1][1])
         q1, med, q3 = statistics.quantiles(ratios, n=4)
         eager_s = statistics.median(te for te in [eager()[0] for _ in range(3)])
         saved = eager_s * (1 - 1 / med) if med > 1 else 0.0

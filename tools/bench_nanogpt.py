@@ -28,13 +28,13 @@ from __future__ import annotations
 
 import argparse
 import math
-import statistics
-import time
 
 import torch
 import torch.nn.functional as F
 from torch import nn
 from torch.utils.flop_counter import FlopCounterMode
+
+from benchlib import flops_ratios, interleaved, make_step, print_profile
 
 
 class NanoBlock(nn.Module):
@@ -106,19 +106,6 @@ def training_flops(model: nn.Module, inputs: tuple) -> int:
     return int(counter.get_total_flops())
 
 
-def make_step(model: nn.Module, opt: torch.optim.Optimizer, inputs: tuple):
-    """One training step as a function returning (wall seconds, CPU seconds)."""
-
-    def step() -> tuple[float, float]:
-        t0, c0 = time.perf_counter(), time.process_time()
-        model(*inputs).backward()
-        opt.step()
-        opt.zero_grad(set_to_none=True)
-        return time.perf_counter() - t0, time.process_time() - c0
-
-    return step
-
-
 def build_pair(args: argparse.Namespace, backbone: str):
     """(prism step, its FLOPs, nanogpt step, its FLOPs) at one backbone's shape."""
     from prism.data.loader import ShardLoader
@@ -150,54 +137,25 @@ def build_pair(args: argparse.Namespace, backbone: str):
 
 def compare(args: argparse.Namespace, backbone: str) -> dict:
     prism_step, prism_flops, nano_step, nano_flops, *_ = build_pair(args, backbone)
-    for _ in range(args.warmup):
-        prism_step(), nano_step()
-    tp, tn, ratios, cpu_ratios = [], [], [], []
-    for i in range(args.steps):
-        if i % 2:
-            b, a = nano_step(), prism_step()
-        else:
-            a, b = prism_step(), nano_step()
-        tp.append(a[0])
-        tn.append(b[0])
-        ratios.append((prism_flops / a[0]) / (nano_flops / b[0]))
-        # With one thread the CPU seconds a step got are its own cost, whatever else the host runs.
-        cpu_ratios.append((prism_flops / a[1]) / (nano_flops / b[1]) if a[1] > 0 and b[1] > 0 else float("nan"))
-    q1, med, q3 = statistics.quantiles(ratios, n=4)
+    r = flops_ratios(interleaved(prism_step, nano_step, args.steps, args.warmup), prism_flops, nano_flops)
     return {
         "backbone": backbone,
-        "prism_gflops": prism_flops / statistics.median(tp) / 1e9,
-        "nanogpt_gflops": nano_flops / statistics.median(tn) / 1e9,
-        "prism_ms": 1e3 * statistics.median(tp),
-        "nanogpt_ms": 1e3 * statistics.median(tn),
+        "prism_gflops": prism_flops / r["a_s"] / 1e9,
+        "nanogpt_gflops": nano_flops / r["b_s"] / 1e9,
+        "prism_ms": 1e3 * r["a_s"],
+        "nanogpt_ms": 1e3 * r["b_s"],
         "prism_mflop": prism_flops / 1e6,
         "nanogpt_mflop": nano_flops / 1e6,
-        "ratio": med,
-        "q1": q1,
-        "q3": q3,
-        "cpu_ratio": statistics.median(cpu_ratios),
+        "ratio": r["ratio"],
+        "q1": r["q1"],
+        "q3": r["q3"],
+        "cpu_ratio": r["cpu_ratio"],
     }
 
 
 def profile(args: argparse.Namespace, backbone: str) -> None:
-    from torch.profiler import ProfilerActivity
-    from torch.profiler import profile as torch_profile
-
     prism_step, *_ = build_pair(args, backbone)
-    for _ in range(args.warmup):
-        prism_step()
-    with torch_profile(activities=[ProfilerActivity.CPU]) as prof:
-        for _ in range(args.steps):
-            prism_step()
-    print(f"--- {backbone}: prism step, {args.steps} steps")
-    events = sorted(prof.key_averages(), key=lambda e: -e.self_cpu_time_total)
-    total = sum(e.self_cpu_time_total for e in events)
-    print(f"self CPU {total / 1e3 / args.steps:.2f} ms per step")
-    for e in events[: args.rows]:
-        print(
-            f"  {e.self_cpu_time_total / 1e3 / args.steps:7.3f} ms {100 * e.self_cpu_time_total / total:5.1f}% "
-            f"{e.count // args.steps:5d} calls  {e.key}"
-        )
+    print_profile(f"{backbone}: prism step, {args.steps} steps", prism_step, args.steps, args.warmup, args.rows)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -31,8 +31,6 @@ lists each model's top ops (self CPU time per step) instead.
 from __future__ import annotations
 
 import argparse
-import statistics
-import time
 
 import torch
 import torch.nn.functional as F
@@ -43,6 +41,8 @@ from prism.model.backbone import Backbone
 from prism.model.config import BackboneConfig, backbone_config
 from prism.model.tokenizer import IGNORE
 from prism.train.schedule import BETAS, EPS, WEIGHT_DECAY, build_optimizer, default_lr
+
+from benchlib import flops_ratios, interleaved, make_step, print_profile
 
 DEFAULT_BACKBONES = "15k,60k,250k,3m"
 
@@ -123,19 +123,6 @@ def training_flops(model: nn.Module, inputs: tuple) -> int:
     return int(counter.get_total_flops())
 
 
-def make_step(model: nn.Module, opt: torch.optim.Optimizer, inputs: tuple):
-    """One training step as a function returning (wall seconds, CPU seconds)."""
-
-    def step() -> tuple[float, float]:
-        t0, c0 = time.perf_counter(), time.process_time()
-        model(*inputs).backward()
-        opt.step()
-        opt.zero_grad(set_to_none=True)
-        return time.perf_counter() - t0, time.process_time() - c0
-
-    return step
-
-
 def build_pair(backbone: str, batch_size: int, seq_len: int) -> dict:
     """Both models at one backbone's shape, their optimizers, inputs and FLOPs per step."""
     cfg = backbone_config(backbone)
@@ -159,23 +146,10 @@ def build_pair(backbone: str, batch_size: int, seq_len: int) -> dict:
 
 def compare(backbone: str, batch_size: int, seq_len: int, steps: int, warmup: int) -> dict:
     pair = build_pair(backbone, batch_size, seq_len)
-    prism_step, llama_step = pair["prism_step"], pair["llama_step"]
     fp, fl = pair["prism_flops"], pair["llama_flops"]
-    for _ in range(warmup):
-        prism_step(), llama_step()
-    tp, tl, ratios, cpu_ratios = [], [], [], []
-    for i in range(steps):
-        if i % 2:
-            b, a = llama_step(), prism_step()
-        else:
-            a, b = prism_step(), llama_step()
-        tp.append(a[0])
-        tl.append(b[0])
-        ratios.append((fp / a[0]) / (fl / b[0]))
-        cpu_ratios.append((fp / a[1]) / (fl / b[1]) if a[1] > 0 and b[1] > 0 else float("nan"))
-    q1, med, q3 = statistics.quantiles(ratios, n=4)
+    r = flops_ratios(interleaved(pair["prism_step"], pair["llama_step"], steps, warmup), fp, fl)
     tokens = batch_size * seq_len
-    mp, ml = statistics.median(tp), statistics.median(tl)
+    mp, ml = r["a_s"], r["b_s"]
     return {
         "backbone": backbone,
         "params": param_count(pair["prism"]),
@@ -187,35 +161,18 @@ def compare(backbone: str, batch_size: int, seq_len: int, steps: int, warmup: in
         "llama_tok_s": tokens / ml,
         "prism_gflops": fp / mp / 1e9,
         "llama_gflops": fl / ml / 1e9,
-        "ratio": med,
-        "q1": q1,
-        "q3": q3,
-        "cpu_ratio": statistics.median(cpu_ratios),
+        "ratio": r["ratio"],
+        "q1": r["q1"],
+        "q3": r["q3"],
+        "cpu_ratio": r["cpu_ratio"],
     }
 
 
 def profile(backbone: str, batch_size: int, seq_len: int, steps: int, warmup: int, rows: int) -> None:
     """The top ops of each model's step by self CPU time per step."""
-    from torch.profiler import ProfilerActivity
-    from torch.profiler import profile as torch_profile
-
     pair = build_pair(backbone, batch_size, seq_len)
     for name in ("prism", "llama"):
-        step = pair[f"{name}_step"]
-        for _ in range(warmup):
-            step()
-        with torch_profile(activities=[ProfilerActivity.CPU]) as prof:
-            for _ in range(steps):
-                step()
-        events = sorted(prof.key_averages(), key=lambda e: -e.self_cpu_time_total)
-        total = sum(e.self_cpu_time_total for e in events)
-        calls = sum(e.count for e in events) // steps
-        print(f"--- {backbone} {name}: self CPU {total / 1e3 / steps:.2f} ms per step, {calls} op calls")
-        for e in events[:rows]:
-            print(
-                f"  {e.self_cpu_time_total / 1e3 / steps:7.3f} ms {100 * e.self_cpu_time_total / total:5.1f}% "
-                f"{e.count // steps:5d} calls  {e.key}"
-            )
+        print_profile(f"{backbone} {name}", pair[f"{name}_step"], steps, warmup, rows)
 
 
 def main(argv: list[str] | None = None) -> int:

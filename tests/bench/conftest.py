@@ -1,9 +1,13 @@
 """Shared by the tests of the benchmark scripts in tools/."""
 
 import importlib.util
+import sys
 from pathlib import Path
 
 TOOLS = Path(__file__).resolve().parents[2] / "tools"
+# The scripts import their shared module (tools/benchlib.py) as a sibling, as `python tools/X.py` lets them.
+if str(TOOLS) not in sys.path:
+    sys.path.insert(0, str(TOOLS))
 
 
 def load_tool(name: str):
