@@ -8,6 +8,8 @@ tests/model/test_paramcount.py holds them equal to the built modules for every f
 
 from __future__ import annotations
 
+from functools import lru_cache
+
 from prism.families import FamilySpec, family_spec
 from prism.model.config import backbone_config, projector_variant, regime_parts
 
@@ -73,7 +75,11 @@ def component_params(family: str, backbone: str, variant: str) -> dict[str, int]
     }
 
 
+@lru_cache(maxsize=4096)
 def trainable_params(family: str, backbone: str, variant: str, regime: str) -> int:
-    """N of the regime: the parameters of the parts it trains (a calibration's `params_trainable`)."""
+    """N of the regime: the parameters of the parts it trains (a calibration's `params_trainable`).
+
+    Cached: the workflow asks for the same candidates' N each time it evaluates an input function.
+    """
     parts = component_params(family, backbone, variant)
     return sum(parts[name] for name in regime_parts(regime))

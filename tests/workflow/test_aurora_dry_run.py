@@ -1,0 +1,118 @@
+"""The cluster study's dry run on an index of your own shards: the plan's summary, DETERMINED, node-hours.
+
+What a user does before submitting `config/aurora.yaml` (docs/cluster.md): point
+`data.shards.text_image` at their shards, index them and calibrate every size (the data and
+calibrate jobs, here called as those jobs call them), then `snakemake --profile profiles/aurora
+-n fit_text_image --configfile config/aurora.yaml`.
+
+The index is honest about one thing it cannot be here: big enough. The grid needs a training
+split of at least 15,625,000 samples (1e9 tokens in the plan's 64-token rows); writing that many
+takes hours, not a test's seconds. So the test writes 200 real samples with webdataset's
+TarWriter, indexes them with `prism data index`, and then appends to the manifest's training split
+entries for shards that were never written (`never-written-NNNNN.tar`, 10,000 samples each, no
+sha256), up to that size. A dry run reads only the manifest's counts, so it plans on that size;
+`prism data verify` refuses the index (asserted below), and so would every training job, which
+opens the shards it lists. No rule accepts it as data.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import pytest
+import yaml
+
+from prism.cli import main as prism
+from prism.data.manifest import verify
+from prism.errors import PrismError
+
+from .wfhelpers import REPO, job_counts, make_workdir, rule_outputs, snakemake
+
+pytestmark = [pytest.mark.workflow, pytest.mark.slow]
+
+TRAIN_SAMPLES = 15_625_000  # 1e9 tokens of 64-token rows: what config/aurora.yaml's header assumes
+NEVER_WRITTEN = 10_000  # samples per appended entry (img2dataset's default shard size)
+
+
+def grow_training_split(data: Path, samples: int) -> int:
+    """Append entries for shards never written until the index's training split holds `samples`; their count.
+
+    Each entry has the tokens per sample of the real shards and no sha256 or bytes: nothing can
+    check it, so nothing but the plan's epochs may rely on it.
+    """
+    path = data / "manifest.json"
+    manifest = json.loads(path.read_text())
+    train = manifest["splits"]["train"]
+    per_sample = train["tokens"] / train["samples"]
+    added = 0
+    while train["samples"] < samples:
+        n = min(NEVER_WRITTEN, samples - train["samples"])
+        entry = {"name": f"never-written-{added:05d}.tar", "sha256": None, "bytes": None, "samples": n}
+        train["shards"].append({**entry, "tokens": round(n * per_sample), "bad": 0})
+        train["samples"] += n
+        train["tokens"] += round(n * per_sample)
+        added += 1
+    path.write_text(json.dumps(manifest, indent=1, sort_keys=True) + "\n")
+    return added
+
+
+def header_text(config: Path) -> str:
+    """The config's leading comment block as one line (its wrapped lines joined)."""
+    lines = []
+    for line in config.read_text().splitlines():
+        if not line.startswith("#"):
+            break
+        lines.append(line.lstrip("#").strip())
+    return " ".join(" ".join(lines).split())
+
+
+def test_aurora_dry_run_on_an_index_prints_the_plan_determined_and_node_hours(tmp_path, shape_shards):
+    workdir = make_workdir(tmp_path / "study", tiny=False)
+    shards = tmp_path / "shards"
+    shape_shards(shards, 200, per_shard=100)
+    dry = [
+        "--profile",
+        "profiles/aurora",
+        "-n",
+        "fit_text_image",
+        "--configfile",
+        "config/aurora.yaml",
+        "--config",
+        f'data={{"shards": {{"text_image": "{shards}"}}}}',
+    ]
+    config = yaml.safe_load((REPO / "config" / "aurora.yaml").read_text())
+    study = workdir / config["study_dir"]
+
+    # Before the data and the calibrations exist: the dry run lists their jobs (and no plan yet).
+    before = snakemake(workdir, *dry).stdout
+    calibrations = rule_outputs(before, "calibrate")
+    assert job_counts(before)["data"] == 1 and len(calibrations) >= config["plan"]["sizes_per_budget"]
+    assert not [line for line in before.splitlines() if line.startswith("plan text_image: ")]
+
+    data = study / "data" / "text_image"
+    assert prism(["data", "index", str(shards), "--family", "text_image", "--out", str(data)]) == 0
+    for out in calibrations:
+        family, backbone, variant, regime = Path(out).name.removesuffix(".json").split("__")
+        args = ["--family", family, "--backbone", backbone, "--projector-variant", variant, "--regime", regime]
+        assert prism(["isoflop", "calibrate", *args, "--no-measure-throughput", "--out", str(workdir / out)]) == 0
+    assert grow_training_split(data, TRAIN_SAMPLES) > 0
+    with pytest.raises(PrismError, match=r"never-written-00000\.tar cannot be read"):
+        verify(data)
+
+    out = snakemake(workdir, *dry).stdout
+    counts = job_counts(out)
+    assert "data" not in counts and "calibrate" not in counts  # the plan is computed from the index
+    summary = [line for line in out.splitlines() if line.startswith("plan text_image: ")]
+    assert len(summary) == 2, out[-4000:]
+    budgets = len(config["budgets"])
+    assert f" runs on {budgets} of {budgets} budget(s)" in summary[0], summary[0]  # none refused
+    assert "forecast DETERMINED" in summary[0] and "node-hours unknown" not in summary[0], summary[0]
+    asked = re.search(r"training jobs request ([\d.e+]+) node-hours as cluster jobs for ([\d.e+]+) node-hours", out)
+    assert asked, summary[1]
+    assert float(asked.group(1)) >= float(asked.group(2)) > 0  # walltime_factor 2 and a floor: never less
+    # config/aurora.yaml's header quotes both lines as this dry run prints them.
+    header = header_text(REPO / "config" / "aurora.yaml")
+    for line in summary:
+        assert " ".join(line.split()) in header, f"config/aurora.yaml's header does not quote: {line}"
