@@ -149,7 +149,7 @@ def preload() -> None:
     import torch.distributed.checkpoint.state_dict  # noqa: F401
 
     import prism.cli
-    import prism.isoflop.calibrate  # noqa: F401
+    import prism.isoflop.design.calibrate  # noqa: F401
     import prism.train.trainer  # noqa: F401
 
     prism.cli.build_parser()  # imports every command's module

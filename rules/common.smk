@@ -17,14 +17,14 @@ from prism.train.finished import study_conflict
 from prism.families import FAMILIES
 from prism.calibration import calibration_filename
 from prism.ids import format_budget
-from prism.isoflop.calibrate import CalibrateOptions, speed_filename
-from prism.isoflop.collect import CollectOptions
-from prism.isoflop.fit import FitOptions
-from prism.isoflop.gate import plan_stop, plan_summary
-from prism.isoflop.options import PlotOptions
-from prism.isoflop.ladder import union
-from prism.isoflop.plan import PlanOptions, make_plan, plan_runs, rule_sizes
-from prism.isoflop.trajectories import plan_warmup
+from prism.isoflop.design.calibrate import CalibrateOptions, speed_filename
+from prism.isoflop.runs.collect import CollectOptions
+from prism.isoflop.fit.fit import FitOptions
+from prism.isoflop.design.gate import plan_stop, plan_summary
+from prism.isoflop.present.options import PlotOptions
+from prism.isoflop.design.ladder import union
+from prism.isoflop.design.plan import PlanOptions, make_plan, plan_runs, rule_sizes
+from prism.isoflop.design.trajectories import plan_warmup
 from prism.launch.walltime import pieces, requested_seconds, run_estimate_s, walltime_seconds, walltime_text
 from prism.model.config import BACKBONES, REGIMES, VARIANTS
 from prism.model.sizes import RULE_NAME_PATTERN, VARIANT_NAME_PATTERN

@@ -12,7 +12,7 @@
 # and how it runs (launcher, nodes, device, storage) are resources, so moving a study
 # to the cluster or changing its node count retrains nothing.
 
-from prism.isoflop.launch import run_args
+from prism.isoflop.runs.launch import run_args
 
 
 include: "training.smk"

@@ -1,6 +1,6 @@
 # Stage 3 for `train.schedule: wsd` (included instead of train.smk): every model of the
 # plan trains ONE constant-rate trajectory, cut at its branch points, and every planned
-# run is a cooldown branch off it (prism.isoflop.trajectories).
+# run is a cooldown branch off it (prism.isoflop.design.trajectories).
 #
 #   wsd_segment  trains a trajectory from one branch point to the next at the constant rate
 #                (wsd with cooldown fraction 0); its output is the kept checkpoint at its end,

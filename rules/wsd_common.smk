@@ -1,7 +1,7 @@
 # Helpers of rules/wsd.smk (functions only; the rules are there).
 
-from prism.isoflop.launch import run_args
-from prism.isoflop.trajectories import plan_trajectories
+from prism.isoflop.runs.launch import run_args
+from prism.isoflop.design.trajectories import plan_trajectories
 
 WSD_COOLDOWN = float(config["train"]["cooldown_fraction"])
 POINT_RE = r"[0-9]{8}"

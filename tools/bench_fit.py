@@ -42,8 +42,8 @@ def timed(fn, repeats: int) -> tuple[float, object]:
 
 
 def main() -> None:
-    from prism.isoflop import approach2, approach3
-    from prism.isoflop.forecast import forecast, prior_surface
+    from prism.isoflop.design.forecast import forecast, prior_surface
+    from prism.isoflop.fit import approach2, approach3
     from prism.isoflop.records import CHINCHILLA_EPOCH
     from prism.isoflop.synthetic import isoflop_study
 

@@ -36,7 +36,7 @@ class Job(NamedTuple):
 
 
 def jobs_of(study: Path, family: str, cooldown_fraction: float = 0.2) -> list[Job]:
-    from prism.isoflop.trajectories import plan_trajectories
+    from prism.isoflop.design.trajectories import plan_trajectories
 
     folder = study / family
     plan = yaml.safe_load((folder / "plan.yaml").read_text())

@@ -9,7 +9,7 @@ import csv
 from collections import defaultdict
 from pathlib import Path
 
-from prism.isoflop.fit import fit_records
+from prism.isoflop.fit.fit import fit_records
 from prism.isoflop.records import RunRecord
 
 DATA = Path(__file__).resolve().parents[1] / "tests" / "data" / "scaling" / "isoflops_public.csv"

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import argparse
 
-from prism.isoflop.calibrate import CalibrateOptions
-from prism.isoflop.collect import CollectOptions
-from prism.isoflop.options import PlotOptions
-from prism.isoflop.plan import PlanOptions
+from prism.isoflop.design.calibrate import CalibrateOptions
+from prism.isoflop.design.plan import PlanOptions
+from prism.isoflop.present.options import PlotOptions
+from prism.isoflop.runs.collect import CollectOptions
 from prism.options import add_arguments, from_namespace
 from prism.train.schedule import COOLDOWN_FRACTION
 
@@ -60,7 +60,7 @@ def _calibrate(args: argparse.Namespace) -> int:
         from prism.host import tune_host
 
         tune_host()  # the process settings training runs with, so the measured samples/s plan its cost
-    from prism.isoflop.calibrate import run_calibrate
+    from prism.isoflop.design.calibrate import run_calibrate
 
     path = run_calibrate(
         args.family,
@@ -103,7 +103,7 @@ def _register_fit(verbs: argparse._SubParsersAction) -> None:
     p.add_argument(
         "--regime", default="any", choices=REGIME_CHOICES, help="keep rows of this regime (default: any = no filter)"
     )
-    from prism.isoflop.fit import FitOptions  # numpy and SciPy: imported when this parser is built
+    from prism.isoflop.fit.fit import FitOptions  # numpy and SciPy: imported when this parser is built
 
     add_arguments(p.add_argument_group("fit options (config `fit:`)"), FitOptions)
     p.add_argument("--output-json", required=True, help="fit JSON to write")
@@ -112,7 +112,7 @@ def _register_fit(verbs: argparse._SubParsersAction) -> None:
 
 
 def _fit(args: argparse.Namespace) -> int:
-    from prism.isoflop.fit import FitOptions, fit_csv
+    from prism.isoflop.fit.fit import FitOptions, fit_csv
 
     opts = from_namespace(FitOptions, args)
     opts.validate()
@@ -186,7 +186,7 @@ def _register_plan(verbs: argparse._SubParsersAction) -> None:
 
 
 def _plan(args: argparse.Namespace) -> int:
-    from prism.isoflop.plan import PlanStopped, parse_budgets, run_plan
+    from prism.isoflop.design.plan import PlanStopped, parse_budgets, run_plan
 
     try:
         text = run_plan(
@@ -246,7 +246,7 @@ def _register_launch(verbs: argparse._SubParsersAction) -> None:
 
 
 def _launch(args: argparse.Namespace) -> int:
-    from prism.isoflop.launch import launch_plan
+    from prism.isoflop.runs.launch import launch_plan
 
     results = launch_plan(
         args.plan,
@@ -295,7 +295,7 @@ def _register_collect(verbs: argparse._SubParsersAction) -> None:
 
 
 def _collect(args: argparse.Namespace) -> int:
-    from prism.isoflop.collect import collect
+    from prism.isoflop.runs.collect import collect
 
     print(
         collect(
@@ -333,8 +333,8 @@ def _register_plot(verbs: argparse._SubParsersAction) -> None:
 
 
 def _plot(args: argparse.Namespace) -> int:
-    from prism.isoflop.curves import plot_training_curves
-    from prism.isoflop.plot import plot_study
+    from prism.isoflop.present.curves import plot_training_curves
+    from prism.isoflop.present.plot import plot_study
 
     opts = from_namespace(PlotOptions, args)
     for path in plot_study(args.csv, args.outdir, args.fit_json, args.family, args.regime, opts.dpi):
@@ -344,7 +344,7 @@ def _plot(args: argparse.Namespace) -> int:
         from pathlib import Path
 
         from prism.atomic import write_text_atomic
-        from prism.isoflop.summary import ANSWER, answer_html
+        from prism.isoflop.present.summary import ANSWER, answer_html
 
         print(write_text_atomic(Path(args.outdir) / ANSWER, answer_html(args.fit_json, args.outdir)))
     return 0
@@ -379,7 +379,7 @@ def _summary(args: argparse.Namespace) -> int:
     import sys
     from pathlib import Path
 
-    from prism.isoflop.summary import summarize, summary_html
+    from prism.isoflop.present.summary import summarize, summary_html
 
     unfitted = [d for d in args.family_dirs if not any(Path(d, "fit").glob("*.json"))]
     if args.html:
@@ -403,7 +403,7 @@ def _summary(args: argparse.Namespace) -> int:
 
 
 def _register_status(verbs: argparse._SubParsersAction) -> None:
-    from prism.isoflop.status import ACTIVE_SECONDS
+    from prism.isoflop.runs.status import ACTIVE_SECONDS
 
     p = verbs.add_parser(
         "status",
@@ -427,7 +427,7 @@ def _register_status(verbs: argparse._SubParsersAction) -> None:
 
 
 def _status(args: argparse.Namespace) -> int:
-    from prism.isoflop.status import family_dirs, status_text, study_status
+    from prism.isoflop.runs.status import family_dirs, status_text, study_status
 
     print("\n\n".join(status_text(study_status(d, args.active_within)) for d in family_dirs(args.study)))
     return 0
@@ -463,7 +463,7 @@ def _register_compare(verbs: argparse._SubParsersAction) -> None:
 
 
 def _compare(args: argparse.Namespace) -> int:
-    from prism.isoflop.compare import compare
+    from prism.isoflop.present.compare import compare
 
     print(
         compare(

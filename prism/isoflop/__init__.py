@@ -1,1 +1,4 @@
-"""IsoFLOP study: calibrate, plan, forecast, collect, fit, report, plot."""
+"""IsoFLOP study, one subpackage per stage: design (before training), runs, fit, present.
+
+`records` (the plain records every stage passes on) and `synthetic` (studies with a known truth) are shared by all.
+"""

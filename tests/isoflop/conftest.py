@@ -30,7 +30,7 @@ def chinchilla():
 @pytest.fixture(scope="session")
 def chinchilla_fit(chinchilla):
     """The point fit, once per session (a few seconds)."""
-    from prism.isoflop.approach3 import fit_approach3
+    from prism.isoflop.fit.approach3 import fit_approach3
 
     return fit_approach3(*chinchilla)
 

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from prism.isoflop.ladder import union
-from prism.isoflop.plan import PlanOptions, rule_sizes
+from prism.isoflop.design.ladder import union
+from prism.isoflop.design.plan import PlanOptions, rule_sizes
 
 from .wfhelpers import TINY_CONFIG, job_counts, make_workdir, rule_outputs, snakemake
 

@@ -15,12 +15,12 @@ from jsonschema import Draft202012Validator
 
 from prism.cli import build_parser
 from prism.families import FAMILIES
-from prism.isoflop.calibrate import CalibrateOptions
-from prism.isoflop.collect import CollectOptions
-from prism.isoflop.fit import METHODS as FIT_METHODS
-from prism.isoflop.fit import FitOptions
-from prism.isoflop.options import PlotOptions
-from prism.isoflop.plan import PlanOptions
+from prism.isoflop.design.calibrate import CalibrateOptions
+from prism.isoflop.design.plan import PlanOptions
+from prism.isoflop.fit.fit import METHODS as FIT_METHODS
+from prism.isoflop.fit.fit import FitOptions
+from prism.isoflop.present.options import PlotOptions
+from prism.isoflop.runs.collect import CollectOptions
 from prism.launch import STORAGES
 from prism.model.config import BACKBONES, REGIMES, VARIANTS
 from prism.model.sizes import RULE_NAME_PATTERN, VARIANT_NAME_PATTERN

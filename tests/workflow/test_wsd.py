@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from prism.isoflop.trajectories import plan_trajectories
+from prism.isoflop.design.trajectories import plan_trajectories
 
 from .wfhelpers import SNAKEMAKE, env, job_counts, make_workdir, planned_run_ids, rule_outputs, snakemake
 

@@ -1,0 +1,100 @@
+"""Whether a plan may train, and its summary in one line.
+
+A refused budget or an UNDETERMINED forecast means the grid cannot answer the study's
+question, so nothing should train on it: `plan_stop` gives the one line that says why and
+what to change, which the plan job prints as its error and the workflow prints before it
+submits anything. A pilot that wants the runs anyway sets `plan.allow_undetermined`.
+Pure functions of the plan dict (`make_plan`'s result, plan.yaml's content).
+"""
+
+from __future__ import annotations
+
+ALLOW_KEY = "plan.allow_undetermined"
+
+
+def plan_problems(plan: dict) -> list[str]:
+    """Each reason the plan cannot answer its question, with its fix: refused budgets, then the forecast."""
+    problems = [f"REFUSED {r['reason']}" for r in plan.get("refused") or []]
+    fc = plan.get("forecast") or {}
+    if fc and not fc.get("determined"):
+        problems.append(undetermined_text(fc))
+    return problems
+
+
+def undetermined_text(fc: dict) -> str:
+    """The forecast's verdict in a clause: how wide the interval is expected, and which budgets to change."""
+    from prism.isoflop.design.forecast import MIN_ACCEPT_RATE
+    from prism.isoflop.fit.diagnostics import MAX_CI_WIDTH, MIN_BUDGETS, MIN_SPREAD_DECADES
+
+    level = int(100 * fc.get("ci_level", 0.8))
+    width = fc.get("a_ci_width")
+    per_budget = fc.get("per_budget") or []
+    narrow = [b["budget"] for b in per_budget if b["n_spread_decades"] < MIN_SPREAD_DECADES]
+    outside = [
+        b["budget"]
+        for b in per_budget
+        if b["n_spread_decades"] >= MIN_SPREAD_DECADES and b["accept_rate"] < MIN_ACCEPT_RATE
+    ]
+    good = len(per_budget) - len(narrow) - len(outside)
+    fixes = []
+    if narrow:
+        fixes.append(f"spread the sizes of {_budgets(narrow)} (at least {MIN_SPREAD_DECADES} decades of N)")
+    if outside:
+        fixes.append(f"widen or re-centre the grids of {_budgets(outside)} (plan.window, plan.prior_k)")
+    if good + len(outside) + len(narrow) < MIN_BUDGETS or not fixes:
+        fixes.append(f"add budgets (at least {MIN_BUDGETS} with their minimum inside the grid)")
+    return (
+        "forecast UNDETERMINED ("
+        + (
+            "no simulated study gives an exponent"
+            if width is None
+            else f"expected {level}% interval of a {width:.3f} wide, determined at <= {MAX_CI_WIDTH}"
+        )
+        + f"; {good} of {len(per_budget)} budget(s) have their minimum inside the grid in >= "
+        f"{MIN_ACCEPT_RATE:.0%} of simulations, {MIN_BUDGETS} needed): " + ", ".join(fixes)
+    )
+
+
+def _budgets(budgets: list[float]) -> str:
+    from prism.ids import format_budget
+
+    return ", ".join(format_budget(b) for b in budgets)
+
+
+def plan_stop(plan: dict) -> str | None:
+    """The one line that stops the study (None when it may train): reasons, fixes, and the override."""
+    problems = plan_problems(plan)
+    if not problems:
+        return None
+    return (
+        f"plan {plan.get('family', '?')} stops the study: "
+        + "; ".join(problems)
+        + f"; or set {ALLOW_KEY}: true to train it anyway (a pilot)"
+    )
+
+
+def plan_summary(plan: dict) -> str:
+    """Runs, FLOPs, time here, node-hours and the forecast's verdict of a plan, in one line."""
+    from prism.isoflop.design.plan import hours_text
+
+    runs = plan.get("runs") or []
+    n_budgets = len(plan.get("budgets") or []) + len(plan.get("refused") or [])
+    refused = len(plan.get("refused") or [])
+    cost = plan.get("cost") or {}
+    node = cost.get("node_hours_total")
+    fc = plan.get("forecast") or {}
+    verdict = "DETERMINED" if fc.get("determined") else "UNDETERMINED"
+    width = fc.get("a_ci_width")
+    here = cost.get("hours_here_total")
+    text = (
+        f"plan {plan.get('family', '?')}: {len(runs)} runs on {len(plan.get('budgets') or [])} of {n_budgets} "
+        f"budget(s)"
+        + (f" ({refused} REFUSED)" if refused else "")
+        + f", {sum(r['flops'] for r in runs):.3g} FLOPs, time here {'unknown' if here is None else hours_text(here)}, "
+        + ("node-hours unknown" if node is None else f"{node:.3g} node-hours")
+        + f", forecast {verdict}"
+        + ("" if width is None else f" ({100 * fc.get('ci_level', 0.8):.0f}% interval of a {width:.3f} wide)")
+    )
+    if plan_problems(plan) and (plan.get("options") or {}).get("allow_undetermined"):
+        text += f"; trained anyway ({ALLOW_KEY})"
+    return text

@@ -1,0 +1,854 @@
+"""The IsoFLOP plan: which runs (backbone x variant) each budget trains, and what they cost.
+
+Per budget, independently of the other budgets (adding a budget never changes
+the runs already planned for another, so a study grows incrementally):
+1. every candidate gets its N (trainable params), FLOPs and tokens per sample from
+   its calibration JSON; samples = C / flops_per_sample; a global batch (given, or
+   the largest power of two that still leaves `min_steps` steps) and
+   steps = round(samples / batch), so the FLOPs spent are within 1% of C
+   (rounding moves at most half a step: <= 1% from 50 steps on);
+2. candidates that cannot be run are dropped with the reason: too few steps, FLOPs
+   off by more than 1%, more passes over the training split than `max_epochs`
+   (each row shows its `epochs` when the plan knows the data);
+3. the grid is centred on the predicted optimum N_opt(C) = k C^a (explicit prior
+   flags, else the centre of the existing plan at `--out`, else a previous round's
+   identifiable fit copied to `{study dir}/prior.json`, else the default prior) and
+   candidates more than `window` decades away are dropped;
+4. a budget whose remaining candidates do not bracket N_opt is refused, naming
+   what to add.
+Then the identifiability forecast simulates the planned grid (`forecast.py`) on a
+loss surface: a previous round's Approach 3 surface and measured noise when the
+centre came from that fit (or prior.json gives `E, A, B, alpha, beta`), else a range
+of plausible surfaces through the centre (one Chinchilla-shaped surface overstated
+the loss differences of a small ladder: forecast 32-48x the noise, measured 3.6-7.5x).
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import math
+from dataclasses import asdict, dataclass, field, replace
+from pathlib import Path
+
+from prism.calibration import load_calibration
+from prism.data.volume import MAX_EPOCHS, epochs_refusal, train_samples
+from prism.errors import PrismError
+from prism.ids import format_budget, run_id
+from prism.isoflop.design.trajectories import DEFAULT_COOLDOWN_FRACTION, DEFAULT_MIN_STEPS, saving_text, schedule_costs
+from prism.isoflop.records import PlanRow, Surface
+from prism.model.config import backbone_shape
+from prism.options import option
+
+# Prior centre: N_opt = k C^a. a = 0.5 (Chinchilla); k = 0.1 puts N_opt at
+# ~1e5 trainable parameters for 1e12 FLOPs (this project's CPU ladder) and ~7e10
+# at Chinchilla's 5.8e23 (Hoffmann et al.: 70B).
+DEFAULT_PRIOR_A = 0.5
+DEFAULT_PRIOR_K = 0.1
+DEFAULT_WINDOW = 0.6
+DEFAULT_MFU = 0.4
+MAX_AUTO_BATCH = 512
+FLOP_TOLERANCE = 0.01
+# A previous round's fit (copied by the user) in the study dir centres the grid.
+PRIOR_FILE = "prior.json"
+
+
+@dataclass(frozen=True)
+class PlanOptions:
+    """The planner's settings: `prism isoflop plan` flags and the config's `plan:` section, one field each."""
+
+    global_batch: int | None = option(
+        None,
+        "samples per optimizer step of every run (none: per run, the largest power of 2 leaving min_steps steps)",
+        metavar="B",
+        minimum=1,
+    )
+    min_steps: int = option(
+        DEFAULT_MIN_STEPS,
+        "drop runs with fewer optimizer steps (50 keeps FLOPs within 1%); half of it is every run's warm-up",
+        metavar="N",
+        minimum=1,
+    )
+    window: float = option(
+        DEFAULT_WINDOW,
+        "keep candidates within this many decades of the predicted N_opt",
+        metavar="DECADES",
+        exclusive_minimum=0,
+    )
+    prior_a: float | None = option(
+        None,
+        f"prior exponent a of N_opt = k C^a (none: a previous round's fit, else {DEFAULT_PRIOR_A})",
+        metavar="A",
+        exclusive_minimum=0,
+    )
+    prior_k: float | None = option(
+        None,
+        f"prior coefficient k of N_opt = k C^a (none: a previous round's fit, else {DEFAULT_PRIOR_K})",
+        metavar="K",
+        exclusive_minimum=0,
+    )
+    previous_round: str | None = option(
+        None,
+        "folder of an earlier round (a study or family folder): its prior.json or identifiable "
+        "fit/REGIME.json centres the grids and gives the forecast its loss surface",
+        metavar="DIR",
+    )
+    node_peak_flops: float | None = option(
+        None,
+        "peak FLOP/s of one cluster node in the training precision; with mfu it gives each run's "
+        "estimated node-hours (none: no cluster estimate)",
+        metavar="FLOPS",
+        exclusive_minimum=0,
+    )
+    mfu: float = option(
+        DEFAULT_MFU, "model FLOPs utilisation assumed for the cluster estimate", metavar="FRACTION", exclusive_minimum=0
+    )
+    noise: float | None = option(
+        None,
+        "loss noise (std) the identifiability forecast assumes (none: a previous "
+        "round's measured noise, else a share of the loss)",
+        metavar="STD",
+        exclusive_minimum=0,
+    )
+    simulations: int = option(200, "simulated studies in the forecast", metavar="N", minimum=1)
+    forecast_seed: int = option(0, "seed of the forecast's simulations", metavar="S", minimum=0)
+    max_epochs: float = option(
+        MAX_EPOCHS,
+        "drop runs that would pass over their training split more often than this (repeated data bends the loss curve)",
+        metavar="EPOCHS",
+        exclusive_minimum=0,
+    )
+    sizes_per_budget: int | None = option(
+        None,
+        "take backbones from the shape rule: per budget at least this many sizes inside its window, evenly "
+        "spaced in log N, beside any given backbones (none: the given backbones only; e2e only)",
+        metavar="K",
+        minimum=1,
+    )
+    size_rule: str = option(
+        "n",
+        "the shape rule of sizes_per_budget: n (CPU shapes) or g (accelerator shapes, Llama-2 proportions)",
+        choices=("n", "g"),
+    )
+    allow_undetermined: bool = option(
+        False,
+        "write the plan (and train it) even when a budget is refused or the forecast is UNDETERMINED: "
+        "a pilot; otherwise the plan fails with one line naming what to change",
+    )
+
+
+def parse_budgets(text: str) -> list[float]:
+    """`1e17,3e17` -> [1e17, 3e17], ascending, no duplicates; a clear error for anything else."""
+    out = []
+    for part in str(text).replace(" ", "").split(","):
+        if not part:
+            continue
+        try:
+            value = float(part)
+        except ValueError:
+            raise PrismError(f"--budgets: {part!r} is not a number (use e.g. 1e17,3e17)") from None
+        if not (value > 0 and math.isfinite(value)):
+            raise PrismError(f"--budgets: {part!r} must be a positive FLOP count")
+        out.append(value)
+    if not out:
+        raise PrismError("--budgets: no budget given (use e.g. 1e17,3e17)")
+    return sorted(set(out))
+
+
+@dataclass(frozen=True)
+class Centre:
+    """Where a budget's grid is centred: N_opt(C) = k C^a, and where that came from."""
+
+    a: float
+    k: float
+    source: str
+    # The loss surface (E, A, B, alpha, beta) the forecast simulates, where the centre's source has one.
+    surface: dict[str, float] | None = None
+    # The loss noise a previous round's fit measured (None: the forecast's relative default).
+    noise: float | None = None
+
+    def n_opt(self, budget: float) -> float:
+        return self.k * budget**self.a
+
+
+@dataclass(frozen=True)
+class Candidate:
+    """One (backbone, variant) with its calibration numbers."""
+
+    backbone: str
+    variant: str
+    params: float
+    params_total: float
+    flops_per_sample: float
+    tokens_per_sample: float
+    samples_per_s: float | None
+    # Where samples_per_s was measured (device, host), for the plan's labels.
+    speed_source: str = ""
+
+
+@dataclass(frozen=True)
+class Cost:
+    """How the plan turns FLOPs into time: this machine's measured speed, and a stated cluster throughput."""
+
+    node_flops: float | None = None  # sustained FLOP/s of one cluster node (peak x MFU)
+    node_source: str = ""
+
+    @classmethod
+    def from_options(cls, options: PlanOptions) -> Cost:
+        if options.node_peak_flops is None:
+            return cls()
+        return cls(
+            options.node_peak_flops * options.mfu,
+            f"estimate: MFU {options.mfu:g} x node peak {options.node_peak_flops:.3g} FLOP/s "
+            "(plan.node_peak_flops, plan.mfu)",
+        )
+
+
+@dataclass
+class BudgetPlan:
+    budget: float
+    n_opt: float
+    runs: list[PlanRow] = field(default_factory=list)
+    dropped: list[dict] = field(default_factory=list)
+    refused: str | None = None
+
+
+def choose_batch(samples: float, min_steps: int, global_batch: int | None) -> int | None:
+    """The given batch, or the largest power of two <= MAX_AUTO_BATCH leaving >= min_steps steps."""
+    if global_batch is not None:
+        return global_batch
+    batch = MAX_AUTO_BATCH
+    while batch >= 1:
+        if round(samples / batch) >= min_steps:
+            return batch
+        batch //= 2
+    return None
+
+
+def plan_budget(
+    budget: float,
+    candidates: list[Candidate],
+    family: str,
+    regime: str,
+    centre: Centre,
+    window: float = DEFAULT_WINDOW,
+    global_batch: int | None = None,
+    min_steps: int = DEFAULT_MIN_STEPS,
+    split_samples: int | None = None,
+    max_epochs: float = MAX_EPOCHS,
+    cost: Cost = Cost(),
+) -> BudgetPlan:
+    """The runs of one budget (pure: depends on this budget and the candidates only)."""
+    n_opt = centre.n_opt(budget)
+    out = BudgetPlan(budget=budget, n_opt=n_opt)
+    for cand in candidates:
+        rid = run_id(cand.backbone, cand.variant, regime, budget)
+
+        def drop(reason: str, rid: str = rid, cand: Candidate = cand) -> None:
+            out.dropped.append(
+                {
+                    "run_id": rid,
+                    "budget": budget,
+                    "backbone": cand.backbone,
+                    "variant": cand.variant,
+                    "params": cand.params,
+                    "reason": reason,
+                }
+            )
+
+        distance = math.log10(cand.params / n_opt)
+        if abs(distance) > window:
+            drop(f"N={cand.params:.3g} is {distance:+.2f} decades from N_opt={n_opt:.3g} (window +-{window})")
+            continue
+        samples = budget / cand.flops_per_sample
+        batch = choose_batch(samples, min_steps, global_batch)
+        steps = 0 if batch is None else round(samples / batch)
+        if batch is None or steps < min_steps:
+            drop(
+                f"too few steps: {samples:.3g} samples make {steps} steps at batch {batch or 1} "
+                f"(< {min_steps}); use a larger budget or a smaller backbone"
+            )
+            continue
+        flops = steps * batch * cand.flops_per_sample
+        if abs(flops / budget - 1) > FLOP_TOLERANCE:
+            drop(
+                f"{steps} steps x batch {batch} spend {flops:.3g} FLOPs, "
+                f"{100 * (flops / budget - 1):+.1f}% off the budget"
+            )
+            continue
+        tokens = steps * batch * cand.tokens_per_sample
+        epochs = None if split_samples is None else steps * batch / split_samples
+        refusal = None if epochs is None else epochs_refusal(rid, epochs, max_epochs)
+        if refusal is not None:
+            drop(refusal)
+            continue
+        hours = None if not cand.samples_per_s else steps * batch / cand.samples_per_s / 3600.0
+        node_hours = None if not cost.node_flops else flops / cost.node_flops / 3600.0
+        out.runs.append(
+            PlanRow(
+                run_id=rid,
+                family=family,
+                backbone=cand.backbone,
+                variant=cand.variant,
+                regime=regime,
+                budget=budget,
+                params=cand.params,
+                params_total=cand.params_total,
+                flops_per_sample=cand.flops_per_sample,
+                tokens_per_sample=cand.tokens_per_sample,
+                global_batch=batch,
+                samples=steps * batch,
+                steps=steps,
+                tokens=tokens,
+                flops=flops,
+                hours_here=hours,
+                node_hours=node_hours,
+                epochs=epochs,
+            )
+        )
+    ns = [r.params for r in out.runs] or [cand.params for cand in candidates]
+    c = format_budget(budget)
+    why = "every kept candidate" if out.runs else "no candidate is runnable (see the dropped runs) and every one"
+    if not candidates:
+        out.refused = f"budget {c}: no candidates"
+    elif min(ns) > n_opt:
+        out.refused = (
+            f"budget {c}: the grid does not bracket the predicted optimum N_opt={n_opt:.3g}: {why} "
+            f"is larger (smallest N={min(ns):.3g}); add a smaller backbone or variant (N <= {n_opt:.3g}) "
+            "or drop this budget"
+        )
+    elif max(ns) < n_opt:
+        out.refused = (
+            f"budget {c}: the grid does not bracket the predicted optimum N_opt={n_opt:.3g}: {why} "
+            f"is smaller (largest N={max(ns):.3g}); add a larger backbone (N >= {n_opt:.3g}) or drop this budget"
+        )
+    elif not out.runs:
+        out.refused = f"budget {c}: no candidate left (N_opt={n_opt:.3g}); see the dropped runs"
+    return out
+
+
+def candidates_from_calibration(
+    calibration_dir: str | Path, family: str, regime: str, backbones: list[str] | None, variants: list[str] | None
+) -> list[Candidate]:
+    """Load the candidates' calibrations.
+
+    With both lists: every backbone x variant (a missing file is an error naming the
+    command that makes it). Otherwise: every calibration the dir holds for
+    family x regime, narrowed by whichever list was given.
+    """
+    from prism.isoflop.design.calibrate import load_speed
+    from prism.model.config import check_backbone, check_variant
+
+    # A name that is no size or variant (a typo, 60K for 60k) is refused, never silently left out.
+    for name in backbones or []:
+        check_backbone(name, "--backbones")
+    for name in variants or []:
+        check_variant(name, "--variants")
+    cal_dir = Path(calibration_dir)
+    if backbones is not None and variants is not None:
+        pairs = [(b, v) for b in backbones for v in variants]
+    else:
+        if not cal_dir.is_dir():
+            raise PrismError(f"--calibration-dir {cal_dir}: no such directory (run `prism isoflop calibrate`)")
+        found = [p.name.split("__")[1:3] for p in sorted(cal_dir.glob(f"{family}__*__*__{regime}.json"))]
+        pairs = [
+            (b, v) for b, v in found if (backbones is None or b in backbones) and (variants is None or v in variants)
+        ]
+        if not pairs:
+            raise PrismError(
+                f"{cal_dir}: no calibration for family {family}, regime {regime}"
+                + (f", backbones {backbones}" if backbones else "")
+                + (f", variants {variants}" if variants else "")
+                + f" (files {family}__BACKBONE__VARIANT__{regime}.json; run `prism isoflop calibrate`)"
+            )
+    out = []
+    for b, v in pairs:
+        rec = load_calibration(cal_dir, family, b, v, regime, shape=backbone_shape(b))
+        speed = load_speed(cal_dir, family, b, v, regime) or rec
+        sps = speed.get("samples_per_s")
+        out.append(
+            Candidate(
+                backbone=b,
+                variant=v,
+                params=float(rec["params_trainable"]),
+                params_total=float(rec["params_total"]),
+                flops_per_sample=float(rec["flops_per_sample"]),
+                tokens_per_sample=float(rec["tokens_per_sample"]),
+                samples_per_s=float(sps) if sps else None,
+                speed_source=f"{speed.get('device_name') or speed.get('device')} on {speed.get('host')}" if sps else "",
+            )
+        )
+    return sorted(out, key=lambda c: (c.params, c.backbone, c.variant))
+
+
+def find_centre(
+    out: Path | None,
+    study_dir: Path | None,
+    family: str,
+    regime: str,
+    prior_a: float | None,
+    prior_k: float | None,
+    previous_round: Path | None = None,
+) -> Centre:
+    """Explicit prior > existing plan's centre > previous round's identifiable fit > default prior.
+
+    An explicit prior with a previous round keeps the explicit centre (the grid does not move)
+    and takes the previous round's surface and noise for the forecast: how a later round, or a
+    rerun with another seed, is forecast on what an earlier one measured.
+    """
+    if prior_a is not None or prior_k is not None:
+        centre = Centre(prior_a or DEFAULT_PRIOR_A, prior_k or DEFAULT_PRIOR_K, "prior (command line)")
+        previous = _previous_round_centre(previous_round, family, regime) if previous_round else None
+        if previous is not None and previous.surface is not None:
+            return replace(
+                centre,
+                source=f"prior (command line); forecast on {previous.source}",
+                surface=previous.surface,
+                noise=previous.noise,
+            )
+        return centre
+    if out is not None and out.is_file():
+        import yaml
+
+        try:
+            old = yaml.safe_load(out.read_text()) or {}
+            c = old["centre"]
+            return Centre(
+                float(c["a"]), float(c["k"]), f"existing plan {out} ({c['source']})", _surface(c.get("surface"), out)
+            )
+        except (yaml.YAMLError, KeyError, TypeError, ValueError):
+            pass  # not a plan of ours: plan afresh
+    if study_dir is not None:
+        for path in (study_dir / PRIOR_FILE, study_dir / family / PRIOR_FILE):
+            centre = _centre_from_file(path, regime)
+            if centre is not None:
+                return centre
+    if previous_round is not None:
+        centre = _previous_round_centre(previous_round, family, regime)
+        if centre is not None:
+            return centre
+    return Centre(DEFAULT_PRIOR_A, DEFAULT_PRIOR_K, "default prior")
+
+
+def _previous_round_centre(previous_round: Path, family: str, regime: str) -> Centre | None:
+    """The centre (and surface, noise) of an earlier round's prior.json or identifiable fit."""
+    previous_round = Path(previous_round)
+    if not previous_round.is_dir():
+        raise PrismError(f"plan.previous_round {previous_round}: no such folder")
+    for path in (
+        previous_round / PRIOR_FILE,
+        previous_round / family / PRIOR_FILE,
+        previous_round / "fit" / f"{regime}.json",
+        previous_round / family / "fit" / f"{regime}.json",
+    ):
+        centre = _centre_from_file(path, regime)
+        if centre is not None:
+            return centre
+    return None
+
+
+def _centre_from_file(path: Path, regime: str) -> Centre | None:
+    """A previous round's centre: `{"a": .., "k": ..}`, a fit JSON, or `{regime: fit JSON}`.
+
+    The current round's own fit (`fit/{regime}.json`) is deliberately not read:
+    re-centring on it would change the runs of budgets already trained.
+    """
+    if not path.is_file():
+        return None
+    try:
+        data = json.loads(path.read_text())
+    except (OSError, ValueError) as err:
+        raise PrismError(f"{path}: not JSON ({err}); it should hold a previous round's fit or {{a, k}}") from None
+    if isinstance(data, dict) and regime in data and isinstance(data[regime], dict):
+        data = data[regime]
+    if isinstance(data, dict) and "a" in data and "k" in data:
+        return Centre(float(data["a"]), float(data["k"]), f"{path}", _surface(data, path))
+    if not isinstance(data, dict) or "diagnostics" not in data:
+        raise PrismError(f"{path}: neither {{a, k}} nor a fit JSON from `prism isoflop fit`")
+    from prism.isoflop.design.forecast import prior_from_fit
+
+    prior = prior_from_fit(data, f"previous fit {path}")
+    if prior is None:
+        return None
+    surface = _surface(asdict(prior.surface), path) if prior.surface is not None else None
+    return Centre(prior.a, prior.k, prior.source, surface, prior.noise)
+
+
+SURFACE_KEYS = tuple(Surface.__dataclass_fields__)  # E, A, B, alpha, beta
+
+
+def _surface(data: dict | None, path: Path) -> dict[str, float] | None:
+    """The five surface parameters when `data` has them all (a fit's Approach 3, or a prior file)."""
+    if not data or not all(data.get(key) is not None for key in SURFACE_KEYS):
+        return None
+    try:
+        surface = {key: float(data[key]) for key in SURFACE_KEYS}
+    except (TypeError, ValueError):
+        raise PrismError(f"{path}: {', '.join(SURFACE_KEYS)} must be numbers") from None
+    if surface["A"] <= 0 or surface["B"] <= 0 or surface["alpha"] <= 0 or surface["beta"] <= 0:
+        raise PrismError(f"{path}: A, B, alpha and beta of a loss surface must be positive, got {surface}")
+    return surface
+
+
+PLAN_CSV_COLUMNS = list(PlanRow.__dataclass_fields__)
+
+
+def plan_csv_text(rows: list[PlanRow]) -> str:
+    buf = io.StringIO()
+    w = csv.DictWriter(buf, fieldnames=PLAN_CSV_COLUMNS, lineterminator="\n")
+    w.writeheader()
+    for r in rows:
+        w.writerow(r.to_json())
+    return buf.getvalue()
+
+
+def forecast_text(fc: dict) -> str:
+    verdict = "DETERMINED" if fc["determined"] else "UNDETERMINED"
+    lines = [
+        f"Identifiability forecast ({fc['n_sims']} simulated studies, noise {fc['noise']:g}, Approach 2): "
+        f"exponent a {verdict}",
+    ]
+    if fc.get("surface_source"):
+        lines.append(f"  simulated on the {fc['surface_source']}")
+    if fc["a_ci"]:
+        lines.append(
+            f"  expected {int(100 * fc['ci_level'])}% interval of a: [{fc['a_ci'][0]:.3f}, {fc['a_ci'][1]:.3f}] "
+            f"(width {fc['a_ci_width']:.3f}); noise-free a on this grid "
+            + ("n/a" if fc["a_noise_free"] is None else f"{fc['a_noise_free']:.3f}")
+        )
+    lines += [f"  - {r}" for r in fc["reasons"]]
+    for b in fc["per_budget"]:
+        lines.append(
+            f"  {format_budget(b['budget']):>8}: {b['n_runs']} runs, N spread {b['n_spread_decades']:.2f} decades, "
+            f"minimum inside the grid in {100 * b['accept_rate']:.0f}% of simulations, signal {b['snr']:.1f}x noise"
+        )
+    return "\n".join(lines)
+
+
+@dataclass
+class StudyPlan:
+    """The runs of every budget and where their centre came from (no forecast): what the DAG needs."""
+
+    centre: Centre
+    plans: list[BudgetPlan]
+    cost: Cost
+    speed_sources: list[str] = field(default_factory=list)
+
+    @property
+    def runs(self) -> list[PlanRow]:
+        return [r for p in self.plans if not p.refused for r in p.runs]
+
+
+def rule_sizes(
+    family: str,
+    budgets: list[float],
+    options: PlanOptions,
+    *,
+    regime: str = "e2e",
+    variants: list[str] | None = None,
+    out: str | Path | None = None,
+    scaling_study_dir: str | Path | None = None,
+) -> dict[float, list[str]]:
+    """`{budget: rule sizes}` of `options.sizes_per_budget` (empty without it), centred as `plan_runs` centres.
+
+    The workflow calls this to know the calibrations a study needs before any exists.
+    """
+    from prism.isoflop.design.ladder import study_sizes
+
+    if not options.sizes_per_budget:
+        return {}
+    centre = find_centre(
+        Path(out) if out else None,
+        Path(scaling_study_dir) if scaling_study_dir else None,
+        family,
+        regime,
+        options.prior_a,
+        options.prior_k,
+        Path(options.previous_round) if options.previous_round else None,
+    )
+    return study_sizes(
+        sorted(set(budgets)),
+        centre.n_opt,
+        options.window,
+        options.sizes_per_budget,
+        family,
+        regime,
+        list(variants or ["BASE"]),
+        options.size_rule,
+    )
+
+
+def plan_runs(
+    family: str,
+    budgets: list[float],
+    calibration_dir: str | Path,
+    options: PlanOptions = PlanOptions(),
+    *,
+    regime: str = "e2e",
+    backbones: list[str] | None = None,
+    variants: list[str] | None = None,
+    out: str | Path | None = None,
+    scaling_study_dir: str | Path | None = None,
+    data: str | Path | None = None,
+) -> StudyPlan:
+    """The planned runs: a function of these arguments and the files they name (calibrations, speed
+    files, an existing plan at `out`, prior files), nothing else.
+
+    `prism isoflop plan` writes its result to plan.yaml and the workflow calls it, with the same
+    arguments, to know the training jobs while the plan job has not run yet; so the two agree.
+    `data` is the shard directory the runs train on: its training split's size gives each run's
+    epochs (and the refusal above `options.max_epochs`).
+    """
+    from prism.families import family_spec
+    from prism.options import validate
+
+    family_spec(family)
+    validate(options)
+    centre = find_centre(
+        Path(out) if out else None,
+        Path(scaling_study_dir) if scaling_study_dir else None,
+        family,
+        regime,
+        options.prior_a,
+        options.prior_k,
+        Path(options.previous_round) if options.previous_round else None,
+    )
+    by_budget = rule_sizes(
+        family, budgets, options, regime=regime, variants=variants, out=out, scaling_study_dir=scaling_study_dir
+    )
+    if by_budget:
+        from prism.isoflop.design.ladder import union
+
+        # A rule size is a candidate of the budgets that picked it; given backbones are candidates of all.
+        given = list(backbones or [])
+        variants = list(variants or ["BASE"])
+        cands = candidates_from_calibration(
+            calibration_dir, family, regime, list(dict.fromkeys(given + union(by_budget))), variants
+        )
+    else:
+        cands = candidates_from_calibration(calibration_dir, family, regime, backbones, variants)
+
+    def budget_candidates(budget: float) -> list[Candidate]:
+        if not by_budget:
+            return cands
+        return [c for c in cands if c.backbone in given or c.backbone in by_budget[budget]]
+
+    cost = Cost.from_options(options)
+    split = None if data is None else train_samples(data)
+    plans = [
+        plan_budget(
+            c,
+            budget_candidates(c),
+            family,
+            regime,
+            centre,
+            options.window,
+            options.global_batch,
+            options.min_steps,
+            split,
+            options.max_epochs,
+            cost,
+        )
+        for c in sorted(set(budgets))
+    ]
+    study = StudyPlan(centre, plans, cost, sorted({c.speed_source for c in cands if c.speed_source}))
+    if not study.runs:
+        raise PrismError("no budget can be planned: " + "; ".join(p.refused or "" for p in plans if p.refused))
+    return study
+
+
+def _total(values: list[float | None]) -> float | None:
+    return None if not values or any(v is None for v in values) else sum(values)
+
+
+def cost_summary(runs: list[PlanRow], cost: Cost, speed_sources: list[str]) -> dict:
+    """Totals of the estimated wall time here and node-hours on the cluster, each with its source."""
+    return {
+        "hours_here_total": _total([r.hours_here for r in runs]),
+        "hours_here_source": (
+            "estimate of the training steps alone (start-up and evaluations not included): samples/s "
+            "measured by `prism isoflop calibrate --measure-throughput` on " + ", ".join(speed_sources)
+            if speed_sources
+            else "not measured (no calibration/*.speed.json; config calibrate.measure_throughput)"
+        ),
+        "node_hours_total": _total([r.node_hours for r in runs]),
+        "node_hours_source": cost.node_source or "not estimated (set plan.node_peak_flops, and plan.mfu)",
+    }
+
+
+def make_plan(
+    family: str,
+    budgets: list[float],
+    calibration_dir: str | Path,
+    scaling_study_dir: str | Path | None = None,
+    regime: str = "e2e",
+    backbones: list[str] | None = None,
+    variants: list[str] | None = None,
+    out: str | Path | None = None,
+    data: str | Path | None = None,
+    options: PlanOptions | None = None,
+    cooldown_fraction: float = DEFAULT_COOLDOWN_FRACTION,
+    **overrides,
+) -> dict:
+    """The whole plan as a dict (the plan.yaml content): `plan_runs` plus the forecast.
+
+    `cooldown_fraction` is the wsd cooldown the study trains with: it sets what the grid costs as
+    trajectories (`schedules`), not which runs the grid holds. `overrides` replace fields of
+    `options` (e.g. `window=0.3`), for tests and scripts.
+    """
+    from prism.isoflop.design import forecast as fc_mod
+
+    options = replace(options or PlanOptions(), **overrides)
+    study = plan_runs(
+        family,
+        budgets,
+        calibration_dir,
+        options,
+        regime=regime,
+        backbones=backbones,
+        variants=variants,
+        out=out,
+        scaling_study_dir=scaling_study_dir,
+        data=data,
+    )
+    centre, plans, runs = study.centre, study.plans, study.runs
+    refused = [{"budget": p.budget, "reason": p.refused} for p in plans if p.refused]
+    fc = fc_mod.forecast_plan(
+        [r.params for r in runs],
+        [r.tokens for r in runs],
+        [r.budget for r in runs],
+        centre.a,
+        centre.k,
+        surface=Surface(**centre.surface) if centre.surface else None,
+        noise=options.noise if options.noise is not None else centre.noise,
+        n_sims=options.simulations,
+        seed=options.forecast_seed,
+    )
+    return {
+        "family": family,
+        "regime": regime,
+        "calibration_dir": str(calibration_dir),
+        "budgets": [p.budget for p in plans if not p.refused],
+        "centre": asdict(centre) | {"n_opt": {format_budget(p.budget): p.n_opt for p in plans}},
+        "options": asdict(options),
+        "window_decades": options.window,
+        "min_steps": options.min_steps,
+        "cost": cost_summary(runs, study.cost, study.speed_sources),
+        # The same runs as independent cosine runs and as wsd trajectories with branches.
+        "schedules": schedule_costs(runs, cooldown_fraction, min_steps=options.min_steps),
+        "runs": [r.to_json() for r in runs],
+        "dropped": [d for p in plans for d in p.dropped],
+        "refused": refused,
+        "forecast": fc.to_json()
+        | {
+            "surface_source": (
+                f"fitted surface of {centre.source}"
+                if centre.surface
+                else f"{fc.scenarios} plausible surfaces through the centre (first round; a previous round's fit in "
+                "prior.json gives its own surface and noise)"
+            )
+        },
+    }
+
+
+def hours_text(h: float | None) -> str:
+    """Hours as people read them: 42 s, 7.5 min, 3.2 h."""
+    if h is None:
+        return "-"
+    s = h * 3600
+    return f"{s:.2g} s" if s < 10 else f"{s:.0f} s" if s < 90 else f"{s / 60:.1f} min" if s < 5400 else f"{h:.1f} h"
+
+
+def plan_table(rows: list[PlanRow]) -> str:
+    """The plan for people: one line per run, with the estimated time here and node-hours there."""
+    head = (
+        f"{'run_id':<34} {'N':>9} {'steps':>6} {'batch':>5} {'tokens D':>9} {'epochs':>6} {'FLOPs':>9} "
+        f"{'time here':>9} {'node-h':>8}"
+    )
+    lines = [head, "-" * len(head)]
+    for r in rows:
+        nh = "-" if r.node_hours is None else f"{r.node_hours:.3g}"
+        ep = "-" if r.epochs is None else f"{r.epochs:.2f}"
+        lines.append(
+            f"{r.run_id:<34} {r.params:>9.3g} {r.steps:>6d} {r.global_batch:>5d} {r.tokens:>9.3g} {ep:>6} "
+            f"{r.flops:>9.3g} {hours_text(r.hours_here):>9} {nh:>8}"
+        )
+    return "\n".join(lines)
+
+
+def cost_text(cost: dict) -> list[str]:
+    here, node = cost["hours_here_total"], cost["node_hours_total"]
+    return [
+        f"time here (one run after another): {hours_text(here) if here is not None else 'unknown'} "
+        f"[{cost['hours_here_source']}]",
+        f"cluster: {'unknown' if node is None else f'{node:.3g} node-hours'} [{cost['node_hours_source']}]",
+    ]
+
+
+class PlanStopped(PrismError):
+    """A plan that cannot answer its question (and no `allow_undetermined`): nothing was written.
+
+    The message is the one line saying why and what to change; `text` is the whole plan, for the log.
+    """
+
+    def __init__(self, line: str, text: str):
+        super().__init__(line)
+        self.text = text
+
+
+def short_budgets_text(rows: list[PlanRow], budgets: list[float], per_budget: int | None) -> list[str]:
+    """A line per planned budget left with fewer sizes than `plan.sizes_per_budget` asked for (after drops)."""
+    if not per_budget:
+        return []
+    out = []
+    for b in budgets:
+        sizes = {r.backbone for r in rows if r.budget == b}
+        if len(sizes) < per_budget:
+            out.append(
+                f"SHORT budget {format_budget(b)}: {len(sizes)} sizes left of the {per_budget} "
+                "plan.sizes_per_budget asks for (see the dropped runs: more data, or a lower budget)"
+            )
+    return out
+
+
+def run_plan(out: str | Path | None, dry_run: bool, **kwargs) -> str:
+    """`prism isoflop plan`: make the plan; write plan.yaml and plan.csv (atomically) unless dry run.
+
+    Returns the text to print (the table, its cost, refusals, the forecast, and last its summary
+    line). A refused budget or an UNDETERMINED forecast raises PlanStopped before anything is
+    written, unless `allow_undetermined`; a dry run says it would stop.
+    """
+    import yaml
+
+    from prism.atomic import write_text_atomic
+    from prism.isoflop.design.gate import plan_stop, plan_summary
+
+    if not dry_run and not out:
+        raise PrismError("--out PLAN.yaml is required unless --dry-run")
+    plan = make_plan(out=out, **kwargs)
+    rows = [PlanRow(**r) for r in plan["runs"]]
+    text = [plan_table(rows), ""]
+    text.append(
+        f"{len(rows)} runs on {len(plan['budgets'])} budget(s); centre N_opt = {plan['centre']['k']:.3g} C^"
+        f"{plan['centre']['a']:.3g} ({plan['centre']['source']})"
+    )
+    text += cost_text(plan["cost"])
+    text += [f"dropped {d['run_id']}: {d['reason']}" for d in plan["dropped"]]
+    text += short_budgets_text(rows, plan["budgets"], plan["options"].get("sizes_per_budget"))
+    text += [f"REFUSED {r['reason']}" for r in plan["refused"]]
+    text += ["", forecast_text(plan["forecast"])]
+
+    text += ["", saving_text(rows, plan["schedules"]["cooldown_fraction"], min_steps=plan["min_steps"])]
+    stop = plan_stop(plan)
+    if stop and not plan["options"]["allow_undetermined"]:
+        if not dry_run:
+            raise PlanStopped(stop, "\n".join(text))
+        text.append(f"the plan job would stop: {stop}")
+    if not dry_run:
+        out = Path(out)
+        write_text_atomic(out.with_suffix(".csv"), plan_csv_text(rows))
+        write_text_atomic(out, yaml.safe_dump(plan, sort_keys=False))
+        text.append(f"wrote {out} and {out.with_suffix('.csv')}")
+    text.append(plan_summary(plan))
+    return "\n".join(text)

@@ -1,0 +1,338 @@
+"""The fit stage: records in, one FitResult out (input checks, outliers, Approach 2 and 3, the verdict).
+
+`fit_records` is pure (records -> FitResult, no I/O); `fit_csv` is the CLI's one call:
+read, fit, write the JSON and the Markdown atomically. Every option is a field of
+`FitOptions`, with its default here and nowhere else.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from prism.errors import PrismError
+from prism.isoflop.fit import approach2, approach3, checks, diagnostics
+from prism.isoflop.fit.result import (
+    Approach3Summary,
+    Diagnostics,
+    Exclusion,
+    FitResult,
+)
+from prism.isoflop.records import CI_LEVEL, RunRecord
+
+METHODS = ("approach2", "approach3", "both")
+
+
+@dataclass(frozen=True)
+class FitOptions:
+    """How `prism isoflop fit` fits; `help` in each field's metadata is the CLI flag's help."""
+
+    method: str = field(
+        default="both",
+        metadata={
+            "help": "approach2 (IsoFLOP parabolas), approach3 (parametric L(N, D)) or both; the verdict uses "
+            "the interval(s) of what was fitted",
+            "choices": METHODS,
+        },
+    )
+    bootstrap: int = field(
+        default=1000,
+        metadata={"help": "bootstrap resamples for the intervals (0 = none: Approach 2 keeps its regression interval)"},
+    )
+    seed: int = field(default=0, metadata={"help": "bootstrap seed"})
+    huber_delta: float = field(
+        default=approach3.HUBER_DELTA,
+        metadata={
+            "help": "Approach 3's Huber delta on log-loss residuals (1e-3 as Hoffmann et al.; a large delta, "
+            "e.g. 10, is least squares)"
+        },
+    )
+    budget_tolerance: float = field(
+        default=checks.DEFAULT_BUDGET_TOLERANCE,
+        metadata={
+            "help": "exclude runs whose FLOPs (or 6ND without a flops column) differ from their budget by more "
+            "than this fraction"
+        },
+    )
+    window: str = field(
+        default="auto",
+        metadata={
+            "help": "sizes each budget's Approach 2 minimum is fitted on: auto (the largest window around the "
+            "lowest loss, at least 5 sizes, where the parabola shows no lack of fit) or full (every size)",
+            "choices": approach2.WINDOWS,
+        },
+    )
+    outlier_threshold: float = field(
+        default=diagnostics.OUTLIER_K,
+        metadata={
+            "help": "exclude a run whose leave-one-out residual from its budget's parabola exceeds this many "
+            "times the robust noise (0 = keep every run)"
+        },
+    )
+
+    def validate(self) -> None:
+        if self.method not in METHODS:
+            raise PrismError(f"unknown method {self.method!r}; valid: {', '.join(METHODS)}")
+        if self.bootstrap < 0:
+            raise PrismError(f"--bootstrap must be >= 0, got {self.bootstrap}")
+        if not (self.huber_delta > 0 and math.isfinite(self.huber_delta)):
+            raise PrismError(f"--huber-delta must be a positive number, got {self.huber_delta}")
+        if not self.budget_tolerance > 0:
+            raise PrismError(f"--budget-tolerance must be > 0, got {self.budget_tolerance}")
+        if self.window not in approach2.WINDOWS:
+            raise PrismError(f"unknown window {self.window!r}; valid: {', '.join(approach2.WINDOWS)}")
+        if self.outlier_threshold < 0:
+            raise PrismError(f"--outlier-threshold must be >= 0, got {self.outlier_threshold}")
+
+    def approach3_options(self) -> approach3.Approach3Options:
+        return approach3.Approach3Options(huber_delta=self.huber_delta)
+
+
+def _arrays(records: list[RunRecord]):
+    return tuple(
+        np.array([getattr(r, k) for r in records], dtype=float) for k in ("params", "tokens", "loss", "budget")
+    )
+
+
+def _approach3_summary(
+    fit: approach3.Approach3Fit, boot: np.ndarray | None, level: float, delta: float
+) -> Approach3Summary:
+    s = fit.surface
+    try:
+        k = float(s.n_opt(1.0)) if s.alpha > 0 and s.beta > 0 else None
+    except (ArithmeticError, ValueError):
+        k = None
+    if k is not None and not (math.isfinite(k) and k > 0):
+        k = None
+    has_exponents = s.alpha + s.beta > 0
+    cis = {}
+    n_used = 0
+    if boot is not None and len(boot):
+        e, a_, b_, alpha, beta = boot.T
+        with np.errstate(divide="ignore", invalid="ignore"):
+            cols = {
+                "E": e,
+                "A": a_,
+                "B": b_,
+                "alpha": alpha,
+                "beta": beta,
+                "a": beta / (alpha + beta),
+                "b": alpha / (alpha + beta),
+            }
+        for key, v in cols.items():
+            cis[f"{key}_ci"] = approach3.interval(v, level)
+        n_used = int(np.isfinite(cols["a"]).sum())
+    return Approach3Summary(
+        converged=fit.converged,
+        reason="" if fit.converged else fit.convergence_note,
+        E=s.E,
+        A=s.A,
+        B=s.B,
+        alpha=s.alpha,
+        beta=s.beta,
+        a=s.a if has_exponents else None,
+        b=s.b if has_exponents else None,
+        k=k,
+        objective=fit.objective,
+        grad_norm=fit.grad_norm,
+        convergence_note=fit.convergence_note,
+        huber_delta=delta,
+        n_points=fit.n_points,
+        n_starts=fit.n_starts,
+        n_local=fit.n_local,
+        n_boot_used=n_used,
+        **cis,
+    )
+
+
+def _fit_approach3(n, d, loss, options: FitOptions) -> tuple[Approach3Summary, approach3.Approach3Fit | None]:
+    """Approach 3 and its bootstrap; never raises on valid runs (an unusable optimum is a reason)."""
+    if len(n) < 5:
+        return Approach3Summary(converged=False, reason=f"{len(n)} runs; 5 parameters need at least 5"), None
+    opts = options.approach3_options()
+    try:
+        with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
+            fit = approach3.fit_approach3(n, d, loss, opts)
+    except (ArithmeticError, ValueError, np.linalg.LinAlgError) as err:
+        return Approach3Summary(
+            converged=False, reason=f"Approach 3 failed ({err}): the runs do not constrain L(N, D)"
+        ), None
+    boot = None
+    if options.bootstrap > 0 and fit.converged:
+        try:
+            with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
+                boot = approach3.bootstrap_approach3(n, d, loss, fit, options.bootstrap, options.seed, opts)
+        except (ArithmeticError, ValueError, np.linalg.LinAlgError):
+            boot = None  # resamples diverge: no interval rather than a crash
+    return _approach3_summary(fit, boot, CI_LEVEL, options.huber_delta), fit
+
+
+def fit_records(
+    records: list[RunRecord],
+    options: FitOptions = FitOptions(),
+    excluded: list[Exclusion] | tuple = (),
+    **overrides,
+) -> FitResult:
+    """Fit the runs: checks, outliers, Approach 2 and/or 3, noise, intervals and the verdict.
+
+    `excluded` are rows already left out upstream (status, NaN), listed with the fit's own.
+    `overrides` replace FitOptions fields (`fit_records(recs, bootstrap=0)`).
+    """
+    options = dataclasses.replace(options, **overrides) if overrides else options
+    options.validate()
+    exclusions = list(excluded)
+    kept, dropped, warnings = checks.check_inputs(list(records), options.budget_tolerance)
+    exclusions += dropped
+    # What training flagged (a loss spike, ...) is worth seeing before trusting the point.
+    warnings += [f"run {r.run_id}: {r.warnings}" for r in kept if r.warnings]
+    if not kept:
+        raise PrismError(
+            f"nothing to fit: every one of {len(records)} runs was excluded: {diagnostics.exclusion_groups(exclusions)}"
+        )
+    n, d, loss, budget = _arrays(kept)
+    loss_se = np.array([np.nan if r.loss_se is None else r.loss_se for r in kept])
+    has_se = bool(np.isfinite(loss_se).any())
+    # Outliers against the robust noise of all runs, then the noise again without them.
+    sigma0, _, _ = diagnostics.noise_estimate(
+        approach2.fit_budgets(n, d, loss, budget, reference=(None, 0)),
+        loss,
+        loss_se if has_se else None,
+        skip_misfit=False,
+    )
+    if options.outlier_threshold > 0:
+        outliers = diagnostics.find_outliers(n, loss, budget, sigma0, options.outlier_threshold)
+        if outliers and options.window == "auto":
+            # Runs at a grid's edge beyond the window its minimum rests on are the curve's tail
+            # (no parabola describes it, and the window leaves it out), not outliers of one.
+            pre = approach2.fit_budgets(n, d, loss, budget, window="auto")
+            outliers = diagnostics.drop_tails(outliers, n, budget, pre)
+        if outliers:
+            drop = {i for i, _ in outliers}
+            exclusions += [checks.exclusion(kept[i], why, "outlier") for i, why in outliers]
+            warnings.append(f"excluded {len(drop)} outlier run(s): " + ", ".join(kept[i].run_id for i, _ in outliers))
+            kept = [r for i, r in enumerate(kept) if i not in drop]
+            n, d, loss, budget = _arrays(kept)
+            loss_se = loss_se[[i for i in range(len(loss_se)) if i not in drop]]
+    uses2, uses3 = options.method in ("approach2", "both"), options.method in ("approach3", "both")
+    a2 = approach2.fit_approach2(
+        n, d, loss, budget, n_boot=options.bootstrap if uses2 else 0, seed=options.seed, window=options.window
+    )
+    sigma, dof, source = diagnostics.noise_estimate(
+        a2.per_budget, loss, loss_se if has_se else None, reference=a2.reference
+    )
+    a3, a3_fit = _fit_approach3(n, d, loss, options) if uses3 else (None, None)
+    a2_summary = None
+    if uses2:
+        # A measured noise (enough residual degrees of freedom) is pooled with the minima's scatter;
+        # an assumed one only stands in where 2 budgets leave the line no scatter to measure.
+        accepted = sum(f.accepted for f in a2.per_budget)
+        within_dof = dof if dof >= diagnostics.MIN_NOISE_DOF else (approach2.ASSUMED_DOF if accepted == 2 else 0)
+        a2_summary = approach2.summarize(a2, CI_LEVEL, sigma, within_dof)
+    a2_on_a3 = None
+    if a3_fit is not None and a3 is not None and a3.a is not None:
+        try:
+            with np.errstate(all="ignore"):
+                # at the sizes the point fit used: the bias of this very fit, windows included
+                windows = {
+                    f.budget: (math.log10(f.window_n_min), math.log10(f.window_n_max))
+                    for f in a2.per_budget
+                    if f.window_n_min is not None
+                }
+                clean = approach2.fit_approach2(n, d, a3_fit.surface.loss(n, d), budget, window=windows)
+            a2_on_a3 = clean.n_law.exponent if clean.n_law else None
+        except (ArithmeticError, ValueError, np.linalg.LinAlgError):
+            a2_on_a3 = None
+    agreement = diagnostics.approach_agreement(
+        a2.n_law.exponent if (uses2 and a2.n_law) else None, a3.a if a3 is not None else None, a2_on_a3
+    )
+    budgets_in = [r.budget for r in records] + [e.budget for e in excluded]
+    verdict = diagnostics.verdict(
+        options.method,
+        a2.per_budget,
+        sigma,
+        a2_summary.a_ci if a2_summary else None,
+        a3,
+        a2_summary.interval_method if a2_summary else "",
+        n_runs=len(kept),
+        agreement=agreement,
+        vanished=diagnostics.vanished_budgets(budgets_in, budget, exclusions),
+    )
+    if any(e.kind == "outlier" for e in exclusions):
+        verdict.reasons.append(
+            f"{sum(e.kind == 'outlier' for e in exclusions)} outlier run(s) excluded (listed with their residuals)"
+        )
+    used = [f for f in a2.per_budget if f.accepted]
+    diag = Diagnostics(
+        noise=sigma,
+        noise_dof=dof,
+        noise_source=source,
+        budgets=diagnostics.budget_table(a2.per_budget, sigma),
+        budgets_used=[f.budget for f in used],
+        budgets_dropped=[{"budget": f.budget, "reason": f.reason} for f in a2.per_budget if not f.accepted],
+        points_used=len(kept),
+        approach_agreement=agreement,
+        thresholds={
+            "min_spread_decades": diagnostics.MIN_SPREAD_DECADES,
+            "min_snr": diagnostics.MIN_SNR,
+            "max_ci_width": diagnostics.MAX_CI_WIDTH,
+            "min_budgets": diagnostics.MIN_BUDGETS,
+            "outlier_threshold": options.outlier_threshold,
+        },
+        loss_se_median=float(np.nanmedian(loss_se)) if has_se and np.isfinite(loss_se).any() else None,
+        size_offsets=diagnostics.size_offsets(n, loss, budget, a2.per_budget, sigma, [r.run_id for r in kept]),
+    )
+    return FitResult(
+        method=options.method,
+        bootstrap=options.bootstrap,
+        seed=options.seed,
+        huber_delta=options.huber_delta,
+        budget_tolerance=options.budget_tolerance,
+        verdict=verdict,
+        diagnostics=diag,
+        approach2=a2_summary,
+        approach3=a3,
+        exclusions=exclusions,
+        warnings=warnings,
+    )
+
+
+def fit_csv(
+    csv: str | Path,
+    output_json: str | Path,
+    output_md: str | Path,
+    family: str | None = None,
+    backbone: str | None = None,
+    regime: str | None = "any",
+    options: FitOptions = FitOptions(),
+    **overrides,
+) -> FitResult:
+    """`prism isoflop fit`: read the CSV, fit, write the JSON and the Markdown (atomically).
+
+    Raises PrismError (and writes nothing) when no exponent could be fitted at all: a fit
+    file must never stand for a fit that did not happen.
+    """
+    from prism.atomic import write_text_atomic
+    from prism.isoflop.present.report import fit_markdown
+    from prism.isoflop.runs.table import load_runs
+
+    options = dataclasses.replace(options, **overrides) if overrides else options
+    options.validate()
+    loaded = load_runs(csv, family=family, backbone=backbone, regime=regime)
+    upstream = [Exclusion(**e) for e in loaded.excluded_runs]
+    result = fit_records(loaded.records, options, excluded=upstream)
+    result = dataclasses.replace(result, input={"csv": str(csv), **loaded.summary()})
+    a2, a3 = result.approach2, result.approach3
+    if (a2 is None or a2.a is None) and (a3 is None or a3.a is None):
+        per = "; ".join(b.reason for b in (a2.per_budget if a2 else []) if not b.accepted)
+        raise PrismError(
+            f"{csv}: nothing could be fitted ({len(loaded.records)} runs): "
+            f"{(a2.reason if a2 else '') or (a3.reason if a3 else '')}" + (f"; rejected budgets: {per}" if per else "")
+        )
+    write_text_atomic(output_json, json.dumps(result.to_json(), indent=2) + "\n")
+    write_text_atomic(output_md, fit_markdown(result))
+    return result

@@ -1,0 +1,376 @@
+"""Figures of an IsoFLOP study (the only module here that imports matplotlib; Agg backend).
+
+- isoflop_curves.png: loss vs N per budget with each run's standard error (its
+  `loss_se`, else the fit's noise estimate), the Approach 2 parabolas, their minima;
+  rejected budgets drawn hollow and dashed, with the reason in the legend; runs the
+  fit excluded (status, duplicate, budget, outlier) as crosses.
+- scaling_laws.png: N_opt(C) and D_opt(C), each minimum with its within-budget
+  interval, the fitted power laws and the band of the interval the verdict uses
+  (Approach 2), and Approach 3's law when fitted.
+- approach3_fit.png: Approach 3's predicted vs observed loss, with y = x.
+Colours are the Okabe-Ito palette (distinguishable with every common colour-vision
+deficiency); with more budgets than it has colours, the cividis map.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+import numpy as np
+
+from prism.errors import PrismError
+from prism.isoflop.fit.approach2 import parabola
+
+OKABE_ITO = ["#0072B2", "#E69F00", "#009E73", "#D55E00", "#CC79A7", "#56B4E9", "#F0E442", "#000000"]
+LOSS_LABEL = "final eval loss (cross-entropy, nats/token)"
+
+
+def sci(value: float) -> str:
+    """1e12 -> $10^{12}$, 3e17 -> $3{\\times}10^{17}$ (mathtext)."""
+    exponent = int(math.floor(math.log10(value)))
+    mantissa = value / 10**exponent
+    if abs(mantissa - round(mantissa)) < 1e-9:
+        mantissa = round(mantissa)
+    m = f"{mantissa:g}"
+    return f"$10^{{{exponent}}}$" if m == "1" else f"${m}{{\\times}}10^{{{exponent}}}$"
+
+
+def _short_reason(reason: str) -> str:
+    """The legend's few words for a rejection (the fit report has the full sentence)."""
+    if "outside the sampled range" in reason:
+        return "minimum outside the sampled N"
+    if "curvature" in reason:
+        return "no minimum (curvature <= 0)"
+    if "distinct N" in reason:
+        return "fewer than 3 sizes"
+    return reason.split(": ", 1)[-1][:40]
+
+
+def _colours(n: int) -> list:
+    import matplotlib
+
+    categorical = [c for c in OKABE_ITO if c not in ("#F0E442", "#000000")]  # yellow is faint on white; black is y=x
+    if n <= len(categorical):
+        return categorical[:n]
+    cmap = matplotlib.colormaps["cividis"]
+    return [cmap(v) for v in np.linspace(0.0, 0.85, n)]
+
+
+def _style():
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    plt.rcParams.update(
+        {
+            "font.size": 10,
+            "axes.titlesize": 11,
+            "axes.labelsize": 10,
+            "legend.fontsize": 8,
+            "axes.spines.top": False,
+            "axes.spines.right": False,
+            "axes.grid": True,
+            "grid.alpha": 0.25,
+            "grid.linewidth": 0.6,
+            "savefig.bbox": "tight",
+        }
+    )
+    return plt
+
+
+def _save(fig, path: Path, dpi: int) -> Path:
+    from prism.atomic import write_atomic
+
+    write_atomic(path, lambda tmp: fig.savefig(tmp, dpi=dpi, format="png"))
+    return path
+
+
+def log_ticks(axis, lo: float, hi: float) -> None:
+    """Readable log ticks on `axis` (ax.xaxis or ax.yaxis) spanning [lo, hi].
+
+    Matplotlib labels every minor tick when a log axis spans less than a decade, so
+    neighbours such as 3x10^12 and 4x10^12 overlap. Here only 1, 2 and 5 x 10^k are
+    labelled (every decade instead when the span is wide), and minor ticks never are.
+    """
+    from matplotlib import ticker
+
+    span = math.log10(hi) - math.log10(lo)
+    if span >= 2.5:
+        axis.set_major_locator(ticker.LogLocator(base=10.0, numticks=8))
+    else:
+        axis.set_major_locator(
+            ticker.LogLocator(base=10.0, subs=(1.0, 2.0, 5.0) if span > 0.7 else (1.0, 2.0, 3.0, 5.0, 7.0), numticks=12)
+        )
+    axis.set_major_formatter(ticker.FuncFormatter(lambda v, _: sci(v) if v > 0 else ""))
+    axis.set_minor_formatter(ticker.NullFormatter())
+
+
+def _excluded_points(fit):
+    """The fit's excluded runs that have values to draw: (params, loss, budget, kind)."""
+    out = []
+    for e in fit.exclusions:
+        vals = (e.params, e.loss)
+        if all(v is not None and math.isfinite(v) and v > 0 for v in vals):
+            out.append((e.params, e.loss, e.budget, e.kind))
+    return out
+
+
+def figure_isoflop_curves(records, fit):
+    """Loss vs N per budget: each point with its standard error, the parabolas, the minima,
+    the fit's excluded runs as crosses."""
+    from prism.isoflop.fit.result import FitResult
+
+    fit = fit if isinstance(fit, FitResult) else FitResult.from_json(fit)
+    plt = _style()
+    a2 = fit.approach2
+    per_budget = a2.per_budget if a2 is not None else []
+    excluded_ids = {e.run_id for e in fit.exclusions}
+    kept = [r for r in records if r.run_id not in excluded_ids]
+    crosses = _excluded_points(fit)
+    budgets = sorted({r.budget for r in kept} | {c for _, _, c, _ in crosses if c})
+    colours = dict(zip(budgets, _colours(len(budgets))))
+    fig, ax = plt.subplots(figsize=(6.4, 4.4))
+    info = {b.budget: b for b in per_budget}
+    noise = fit.diagnostics.noise
+    own_se = any(r.loss_se for r in kept)
+    for c in budgets:
+        pts = sorted((r.params, r.loss, r.loss_se if r.loss_se else noise) for r in kept if r.budget == c)
+        b = info.get(c)
+        accepted = (b is not None and b.accepted) or not info  # no Approach 2 in the fit: plain points
+        col = colours[c]
+        label = f"C = {sci(c)} FLOPs"
+        if info and not accepted:
+            label += f"\n  rejected: {_short_reason(b.reason if b else 'not fitted')}"
+        if pts:
+            n, loss, se = np.array(pts).T
+            ax.errorbar(
+                n,
+                loss,
+                yerr=se,
+                fmt="o",
+                ms=5,
+                color=col,
+                label=label,
+                capsize=2,
+                elinewidth=0.8,
+                markerfacecolor=col if accepted else "none",
+                markeredgewidth=1.2,
+            )
+            if b is not None and b.coef:
+                # over the sizes it was fitted on: beyond its window the curve is no parabola
+                lo, hi = (b.window_n_min, b.window_n_max) if b.window_n_min else (n.min(), n.max())
+                x = np.linspace(math.log10(lo) - 0.05, math.log10(hi) + 0.05, 100)
+                ax.plot(10**x, parabola(b.coef, x), "-" if accepted else "--", color=col, lw=1.3, alpha=0.9)
+        if accepted and b is not None and b.n_opt:
+            ax.plot(
+                b.n_opt,
+                b.loss_min,
+                marker="*",
+                ms=12,
+                color=col,
+                markeredgecolor="black",
+                markeredgewidth=0.6,
+                zorder=5,
+            )
+    if crosses:
+        kinds = sorted({k for *_, k in crosses})
+        for i, (n, loss, c, _) in enumerate(crosses):
+            ax.plot(
+                n,
+                loss,
+                "x",
+                ms=8,
+                mew=1.8,
+                color=colours.get(c, "0.4"),
+                zorder=6,
+                label=f"excluded ({', '.join(kinds)}; see the report)" if i == 0 else None,
+            )
+    ax.set_xscale("log")
+    all_n = [r.params for r in kept] + [p for p, *_ in crosses]
+    if all_n:
+        log_ticks(ax.xaxis, min(all_n) / 1.2, max(all_n) * 1.2)
+    ax.set_xlabel("trainable parameters N")
+    ax.set_ylabel(LOSS_LABEL)
+    bars = "the runs' loss_se" if own_se else f"the fit's noise estimate {noise:.2g}"
+    ax.set_title(f"IsoFLOP curves (Approach 2 parabolas; $\\star$ = minimum; error bars: {bars})", fontsize=9)
+    ax.legend(frameon=False, loc="upper left", bbox_to_anchor=(1.01, 1.0))
+    return fig
+
+
+def figure_scaling_laws(fit):
+    """N_opt(C) and D_opt(C): the minima with their within-budget intervals, the power laws with
+    the interval band the verdict's exponent interval comes from, Approach 3's law when fitted."""
+    from prism.isoflop.fit.result import FitResult
+
+    fit = fit if isinstance(fit, FitResult) else FitResult.from_json(fit)
+    plt = _style()
+    a2, a3 = fit.approach2, fit.approach3
+    per_budget = a2.per_budget if a2 is not None else []
+    rej = [b for b in per_budget if not b.accepted]
+    minima = a2.minima if a2 is not None else []
+    fig, axes = plt.subplots(1, 2, figsize=(10.0, 4.2))
+    all_c = [b.budget for b in per_budget] or [1e12, 1e13]
+    lo_c, hi_c = 10 ** (math.log10(min(all_c)) - 0.2), 10 ** (math.log10(max(all_c)) + 0.2)
+    cs = np.logspace(math.log10(lo_c), math.log10(hi_c), 100)
+    level = int(round(100 * fit.ci_level))
+    for ax, key, ylabel in (
+        (axes[0], "n", "compute-optimal trainable parameters $N_{opt}$"),
+        (axes[1], "d", "compute-optimal tokens $D_{opt}$"),
+    ):
+        if minima:
+            ys = [m.n_opt if key == "n" else m.d_opt for m in minima]
+            cis = [m.n_opt_ci if key == "n" else m.d_opt_ci for m in minima]
+            lower = [y - ci[0] if ci else 0.0 for y, ci in zip(ys, cis)]
+            upper = [ci[1] - y if ci else 0.0 for y, ci in zip(ys, cis)]
+            ax.errorbar(
+                [m.budget for m in minima],
+                ys,
+                yerr=[np.maximum(lower, 0), np.maximum(upper, 0)],
+                fmt="o",
+                color=OKABE_ITO[0],
+                ms=6,
+                capsize=3,
+                label=f"per-budget minimum ({level}% within-budget interval)",
+            )
+        exponent = (a2.a if key == "n" else a2.b) if a2 is not None else None
+        coef = (a2.k if key == "n" else a2.k_d) if a2 is not None else None
+        if exponent is not None and coef is not None:
+            ci = a2.a_ci if key == "n" else a2.b_ci
+            ci_text = f" [{ci[0]:.3f}, {ci[1]:.3f}]" if ci else ""
+            ax.plot(
+                cs,
+                coef * cs**exponent,
+                "-",
+                color=OKABE_ITO[0],
+                lw=1.5,
+                label=f"Approach 2: $\\propto C^{{{exponent:.3f}}}${ci_text}",
+            )
+            band = a2.band
+            lo, hi = (band.n_opt_lo, band.n_opt_hi) if key == "n" else (band.d_opt_lo, band.d_opt_hi)
+            if lo:
+                ax.fill_between(
+                    band.budgets, lo, hi, color=OKABE_ITO[0], alpha=0.2, lw=0, label=f"{level}% band of the power law"
+                )
+        if a3 is not None and a3.a is not None and a3.k is not None:
+            n3 = a3.k * cs**a3.a
+            y3 = n3 if key == "n" else cs / (6 * n3)
+            e3 = a3.a if key == "n" else a3.b
+            conv = "" if a3.converged else ", NOT converged"
+            ax.plot(
+                cs, y3, "--", color=OKABE_ITO[3], lw=1.5, label=f"Approach 3 ($C=6ND$): $\\propto C^{{{e3:.3f}}}${conv}"
+            )
+        for b in rej:
+            ax.axvline(b.budget, color="0.6", lw=0.8, ls=":", zorder=0)
+        ax.set_xscale("log")
+        ax.set_yscale("log")
+        ax.set_xlim(lo_c, hi_c)
+        log_ticks(ax.xaxis, lo_c, hi_c)
+        y_lo, y_hi = ax.get_ylim()
+        if y_lo > 0:
+            log_ticks(ax.yaxis, y_lo, y_hi)
+        ax.set_xlabel("compute budget C (training FLOPs)")
+        ax.set_ylabel(ylabel)
+        # Below the panel: inside, the legend sat on the largest budgets' minima.
+        ax.legend(frameon=False, loc="upper center", bbox_to_anchor=(0.5, -0.16), fontsize=7.5)
+    verdict = "identifiable" if fit.verdict.identifiable else "NOT identifiable"
+    extra = f"; dotted: {len(rej)} rejected budget(s)" if rej else ""
+    fig.suptitle(f"Compute-optimal scaling (exponent {verdict}{extra})", fontsize=11)
+    return fig
+
+
+def figure_approach3(records, fit):
+    from prism.isoflop.fit.result import FitResult
+
+    fit = fit if isinstance(fit, FitResult) else FitResult.from_json(fit)
+    plt = _style()
+    a3 = fit.approach3
+    fig, ax = plt.subplots(figsize=(4.8, 4.6))
+    excluded_ids = {e.run_id for e in fit.exclusions}
+    records = [r for r in records if r.run_id not in excluded_ids]
+    budgets = sorted({r.budget for r in records})
+    colours = dict(zip(budgets, _colours(len(budgets))))
+    observed = np.array([r.loss for r in records])
+    if a3 is not None and a3.surface is not None and records:
+        n = np.array([r.params for r in records])
+        d = np.array([r.tokens for r in records])
+        pred = a3.surface.loss(n, d)
+        show_legend = len(budgets) <= 8
+        for c in budgets:
+            sel = np.array([r.budget == c for r in records])
+            ax.plot(
+                observed[sel],
+                pred[sel],
+                "o",
+                ms=4,
+                color=colours[c],
+                alpha=0.85,
+                label=f"C = {sci(c)}" if show_legend else None,
+            )
+        lo, hi = min(observed.min(), pred.min()), max(observed.max(), pred.max())
+        pad = 0.03 * (hi - lo)
+        ax.plot([lo - pad, hi + pad], [lo - pad, hi + pad], "-", color="black", lw=0.8, label="y = x")
+        conv = "converged" if a3.converged else "NOT converged"
+        ax.set_title(
+            f"Approach 3: E={a3.E:.3g}, $\\alpha$={a3.alpha:.3f}, $\\beta$={a3.beta:.3f} ({conv})",
+            fontsize=10,
+        )
+        ax.legend(frameon=False, loc="upper left")
+        ax.set_aspect("equal", adjustable="datalim")
+    else:
+        why = a3.reason if a3 is not None else "not requested"
+        ax.text(0.5, 0.5, f"Approach 3 not fitted:\n{why}", ha="center", va="center", transform=ax.transAxes, wrap=True)
+    ax.set_xlabel("observed " + LOSS_LABEL.replace(" (cross-entropy, nats/token)", " (nats/token)"))
+    ax.set_ylabel("predicted loss (nats/token)")
+    return fig
+
+
+def plot_study(
+    csv: str | Path,
+    outdir: str | Path,
+    fit_json: str | Path | None = None,
+    family: str | None = None,
+    regime: str | None = None,
+    dpi: int = 150,
+) -> list[Path]:
+    """`prism isoflop plot`: the three PNGs from the runs CSV and (optionally) the fit JSON.
+
+    Without a fit JSON, a point fit (no bootstrap) is made here to draw the curves.
+    """
+    from prism.isoflop.fit.fit import fit_records
+    from prism.isoflop.fit.result import Exclusion, FitResult
+    from prism.isoflop.runs.table import load_runs
+
+    loaded = load_runs(csv, family=family, regime=regime)
+    records = loaded.records
+    if fit_json is not None:
+        try:
+            data = json.loads(Path(fit_json).read_text())
+        except (OSError, ValueError) as err:
+            raise PrismError(f"--fit-json {fit_json}: cannot read ({err}); make it with `prism isoflop fit`") from None
+        if not isinstance(data, dict) or "diagnostics" not in data:
+            raise PrismError(
+                f"--fit-json {fit_json}: not a fit JSON (no diagnostics); make it with `prism isoflop fit`"
+            )
+        fit = FitResult.from_json(data)
+    else:
+        fit = fit_records(
+            records,
+            method="both" if len(records) >= 5 else "approach2",
+            bootstrap=0,
+            excluded=[Exclusion(**e) for e in loaded.excluded_runs],
+        )
+    out = Path(outdir)
+    out.mkdir(parents=True, exist_ok=True)
+    plt = _style()
+    written = []
+    for name, fig in (
+        ("isoflop_curves.png", figure_isoflop_curves(records, fit)),
+        ("scaling_laws.png", figure_scaling_laws(fit)),
+        ("approach3_fit.png", figure_approach3(records, fit)),
+    ):
+        written.append(_save(fig, out / name, dpi))
+        plt.close(fig)
+    return written

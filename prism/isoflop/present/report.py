@@ -1,0 +1,222 @@
+"""Markdown for people: a FitResult said in tables and sentences, the verdict first."""
+
+from __future__ import annotations
+
+from prism.isoflop.fit import diagnostics
+from prism.isoflop.fit.approach2 import budget_text
+from prism.isoflop.fit.result import FitResult
+
+
+def _g(v, fmt: str = ".4g") -> str:
+    return "-" if v is None else format(v, fmt)
+
+
+def _ci(ci, fmt: str = ".3f") -> str:
+    return "-" if not ci else f"[{ci[0]:{fmt}}, {ci[1]:{fmt}}]"
+
+
+def _budget(v) -> str:
+    return "-" if v is None else budget_text(v)
+
+
+def _noise(diag) -> str:
+    """The noise, or that there is none to measure: residuals at rounding level are no noise."""
+    if diag.noise is None:
+        return "-"
+    if diag.noise < 1e-6:
+        return f"{diag.noise:.1e}: none to measure (the losses lie on smooth curves)"
+    return f"{diag.noise:.3g}"
+
+
+def fit_markdown(result: FitResult | dict) -> str:
+    """The fit report: verdict, noise, exclusions, each approach, the per-budget table."""
+    if isinstance(result, dict):
+        result = FitResult.from_json(result)
+    r, v, diag = result, result.verdict, result.diagnostics
+    level = int(round(100 * r.ci_level))
+    lines = ["# IsoFLOP fit", ""]
+    inp = r.input
+    if inp:
+        filt = ", ".join(f"{k}={val}" for k, val in inp.get("filters", {}).items()) or "none"
+        lines += [
+            f"Input `{inp.get('csv')}`: {inp.get('n_rows')} rows, {diag.points_used} fitted "
+            f"(filters: {filt}; filtered out {inp.get('filtered_out')}; {len(r.exclusions)} excluded, listed below).",
+            "",
+        ]
+    verdict = "**identifiable**" if v.identifiable else "**NOT identifiable**"
+    used = {"approach2": "Approach 2", "approach3": "Approach 3", "both": "Approach 2 and Approach 3"}[v.method]
+    lines += [f"Verdict: the exponent a is {verdict} (method: {used}).", ""]
+    lines += [f"- {reason}" for reason in v.reasons]
+    lines.append("")
+    if v.interval is not None:
+        lines += [f"The verdict's {level}% interval of a: {_ci(v.interval)}, from {v.interval_source}.", ""]
+    objective = ""
+    if r.method in ("approach3", "both"):
+        objective = (
+            f"Objective of Approach 3: Huber on log L with delta {r.huber_delta:g} "
+            f"({'least squares in effect' if r.huber_delta >= 1 else 'robust to outlying runs'}). "
+        )
+    lines += [
+        f"Noise: {_noise(diag)} ({diag.noise_source})"
+        + (f"; the runs' median loss_se is {diag.loss_se_median:.3g}" if diag.loss_se_median is not None else "")
+        + ".",
+        f"{objective}Bootstrap: {r.bootstrap} resamples, seed {r.seed}. Budget check: FLOPs within "
+        f"{100 * r.budget_tolerance:g}% of the budget.",
+        "",
+    ]
+    off = [s for s in diag.size_offsets if s.flagged]
+    if off:
+        lines += [
+            'Sizes off their curves at every budget (not independent noise; "Sizes across budgets"): '
+            + ", ".join(f"{s.label} {s.mean:+.3f} ({s.t:+.1f} s.e.)" for s in off)
+            + ".",
+            "",
+        ]
+    for w in r.warnings:
+        lines.append(f"Warning: {w}.")
+    if r.warnings:
+        lines.append("")
+    if r.exclusions:
+        lines += ["## Excluded runs", "", "| run | budget | N | loss | why |", "|---|---|---|---|---|"]
+        for e in r.exclusions:
+            lines.append(
+                f"| {e.run_id} | {_budget(e.budget)} | {_g(e.params, '.3g')} | {_g(e.loss, '.4f')} | {e.reason} |"
+            )
+        lines.append("")
+    a2, a3 = r.approach2, r.approach3
+    lines += [
+        "## Power laws",
+        "",
+        f"| method | a (N_opt ~ C^a) | a {level}% interval | a leaving one budget out | b (D_opt ~ C^b) | b interval |",
+        "|---|---|---|---|---|---|",
+    ]
+    if a2 is not None:
+        lines.append(
+            f"| Approach 2 | {_g(a2.a, '.4f')} | {_ci(a2.a_ci)} | {_ci(a2.a_loo)} | {_g(a2.b, '.4f')} | "
+            f"{_ci(a2.b_ci)} |"
+        )
+    if a3 is not None and a3.a is not None:
+        lines.append(f"| Approach 3 | {a3.a:.4f} | {_ci(a3.a_ci)} | - | {_g(a3.b, '.4f')} | {_ci(a3.b_ci)} |")
+    lines.append("")
+    if a2 is not None and a2.a is not None:
+        lines += [
+            f"Approach 2's interval of a: {a2.interval_method}. It covers the scatter of the per-budget minima "
+            f"around the power law as well as each minimum's noise. For comparison, the within-budget bootstrap "
+            f"over runs alone gives {_ci(a2.a_ci_bootstrap)} (noise within budgets only), and leaving one budget "
+            f"out moves a over {_ci(a2.a_loo)}.",
+            "",
+        ]
+        if a2.curvature:
+            cv = a2.curvature
+            lines += [
+                f"A straight power law is an assumption: a quadratic term in log C adds {cv['c2']:+.3g} "
+                f"(t = {cv['t']:+.2f}, p = {cv['p']:.2g}, {cv['dof']} degrees of freedom)"
+                + ("; the exponent changes with C." if cv["p"] < 0.01 else "; no sign of a bend."),
+                "",
+            ]
+    if a3 is not None and a3.fitted:
+        lines += [
+            "## Approach 3: L(N, D) = E + A / N^alpha + B / D^beta",
+            "",
+            "| parameter | value | interval |",
+            "|---|---|---|",
+        ]
+        for key in ("E", "A", "B", "alpha", "beta"):
+            lines.append(f"| {key} | {getattr(a3, key):.4g} | {_ci(getattr(a3, key + '_ci'), '.4g')} |")
+        conv = "converged" if a3.converged else "**NOT converged**"
+        lines += [
+            "",
+            f"Optimiser: {conv}; objective {a3.objective:.6e} (Huber, delta {a3.huber_delta:g}, on log L), "
+            f"{a3.n_local} of {a3.n_starts} grid starts optimised; {a3.convergence_note}.",
+            "",
+        ]
+    elif a3 is not None:
+        lines += ["## Approach 3", "", f"Not fitted: {a3.reason}", ""]
+    agree = diag.approach_agreement
+    if agree.get("difference") is not None:
+        lines += ["## Agreement of the approaches", "", agree["note"], ""]
+    if a2 is not None:
+        lines += [
+            "## Approach 2: per budget",
+            "",
+            "| budget C | runs | N range | spread (decades) | N_opt | N_opt interval | D_opt | loss at min | "
+            "noise | SNR | accepted | reason |",
+            "|---|---|---|---|---|---|---|---|---|---|---|---|",
+        ]
+        rows = {b.budget: b for b in diag.budgets}
+        minima = {m.budget: m for m in a2.minima}
+        for f in a2.per_budget:
+            b, m = rows.get(f.budget), minima.get(f.budget)
+            lines.append(
+                f"| {budget_text(f.budget)} | {f.n_points} | {f.n_min:.3g}-{f.n_max:.3g} | "
+                f"{f.n_spread_decades:.2f} | {_g(f.n_opt, '.3g')} | {_ci(m.n_opt_ci if m else None, '.3g')} | "
+                f"{_g(f.d_opt, '.3g')} | {_g(f.loss_min, '.4f')} | {_g(b.noise if b else None, '.3g')} | "
+                f"{_g(b.snr if b else None, '.1f')} | {'yes' if f.accepted else 'no'} | {_budget_reason(f)} |"
+            )
+        lines.append("")
+        lines += _lack_of_fit(r)
+    if diag.size_offsets:
+        lines += _size_offsets(diag)
+    return "\n".join(lines)
+
+
+def _budget_reason(f) -> str:
+    if f.accepted and f.windowed:
+        full = (
+            f"; the full grid's vertex {f.full_n_opt:.3g}" if f.full_n_opt else "; the full grid's has none inside it"
+        )
+        return f"ok, on {f.window_sizes} of its {f.n_sizes} sizes (lack of fit beyond them){full}"
+    return f.reason
+
+
+def _lack_of_fit(r: FitResult) -> list[str]:
+    """Per budget: the noise where the parabola fits beside the full grid's scatter, misfit included."""
+    from prism.isoflop.fit.approach2 import LACK_OF_FIT_LEVEL
+
+    a2, rows = r.approach2, {b.budget: b for b in r.diagnostics.budgets}
+    if not any(f.lack_of_fit_p is not None or f.n_window is not None for f in a2.per_budget):
+        return []  # a fit JSON from before windows
+    lines = [
+        "## Approach 2: lack of fit and noise per budget",
+        "",
+        f"Lack of fit: the parabola's residual sum of squares beyond a quartic's against the noise of "
+        f"neighbouring sizes (p < {LACK_OF_FIT_LEVEL:g}: the curve is no parabola there). The minimum above is "
+        "fitted on the sizes shown; the full grid's parabola is given for comparison, its residual std being "
+        "noise plus misfit. Residual signs are the full grid's, ordered by N.",
+        "",
+        "| budget C | sizes fitted | N range fitted | noise there | full-grid residual std | lack of fit p (full) "
+        "| residual signs | runs test p | full-grid N_opt |",
+        "|---|---|---|---|---|---|---|---|---|",
+    ]
+    for f in a2.per_budget:
+        b = rows.get(f.budget)
+        fitted = "-" if f.window_sizes is None else f"{f.window_sizes} of {f.n_sizes}"
+        rng = "-" if f.window_n_min is None else f"{f.window_n_min:.3g}-{f.window_n_max:.3g}"
+        lines.append(
+            f"| {_budget(f.budget)} | {fitted} | {rng} | {_g(b.noise if b else None, '.3g')} | "
+            f"{_g(b.full_grid_noise if b else None, '.3g')} | {_g(f.lack_of_fit_p, '.2g')} | "
+            f"{f.residual_signs or '-'} | {_g(f.runs_p, '.2g')} | {_g(f.full_n_opt, '.3g')} |"
+        )
+    lines.append("")
+    return lines
+
+
+def _size_offsets(diag) -> list[str]:
+    lines = [
+        "## Sizes across budgets",
+        "",
+        f"Each size's loss minus its budget's parabola, at every accepted budget where it ran (sizes at "
+        f"{diagnostics.MIN_OFFSET_BUDGETS} budgets or more). The noise treats these residuals as independent; a "
+        f"size whose mean is {diagnostics.OFFSET_K:g} standard errors (noise / sqrt(budgets)) or more from zero "
+        "is off its curves at every budget: its shape trains better or worse than its neighbours' (or, in a wsd "
+        "study, its branches share one trajectory's luck), and it moves every budget's minimum the same way.",
+        "",
+        "| size | N | residual per budget | mean | mean / s.e. | off at every budget |",
+        "|---|---|---|---|---|---|",
+    ]
+    for s in diag.size_offsets:
+        per = ", ".join(f"{c}: {r:+.3f}" for c, r in s.residuals.items())
+        flag = "yes" if s.flagged else "no"
+        lines.append(f"| {s.label} | {s.params:.3g} | {per} | {s.mean:+.3f} | {s.t:+.1f} | {flag} |")
+    lines.append("")
+    return lines

@@ -1,0 +1,370 @@
+"""Collect run directories into the runs CSV: one row per run, finished or not.
+
+A run directory is any directory under ROOT holding `config.yaml` (the training
+runtime's layout, `prism.train.runfiles`): `eval.jsonl` (one evaluation per line:
+step, samples, tokens, flops, loss), `metrics.json` (written last and atomically:
+present = finished; `status: ok|collapsed`, params, params_total, tokens, flops).
+Tolerant but exact: a corrupt line is reported (run id, file, line) and counted
+in `n_bad_lines`, never crashed on; only `status == ok` rows carry a loss, so
+unfinished (`incomplete`), `collapsed` and unreadable (`error`) runs are never
+fitted. `loss` is the run's loss at its budget as metrics.json records it (`loss`,
+its final evaluation over the held-out split, with `loss_se`), or, for runs that do
+not record it, the mean of the last `eval_window` evaluations; `loss_std` is the
+standard deviation of those last evaluations (the run's late-training noise).
+
+Given the study's plan (and data), collect lists what the plan holds: run
+directories the plan does not name, or trained on other data or another
+calibration than the study's current ones, are `stale` and never fitted.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import math
+import os
+import statistics
+import sys
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+from prism.errors import PrismError
+from prism.fingerprint import file_digest, record_digest
+from prism.options import option
+
+CONFIG, EVAL, METRICS, PERF = "config.yaml", "eval.jsonl", "metrics.json", "perf.jsonl"
+IDENTITY = ("run_id", "family", "backbone", "variant", "regime", "budget")
+
+
+@dataclass(frozen=True)
+class CollectOptions:
+    """How a run's loss is read: `prism isoflop collect` flags and the config's `collect:` section."""
+
+    eval_window: int = option(
+        5,
+        "last evaluations giving a run's loss_std (and the loss of a run whose "
+        "metrics.json records none; otherwise the loss is its final evaluation)",
+        metavar="K",
+        minimum=1,
+    )
+
+
+@dataclass
+class CollectedRun:
+    run_id: str = ""
+    family: str = ""
+    backbone: str = ""
+    variant: str = ""
+    regime: str = ""
+    budget: float | None = None
+    flops: float | None = None
+    params: float | None = None
+    params_total: float | None = None
+    tokens: float | None = None
+    loss: float | None = None
+    loss_std: float | None = None
+    n_evals: int = 0
+    status: str = "incomplete"
+    steps: int | None = None
+    final_eval_loss: float | None = None
+    n_bad_lines: int = 0
+    # From metrics.json where the trainer records them (empty otherwise): the loss's standard
+    # error, epochs of the training split seen, warnings (e.g. a loss spike), wall time.
+    loss_se: float | None = None
+    epochs: float | None = None
+    warnings: str = ""
+    wall_s: float | None = None
+    # The plan's estimate of the wall time on the machine that measured samples/s.
+    est_wall_s: float | None = None
+    note: str = ""
+    run_dir: str = ""
+
+
+COLUMNS = list(CollectedRun.__dataclass_fields__)
+
+
+def find_run_dirs(root: Path) -> list[Path]:
+    """Directories holding config.yaml; their subdirectories (checkpoints) are not searched."""
+    found = []
+    for dirpath, dirnames, filenames in os.walk(root):
+        if CONFIG in filenames:
+            found.append(Path(dirpath))
+            dirnames.clear()
+        else:
+            dirnames.sort()
+    return sorted(found)
+
+
+def _num(value) -> float | None:
+    """A finite float, or None (JSON NaN is written as the string 'nan' by the runtime)."""
+    try:
+        v = float(value)
+    except (TypeError, ValueError):
+        return None
+    return v if math.isfinite(v) else None
+
+
+def read_evals(path: Path, run_id: str, problems: list[str]) -> tuple[list[float], int]:
+    """Losses of eval.jsonl in order, and how many lines were corrupt (each reported in `problems`)."""
+    if not path.is_file():
+        return [], 0
+    losses, bad = [], 0
+    with path.open(encoding="utf-8", errors="replace") as fh:
+        for number, line in enumerate(fh, start=1):
+            if not line.strip():
+                continue
+            try:
+                row = json.loads(line)
+            except ValueError:
+                row = None
+            loss = _num(row.get("loss")) if isinstance(row, dict) else None
+            if loss is None:
+                bad += 1
+                what = (
+                    "not a JSON object"
+                    if not isinstance(row, dict)
+                    else f"loss {row.get('loss')!r} is not a finite number"
+                )
+                problems.append(f"run {run_id}: {path.name} line {number}: {what}")
+                continue
+            losses.append(loss)
+    return losses, bad
+
+
+def collect_run(run_dir: Path, eval_window: int, problems: list[str]) -> CollectedRun:
+    """One run directory -> one row; never raises for a bad run (its status says `error`)."""
+    import yaml
+
+    row = CollectedRun(run_id=run_dir.name, run_dir=str(run_dir))
+    try:
+        cfg = yaml.safe_load((run_dir / CONFIG).read_text()) or {}
+        if not isinstance(cfg, dict):
+            raise ValueError("not a mapping")
+    except (OSError, ValueError, yaml.YAMLError) as err:
+        row.status, row.note = "error", f"{CONFIG} unreadable: {str(err).splitlines()[0]}"
+        problems.append(f"run {row.run_id}: {row.note}")
+        return row
+    _identity(row, cfg)
+    resolved = cfg.get("resolved") if isinstance(cfg.get("resolved"), dict) else {}
+    _identity(row, resolved)
+    row.params = _num(resolved.get("params"))
+    row.params_total = _num(resolved.get("params_total"))
+    losses, row.n_bad_lines = read_evals(run_dir / EVAL, row.run_id, problems)
+    metrics_path = run_dir / METRICS
+    if not metrics_path.is_file():
+        row.status, row.note = "incomplete", f"no {METRICS} yet ({len(losses)} evaluations so far)"
+        row.n_evals = len(losses)
+        return row
+    try:
+        metrics = json.loads(metrics_path.read_text())
+        if not isinstance(metrics, dict):
+            raise ValueError("not a JSON object")
+    except (OSError, ValueError) as err:
+        row.status, row.note = "error", f"{METRICS} unreadable: {err}"
+        problems.append(f"run {row.run_id}: {row.note}")
+        return row
+    _identity(row, metrics)
+    for key in ("params", "params_total", "flops", "tokens", "final_eval_loss", "loss_se", "epochs", "wall_s"):
+        value = _num(metrics.get(key))
+        if value is not None:
+            setattr(row, key, value)
+    row.steps = int(metrics["steps"]) if _num(metrics.get("steps")) is not None else None
+    warnings = metrics.get("warnings") or []
+    row.warnings = "; ".join(str(w) for w in warnings) if isinstance(warnings, list) else str(warnings)
+    status = str(metrics.get("status", ""))
+    if status == "collapsed":
+        row.status = "collapsed"
+        row.note = f"collapsed at step {metrics.get('step')}: {metrics.get('reason')}"
+        return row
+    if status != "ok":
+        row.status, row.note = "error", f"{METRICS} status {status!r} (expected ok or collapsed)"
+        problems.append(f"run {row.run_id}: {row.note}")
+        return row
+    window = losses[-eval_window:]
+    row.n_evals = len(window)
+    if not window:
+        row.status, row.note = "error", f"finished but {EVAL} has no valid evaluation"
+        problems.append(f"run {row.run_id}: {row.note}")
+        return row
+    missing = [k for k in ("params", "tokens") if getattr(row, k) is None]
+    if missing or (row.budget is None and row.flops is None):
+        row.status = "error"
+        row.note = f"{METRICS} lacks {', '.join(missing or ['budget/flops'])}"
+        problems.append(f"run {row.run_id}: {row.note}")
+        return row
+    row.status = "ok"
+    # The run's own loss at the budget (its final evaluation over the held-out split, with loss_se)
+    # where the trainer records it; else the mean of the last evaluations.
+    final = _num(metrics.get("loss"))
+    row.loss = final if final is not None else statistics.fmean(window)
+    row.loss_std = statistics.stdev(window) if len(window) > 1 else 0.0
+    if row.n_bad_lines:
+        row.note = f"{row.n_bad_lines} corrupt line(s) in {EVAL} skipped"
+    return row
+
+
+def _identity(row: CollectedRun, source: dict) -> None:
+    for key in IDENTITY:
+        value = source.get(key)
+        if value in (None, ""):
+            continue
+        if key == "budget":
+            row.budget = _num(value)
+        else:
+            setattr(row, key, str(value))
+
+
+def _csv_text(rows: list[CollectedRun]) -> str:
+    buf = io.StringIO()
+    writer = csv.DictWriter(buf, fieldnames=COLUMNS, lineterminator="\n")
+    writer.writeheader()
+    for r in rows:
+        writer.writerow(
+            {k: ("" if v is None else repr(v) if isinstance(v, float) else v) for k, v in asdict(r).items()}
+        )
+    return buf.getvalue()
+
+
+def _up_to_date(csv_path: Path, run_dirs: list[Path]) -> bool:
+    """The CSV is newer than every file of every run, and lists exactly these runs."""
+    if not csv_path.is_file():
+        return False
+    mtime = csv_path.stat().st_mtime
+    for d in run_dirs:
+        for name in (CONFIG, EVAL, METRICS, PERF):
+            p = d / name
+            if p.exists() and p.stat().st_mtime >= mtime:
+                return False
+    try:
+        with csv_path.open(newline="") as fh:
+            listed = {r.get("run_dir") for r in csv.DictReader(fh)}
+    except (OSError, csv.Error):
+        return False
+    return listed == {str(d) for d in run_dirs}
+
+
+def _calibration_digest(path: Path) -> str | None:
+    """The digest `prism train` records for its calibration (None: unreadable, so not judged)."""
+    try:
+        return record_digest(json.loads(path.read_text()))
+    except (OSError, ValueError):
+        return None
+
+
+@dataclass(frozen=True)
+class StudyInputs:
+    """What the study plans now: its run ids (with their plan rows) and the digests of its inputs."""
+
+    rows: dict[str, dict]
+    data_manifest: str | None
+    calibration_dir: Path | None
+
+    @classmethod
+    def read(cls, plan_path: Path, data: Path | None) -> StudyInputs:
+        import yaml
+
+        try:
+            plan = yaml.safe_load(plan_path.read_text()) or {}
+            rows = {str(r["run_id"]): r for r in plan.get("runs") or []}
+        except (OSError, yaml.YAMLError, KeyError, TypeError, AttributeError) as err:
+            raise PrismError(f"--plan {plan_path}: not a plan from `prism isoflop plan` ({err})") from None
+        cal = plan.get("calibration_dir")
+        return cls(rows, file_digest(data / "manifest.json") if data else None, Path(cal) if cal else None)
+
+    def stale_reason(self, run: CollectedRun, run_dir: Path) -> str | None:
+        """Why a finished run is not this study's (None: it is)."""
+        import yaml
+
+        if run.run_id not in self.rows:
+            return "not in the plan (a budget or candidate removed, or another study's run)"
+        try:
+            cfg = yaml.safe_load((run_dir / CONFIG).read_text()) or {}
+            inputs = (cfg.get("resolved") or {}).get("inputs") or {}
+        except (OSError, yaml.YAMLError, AttributeError):
+            inputs = {}
+        if self.data_manifest and inputs.get("data_manifest") not in (None, self.data_manifest):
+            return "trained on other data (its data manifest differs from the study's)"
+        row = self.rows[run.run_id]
+        if self.calibration_dir is not None and inputs.get("calibration"):
+            from prism.isoflop.design.calibrate import calibration_filename
+
+            path = self.calibration_dir / calibration_filename(
+                row["family"], row["backbone"], row["variant"], row["regime"]
+            )
+            current = _calibration_digest(path)
+            if current is not None and inputs["calibration"] != current:
+                return "trained with another calibration (the study's calibration changed since)"
+        return None
+
+
+def collect(
+    runs_dir: str | Path,
+    csv_path: str | Path,
+    options: CollectOptions = CollectOptions(),
+    *,
+    plan: str | Path | None = None,
+    data: str | Path | None = None,
+    force: bool = False,
+) -> str:
+    """`prism isoflop collect`: write the runs CSV (atomically); returns the summary to print.
+
+    With `plan`, the CSV lists exactly the planned runs (a planned run without a directory is
+    `incomplete`, "not started") and every other run directory as `stale`, as is a finished run
+    whose recorded data manifest or calibration differs from the study's current ones (`data`:
+    the study's shard directory). `stale` rows are never fitted.
+    """
+    from prism.atomic import write_text_atomic
+    from prism.options import validate
+
+    validate(options)
+    root, csv_path = Path(runs_dir), Path(csv_path)
+    study = StudyInputs.read(Path(plan), Path(data) if data else None) if plan else None
+    if not root.is_dir():
+        if study is None:
+            raise PrismError(f"--runs-dir {root}: no such directory")
+        run_dirs = []
+    else:
+        run_dirs = find_run_dirs(root)
+    if not force and _up_to_date(csv_path, run_dirs):
+        return f"{csv_path} is newer than every run file under {root}: left untouched (use --force to rewrite)"
+    problems: list[str] = []
+    rows = []
+    for d in run_dirs:
+        row = collect_run(d, options.eval_window, problems)
+        if study is not None:
+            why = study.stale_reason(row, d)
+            if why:
+                row.status, row.loss, row.loss_std = "stale", None, None
+                row.note = why
+            hours = (study.rows.get(row.run_id) or {}).get("hours_here")
+            row.est_wall_s = None if hours is None else 3600.0 * float(hours)
+        rows.append(row)
+    if study is not None:
+        seen = {r.run_id for r in rows}
+        for run_id, planned in study.rows.items():
+            if run_id not in seen:
+                hours = planned.get("hours_here")
+                rows.append(
+                    CollectedRun(
+                        run_id=run_id,
+                        **{k: planned.get(k, "") for k in IDENTITY if k not in ("run_id", "budget")},
+                        budget=_num(planned.get("budget")),
+                        params=_num(planned.get("params")),
+                        est_wall_s=None if hours is None else 3600.0 * float(hours),
+                        status="incomplete",
+                        note="not started",
+                        run_dir=str(root / run_id),
+                    )
+                )
+    rows.sort(key=lambda r: (r.budget or 0.0, r.params or 0.0, r.run_id))
+    for p in problems:
+        print(f"warning: {p}", file=sys.stderr)
+    write_text_atomic(csv_path, _csv_text(rows))
+    counts: dict[str, int] = {}
+    for r in rows:
+        counts[r.status] = counts.get(r.status, 0) + 1
+    bad = sum(r.n_bad_lines for r in rows)
+    summary = ", ".join(f"{v} {k}" for k, v in sorted(counts.items())) or "no run directories"
+    stale = [f"stale {r.run_id}: {r.note}" for r in rows if r.status == "stale"]
+    return "\n".join([f"wrote {csv_path}: {len(rows)} runs ({summary}); {bad} corrupt line(s) skipped", *stale])

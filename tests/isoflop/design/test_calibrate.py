@@ -1,0 +1,128 @@
+import json
+
+import pytest
+
+from prism.calibration import load_calibration
+from prism.errors import PrismError
+from prism.isoflop.design import calibrate as cal
+
+
+def test_writes_the_canonical_file_with_the_contract_keys(tmp_path):
+    path = cal.run_calibrate("text_ts", "30k", "W2X", "projector_only", device="cpu", calibration_dir=tmp_path)
+    assert path == tmp_path / "text_ts__30k__W2X__projector_only.json"
+    rec = json.loads(path.read_text())
+    for key in (
+        "family",
+        "backbone",
+        "variant",
+        "regime",
+        "seq_len",
+        "params_total",
+        "params_trainable",
+        "params_by_component",
+        "tokens_per_sample",
+        "flops_per_sample",
+        "flops_6nd_per_sample",
+        "samples_per_s",
+        "device",
+        "torch_version",
+        "calibration_version",
+    ):
+        assert key in rec, key
+    assert rec["samples_per_s"] is None and rec["tokens_per_sample"] == rec["seq_len"] == 64
+    comp = rec["params_by_component"]
+    assert rec["params_trainable"] == comp["projector"]["trainable"] == comp["projector"]["total"]
+    assert rec["params_total"] == sum(c["total"] for c in comp.values())
+    assert rec["flops_6nd_per_sample"] == 6 * rec["params_trainable"] * 64
+    assert [p.name for p in tmp_path.iterdir()] == [path.name]  # no temp files left
+    assert load_calibration(tmp_path, "text_ts", "30k", "W2X", "projector_only") == rec
+
+
+def test_out_file_and_seq_len(tmp_path):
+    out = tmp_path / "sub" / "x.json"
+    cal.run_calibrate("text_image", "30k", "BASE", "e2e", seq_len=96, device="cpu", out=out)
+    rec = json.loads(out.read_text())
+    assert rec["seq_len"] == rec["tokens_per_sample"] == 96
+    with pytest.raises(PrismError, match="too short"):
+        cal.run_calibrate("text_image", "30k", "BASE", "e2e", seq_len=10, device="cpu", out=out)
+    with pytest.raises(PrismError, match="exactly one"):
+        cal.run_calibrate("text_image", "30k", "BASE", "e2e", device="cpu")
+
+
+@pytest.mark.parametrize("name,published", [("1b", 1.24e9), ("7b", 6.74e9), ("32b", 32.8e9)])
+def test_real_sizes_calibrate_on_meta(name, published):
+    rec = cal.calibrate("text_image", name, "BASE", "e2e", device="cpu")
+    assert abs(rec["params_by_component"]["backbone"]["total"] / published - 1) < 0.01
+    assert rec["flops_per_sample"] > 0
+
+
+def test_measure_throughput_on_a_small_model():
+    import torch
+
+    before = torch.get_num_threads()
+    try:
+        rec = cal.calibrate(
+            "text_image", "30k", "BASE", "e2e", device="cpu", measure_throughput=True, batch_size=4, steps=1, threads=1
+        )
+    finally:
+        torch.set_num_threads(before)
+    assert rec["samples_per_s"] > 0 and rec["throughput"]["batch_size"] == 4 and rec["throughput"]["threads"] == 1
+    assert rec["throughput"]["tokens_per_s"] == pytest.approx(rec["samples_per_s"] * 64)
+
+
+def test_measure_throughput_refuses_what_does_not_fit(monkeypatch):
+    monkeypatch.setattr(cal, "_available_bytes", lambda device: 10 * 2**30)
+    with pytest.raises(PrismError, match="7b does not fit"):
+        cal.calibrate("text_image", "7b", "BASE", "e2e", device="cpu", measure_throughput=True)
+
+
+def test_bad_names_are_prism_errors():
+    with pytest.raises(PrismError, match="unknown family 'text_audio'; valid: text_image"):
+        cal.calibrate("text_audio", "30k", "BASE")
+
+
+def test_load_calibration_errors_name_the_file_and_the_command(tmp_path):
+    with pytest.raises(PrismError) as err:
+        load_calibration(tmp_path, "text_image", "30k", "BASE", "e2e")
+    msg = str(err.value)
+    assert str(tmp_path / "text_image__30k__BASE__e2e.json") in msg
+    assert "prism isoflop calibrate --backbone 30k --projector-variant BASE --family text_image --regime e2e" in msg
+
+    path = tmp_path / "text_image__30k__BASE__e2e.json"
+    path.write_text("{not json")
+    with pytest.raises(PrismError, match="cannot read calibration"):
+        load_calibration(tmp_path, "text_image", "30k", "BASE", "e2e")
+    cal.run_calibrate("text_image", "30k", "BASE", "e2e", device="cpu", out=path)
+    rec = json.loads(path.read_text())
+    path.write_text(json.dumps({**rec, "calibration_version": 0}))
+    with pytest.raises(PrismError, match="calibration_version"):
+        load_calibration(tmp_path, "text_image", "30k", "BASE", "e2e")
+    path.write_text(json.dumps({**rec, "regime": "projector_only"}))
+    with pytest.raises(PrismError, match="do not match"):
+        load_calibration(tmp_path, "text_image", "30k", "BASE", "e2e")
+
+
+def test_a_redefined_backbone_is_refused_not_silently_resumed(tmp_path):
+    from prism.calibration import load_calibration_file
+    from prism.model.config import backbone_shape
+
+    path = cal.run_calibrate("text_image", "90k", "BASE", "e2e", device="cpu", calibration_dir=tmp_path)
+    rec = json.loads(path.read_text())
+    shape = backbone_shape("90k")
+    assert {k: rec[k] for k in shape} == shape
+    assert load_calibration(tmp_path, "text_image", "90k", "BASE", "e2e", shape=shape) == rec
+    # Other heads: the same parameters and FLOPs, another model.
+    path.write_text(json.dumps({**rec, "n_heads": shape["n_heads"] + 2, "n_kv_heads": shape["n_kv_heads"] + 2}))
+    for load in (load_calibration, lambda d, *names, shape: load_calibration_file(path, *names, shape=shape)):
+        with pytest.raises(PrismError) as err:
+            load(tmp_path, "text_image", "90k", "BASE", "e2e", shape=shape)
+        msg = str(err.value)
+        assert str(path) in msg and f"n_heads {shape['n_heads'] + 2} (now {shape['n_heads']})" in msg
+        assert "prism isoflop calibrate" in msg and "retrain" in msg
+    # A record that does not give the heads is compared on what it gives.
+    del rec["n_heads"], rec["n_kv_heads"]
+    path.write_text(json.dumps(rec))
+    assert load_calibration(tmp_path, "text_image", "90k", "BASE", "e2e", shape=shape) == rec
+    path.write_text(json.dumps({**rec, "d_model": 64}))
+    with pytest.raises(PrismError, match="d_model 64 "):
+        load_calibration(tmp_path, "text_image", "90k", "BASE", "e2e", shape=shape)

@@ -1,0 +1,150 @@
+"""plan.sizes_per_budget: rule sizes that fill every budget's window, known from the config alone."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+import yaml
+
+from prism.errors import PrismError
+from prism.isoflop.design.ladder import budget_sizes, study_sizes, union
+from prism.isoflop.design.plan import PlanOptions, plan_runs, rule_sizes
+from prism.model.paramcount import trainable_params
+from prism.options import from_mapping
+
+from ..conftest import write_calibration
+
+CONFIGS = Path(__file__).resolve().parents[3] / "config"
+
+
+def _calibrate(cal_dir: Path, family: str, names: list[str], variant: str = "BASE") -> None:
+    for name in names:
+        write_calibration(cal_dir, family, name, variant, "e2e", trainable_params(family, name, variant, "e2e"))
+
+
+def _study(config_name: str, per_budget: int = 6):
+    config = yaml.safe_load((CONFIGS / config_name).read_text())
+    plan = {k: v for k, v in config["plan"].items()}
+    plan["sizes_per_budget"] = per_budget
+    plan.setdefault("size_rule", "g" if "aurora" in config_name else "n")
+    options = from_mapping(PlanOptions, plan, "plan")
+    return config, replace(options, previous_round=None)
+
+
+@pytest.mark.parametrize("config_name", ["config.yaml", "aurora.yaml"])
+def test_six_per_budget_puts_six_runs_in_every_budgets_window(config_name, tmp_path):
+    config, options = _study(config_name)
+    family = config.get("families", ["text_image"])[0]
+    budgets = [float(b) for b in config["budgets"]]
+    sizes = rule_sizes(family, budgets, options, variants=["BASE"])
+    _calibrate(tmp_path, family, union(sizes))
+    study = plan_runs(family, budgets, tmp_path, options, backbones=[], variants=["BASE"])
+    assert not [p.refused for p in study.plans if p.refused]
+    for p in study.plans:
+        inside = [r for r in p.runs if abs(math.log10(r.params / p.n_opt)) <= options.window]
+        assert len(inside) >= 6, (p.budget, [r.run_id for r in p.runs], p.dropped)
+        assert {r.backbone for r in p.runs} == set(sizes[p.budget])
+
+
+def test_sizes_are_evenly_spaced_in_log_n_and_shared_between_budgets():
+    nopt = lambda c: 0.0258 * c**0.53  # noqa: E731 - the default study's prior
+    sizes = study_sizes([7e11, 1.2e12, 2e12], nopt, 0.42, 6, "text_image", "e2e", ["BASE"], "n")
+    for names in sizes.values():
+        logs = [math.log10(trainable_params("text_image", n, "BASE", "e2e")) for n in names]
+        gaps = [b - a for a, b in zip(logs, logs[1:])]
+        assert max(gaps) < 1.6 * min(gaps)
+    # Neighbouring budgets share most of their sizes (one trajectory each serves them in a wsd study).
+    assert len(set(sizes[7e11]) & set(sizes[1.2e12])) >= 4
+    assert len(union(sizes)) < sum(map(len, sizes.values()))
+
+
+def test_a_budgets_sizes_do_not_depend_on_the_other_budgets():
+    nopt = lambda c: 0.0258 * c**0.53  # noqa: E731
+    alone = study_sizes([1.2e12], nopt, 0.42, 6, "text_image", "e2e", ["BASE"], "n")
+    together = study_sizes([4e11, 1.2e12, 3e12], nopt, 0.42, 6, "text_image", "e2e", ["BASE"], "n")
+    assert alone[1.2e12] == together[1.2e12]
+
+
+def test_near_the_encoders_floor_the_lattice_is_finer():
+    # The window of this budget runs below the smallest model (the encoder is half of its N).
+    names = budget_sizes(2.2e4, 0.42, 6, "text_image", "e2e", "BASE", "n")
+    assert len(names) >= 6
+
+
+def test_only_e2e_spreads_n_by_backbones():
+    with pytest.raises(PrismError, match="projector variants"):
+        study_sizes([1e12], lambda c: 1e5, 0.4, 6, "text_image", "projector_only", ["BASE"], "n")
+
+
+def test_the_cli_takes_sizes_per_budget(tmp_path, capsys):
+    from prism.cli import main
+
+    options = PlanOptions(
+        sizes_per_budget=5, prior_a=0.53, prior_k=0.0258, window=0.42, global_batch=32, min_steps=100, simulations=20
+    )
+    names = union(rule_sizes("text_image", [1e12], options))
+    _calibrate(tmp_path, "text_image", names)
+    rc = main(
+        [
+            "isoflop",
+            "plan",
+            "--family",
+            "text_image",
+            "--budgets",
+            "1e12",
+            "--calibration-dir",
+            str(tmp_path),
+            "--sizes-per-budget",
+            "5",
+            "--prior-a",
+            "0.53",
+            "--prior-k",
+            "0.0258",
+            "--window",
+            "0.42",
+            "--global-batch",
+            "32",
+            "--min-steps",
+            "100",
+            "--simulations",
+            "20",
+            "--dry-run",
+        ]
+    )
+    assert rc == 0
+    out = capsys.readouterr().out
+    assert len(names) >= 5 and all(f"{name}-BASE-e2e-C1e12" in out for name in names)
+
+
+def test_a_budget_left_short_by_its_drops_is_named():
+    from prism.isoflop.design.plan import short_budgets_text
+    from prism.isoflop.records import PlanRow
+
+    def row(backbone, budget):
+        return PlanRow(
+            run_id=f"{backbone}-BASE-e2e-C{budget:g}",
+            family="text_image",
+            backbone=backbone,
+            variant="BASE",
+            regime="e2e",
+            budget=budget,
+            params=1e4,
+            params_total=1e4,
+            flops_per_sample=1e6,
+            tokens_per_sample=64,
+            global_batch=32,
+            samples=3200,
+            steps=100,
+            tokens=2e5,
+            flops=budget,
+            hours_here=None,
+            node_hours=None,
+        )
+
+    rows = [row(f"n{m}e3", 1e12) for m in (11, 13, 16, 18, 22)] + [row(f"n{m}e3", 2e12) for m in (11, 13)]
+    lines = short_budgets_text(rows, [1e12, 2e12], 5)
+    assert len(lines) == 1 and "budget 2e12: 2 sizes left of the 5" in lines[0]
+    assert short_budgets_text(rows, [1e12, 2e12], None) == []

@@ -1,0 +1,433 @@
+"""The plan: steps that spend the budget, a centred and bracketing grid, incremental budgets, the forecast."""
+
+from __future__ import annotations
+
+import json
+import re
+
+import pytest
+import yaml
+
+from prism.cli import main
+from prism.errors import PrismError
+from prism.ids import RUN_ID_RE, run_id
+from prism.isoflop.design.plan import Candidate, Centre, make_plan, parse_budgets, plan_budget
+
+from ..conftest import write_calibration
+
+
+def _plan(ladder, budgets, **kw):
+    return make_plan("text_image", budgets, ladder, regime="e2e", simulations=50, **kw)
+
+
+def test_run_id_format():
+    assert run_id("120k", "W2X", "e2e", 2.5e17) == "120k-W2X-e2e-C2.5e17"
+    assert run_id("1b", "BASE", "projector_only", 1e12) == "1b-BASE-projector_only-C1e12"
+    assert RUN_ID_RE.match(run_id("30k", "D4X", "encoder_projector", 3e11))
+    assert parse_budgets("3e12, 1e12,1e12") == [1e12, 3e12]
+    with pytest.raises(PrismError, match="not a number"):
+        parse_budgets("1e12,lots")
+
+
+def test_rows_spend_the_budget_within_1_percent(ladder):
+    plan = _plan(ladder, [1e12, 1e13])
+    assert plan["runs"]
+    for r in plan["runs"]:
+        assert abs(r["flops"] / r["budget"] - 1) <= 0.01
+        assert r["steps"] >= 50 and r["samples"] == r["steps"] * r["global_batch"]
+        assert r["tokens"] == r["samples"] * r["tokens_per_sample"]
+        assert r["hours_here"] == pytest.approx(r["samples"] / 1000.0 / 3600) and r["node_hours"] is None
+        assert RUN_ID_RE.match(r["run_id"])
+        # within the window around N_opt = 0.1 C^0.5
+        assert abs(r["params"] / (0.1 * r["budget"] ** 0.5)) < 10**0.6 + 1e-9
+
+
+def test_fixed_batch_drops_runs_with_too_few_steps():
+    cands = [Candidate(f"b{i}", "BASE", n, n, 6 * n * 64, 64, None) for i, n in enumerate((5e4, 1.2e5, 2.5e5))]
+    bp = plan_budget(1e12, cands, "text_image", "e2e", Centre(0.5, 0.1, "test"), global_batch=512)
+    dropped = {d["backbone"]: d["reason"] for d in bp.dropped}
+    assert set(dropped) == {"b1", "b2"} and "too few steps" in dropped["b2"] and "42 steps" in dropped["b1"]
+    assert [r.global_batch for r in bp.runs] == [512]
+    assert "add a larger backbone" in bp.refused  # only N=5e4 < N_opt=1e5 is left
+
+
+def test_adding_a_budget_does_not_change_existing_runs(ladder):
+    one = _plan(ladder, [1e12])
+    two = _plan(ladder, [1e12, 1e13])
+    assert [r for r in two["runs"] if r["budget"] == 1e12] == one["runs"]
+
+
+def test_unbracketed_budget_is_refused_naming_what_to_add(ladder):
+    plan = _plan(ladder, [1e12, 1e16])  # N_opt(1e16) = 1e7: the ladder tops out at 2e6
+    refused = {r["budget"]: r["reason"] for r in plan["refused"]}
+    assert "1e16" in refused[1e16] and "add a larger backbone" in refused[1e16]
+    assert all(r["budget"] == 1e12 for r in plan["runs"])
+    with pytest.raises(PrismError, match="no budget can be planned"):
+        _plan(ladder, [1e16])
+
+
+def _data(tmp_path, train_samples):
+    """A shard directory as the planner sees it: the manifest's training-split size."""
+    (tmp_path / "manifest.json").write_text(json.dumps({"splits": {"train": {"samples": train_samples}}}))
+    return tmp_path
+
+
+def test_each_run_shows_its_epochs_and_runs_above_max_epochs_are_dropped(ladder, tmp_path):
+    samples = sorted(r["samples"] for r in _plan(ladder, [1e13])["runs"])
+    split = samples[-2] // 4 + 1  # the run seeing the most samples would repeat its split > 4 times
+    plan = _plan(ladder, [1e13], data=_data(tmp_path, split))
+    assert plan["runs"] and all(r["epochs"] == pytest.approx(r["samples"] / split) for r in plan["runs"])
+    assert max(r["epochs"] for r in plan["runs"]) <= 4
+    dropped = [d["reason"] for d in plan["dropped"] if "training split" in d["reason"]]
+    assert dropped and all("max_epochs 4" in reason for reason in dropped)
+    relaxed = _plan(ladder, [1e13], data=tmp_path, max_epochs=100)
+    assert len(relaxed["runs"]) > len(plan["runs"])
+    assert all(r["epochs"] is None for r in _plan(ladder, [1e13])["runs"])  # no data: no figure, no refusal
+
+
+def test_centre_from_previous_fit_and_existing_plan(ladder, tmp_path):
+    study = tmp_path / "study"
+    (study / "fit").mkdir(parents=True)
+    fit = {"diagnostics": {"identifiable": True}, "approach3": {"converged": True, "a": 0.5, "k": 0.3}}
+    # this round's own fit does not move the grid (that would retrain planned budgets)
+    (study / "fit" / "e2e.json").write_text(json.dumps(fit))
+    assert _plan(ladder, [1e12], scaling_study_dir=study)["centre"]["source"] == "default prior"
+    # a previous round's fit, copied to prior.json, does
+    (study / "prior.json").write_text(json.dumps(fit))
+    plan = _plan(ladder, [1e12], scaling_study_dir=study)
+    assert plan["centre"]["k"] == 0.3 and "previous fit" in plan["centre"]["source"]
+    (study / "prior.json").write_text(json.dumps({"a": 0.45, "k": 0.25}))
+    assert _plan(ladder, [1e12], scaling_study_dir=study)["centre"]["a"] == 0.45
+    # not identifiable: ignored
+    fit["diagnostics"]["identifiable"] = False
+    (study / "prior.json").write_text(json.dumps(fit))
+    assert _plan(ladder, [1e12], scaling_study_dir=study)["centre"]["source"] == "default prior"
+    (study / "prior.json").write_text("{oops")
+    with pytest.raises(PrismError, match="prior.json: not JSON"):
+        _plan(ladder, [1e12], scaling_study_dir=study)
+    # an existing plan keeps its centre, so its runs stay as they were
+    out = tmp_path / "plan.yaml"
+    out.write_text(yaml.safe_dump({"centre": {"a": 0.5, "k": 0.2, "source": "prior"}}))
+    assert _plan(ladder, [1e12], out=out)["centre"]["k"] == 0.2
+    assert _plan(ladder, [1e12], out=out, prior_k=0.1)["centre"]["k"] == 0.1
+
+
+def test_cli_writes_plan_yaml_and_csv(ladder, tmp_path, capsys):
+    out = tmp_path / "text_image" / "plan.yaml"
+    rc = main(
+        [
+            "isoflop",
+            "plan",
+            "--family",
+            "text_image",
+            "--budgets",
+            "1e12,1e13",
+            "--calibration-dir",
+            str(ladder),
+            "--scaling-study-dir",
+            str(tmp_path),
+            "--simulations",
+            "50",
+            "--allow-undetermined",
+            "--out",
+            str(out),
+        ]
+    )
+    assert rc == 0
+    plan = yaml.safe_load(out.read_text())
+    assert {"family", "regime", "budgets", "runs", "dropped", "forecast"} <= set(plan)
+    assert set(plan["runs"][0]) >= {
+        "run_id",
+        "family",
+        "backbone",
+        "variant",
+        "regime",
+        "budget",
+        "params",
+        "params_total",
+        "flops_per_sample",
+        "global_batch",
+        "samples",
+        "steps",
+        "tokens",
+        "hours_here",
+        "node_hours",
+    }
+    lines = (out.with_suffix(".csv")).read_text().splitlines()
+    assert lines[0].startswith("run_id,") and len(lines) == len(plan["runs"]) + 1
+    assert "Identifiability forecast" in capsys.readouterr().out
+
+
+def test_dry_run_writes_nothing_and_forecasts_small_n_spread(tmp_path, capsys):
+    """One backbone, the projector ladder only: N moves by < 0.1 decade; the forecast says so."""
+    cal = tmp_path / "cal"
+    for variant, n in {"BASE": 1.00e5, "W2X": 1.05e5, "W4X": 1.15e5, "D2X": 1.08e5, "D4X": 1.12e5}.items():
+        write_calibration(cal, "text_image", "120k", variant, "e2e", n)
+    out = tmp_path / "plan.yaml"
+    rc = main(
+        [
+            "isoflop",
+            "plan",
+            "--family",
+            "text_image",
+            "--budgets",
+            "1e12,3e12",
+            "--calibration-dir",
+            str(cal),
+            "--scaling-study-dir",
+            str(tmp_path),
+            "--dry-run",
+            "--out",
+            str(out),
+            "--prior-k",
+            "0.1",
+            "--window",
+            "1.0",
+            "--simulations",
+            "100",
+        ]
+    )
+    text = capsys.readouterr().out
+    assert rc == 0 and not out.exists() and not out.with_suffix(".csv").exists()
+    assert "UNDETERMINED" in text and "N spread 0.06 decades at 1e12" in text and "add a larger backbone" in text
+    assert "120k-BASE-e2e-C1e12" in text
+
+
+def test_plan_budget_is_pure():
+    cands = [Candidate("30k", "BASE", n, n, 6 * n * 64, 64, None) for n in (3e4, 1e5, 3e5)]
+    centre = Centre(0.5, 0.1, "test")
+    a = plan_budget(1e12, cands, "text_image", "e2e", centre)
+    b = plan_budget(1e12, list(reversed(cands)), "text_image", "e2e", centre)
+    assert sorted(r.run_id for r in a.runs) == sorted(r.run_id for r in b.runs)
+    assert a.refused is None
+
+
+def test_missing_calibration_names_the_command(tmp_path):
+    write_calibration(tmp_path / "cal", "text_image", "30k", "BASE", "e2e", 2e4)
+    with pytest.raises(PrismError, match="prism isoflop calibrate --backbone 60k"):
+        make_plan("text_image", [1e12], tmp_path / "cal", backbones=["30k", "60k"], variants=["BASE"])
+
+
+def test_forecast_simulates_a_previous_rounds_fitted_surface(ladder, tmp_path):
+    """The centre's fit also supplies the surface: one with the same optimum but 100x smaller
+    loss differences plans the same runs and forecasts 100x less signal, undetermined. Without
+    a previous fit the forecast spans a range of plausible surfaces."""
+    from dataclasses import asdict
+
+    from prism.isoflop.design.forecast import prior_surface
+
+    study = tmp_path / "study"
+    study.mkdir()
+    budgets = [1e11, 1e12, 1e13]
+    chinchilla_shaped = prior_surface(0.5, 0.3)
+    plans = {}
+    for name, scale in (("flat", 100), ("shaped", 1)):
+        surface = {**asdict(chinchilla_shaped), "A": chinchilla_shaped.A / scale, "B": chinchilla_shaped.B / scale}
+        fit = {"diagnostics": {"identifiable": True}, "approach3": {"converged": True, "a": 0.5, "k": 0.3, **surface}}
+        (study / "prior.json").write_text(json.dumps(fit))
+        plans[name] = _plan(ladder, budgets, scaling_study_dir=study, noise=0.012)
+    fitted, shaped = plans["flat"], plans["shaped"]
+    first = _plan(ladder, budgets, prior_a=0.5, prior_k=0.3)
+    assert [r["run_id"] for r in fitted["runs"]] == [r["run_id"] for r in first["runs"]]
+    assert fitted["forecast"]["surface_source"].startswith("fitted surface of previous fit")
+    assert first["forecast"]["surface_source"].startswith("54 plausible surfaces")
+    assert first["forecast"]["a_ci_width_pessimistic"] >= first["forecast"]["a_ci_width_median"]
+    for f, s in zip(fitted["forecast"]["per_budget"], shaped["forecast"]["per_budget"]):
+        assert s["snr"] / f["snr"] == pytest.approx(100, rel=1e-6)
+    assert shaped["forecast"]["determined"] and not fitted["forecast"]["determined"]
+    flat = {**asdict(chinchilla_shaped), "A": chinchilla_shaped.A / 100, "B": chinchilla_shaped.B / 100}
+    # {a, k} with the five parameters works as well; a bad surface is named
+    (study / "prior.json").write_text(json.dumps({"a": 0.5, "k": 0.3, **flat}))
+    assert _plan(ladder, [1e11, 1e12], scaling_study_dir=study)["forecast"]["prior"]["A"] == flat["A"]
+    (study / "prior.json").write_text(json.dumps({"a": 0.5, "k": 0.3, **flat, "alpha": -1}))
+    with pytest.raises(PrismError, match="prior.json: A, B, alpha and beta"):
+        _plan(ladder, [1e11, 1e12], scaling_study_dir=study)
+
+
+def test_the_workflows_plan_is_the_written_plan(ladder, tmp_path):
+    """The workflow computes the plan with `plan_runs` while plan.yaml is not written yet; the CLI
+    writes `make_plan`: on the same arguments their runs are the same rows."""
+    from prism.isoflop.design.plan import PlanOptions, plan_runs
+
+    options = PlanOptions(window=0.5, prior_k=0.1, min_steps=50, simulations=20)
+    out = tmp_path / "plan.yaml"
+    rc = main(
+        [
+            "isoflop",
+            "plan",
+            "--family",
+            "text_image",
+            "--budgets",
+            "1e12,1e13",
+            "--calibration-dir",
+            str(ladder),
+            "--window",
+            "0.5",
+            "--prior-k",
+            "0.1",
+            "--simulations",
+            "20",
+            "--allow-undetermined",
+            "--out",
+            str(out),
+        ]
+    )
+    assert rc == 0
+    written = yaml.safe_load(out.read_text())["runs"]
+    computed = plan_runs("text_image", [1e12, 1e13], ladder, options, regime="e2e")
+    assert [r.to_json() for r in computed.runs] == written
+
+
+def test_cost_columns_and_their_sources(ladder, capsys):
+    plan = _plan(ladder, [1e12], node_peak_flops=1e15, mfu=0.5)
+    for r in plan["runs"]:
+        assert r["node_hours"] == pytest.approx(r["flops"] / 5e14 / 3600)
+    assert "MFU 0.5" in plan["cost"]["node_hours_source"]
+    assert plan["cost"]["node_hours_total"] == pytest.approx(sum(r["node_hours"] for r in plan["runs"]))
+    assert (
+        main(
+            [
+                "isoflop",
+                "plan",
+                "--family",
+                "text_image",
+                "--budgets",
+                "1e12",
+                "--calibration-dir",
+                str(ladder),
+                "--simulations",
+                "20",
+                "--dry-run",
+            ]
+        )
+        == 0
+    )
+    text = capsys.readouterr().out
+    assert "time here" in text and "cluster: unknown [not estimated" in text
+
+
+def test_explicit_centre_with_a_previous_round_forecasts_on_its_surface(ladder, tmp_path):
+    """A rerun (another seed) keeps its grid and is forecast on what the earlier round measured."""
+    from dataclasses import asdict
+
+    from prism.isoflop.design.forecast import prior_surface
+
+    previous = tmp_path / "round1"
+    previous.mkdir()
+    surface = asdict(prior_surface(0.5, 0.3))
+    (previous / "prior.json").write_text(json.dumps({"a": 0.6, "k": 0.1, **surface}))
+    budgets = [1e11, 1e12, 1e13]
+    plain = _plan(ladder, budgets, prior_a=0.5, prior_k=0.3)
+    rerun = _plan(ladder, budgets, prior_a=0.5, prior_k=0.3, previous_round=str(previous), noise=0.01)
+    assert [r["run_id"] for r in rerun["runs"]] == [r["run_id"] for r in plain["runs"]]
+    assert (rerun["centre"]["a"], rerun["centre"]["k"]) == (0.5, 0.3)
+    assert rerun["forecast"]["surface_source"].startswith("fitted surface of prior (command line); forecast on")
+    assert rerun["forecast"]["prior"]["A"] == pytest.approx(surface["A"]) and rerun["forecast"]["scenarios"] == 1
+
+
+def test_the_plan_records_both_schedules_costs(ladder):
+    plan = _plan(ladder, [1e12, 2e12, 4e12, 8e12], window=0.6)
+    costs = plan["schedules"]
+    assert costs["n_runs"] == len(plan["runs"]) and costs["cosine_flops"] == pytest.approx(
+        sum(r["flops"] for r in plan["runs"])
+    )
+    assert 0 < costs["wsd_flops"] < costs["cosine_flops"] and costs["ratio"] == pytest.approx(
+        costs["wsd_flops"] / costs["cosine_flops"]
+    )
+    assert costs["cooldown_fraction"] == 0.2 and costs["cosine_hours"] > costs["wsd_hours"] > 0
+
+
+def test_the_schedules_cost_is_the_studys_cooldown(ladder):
+    """A longer cooldown costs the wsd grid more: plan.yaml records the study's, not the default."""
+    budgets = [1e12, 2e12, 4e12, 8e12]
+    default, longer = _plan(ladder, budgets, window=0.6), _plan(ladder, budgets, window=0.6, cooldown_fraction=0.4)
+    assert longer["runs"] == default["runs"]
+    assert longer["schedules"]["cooldown_fraction"] == 0.4
+    assert longer["schedules"]["wsd_flops"] > default["schedules"]["wsd_flops"]
+
+
+def _determining_prior(study):
+    """prior.json of a previous round whose surface makes the ladder's 1e11-1e13 grid DETERMINED."""
+    from dataclasses import asdict
+
+    from prism.isoflop.design.forecast import prior_surface
+
+    study.mkdir(exist_ok=True)
+    fit = {
+        "diagnostics": {"identifiable": True},
+        "approach3": {"converged": True, "a": 0.5, "k": 0.3, **asdict(prior_surface(0.5, 0.3))},
+    }
+    (study / "prior.json").write_text(json.dumps(fit))
+
+
+def _plan_cli(ladder, tmp_path, budgets, *extra):
+    out = tmp_path / "study" / "plan.yaml"
+    rc = main(
+        [
+            "isoflop",
+            "plan",
+            "--family",
+            "text_image",
+            "--budgets",
+            budgets,
+            "--calibration-dir",
+            str(ladder),
+            "--scaling-study-dir",
+            str(tmp_path / "study"),
+            "--simulations",
+            "50",
+            "--noise",
+            "0.012",
+            "--out",
+            str(out),
+            *extra,
+        ]
+    )
+    return rc, out
+
+
+def test_an_undetermined_plan_stops_with_one_line_and_writes_nothing(ladder, tmp_path, capsys):
+    """Two budgets never determine an exponent: the plan fails, its last line says why and the fix."""
+    rc, out = _plan_cli(ladder, tmp_path, "1e12,1e13")
+    captured = capsys.readouterr()
+    assert rc != 0 and not out.exists() and not out.with_suffix(".csv").exists()
+    assert "Identifiability forecast" in captured.out  # the whole plan is still in the log
+    line = captured.err.strip()
+    assert "\n" not in line and "forecast UNDETERMINED" in line and "add budgets" in line
+    assert "plan.allow_undetermined: true" in line
+    # A pilot goes on: the plan is written and its last line is the summary.
+    rc, out = _plan_cli(ladder, tmp_path, "1e12,1e13", "--allow-undetermined")
+    last = capsys.readouterr().out.strip().splitlines()[-1]
+    assert rc == 0 and out.exists()
+    assert re.fullmatch(
+        r"plan text_image: \d+ runs on 2 of 2 budget\(s\), \S+ FLOPs, time here [0-9.]+ (s|min|h), "
+        r"node-hours unknown, forecast UNDETERMINED .*; trained anyway \(plan.allow_undetermined\)",
+        last,
+    )
+
+
+def test_a_refused_budget_stops_the_plan_naming_the_budget_and_the_fix(ladder, tmp_path, capsys):
+    _determining_prior(tmp_path / "study")
+    rc, out = _plan_cli(ladder, tmp_path, "1e11,1e12,1e13")
+    assert rc == 0 and "forecast DETERMINED" in capsys.readouterr().out.strip().splitlines()[-1]
+    # 1e20 wants an N far above the ladder's largest: refused, and the plan with it.
+    out.unlink()
+    rc, out = _plan_cli(ladder, tmp_path, "1e11,1e12,1e13,1e20")
+    line = capsys.readouterr().err.strip()
+    assert rc != 0 and not out.exists()
+    assert "\n" not in line and "REFUSED budget 1e20" in line and "add a larger backbone" in line
+
+
+def test_a_dry_run_says_it_would_stop_and_exits_0(ladder, tmp_path, capsys):
+    rc, out = _plan_cli(ladder, tmp_path, "1e12,1e13", "--dry-run")
+    text = capsys.readouterr().out
+    assert rc == 0 and not out.exists()
+    assert "the plan job would stop: plan text_image stops the study: forecast UNDETERMINED" in text
+
+
+@pytest.mark.parametrize("backbones", [["30k", "60K"], ["30k", "61k"]])
+def test_a_backbone_that_is_no_size_is_refused_not_left_out_of_the_grid(tmp_path, backbones):
+    for name in ("30k", "60k"):
+        write_calibration(tmp_path / "cal", "text_image", name, "BASE", "e2e", float(name[:-1]) * 1e3)
+    with pytest.raises(PrismError, match=rf"--backbones: unknown backbone '{backbones[1]}'; valid: .*60k"):
+        make_plan("text_image", [1e12], tmp_path / "cal", backbones=backbones)  # the dir's variants

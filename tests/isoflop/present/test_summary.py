@@ -1,0 +1,163 @@
+"""The end-of-study summary and the training-curves figure, on hand-made study files."""
+
+from __future__ import annotations
+
+import csv
+import json
+
+from prism.cli import main
+from prism.isoflop.present.summary import markdown_html, summarize
+
+
+def real_fit(tmp_path) -> dict:
+    """A fit JSON as `prism isoflop fit` writes it: a noisy synthetic study on Chinchilla's surface."""
+    from prism.isoflop.fit.fit import FitOptions, fit_csv
+    from prism.isoflop.records import CHINCHILLA_EPOCH
+    from prism.isoflop.synthetic import isoflop_study, write_csv
+
+    records = isoflop_study(CHINCHILLA_EPOCH, [1e18, 1e19, 1e20], per_budget=5, noise=0.005, seed=1)
+    write_csv(records, tmp_path / "synthetic.csv")
+    fit_csv(tmp_path / "synthetic.csv", tmp_path / "fit.json", tmp_path / "fit.md", options=FitOptions(bootstrap=50))
+    return json.loads((tmp_path / "fit.json").read_text())
+
+
+def make_study(tmp_path):
+    family = tmp_path / "text_image"
+    (family / "fit").mkdir(parents=True)
+    (family / "fit" / "e2e.json").write_text(json.dumps(real_fit(tmp_path)))
+    (family / "fit" / "e2e.md").write_text("# Fit\n\nVerdict **NOT**.\n\n| a | b |\n|---|---|\n| 1 | `2` |\n\n- x\n")
+    rows = []
+    for i, (rid, status, note) in enumerate(
+        [
+            ("30k-BASE-e2e-C1e12", "ok", ""),
+            ("60k-BASE-e2e-C1e12", "collapsed", "loss is nan"),
+            ("60k-BASE-e2e-C9e12", "stale", "not in the plan"),
+        ]
+    ):
+        run = family / "runs" / rid
+        run.mkdir(parents=True)
+        (run / "eval.jsonl").write_text(
+            "\n".join(json.dumps({"flops": f, "loss": 5 - i - f / 1e12}) for f in (1e10, 1e11, 1e12)) + "\nbroken\n"
+        )
+        rows.append(
+            {
+                "run_id": rid,
+                "family": "text_image",
+                "backbone": rid.split("-")[0],
+                "variant": "BASE",
+                "regime": "e2e",
+                "budget": 1e12 if "C1e12" in rid else 9e12,
+                "params": 3e4 * (i + 1),
+                "status": status,
+                "note": note,
+                "warnings": "",
+                "wall_s": "60",
+                "est_wall_s": "30",
+                "run_dir": str(run),
+            }
+        )
+    with (family / "runs.csv").open("w", newline="") as fh:
+        w = csv.DictWriter(fh, fieldnames=list(rows[0]))
+        w.writeheader()
+        w.writerows(rows)
+    return family
+
+
+def test_summary_names_exponents_verdict_runs_left_out_and_figures(tmp_path):
+    family = make_study(tmp_path)
+    (family / "plots" / "e2e").mkdir(parents=True)
+    (family / "plots" / "e2e" / "isoflop_curves.png").write_bytes(b"png")
+    text = summarize([family])
+    fit = json.loads((family / "fit" / "e2e.json").read_text())
+    a2 = fit["approach2"]
+    assert f"Approach 2: a = {a2['a']:.3f} [{a2['a_ci'][0]:.3f}, {a2['a_ci'][1]:.3f}]" in text
+    assert f"Approach 3: a = {fit['approach3']['a']:.3f}" in text
+    verdict = "identifiable" if fit["verdict"]["identifiable"] else "NOT identifiable"
+    assert f"verdict: {verdict}" in text and "interval of a used by the verdict: [" in text
+    assert "budgets accepted: 1e18, 1e19, 1e20" in text
+    assert "left out 60k-BASE-e2e-C1e12 (collapsed): loss is nan" in text
+    assert "left out 60k-BASE-e2e-C9e12 (stale): not in the plan" in text
+    assert "estimated 0.5 min, took 1.0 min" in text
+    assert f"figures: {family}/plots/e2e/ (isoflop_curves.png)" in text
+    assert "no fit yet" in summarize([tmp_path / "nothing"])
+
+
+def test_summary_html_renders_the_fit_tables(tmp_path, capsys):
+    family = make_study(tmp_path)
+    out = tmp_path / "fit.html"
+    assert main(["isoflop", "summary", str(family), "--html", str(out)]) == 0
+    page = out.read_text()
+    assert "<table><tr><th>a</th><th>b</th></tr><tr><td>1</td><td><code>2</code></td></tr></table>" in page
+    assert "<b>NOT</b>" in page and "<li>x</li>" in page and "Study summary" in page
+    assert markdown_html("## T\n\ntext") == "<h2>T</h2>\n<p>text</p>"
+
+
+def test_training_curves_figure(tmp_path):
+    from prism.isoflop.present.curves import plot_training_curves, read_curve
+
+    family = make_study(tmp_path)
+    flops, losses = read_curve(family / "runs" / "30k-BASE-e2e-C1e12")
+    assert flops == [1e10, 1e11, 1e12] and len(losses) == 3  # the broken line is skipped
+    path = plot_training_curves(
+        family / "runs.csv", family / "plots", family / "fit" / "e2e.json", "text_image", "e2e", dpi=50
+    )
+    assert path.name == "training_curves.png" and path.read_bytes()[:4] == b"\x89PNG"
+    assert not list((family / "plots").glob("*.tmp*"))
+
+
+def test_summary_gives_the_studys_training_flops_per_second_against_the_peak(tmp_path):
+    family = make_study(tmp_path)
+    record = {
+        "started_at": 100.0,
+        "ended_at": 160.0,
+        "wall_s": 60.0,
+        "startup_s": 6.0,
+        "step_s": 48.0,
+        "eval_s": 6.0,
+        "trained_flops": 3e12,
+        "peak_flops": 1e11,
+    }
+    (family / "runs" / "30k-BASE-e2e-C1e12" / "metrics.json").write_text(json.dumps({"time": record}))
+    segment = family / "stable" / "30k-BASE-e2e-T0" / "to-500"
+    segment.mkdir(parents=True)
+    (segment / "metrics.json").write_text(json.dumps({"time": {**record, "started_at": 130.0, "ended_at": 190.0}}))
+    text = summarize([family])
+    # 6e12 FLOPs over 90 s, two jobs at once against 2 x 100 GFLOP/s; 120 of 180 core-seconds busy.
+    assert "6e+12 FLOPs in 1.5 min over 2 jobs (2 at once): 66.7 GFLOP/s end to end, 33.3% of the peak 200" in text
+    assert "cores busy 67%" in text and "startup 10%, step 80%, eval 10%" in text
+
+
+def test_summary_without_time_records_says_so(tmp_path):
+    assert "no job recorded its time" in summarize([make_study(tmp_path)])
+
+
+def test_summary_of_a_folder_without_a_fit_exits_non_zero(tmp_path, capsys):
+    """A script that asks for the answer must not take "no fit yet" for one."""
+    family = make_study(tmp_path)
+    (tmp_path / "unfitted").mkdir()
+    assert main(["isoflop", "summary", str(family)]) == 0
+    capsys.readouterr()
+    assert main(["isoflop", "summary", str(family), str(tmp_path / "unfitted"), str(tmp_path / "nothing")]) == 1
+    printed = capsys.readouterr()
+    assert "Approach 2: a = " in printed.out  # the fitted folder is still summarised
+    errors = printed.err.strip().splitlines()
+    assert len(errors) == 2
+    assert errors[0].startswith(f"prism isoflop summary: {tmp_path / 'unfitted'}: no fit/*.json in it;")
+    assert errors[1].startswith(f"prism isoflop summary: {tmp_path / 'nothing'}: no such folder;")
+
+
+def test_answer_fragment_holds_the_verdict_exponents_and_figures(tmp_path):
+    from prism.isoflop.present.summary import answer_html
+
+    family = make_study(tmp_path)
+    plots = family / "plots" / "e2e"
+    plots.mkdir(parents=True)
+    (plots / "isoflop_curves.png").write_bytes(b"\x89PNG one")
+    fit = json.loads((family / "fit" / "e2e.json").read_text())
+    text = answer_html(family / "fit" / "e2e.json", plots)
+    verdict = "identifiable" if fit["verdict"]["identifiable"] else "NOT identifiable"
+    assert "The answer (text_image, e2e)" in text and f"<b>verdict: {verdict}</b>" in text
+    a2 = fit["approach2"]
+    assert f"Approach 2: a = {a2['a']:.3f} [{a2['a_ci'][0]:.3f}, {a2['a_ci'][1]:.3f}]" in text
+    assert "alt='isoflop_curves.png' src='data:image/png;base64,iVBORyBvbmU='" in text
+    assert "scaling_laws.png" not in text  # a figure not drawn is left out, not a broken image
