@@ -29,12 +29,10 @@ LAYERS: dict[str, int] = {
     "prism.progress": 0,
     "prism.host": 1,
     "prism.device": 1,
+    "prism.peak": 1,
     "prism.model": 1,
     "prism.data": 1,
     "prism.dist": 1,
-    # The device's measured matmul peak (a cached measurement of the device, no benchmark logic):
-    # training reads it for MFU.
-    "prism.bench.peak": 1,
     "prism.train": 2,
     "prism.launch": 3,
     "prism.isoflop": 4,

@@ -1,1 +1,1 @@
-"""Micro-benchmarks: the device's dense matmul peak and the throughput tests."""
+"""Micro-benchmarks: the throughput tests (the device's matmul peak they divide by is `prism.peak`)."""

@@ -9,7 +9,7 @@ processes under DDP with gloo: the communication share of the step).
 Every figure is a median over timed steps after warm-up, with min, max and IQR
 beside it. Achieved FLOP/s uses the FLOPs of the measured step itself, counted
 once per shape with `FlopCounterMode` (not 6ND), so MFU = achieved / measured
-peak (`prism.bench.peak`). Two more views for a shared machine, where other
+peak (`prism.peak`). Two more views for a shared machine, where other
 tenants stretch the wall clock: `mfu_best` (the fastest step) and, on a CPU,
 `mfu_cpu` (FLOPs over the CPU seconds the process got per thread; exact with
 `--threads 1`, pessimistic with more, where idle OpenMP threads spin), and for
@@ -35,8 +35,8 @@ import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from prism.bench.peak import peak_now
 from prism.errors import PrismError
+from prism.peak import peak_now
 from prism.revision import git_rev
 
 TESTS: tuple[str, ...] = ("forward_only", "batch_scaling", "fwd_bwd", "sync_overhead", "ddp_overhead")
@@ -568,8 +568,8 @@ def ddp_overhead(bench: Bench, peak: float) -> list[dict]:
 
 def run(cfg: BenchConfig) -> list[dict]:
     """Run the requested tests; rows are appended to `cfg.out` (JSON lines) as each test finishes."""
-    from prism.bench.peak import peak_flops
     from prism.model.config import backbone_config
+    from prism.peak import peak_flops
 
     tests = cfg.tests()
     backbone_config(cfg.model)  # a bad name fails before anything is built

@@ -6,7 +6,7 @@ import argparse
 
 
 def _peak(args: argparse.Namespace) -> int:
-    from prism.bench.peak import format_peak, peak_record
+    from prism.peak import format_peak, peak_record
 
     print(format_peak(peak_record(args.device, args.dtype, refresh=args.refresh)))
     return 0

@@ -7,7 +7,7 @@ else) and then `prism.train.train` on the same shapes (loader, loss weighting,
 gradient clipping, collapse checks, logging, all included; evaluations and
 checkpoints excluded, as perf.jsonl reports them), then the bare step again;
 prints loop/bare samples/s, the loop's MFU against the measured peak
-(`prism.bench.peak`), and the start-up time of a fresh `prism train` process to
+(`prism.peak`), and the start-up time of a fresh `prism train` process to
 its first step. A figure for docs/measurements.md, not a test: it depends on the machine.
 
 torch and the trainer are imported inside the functions: `main` must tune the process
@@ -140,7 +140,7 @@ def main(argv: list[str] | None = None) -> int:
     tune_host()  # as `prism train` does, so both sides of the comparison run alike
     import torch
 
-    from prism.bench.peak import peak_flops, peak_now
+    from prism.peak import peak_flops, peak_now
 
     torch.set_num_threads(args.threads)  # before the peak: measured with the benchmark's thread count
     shape = (args.family, args.backbone, args.variant, args.regime, args.data, args.global_batch)

@@ -75,8 +75,8 @@ def counted_flops(config: RunConfig, seq_len: int) -> tuple[float, bool]:
     import torch
 
     import prism.model
-    from prism.bench.peak import cache_dir
     from prism.model.accounting import count_training_flops
+    from prism.peak import cache_dir
 
     model_src = hashlib.sha256()
     for source in sorted(Path(prism.model.__file__).parent.glob("*.py")):

@@ -35,7 +35,6 @@ import torch
 import torch.distributed as dist
 
 from prism.atomic import write_json_atomic
-from prism.bench.peak import peak_flops
 from prism.data.loader import ShardLoader
 from prism.device import max_memory_allocated, resolve_device, synchronize
 from prism.dist.env import DistEnv, discover
@@ -43,6 +42,7 @@ from prism.dist.parallel import ParallelConfig, destroy, local_device
 from prism.errors import PrismError
 from prism.model import build_model
 from prism.model.tokenizer import IGNORE
+from prism.peak import peak_flops
 from prism.revision import git_rev
 from prism.run_metrics import RunMetrics
 from prism.train import checkpoint, rundir, runfiles

@@ -34,7 +34,7 @@ SCHEMA = {
 @pytest.fixture(autouse=True)
 def fixed_peak(monkeypatch):
     # The real peak is measured by `prism bench peak`; here a fixed one keeps the test quick and MFU checkable.
-    monkeypatch.setattr("prism.bench.peak.peak_flops", lambda device, dtype: 1e12)
+    monkeypatch.setattr("prism.peak.peak_flops", lambda device, dtype: 1e12)
 
 
 def _cfg(**kw):

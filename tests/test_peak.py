@@ -2,7 +2,7 @@ import json
 
 import pytest
 
-from prism.bench import peak
+from prism import peak
 from prism.errors import PrismError
 
 
