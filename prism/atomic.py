@@ -53,17 +53,32 @@ def is_disk_full(err: BaseException) -> bool:
     return isinstance(err, RuntimeError) and any(s in str(err) for s in _TORCH_DISK_FULL)
 
 
-def disk_full(path: str | os.PathLike, needed: int | None = None, free: int | None = None) -> DiskFullError:
+def disk_full(
+    path: str | os.PathLike,
+    needed: int | None = None,
+    free: int | None = None,
+    kept: str = "what was finished is kept",
+) -> DiskFullError:
     """The one-line error for a full disk at `path`; `needed`: bytes the write needs (when known);
     `free`: the free bytes measured before the write began (a failed writer may still hold the
-    blocks of its deleted temporary file, so measuring now can say 0)."""
+    blocks of its deleted temporary file, so measuring now can say 0); `kept`: what the rerun
+    finds (a writer that removes all it wrote says so)."""
     if free is None:
         free = free_bytes(Path(path).parent)
     need = f"about {human_bytes(needed)} needed" if needed else "more needed"
     have = f"{human_bytes(free)} free" if free is not None else "free space unknown"
     return DiskFullError(
         f"no space left on device writing {path}: {have}, {need}; free space there "
-        "(or move the output elsewhere) and rerun: what was finished is kept"
+        f"(or move the output elsewhere) and rerun: {kept}"
+    )
+
+
+def folder_kept(out: str | os.PathLike, existed: bool) -> str:
+    """`disk_full`'s `kept` for a folder built beside `out` and renamed into place: none of it is kept."""
+    return (
+        f"the partial build was removed and the old {out} kept as it was"
+        if existed
+        else f"the partial build was removed (no {out} was made)"
     )
 
 

@@ -65,6 +65,9 @@ PLOT_OPTIONS = from_mapping(PlotOptions, config["plot"], "config plot")
 # never set by its budgets, so a cosine and a wsd study of one grid differ only after it.
 WARMUP = plan_warmup(PLAN_OPTIONS.min_steps)
 
+# The fewest budgets a fit can answer from (Approach 2's power law through their minima).
+MIN_FIT_BUDGETS = 2
+
 
 def _alternatives(names):
     return "|".join(sorted(names, key=len, reverse=True))
@@ -115,11 +118,11 @@ def data_threads(wildcards):
 _SAID = set()
 
 
-def say_once(text):
-    """An error line on the terminal where Snakemake itself runs (not in cluster jobs), once."""
+def say_once(text, warning=False):
+    """An error (or warning) line on the terminal where Snakemake itself runs (not in cluster jobs), once."""
     if text not in _SAID and not (workflow.remote_exec or workflow.subprocess_exec):
         _SAID.add(text)
-        logger.error(text)
+        (logger.warning if warning else logger.error)(text)
 
 
 def data_args(wildcards):
@@ -352,8 +355,40 @@ def row_value(key):
 
 
 def study_metrics(family, wildcards=None):
+    """metrics.json of every planned run of `family` (waits for the plan): what the named targets need.
+
+    In a wsd study a finished segment's point file that is gone is said in one line: nothing the targets
+    need waits on it, so Snakemake leaves it (naming it as a target puts it back, as does a new job that
+    starts from it); making it again here would rerun every job after it (restored, not trained).
+    """
+    if config["train"]["schedule"] == "wsd" and not retraining():
+        for path in wsd_lost_points(family):  # rules/wsd_common.smk
+            say_once(f"{path} is gone: the runs after it are finished, so nothing needs it now; `snakemake {path}` "
+                     "puts it back (from its segment's final/, else by training that segment again), and so does "
+                     "any new job that starts from it", warning=True)
+    return run_metrics(family)
+
+
+def run_metrics(family):
     """metrics.json of every planned run of `family` (waits for the plan)."""
     return [f"{STUDY}/{family}/runs/{run_id}/metrics.json" for run_id in plan_rows(family)]
+
+
+def fit_inputs(wildcards):
+    """The runs table; a plan that cannot be fitted stops the workflow here, while its DAG is built.
+
+    A power law in C needs two budgets: with fewer (a budget removed from a finished study) the fit
+    job would fail after Snakemake had deleted the previous fit, so nothing runs and it is kept.
+    """
+    budgets = sorted({budget_str(row["budget"]) for row in plan_rows(wildcards.family).values()}, key=float)
+    if len(budgets) < MIN_FIT_BUDGETS:
+        raise SystemExit(
+            f"config budgets: the plan of {wildcards.family} has {len(budgets)} budget(s) "
+            f"({', '.join(budgets) or 'none'}); the fit needs at least {MIN_FIT_BUDGETS} (a power law in C): "
+            f"add budgets (--config 'budgets=[...]'), or name only collect_{wildcards.family}; "
+            "the previous fit and figures are kept"
+        )
+    return f"{STUDY}/{wildcards.family}/runs.csv"
 
 
 def train_priority(wildcards):
@@ -366,7 +401,7 @@ def train_priority(wildcards):
 
 def planned_metrics(wildcards):
     """What collect aggregates: every planned run of the family (the plan names them)."""
-    return study_metrics(wildcards.family)
+    return run_metrics(wildcards.family)
 
 
 # ---- resources of training jobs (PBS on the cluster) --------------------------
@@ -474,8 +509,23 @@ def study_records(family):
     return [f"{STUDY}/{family}/plan.yaml", f"{STUDY}/{family}/runs.csv"]
 
 
+PLOT_FILES = ("isoflop_curves.png", "scaling_laws.png", "approach3_fit.png", "training_curves.png", "answer.html")
+
+
 def plot_outputs(family):
-    return [f"{STUDY}/{family}/plots/{REGIME}"]
+    """Every file the plot job writes (rules/plot.smk), each one an output of its own."""
+    return [f"{STUDY}/{family}/plots/{REGIME}/{name}" for name in PLOT_FILES]
+
+
+def plot_figure(name, caption):
+    """One figure of the plot job as a report item of Results > Plots."""
+    return report(
+        f"{STUDY}/{{family}}/plots/{{regime}}/{name}.png",
+        caption=caption,
+        category="Plots",
+        subcategory="{family}",
+        labels={"family": "{family}", "regime": "{regime}", "figure": name},
+    )
 
 
 def fitted_family_dirs():

@@ -4,7 +4,7 @@
 
 rule fit:
     input:
-        csv=f"{STUDY}/{{family}}/runs.csv",
+        csv=fit_inputs,
     output:
         json=report(
             f"{STUDY}/{{family}}/fit/{{regime}}.json",

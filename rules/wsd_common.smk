@@ -40,6 +40,19 @@ def point_file(family, traj, step):
     return f"{segment_dir(family, traj, step)}/final/keep/step-{int(step):08d}.pt"
 
 
+def wsd_lost_points(family):
+    """Point files that are gone while every job starting from them is finished (its branches, the next
+    segment): nothing makes Snakemake put them back, so `study_metrics` says so."""
+    lost = []
+    for t in wsd_trajectories(family).values():
+        for i, p in enumerate(t.points):
+            after = [f"{STUDY}/{family}/runs/{b.run_id}/metrics.json" for b in t.branches if b.start == p]
+            after += [f"{segment_dir(family, t.traj_id, q)}/metrics.json" for q in t.points[i + 1 : i + 2]]
+            if not Path(point_file(family, t.traj_id, p)).is_file() and all(Path(f).is_file() for f in after):
+                lost.append(point_file(family, t.traj_id, p))
+    return lost
+
+
 def point_origin(path):
     """(run directory, step) of a point file: what `prism train --init-from --init-step` takes."""
     rundir, name = str(path).split("/final/keep/")

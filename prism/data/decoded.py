@@ -58,6 +58,14 @@ def _read_copy(path: Path, expected: str) -> Records | None:
         return None  # missing, from another version, or damaged: decode the shards again
 
 
+def copy_bytes(keys: list[str], captions: list[str], modality_shape: tuple[int, ...] | list[int]) -> int:
+    """About the size of a split's decoded copy (uncompressed .npz, fixed-width strings, float32
+    modality for every sample, text-only ones included): what a build needs beside its shards."""
+    per_modality = 4 * int(np.prod(modality_shape))
+    width = 4 * max([len(c) for c in captions] or [1]) + 4 * max([len(k) for k in keys] or [1])
+    return len(keys) * (per_modality + width + 1) + 4096  # + the stamp, the .npy headers and the zip's
+
+
 def save(data_dir: str | Path, manifest: dict) -> None:
     """Decode (and so verify) every split of a freshly written shard directory and save its copy."""
     data_dir = Path(data_dir)

@@ -34,7 +34,7 @@ from pathlib import Path
 
 import numpy as np
 
-from prism.atomic import replace_dir
+from prism.atomic import DiskFullError, disk_full, folder_kept, free_bytes, is_disk_full, replace_dir
 from prism.data.manifest import FORMAT_VERSION, MANIFEST, ZERO_BLOCK, Records, sha256
 from prism.errors import PrismError
 from prism.families import FamilySpec, family_spec
@@ -474,6 +474,7 @@ def index(
         },
     }
     out.parent.mkdir(parents=True, exist_ok=True)
+    free, existed = free_bytes(out.parent), out.exists()
     tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.tmp-", dir=out.parent))
     try:
         for split, (keys, captions, arrays) in records.items():
@@ -482,8 +483,13 @@ def index(
         (tmp / MANIFEST).write_text(json.dumps(manifest, indent=1, sort_keys=True) + "\n")
         os.chmod(tmp, 0o755)
         replace_dir(tmp, out)
-    except BaseException:
+    except BaseException as err:
         shutil.rmtree(tmp, ignore_errors=True)
+        if is_disk_full(err) or isinstance(err, DiskFullError):  # the index writes only decoded copies
+            needed = 64 * 1024 + sum(
+                decoded.copy_bytes(keys, captions, spec.modality_shape) for keys, captions, _ in records.values()
+            )
+            raise disk_full(out / "", needed, free, folder_kept(out, existed)) from None
         raise
     return manifest
 

@@ -22,7 +22,7 @@ from pathlib import Path
 
 import numpy as np
 
-from prism.atomic import disk_full, free_bytes, is_disk_full, replace_dir
+from prism.atomic import DiskFullError, disk_full, folder_kept, free_bytes, is_disk_full, replace_dir
 from prism.data import decoded
 from prism.data.manifest import FORMAT_VERSION, MANIFEST, sha256
 from prism.data.sources import Sample, source_module
@@ -198,6 +198,7 @@ def build(family: str, out: str | Path, seed: int = 0, overwrite: bool = False, 
         splits[split] = [records[i] for i in order]
 
     free = free_bytes(out.parent)
+    existed = out.exists()
     tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.tmp-", dir=out.parent))
     try:
         manifest = {
@@ -228,8 +229,21 @@ def build(family: str, out: str | Path, seed: int = 0, overwrite: bool = False, 
         replace_dir(tmp, out)  # --overwrite: the new set in, the old one dropped
     except BaseException as err:
         shutil.rmtree(tmp, ignore_errors=True)
-        if is_disk_full(err):
-            needed = sum(tar_bytes(records) + 1024 for records in splits.values())
-            raise disk_full(out / "", needed, free) from None
+        # The decoded copy's own write names its temporary path: the build's message names the build.
+        if is_disk_full(err) or isinstance(err, DiskFullError):
+            raise disk_full(
+                out / "", build_bytes(splits, spec.modality_shape), free, folder_kept(out, existed)
+            ) from None
         raise
     return manifest
+
+
+def build_bytes(splits: dict[str, list[dict]], modality_shape: tuple[int, ...]) -> int:
+    """About what a build writes: every split's shards and its decoded copy, and the manifest."""
+    total = 0
+    for records in splits.values():
+        captions = [json.loads(r["json"])["caption"] for r in records]
+        shards = -(-len(records) // SHARD_SAMPLES)  # each ends in zero blocks padded to a 10 KiB record
+        total += tar_bytes(records) + shards * 10240
+        total += decoded.copy_bytes([r["__key__"] for r in records], captions, modality_shape)
+    return total + 64 * 1024

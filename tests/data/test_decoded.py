@@ -56,3 +56,13 @@ def test_a_damaged_or_missing_copy_falls_back_to_the_shards(fresh_copy, calls):
     assert decoded.load_split(data_dir, m, "train").keys == read_split(data_dir, m, "train").keys
     decoded.load_split(data_dir, m, "eval")
     assert calls == ["train", "eval"]
+
+
+def test_the_size_a_build_expects_for_each_copy_is_what_it_writes(built):
+    # A full disk's message says what the build needs: the shards and these copies (prism.data.shards).
+    data_dir = built("text_image")
+    m = read_manifest(data_dir)
+    for split in manifest.SPLITS:
+        records = read_split(data_dir, m, split)
+        expected = decoded.copy_bytes(records.keys, records.captions, m["modality_shape"])
+        assert expected == pytest.approx(decoded.cache_path(data_dir, split).stat().st_size, rel=0.01)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 import time
@@ -221,6 +222,25 @@ def test_disk_full_during_a_shard_build_is_one_line(small_disk, run_prism):
     assert res.stderr.startswith("prism data build: error: no space left on device writing ")
     assert len(res.stderr.strip().splitlines()) == 1 and "needed" in res.stderr
     assert not [p for p in small_disk.iterdir()]  # the temporary directory is gone
+
+
+def _mib(text: str, what: str) -> float:
+    return float(re.search(rf"([0-9.]+) MiB {what}", text).group(1))
+
+
+def test_disk_full_at_the_decoded_copy_counts_it_and_says_the_build_was_removed(tmp_path, run_prism):
+    mount = tmp_path / "mid"
+    _tmpfs(mount, "95m")  # the shards fit (about 85 MiB), not their decoded copy beside them (about 19 MiB more)
+    try:
+        res = run_prism("data", "build", "--family", "text_image", "--out", str(mount / "data"))
+        assert res.returncode == 2 and len(res.stderr.strip().splitlines()) == 1, res.stderr
+        line = res.stderr.strip()
+        assert line.startswith(f"prism data build: error: no space left on device writing {mount / 'data'}: ")
+        assert _mib(line, "needed") > _mib(line, "free")  # the estimate includes the copy that did not fit
+        assert line.endswith(f"the partial build was removed (no {mount / 'data'} was made)")
+        assert not list(mount.iterdir())
+    finally:
+        subprocess.run(["umount", "-l", str(mount)], check=False)
 
 
 def test_disk_full_in_write_atomic_keeps_the_old_file(small_disk):

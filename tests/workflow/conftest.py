@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from .wfhelpers import make_workdir, snakemake
+from .wfhelpers import WSD_TRAIN, make_workdir, snakemake
 
 
 @dataclass
@@ -28,3 +28,11 @@ def tiny_study(tmp_path_factory) -> Study:
     dry_fit = snakemake(workdir, "-n", "fit_text_image").stdout
     fit = snakemake(workdir, "fit_text_image", "plot_text_image").stdout
     return Study(workdir, dry_plan, plan, dry_fit, fit)
+
+
+@pytest.fixture(scope="session")
+def wsd_study(tmp_path_factory) -> Path:
+    """The tiny study as a wsd study, trained and fitted once; tests change copies of it (`copy_of`)."""
+    workdir = make_workdir(tmp_path_factory.mktemp("wsd"), {"train": WSD_TRAIN})
+    snakemake(workdir, "fit_text_image", timeout=1800)
+    return workdir

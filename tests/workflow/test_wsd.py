@@ -1,6 +1,6 @@
 """A wsd study through the real workflow: stable segments and cooldown branches as jobs.
 
-One tiny study is trained once (module fixture); the other tests work on copies of it
+One tiny study is trained once (the session fixture `wsd_study`); the other tests work on copies of it
 and mostly look at what `snakemake -n` would run.
 """
 
@@ -18,32 +18,21 @@ from pathlib import Path
 import pytest
 import yaml
 
-from prism.isoflop.design.trajectories import plan_trajectories
-
-from .wfhelpers import SNAKEMAKE, env, job_counts, make_workdir, planned_run_ids, rule_outputs, snakemake
+from .wfhelpers import (
+    SNAKEMAKE,
+    STUDY,
+    WSD_TRAIN,
+    copy_of,
+    env,
+    job_counts,
+    make_workdir,
+    planned_run_ids,
+    rule_outputs,
+    snakemake,
+    trajectories,
+)
 
 pytestmark = [pytest.mark.workflow, pytest.mark.slow]
-
-WSD_TRAIN = {"device": "cpu", "threads": 1, "schedule": "wsd"}
-STUDY = Path("scaling-study") / "text_image"
-
-
-@pytest.fixture(scope="module")
-def wsd_study(tmp_path_factory) -> Path:
-    workdir = make_workdir(tmp_path_factory.mktemp("wsd"), {"train": WSD_TRAIN})
-    snakemake(workdir, "fit_text_image", timeout=1800)
-    return workdir
-
-
-def copy_of(workdir: Path, name: str) -> Path:
-    copy = workdir.parent / f"{workdir.name}-{name}"
-    shutil.copytree(workdir, copy, symlinks=True)
-    return copy
-
-
-def trajectories(workdir: Path):
-    plan = yaml.safe_load((workdir / STUDY / "plan.yaml").read_text())
-    return {t.traj_id: t for t in plan_trajectories(plan)}
 
 
 def segment_ends(output: str) -> list[tuple[str, int]]:

@@ -116,3 +116,23 @@ def train_run_ids(output: str) -> list[str]:
 def planned_run_ids(workdir: Path, family: str = "text_image") -> set[str]:
     plan = yaml.safe_load((workdir / "scaling-study" / family / "plan.yaml").read_text())
     return {row["run_id"] for row in plan["runs"]}
+
+
+# The tests' tiny wsd study: the tiny study trained as trajectories with cooldown branches.
+WSD_TRAIN = {"device": "cpu", "threads": 1, "schedule": "wsd"}
+STUDY = Path("scaling-study") / "text_image"
+
+
+def copy_of(workdir: Path, name: str) -> Path:
+    """A copy of a trained study beside it, for a test that changes it."""
+    copy = workdir.parent / f"{workdir.name}-{name}"
+    shutil.copytree(workdir, copy, symlinks=True)
+    return copy
+
+
+def trajectories(workdir: Path) -> dict:
+    """{trajectory id: Trajectory} of the study's plan.yaml."""
+    from prism.isoflop.design.trajectories import plan_trajectories
+
+    plan = yaml.safe_load((workdir / STUDY / "plan.yaml").read_text())
+    return {t.traj_id: t for t in plan_trajectories(plan)}
