@@ -46,12 +46,9 @@ def prism(args, env_extra=None, cwd=None, **kw):
 
 
 @pytest.fixture(scope="module")
-def data(tmp_path_factory):
-    from prism.data.shards import build
-
-    out = tmp_path_factory.mktemp("data") / "text_image"
-    build("text_image", out, seed=0)
-    return out
+def data(shards):
+    """The session's text_image shards (runs only read them)."""
+    return shards
 
 
 def train_args(data: Path, out: str, budget: str = "3e9") -> list[str]:

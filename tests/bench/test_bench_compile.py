@@ -6,15 +6,10 @@ from .conftest import load_tool
 
 
 @pytest.mark.slow
-def test_compile_comparison_runs_on_shards(tmp_path, capsys):
-    from prism.data.shards import build
-
-    build("text_image", tmp_path / "d", seed=0)
+def test_compile_comparison_runs_on_shards(shards, capsys):
     tool = load_tool("bench_compile")
     assert (
-        tool.main(
-            ["--data", str(tmp_path / "d"), "--backbones", "4k", "--steps", "2", "--warmup", "0", "--global-batch", "4"]
-        )
+        tool.main(["--data", str(shards), "--backbones", "4k", "--steps", "2", "--warmup", "0", "--global-batch", "4"])
         == 0
     )
     out = capsys.readouterr().out

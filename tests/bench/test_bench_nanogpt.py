@@ -20,11 +20,8 @@ def test_nanogpt_is_gpt2_shaped_and_its_flops_are_counted():
     assert wall > 0 and cpu >= 0
 
 
-def test_comparison_runs_on_shards(tmp_path, capsys):
-    from prism.data.shards import build
-
-    build("text_image", tmp_path / "d", seed=0)
+def test_comparison_runs_on_shards(shards, capsys):
     tool = load_tool("bench_nanogpt")
-    assert tool.main(["--data", str(tmp_path / "d"), "--backbones", "15k", "--steps", "4", "--warmup", "1"]) == 0
+    assert tool.main(["--data", str(shards), "--backbones", "15k", "--steps", "4", "--warmup", "1"]) == 0
     out = capsys.readouterr().out
     assert "15k: prism" in out and "prism/nanogpt FLOP/s per pair: median" in out

@@ -33,10 +33,10 @@ def test_runs_and_logs_do_not_collide(tmp_path):
     assert len(dirs) == 16 and len({d.parent / f"{d.name}.log" for d in dirs}) == 16
 
 
-def test_trains_both_schedules_and_reports(tmp_path, capsys):
-    from prism.data.shards import build
-
-    build("text_image", tmp_path / "study" / "data" / "text_image", seed=0)
+def test_trains_both_schedules_and_reports(tmp_path, capsys, shards):
+    # the session's shards, read in place: the tool only reads the study's data
+    (tmp_path / "study" / "data").mkdir(parents=True)
+    (tmp_path / "study" / "data" / "text_image").symlink_to(shards)
     tool = load_tool("bench_schedules")
     argv = [
         "--study",

@@ -33,8 +33,10 @@ SCHEMA = {
 
 @pytest.fixture(autouse=True)
 def fixed_peak(monkeypatch):
-    # The real peak is measured by `prism bench peak`; here a fixed one keeps the test quick and MFU checkable.
+    # The real peak is measured by `prism bench peak` (and beside every measurement, for `mfu_now`);
+    # here a fixed one keeps the test quick and MFU checkable.
     monkeypatch.setattr("prism.peak.peak_flops", lambda device, dtype: 1e12)
+    monkeypatch.setattr("prism.bench.throughput.peak_now", lambda device, dtype: 1e12)
 
 
 def _cfg(**kw):
@@ -89,13 +91,10 @@ def test_ddp_overhead_starts_two_processes():
 
 
 @pytest.mark.slow
-def test_packing_interleaves_layouts_on_real_shards(tmp_path):
-    from prism.data.shards import build
-
-    build("text_ts", tmp_path / "ts", seed=0)
+def test_packing_interleaves_layouts_on_real_shards(built):
     with pytest.raises(PrismError, match="needs --data"):
         tp.run(_cfg(test="packing", family="text_ts"))
-    padded, packed = tp.run(_cfg(test="packing", family="text_ts", data=str(tmp_path / "ts"), seq_len=128, batch=4))
+    padded, packed = tp.run(_cfg(test="packing", family="text_ts", data=str(built("text_ts")), seq_len=128, batch=4))
     assert (padded["layout"], packed["layout"]) == ("padded", "packed")
     assert padded["samples_per_row"] == 1 and packed["samples_per_row"] > 1
     assert packed["tokens_per_sample"] == pytest.approx(128 / packed["samples_per_row"])
