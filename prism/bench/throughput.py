@@ -37,6 +37,7 @@ from pathlib import Path
 
 from prism.errors import PrismError
 from prism.peak import peak_now
+from prism.progress import Bar
 from prism.revision import git_rev
 
 TESTS: tuple[str, ...] = ("forward_only", "batch_scaling", "fwd_bwd", "sync_overhead", "ddp_overhead")
@@ -590,26 +591,30 @@ def run(cfg: BenchConfig) -> list[dict]:
         + (list(cfg.batch_sizes) if "batch_scaling" in tests else [])
     )
     check_memory(cfg, device, biggest, tests != ["forward_only"])
-    peak = peak_flops(device, cfg.dtype)
-    bench = Bench(cfg)
-    rows: list[dict] = []
-    for test in tests:
-        if test in ("forward_only", "fwd_bwd"):
-            new = [measure(bench, test, cfg.batch, peak)]
-        elif test == "batch_scaling":
-            new = batch_scaling(bench, peak)
-        elif test == "sync_overhead":
-            new = [sync_overhead(bench, peak)]
-        elif test == "packing":
-            new = packing(bench, peak)
-        else:
-            new = ddp_overhead(bench, peak)
-        rows.extend(new)
-        if cfg.out:
-            out = Path(cfg.out)
-            out.parent.mkdir(parents=True, exist_ok=True)
-            with open(out, "a") as fh:  # whole lines only: each row is written in one call
-                fh.write("".join(json.dumps(r) + "\n" for r in new))
+    with Bar(f"bench {cfg.model}", len(tests)) as bar:  # on a terminal only
+        bar.describe("matmul peak")
+        peak = peak_flops(device, cfg.dtype)
+        bench = Bench(cfg)
+        rows: list[dict] = []
+        for test in tests:
+            bar.describe(test)
+            if test in ("forward_only", "fwd_bwd"):
+                new = [measure(bench, test, cfg.batch, peak)]
+            elif test == "batch_scaling":
+                new = batch_scaling(bench, peak)
+            elif test == "sync_overhead":
+                new = [sync_overhead(bench, peak)]
+            elif test == "packing":
+                new = packing(bench, peak)
+            else:
+                new = ddp_overhead(bench, peak)
+            rows.extend(new)
+            if cfg.out:
+                out = Path(cfg.out)
+                out.parent.mkdir(parents=True, exist_ok=True)
+                with open(out, "a") as fh:  # whole lines only: each row is written in one call
+                    fh.write("".join(json.dumps(r) + "\n" for r in new))
+            bar.advance()
     return rows
 
 

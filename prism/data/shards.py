@@ -28,6 +28,7 @@ from prism.data.manifest import FORMAT_VERSION, MANIFEST, sha256
 from prism.data.sources import Sample, source_module
 from prism.errors import PrismError
 from prism.families import family_spec
+from prism.progress import progress
 
 EVAL_FRACTION = 0.1
 SHARD_SAMPLES = 2000  # samples per tar shard
@@ -136,7 +137,8 @@ def write_split(tmp: Path, split: str, records: list[dict]) -> list[dict]:
     from prism.data.tarwriter import write_tar
 
     entries = []
-    for k in range((len(records) + SHARD_SAMPLES - 1) // SHARD_SAMPLES):
+    shards = range((len(records) + SHARD_SAMPLES - 1) // SHARD_SAMPLES)
+    for k in progress(shards, f"writing {split} shards"):  # on a terminal only
         chunk = records[k * SHARD_SAMPLES : (k + 1) * SHARD_SAMPLES]
         members = [(f"{r['__key__']}.{ext}", r[ext]) for r in chunk for ext in sorted(r) if ext != "__key__"]
         path = tmp / (f"{split}-%06d.tar" % k)
@@ -162,7 +164,7 @@ def build(family: str, out: str | Path, seed: int = 0, overwrite: bool = False, 
             raise PrismError(f"{out} exists and is not a shard directory (no {MANIFEST}); refusing to replace it")
     out.parent.mkdir(parents=True, exist_ok=True)
 
-    samples = list(module.samples(seed))
+    samples = list(progress(module.samples(seed), f"{family}: reading samples"))  # on a terminal only
     max_bytes = spec.text_len - 2  # BOS and EOS take two of text_len
     truncated = 0
     for s in samples:
@@ -173,7 +175,7 @@ def build(family: str, out: str | Path, seed: int = 0, overwrite: bool = False, 
     train_ids, eval_ids = split_sources([s.source for s in samples], seed)
 
     splits: dict[str, list[dict]] = {"train": [], "eval": []}
-    for s in samples:
+    for s in progress(samples, "encoding samples"):
         caption, cut = fit_caption(s.caption, max_bytes)
         truncated += cut
         split = "eval" if s.source in eval_ids else "train"

@@ -30,6 +30,7 @@ from prism.data.manifest import read_manifest
 from prism.data.shards import build
 from prism.errors import PrismError, check_name
 from prism.launch import STORAGES, command, render
+from prism.progress import Bar
 from prism.sweep.presets import LAYOUTS, Design, Preset, PresetFile
 from prism.train.config import RunConfig
 
@@ -226,10 +227,15 @@ def run_cell(cell: Cell, log=print) -> dict:
     return status
 
 
-def run_sweep(cells: list[Cell], log=print) -> list[dict]:
-    """Every cell in turn (one heavy process at a time on a shared machine)."""
+def run_sweep(cells: list[Cell], log=None) -> list[dict]:
+    """Every cell in turn (one heavy process at a time on a shared machine); `log` prints a line
+    (default: above the sweep's progress line on a terminal, plain print elsewhere)."""
     out = []
-    for i, cell in enumerate(cells, 1):
-        log(f"cell {i}/{len(cells)}: {cell.design.name}/{cell.preset.name} -> {cell.dir}")
-        out.append(run_cell(cell, log))
+    with Bar("sweep", len(cells)) as bar:
+        say = bar.note if log is None else log
+        for i, cell in enumerate(cells, 1):
+            bar.describe(f"{cell.design.name}/{cell.preset.name}")
+            say(f"cell {i}/{len(cells)}: {cell.design.name}/{cell.preset.name} -> {cell.dir}")
+            out.append(run_cell(cell, say))
+            bar.advance()
     return out

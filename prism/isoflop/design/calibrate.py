@@ -18,6 +18,7 @@ from typing import Any
 from prism.calibration import CALIBRATION_VERSION, calibration_filename
 from prism.errors import PrismError
 from prism.options import option
+from prism.progress import progress
 
 
 @dataclass(frozen=True)
@@ -202,7 +203,7 @@ def measure_training_throughput(
         batch = example_batch(model, seq_len, batch_size, device=device)
         reset_peak_memory(device)
         times = []
-        for i in range(warmup + steps):
+        for i in progress(range(warmup + steps), f"{backbone}: timed steps"):  # on a terminal only
             synchronize(device)
             t0 = time.perf_counter()
             loss = model(*batch)
