@@ -35,6 +35,12 @@ report: "rules/report/workflow.rst"
 
 
 include: "rules/common.smk"
+
+
+# The terminal shows each step's progress and errors, not every job's block (the profiles' `quiet`).
+terse_terminal()
+
+
 include: "rules/data.smk"
 include: "rules/calibrate.smk"
 include: "rules/plan.smk"

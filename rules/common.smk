@@ -2,6 +2,7 @@
 # input/params functions that know the plan. No rules here.
 
 import os
+import re
 import shlex
 import shutil
 import subprocess
@@ -123,6 +124,34 @@ def say_once(text, warning=False):
     if text not in _SAID and not (workflow.remote_exec or workflow.subprocess_exec):
         _SAID.add(text)
         (logger.warning if warning else logger.error)(text)
+
+
+def terse_terminal():
+    """With the profiles' `quiet: [rules]` a run prints progress, not job blocks: but Snakemake drops
+    its failed-job blocks with them, so print those (rule, log path, the log's tail) here; a dry run
+    keeps its job blocks (what would run and why is what it is for)."""
+    import logging
+
+    from snakemake.logging import DefaultFormatter, LogEvent, get_event
+    from snakemake.settings.enums import Quietness
+
+    settings = workflow.output_settings
+    quiet = settings.quiet
+    if not quiet or Quietness.RULES not in quiet or Quietness.ALL in quiet:
+        return
+    if workflow.remote_exec or workflow.subprocess_exec:
+        return
+    if settings.dryrun:
+        quiet.discard(Quietness.RULES)  # the very set Snakemake's log filter reads
+        return
+    errors = (LogEvent.JOB_ERROR, LogEvent.GROUP_ERROR)
+    handler = logging.StreamHandler(sys.stderr)
+    handler.addFilter(lambda record: get_event(record) in errors)
+    handler.setFormatter(DefaultFormatter(quiet, settings.show_failed_logs))
+    logger.addHandler(handler)
+    # The scheduler's two lines per job say nothing the progress lines do not.
+    chatter = re.compile(r"(Select jobs to execute|Execute \d+ jobs)\.\.\.$")
+    logger.addFilter(lambda record: not (isinstance(record.msg, str) and chatter.match(record.msg)))
 
 
 def data_args(wildcards):

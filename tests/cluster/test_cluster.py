@@ -30,7 +30,17 @@ CLUSTER = {
     "nodes": 1,
 }
 MORE_BUDGETS = "budgets=[1e10,2e10,3e10,4e10]"
-PBS_ARGS = ("--profile", "profiles/aurora", "--seconds-between-status-checks", "1", "--latency-wait", "5")
+# `--quiet host`: the job blocks (the profile leaves them out), which map Snakemake's job ids to runs.
+PBS_ARGS = (
+    "--profile",
+    "profiles/aurora",
+    "--seconds-between-status-checks",
+    "1",
+    "--latency-wait",
+    "5",
+    "--quiet",
+    "host",
+)
 
 
 @pytest.fixture(scope="module")

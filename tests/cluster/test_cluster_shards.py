@@ -11,7 +11,17 @@ from workflow.wfhelpers import make_workdir, planned_run_ids, snakemake
 pytestmark = [pytest.mark.cluster, pytest.mark.slow]
 
 CLUSTER = {"account": "prismtest", "queue": "debug", "filesystems": "flare:home", "walltime": "00:10:00", "nodes": 1}
-PBS_ARGS = ("--profile", "profiles/aurora", "--seconds-between-status-checks", "1", "--latency-wait", "5")
+# `--quiet host`: the job blocks, which the profile leaves out (the test reads which rules ran locally).
+PBS_ARGS = (
+    "--profile",
+    "profiles/aurora",
+    "--seconds-between-status-checks",
+    "1",
+    "--latency-wait",
+    "5",
+    "--quiet",
+    "host",
+)
 
 
 def test_study_on_own_shards_through_the_cluster_profile(scheduler, tmp_path_factory, shape_shards):

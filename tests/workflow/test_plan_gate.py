@@ -34,7 +34,8 @@ def test_an_undetermined_plan_stops_the_workflow_before_training(tiny_study):
     reasons = [line for line in out.stdout.splitlines() if "stops the study" in line]
     assert reasons and all("\n" not in line for line in reasons)
     assert "forecast UNDETERMINED" in reasons[0] and "plan.allow_undetermined: true" in reasons[0]
-    assert "rule train" not in out.stdout and sorted(p.name for p in runs.iterdir()) == before
+    assert "rule train" not in out.stdout and "(Rule: train)" not in out.stdout
+    assert sorted(p.name for p in runs.iterdir()) == before
     assert not (copy / "scaling-study" / "text_image" / "plan.yaml").exists()  # a failed plan leaves none
 
 
@@ -63,4 +64,4 @@ def test_a_shards_folder_that_does_not_exist_is_refused_in_one_line(tiny_study):
     out = snakemake(copy, "collect_text_image", "--config", setting, check=False)
     assert out.returncode != 0 and "Error in rule data" in out.stdout
     assert f"prism data index: error: shards directory {missing} does not exist" in out.stdout
-    assert "rule train" not in out.stdout and "checkpoint plan" not in out.stdout
+    assert "rule train" not in out.stdout and "(Rule: train)" not in out.stdout and "(Rule: plan)" not in out.stdout

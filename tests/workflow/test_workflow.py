@@ -66,7 +66,7 @@ def test_dry_fit_lists_one_train_job_per_planned_run(tiny_study):
 
 def test_plan_dry_run_prints_the_same_runs(tiny_study):
     workdir = tiny_study.workdir
-    plan_cmd = re.search(r"prism isoflop plan (.*?) --out ", tiny_study.plan).group(1)
+    plan_cmd = re.search(r"prism isoflop plan (.*?) --out ", tiny_study.dry_plan).group(1)  # its job block
     result = subprocess.run(
         f"{BIN}/prism isoflop plan {plan_cmd} --dry-run",
         shell=True,
@@ -187,6 +187,18 @@ def test_end_of_run_summary_and_training_curves(tiny_study):
     assert "training_curves.png" in tiny_study.fit
     plots = tiny_study.workdir / "scaling-study" / "text_image" / "plots" / "e2e"
     assert (plots / "training_curves.png").stat().st_size > 1000
+
+
+def test_the_terminal_shows_progress_errors_and_the_answer_not_job_blocks(tiny_study):
+    """The profile's `quiet: [rules, host]`: a few lines per job, the plan's lines and the summary kept."""
+    out = tiny_study.fit
+    steps = [int(m.group(1)) for m in re.finditer(r"^\d+ of (\d+) steps \(\d+%\) done$", out, flags=re.M)]
+    assert steps and re.search(r"^(\d+) of \1 steps \(100%\) done$", out, flags=re.M)
+    assert "verdict:" in out and "figures: scaling-study/text_image/plots/e2e/" in out
+    assert "plan text_image:" in tiny_study.plan  # the plan's summary line, printed where Snakemake runs
+    for block in ("rule train:", "localrule collect:", "Shell command:", "Select jobs to execute", "SNAKEMAKE\n"):
+        assert block not in out
+    assert len(out.splitlines()) <= 3 * max(steps) + 45, out  # a job's block alone is 8-10 lines
 
 
 def test_report_shows_plots_and_fit(tiny_study):
