@@ -217,9 +217,10 @@ def figure_scaling_laws(fit):
     cs = np.logspace(math.log10(lo_c), math.log10(hi_c), 100)
     level = int(round(100 * fit.ci_level))
     for ax, key, ylabel in (
-        (axes[0], "n", "compute-optimal trainable parameters $N_{opt}$"),
-        (axes[1], "d", "compute-optimal tokens $D_{opt}$"),
+        (axes[0], "n", "compute-optimal trainable parameters $N_{opt} \\propto C^a$"),
+        (axes[1], "d", "compute-optimal tokens $D_{opt} \\propto C^b$"),
     ):
+        symbol = "a" if key == "n" else "b"
         if minima:
             ys = [m.n_opt if key == "n" else m.d_opt for m in minima]
             cis = [m.n_opt_ci if key == "n" else m.d_opt_ci for m in minima]
@@ -239,14 +240,15 @@ def figure_scaling_laws(fit):
         coef = (a2.k if key == "n" else a2.k_d) if a2 is not None else None
         if exponent is not None and coef is not None:
             ci = a2.a_ci if key == "n" else a2.b_ci
-            ci_text = f" [{ci[0]:.3f}, {ci[1]:.3f}]" if ci else ""
+            ci_text = f", {level}% interval [{ci[0]:.3f}, {ci[1]:.3f}]" if ci else ""
             ax.plot(
                 cs,
                 coef * cs**exponent,
                 "-",
                 color=OKABE_ITO[0],
                 lw=1.5,
-                label=f"Approach 2: $\\propto C^{{{exponent:.3f}}}${ci_text}",
+                # The exponent as plain text: a superscript at legend size does not read.
+                label=f"Approach 2: {symbol} = {exponent:.3f}{ci_text}",
             )
             band = a2.band
             lo, hi = (band.n_opt_lo, band.n_opt_hi) if key == "n" else (band.d_opt_lo, band.d_opt_hi)
@@ -259,9 +261,7 @@ def figure_scaling_laws(fit):
             y3 = n3 if key == "n" else cs / (6 * n3)
             e3 = a3.a if key == "n" else a3.b
             conv = "" if a3.converged else ", NOT converged"
-            ax.plot(
-                cs, y3, "--", color=OKABE_ITO[3], lw=1.5, label=f"Approach 3 ($C=6ND$): $\\propto C^{{{e3:.3f}}}${conv}"
-            )
+            ax.plot(cs, y3, "--", color=OKABE_ITO[3], lw=1.5, label=f"Approach 3 (C = 6ND): {symbol} = {e3:.3f}{conv}")
         for b in rej:
             ax.axvline(b.budget, color="0.6", lw=0.8, ls=":", zorder=0)
         ax.set_xscale("log")
@@ -274,7 +274,7 @@ def figure_scaling_laws(fit):
         ax.set_xlabel("compute budget C (training FLOPs)")
         ax.set_ylabel(ylabel)
         # Below the panel: inside, the legend sat on the largest budgets' minima.
-        ax.legend(frameon=False, loc="upper center", bbox_to_anchor=(0.5, -0.16), fontsize=7.5)
+        ax.legend(frameon=False, loc="upper center", bbox_to_anchor=(0.5, -0.16), fontsize=8.5)
     verdict = "identifiable" if fit.verdict.identifiable else "NOT identifiable"
     extra = f"; dotted: {len(rej)} rejected budget(s)" if rej else ""
     fig.suptitle(f"Compute-optimal scaling (exponent {verdict}{extra})", fontsize=11)
