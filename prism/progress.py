@@ -13,6 +13,7 @@ from collections.abc import Iterable, Iterator
 from typing import IO, TypeVar
 
 T = TypeVar("T")
+REDRAW_S = 0.1  # the plain line's least time between redraws
 
 
 def is_terminal(stream: IO[str]) -> bool:
@@ -33,6 +34,7 @@ class Bar:
         self.label, self.total, self.done, self.detail = label, total, 0, ""
         self.shown = is_terminal(self.stream)
         self.start = time.perf_counter()
+        self.drawn = self.start
         self.tqdm = None
         if self.shown and bar:
             try:
@@ -41,14 +43,18 @@ class Bar:
                 pass
             else:
                 self.tqdm = tqdm(desc=label, total=total, file=self.stream, leave=False, dynamic_ncols=True)
-        self._draw()
+        self._draw(force=True)
 
-    def _draw(self) -> None:
+    def _draw(self, force: bool = False) -> None:
         if not self.shown or self.tqdm is not None:
             return
+        now = time.perf_counter()
+        if not (force or self.done == self.total or now - self.drawn >= REDRAW_S):
+            return  # a fast loop rewrites the line a few times a second, not once an item
+        self.drawn = now
         of = f"/{self.total}" if self.total else ""
         detail = f" {self.detail}" if self.detail else ""
-        elapsed = time.perf_counter() - self.start
+        elapsed = now - self.start
         self.stream.write(f"\r\033[K{self.label}: {self.done}{of}{detail} ({elapsed:.0f} s)")
         self.stream.flush()
 
@@ -61,7 +67,7 @@ class Bar:
             if detail is not None:
                 self.tqdm.set_postfix_str(detail, refresh=False)
             self.tqdm.update(n)
-        self._draw()
+        self._draw(force=detail is not None)  # what runs now shows at once
 
     def describe(self, detail: str) -> None:
         self.advance(0, detail)
@@ -77,7 +83,7 @@ class Bar:
             self.stream.write("\r\033[K")
             self.stream.flush()
             print(text, flush=True)
-            self._draw()
+            self._draw(force=True)
 
     def close(self) -> None:
         """Clear the bar: the command's own output follows."""

@@ -13,7 +13,7 @@ import termios
 
 import pytest
 
-from prism.progress import progress
+from prism.progress import Bar, progress
 
 
 class Terminal(io.StringIO):
@@ -31,8 +31,30 @@ def test_counts_on_a_terminal_and_clears_its_line():
     stream = Terminal()
     assert list(progress(["a", "b"], "indexing train", stream=stream, bar=False)) == ["a", "b"]
     text = stream.getvalue()
-    assert "\r\033[Kindexing train: 0/2" in text and "\r\033[Kindexing train: 1/2" in text
+    assert "\r\033[Kindexing train: 0/2" in text and "\r\033[Kindexing train: 2/2" in text
     assert text.endswith("\r\033[K")
+
+
+def test_a_fast_loop_redraws_a_few_times_not_once_an_item():
+    stream = Terminal()
+    assert sum(progress(range(20000), "encoding samples", stream=stream, bar=False)) == sum(range(20000))
+    text = stream.getvalue()
+    assert text.count("\r\033[K") < 100 and "encoding samples: 20000/20000" in text
+
+
+def test_notes_print_above_the_line_on_a_terminal_and_plainly_elsewhere(capsys):
+    stream = Terminal()
+    with Bar("sweep", 2, stream=stream, bar=False) as bar:
+        bar.describe("cell A")
+        bar.note("cell 1/2: A")
+        bar.advance()
+    assert capsys.readouterr().out == "cell 1/2: A\n"
+    # the line cleared before the note and drawn again after it, with what runs now
+    assert stream.getvalue().count("sweep: 0/2 cell A") == 2 and stream.getvalue().endswith("\r\033[K")
+    quiet = io.StringIO()
+    with Bar("sweep", 2, stream=quiet) as bar:
+        bar.note("cell 1/2: A")
+    assert capsys.readouterr().out == "cell 1/2: A\n" and quiet.getvalue() == ""
 
 
 def on_terminal(*args: str, env: dict[str, str] | None = None, timeout: float = 300) -> tuple[int, str]:
