@@ -183,7 +183,8 @@ def collect_run(run_dir: Path, eval_window: int, problems: list[str]) -> Collect
         return row
     window = losses[-eval_window:]
     row.n_evals = len(window)
-    if not window:
+    final = _num(metrics.get("loss"))
+    if not window and final is None:
         row.status, row.note = "error", f"finished but {EVAL} has no valid evaluation"
         problems.append(f"run {row.run_id}: {row.note}")
         return row
@@ -196,11 +197,12 @@ def collect_run(run_dir: Path, eval_window: int, problems: list[str]) -> Collect
     row.status = "ok"
     # The run's own loss at the budget (its final evaluation over the held-out split, with loss_se)
     # where the trainer records it; else the mean of the last evaluations.
-    final = _num(metrics.get("loss"))
     row.loss = final if final is not None else statistics.fmean(window)
-    row.loss_std = statistics.stdev(window) if len(window) > 1 else 0.0
+    row.loss_std = statistics.stdev(window) if len(window) > 1 else 0.0 if window else None
     if row.n_bad_lines:
         row.note = f"{row.n_bad_lines} corrupt line(s) in {EVAL} skipped"
+    elif not window:  # the loss is metrics.json's own; only the spread of the last evaluations is unknown
+        row.note = f"no evaluation in {EVAL} (deleted?): loss from {METRICS}, no loss_std"
     return row
 
 

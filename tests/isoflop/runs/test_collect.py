@@ -121,6 +121,21 @@ def test_rows_for_every_state(tmp_path, capsys):
     ]
 
 
+def test_a_finished_run_whose_eval_log_is_gone_keeps_its_loss_from_metrics(tmp_path):
+    # The loss is the run's final evaluation, in metrics.json: the eval log only adds loss_std.
+    root = tmp_path / "runs"
+    d = make_run(root, "30k-BASE-e2e-C1e12", [5.0, 3.0, 2.5], metrics_extra={"loss": 2.45, "loss_se": 0.01})
+    (d / "eval.jsonl").unlink()
+    make_run(root, "60k-BASE-e2e-C1e12", [5.0, 3.0], metrics_extra={"loss": None})
+    (root / "60k-BASE-e2e-C1e12" / "eval.jsonl").unlink()
+    collect(root, tmp_path / "runs.csv", CollectOptions(eval_window=5))
+    rows = read(tmp_path / "runs.csv")
+    row = rows["30k-BASE-e2e-C1e12"]
+    assert row["status"] == "ok" and float(row["loss"]) == 2.45 and row["loss_std"] == "" and row["n_evals"] == "0"
+    assert "no evaluation in eval.jsonl" in row["note"]
+    assert rows["60k-BASE-e2e-C1e12"]["status"] == "error"  # no loss anywhere: nothing to fit
+
+
 def test_collected_csv_feeds_the_fit_only_ok_runs(tmp_path):
     from prism.isoflop.runs.table import load_runs
 
