@@ -3,9 +3,12 @@
 Writes SAMPLES generated images (ellipses and boxes on random backgrounds, 32-160 px, one
 third each JPEG, PNG and WebP) with captions through webdataset's TarWriter, then times
 `prism data index` and `prism data verify` on them, each REPEATS times; prints the medians of
-wall and CPU time (on a shared host the CPU time is the figure to compare).
+wall and CPU time (on a shared host the CPU time is the figure to compare). With --rss, runs
+`prism data index` once in a process of its own instead and prints that process's peak resident
+memory (the prism it imports is the one on PYTHONPATH, so two checkouts compare).
 
     python tools/bench_index.py --samples 10000 --per-shard 1000 --repeats 3
+    python tools/bench_index.py --samples 10000 --per-shard 1000 --rss
 """
 
 from __future__ import annotations
@@ -13,6 +16,8 @@ from __future__ import annotations
 import argparse
 import io
 import statistics
+import subprocess
+import sys
 import tempfile
 import time
 from pathlib import Path
@@ -58,7 +63,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--per-shard", type=int, default=1000)
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--family", default="text_image")
+    parser.add_argument("--rss", action="store_true", help="peak memory of one `prism data index` process")
     args = parser.parse_args(argv)
+    if args.rss:
+        return peak_rss(args)
 
     from prism.data.index import index
     from prism.data.manifest import verify
@@ -82,6 +90,39 @@ def main(argv: list[str] | None = None) -> int:
             f"split {counts}: index {statistics.median(index_s):.2f} s wall, {statistics.median(index_cpu):.2f} s CPU "
             f"(runs {', '.join(f'{x:.2f}' for x in index_s)} s wall); verify {statistics.median(verify_s):.2f} s wall, "
             f"{statistics.median(verify_cpu):.2f} s CPU"
+        )
+    return 0
+
+
+# The child reports its own high-water mark (Linux's VmHWM, of this program alone: the
+# rusage of a forked child would also count the memory of the parent it was forked from).
+CHILD = """
+import sys
+from prism.cli import main
+status = main(sys.argv[1:])
+hwm = next(line for line in open("/proc/self/status") if line.startswith("VmHWM:"))
+print(int(hwm.split()[1]), file=sys.stderr)
+sys.exit(status)
+"""
+
+
+def peak_rss(args: argparse.Namespace) -> int:
+    """Index once in a process of its own (one decoding process); print its peak resident memory."""
+    with tempfile.TemporaryDirectory() as tmp:
+        shards = Path(tmp) / "shards"
+        size = write_shards(shards, args.samples, args.per_shard)
+        command = ["data", "index", str(shards), "--family", args.family, "--out", str(Path(tmp) / "idx")]
+        start = time.perf_counter()
+        child = subprocess.run(
+            [sys.executable, "-c", CHILD, *command, "--jobs", "1"], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE
+        )
+        if child.returncode:
+            print(f"prism data index failed ({child.returncode}): {child.stderr.decode()[-2000:]}", file=sys.stderr)
+            return 1
+        peak_kib = int(child.stderr.decode().split()[-1])
+        print(
+            f"{args.samples} samples in {len(list(shards.glob('*.tar')))} shards ({size / 1e6:.1f} MB): "
+            f"prism data index peak RSS {peak_kib / 1024:.0f} MiB ({time.perf_counter() - start:.1f} s wall)"
         )
     return 0
 

@@ -20,7 +20,9 @@ from __future__ import annotations
 
 import hashlib
 import json
+import shutil
 import zipfile
+from collections.abc import Iterable
 from pathlib import Path
 
 import numpy as np
@@ -61,9 +63,14 @@ def _read_copy(path: Path, expected: str) -> Records | None:
 def copy_bytes(keys: list[str], captions: list[str], modality_shape: tuple[int, ...] | list[int]) -> int:
     """About the size of a split's decoded copy (uncompressed .npz, fixed-width strings, float32
     modality for every sample, text-only ones included): what a build needs beside its shards."""
+    key_width, caption_width = max([len(k) for k in keys] or [1]), max([len(c) for c in captions] or [1])
+    return copy_size(len(keys), key_width, caption_width, modality_shape)
+
+
+def copy_size(samples: int, key_width: int, caption_width: int, modality_shape: tuple[int, ...] | list[int]) -> int:
+    """`copy_bytes` from the counts alone: samples and the longest key and caption (characters)."""
     per_modality = 4 * int(np.prod(modality_shape))
-    width = 4 * max([len(c) for c in captions] or [1]) + 4 * max([len(k) for k in keys] or [1])
-    return len(keys) * (per_modality + width + 1) + 4096  # + the stamp, the .npy headers and the zip's
+    return samples * (per_modality + 4 * max(1, caption_width) + 4 * max(1, key_width) + 1) + 4096
 
 
 def save(data_dir: str | Path, manifest: dict) -> None:
@@ -88,6 +95,63 @@ def save_records(data_dir: str | Path, manifest: dict, split: str, records: Reco
                 modality=records.modality,
                 has_modality=records.has_modality,
             )
+
+    write_atomic(cache_path(data_dir, split), write)
+
+
+CHUNK = 65_536  # rows per write of a streamed array
+
+
+def _write_npy(zf: zipfile.ZipFile, name: str, dtype: np.dtype, shape: tuple[int, ...], chunks: Iterable) -> None:
+    """One .npy member of an .npz (what np.savez writes), its rows written chunk by chunk."""
+    with zf.open(f"{name}.npy", "w", force_zip64=True) as fh:
+        header = {"descr": np.lib.format.dtype_to_descr(dtype), "fortran_order": False, "shape": shape}
+        np.lib.format.write_array_header_1_0(fh, header)
+        for chunk in chunks:
+            if isinstance(chunk, Path):
+                with chunk.open("rb") as src:
+                    shutil.copyfileobj(src, fh, 1 << 20)
+            else:
+                fh.write(np.ascontiguousarray(chunk, dtype).tobytes())
+
+
+def _lines(paths: list[Path]):
+    """The JSON strings of `paths` (one per line), in CHUNK-sized lists."""
+    batch = []
+    for path in paths:
+        with path.open(encoding="utf-8") as fh:
+            for line in fh:
+                batch.append(json.loads(line))
+                if len(batch) == CHUNK:
+                    yield batch
+                    batch = []
+    if batch:
+        yield batch
+
+
+def save_spooled(data_dir: str | Path, manifest: dict, split: str, parts: list[Path], widths: tuple[int, int]) -> None:
+    """The copy of `split` from rows spooled to disk as they were decoded (`prism data index`).
+
+    `parts` are the spool prefixes of the split's shards in order, each with `.keys` and
+    `.captions` (a JSON string a line) and `.modality` (float32 rows); `widths` are the
+    longest key's and caption's characters. The same .npz as `save_records` writes, but
+    a chunk of rows at a time: memory does not grow with the split.
+    """
+    data_dir = Path(data_dir)
+    value = stamp(data_dir, manifest, split)
+    count = manifest["splits"][split]["samples"]
+    shape = (count, *manifest["modality_shape"])
+    text = [np.dtype(f"<U{max(1, w)}") for w in widths]
+
+    def write(tmp: str) -> None:
+        with zipfile.ZipFile(tmp, "w", zipfile.ZIP_STORED, allowZip64=True) as zf:
+            with zf.open("stamp.npy", "w") as fh:
+                np.lib.format.write_array(fh, np.array(value))
+            _write_npy(zf, "keys", text[0], (count,), _lines([Path(f"{p}.keys") for p in parts]))
+            _write_npy(zf, "captions", text[1], (count,), _lines([Path(f"{p}.captions") for p in parts]))
+            _write_npy(zf, "modality", np.dtype(np.float32), shape, [Path(f"{p}.modality") for p in parts])
+            ones = (np.ones(min(CHUNK, count - i), bool) for i in range(0, count, CHUNK))
+            _write_npy(zf, "has_modality", np.dtype(bool), (count,), ones)
 
     write_atomic(cache_path(data_dir, split), write)
 

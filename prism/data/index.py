@@ -29,13 +29,15 @@ import shutil
 import sys
 import tempfile
 from collections import Counter
+from contextlib import ExitStack
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
 
 from prism.atomic import DiskFullError, disk_full, folder_kept, free_bytes, is_disk_full, replace_dir
-from prism.data.manifest import FORMAT_VERSION, MANIFEST, ZERO_BLOCK, Records, sha256
+from prism.data.manifest import FORMAT_VERSION, MANIFEST, Records, sha256
+from prism.data.tarreader import TarCut, iter_tar
 from prism.errors import PrismError
 from prism.families import FamilySpec, family_spec
 from prism.progress import progress
@@ -47,84 +49,7 @@ IMAGE_EXTS = ("jpg", "jpeg", "png", "webp")
 WARN_LINES = 20  # bad samples named one per line; the rest are counted
 
 
-# ---- reading foreign tars ------------------------------------------------------------------
-
-
-class TarCut(Exception):
-    """The archive stops being readable here (truncated, or a damaged header)."""
-
-
-def _number(field: bytes) -> int:
-    """A tar numeric field: octal text, or GNU base-256 when the high bit is set."""
-    if field and field[0] & 0x80:
-        return int.from_bytes(field[1:], "big")
-    text = field.split(b"\0")[0].strip()
-    return int(text, 8) if text else 0
-
-
-def _pax(payload: bytes) -> dict[str, str]:
-    """The records of a pax extended header ("LEN key=value\\n" each)."""
-    out, pos = {}, 0
-    while pos < len(payload):
-        space = payload.find(b" ", pos)
-        if space < 0:
-            break
-        length = int(payload[pos:space])
-        key, _, value = payload[space + 1 : pos + length - 1].partition(b"=")
-        out[key.decode("utf-8", "replace")] = value.decode("utf-8", "replace")
-        pos += length
-    return out
-
-
-def iter_members(data: bytes):
-    """(name, bytes) of each regular file of a tar, in order; TarCut where it stops being readable.
-
-    Reads what Python's tarfile writes (under webdataset's `TarWriter` and img2dataset):
-    ustar and GNU headers, pax extended headers (per member and global), GNU long names;
-    directories, links and other entries are passed over.
-    """
-    pos, pending_name, pending_size = 0, None, None
-    while True:
-        header = data[pos : pos + 512]
-        if len(header) < 512:
-            raise TarCut("truncated: no end-of-archive marker")
-        if header == ZERO_BLOCK:
-            return
-        stored = header[148:156].split(b"\0")[0].strip()
-        try:
-            ok = bool(stored) and int(stored, 8) == sum(header) - sum(header[148:156]) + 256
-        except ValueError:
-            ok = False
-        if not ok:
-            raise TarCut(f"bad header checksum at byte {pos}")
-        kind = header[156:157]
-        size = _number(header[124:136])
-        if pending_size is not None and kind not in (b"x", b"g", b"L"):
-            size, pending_size = pending_size, None
-        body = pos + 512
-        if body + size > len(data):
-            raise TarCut("truncated: a member is cut short")
-        payload = data[body : body + size]
-        pos = body + (size + 511) // 512 * 512
-        if kind == b"x":
-            records = _pax(payload)
-            pending_name = records.get("path", pending_name)
-            if "size" in records:
-                pending_size = int(records["size"])
-            continue
-        if kind == b"L":
-            pending_name = payload.split(b"\0")[0].decode("utf-8", "replace")
-            continue
-        if kind == b"g":
-            continue
-        name = pending_name
-        pending_name = None
-        if name is None:
-            name = header[:100].split(b"\0")[0].decode("utf-8", "replace")
-            if header[257:263] == b"ustar\x00" and header[345] != 0:  # POSIX ustar: a prefix field
-                name = header[345:500].split(b"\0")[0].decode("utf-8", "replace") + "/" + name
-        if kind in (b"0", b"\0", b"7"):
-            yield name, payload
+# ---- samples of foreign tars (webdataset's grouping) -----------------------------------------
 
 
 def split_name(name: str) -> tuple[str, str]:
@@ -134,15 +59,16 @@ def split_name(name: str) -> tuple[str, str]:
     return (f"{folder}/{stem}" if folder else stem), (ext.lower() if dot else "")
 
 
-def iter_samples(data: bytes):
-    """(key, {ext: bytes}) per sample in tar order, then (None, why) if the tar is cut or damaged.
+def iter_samples(source):
+    """(key, {ext: bytes}, None) per sample in tar order, then (key, members, why) if the tar is cut or damaged.
 
-    Members of one sample are consecutive (webdataset's grouping). On a cut, the sample
-    being read is returned with the reason, as it may have lost members.
+    `source`: the tar's bytes or a binary file (`tarreader.iter_tar`, lenient). Members of
+    one sample are consecutive (webdataset's grouping). On a cut, the sample being read is
+    returned with the reason, as it may have lost members.
     """
     key, members = None, {}
     try:
-        for name, payload in iter_members(data):
+        for name, payload in iter_tar(source):
             k, ext = split_name(name)
             if k != key:
                 if key is not None:
@@ -284,45 +210,109 @@ class SplitOf:
 # ---- one shard -----------------------------------------------------------------------------
 
 
+def key_digest(key: str) -> bytes:
+    """16 bytes standing for a key in the uniqueness check (a collision among 1e12 keys: about 1e-15)."""
+    return hashlib.blake2b(key.encode("utf-8"), digest_size=16).digest()
+
+
+class _HashingReader:
+    """A shard read through once, front to back: its sha256 and size on the way (never whole in memory)."""
+
+    def __init__(self, path: Path, fh):
+        self.path, self._fh, self._digest, self.size = path, fh, hashlib.sha256(), 0
+
+    def read(self, n: int = -1) -> bytes:
+        try:
+            chunk = self._fh.read(n)
+        except OSError as err:
+            raise PrismError(f"shard {self.path} cannot be read ({err.strerror})") from None
+        self._digest.update(chunk)
+        self.size += len(chunk)
+        return chunk
+
+    def finish(self) -> tuple[str, int]:
+        """The sha256 and size of the whole file (reading what the tar's walker left)."""
+        while self.read(1 << 20):
+            pass
+        return self._digest.hexdigest(), self.size
+
+
 @dataclass
 class ShardRead:
-    """What one shard holds, by split: the good samples, their tokens, and the bad ones."""
+    """What one shard holds, by split: good samples counted (their tokens, the longest key and
+    caption; each key's digest when spooled), the bad ones, and the samples themselves when kept."""
 
     name: str
-    sha256: str
-    bytes: int
-    records: dict[str, tuple[list[str], list[str], list[np.ndarray]]] = field(default_factory=dict)
+    sha256: str = ""
+    bytes: int = 0
+    samples: Counter = field(default_factory=Counter)
     tokens: Counter = field(default_factory=Counter)
+    widths: dict[str, list[int]] = field(default_factory=dict)
+    digests: dict[str, bytearray] = field(default_factory=dict)
+    records: dict[str, tuple[list[str], list[str], list[np.ndarray]]] = field(default_factory=dict)
     bad: list[tuple[str, str]] = field(default_factory=list)
     truncated: str | None = None
 
 
-def read_shard(root: Path, name: str, spec: FamilySpec, split_of, data: bytes | None = None) -> ShardRead:
-    """Decode every sample of `root/name`; `split_of(key)` names its split."""
+SPOOLED = ("keys", "captions", "modality")  # the files of a spooled (shard, split): see decoded.save_spooled
+
+
+def read_shard(
+    root: Path,
+    name: str,
+    spec: FamilySpec,
+    split_of,
+    data: bytes | None = None,
+    keep: bool = True,
+    spool: Path | None = None,
+) -> ShardRead:
+    """Decode every sample of `root/name` (from `data`, else streamed from the file); `split_of(key)` names its split.
+
+    The good samples are kept in `records` (`keep`), and/or written one by one to
+    `{spool}.{split}.keys|captions|modality` (a JSON string a line, float32 rows), so that
+    indexing holds one sample at a time, whatever the shard's or the split's size.
+    """
     path = root / name
-    if data is None:
-        try:
-            data = path.read_bytes()
-        except OSError as err:
-            raise PrismError(f"shard {path} cannot be read ({err.strerror})") from None
-    out = ShardRead(name, sha256(data), len(data))
-    for key, members, cut in iter_samples(data):
-        if cut is not None:
-            out.truncated = cut
-            if key is not None:
-                out.bad.append((key, f"tar {cut}"))
-            break
-        try:
-            caption, array = decode_sample(members, spec)
-        except BadSample as why:
-            out.bad.append((key, str(why)))
-            continue
-        split = split_of(key)
-        keys, captions, arrays = out.records.setdefault(split, ([], [], []))
-        keys.append(key)
-        captions.append(caption)
-        arrays.append(array)
-        out.tokens[split] += spec.n_modality_tokens + len(caption.encode("utf-8")) + 2
+    out = ShardRead(name)
+    with ExitStack() as stack:
+        if data is None:
+            try:
+                source = _HashingReader(path, stack.enter_context(path.open("rb")))
+            except OSError as err:
+                raise PrismError(f"shard {path} cannot be read ({err.strerror})") from None
+        else:
+            source = data
+        sinks = {}
+        for key, members, cut in iter_samples(source):
+            if cut is not None:
+                out.truncated = cut
+                if key is not None:
+                    out.bad.append((key, f"tar {cut}"))
+                break
+            try:
+                caption, array = decode_sample(members, spec)
+            except BadSample as why:
+                out.bad.append((key, str(why)))
+                continue
+            split = split_of(key)
+            out.samples[split] += 1
+            out.tokens[split] += spec.n_modality_tokens + len(caption.encode("utf-8")) + 2
+            widths = out.widths.setdefault(split, [0, 0])
+            widths[0], widths[1] = max(widths[0], len(key)), max(widths[1], len(caption))
+            if keep:
+                keys, captions, arrays = out.records.setdefault(split, ([], [], []))
+                keys.append(key)
+                captions.append(caption)
+                arrays.append(array)
+            if spool is not None:
+                out.digests.setdefault(split, bytearray()).extend(key_digest(key))
+                if split not in sinks:
+                    sinks[split] = [stack.enter_context(open(f"{spool}.{split}.{kind}", "wb")) for kind in SPOOLED]
+                keys_fh, captions_fh, modality_fh = sinks[split]
+                keys_fh.write(json.dumps(key).encode() + b"\n")
+                captions_fh.write(json.dumps(caption).encode() + b"\n")
+                modality_fh.write(np.asarray(array, np.float32).tobytes())
+        out.sha256, out.bytes = source.finish() if data is None else (sha256(data), len(data))
     return out
 
 
@@ -392,17 +382,63 @@ def index(
     warn = warn or (lambda line: print(line, file=sys.stderr))
     found = find_shards(shards)
     by_folder = "all" not in found
+    out.parent.mkdir(parents=True, exist_ok=True)
+    free, existed, needed = free_bytes(out.parent), out.exists(), None
+    tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.tmp-", dir=out.parent))
+    try:
+        manifest, spooled, widths = _read_all(shards, found, spec, tmp / ".spool", eval_fraction, warn, jobs)
+        bad, total = manifest["bad_samples"], sum(s["samples"] for s in manifest["splits"].values())
+        total += len(bad)
+        if total and len(bad) > max_bad_fraction * total:
+            first = bad[0]
+            raise PrismError(
+                f"{shards}: {len(bad)} of {total} samples are bad ({100 * len(bad) / total:.1f}% > "
+                f"max_bad_fraction {100 * max_bad_fraction:g}%; first: shard {first['shard']}, sample "
+                f"{first['key']}: {first['reason']}); repair the shards or raise --max-bad-fraction"
+            )
+        for split, entry in manifest["splits"].items():
+            if not entry["samples"]:
+                hint = "add shards to eval/" if by_folder else "raise --eval-fraction or add samples"
+                raise PrismError(f"{shards}: the {split} split would hold no samples ({hint})")
+        manifest["max_bad_fraction"] = max_bad_fraction
+        # The index writes only decoded rows: spooled, then each split's copy beside them.
+        sizes = {
+            s: decoded.copy_size(manifest["splits"][s]["samples"], *widths[s], spec.modality_shape) for s in widths
+        }
+        needed = 64 * 1024 + sum(sizes.values()) + max(sizes.values())
+        for split in manifest["splits"]:
+            decoded.save_spooled(tmp, manifest, split, spooled[split], widths[split])
+            for prefix in spooled[split]:
+                for kind in SPOOLED:
+                    Path(f"{prefix}.{kind}").unlink()
+        shutil.rmtree(tmp / ".spool")
+        (tmp / MANIFEST).write_text(json.dumps(manifest, indent=1, sort_keys=True) + "\n")
+        os.chmod(tmp, 0o755)
+        replace_dir(tmp, out)
+    except BaseException as err:
+        shutil.rmtree(tmp, ignore_errors=True)
+        if is_disk_full(err) or isinstance(err, DiskFullError):
+            raise disk_full(out / "", needed, free, folder_kept(out, existed)) from None
+        raise
+    return manifest
 
+
+def _read_all(shards: Path, found: dict[str, list[str]], spec: FamilySpec, spool: Path, eval_fraction, warn, jobs):
+    """Read every shard once, its good samples spooled under `spool`: (the manifest but for
+    `max_bad_fraction`, each split's spool prefixes in shard order, its longest key and caption)."""
+    spool.mkdir()
+    by_folder = "all" not in found
     splits = {"train": [], "eval": []}  # per split: the shard entries
-    records = {"train": ([], [], []), "eval": ([], [], [])}
-    bad, truncated, total, seen = [], [], 0, {}
+    spooled = {"train": [], "eval": []}
+    widths = {"train": [0, 0], "eval": [0, 0]}
+    blocks = []  # (shard name, split, key digests) in shard order: the uniqueness check
+    bad, truncated = [], []
     tasks = [
-        (shards, name, spec, SplitOf(folder if by_folder else None, eval_fraction))
-        for folder, names in found.items()
-        for name in names
+        (shards, name, spec, SplitOf(folder if by_folder else None, eval_fraction), None, False, spool / f"{i:06d}")
+        for i, (folder, name) in enumerate((f, n) for f, names in found.items() for n in names)
     ]
     read = progress(_map_shards(tasks, jobs), "reading shards", total=len(tasks))  # on a terminal only
-    for shard, (_, name, _, rule) in zip(read, tasks):
+    for shard, (_, name, _, rule, *_, prefix) in zip(read, tasks):
         folder = rule.folder or "all"
         for key, why in shard.bad:
             if len(bad) < WARN_LINES:
@@ -410,52 +446,31 @@ def index(
             bad.append({"shard": name, "key": key, "reason": why})
         if shard.truncated:
             truncated.append(name)
-        total += len(shard.bad)
-        for split, (keys, captions, arrays) in shard.records.items():
-            for key in keys:
-                if key in seen:
-                    raise PrismError(
-                        f"sample key {key!r} is in both shard {shards / seen[key]} and "
-                        f"{shards / name}; keys must be unique across the shards"
-                    )
-                seen[key] = name
-            total += len(keys)
-            dst = records[split]
-            dst[0].extend(keys)
-            dst[1].extend(captions)
-            dst[2].extend(arrays)
+        for split in shard.samples:
+            blocks.append((name, split, shard.digests[split]))
+            spooled[split].append(Path(f"{prefix}.{split}"))
+            widths[split] = [max(a, b) for a, b in zip(widths[split], shard.widths[split])]
         # A shard is listed in every split it feeds (both, under the key-hash split), and in
         # one at least, so that verify knows it even when none of its samples is good.
-        targets = {folder} if by_folder else (set(shard.records) or {"train"})
+        targets = {folder} if by_folder else (set(shard.samples) or {"train"})
         for split in sorted(targets):
             splits[split].append(
                 {
                     "name": name,
                     "sha256": shard.sha256,
                     "bytes": shard.bytes,
-                    "samples": len(shard.records.get(split, ([],))[0]),
+                    "samples": shard.samples[split],
                     "tokens": int(shard.tokens[split]),
                     "bad": len(shard.bad),
                 }
             )
     if len(bad) > WARN_LINES:
         warn(f"warning: {len(bad) - WARN_LINES} more bad samples skipped (all are listed in the index's manifest)")
-    if total and len(bad) > max_bad_fraction * total:
-        first = bad[0]
-        raise PrismError(
-            f"{shards}: {len(bad)} of {total} samples are bad ({100 * len(bad) / total:.1f}% > "
-            f"max_bad_fraction {100 * max_bad_fraction:g}%; first: shard {first['shard']}, sample "
-            f"{first['key']}: {first['reason']}); repair the shards or raise --max-bad-fraction"
-        )
-    for split in splits:
-        if not records[split][0]:
-            hint = "add shards to eval/" if by_folder else "raise --eval-fraction or add samples"
-            raise PrismError(f"{shards}: the {split} split would hold no samples ({hint})")
-
+    _refuse_duplicates(shards, blocks, spool, {name: prefix for (_, name, *_, prefix) in tasks})
     manifest = {
         "format_version": FORMAT_VERSION,
         "kind": KIND,
-        "family": family,
+        "family": spec.name,
         "seed": None,
         "source": f"webdataset shards in {shards}",
         "shards_dir": str(shards),
@@ -463,82 +478,105 @@ def index(
         "modality_shape": list(spec.modality_shape),
         "n_modality_tokens": spec.n_modality_tokens,
         "text_len": spec.text_len,
-        "max_bad_fraction": max_bad_fraction,
         "bad_samples": bad,
         "truncated_shards": truncated,
         "lm_ratio": 0.0,
         "lm_text": None,
         "splits": {
-            s: {"samples": len(records[s][0]), "tokens": sum(e["tokens"] for e in splits[s]), "shards": splits[s]}
+            s: {
+                "samples": sum(e["samples"] for e in splits[s]),
+                "tokens": sum(e["tokens"] for e in splits[s]),
+                "shards": splits[s],
+            }
             for s in splits
         },
     }
-    out.parent.mkdir(parents=True, exist_ok=True)
-    free, existed = free_bytes(out.parent), out.exists()
-    tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.tmp-", dir=out.parent))
-    try:
-        for split, (keys, captions, arrays) in records.items():
-            modality = np.stack(arrays).astype(np.float32, copy=False)
-            decoded.save_records(tmp, manifest, split, Records(keys, captions, modality, np.ones(len(keys), bool)))
-        (tmp / MANIFEST).write_text(json.dumps(manifest, indent=1, sort_keys=True) + "\n")
-        os.chmod(tmp, 0o755)
-        replace_dir(tmp, out)
-    except BaseException as err:
-        shutil.rmtree(tmp, ignore_errors=True)
-        if is_disk_full(err) or isinstance(err, DiskFullError):  # the index writes only decoded copies
-            needed = 64 * 1024 + sum(
-                decoded.copy_bytes(keys, captions, spec.modality_shape) for keys, captions, _ in records.values()
-            )
-            raise disk_full(out / "", needed, free, folder_kept(out, existed)) from None
-        raise
-    return manifest
+    return manifest, spooled, widths
+
+
+def _refuse_duplicates(shards: Path, blocks: list[tuple[str, str, bytearray]], spool: Path, prefixes: dict) -> None:
+    """A key in two samples is refused, naming the first such sample in shard order and the shard of its twin.
+
+    The check holds 16 bytes a sample (the keys' digests), not the keys; the key itself is
+    read back from the spool.
+    """
+    if not blocks:
+        return
+    digests = np.concatenate([np.frombuffer(bytes(d), np.uint64).reshape(-1, 2) for _, _, d in blocks])
+    order = np.lexsort((digests[:, 1], digests[:, 0]))  # stable: equal digests stay in shard order
+    ranked = digests[order]
+    twins = np.flatnonzero(np.all(ranked[1:] == ranked[:-1], axis=1))
+    if not len(twins):
+        return
+    later = int(order[1:][twins].min())  # the first sample, in shard order, whose key came before
+    earlier = int(np.flatnonzero(np.all(digests == digests[later], axis=1))[0])
+    starts = np.cumsum([0] + [len(d) // 16 for _, _, d in blocks])
+
+    def where(position: int) -> tuple[str, str, int]:
+        block = int(np.searchsorted(starts, position, side="right")) - 1
+        return blocks[block][0], blocks[block][1], position - int(starts[block])
+
+    (first, _, _), (second, split, row) = where(earlier), where(later)
+    with open(f"{prefixes[second]}.{split}.keys", encoding="utf-8") as fh:
+        key = json.loads(next(line for i, line in enumerate(fh) if i == row))
+    raise PrismError(
+        f"sample key {key!r} is in both shard {shards / first} and {shards / second}; "
+        "keys must be unique across the shards"
+    )
 
 
 def is_index(manifest: dict) -> bool:
     return manifest.get("kind") == KIND
 
 
-def read_index(data_dir: Path, manifest: dict, splits: tuple[str, ...]) -> dict[str, Records]:
-    """Every good sample of each of `splits`, each shard read once, after checking its sha256 and counts."""
+def _checked_reads(data_dir: Path, manifest: dict, splits: tuple[str, ...], keep: bool):
+    """(split, manifest entry, ShardRead) of every shard each of `splits` lists, in order: each shard
+    read once, after checking its sha256, and its samples counted against the entry."""
     spec = family_spec(manifest["family"])
     root = Path(manifest["shards_dir"])
     rule = manifest["split"]
     fraction = float(rule.get("eval_fraction", 0.0))
-    entries = {split: manifest["splits"][split]["shards"] for split in splits}
     reads: dict[str, ShardRead] = {}
-    for split, listed in entries.items():
-        for entry in listed:
-            if entry["name"] in reads:
-                continue
-            path = root / entry["name"]
-            try:
-                data = path.read_bytes()
-            except OSError as err:
+    for split in splits:
+        for entry in manifest["splits"][split]["shards"]:
+            if entry["name"] not in reads:
+                path = root / entry["name"]
+                try:
+                    data = path.read_bytes()
+                except OSError as err:
+                    raise PrismError(
+                        f"shard {path} cannot be read ({err.strerror}); restore it, or re-index "
+                        f"with `prism data index {root} --out {data_dir} --overwrite`"
+                    ) from None
+                if sha256(data) != entry["sha256"]:
+                    raise PrismError(
+                        f"shard {path} does not match its sha256 in {data_dir / MANIFEST} (changed since "
+                        f"it was indexed); re-index with `prism data index {root} --out {data_dir} --overwrite`"
+                    )
+                split_of = SplitOf(split if rule["by"] == "folder" else None, fraction)
+                reads[entry["name"]] = read_shard(root, entry["name"], spec, split_of, data, keep=keep)
+                del data
+            shard = reads[entry["name"]]
+            if shard.samples[split] != entry["samples"]:
                 raise PrismError(
-                    f"shard {path} cannot be read ({err.strerror}); restore it, or re-index "
-                    f"with `prism data index {root} --out {data_dir} --overwrite`"
-                ) from None
-            if sha256(data) != entry["sha256"]:
-                raise PrismError(
-                    f"shard {path} does not match its sha256 in {data_dir / MANIFEST} (changed since "
-                    f"it was indexed); re-index with `prism data index {root} --out {data_dir} --overwrite`"
+                    f"shard {root / entry['name']} gives {shard.samples[split]} {split} samples here, the index "
+                    f"says {entry['samples']} (another image decoder?); re-index the shards in this environment"
                 )
-            split_of = SplitOf(split if rule["by"] == "folder" else None, fraction)
-            reads[entry["name"]] = read_shard(root, entry["name"], spec, split_of, data)
+            yield split, entry, shard
+
+
+def read_index(data_dir: Path, manifest: dict, splits: tuple[str, ...]) -> dict[str, Records]:
+    """Every good sample of each of `splits`, each shard read once, after checking its sha256 and counts."""
     shape = tuple(manifest["modality_shape"])
+    parts: dict[str, tuple[list, list, list]] = {split: ([], [], []) for split in splits}
+    for split, _, shard in _checked_reads(Path(data_dir), manifest, splits, keep=True):
+        keys, captions, arrays = parts[split]
+        k, c, a = shard.records.get(split, ([], [], []))
+        keys += k
+        captions += c
+        arrays += a
     out = {}
-    for split, listed in entries.items():
-        keys, captions, arrays = [], [], []
-        for entry in listed:
-            k, c, a = reads[entry["name"]].records.get(split, ([], [], []))
-            if len(k) != entry["samples"]:
-                raise PrismError(
-                    f"shard {root / entry['name']} gives {len(k)} {split} samples here, the index says "
-                    f"{entry['samples']} (another image decoder?); re-index the shards in this environment"
-                )
-            keys += k
-            captions += c
-            arrays += a
+    for split, (keys, captions, arrays) in parts.items():
         modality = np.stack(arrays).astype(np.float32) if arrays else np.zeros((0, *shape), np.float32)
         out[split] = Records(keys, captions, modality, np.ones(len(keys), bool))
     return out
@@ -572,6 +610,8 @@ def verify_index(data_dir: str | Path, manifest: dict) -> dict:
         "shards_dir": str(root),
         "bad": len(manifest.get("bad_samples", [])),
     }
-    for split, records in read_index(data_dir, manifest, tuple(manifest["splits"])).items():
-        summary[split] = {"samples": len(records.keys), "shards": len(manifest["splits"][split]["shards"])}
+    for split in manifest["splits"]:  # counted, not held: verify's memory does not grow with the index
+        summary[split] = {"samples": 0, "shards": len(manifest["splits"][split]["shards"])}
+    for split, entry, _ in _checked_reads(data_dir, manifest, tuple(manifest["splits"]), keep=False):
+        summary[split]["samples"] += entry["samples"]
     return summary

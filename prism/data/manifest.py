@@ -18,6 +18,7 @@ from pathlib import Path
 
 import numpy as np
 
+from prism.data.tarreader import TarCut, iter_tar
 from prism.errors import PrismError
 
 # 2: text_image holds seeded affine views of every image; the manifest records the LM text's sha256.
@@ -25,7 +26,6 @@ FORMAT_VERSION = 2
 MANIFEST = "manifest.json"
 SPLITS = ("train", "eval")
 SHARD_RE = re.compile(r"^(train|eval)-\d{6}\.tar$")
-ZERO_BLOCK = bytes(512)
 KEY_RE = re.compile(r"^[A-Za-z0-9-]+__\d{4,}$")
 
 
@@ -151,42 +151,23 @@ def read_split(data_dir: str | Path, manifest: dict, split: str) -> Records:
 def iter_records(path: Path, data: bytes):
     """(key, {extension: bytes}) per sample, in tar order; a broken tar names the shard and last key.
 
-    A small strict reader of the ustar archives `webdataset.TarWriter` writes
-    (checksummed 512-byte headers, regular files only): tarfile's general parser
-    costs ten times as much per member, and opening a split is on every run's path.
+    The strict reader: a prism build writes checksummed ustar regular files and nothing else.
     """
-    key, members, pos, last = None, {}, 0, None
-
-    def broken(why: str) -> PrismError:
+    key, members, last = None, {}, None
+    try:
+        for name, payload in iter_tar(data, strict=True):
+            if "." not in name:
+                raise PrismError(f"shard {path}: unexpected tar member {name!r}")
+            base, ext = name.split(".", 1)
+            if base != key:
+                if key is not None:
+                    yield key, members
+                key, members = base, {}
+            last = base
+            members[ext] = payload
+    except TarCut as cut:
         where = f" after sample {last}" if last else ""
-        return PrismError(f"shard {path} is not a readable tar{where} ({why}); rebuild the shard directory")
-
-    while True:
-        header = data[pos : pos + 512]
-        if len(header) < 512:
-            raise broken("truncated: no end-of-archive marker")
-        if header == ZERO_BLOCK:
-            break
-        stored = header[148:156].split(b"\0")[0].strip()
-        if not stored or int(stored, 8) != sum(header[:148]) + 256 + sum(header[156:]):
-            raise broken(f"bad header checksum at byte {pos}")
-        if header[257:262] != b"ustar" or header[156:157] not in (b"0", b"\0"):
-            raise broken(f"member at byte {pos} is not a regular ustar file")
-        name = header[:100].split(b"\0")[0].decode("utf-8", "replace")
-        size = int(header[124:136].split(b"\0")[0].strip() or b"0", 8)
-        body = pos + 512
-        if body + size > len(data):
-            raise broken(f"member {name!r} is cut short")
-        if "." not in name:
-            raise PrismError(f"shard {path}: unexpected tar member {name!r}")
-        base, ext = name.split(".", 1)
-        if base != key:
-            if key is not None:
-                yield key, members
-            key, members = base, {}
-        last = base
-        members[ext] = data[body : body + size]
-        pos = body + (size + 511) // 512 * 512
+        raise PrismError(f"shard {path} is not a readable tar{where} ({cut}); rebuild the shard directory") from None
     if key is not None:
         yield key, members
 
