@@ -39,11 +39,33 @@ def _commands_in(lines: list[str]) -> list[str]:
     return out
 
 
+SHELL_BLOCKS = {"", "sh", "bash", "console", "shell"}
+
+
+def shell_blocks(text: str) -> list[list[str]]:
+    """The lines of each fenced code block whose info string is empty or a shell, fences paired in order.
+
+    A block in another language (yaml, python, text) is skipped whole, its closing fence included.
+    """
+    blocks, current, language = [], None, None
+    for line in text.splitlines():
+        fence = re.match(r"^\s*(```+)\s*(\S*)", line)
+        if current is None and fence:
+            current, language = [], fence.group(2).lower()
+        elif current is not None and fence and not fence.group(2):
+            if language in SHELL_BLOCKS:
+                blocks.append(current)
+            current = None
+        elif current is not None:
+            current.append(line)
+    return blocks
+
+
 def documented_commands() -> list[tuple[str, str]]:
     found = []
     for path in [REPO / "README.md", *sorted((REPO / "docs").glob("*.md"))]:
-        blocks = re.findall(r"```(?:sh|bash|console)?\n(.*?)```", path.read_text(), flags=re.S)
-        found += [(str(path.relative_to(REPO)), c) for block in blocks for c in _commands_in(block.splitlines())]
+        blocks = shell_blocks(path.read_text())
+        found += [(str(path.relative_to(REPO)), c) for block in blocks for c in _commands_in(block)]
     commented = [
         *sorted((REPO / "config").glob("*.yaml")),
         *sorted((REPO / "profiles").glob("*/config.yaml")),
