@@ -46,7 +46,7 @@ include: "rules/calibrate.smk"
 include: "rules/plan.smk"
 # Training: one job per planned run (cosine), or per model one stable trajectory cut at
 # its branch points plus one cooldown branch per run (wsd: rules/wsd.smk).
-if config["train"]["schedule"] == "wsd":
+if TRAIN_OPTIONS.schedule == "wsd":
 
     include: "rules/wsd.smk"
 

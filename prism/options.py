@@ -29,14 +29,16 @@ def option(
     metavar: str | None = None,
     minimum: float | None = None,
     exclusive_minimum: float | None = None,
+    maximum: float | None = None,
 ) -> Any:
-    """A dataclass field that is also a flag; `minimum`/`exclusive_minimum` are checked by `validate`."""
+    """A dataclass field that is also a flag; `minimum`/`exclusive_minimum`/`maximum` are checked by `validate`."""
     meta = {
         "help": help,
         "choices": choices,
         "metavar": metavar,
         "minimum": minimum,
         "exclusive_minimum": exclusive_minimum,
+        "maximum": maximum,
     }
     return field(default=default, metadata=meta)
 
@@ -57,9 +59,14 @@ def _parse(kind: str):
     return {"int": int, "float": float, "str": str}[kind]
 
 
-def add_arguments(parser: argparse.ArgumentParser | argparse._ArgumentGroup, cls: type) -> None:
-    """One flag per field of `cls`, with the field's default and help (`--x`/`--no-x` for booleans)."""
+def add_arguments(
+    parser: argparse.ArgumentParser | argparse._ArgumentGroup, cls: type, names: tuple[str, ...] | None = None
+) -> None:
+    """One flag per field of `cls` (or of its fields `names`), with the field's default and help
+    (`--x`/`--no-x` for booleans)."""
     for f in fields(cls):
+        if names is not None and f.name not in names:
+            continue
         meta = f.metadata
         if _kind(f) == "bool":
             parser.add_argument(
@@ -88,12 +95,19 @@ def from_namespace(cls: type, args: argparse.Namespace):
 
 
 def from_mapping(cls: type, data: dict | None, where: str):
-    """The options a config section sets (absent keys: the defaults); an unknown key is an error naming it."""
+    """The options a config section sets (absent keys: the defaults); an unknown key is an error naming it.
+
+    A list for a text option is its flag's comma-separated names (`trackers: [tensorboard, wandb]`
+    is `--trackers tensorboard,wandb`; an empty list, none).
+    """
     data = dict(data or {})
-    names = {f.name for f in fields(cls)}
-    unknown = sorted(set(data) - names)
+    kinds = {f.name: _kind(f) for f in fields(cls)}
+    unknown = sorted(set(data) - set(kinds))
     if unknown:
-        raise PrismError(f"{where}: unknown key(s) {', '.join(unknown)}; known: {', '.join(sorted(names))}")
+        raise PrismError(f"{where}: unknown key(s) {', '.join(unknown)}; known: {', '.join(sorted(kinds))}")
+    for name, value in data.items():
+        if kinds[name] == "str" and isinstance(value, (list, tuple)):
+            data[name] = ",".join(map(str, value)) or None
     return validate(cls(**data))
 
 
@@ -117,6 +131,8 @@ def validate(opts):
                 raise PrismError(f"{flag(f.name)} must be >= {meta['minimum']}, got {value}")
             if meta.get("exclusive_minimum") is not None and value <= meta["exclusive_minimum"]:
                 raise PrismError(f"{flag(f.name)} must be > {meta['exclusive_minimum']}, got {value}")
+            if meta.get("maximum") is not None and value > meta["maximum"]:
+                raise PrismError(f"{flag(f.name)} must be <= {meta['maximum']}, got {value}")
         if meta.get("choices") and value not in meta["choices"]:
             raise PrismError(f"{flag(f.name)}: {value!r} is not one of {', '.join(meta['choices'])}")
     return opts

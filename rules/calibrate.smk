@@ -29,9 +29,9 @@ rule speed:
         logfile("speed", "{family}__{backbone}__{variant}__{regime}"),
     params:
         options=as_args(CALIBRATE_OPTIONS),
-        device=config["train"]["device"],
+        device=TRAIN_OPTIONS.device,
     # Timed with the threads a training run gets, so the estimate is of a run here.
-    threads: config["train"]["threads"]
+    threads: TRAIN_OPTIONS.threads
     resources:
         nodes=1,
         walltime="00:10:00",

@@ -22,6 +22,7 @@ from prism.isoflop.design.calibrate import CalibrateOptions, speed_filename
 from prism.isoflop.runs.collect import CollectOptions
 from prism.isoflop.fit.fit import FitOptions
 from prism.isoflop.design.gate import plan_stop, plan_summary
+from prism.isoflop.runs.launch import run_args
 from prism.isoflop.present.options import PlotOptions
 from prism.isoflop.design.ladder import union
 from prism.isoflop.design.plan import PlanOptions, make_plan, plan_runs, rule_sizes
@@ -30,6 +31,7 @@ from prism.launch.walltime import pieces, requested_seconds, run_estimate_s, wal
 from prism.model.config import BACKBONES, REGIMES, VARIANTS
 from prism.model.sizes import RULE_NAME_PATTERN, VARIANT_NAME_PATTERN
 from prism.options import as_args, from_mapping
+from prism.train.options import TrainOptions
 from prism.worker import ENV as WORKER_ENV
 from snakemake.logging import logger
 
@@ -40,9 +42,18 @@ shell.prefix(f'set -euo pipefail; export PATH={shlex.quote(str(Path(sys.executab
 STUDY = config["study_dir"].rstrip("/")
 REGIME = config["regime"]
 
+# Each config section of a verb's options is that verb's dataclass (prism.options): a key is
+# a field, and the section becomes the verb's flags with `as_args`. No flag is spelt here.
+CALIBRATE_OPTIONS = from_mapping(CalibrateOptions, config["calibrate"], "config calibrate")
+PLAN_OPTIONS = from_mapping(PlanOptions, config["plan"], "config plan")
+COLLECT_OPTIONS = from_mapping(CollectOptions, config["collect"], "config collect")
+FIT_OPTIONS = from_mapping(FitOptions, config["fit"], "config fit")
+PLOT_OPTIONS = from_mapping(PlotOptions, config["plot"], "config plot")
+# The training runs' shared settings (prism.train.options): rules read them here, not the section.
+TRAIN_OPTIONS = from_mapping(TrainOptions, config["train"], "config train")
+
 # Settings a finished study cannot reuse stop here in one line, before anything trains.
-_conflict = study_conflict(STUDY, config["families"], config["train"]["schedule"],
-                           config["train"]["cooldown_fraction"])
+_conflict = study_conflict(STUDY, config["families"], TRAIN_OPTIONS.schedule, TRAIN_OPTIONS.cooldown_fraction)
 if _conflict:
     raise SystemExit(_conflict)
 
@@ -53,14 +64,6 @@ def budget_str(value):
 
 
 BUDGETS = sorted({budget_str(b) for b in config["budgets"]}, key=float)
-
-# Each config section of a verb's options is that verb's dataclass (prism.options): a key is
-# a field, and the section becomes the verb's flags with `as_args`. No flag is spelt here.
-CALIBRATE_OPTIONS = from_mapping(CalibrateOptions, config["calibrate"], "config calibrate")
-PLAN_OPTIONS = from_mapping(PlanOptions, config["plan"], "config plan")
-COLLECT_OPTIONS = from_mapping(CollectOptions, config["collect"], "config collect")
-FIT_OPTIONS = from_mapping(FitOptions, config["fit"], "config fit")
-PLOT_OPTIONS = from_mapping(PlotOptions, config["plot"], "config plot")
 
 # The warm-up of every run of the study, whatever its schedule: half the plan's shortest run,
 # never set by its budgets, so a cosine and a wsd study of one grid differ only after it.
@@ -234,7 +237,7 @@ def plan_flags(family):
         "--variants", ",".join(args["variants"]),
         *as_args(args["options"]),
         # What the grid costs as wsd trajectories (plan.yaml `schedules`); no run depends on it.
-        "--cooldown-fraction", str(config["train"]["cooldown_fraction"]),
+        "--cooldown-fraction", str(TRAIN_OPTIONS.cooldown_fraction),
     ]
 
 
@@ -269,7 +272,7 @@ def computed_plan_rows(family):
 def plan_may_train(family, rows):
     """Print the plan's summary and what its training jobs request (or the line that stops it); whether it may train."""
     try:
-        plan = make_plan(**plan_arguments(family), cooldown_fraction=config["train"]["cooldown_fraction"])
+        plan = make_plan(**plan_arguments(family), cooldown_fraction=TRAIN_OPTIONS.cooldown_fraction)
     except PrismError as err:
         logger.error(f"plan {family}: {err}")
         return False
@@ -370,7 +373,7 @@ def retrain_flag(rule, output):
 
 def train_retrain(wildcards):
     """The flag of a planned run's job (`train`, or `wsd_branch` in a wsd study)."""
-    name = "wsd_branch" if config["train"]["schedule"] == "wsd" else "train"
+    name = "wsd_branch" if TRAIN_OPTIONS.schedule == "wsd" else "train"
     return retrain_flag(name, f"{STUDY}/{wildcards.family}/runs/{wildcards.run_id}/metrics.json")
 
 
@@ -390,7 +393,7 @@ def study_metrics(family, wildcards=None):
     need waits on it, so Snakemake leaves it (naming it as a target puts it back, as does a new job that
     starts from it); making it again here would rerun every job after it (restored, not trained).
     """
-    if config["train"]["schedule"] == "wsd" and not retraining():
+    if TRAIN_OPTIONS.schedule == "wsd" and not retraining():
         for path in wsd_lost_points(family):  # rules/wsd_common.smk
             say_once(f"{path} is gone: the runs after it are finished, so nothing needs it now; `snakemake {path}` "
                      "puts it back (from its segment's final/, else by training that segment again), and so does "
@@ -465,7 +468,7 @@ def train_nodes(wildcards):
 def job_estimate_s(wildcards):
     """The plan's estimate of this training job's steps in seconds; None while the plan is pending or has none."""
     try:
-        if config["train"]["schedule"] == "wsd":
+        if TRAIN_OPTIONS.schedule == "wsd":
             return wsd_job_estimate_s(wildcards)  # rules/wsd_common.smk
         return run_estimate_s(plan_row(wildcards), train_nodes(wildcards))
     except Exception:  # noqa: BLE001 - the checkpoint is pending: the job is evaluated again after it
@@ -477,17 +480,24 @@ def request_s(estimate_s, backbone):
     return requested_seconds(estimate_s, cluster["walltime_factor"], cluster["min_walltime"], backbone_cap(backbone))
 
 
+def training_args(row, data, out, calibration, **settings):
+    """A training job's run, as `prism train` flags: its plan row (or a wsd segment's), with the settings
+    of TRAIN_OPTIONS that decide its numbers and the job's own `settings` over them. A param: a rerun
+    trigger. Where and how the job runs are its resources (rules/training.smk), which retrain nothing."""
+    return run_args(row, data=data, out=out, calibration=calibration,
+                    **{**TRAIN_OPTIONS.run_settings(), **settings})
+
+
 def tracker_args(wildcards):
     """The trackers' `prism train` flags: a resource, not a param, so turning them on retrains nothing.
 
     Every run of a study logs into STUDY/tracking under one group, STUDY-FAMILY-REGIME.
     """
-    trackers = config["train"]["trackers"]
-    if not trackers:
+    if not TRAIN_OPTIONS.trackers:
         return ""
     group = f"{Path(STUDY).resolve().name}-{wildcards.family}-{REGIME}"
-    return shlex.join(["--trackers", ",".join(trackers), "--tracker-dir", f"{STUDY}/tracking",
-                       "--tracker-group", group, "--tracker-project", config["train"]["tracker_project"]])
+    return shlex.join(["--trackers", TRAIN_OPTIONS.trackers, "--tracker-dir", f"{STUDY}/tracking",
+                       "--tracker-group", group, "--tracker-project", TRAIN_OPTIONS.tracker_project])
 
 
 def train_walltime(wildcards):
@@ -500,7 +510,7 @@ def walltime_minutes(walltime):
 
 def training_jobs(family, rows):
     """(backbone, nodes, estimated seconds) of every training job of the plan's `rows`."""
-    if config["train"]["schedule"] == "wsd":
+    if TRAIN_OPTIONS.schedule == "wsd":
         return wsd_training_jobs(family, rows)  # rules/wsd_common.smk
     return [(r["backbone"], backbone_nodes(r["backbone"]), run_estimate_s(r, backbone_nodes(r["backbone"])))
             for r in rows.values()]

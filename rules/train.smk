@@ -12,9 +12,6 @@
 # and how it runs (launcher, nodes, device, storage) are resources, so moving a study
 # to the cluster or changing its node count retrains nothing.
 
-from prism.isoflop.runs.launch import run_args
-
-
 include: "training.smk"
 
 
@@ -27,13 +24,11 @@ rule train:
         logfile("train", "{family}", "{run_id}"),
     params:
         # The run's `prism train` flags from its plan row (the same mapping `prism isoflop launch` uses).
-        run=lambda wildcards, input: run_args(
-            plan_row(wildcards), data=input.data, out=f"{STUDY}/{wildcards.family}/runs/{wildcards.run_id}",
-            calibration=input.calibration, seed=config["train"]["seed"], schedule=config["train"]["schedule"],
-            warmup=WARMUP, eval_samples=config["train"]["eval_samples"],
-            final_eval_samples=config["train"]["final_eval_samples"]),
+        run=lambda wildcards, input: training_args(
+            plan_row(wildcards), input.data, f"{STUDY}/{wildcards.family}/runs/{wildcards.run_id}",
+            input.calibration, warmup=WARMUP),
         body=lambda wildcards: f"{STUDY}/{wildcards.family}/runs/{wildcards.run_id}/launch.sh",
-    threads: config["train"]["threads"]
+    threads: TRAIN_OPTIONS.threads
     # Longest runs first (steps stand in for time): the study ends sooner than when the
     # longest run happens to start last.
     priority: train_priority

@@ -55,8 +55,8 @@ rule wsd_segment:
         regime=traj_value("regime"),
         global_batch=traj_value("global_batch"),
         warmup=traj_value("warmup"),
-        seed=config["train"]["seed"],
-    threads: config["train"]["threads"]
+        seed=TRAIN_OPTIONS.seed,
+    threads: TRAIN_OPTIONS.threads
     priority: _segment_priority
     resources:
         **training_resources(retrain=segment_retrain),
@@ -81,8 +81,8 @@ rule wsd_branch:
         global_batch=row_value("global_batch"),
         warmup=lambda wildcards: wsd_run_trajectory(wildcards).warmup,
         cooldown_fraction=WSD_COOLDOWN,
-        seed=config["train"]["seed"],
-    threads: config["train"]["threads"]
+        seed=TRAIN_OPTIONS.seed,
+    threads: TRAIN_OPTIONS.threads
     priority: _branch_priority
     resources:
         **training_resources(retrain=train_retrain),

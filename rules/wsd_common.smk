@@ -1,9 +1,8 @@
 # Helpers of rules/wsd.smk (functions only; the rules are there).
 
-from prism.isoflop.runs.launch import run_args
 from prism.isoflop.design.trajectories import plan_trajectories
 
-WSD_COOLDOWN = float(config["train"]["cooldown_fraction"])
+WSD_COOLDOWN = TRAIN_OPTIONS.cooldown_fraction
 POINT_RE = r"[0-9]{8}"
 TRAJ_RE = r"[0-9a-z]+-[A-Z0-9]+-[a-z0-9_]+-B[0-9]+"
 
@@ -99,24 +98,19 @@ def segment_args(wildcards, input):
     if "start" in input.keys():
         init_from, init_step = point_origin(input.start)
         init = {"init_from": init_from, "init_step": init_step}
-    return run_args(row, data=input.data, out=segment_dir(wildcards.family, wildcards.traj, end),
-                    calibration=input.calibration, seed=config["train"]["seed"], schedule="wsd",
-                    cooldown_fraction=0.0, warmup=t.warmup, max_steps=end, checkpoint_at=str(end),
-                    # A segment's own final loss is one more point of the stable curve, not a result
-                    # the fit reads: the intermediate evaluations' sample count is enough for it.
-                    eval_samples=config["train"]["eval_samples"],
-                    final_eval_samples=config["train"]["eval_samples"], **init)
+    return training_args(row, input.data, segment_dir(wildcards.family, wildcards.traj, end), input.calibration,
+                         cooldown_fraction=0.0, warmup=t.warmup, max_steps=end, checkpoint_at=str(end),
+                         # A segment's own final loss is one more point of the stable curve, not a result
+                         # the fit reads: the intermediate evaluations' sample count is enough for it.
+                         final_eval_samples=TRAIN_OPTIONS.eval_samples, **init)
 
 
 def branch_args(wildcards, input):
     """The branch's `prism train` flags: its plan row as a wsd run, from the point at its cooldown start."""
     t = wsd_run_trajectory(wildcards)
     init_from, init_step = point_origin(input.start)
-    return run_args(plan_row(wildcards), data=input.data, out=f"{STUDY}/{wildcards.family}/runs/{wildcards.run_id}",
-                    calibration=input.calibration, seed=config["train"]["seed"], schedule="wsd",
-                    cooldown_fraction=WSD_COOLDOWN, warmup=t.warmup, init_from=init_from, init_step=init_step,
-                    eval_samples=config["train"]["eval_samples"],
-                    final_eval_samples=config["train"]["final_eval_samples"])
+    return training_args(plan_row(wildcards), input.data, f"{STUDY}/{wildcards.family}/runs/{wildcards.run_id}",
+                         input.calibration, warmup=t.warmup, init_from=init_from, init_step=init_step)
 
 
 def start_input(point):

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import os
 
+from prism.data.index import EVAL_FRACTION, MAX_BAD_FRACTION
 from prism.families import FAMILIES
 
 
@@ -32,14 +33,15 @@ def register(verbs: argparse._SubParsersAction) -> None:
     p.add_argument(
         "--eval-fraction",
         type=float,
-        default=0.05,
-        help="share of the keys held out, by key hash, when DIR has no train/ and eval/ folders",
+        default=EVAL_FRACTION,
+        help=f"share of the keys held out, by key hash, when DIR has no train/ and eval/ folders "
+        f"(default {EVAL_FRACTION})",
     )
     p.add_argument(
         "--max-bad-fraction",
         type=float,
-        default=0.01,
-        help="refuse when more than this share of the samples is bad (default 0.01)",
+        default=MAX_BAD_FRACTION,
+        help=f"refuse when more than this share of the samples is bad (default {MAX_BAD_FRACTION})",
     )
     p.add_argument("--overwrite", action="store_true", help="replace an existing index directory")
     p.add_argument(

@@ -8,7 +8,7 @@ from prism.isoflop.design.calibrate import CalibrateOptions
 from prism.isoflop.design.plan import PlanOptions
 from prism.isoflop.present.options import PlotOptions
 from prism.isoflop.runs.collect import CollectOptions
-from prism.options import add_arguments, from_namespace
+from prism.options import add_arguments, from_namespace, validate
 from prism.train.schedule import COOLDOWN_FRACTION
 
 
@@ -215,8 +215,8 @@ def _plan(args: argparse.Namespace) -> int:
 
 
 def _register_launch(verbs: argparse._SubParsersAction) -> None:
-    from prism.launch import LAUNCHERS, STORAGES
-    from prism.train.config import STRATEGIES
+    from prism.launch import LAUNCHERS
+    from prism.train.options import TrainOptions
 
     p = verbs.add_parser(
         "launch",
@@ -237,16 +237,15 @@ def _register_launch(verbs: argparse._SubParsersAction) -> None:
     p.add_argument("--calibration-dir", help="calibration JSONs (default: the plan's calibration_dir)")
     p.add_argument("--nodes", type=int, default=1, help="nodes per job (aurora; default: 1)")
     p.add_argument("--procs-per-node", type=int, help="processes per node (torchrun, aurora)")
-    p.add_argument("--storage", default="local", choices=STORAGES, help="aurora: where shards are read")
-    p.add_argument("--strategy", default="none", choices=STRATEGIES, help="parallel strategy (default: none)")
-    p.add_argument("--device", default="auto", help="auto|cpu|cuda|xpu (default: auto)")
-    p.add_argument("--seed", type=int, default=0, help="seed of every run (default: 0)")
+    # The runs' shared settings are `prism train`'s (the config's `train:` section), with its defaults.
+    add_arguments(p, TrainOptions, ("seed", "device", "strategy", "storage"))
     p.add_argument("--dry-run", action="store_true", help="print each command or job body; run and write nothing")
     p.set_defaults(func=_launch)
 
 
 def _launch(args: argparse.Namespace) -> int:
     from prism.isoflop.runs.launch import launch_plan
+    from prism.train.options import TrainOptions
 
     results = launch_plan(
         args.plan,
@@ -258,10 +257,9 @@ def _launch(args: argparse.Namespace) -> int:
         dry_run=args.dry_run,
         nodes=args.nodes,
         procs_per_node=args.procs_per_node,
-        storage=args.storage,
-        strategy=args.strategy,
-        device=args.device,
-        seed=args.seed,
+        options=validate(
+            TrainOptions(seed=args.seed, device=args.device, strategy=args.strategy, storage=args.storage)
+        ),
     )
     failed = [r["run_id"] for r in results if r["state"] in ("failed", "submit-failed")]
     return 1 if failed else 0

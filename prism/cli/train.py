@@ -2,7 +2,8 @@
 
 The flags are generated from `prism.train.config.RunConfig`, so a run config file
 (`--config RUN.yaml`) and the command line say the same things; flags given here
-override the file.
+override the file. The settings a study's runs share (seed, schedule, evaluation, device,
+launcher, ...) are defined once, in `prism.train.options.TrainOptions`.
 """
 
 from __future__ import annotations
@@ -47,8 +48,9 @@ def _type(field: dataclasses.Field):
 
 def configure(parser: argparse.ArgumentParser) -> None:
     """`prism train` is a group without verbs: its flags live on the group's parser."""
-    from prism.launch import LAUNCHERS, STORAGES
+    from prism.options import add_arguments
     from prism.train.config import RunConfig
+    from prism.train.options import LAUNCH_SETTINGS, TrainOptions
 
     parser.description = (
         "Train one run to a FLOP budget; rerunning the same command resumes from the last "
@@ -65,15 +67,10 @@ def configure(parser: argparse.ArgumentParser) -> None:
             choices=meta.get("choices"),
             metavar=meta.get("metavar"),
             default=None,
-            help=(meta.get("help") or "") + default,
+            help=((meta.get("help") or "") + default).replace("%", "%%"),
         )
     launch = parser.add_argument_group("launching (not part of the run config)")
-    launch.add_argument(
-        "--launcher",
-        choices=LAUNCHERS,
-        default="local",
-        help="local: train here; torchrun: re-run under torchrun on this node; aurora: PBS job body (with --dry-run)",
-    )
+    add_arguments(launch, TrainOptions, LAUNCH_SETTINGS)
     launch.add_argument("--nodes", type=int, default=1, metavar="N", help="nodes (aurora)")
     launch.add_argument(
         "--procs-per-node",
@@ -81,12 +78,6 @@ def configure(parser: argparse.ArgumentParser) -> None:
         default=None,
         metavar="N",
         help="processes per node (torchrun default auto; aurora default 12)",
-    )
-    launch.add_argument(
-        "--storage",
-        choices=STORAGES,
-        default="local",
-        help="where the data lives on the cluster (daos mounts it with dfuse)",
     )
     launch.add_argument("--dry-run", action="store_true", help="print the exact command or job body and exit")
     launch.add_argument(

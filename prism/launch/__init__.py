@@ -19,9 +19,7 @@ from prism.launch.command import train_args
 from prism.launch.local import render_local
 from prism.launch.torchrun import render_torchrun, torchrun_args
 from prism.train.config import RunConfig
-
-LAUNCHERS = ("local", "torchrun", "aurora")
-STORAGES = ("local", "lustre", "daos")
+from prism.train.options import LAUNCHERS, STORAGES
 
 
 def _check(launcher: str, nodes: int, procs_per_node: int | None, storage: str = "local") -> None:

@@ -84,7 +84,7 @@ def _validate_preset(p: Preset, path: Path) -> None:
 def _validate_design(d: Design, path: Path) -> None:
     from prism.launch import LAUNCHERS
     from prism.model.config import REGIMES, check_backbone, check_variant
-    from prism.train.config import DEVICES, STRATEGIES
+    from prism.train.options import DEVICES, STRATEGIES
 
     where = f"(design {d.name} in {path})"
     check_backbone(d.backbone, where)

@@ -25,10 +25,9 @@ from prism.errors import PrismError, check_name
 from prism.families import FAMILIES
 from prism.ids import run_id
 from prism.model.config import REGIMES, check_backbone, check_variant
-from prism.train.schedule import COOLDOWN_FRACTION, COOLDOWN_SHAPES, SCHEDULES
+from prism.train.options import TrainOptions
+from prism.train.schedule import COOLDOWN_SHAPES
 
-STRATEGIES = ("none", "ddp", "fsdp", "hsdp")
-DEVICES = ("auto", "cpu", "cuda", "xpu")
 COMPILE_MODES = ("none", "static", "dynamic")
 LAYOUTS = ("padded", "packed")
 
@@ -71,6 +70,12 @@ def _f(
     return field(default=default, metadata=meta)
 
 
+def _shared(name: str) -> Any:
+    """A setting every run of a study shares: its default and help are `TrainOptions`' (defined once)."""
+    option = TrainOptions.__dataclass_fields__[name]
+    return field(default=option.default, metadata={**option.metadata, "required": False})
+
+
 @dataclass
 class RunConfig:
     """One training run. `None` means "derive it" (see the field's help)."""
@@ -82,11 +87,11 @@ class RunConfig:
     budget: float = _f(help="training FLOPs (forward+backward), e.g. 3e11", metavar="C", required=True)
     data: str = _f(help="shard directory made by `prism data build`", metavar="DIR", required=True)
     out: str = _f(help="run directory (created; a rerun resumes from its checkpoints)", metavar="RUNDIR", required=True)
-    strategy: str = _f("none", "parallel strategy", STRATEGIES)
+    strategy: str = _shared("strategy")
     replicate: int | None = _f(None, "hsdp: replicas (default world size / shard)", metavar="N")
     shard: int | None = _f(None, "hsdp: shards per replica (default processes per node)", metavar="N")
-    seed: int = _f(0, "seed of the initialisation and of the data order", metavar="S")
-    device: str = _f("auto", "device (auto: cuda, then xpu, then cpu)", DEVICES)
+    seed: int = _shared("seed")
+    device: str = _shared("device")
     compile: str = _f("none", "torch.compile the blocks (for GPUs; loses on short CPU runs)", COMPILE_MODES)
     grad_checkpoint: int = _f(0, "activation checkpointing on every K-th block (0: off)", metavar="K")
     global_batch: int = _f(32, "samples per optimizer step, over all ranks", metavar="B")
@@ -106,13 +111,9 @@ class RunConfig:
         metavar="N",
     )
     lr: float | None = _f(None, "peak learning rate (default: width-scaled, see prism.train.schedule)", metavar="LR")
-    warmup: int | None = _f(None, "warm-up steps (default: 5%% of the steps, at least 1)", metavar="N")
-    schedule: str = _f(
-        "cosine",
-        "learning-rate schedule after the warm-up: cosine decay to 10%%, or wsd (constant, then a cooldown)",
-        SCHEDULES,
-    )
-    cooldown_fraction: float = _f(COOLDOWN_FRACTION, "wsd: share of the steps spent in the cooldown", metavar="F")
+    warmup: int | None = _f(None, "warm-up steps (default: 5% of the steps, at least 1)", metavar="N")
+    schedule: str = _shared("schedule")
+    cooldown_fraction: float = _shared("cooldown_fraction")
     cooldown_shape: str = _f(
         "sqrt", "wsd: cooldown shape, 1-sqrt or linear in the cooldown's progress", COOLDOWN_SHAPES
     )
@@ -121,12 +122,8 @@ class RunConfig:
         "evaluate every K steps (default: about 10 evaluations a run); always at step 0 and at the end",
         metavar="K",
     )
-    eval_samples: int = _f(256, "held-out samples of each evaluation during the run (a fixed subset)", metavar="N")
-    final_eval_samples: int | None = _f(
-        None,
-        "held-out samples of the final evaluation, the run's loss (default: the whole held-out split)",
-        metavar="N",
-    )
+    eval_samples: int = _shared("eval_samples")
+    final_eval_samples: int | None = _shared("final_eval_samples")
     checkpoint_every: int | None = _f(None, "checkpoint every K steps (default: about 10 a run)", metavar="K")
     checkpoint_at: str | None = _f(
         None,
@@ -142,13 +139,8 @@ class RunConfig:
     )
     init_step: int | None = _f(None, "the step of --init-from's checkpoint (default: its newest)", metavar="S")
     log_every: int = _f(10, "write a perf.jsonl row every K steps (and at steps 1 and last)", metavar="K")
-    threads: int | None = _f(None, "CPU threads per process (default: cores / processes on the node)", metavar="N")
-    trackers: str | None = _f(
-        None,
-        "also log scalars and the config to these trackers: tensorboard, wandb "
-        "(comma-separated; W&B offline unless WANDB_MODE says otherwise)",
-        metavar="T1,T2",
-    )
+    threads: int | None = _shared("threads")
+    trackers: str | None = _shared("trackers")
     tracker_dir: str | None = _f(
         None, "trackers' root: DIR/tensorboard/GROUP/NAME/, DIR/wandb/ (default: RUNDIR/tracking)", metavar="DIR"
     )
@@ -157,7 +149,7 @@ class RunConfig:
         "trackers' group of this run (default: FAMILY-REGIME; the workflow's is STUDY-FAMILY-REGIME)",
         metavar="NAME",
     )
-    tracker_project: str | None = _f(None, "W&B project (default: prism)", metavar="NAME")
+    tracker_project: str | None = _shared("tracker_project")
 
     def __post_init__(self) -> None:
         self.validate()

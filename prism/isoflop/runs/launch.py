@@ -29,6 +29,7 @@ from prism.isoflop.design.trajectories import DEFAULT_MIN_STEPS, plan_warmup
 from prism.launch import render
 from prism.launch.command import train_args
 from prism.train.config import RunConfig
+from prism.train.options import TrainOptions
 
 LEDGER_COLUMNS = ("time", "run_id", "launcher", "job_id", "state", "detail")
 # What a plan row fixes about its run; everything else is a setting of the study.
@@ -99,14 +100,16 @@ def launch_plan(
     dry_run: bool = False,
     nodes: int = 1,
     procs_per_node: int | None = None,
-    storage: str = "local",
-    strategy: str = "none",
-    device: str = "auto",
-    seed: int = 0,
+    options: TrainOptions | None = None,
     qsub: str = "qsub",
     echo=print,
 ) -> list[dict]:
-    """Launch every unfinished run of the plan; returns one dict per run (run_id, state, job_id, command)."""
+    """Launch every unfinished run of the plan; returns one dict per run (run_id, state, job_id, command).
+
+    Of `options` (the runs' shared settings; none: their defaults) it takes the seed, device, strategy
+    and storage.
+    """
+    options = options or TrainOptions()
     plan_path = Path(plan)
     content = _read_plan(plan_path)
     runs_root = Path(runs_dir) if runs_dir else plan_path.parent / "runs"
@@ -124,14 +127,14 @@ def launch_plan(
                     data,
                     out,
                     calibration_dir=str(cal) if cal else None,
-                    strategy=strategy,
-                    device=device,
-                    seed=seed,
+                    strategy=options.strategy,
+                    device=options.device,
+                    seed=options.seed,
                     warmup=warmup,
                 )
             except PrismError as err:
                 raise PrismError(f"{plan_path}: {err}") from None
-            command = render(launcher, cfg, nodes=nodes, procs_per_node=procs_per_node, storage=storage)
+            command = render(launcher, cfg, nodes=nodes, procs_per_node=procs_per_node, storage=options.storage)
             if (out / "metrics.json").exists():
                 results.append({"run_id": run_id, "state": "finished", "job_id": "", "command": command})
                 echo(f"# {run_id}: finished ({out / 'metrics.json'} exists), skipped")
