@@ -121,11 +121,20 @@ def check_same_run(run_dir: Path, config: Any) -> None:
     if not path.is_file():
         return
     diff = config.result_mismatch(RunConfig.from_yaml(path))
-    if diff:
+    if not diff:
+        return
+    record = runfiles.read_json(record_path(run_dir)) or {}
+    if isinstance(record, dict) and record.get("settings") == json_safe(settings_of(config)):
+        # final/ finished exactly this run: config.yaml, a record, was edited after it (by hand).
         raise PrismError(
-            f"{run_dir} holds a different run ({'; '.join(diff)}); nothing was changed there. "
-            "Use another --out, or delete the directory to start over"
+            f"{path} says another run ({'; '.join(diff)}) than {record_path(run_dir)}, which finished "
+            "with these settings: the record was edited; put it back as it was and rerun (the run is "
+            "restored from final/, nothing retrained), or delete the directory to train it again"
         )
+    raise PrismError(
+        f"{run_dir} holds a different run ({'; '.join(diff)}); nothing was changed there. "
+        "Use another --out, or delete the directory to start over"
+    )
 
 
 def settings_of(config: Any) -> dict[str, Any]:

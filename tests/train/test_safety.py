@@ -59,6 +59,21 @@ def test_a_refused_rerun_leaves_a_finished_run_intact_and_an_unchanged_one_is_re
     assert other.returncode == 2 and snapshot(finished) == before
 
 
+def test_a_hand_edited_config_yaml_of_a_finished_run_is_named_and_put_back_restores_it(train, finished):
+    before = snapshot(finished)
+    config = finished / "config.yaml"
+    original = config.read_text()
+    config.write_text(original.replace("seed: 0", "seed: 7", 1))
+    (finished / "metrics.json").unlink()  # Snakemake removes the output before the job runs
+    refused = train(finished, *SHORT)
+    assert refused.returncode == 2 and len(refused.stderr.strip().splitlines()) == 1, refused.stderr
+    assert f"{config} says another run (seed: 7 -> 0) than " in refused.stderr and "put it back" in refused.stderr
+    config.write_text(original)
+    again = train(finished, *SHORT)
+    assert again.returncode == 0 and "restored" in again.stderr and "step 1/" not in again.stderr
+    assert snapshot(finished) == before
+
+
 def test_an_explicit_retrain_trains_from_scratch(train, finished):
     first = metrics(finished)
     (finished / "metrics.json").unlink()
