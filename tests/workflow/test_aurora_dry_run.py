@@ -12,7 +12,7 @@ TarWriter, indexes them with `prism data index`, and then appends to the manifes
 entries for shards that were never written (`never-written-NNNNN.tar`, 10,000 samples each, no
 sha256), up to that size. A dry run reads only the manifest's counts, so it plans on that size;
 `prism data verify` refuses the index (asserted below), and so would every training job, which
-opens the shards it lists. No rule accepts it as data.
+opens the shards it lists: only the plan, which reads the counts, takes it.
 """
 
 from __future__ import annotations
