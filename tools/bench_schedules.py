@@ -32,7 +32,16 @@ import sys
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
+import yaml
+
+from prism.isoflop.design.trajectories import plan_warmup
+from prism.options import from_mapping
+from prism.train.options import TrainOptions
+
 SCHEDULES = ("cosine", "wsd")
+# The default study's settings, which these runs repeat (read, not copied: they follow config.yaml).
+CONFIG = yaml.safe_load((Path(__file__).resolve().parents[1] / "config" / "config.yaml").read_text())
+STUDY_TRAIN = from_mapping(TrainOptions, CONFIG["train"], "config/config.yaml train")
 
 
 def run_dir(out: Path, cell: str, schedule: str, seed: int, warmup: int | None = None, lr_scale: float = 1.0) -> Path:
@@ -83,9 +92,8 @@ def train(args: argparse.Namespace, cell: str, schedule: str, seed: int) -> dict
         "--seed",
         str(seed),
         "--eval-samples",
-        "64",
-        "--final-eval-samples",
-        str(args.final_eval_samples),
+        str(args.eval_samples),
+        *(["--final-eval-samples", str(args.final_eval_samples)] if args.final_eval_samples else []),
     ]
     if calibration.exists():  # else `prism train` counts the FLOPs per sample itself
         cmd += ["--calibration", str(calibration)]
@@ -131,12 +139,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--family", default="text_image")
     parser.add_argument("--cells", required=True, help="comma-separated BACKBONE@BUDGET, e.g. 20k@1.2e12")
     parser.add_argument("--seeds", default="0,1,2")
-    parser.add_argument("--global-batch", type=int, default=32)
+    parser.add_argument(
+        "--global-batch", type=int, default=CONFIG["plan"]["global_batch"], help="default: the default study's"
+    )
     parser.add_argument(
         "--warmup",
         type=int,
-        default=50,
-        help="warm-up steps of both schedules (default 50: the default study's, half its min_steps)",
+        default=plan_warmup(CONFIG["plan"]["min_steps"]),
+        help="warm-up steps of both schedules (default: the default study's, half its min_steps)",
     )
     parser.add_argument(
         "--cosine-warmup",
@@ -150,7 +160,12 @@ def main(argv: list[str] | None = None) -> int:
         default=1.0,
         help="both schedules at this multiple of the study's peak learning rate (is a gap the rate's?)",
     )
-    parser.add_argument("--final-eval-samples", type=int, default=2048)
+    parser.add_argument(
+        "--eval-samples", type=int, default=STUDY_TRAIN.eval_samples, help="default: the default study's"
+    )
+    parser.add_argument(
+        "--final-eval-samples", type=int, default=STUDY_TRAIN.final_eval_samples, help="default: the default study's"
+    )
     parser.add_argument("--jobs", type=int, default=2, help="runs side by side (one thread each)")
     parser.add_argument("--out", type=Path, default=Path("schedules-bench"))
     args = parser.parse_args(argv)
