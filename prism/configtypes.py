@@ -15,9 +15,12 @@ goes (`snakemake fit_F train.seed=1`).
 
 from __future__ import annotations
 
+import json
 import re
 from pathlib import Path
 from typing import Any
+
+import yaml
 
 _BOOLEANS = {"true": True, "false": False}
 _NULLS = ("null", "~")
@@ -92,7 +95,6 @@ def coerce(value: Any, schema: dict, root: dict | None = None) -> Any:
 
 def typed(config: dict, schema_path: str | Path) -> dict:
     """The config with its command-line text typed by the schema file (YAML) at `schema_path`."""
-    import yaml
 
     schema = yaml.safe_load(Path(schema_path).read_text())
     return coerce(config, schema)
@@ -109,7 +111,6 @@ def _where(path) -> str:
 
 
 def _shown(value: Any, limit: int = 60) -> str:
-    import json
 
     text = json.dumps(value, default=str)
     return text if len(text) <= limit else text[: limit - 3] + "..."
@@ -173,8 +174,8 @@ def _allowed(schema: dict, root: dict) -> str:
 def problem(config: dict, schema: dict) -> str | None:
     """The config's first disagreement with `schema` as one line naming the key, the value and what is
     allowed (None: valid), then how many more there are."""
-    from jsonschema import Draft202012Validator
-    from jsonschema.exceptions import best_match
+    from jsonschema import Draft202012Validator  # noqa: PLC0415 lazy: jsonschema
+    from jsonschema.exceptions import best_match  # noqa: PLC0415 lazy: jsonschema
 
     errors = list(Draft202012Validator(schema).iter_errors(config))
     if not errors:
@@ -201,7 +202,6 @@ def problem(config: dict, schema: dict) -> str | None:
 
 def check(config: dict, schema_path: str | Path) -> None:
     """Stop with one line (SystemExit: Snakemake prints it alone and exits 1) when the config breaks the schema."""
-    import yaml
 
     line = problem(config, yaml.safe_load(Path(schema_path).read_text()))
     if line:
@@ -234,7 +234,7 @@ def override_as_target(targets: list[str]) -> str | None:
 def command_line_targets(argv: list[str]) -> list[str]:
     """The targets of a `snakemake` command line, as Snakemake's own parser reads them ([] when it cannot)."""
     try:
-        from snakemake.cli import get_argument_parser
+        from snakemake.cli import get_argument_parser  # noqa: PLC0415 lazy: snakemake
 
         args, _ = get_argument_parser().parse_known_args(argv)
     except (SystemExit, Exception):  # never stop a workflow over reading its command line (argparse exits)

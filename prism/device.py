@@ -6,6 +6,10 @@ code path is CUDA-only.
 
 from __future__ import annotations
 
+import os
+import platform
+import resource
+
 import torch
 
 from prism.errors import PrismError
@@ -61,8 +65,6 @@ def max_memory_allocated(device: torch.device | str) -> int | None:
     if mod is not None:
         return int(mod.max_memory_allocated(torch.device(device)))
     if torch.device(device).type == "cpu":
-        import resource
-
         return int(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss) * 1024  # Linux reports KiB
     return None
 
@@ -80,8 +82,6 @@ def memory_capacity(device: torch.device | str) -> int | None:
     if mod is not None:
         return int(mod.get_device_properties(device).total_memory)
     if device.type == "cpu":
-        import os
-
         try:
             return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
         except (ValueError, OSError):
@@ -103,7 +103,6 @@ def device_name(device: torch.device | str) -> str:
                         return line.split(":", 1)[1].strip()
         except OSError:
             pass
-        import platform
 
         return platform.processor() or "cpu"
     return device.type

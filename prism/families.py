@@ -9,6 +9,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from prism.errors import unknown_name
+
 
 @dataclass(frozen=True)
 class FamilySpec:
@@ -56,7 +58,6 @@ STUDY_FAMILIES: tuple[str, ...] = ("text_image", "text_ts", "text_graph")
 
 
 def family_spec(name: str) -> FamilySpec:
-    from prism.errors import unknown_name
 
     try:
         return FAMILIES[name]

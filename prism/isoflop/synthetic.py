@@ -8,6 +8,7 @@ on a wrong prior), with optional Gaussian loss noise.
 
 from __future__ import annotations
 
+import csv
 from collections.abc import Callable
 
 import numpy as np
@@ -68,7 +69,6 @@ def undertrained_study(
 
 def write_csv(records: list[RunRecord], path, status: dict[str, str] | None = None) -> None:
     """A runs CSV as `prism isoflop collect` writes (the columns the fit reads, plus status)."""
-    import csv
 
     with open(path, "w", newline="") as fh:
         w = csv.writer(fh)

@@ -9,16 +9,21 @@ The planner divides budgets by `flops_per_sample`; `prism.calibration` reads the
 
 from __future__ import annotations
 
+import json
 import platform
 import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from prism.atomic import write_json_atomic
 from prism.calibration import CALIBRATION_VERSION, calibration_filename
 from prism.errors import PrismError
+from prism.families import family_spec
+from prism.model.config import backbone_config, backbone_shape, projector_variant, regime_parts
 from prism.options import option
 from prism.progress import progress
+from prism.train.schedule import build_optimizer
 
 
 @dataclass(frozen=True)
@@ -39,7 +44,6 @@ def speed_filename(family: str, backbone: str, variant: str, regime: str) -> str
 
 def load_speed(calibration_dir: str | Path, family: str, backbone: str, variant: str, regime: str) -> dict | None:
     """The speed record (`samples_per_s`, device, host) when it exists and is readable; None otherwise."""
-    import json
 
     path = Path(calibration_dir) / speed_filename(family, backbone, variant, regime)
     try:
@@ -50,8 +54,6 @@ def load_speed(calibration_dir: str | Path, family: str, backbone: str, variant:
 
 
 def _validate(family: str, backbone: str, variant: str, regime: str) -> None:
-    from prism.families import family_spec
-    from prism.model.config import backbone_config, projector_variant, regime_parts
 
     backbone_config(backbone), projector_variant(variant), family_spec(family), regime_parts(regime)
 
@@ -74,12 +76,11 @@ def calibrate(
     thread per process avoids OpenMP oversubscription, which is many times slower).
     """
     _validate(family, backbone, variant, regime)
-    import torch
+    import torch  # noqa: PLC0415 lazy: torch
 
-    from prism.device import device_name, resolve_device
-    from prism.model.accounting import count_training_flops, input_embedding_params, param_counts
-    from prism.model.config import backbone_shape
-    from prism.model.prism import build_model
+    from prism.device import device_name, resolve_device  # noqa: PLC0415 lazy: torch
+    from prism.model.accounting import count_training_flops, input_embedding_params, param_counts  # noqa: PLC0415 lazy: torch
+    from prism.model.prism import build_model  # noqa: PLC0415 lazy: torch
 
     dev = resolve_device(device)
     model = build_model(family, backbone, variant, regime, device="meta")
@@ -141,7 +142,7 @@ def calibrate(
 
 def _available_bytes(device) -> int | None:
     """Memory we may use: MemAvailable on cpu (the host is shared), device capacity otherwise."""
-    from prism.device import memory_capacity
+    from prism.device import memory_capacity  # noqa: PLC0415 lazy: torch
 
     if device.type == "cpu":
         try:
@@ -185,12 +186,11 @@ def measure_training_throughput(
     Refuses up front (PrismError) when weights, gradients and Adam state alone
     would not fit, rather than thrashing or dying of OOM half-way.
     """
-    import torch
+    import torch  # noqa: PLC0415 lazy: torch
 
-    from prism.device import max_memory_allocated, reset_peak_memory, synchronize
-    from prism.model.accounting import example_batch
-    from prism.model.prism import build_model
-    from prism.train.schedule import build_optimizer
+    from prism.device import max_memory_allocated, reset_peak_memory, synchronize  # noqa: PLC0415 lazy: torch
+    from prism.model.accounting import example_batch  # noqa: PLC0415 lazy: torch
+    from prism.model.prism import build_model  # noqa: PLC0415 lazy: torch
 
     if batch_size < 1 or steps < 1 or (threads is not None and threads < 1):
         raise PrismError(f"--batch-size ({batch_size}), --steps ({steps}) and --threads ({threads}) must be at least 1")
@@ -244,7 +244,6 @@ def run_calibrate(
 ) -> Path:
     """Calibrate (`options` as for `calibrate`) and write the JSON atomically to `out`,
     or to its canonical name in `calibration_dir`."""
-    from prism.atomic import write_json_atomic
 
     if (calibration_dir is None) == (out is None):
         raise PrismError("give exactly one of --calibration-dir DIR or --out FILE")

@@ -39,6 +39,7 @@ import numpy as np
 
 from prism.ids import format_budget
 from prism.isoflop.fit import approach2, diagnostics
+from prism.isoflop.fit.result import FitResult
 from prism.isoflop.records import CI_LEVEL, Surface
 
 DEFAULT_SIMULATIONS = 200
@@ -336,7 +337,6 @@ class Prior:
 
 def prior_from_fit(fit, source: str = "previous fit") -> Prior | None:
     """A FitResult (or its JSON) as the next round's prior; None when it determined nothing."""
-    from prism.isoflop.fit.result import FitResult
 
     fit = fit if isinstance(fit, FitResult) else FitResult.from_json(fit)
     if not fit.verdict.identifiable:

@@ -9,6 +9,8 @@ Pure functions of the plan dict (`make_plan`'s result, plan.yaml's content).
 
 from __future__ import annotations
 
+from prism.ids import format_budget
+
 ALLOW_KEY = "plan.allow_undetermined"
 
 
@@ -23,8 +25,8 @@ def plan_problems(plan: dict) -> list[str]:
 
 def undetermined_text(fc: dict) -> str:
     """The forecast's verdict in a clause: how wide the interval is expected, and which budgets to change."""
-    from prism.isoflop.design.forecast import MIN_ACCEPT_RATE
-    from prism.isoflop.fit.diagnostics import MAX_CI_WIDTH, MIN_BUDGETS, MIN_SPREAD_DECADES
+    from prism.isoflop.design.forecast import MIN_ACCEPT_RATE  # noqa: PLC0415 lazy: numpy
+    from prism.isoflop.fit.diagnostics import MAX_CI_WIDTH, MIN_BUDGETS, MIN_SPREAD_DECADES  # noqa: PLC0415 lazy: numpy
 
     level = int(100 * fc.get("ci_level", 0.8))
     width = fc.get("a_ci_width")
@@ -56,7 +58,6 @@ def undetermined_text(fc: dict) -> str:
 
 
 def _budgets(budgets: list[float]) -> str:
-    from prism.ids import format_budget
 
     return ", ".join(format_budget(b) for b in budgets)
 
@@ -75,7 +76,7 @@ def plan_stop(plan: dict) -> str | None:
 
 def plan_summary(plan: dict) -> str:
     """Runs, FLOPs, time here, node-hours and the forecast's verdict of a plan, in one line."""
-    from prism.isoflop.design.plan import hours_text
+    from prism.isoflop.design.plan import hours_text  # noqa: PLC0415 cycle: plan imports gate
 
     runs = plan.get("runs") or []
     n_budgets = len(plan.get("budgets") or []) + len(plan.get("refused") or [])

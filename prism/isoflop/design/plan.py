@@ -32,14 +32,19 @@ import math
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
+import yaml
+
+from prism.atomic import write_text_atomic
 from prism.calibration import load_calibration
 from prism.data.volume import MAX_EPOCHS, epochs_refusal, train_samples
 from prism.errors import PrismError
+from prism.families import family_spec
 from prism.ids import format_budget, run_id
+from prism.isoflop.design.calibrate import load_speed
 from prism.isoflop.design.trajectories import DEFAULT_COOLDOWN_FRACTION, DEFAULT_MIN_STEPS, saving_text, schedule_costs
 from prism.isoflop.records import PlanRow, Surface
-from prism.model.config import backbone_shape
-from prism.options import option
+from prism.model.config import backbone_shape, check_backbone, check_variant
+from prism.options import option, validate
 
 # Prior centre: N_opt = k C^a. a = 0.5 (Chinchilla); k = 0.1 puts N_opt at
 # ~1e5 trainable parameters for 1e12 FLOPs (this project's CPU ladder) and ~7e10
@@ -337,8 +342,6 @@ def candidates_from_calibration(
     command that makes it). Otherwise: every calibration the dir holds for
     family x regime, narrowed by whichever list was given.
     """
-    from prism.isoflop.design.calibrate import load_speed
-    from prism.model.config import check_backbone, check_variant
 
     # A name that is no size or variant (a typo, 60K for 60k) is refused, never silently left out.
     for name in backbones or []:
@@ -409,8 +412,6 @@ def find_centre(
             )
         return centre
     if out is not None and out.is_file():
-        import yaml
-
         try:
             old = yaml.safe_load(out.read_text()) or {}
             c = old["centre"]
@@ -466,7 +467,7 @@ def _centre_from_file(path: Path, regime: str) -> Centre | None:
         return Centre(float(data["a"]), float(data["k"]), f"{path}", _surface(data, path))
     if not isinstance(data, dict) or "diagnostics" not in data:
         raise PrismError(f"{path}: neither {{a, k}} nor a fit JSON from `prism isoflop fit`")
-    from prism.isoflop.design.forecast import prior_from_fit
+    from prism.isoflop.design.forecast import prior_from_fit  # noqa: PLC0415 lazy: numpy
 
     prior = prior_from_fit(data, f"previous fit {path}")
     if prior is None:
@@ -554,7 +555,7 @@ def rule_sizes(
 
     The workflow calls this to know the calibrations a study needs before any exists.
     """
-    from prism.isoflop.design.ladder import study_sizes
+    from prism.isoflop.design.ladder import study_sizes  # noqa: PLC0415 lazy: the CLI's parser imports this module
 
     if not options.sizes_per_budget:
         return {}
@@ -600,8 +601,6 @@ def plan_runs(
     `data` is the shard directory the runs train on: its training split's size gives each run's
     epochs (and the refusal above `options.max_epochs`).
     """
-    from prism.families import family_spec
-    from prism.options import validate
 
     family_spec(family)
     validate(options)
@@ -618,7 +617,7 @@ def plan_runs(
         family, budgets, options, regime=regime, variants=variants, out=out, scaling_study_dir=scaling_study_dir
     )
     if by_budget:
-        from prism.isoflop.design.ladder import union
+        from prism.isoflop.design.ladder import union  # noqa: PLC0415 lazy: the CLI's parser imports this module
 
         # A rule size is a candidate of the budgets that picked it; given backbones are candidates of all.
         given = list(backbones or [])
@@ -697,7 +696,7 @@ def make_plan(
     trajectories (`schedules`), not which runs the grid holds. `overrides` replace fields of
     `options` (e.g. `window=0.3`), for tests and scripts.
     """
-    from prism.isoflop.design import forecast as fc_mod
+    from prism.isoflop.design import forecast as fc_mod  # noqa: PLC0415 lazy: the CLI's parser imports this module
 
     options = replace(options or PlanOptions(), **overrides)
     study = plan_runs(
@@ -819,10 +818,7 @@ def run_plan(out: str | Path | None, dry_run: bool, **kwargs) -> str:
     line). A refused budget or an UNDETERMINED forecast raises PlanStopped before anything is
     written, unless `allow_undetermined`; a dry run says it would stop.
     """
-    import yaml
-
-    from prism.atomic import write_text_atomic
-    from prism.isoflop.design.gate import plan_stop, plan_summary
+    from prism.isoflop.design.gate import plan_stop, plan_summary  # noqa: PLC0415 lazy: the CLI's parser imports this module
 
     if not dry_run and not out:
         raise PrismError("--out PLAN.yaml is required unless --dry-run")

@@ -31,6 +31,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from prism.isoflop.fit.result import Approach2Summary, Band, Minimum
 from prism.isoflop.records import CI_LEVEL, BudgetFit, PowerLaw
 
 MIN_POINTS = 3
@@ -161,7 +162,7 @@ def reference_noise(params, loss, budget) -> tuple[float | None, int]:
 @functools.lru_cache(maxsize=256)
 def _chi_median_factor(dof: int) -> float:
     """median(s) / sigma for a residual std s with `dof` degrees of freedom (Gaussian noise)."""
-    from scipy import stats
+    from scipy import stats  # noqa: PLC0415 lazy: scipy
 
     return math.sqrt(stats.chi2.median(dof) / dof)
 
@@ -169,7 +170,7 @@ def _chi_median_factor(dof: int) -> float:
 def lack_of_fit_p(x: np.ndarray, y: np.ndarray, sigma: float | None, dof: int) -> float | None:
     """p of the parabola's misfit: its residual sum of squares beyond a quartic's, over 2 sigma^2,
     against F(2, dof). None with under WINDOW_MIN_SIZES sizes or no reference noise."""
-    from scipy import special
+    from scipy import special  # noqa: PLC0415 lazy: scipy
 
     if sigma is None or dof < 1 or len(np.unique(np.round(x, 12))) < WINDOW_MIN_SIZES:
         return None
@@ -189,7 +190,7 @@ def lack_of_fit_p(x: np.ndarray, y: np.ndarray, sigma: float | None, dof: int) -
 def runs_test(x: np.ndarray, resid: np.ndarray) -> tuple[str, float | None]:
     """The residuals' signs ordered by N, and the p of so few runs of one sign (Wald-Wolfowitz,
     normal approximation): long runs mean the curve bends away from the parabola."""
-    from scipy import special
+    from scipy import special  # noqa: PLC0415 lazy: scipy
 
     signs = "".join("+" if r > 0 else "-" for r in resid[np.argsort(x, kind="stable")])
     n_pos, n_neg = signs.count("+"), signs.count("-")
@@ -522,7 +523,7 @@ def line_fit(log_c, log_y, level: float = CI_LEVEL, within_var=None, within_dof:
     freedom. Over simulated studies this covers the true exponent at close to its nominal
     rate (tests/isoflop/fit/test_intervals.py); either estimate alone did not.
     """
-    from scipy import stats
+    from scipy import stats  # noqa: PLC0415 lazy: scipy
 
     x, y = np.asarray(log_c, float), np.asarray(log_y, float)
     m = len(x)
@@ -594,7 +595,6 @@ def summarize(res: Approach2Result, level: float = CI_LEVEL, noise: float | None
     with 5-7 runs a budget its resamples often hold 3 distinct sizes, and its intervals
     over-cover.
     """
-    from prism.isoflop.fit.result import Approach2Summary, Band, Minimum
 
     acc = res.accepted
     if res.n_law is None or res.d_law is None:
@@ -681,7 +681,7 @@ def summarize(res: Approach2Result, level: float = CI_LEVEL, noise: float | None
 def power_law_curvature(log_c, log_y) -> dict | None:
     """The quadratic term of log y in log C over the minima, with its t and two-sided p (m - 3
     degrees of freedom); None under 4 budgets."""
-    from scipy import stats
+    from scipy import stats  # noqa: PLC0415 lazy: scipy
 
     x, y = np.asarray(log_c, float), np.asarray(log_y, float)
     m = len(x)

@@ -68,7 +68,7 @@ def _one_blas_thread():
     """L-BFGS-B makes thousands of tiny BLAS calls; a multi-threaded BLAS spins on each of them
     (7x slower on 2 busy cores), so the optimisation runs with one BLAS thread."""
     try:
-        from threadpoolctl import threadpool_limits
+        from threadpoolctl import threadpool_limits  # noqa: PLC0415 lazy: threadpoolctl
     except ImportError:  # threadpoolctl comes with scikit-learn; without it, just slower
         return contextlib.nullcontext()
     return threadpool_limits(limits=1, user_api="blas")
@@ -81,7 +81,7 @@ def start_grid() -> np.ndarray:
 
 def predict_log_loss(theta: np.ndarray, log_n: np.ndarray, log_d: np.ndarray) -> np.ndarray:
     """log L for parameters theta (..., 5) at the points (log N, log D); broadcasts over leading axes."""
-    from scipy.special import logsumexp
+    from scipy.special import logsumexp  # noqa: PLC0415 lazy: scipy
 
     theta = np.asarray(theta, dtype=float)
     a, b, e, alpha, beta = (theta[..., i, None] for i in range(5))
@@ -150,7 +150,7 @@ AT_BOUND = 1e-6
 
 def _local(theta0, args, opts: Approach3Options) -> tuple[np.ndarray, float]:
     """L-BFGS-B (exponents >= 0) to tight tolerances, then a BFGS polish kept only inside the bounds."""
-    from scipy import optimize
+    from scipy import optimize  # noqa: PLC0415 lazy: scipy
 
     res = optimize.minimize(
         objective_and_grad,
@@ -269,7 +269,7 @@ def bootstrap_approach3(
 
 
 def _bootstrap_loop(log_n, log_d, log_l, counts, theta0, out, options) -> None:
-    from scipy import optimize
+    from scipy import optimize  # noqa: PLC0415 lazy: scipy
 
     for i in range(len(counts)):
         res = optimize.minimize(

@@ -34,12 +34,16 @@ The verdict's rules (thresholds are module constants, quoted in every reason str
 
 from __future__ import annotations
 
+import itertools
 import math
 
 import numpy as np
 
 from prism.ids import format_budget
+from prism.isoflop.fit.approach2 import LACK_OF_FIT_LEVEL, parabola, parabola_batch
+from prism.isoflop.fit.approach2 import _chi_median_factor as factor
 from prism.isoflop.fit.approach2 import budget_text as _bt
+from prism.isoflop.fit.result import BudgetDiagnostics, SizeOffset, Verdict
 from prism.isoflop.records import BudgetFit
 
 REL_NOISE = 0.01
@@ -79,14 +83,12 @@ def window_noise(f: BudgetFit) -> tuple[float | None, int]:
 
 def _chi_median_factor(dof: int) -> float:
     """median(s) / sigma for a residual std s with `dof` degrees of freedom (Gaussian noise)."""
-    from prism.isoflop.fit.approach2 import _chi_median_factor as factor
 
     return factor(dof)
 
 
 def misfits(f: BudgetFit) -> bool:
     """Whether lack of fit is still detected where this budget's parabola was fitted."""
-    from prism.isoflop.fit.approach2 import LACK_OF_FIT_LEVEL
 
     return f.window_lack_of_fit_p is not None and f.window_lack_of_fit_p < LACK_OF_FIT_LEVEL
 
@@ -173,9 +175,6 @@ def find_outliers(params, loss, budget, sigma: float, k: float = OUTLIER_K) -> l
     k x s is taken: trying pairs as well as single runs finds two outliers that would mask
     each other (each pulls the parabola fitted without the other toward itself).
     """
-    import itertools
-
-    from prism.isoflop.fit.approach2 import parabola_batch
 
     params, loss, budget = (np.asarray(v, float) for v in (params, loss, budget))
     out = []
@@ -253,8 +252,6 @@ def size_offsets(params, loss, budget, per_budget: list[BudgetFit], sigma: float
     its neighbours' (or, in a wsd study, every branch shares its trajectory's luck), and it
     moves every budget's minimum the same way, which no per-budget noise averages out.
     """
-    from prism.isoflop.fit.approach2 import parabola
-    from prism.isoflop.fit.result import SizeOffset
 
     params, loss, budget = (np.asarray(v, float) for v in (params, loss, budget))
     ids = list(run_ids) if run_ids is not None else [None] * len(params)
@@ -301,7 +298,6 @@ def _size_label(n: float, run_ids: list) -> str:
 def budget_table(per_budget: list[BudgetFit], sigma: float):
     """Per budget: N spread, signal and its ratio to the noise, the parabola's own noise where it
     was fitted and over the full grid, and whether lack of fit was detected."""
-    from prism.isoflop.fit.result import BudgetDiagnostics
 
     rows = []
     for f in per_budget:
@@ -386,7 +382,6 @@ def verdict(
     else the envelope of the two, with the disagreement among the reasons. `vanished` names
     budgets every run of which was excluded before the fit.
     """
-    from prism.isoflop.fit.result import Verdict
 
     good, problems = informative(per_budget, sigma)
     problems = list(vanished or []) + problems

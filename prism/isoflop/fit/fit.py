@@ -15,6 +15,7 @@ from pathlib import Path
 
 import numpy as np
 
+from prism.atomic import write_text_atomic
 from prism.errors import PrismError
 from prism.isoflop.fit import approach2, approach3, checks, diagnostics
 from prism.isoflop.fit.result import (
@@ -316,9 +317,8 @@ def fit_csv(
     Raises PrismError (and writes nothing) when no exponent could be fitted at all: a fit
     file must never stand for a fit that did not happen.
     """
-    from prism.atomic import write_text_atomic
-    from prism.isoflop.present.report import fit_markdown
-    from prism.isoflop.runs.table import load_runs
+    from prism.isoflop.present.report import fit_markdown  # noqa: PLC0415 lazy: the CLI's parser imports this module
+    from prism.isoflop.runs.table import load_runs  # noqa: PLC0415 lazy: the CLI's parser imports this module
 
     options = dataclasses.replace(options, **overrides) if overrides else options
     options.validate()

@@ -15,7 +15,11 @@ import json
 from dataclasses import dataclass
 from pathlib import Path
 
+import yaml
+
+from prism.atomic import write_text_atomic
 from prism.errors import PrismError
+from prism.isoflop.design.trajectories import DEFAULT_COOLDOWN_FRACTION, plan_trajectories, saving
 
 LOSS_TOLERANCE = 0.01
 
@@ -120,9 +124,6 @@ def study_flops(study: Path, family: str, cooldown_fraction: float | None = None
     plan_path = study / family / "plan.yaml"
     if not plan_path.is_file():
         return None
-    import yaml
-
-    from prism.isoflop.design.trajectories import DEFAULT_COOLDOWN_FRACTION, plan_trajectories, saving
 
     plan = yaml.safe_load(plan_path.read_text()) or {}
     if cooldown_fraction is None:
@@ -227,7 +228,5 @@ def compare_markdown(
 def compare(study_a: str | Path, study_b: str | Path, family: str, out: str | Path | None = None, **kwargs) -> str:
     text = compare_markdown(study_a, study_b, family, **kwargs)
     if out:
-        from prism.atomic import write_text_atomic
-
         write_text_atomic(Path(out), text)
     return text

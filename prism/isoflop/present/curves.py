@@ -16,6 +16,7 @@ import math
 from pathlib import Path
 
 from prism.ids import format_budget
+from prism.isoflop.fit.result import FitResult
 
 FIGURE = "training_curves.png"
 
@@ -52,7 +53,6 @@ def _excluded_by_fit(fit_json: Path | None) -> tuple[set[float], dict[str, str]]
     """Budgets the fit rejected, and the runs it excluded ({run_id: kind}) though their status is ok."""
     if not fit_json or not Path(fit_json).is_file():
         return set(), {}
-    from prism.isoflop.fit.result import FitResult
 
     try:
         fit = FitResult.from_json(json.loads(Path(fit_json).read_text()))
@@ -71,7 +71,7 @@ def plot_training_curves(
     dpi: int = 150,
 ) -> Path:
     """Write outdir/training_curves.png; returns its path (a figure saying "no curves" when no run has any)."""
-    import matplotlib.pyplot as plt
+    import matplotlib.pyplot as plt  # noqa: PLC0415 lazy: matplotlib
 
     fig = figure_training_curves(csv_path, fit_json, family, regime)
     out = Path(outdir)
@@ -90,14 +90,14 @@ def figure_training_curves(
     """One panel per budget (a study of 7 budgets x 7 sizes would be 49 tangled lines on one
     axes), the loss axis shared so panels compare; the legend of sizes sits outside them.
     """
-    import matplotlib
+    import matplotlib  # noqa: PLC0415 lazy: matplotlib
 
     matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-    from matplotlib.lines import Line2D
-    from matplotlib.ticker import FuncFormatter
+    import matplotlib.pyplot as plt  # noqa: PLC0415 lazy: matplotlib
+    from matplotlib.lines import Line2D  # noqa: PLC0415 lazy: matplotlib
+    from matplotlib.ticker import FuncFormatter  # noqa: PLC0415 lazy: matplotlib
 
-    from prism.isoflop.present.plot import log_ticks
+    from prism.isoflop.present.plot import log_ticks  # noqa: PLC0415 lazy: numpy
 
     rows = _rows(Path(csv_path), family, regime)
     rejected, excluded = _excluded_by_fit(Path(fit_json) if fit_json else None)
@@ -196,7 +196,7 @@ def figure_training_curves(
 
 def size_colours(n: int) -> list:
     """n colours ordered by size: plasma without its pale yellow end, every one visible on white."""
-    import matplotlib
+    import matplotlib  # noqa: PLC0415 lazy: matplotlib
 
     cmap = matplotlib.colormaps["plasma"]
     return [cmap(0.82 * i / max(n - 1, 1)) for i in range(n)]

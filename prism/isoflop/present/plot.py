@@ -20,8 +20,12 @@ from pathlib import Path
 
 import numpy as np
 
+from prism.atomic import write_atomic
 from prism.errors import PrismError
 from prism.isoflop.fit.approach2 import parabola
+from prism.isoflop.fit.fit import fit_records
+from prism.isoflop.fit.result import Exclusion, FitResult
+from prism.isoflop.runs.table import load_runs
 
 OKABE_ITO = ["#0072B2", "#E69F00", "#009E73", "#D55E00", "#CC79A7", "#56B4E9", "#F0E442", "#000000"]
 LOSS_LABEL = "final eval loss (cross-entropy, nats/token)"
@@ -49,7 +53,7 @@ def _short_reason(reason: str) -> str:
 
 
 def _colours(n: int) -> list:
-    import matplotlib
+    import matplotlib  # noqa: PLC0415 lazy: matplotlib
 
     categorical = [c for c in OKABE_ITO if c not in ("#F0E442", "#000000")]  # yellow is faint on white; black is y=x
     if n <= len(categorical):
@@ -59,10 +63,10 @@ def _colours(n: int) -> list:
 
 
 def _style():
-    import matplotlib
+    import matplotlib  # noqa: PLC0415 lazy: matplotlib
 
     matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    import matplotlib.pyplot as plt  # noqa: PLC0415 lazy: matplotlib
 
     plt.rcParams.update(
         {
@@ -82,7 +86,6 @@ def _style():
 
 
 def _save(fig, path: Path, dpi: int) -> Path:
-    from prism.atomic import write_atomic
 
     write_atomic(path, lambda tmp: fig.savefig(tmp, dpi=dpi, format="png"))
     return path
@@ -95,7 +98,7 @@ def log_ticks(axis, lo: float, hi: float) -> None:
     neighbours such as 3x10^12 and 4x10^12 overlap. Here only 1, 2 and 5 x 10^k are
     labelled (every decade instead when the span is wide), and minor ticks never are.
     """
-    from matplotlib import ticker
+    from matplotlib import ticker  # noqa: PLC0415 lazy: matplotlib
 
     span = math.log10(hi) - math.log10(lo)
     if span >= 2.5:
@@ -121,7 +124,6 @@ def _excluded_points(fit):
 def figure_isoflop_curves(records, fit):
     """Loss vs N per budget: each point with its standard error, the parabolas, the minima,
     the fit's excluded runs as crosses."""
-    from prism.isoflop.fit.result import FitResult
 
     fit = fit if isinstance(fit, FitResult) else FitResult.from_json(fit)
     plt = _style()
@@ -203,7 +205,6 @@ def figure_isoflop_curves(records, fit):
 def figure_scaling_laws(fit):
     """N_opt(C) and D_opt(C): the minima with their within-budget intervals, the power laws with
     the interval band the verdict's exponent interval comes from, Approach 3's law when fitted."""
-    from prism.isoflop.fit.result import FitResult
 
     fit = fit if isinstance(fit, FitResult) else FitResult.from_json(fit)
     plt = _style()
@@ -282,7 +283,6 @@ def figure_scaling_laws(fit):
 
 
 def figure_approach3(records, fit):
-    from prism.isoflop.fit.result import FitResult
 
     fit = fit if isinstance(fit, FitResult) else FitResult.from_json(fit)
     plt = _style()
@@ -339,9 +339,6 @@ def plot_study(
 
     Without a fit JSON, a point fit (no bootstrap) is made here to draw the curves.
     """
-    from prism.isoflop.fit.fit import fit_records
-    from prism.isoflop.fit.result import Exclusion, FitResult
-    from prism.isoflop.runs.table import load_runs
 
     loaded = load_runs(csv, family=family, regime=regime)
     records = loaded.records

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from prism.isoflop.fit import diagnostics
-from prism.isoflop.fit.approach2 import budget_text
+from prism.isoflop.fit.approach2 import LACK_OF_FIT_LEVEL, budget_text
 from prism.isoflop.fit.result import FitResult
 
 
@@ -171,7 +171,6 @@ def _budget_reason(f) -> str:
 
 def _lack_of_fit(r: FitResult) -> list[str]:
     """Per budget: the noise where the parabola fits beside the full grid's scatter, misfit included."""
-    from prism.isoflop.fit.approach2 import LACK_OF_FIT_LEVEL
 
     a2, rows = r.approach2, {b.budget: b for b in r.diagnostics.budgets}
     if not any(f.lack_of_fit_p is not None or f.n_window is not None for f in a2.per_budget):

@@ -10,9 +10,12 @@ successful workflow and must not turn it into a failure.
 
 from __future__ import annotations
 
+import base64
 import csv
+import html
 import json
 import math
+import re
 from pathlib import Path
 
 from prism.ids import format_budget
@@ -164,8 +167,6 @@ def summarize(family_dirs: list[str | Path]) -> str:
 
 
 def _inline(text: str) -> str:
-    import html
-    import re
 
     text = html.escape(text, quote=False)
     text = re.sub(r"`([^`]+)`", r"<code>\1</code>", text)
@@ -224,7 +225,6 @@ STYLE = (
 
 def summary_html(family_dirs: list[str | Path]) -> str:
     """One self-contained page: the summary, then each fit's report (its tables) as HTML."""
-    import html
 
     parts = [
         f"<!DOCTYPE html><html><head><meta charset='utf-8'><title>IsoFLOP study</title><style>{STYLE}</style>"
@@ -254,8 +254,6 @@ def answer_html(fit_json: str | Path, plots_dir: str | Path) -> str:
     The report's first page includes it (rules/report/workflow.rst), so the report opens on
     the answer; the figures are data URIs so the fragment needs nothing beside it.
     """
-    import base64
-    import html
 
     fit = FitResult.from_json(json.loads(Path(fit_json).read_text()))
     verdict = "identifiable" if fit.verdict.identifiable else "NOT identifiable"

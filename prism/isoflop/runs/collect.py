@@ -29,9 +29,13 @@ import sys
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
+import yaml
+
+from prism.atomic import write_text_atomic
 from prism.errors import PrismError
 from prism.fingerprint import file_digest, record_digest
-from prism.options import option
+from prism.isoflop.design.calibrate import calibration_filename
+from prism.options import option, validate
 
 CONFIG, EVAL, METRICS, PERF = "config.yaml", "eval.jsonl", "metrics.json", "perf.jsonl"
 IDENTITY = ("run_id", "family", "backbone", "variant", "regime", "budget")
@@ -134,7 +138,6 @@ def read_evals(path: Path, run_id: str, problems: list[str]) -> tuple[list[float
 
 def collect_run(run_dir: Path, eval_window: int, problems: list[str]) -> CollectedRun:
     """One run directory -> one row; never raises for a bad run (its status says `error`)."""
-    import yaml
 
     row = CollectedRun(run_id=run_dir.name, run_dir=str(run_dir))
     try:
@@ -264,7 +267,6 @@ class StudyInputs:
 
     @classmethod
     def read(cls, plan_path: Path, data: Path | None) -> StudyInputs:
-        import yaml
 
         try:
             plan = yaml.safe_load(plan_path.read_text()) or {}
@@ -276,7 +278,6 @@ class StudyInputs:
 
     def stale_reason(self, run: CollectedRun, run_dir: Path) -> str | None:
         """Why a finished run is not this study's (None: it is)."""
-        import yaml
 
         if run.run_id not in self.rows:
             return "not in the plan (a budget or candidate removed, or another study's run)"
@@ -289,8 +290,6 @@ class StudyInputs:
             return "trained on other data (its data manifest differs from the study's)"
         row = self.rows[run.run_id]
         if self.calibration_dir is not None and inputs.get("calibration"):
-            from prism.isoflop.design.calibrate import calibration_filename
-
             path = self.calibration_dir / calibration_filename(
                 row["family"], row["backbone"], row["variant"], row["regime"]
             )
@@ -316,8 +315,6 @@ def collect(
     whose recorded data manifest or calibration differs from the study's current ones (`data`:
     the study's shard directory). `stale` rows are never fitted.
     """
-    from prism.atomic import write_text_atomic
-    from prism.options import validate
 
     validate(options)
     root, csv_path = Path(runs_dir), Path(csv_path)
