@@ -22,9 +22,9 @@ def bench(
     seed: int = 0,
 ) -> dict:
     """Median samples/s (and tokens/s, samples per row) of `repeats` timed windows of `seconds`."""
-    import torch
+    import torch  # noqa: PLC0415 lazy: torch
 
-    from prism.data.loader import ShardLoader
+    from prism.data.loader import ShardLoader  # noqa: PLC0415 lazy: torch
 
     if seconds <= 0 or repeats < 1:
         raise PrismError("--seconds must be positive and --repeats at least 1")

@@ -25,7 +25,8 @@ import numpy as np
 from prism.atomic import DiskFullError, disk_full, folder_kept, free_bytes, is_disk_full, replace_dir
 from prism.data import decoded
 from prism.data.manifest import FORMAT_VERSION, MANIFEST, sha256
-from prism.data.sources import Sample, source_module
+from prism.data.sources import Sample, lm_text, source_module
+from prism.data.tarwriter import write_tar
 from prism.errors import PrismError
 from prism.families import family_spec
 from prism.progress import progress
@@ -87,7 +88,6 @@ def encode_record(key: str, caption: str, source: str, modality: np.ndarray | No
 
 def lm_text_record(items: list[tuple[str, str]], max_bytes: int) -> dict:
     """The manifest's account of the LM text: what `prism data verify` derives again and compares."""
-    from prism.data.sources import lm_text
 
     return {
         "sha256": lm_text.passages_digest(items),
@@ -107,7 +107,6 @@ def lm_records(
     as the modality items, eval taking documents until it holds `counts["eval"]`
     passages), so no held-out passage shares a document with training.
     """
-    from prism.data.sources import lm_text
 
     if items is None:
         items = lm_text.load_passages(max_bytes)
@@ -134,7 +133,6 @@ def tar_bytes(records: list[dict]) -> int:
 
 def write_split(tmp: Path, split: str, records: list[dict]) -> list[dict]:
     """Write `records` in order to `split-NNNNNN.tar` shards; their manifest entries."""
-    from prism.data.tarwriter import write_tar
 
     entries = []
     shards = range((len(records) + SHARD_SAMPLES - 1) // SHARD_SAMPLES)
@@ -186,8 +184,6 @@ def build(family: str, out: str | Path, seed: int = 0, overwrite: bool = False, 
     lm_sources: dict[str, set[str]] = {"train": set(), "eval": set()}
     lm_text_info = None
     if sum(lm_counts.values()):
-        from prism.data.sources import lm_text
-
         lm_bytes = spec.tokens_per_sample - 2
         items = lm_text.load_passages(lm_bytes)
         lm_text_info = lm_text_record(items, lm_bytes)

@@ -10,9 +10,12 @@ from __future__ import annotations
 
 import importlib
 from dataclasses import dataclass
+from importlib.metadata import version
 from types import ModuleType
 
 import numpy as np
+
+from prism.errors import unknown_name
 
 # family -> module under prism.data.sources
 SOURCE_MODULES: dict[str, str] = {
@@ -45,7 +48,6 @@ class Sample:
 
 
 def source_module(family: str) -> ModuleType:
-    from prism.errors import unknown_name
 
     if family not in SOURCE_MODULES:
         raise unknown_name("family with a data source", family, SOURCE_MODULES)
@@ -54,7 +56,6 @@ def source_module(family: str) -> ModuleType:
 
 def package_versions(*names: str) -> dict[str, str]:
     """Installed versions of the packages whose data or code decide the sample bytes."""
-    from importlib.metadata import version
 
     return {name: version(name) for name in names}
 

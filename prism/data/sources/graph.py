@@ -26,7 +26,7 @@ def versions() -> dict[str, str]:
 
 
 def named_graphs() -> list[tuple[str, object]]:
-    import networkx as nx
+    import networkx as nx  # noqa: PLC0415 lazy: networkx
 
     gens = [
         ("petersen", nx.petersen_graph),
@@ -84,7 +84,7 @@ def grow_subgraph(graph, size: int, rng: np.random.Generator):
 
 def adjacency(graph, order: np.ndarray) -> np.ndarray:
     """[16, 16] float32 adjacency with node `order[i]` in slot i, ones on the diagonal of real nodes, zero beyond."""
-    import networkx as nx
+    import networkx as nx  # noqa: PLC0415 lazy: networkx
 
     n = graph.number_of_nodes()
     a = np.zeros((MAX_NODES, MAX_NODES), np.float32)
@@ -96,7 +96,7 @@ def adjacency(graph, order: np.ndarray) -> np.ndarray:
 
 
 def structure(graph) -> str:
-    import networkx as nx
+    import networkx as nx  # noqa: PLC0415 lazy: networkx
 
     n, m = graph.number_of_nodes(), graph.number_of_edges()
     if n == 0:
@@ -118,7 +118,7 @@ def structure(graph) -> str:
 
 
 def captions(graph) -> list[str]:
-    import networkx as nx
+    import networkx as nx  # noqa: PLC0415 lazy: networkx
 
     n, m = graph.number_of_nodes(), graph.number_of_edges()
     tri = sum(nx.triangles(graph).values()) // 3
@@ -131,7 +131,7 @@ def captions(graph) -> list[str]:
 
 
 def samples(seed: int) -> Iterator[Sample]:
-    import networkx as nx
+    import networkx as nx  # noqa: PLC0415 lazy: networkx
 
     rng = np.random.default_rng([seed, 7])
     items: list[tuple[str, object]] = [

@@ -33,7 +33,7 @@ def versions() -> dict[str, str]:
 
 def load_images() -> tuple[np.ndarray, np.ndarray]:
     """(images float32 [n, 8, 8] in [0, 1], labels [n]); shared with text_video."""
-    from sklearn.datasets import load_digits
+    from sklearn.datasets import load_digits  # noqa: PLC0415 lazy: sklearn
 
     digits = load_digits()
     return (digits.images / 16.0).astype(np.float32), digits.target.astype(np.int64)
@@ -75,7 +75,7 @@ def captions(img: np.ndarray, digit: int) -> list[str]:
 
 def affine_view(img: np.ndarray, rng: np.random.Generator) -> np.ndarray:
     """`img` rotated, scaled, sheared and shifted about its centre (bilinear, zero outside), in [0, 1]."""
-    from scipy.ndimage import affine_transform
+    from scipy.ndimage import affine_transform  # noqa: PLC0415 lazy: scipy
 
     angle = np.deg2rad(rng.uniform(-MAX_ROTATE_DEG, MAX_ROTATE_DEG))
     scale = rng.uniform(*SCALE_RANGE)

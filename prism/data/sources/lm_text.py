@@ -17,9 +17,19 @@ These samples have no modality; they join the splits only when
 from __future__ import annotations
 
 import hashlib
+import importlib
+import inspect
 import json
+import os
+import pkgutil
 import re
+import subprocess
 import sys
+import warnings
+from pathlib import Path
+
+from prism.data.sources import package_versions
+from prism.errors import PrismError
 
 SOURCE = "pydoc_data.topics + stdlib docstrings of the running Python + numpy's public docstrings"
 PACKAGES = ("numpy",)  # third-party documentation walked (public submodules); versions recorded
@@ -76,7 +86,6 @@ MODULES = (
 
 
 def versions() -> dict[str, str]:
-    from prism.data.sources import package_versions
 
     return {"python": sys.version.split()[0], **package_versions(*PACKAGES)}
 
@@ -88,9 +97,6 @@ def documents() -> list[tuple[str, str]]:
     appends an "Array API" section to `numpy.sinc`'s): the text must not depend on
     what the calling process happened to import before.
     """
-    import os
-    import subprocess
-    from pathlib import Path
 
     root = str(Path(__file__).resolve().parents[3])  # the directory holding the prism package
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [root, os.environ.get("PYTHONPATH")]))}
@@ -102,18 +108,13 @@ def documents() -> list[tuple[str, str]]:
         [sys.executable, "-W", "ignore", "-c", code], capture_output=True, text=True, env=env, check=False
     )
     if res.returncode:
-        from prism.errors import PrismError
-
         raise PrismError(f"collecting the LM text failed: {res.stderr.strip().splitlines()[-1:]}")
     return [(doc_id, text) for doc_id, text in json.loads(res.stdout)]
 
 
 def collect_documents() -> list[tuple[str, str]]:
     """(document id, text) in a fixed order; a docstring seen before (re-exports, inherited) counts once."""
-    import importlib
-    import inspect
-    import warnings
-    from pydoc_data.topics import topics
+    from pydoc_data.topics import topics  # noqa: PLC0415 lazy: pydoc_data
 
     docs = [(f"topic-{name}", topics[name]) for name in sorted(topics)]
     with warnings.catch_warnings():  # deprecated aliases (typing.io, ...) warn when touched
@@ -138,8 +139,6 @@ def collect_documents() -> list[tuple[str, str]]:
 
 def public_modules(package: str) -> list[str]:
     """`package` and its public submodules (no `_private`, tests or build helpers), sorted."""
-    import importlib
-    import pkgutil
 
     root = importlib.import_module(package)
     names = [package]

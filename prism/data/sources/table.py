@@ -24,7 +24,7 @@ def versions() -> dict[str, str]:
 
 def tables() -> Iterator[tuple[str, np.ndarray, list[str], list[str]]]:
     """(name, features [n, f], feature names, label caption per row)."""
-    from sklearn import datasets as ds
+    from sklearn import datasets as ds  # noqa: PLC0415 lazy: sklearn
 
     for name, loader in (("iris", ds.load_iris), ("wine", ds.load_wine), ("cancer", ds.load_breast_cancer)):
         bunch = loader()

@@ -64,7 +64,7 @@ def to_window(x: np.ndarray) -> np.ndarray:
 
 def stats_caption(window: np.ndarray) -> str:
     """Trend, peaks, dominant period and range of channel 0 (z-units)."""
-    from scipy.signal import find_peaks
+    from scipy.signal import find_peaks  # noqa: PLC0415 lazy: scipy
 
     x = window[0].astype(np.float64)
     slope = float(np.polyfit(np.linspace(0.0, 1.0, LENGTH), x, 1)[0])
@@ -78,7 +78,7 @@ def stats_caption(window: np.ndarray) -> str:
 
 def labelled_series() -> Iterator[tuple[str, np.ndarray, str]]:
     """(source id, [C, T] array, label caption) for every bundled classification series."""
-    import sktime.datasets as skd
+    import sktime.datasets as skd  # noqa: PLC0415 lazy: sktime
 
     for loader, (name, names) in LABELLED.items():
         X, y = getattr(skd, loader)(return_X_y=True, return_type="numpy3D")
@@ -91,7 +91,7 @@ def labelled_series() -> Iterator[tuple[str, np.ndarray, str]]:
 
 def unlabelled_windows() -> Iterator[tuple[str, int, np.ndarray, str]]:
     """(series id, window number, [C, 64] array, name): non-overlapping windows of the statsmodels series."""
-    import statsmodels.api as sm
+    import statsmodels.api as sm  # noqa: PLC0415 lazy: statsmodels
 
     for dataset, (name, columns) in UNLABELLED.items():
         frame = getattr(sm.datasets, dataset).load_pandas().data

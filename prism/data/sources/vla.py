@@ -41,7 +41,7 @@ def observation(image: np.ndarray) -> np.ndarray:
 
 def episode(env, seed: int) -> list[tuple[np.ndarray, str, str]]:
     """(view, mission, action name) for each expert step of one episode."""
-    from minigrid.utils.baby_ai_bot import BabyAIBot
+    from minigrid.utils.baby_ai_bot import BabyAIBot  # noqa: PLC0415 lazy: minigrid
 
     steps = []
     with contextlib.redirect_stdout(io.StringIO()):  # the level generator prints
@@ -57,8 +57,8 @@ def episode(env, seed: int) -> list[tuple[np.ndarray, str, str]]:
 
 
 def samples(seed: int) -> Iterator[Sample]:
-    import gymnasium as gym
-    import minigrid  # noqa: F401  (registers the BabyAI levels)
+    import gymnasium as gym  # noqa: PLC0415 lazy: gymnasium
+    import minigrid  # noqa: F401, PLC0415 lazy: minigrid; the import registers the BabyAI levels
 
     rng = np.random.default_rng([seed, 11])
     for level in LEVELS:
