@@ -45,7 +45,7 @@ def cache_path() -> Path:
 
 
 def _dtype(dtype: Any):
-    import torch
+    import torch  # noqa: PLC0415 lazy: torch
 
     if isinstance(dtype, torch.dtype):
         return dtype
@@ -56,25 +56,25 @@ def _dtype(dtype: Any):
 
 
 def _device(device: Any):
-    from prism.device import resolve_device
+    from prism.device import resolve_device  # noqa: PLC0415 lazy: torch
 
     return resolve_device("auto" if device is None else str(device))
 
 
 def device_name(device) -> str:
-    from prism.device import device_name as name
+    from prism.device import device_name as name  # noqa: PLC0415 lazy: torch
 
     return name(_device(device))
 
 
 def synchronize(device) -> None:
-    from prism.device import synchronize as sync
+    from prism.device import synchronize as sync  # noqa: PLC0415 lazy: torch
 
     sync(device)
 
 
 def cache_key(device, dtype) -> str:
-    import torch
+    import torch  # noqa: PLC0415 lazy: torch
 
     dev = _device(device)
     dt = _dtype(dtype)
@@ -96,7 +96,7 @@ def measure_peak(device, dtype, sizes: tuple[int, ...] | None = None, min_second
     Best-of rather than median: a peak is what the device can do, and on a shared
     machine the slow repeats measure the other tenants, not the device.
     """
-    import torch
+    import torch  # noqa: PLC0415 lazy: torch
 
     dev = _device(device)
     dt = _dtype(dtype)

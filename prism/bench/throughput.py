@@ -26,6 +26,7 @@ few-token samples leave the matmuls memory-bound.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import socket
@@ -36,9 +37,12 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from prism.errors import PrismError
+from prism.model.config import backbone_config
+from prism.model.tokenizer import PAD
 from prism.peak import peak_now
 from prism.progress import Bar
 from prism.revision import git_rev
+from prism.train.schedule import build_optimizer
 
 TESTS: tuple[str, ...] = ("forward_only", "batch_scaling", "fwd_bwd", "sync_overhead", "ddp_overhead")
 # Tests outside `all`: they need shards (`--data`).
@@ -98,9 +102,8 @@ def spread(times: list[float]) -> dict:
 
 
 def _autocast(device, dtype: str):
-    import contextlib
 
-    import torch
+    import torch  # noqa: PLC0415 lazy: torch
 
     if dtype == "fp32":
         return contextlib.nullcontext()
@@ -109,10 +112,10 @@ def _autocast(device, dtype: str):
 
 def _bytes_mode():
     """A dispatch mode summing the bytes of every FLOP-counted op's tensor inputs and outputs."""
-    import torch
-    from torch.utils._python_dispatch import TorchDispatchMode
-    from torch.utils._pytree import tree_flatten
-    from torch.utils.flop_counter import flop_registry
+    import torch  # noqa: PLC0415 lazy: torch
+    from torch.utils._python_dispatch import TorchDispatchMode  # noqa: PLC0415 lazy: torch
+    from torch.utils._pytree import tree_flatten  # noqa: PLC0415 lazy: torch
+    from torch.utils.flop_counter import flop_registry  # noqa: PLC0415 lazy: torch
 
     class BytesMode(TorchDispatchMode):
         def __init__(self):
@@ -133,7 +136,7 @@ def _bytes_mode():
 
 
 def _available_bytes(device) -> int | None:
-    from prism.device import memory_capacity
+    from prism.device import memory_capacity  # noqa: PLC0415 lazy: torch
 
     cap = memory_capacity(device)
     if device.type == "cpu":
@@ -149,7 +152,7 @@ def _available_bytes(device) -> int | None:
 
 def required_bytes(cfg: BenchConfig, batch: int, train: bool) -> int:
     """A lower bound on the memory one step needs: weights (+ grads + AdamW state) + a rough activation term."""
-    from prism.model.prism import build_model
+    from prism.model.prism import build_model  # noqa: PLC0415 lazy: torch
 
     model = build_model(cfg.family, cfg.model, cfg.variant, cfg.regime, device="meta")
     total = sum(p.numel() for p in model.parameters())
@@ -182,11 +185,10 @@ class Bench:
     """One model on one device with helpers to time its forward and training steps."""
 
     def __init__(self, cfg: BenchConfig):
-        import torch
+        import torch  # noqa: PLC0415 lazy: torch
 
-        from prism.device import resolve_device
-        from prism.model.prism import build_model
-        from prism.train.schedule import build_optimizer
+        from prism.device import resolve_device  # noqa: PLC0415 lazy: torch
+        from prism.model.prism import build_model  # noqa: PLC0415 lazy: torch
 
         self.cfg = cfg
         self.device = resolve_device(cfg.device)
@@ -201,12 +203,12 @@ class Bench:
         self.step_model = torch.compile(self.model) if cfg.compile else self.model
 
     def batch(self, batch: int):
-        from prism.model.accounting import example_batch
+        from prism.model.accounting import example_batch  # noqa: PLC0415 lazy: torch
 
         return example_batch(self.model, self.cfg.seq_len, batch, device=self.device)
 
     def _fwd(self, tokens, modality, labels):
-        import torch
+        import torch  # noqa: PLC0415 lazy: torch
 
         with torch.no_grad(), _autocast(self.device, self.cfg.dtype):
             return self.step_model(tokens, modality, labels)
@@ -225,10 +227,10 @@ class Bench:
 
     def flops_and_bytes(self, batch: int, train: bool) -> tuple[int, int]:
         """FLOPs and kernel operand bytes of one step at this batch, counted once per shape."""
-        import torch
-        from torch.utils.flop_counter import FlopCounterMode
+        import torch  # noqa: PLC0415 lazy: torch
+        from torch.utils.flop_counter import FlopCounterMode  # noqa: PLC0415 lazy: torch
 
-        from prism.model.accounting import example_batch, meta_copy
+        from prism.model.accounting import example_batch, meta_copy  # noqa: PLC0415 lazy: torch
 
         key = (batch, train)
         if key not in self._flops:
@@ -249,7 +251,7 @@ class Bench:
 
     def time_steps(self, fn, batch_args, on_step=None) -> list[float]:
         """Warm up, then time individual synchronised steps (at least 3, up to `repeats` or `max_seconds`)."""
-        from prism.device import synchronize
+        from prism.device import synchronize  # noqa: PLC0415 lazy: torch
 
         started = time.perf_counter()
         for _ in range(self.cfg.warmup):
@@ -274,10 +276,9 @@ class Bench:
 
 
 def _base_row(cfg: BenchConfig, bench: Bench, test: str, batch: int, peak: float) -> dict:
-    import torch
+    import torch  # noqa: PLC0415 lazy: torch
 
-    from prism.device import device_name
-    from prism.model.tokenizer import PAD
+    from prism.device import device_name  # noqa: PLC0415 lazy: torch
 
     n_real = int((bench.batch(1)[0] != PAD).sum())  # the tokens of one sample that are not padding
     return {
@@ -369,7 +370,7 @@ def sync_overhead(bench: Bench, peak: float) -> dict:
     The batch starts on the host (as it does from a loader) and is copied in each
     step; the loss is read back (`.item()`), as a training loop logging it would.
     """
-    from prism.device import synchronize
+    from prism.device import synchronize  # noqa: PLC0415 lazy: torch
 
     cfg = bench.cfg
     batch = cfg.batch
@@ -411,10 +412,10 @@ def packing(bench: Bench, peak: float) -> list[dict]:
     real samples (a packed row holds several); FLOPs are those of the padded row (the
     packed row's extra encoder passes are not counted, so its MFU is a slight underestimate).
     """
-    import torch
+    import torch  # noqa: PLC0415 lazy: torch
 
-    from prism.data.loader import ShardLoader
-    from prism.device import synchronize
+    from prism.data.loader import ShardLoader  # noqa: PLC0415 lazy: torch
+    from prism.device import synchronize  # noqa: PLC0415 lazy: torch
 
     cfg = bench.cfg
     if not cfg.data:
@@ -467,11 +468,9 @@ def packing(bench: Bench, peak: float) -> list[dict]:
 
 def _ddp_worker(rank: int, world: int, cfg_dict: dict, port: int, outdir: str) -> None:
     """One rank: time the plain step, then the DDP step, then a bare all-reduce of the gradient size."""
-    import torch
-    import torch.distributed as dist
-    from torch.nn.parallel import DistributedDataParallel as DDP
-
-    from prism.train.schedule import build_optimizer
+    import torch  # noqa: PLC0415 lazy: torch
+    import torch.distributed as dist  # noqa: PLC0415 lazy: torch
+    from torch.nn.parallel import DistributedDataParallel as DDP  # noqa: PLC0415 lazy: torch
 
     cfg = BenchConfig(**{**cfg_dict, "batch_sizes": tuple(cfg_dict["batch_sizes"]), "compile": False})
     torch.set_num_threads(max(1, (cfg.threads or os.cpu_count() or 1) // world))
@@ -528,7 +527,7 @@ def _free_port() -> int:
 
 def ddp_overhead(bench: Bench, peak: float) -> list[dict]:
     """Rows for 1 process (the plain step, timed inside the N-process job) and N processes under DDP."""
-    import torch.multiprocessing as mp
+    import torch.multiprocessing as mp  # noqa: PLC0415 lazy: torch
 
     cfg = bench.cfg
     if bench.device.type != "cpu":
@@ -569,17 +568,16 @@ def ddp_overhead(bench: Bench, peak: float) -> list[dict]:
 
 def run(cfg: BenchConfig) -> list[dict]:
     """Run the requested tests; rows are appended to `cfg.out` (JSON lines) as each test finishes."""
-    from prism.model.config import backbone_config
-    from prism.peak import peak_flops
+    from prism.peak import peak_flops  # noqa: PLC0415 looked up per run: tests fix prism.peak.peak_flops
 
     tests = cfg.tests()
     backbone_config(cfg.model)  # a bad name fails before anything is built
     if cfg.seq_len < 1 or cfg.batch < 1 or any(b < 1 for b in cfg.batch_sizes):
         raise PrismError("--seq-len, --batch and --batch-sizes must be positive")
-    from prism.device import resolve_device
+    from prism.device import resolve_device  # noqa: PLC0415 lazy: torch
 
     if cfg.threads is not None:
-        import torch
+        import torch  # noqa: PLC0415 lazy: torch
 
         if cfg.threads < 1:
             raise PrismError(f"--threads must be at least 1, got {cfg.threads}")

@@ -27,6 +27,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from prism.errors import PrismError, check_name
+from prism.dist.env import export_torch_env
 
 if TYPE_CHECKING:
     import torch
@@ -105,7 +106,6 @@ class ParallelConfig:
         """Join the job's process group (a private in-memory store when alone)."""
         import torch.distributed as dist
 
-        from prism.dist.env import export_torch_env
 
         if not self.uses_process_group or dist.is_initialized():
             return

@@ -8,6 +8,6 @@ from __future__ import annotations
 
 
 def build_model(*args, **kwargs):
-    from prism.model.prism import build_model as _build
+    from prism.model.prism import build_model as _build  # noqa: PLC0415 lazy: torch
 
     return _build(*args, **kwargs)

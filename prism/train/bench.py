@@ -25,17 +25,22 @@ import tempfile
 import time
 from pathlib import Path
 
+from prism.host import tune_host
+from prism.model import build_model
+from prism.model.config import backbone_config
+from prism.peak import peak_flops, peak_now
+from prism.train.config import RunConfig
+from prism.train.runfiles import read_jsonl
+from prism.train.schedule import build_optimizer, default_lr
+
 
 def bare_step_samples_per_s(
     family: str, backbone: str, variant: str, regime: str, data: str, global_batch: int, steps: int, threads: int
 ) -> tuple[float, float]:
     """(samples/s by the wall clock, CPU seconds per step and thread) of the bare step."""
-    import torch
+    import torch  # noqa: PLC0415 lazy: torch
 
-    from prism.data.loader import ShardLoader
-    from prism.model import build_model
-    from prism.model.config import backbone_config
-    from prism.train.schedule import build_optimizer, default_lr
+    from prism.data.loader import ShardLoader  # noqa: PLC0415 lazy: torch
 
     torch.set_num_threads(threads)
     torch.manual_seed(0)
@@ -66,9 +71,7 @@ def loop_samples_per_s(
     threads: int,
     out: Path,
 ) -> tuple[float, float, list[dict]]:
-    from prism.train.config import RunConfig
-    from prism.train.runfiles import read_jsonl
-    from prism.train.trainer import train
+    from prism.train.trainer import train  # noqa: PLC0415 lazy: torch
 
     config = RunConfig(
         family=family,
@@ -135,12 +138,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--steps", type=int, default=60)
     parser.add_argument("--threads", type=int, default=2)
     args = parser.parse_args(argv)
-    from prism.host import tune_host
 
     tune_host()  # as `prism train` does, so both sides of the comparison run alike
-    import torch
-
-    from prism.peak import peak_flops, peak_now
+    import torch  # noqa: PLC0415 lazy: torch
 
     torch.set_num_threads(args.threads)  # before the peak: measured with the benchmark's thread count
     shape = (args.family, args.backbone, args.variant, args.regime, args.data, args.global_batch)

@@ -14,11 +14,13 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
+import prism.model
 from prism.atomic import write_json_atomic
 from prism.calibration import load_calibration, load_calibration_file
 from prism.errors import PrismError
 from prism.families import family_spec
 from prism.model.config import backbone_config, backbone_shape
+from prism.peak import cache_dir
 from prism.train.config import RunConfig
 from prism.train.schedule import Schedule, default_lr, default_warmup
 
@@ -72,11 +74,9 @@ def counted_flops(config: RunConfig, seq_len: int) -> tuple[float, bool]:
     """
     # Imported here, not at the top: the FLOP counter's tracing stack costs seconds of
     # start-up, and a run with a calibration (every study run) never needs it.
-    import torch
+    import torch  # noqa: PLC0415 lazy: torch
 
-    import prism.model
-    from prism.model.accounting import count_training_flops
-    from prism.peak import cache_dir
+    from prism.model.accounting import count_training_flops  # noqa: PLC0415 lazy: torch
 
     model_src = hashlib.sha256()
     for source in sorted(Path(prism.model.__file__).parent.glob("*.py")):

@@ -183,7 +183,7 @@ def save(
     is_main: bool,
 ) -> Path:
     """Collective (every rank calls it): gather full states, rank 0 writes atomically."""
-    from torch.distributed.checkpoint.state_dict import StateDictOptions, get_state_dict
+    from torch.distributed.checkpoint.state_dict import StateDictOptions, get_state_dict  # noqa: PLC0415 lazy: torch.distributed.checkpoint.state_dict
 
     options = StateDictOptions(full_state_dict=True, cpu_offload=True)
     model_sd, optim_sd = get_state_dict(model, optimizer, options=options)
@@ -250,7 +250,7 @@ def restore(
     rank: int,
 ) -> tuple[int, Any, dict[str, Any]]:
     """Restore a payload from `read` in place; returns (step, this rank's loader state, extra)."""
-    from torch.distributed.checkpoint.state_dict import StateDictOptions, set_state_dict
+    from torch.distributed.checkpoint.state_dict import StateDictOptions, set_state_dict  # noqa: PLC0415 lazy: torch.distributed.checkpoint.state_dict
 
     set_state_dict(
         model,

@@ -200,7 +200,7 @@ class RunConfig:
         # (a wsd study's stable trajectory, cut into segments that later runs branch off).
         if not 0 <= self.cooldown_fraction <= 1:
             raise PrismError(f"{source}: cooldown_fraction must be in [0, 1], got {self.cooldown_fraction}")
-        from prism.train.trackers import parse_trackers
+        from prism.train.trackers import parse_trackers  # noqa: PLC0415 lazy: the CLI's parser imports this module
 
         parse_trackers(self.trackers)
         if self.calibration and self.calibration_dir:

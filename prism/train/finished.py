@@ -36,6 +36,7 @@ from typing import Any
 from prism.atomic import json_safe, write_json_atomic
 from prism.errors import PrismError
 from prism.train import runfiles
+from prism.train.config import RESULT_FIELDS, RunConfig, read_yaml
 
 RECORD = "finished.json"
 RETRAIN_ENV = "PRISM_RETRAIN"
@@ -52,7 +53,7 @@ def record_path(run_dir: Path) -> Path:
 
 def missing_kept(run_dir: Path, config: Any, steps: Any) -> list[Path]:
     """The kept checkpoints of a run finished at `steps` that are not in final/keep/."""
-    from prism.train.checkpoint import filename, final_dir
+    from prism.train.checkpoint import filename, final_dir  # noqa: PLC0415 lazy: torch
 
     kept = final_dir(run_dir) / "keep"
     reached = [s for s in sorted(config.keep_steps) if isinstance(steps, int) and s <= steps]
@@ -61,7 +62,7 @@ def missing_kept(run_dir: Path, config: Any, steps: Any) -> list[Path]:
 
 def _put_back(missing: list[Path]) -> bool:
     """Link each missing kept checkpoint to final/'s checkpoint of its step, if that one reads."""
-    from prism.train import checkpoint
+    from prism.train import checkpoint  # noqa: PLC0415 lazy: torch
 
     for kept in missing:
         source = kept.parent.parent / kept.name
@@ -88,7 +89,6 @@ def study_conflict(study: Path, families: list[str], schedule: str, cooldown_fra
     train: otherwise every new segment trains before the first branch is refused as a
     different run (`check_same_run`).
     """
-    from prism.train.config import read_yaml
 
     for family in families:
         for path in sorted(Path(study, family, "runs").glob(f"*/{runfiles.CONFIG}")):
@@ -115,7 +115,6 @@ def study_conflict(study: Path, families: list[str], schedule: str, cooldown_fra
 
 def check_same_run(run_dir: Path, config: Any) -> None:
     """Refuse (PrismError) a config whose result-changing settings differ from the run directory's."""
-    from prism.train.config import RunConfig
 
     path = Path(run_dir) / runfiles.CONFIG
     if not path.is_file():
@@ -139,7 +138,6 @@ def check_same_run(run_dir: Path, config: Any) -> None:
 
 def settings_of(config: Any) -> dict[str, Any]:
     """The result-deciding settings (the ones a rerun must agree on)."""
-    from prism.train.config import RESULT_FIELDS
 
     return {name: getattr(config, name) for name in RESULT_FIELDS}
 

@@ -12,6 +12,8 @@ import math
 from typing import Any
 
 from prism.errors import PrismError
+from prism.families import FAMILIES
+from prism.model.config import REGIMES, is_backbone, projector_variant
 
 NAMES = ("family", "backbone", "variant", "regime")
 POSITIVE_NUMBERS = ("budget",)
@@ -20,8 +22,6 @@ POSITIVE_INTS = ("global_batch", "steps")
 
 def check_row(row: Any, index: int, source: str = "plan.yaml") -> dict[str, Any]:
     """`row` when it is a valid planned run; a PrismError naming `source`, the row and the key otherwise."""
-    from prism.families import FAMILIES
-    from prism.model.config import REGIMES, is_backbone, projector_variant
 
     if not isinstance(row, dict):
         raise PrismError(f"{source}: runs[{index}] is not a mapping of run settings: {row!r}")

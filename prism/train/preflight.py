@@ -11,7 +11,11 @@ from __future__ import annotations
 
 from typing import Any
 
+from prism.atomic import human_bytes
 from prism.errors import PrismError
+from prism.families import family_spec
+from prism.model.config import backbone_config
+from prism.model.tokenizer import VOCAB_SIZE
 
 # Bytes per fp32 activation element kept for the backward pass per layer and token,
 # in units of d_model: q/k/v, attention output, two norms, the MLP's gate/up (2 x ~2.7 d)
@@ -23,7 +27,6 @@ def check_seq_len(config: Any) -> None:
     """Rows must hold one sample's modality tokens plus BOS, one text byte and EOS."""
     if config.seq_len is None:
         return
-    from prism.families import family_spec
 
     need = family_spec(config.family).n_modality_tokens + 3
     if config.seq_len < need:
@@ -36,9 +39,6 @@ def check_seq_len(config: Any) -> None:
 
 def step_bytes_lower_bound(config: Any, world_size: int = 1) -> int:
     """A lower bound on one process's activation memory for one step (fp32, no checkpointing)."""
-    from prism.families import family_spec
-    from prism.model.config import backbone_config
-    from prism.model.tokenizer import VOCAB_SIZE
 
     seq_len = config.seq_len or family_spec(config.family).tokens_per_sample
     local_batch = max(1, config.global_batch // max(1, world_size))
@@ -62,7 +62,7 @@ def available_memory(device: str) -> int | None:
             return None
         return None
     try:
-        import torch
+        import torch  # noqa: PLC0415 lazy: torch
 
         module = getattr(torch, device)
         if module.is_available():
@@ -74,11 +74,10 @@ def available_memory(device: str) -> int | None:
 
 def check_memory(config: Any, world_size: int = 1) -> None:
     """Refuse a global batch whose activations alone exceed the memory available."""
-    from prism.atomic import human_bytes
 
     device = config.device
     if device == "auto":
-        from prism.device import resolve_device
+        from prism.device import resolve_device  # noqa: PLC0415 lazy: torch
 
         device = resolve_device("auto").type
     need = step_bytes_lower_bound(config, world_size)

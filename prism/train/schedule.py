@@ -107,7 +107,7 @@ class Schedule:
 
 
 def build_optimizer(params: list[torch.nn.Parameter], lr: float) -> torch.optim.AdamW:
-    import torch
+    import torch  # noqa: PLC0415 lazy: torch
 
     decay = [p for p in params if p.ndim >= 2]
     no_decay = [p for p in params if p.ndim < 2]
@@ -117,7 +117,7 @@ def build_optimizer(params: list[torch.nn.Parameter], lr: float) -> torch.optim.
 
 
 def build_scheduler(optimizer: torch.optim.Optimizer, schedule: Schedule) -> torch.optim.lr_scheduler.LambdaLR:
-    import torch
+    import torch  # noqa: PLC0415 lazy: torch
 
     # A lambda, not the Schedule itself: LambdaLR saves (and on load restores) the attributes of
     # callable objects, which would give a run resumed from another run's checkpoint that run's

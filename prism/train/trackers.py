@@ -28,6 +28,8 @@ import re
 from pathlib import Path
 from typing import Any, Protocol
 
+import yaml
+
 from prism.errors import PrismError
 from prism.ids import format_budget
 
@@ -107,7 +109,7 @@ class TensorBoardTracker:
 
     def __init__(self, log_dir: Path, start_step: int, config_text: str):
         try:
-            from torch.utils.tensorboard import SummaryWriter
+            from torch.utils.tensorboard import SummaryWriter  # noqa: PLC0415 lazy: optional tensorboard
         except ImportError:
             raise PrismError(
                 "trackers: tensorboard is not installed; pip install -e '.[track]' "
@@ -131,7 +133,7 @@ class WandbTracker:
 
     def __init__(self, root: Path, project: str, group: str, name: str, config: dict[str, Any], tags: list[str]):
         try:
-            import wandb
+            import wandb  # noqa: PLC0415 lazy: optional wandb
         except ImportError:
             raise PrismError(
                 "trackers: wandb is not installed; pip install -e '.[track]' (or remove wandb from train.trackers)"
@@ -195,7 +197,6 @@ def open_tracking(config: Any, start_step: int, resolved: dict[str, Any], enable
     names = parse_trackers(config.trackers)
     if not enabled or not names:
         return Tracking()
-    import yaml
 
     group, name = group_name(config), run_name(config)
     settings = {

@@ -27,6 +27,7 @@ import sys
 import threading
 import time
 from collections.abc import Iterator
+from contextlib import nullcontext
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -45,13 +46,16 @@ from prism.model.tokenizer import IGNORE
 from prism.peak import peak_flops
 from prism.revision import git_rev
 from prism.run_metrics import RunMetrics
-from prism.train import checkpoint, rundir, runfiles
+from prism.train import checkpoint, preflight, rundir, runfiles
+from prism.train import finished as finished_run
 from prism.train.budget import find_calibration, step_budget
 from prism.train.collapse import CollapseDetector
 from prism.train.config import RunConfig
 from prism.train.evaluator import EvalResult, Evaluator
+from prism.train.lock import RunLock
 from prism.train.meter import PerfMeter
 from prism.train.schedule import build_optimizer, build_scheduler
+from prism.train.spikes import eval_warnings
 from prism.train.timing import JobClock
 from prism.train.trackers import Tracking, open_tracking
 
@@ -191,7 +195,7 @@ class Trainer:
         self.budget = step_budget(config, model, self.env.world_size, log=log)
         if config.grad_checkpoint:
             # Imported here: only runs with activation checkpointing pay for this module.
-            from torch.distributed.algorithms._checkpoint.checkpoint_wrapper import checkpoint_wrapper
+            from torch.distributed.algorithms._checkpoint.checkpoint_wrapper import checkpoint_wrapper  # noqa: PLC0415 lazy: torch.distributed.algorithms._checkpoint.checkpoint_wrapper
 
             for i in range(0, len(model.blocks), config.grad_checkpoint):
                 model.blocks[i] = checkpoint_wrapper(model.blocks[i])
@@ -611,8 +615,6 @@ class Trainer:
     def finish(self, status: str, final: EvalResult | None) -> RunMetrics:
         """metrics.json (last, atomically: its presence means finished); an ok run retires its checkpoints."""
         if self.is_main:
-            from prism.train.spikes import eval_warnings
-
             with self.clock.phase("finish"):
                 spikes = eval_warnings(runfiles.read_jsonl(self.config.out_dir / runfiles.EVAL))
             self.warnings += [w for w in spikes if w not in self.warnings]
@@ -622,8 +624,6 @@ class Trainer:
         if self.is_main:
             write_json_atomic(self.config.out_dir / runfiles.METRICS, metrics.to_json(), indent=2, sort_keys=True)
             if metrics.ok:
-                from prism.train import finished as finished_run
-
                 checkpoint.retire(self.config.out_dir)
                 finished_run.keep(self.config.out_dir, self.config, self.inputs, metrics.to_json())
                 se = f" +- {metrics.loss_se:.4f}" if metrics.loss_se is not None else ""
@@ -640,7 +640,6 @@ def finished(config: RunConfig) -> RunMetrics | None:
 
     An ok run missing a kept checkpoint is not finished (see prism.train.finished).
     """
-    from prism.train import finished as finished_run
 
     path = config.out_dir / runfiles.METRICS
     existing = runfiles.read_json(path)
@@ -662,11 +661,6 @@ def train(config: RunConfig, retrain: bool | None = None, wait_lock: bool | None
     memory have been checked (prism.train.finished, prism.train.preflight); then rank 0
     holds the directory's lock (prism.train.lock) for the rest of the run.
     """
-    from contextlib import nullcontext
-
-    from prism.train import finished as finished_run
-    from prism.train import preflight
-    from prism.train.lock import RunLock
 
     retrain = finished_run.retrain_requested(retrain)
     finished_run.check_same_run(config.out_dir, config)
