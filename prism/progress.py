@@ -38,7 +38,7 @@ class Bar:
         self.tqdm = None
         if self.shown and bar:
             try:
-                from tqdm import tqdm
+                from tqdm import tqdm  # noqa: PLC0415 lazy: tqdm, an optional nicety
             except ImportError:
                 pass
             else:

@@ -17,7 +17,8 @@ from pathlib import Path
 
 from prism.atomic import write_text_atomic
 from prism.errors import PrismError
-from prism.perf import summary
+from prism.perf import markdown, summary
+from prism.perf.chart import bar_chart
 from prism.perf.reader import BadLine, read_perf
 
 
@@ -137,7 +138,6 @@ def aggregate(
     log=None,
 ) -> AggregateResult:
     """Scan, summarise, filter and write OUT (CSV), OUT.md and OUT.png; malformed lines go to `log`."""
-    from prism.perf import markdown
 
     log = log or sys.stderr
     runs, bad = collect_runs(Path(outputs), warmup_fraction)
@@ -170,7 +170,5 @@ def aggregate(
     write_text_atomic(md_path, f"## {title}\n\n" + markdown.table(records, md_cols) + note)
     png_path = None
     if chart:
-        from prism.perf.chart import bar_chart
-
         png_path = bar_chart(records, csv_path.with_suffix(".png"), label_key=label, title=title)
     return AggregateResult(records, cols, bad, csv_path, md_path, png_path)

@@ -13,10 +13,10 @@ HATCHES = ("", "//", "..", "xx")
 
 def bar_chart(records: list[dict], out: Path, label_key: str = "preset", title: str = "") -> Path:
     """Two panels (samples/s, MFU), one bar group per record, one bar per layout present."""
-    import matplotlib
+    import matplotlib  # noqa: PLC0415 lazy: matplotlib
 
     matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    import matplotlib.pyplot as plt  # noqa: PLC0415 lazy: matplotlib
 
     order = {"padded": 0, "packed": 1}
     layouts = sorted(

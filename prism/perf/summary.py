@@ -12,6 +12,8 @@ import math
 import statistics
 from collections.abc import Iterable
 
+from prism.errors import PrismError
+
 # Columns first in the CSV, in this order, when present.
 LEADING = (
     "run_dir",
@@ -153,7 +155,6 @@ def columns(records: Iterable[dict]) -> list[str]:
 
 def apply_filters(records: list[dict], filters: dict[str, list[str]]) -> list[dict]:
     """Keep the records whose column equals one of the given values, for every filtered column."""
-    from prism.errors import PrismError
 
     available = columns(records)
     for key in filters:

@@ -159,7 +159,7 @@ def ensure_data(cell: Cell, log=print) -> Path:
 def child_env(cell: Cell, environ: dict | None = None) -> dict:
     """The training process's environment: any data-location variable points at this cell's shards."""
     # Imported here: the loader imports torch (seconds), which the sweep's own process does not need.
-    from prism.data.loader import DATA_ENV_VARS
+    from prism.data.loader import DATA_ENV_VARS  # noqa: PLC0415 lazy: torch
 
     env = dict(os.environ if environ is None else environ)
     for var in DATA_ENV_VARS:

@@ -6,7 +6,13 @@ import os
 from dataclasses import dataclass, fields
 from pathlib import Path
 
+import yaml
+
 from prism.errors import PrismError, check_name
+from prism.families import FAMILIES, family_spec
+from prism.launch import LAUNCHERS
+from prism.model.config import REGIMES, check_backbone, check_variant
+from prism.train.options import DEVICES, STRATEGIES
 
 LAYOUTS: tuple[str, ...] = ("padded", "packed")
 PRESETS_ENV = "PRISM_MODALITY_PRESETS"
@@ -67,7 +73,6 @@ def _build(kind, cls, name: str, data, path: Path):
 
 
 def _validate_preset(p: Preset, path: Path) -> None:
-    from prism.families import FAMILIES, family_spec
 
     check_name(f"family (preset {p.name} in {path})", p.family, FAMILIES)
     width = family_spec(p.family).tokens_per_sample
@@ -82,9 +87,6 @@ def _validate_preset(p: Preset, path: Path) -> None:
 
 
 def _validate_design(d: Design, path: Path) -> None:
-    from prism.launch import LAUNCHERS
-    from prism.model.config import REGIMES, check_backbone, check_variant
-    from prism.train.options import DEVICES, STRATEGIES
 
     where = f"(design {d.name} in {path})"
     check_backbone(d.backbone, where)
@@ -119,7 +121,6 @@ class PresetFile:
 
 def load(path: str | os.PathLike | None = None) -> PresetFile:
     """Read and validate the presets file; every problem names the file and the preset/design."""
-    import yaml
 
     path = Path(path) if path else default_path()
     try:
