@@ -24,13 +24,11 @@ from __future__ import annotations
 import hashlib
 import io
 import json
-import multiprocessing
 import os
 import shutil
 import sys
 import tempfile
 from collections import Counter
-from concurrent.futures import ProcessPoolExecutor
 from contextlib import ExitStack
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -38,10 +36,7 @@ from pathlib import Path
 import numpy as np
 
 from prism.atomic import DiskFullError, disk_full, folder_kept, free_bytes, is_disk_full, replace_dir
-from prism.data import decoded
 from prism.data.manifest import FORMAT_VERSION, MANIFEST, Records, sha256
-from prism.data.shards import fit_caption
-from prism.data.sources.ts import CHANNELS, resample, to_window
 from prism.data.tarreader import TarCut, iter_tar
 from prism.errors import PrismError
 from prism.families import FamilySpec, family_spec
@@ -140,6 +135,8 @@ def decode_array(blob: bytes, spec: FamilySpec) -> np.ndarray:
         raise BadSample(f".npy does not load ({type(err).__name__})") from None
     shape = spec.modality_shape
     if spec.name == "text_ts":
+        from prism.data.sources.ts import CHANNELS, resample, to_window  # noqa: PLC0415 lazy: `prism --help` imports this module
+
         if arr.ndim == 1:
             arr = arr[None]
         if arr.ndim != 2 or arr.shape[1] < 2:
@@ -179,6 +176,7 @@ def caption_of(members: dict[str, bytes]) -> str:
 
 def decode_sample(members: dict[str, bytes], spec: FamilySpec) -> tuple[str, np.ndarray]:
     """(caption cut to the family's text length, modality array); BadSample says why not."""
+    from prism.data.shards import fit_caption  # noqa: PLC0415 lazy: `prism --help` imports this module
 
     caption, _ = fit_caption(caption_of(members), spec.text_len - 2)
     if spec.name == "text_image":
@@ -348,6 +346,8 @@ def _map_shards(tasks: list[tuple], jobs: int):
     if jobs <= 1 or len(tasks) <= 1:
         yield from map(_read_task, tasks)
         return
+    import multiprocessing  # noqa: PLC0415 lazy: `prism --help` imports this module
+    from concurrent.futures import ProcessPoolExecutor  # noqa: PLC0415 lazy: `prism --help` imports this module
 
     with ProcessPoolExecutor(min(jobs, len(tasks)), mp_context=multiprocessing.get_context("fork")) as pool:
         yield from pool.map(_read_task, tasks)
@@ -367,6 +367,7 @@ def index(
 
     `jobs` processes decode the shards (each shard in one); the result does not depend on it.
     """
+    from prism.data import decoded  # noqa: PLC0415 lazy: `prism --help` imports this module
 
     spec = family_spec(family)
     shards, out = Path(shards), Path(out)

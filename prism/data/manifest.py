@@ -18,7 +18,6 @@ from pathlib import Path
 
 import numpy as np
 
-from prism.data.sources import lm_text
 from prism.data.tarreader import TarCut, iter_tar
 from prism.errors import PrismError
 
@@ -199,6 +198,7 @@ def verify_lm_text(data_dir: str | Path, manifest: dict, captions: list[str]) ->
     a manifest without the record, other package versions, another digest, or a
     caption that is no such passage is an error.
     """
+    from prism.data.sources import lm_text  # noqa: PLC0415 lazy: `prism --help` imports this module
 
     path = Path(data_dir) / MANIFEST
     record = manifest.get("lm_text")
