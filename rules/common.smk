@@ -14,7 +14,7 @@ from pathlib import Path
 import yaml
 
 from prism.errors import PrismError
-from prism.train.finished import study_conflict
+from prism.train.rundir.finished import study_conflict
 from prism.families import FAMILIES
 from prism.calibration import calibration_filename
 from prism.ids import format_budget

@@ -30,7 +30,7 @@ def _train(args: argparse.Namespace) -> int:
     flags = {k: v for k, v in vars(args).items() if k not in ("func", "group", "verb")}
     launch_flags = {k: flags.pop(k) for k in LAUNCH_KEYS}
     # Invocation options, not settings of the run: they reach every process (torchrun, a PBS job's
-    # mpiexec) through the environment (prism.train.finished, prism.train.lock read them).
+    # mpiexec) through the environment (prism.train.rundir.finished, prism.train.rundir.lock read them).
     import os
 
     if flags.pop("retrain", None):

@@ -30,7 +30,7 @@ from prism.model import build_model
 from prism.model.config import backbone_config
 from prism.peak import peak_flops, peak_now
 from prism.train.config import RunConfig
-from prism.train.runfiles import read_jsonl
+from prism.train.rundir.runfiles import read_jsonl
 from prism.train.schedule import build_optimizer, default_lr
 
 

@@ -46,14 +46,15 @@ from prism.model.tokenizer import IGNORE
 from prism.peak import peak_flops
 from prism.revision import git_rev
 from prism.run_metrics import RunMetrics
-from prism.train import checkpoint, preflight, rundir, runfiles
-from prism.train import finished as finished_run
+from prism.train import preflight
 from prism.train.budget import find_calibration, step_budget
 from prism.train.collapse import CollapseDetector
 from prism.train.config import RunConfig
 from prism.train.evaluator import EvalResult, Evaluator
-from prism.train.lock import RunLock
 from prism.train.meter import PerfMeter
+from prism.train.rundir import checkpoint, resume, runfiles
+from prism.train.rundir import finished as finished_run
+from prism.train.rundir.lock import RunLock
 from prism.train.schedule import build_optimizer, build_scheduler
 from prism.train.spikes import eval_warnings
 from prism.train.timing import JobClock
@@ -280,12 +281,12 @@ class Trainer:
         config, budget = self.config, self.budget
         with self.clock.phase("setup"):
             calibration = find_calibration(config)
-            self.inputs = rundir.input_fingerprint(config, calibration)
-            start = rundir.prepare(config, self.inputs, budget.steps, self.is_main, log=log)
+            self.inputs = resume.input_fingerprint(config, calibration)
+            start = resume.prepare(config, self.inputs, budget.steps, self.is_main, log=log)
             if start.checkpoint is not None:
                 self.resume(start.checkpoint)
             elif config.init_from:
-                self.start_from(rundir.init_checkpoint(Path(config.init_from), config.init_step))
+                self.start_from(resume.init_checkpoint(Path(config.init_from), config.init_step))
             self.first_step = self.step
             self._open_logs()
         if self.step == 0:
@@ -461,7 +462,7 @@ class Trainer:
         self._restore(step, loader_state, extra)
         self.resumed_from = step
         if self.is_main:
-            rundir.truncate_logs(self.config.out_dir, step)
+            resume.truncate_logs(self.config.out_dir, step)
             log(f"[{self.config.run_id}] resuming from {path} (step {step}/{self.budget.steps})")
 
     def start_from(self, path: Path) -> None:
@@ -472,9 +473,9 @@ class Trainer:
         of this config that never stopped at S would (given the same warm-up and lr).
         """
         source = Path(self.config.init_from)
-        rundir.check_trajectory(self.config, source, self.inputs, self.budget.lr, self.budget.warmup)
+        resume.check_trajectory(self.config, source, self.inputs, self.budget.lr, self.budget.warmup)
         # A kept checkpoint that went bad is rewritten by the run that kept it: without it, that run
-        # is no longer finished and trains again from its own start (prism.train.finished).
+        # is no longer finished and trains again from its own start (prism.train.rundir.finished).
         fix = (
             f"delete it and rerun the run that wrote it ({source}; in a study, rerun the workflow), "
             "which trains it again from its own start, then this run"
@@ -493,7 +494,7 @@ class Trainer:
         self.scheduler._last_lr = [group["lr"] for group in self.optimizer.param_groups]
         self.started_from = f"{source}@{step}"
         if self.is_main:
-            rundir.copy_logs(source, self.config.out_dir, step)
+            resume.copy_logs(source, self.config.out_dir, step)
             log(f"[{self.config.run_id}] starting from {path} (step {step}/{self.budget.steps})")
 
     def _open_logs(self) -> None:
@@ -638,7 +639,7 @@ class Trainer:
 def finished(config: RunConfig) -> RunMetrics | None:
     """The metrics of a run whose metrics.json exists (nothing to do), else None.
 
-    An ok run missing a kept checkpoint is not finished (see prism.train.finished).
+    An ok run missing a kept checkpoint is not finished (see prism.train.rundir.finished).
     """
 
     path = config.out_dir / runfiles.METRICS
@@ -658,8 +659,8 @@ def train(config: RunConfig, retrain: bool | None = None, wait_lock: bool | None
     """Train (or resume, or skip when finished, or restore an unchanged finished run); returns its metrics.
 
     Nothing in the run directory is touched until the settings, the inputs and the
-    memory have been checked (prism.train.finished, prism.train.preflight); then rank 0
-    holds the directory's lock (prism.train.lock) for the rest of the run.
+    memory have been checked (prism.train.rundir.finished, prism.train.preflight); then rank 0
+    holds the directory's lock (prism.train.rundir.lock) for the rest of the run.
     """
 
     retrain = finished_run.retrain_requested(retrain)
@@ -667,7 +668,7 @@ def train(config: RunConfig, retrain: bool | None = None, wait_lock: bool | None
     if not retrain and (done := finished(config)) is not None:
         return done
     env = discover()
-    inputs = rundir.input_fingerprint(config, find_calibration(config))  # a missing calibration stops here
+    inputs = resume.input_fingerprint(config, find_calibration(config))  # a missing calibration stops here
     preflight.check(config, env.world_size)
     with RunLock(config.out_dir, wait=wait_lock) if env.is_main else nullcontext():
         if env.is_main:

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from prism.train.runfiles import read_jsonl
+from prism.train.rundir.runfiles import read_jsonl
 
 pytestmark = pytest.mark.slow
 
@@ -104,7 +104,7 @@ def test_a_byte_identical_data_rebuild_retrains_nothing_and_changed_data_retrain
 
 
 def test_a_second_trainer_on_the_same_directory_is_refused_naming_the_holder(train, tmp_path):
-    from prism.train.lock import RunLock
+    from prism.train.rundir.lock import RunLock
 
     out = tmp_path / "locked"
     with RunLock(out):
@@ -116,7 +116,7 @@ def test_a_second_trainer_on_the_same_directory_is_refused_naming_the_holder(tra
         [
             sys.executable,
             "-c",
-            "import sys, time; from prism.train.lock import RunLock; "
+            "import sys, time; from prism.train.rundir.lock import RunLock; "
             f"RunLock({str(out)!r}).acquire(); print('held', flush=True); time.sleep(600)",
         ],
         stdout=subprocess.PIPE,
@@ -132,7 +132,7 @@ def test_a_second_trainer_on_the_same_directory_is_refused_naming_the_holder(tra
 
 
 def test_wait_lock_waits_for_the_holder(shards, tiny, tmp_path):
-    from prism.train.lock import RunLock
+    from prism.train.rundir.lock import RunLock
 
     out = tmp_path / "waits"
     lock = RunLock(out).acquire()

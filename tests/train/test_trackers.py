@@ -6,7 +6,7 @@ import pytest
 
 from prism.errors import PrismError
 from prism.train.config import RunConfig
-from prism.train.runfiles import read_jsonl
+from prism.train.rundir.runfiles import read_jsonl
 from prism.train.trackers import eval_scalars, parse_trackers, run_name, train_scalars, wandb_id
 
 WSD = ["--schedule", "wsd", "--warmup", "5", "--eval-every", "10", "--log-every", "4"]

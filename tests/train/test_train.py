@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from prism.train.runfiles import read_jsonl
+from prism.train.rundir.runfiles import read_jsonl
 
 pytestmark = pytest.mark.slow
 

@@ -76,7 +76,7 @@ def test_standard_error_of_a_token_weighted_mean():
 
 
 def test_a_resumed_run_drops_the_final_evaluation_of_the_process_that_died(tmp_path):
-    from prism.train import rundir
+    from prism.train.rundir import resume
 
     rows = [
         {"step": 0, "loss": 5.0},
@@ -85,7 +85,7 @@ def test_a_resumed_run_drops_the_final_evaluation_of_the_process_that_died(tmp_p
         {"step": 12, "loss": 1.8},
     ]
     (tmp_path / "eval.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
-    rundir.truncate_logs(tmp_path, 10)
+    resume.truncate_logs(tmp_path, 10)
     assert [json.loads(line) for line in (tmp_path / "eval.jsonl").read_text().splitlines()] == rows[:2]
 
 

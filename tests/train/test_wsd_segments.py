@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from prism.train.runfiles import read_jsonl
+from prism.train.rundir.runfiles import read_jsonl
 
 pytestmark = pytest.mark.slow
 

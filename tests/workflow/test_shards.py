@@ -10,7 +10,7 @@ import pytest
 import yaml
 
 from prism.fingerprint import file_digest
-from prism.train.runfiles import resolved_of
+from prism.train.rundir.runfiles import resolved_of
 
 from .wfhelpers import job_counts, make_workdir, planned_run_ids, snakemake
 

@@ -1,7 +1,7 @@
 """Collect run directories into the runs CSV: one row per run, finished or not.
 
 A run directory is any directory under ROOT holding `config.yaml` (the training
-runtime's layout, `prism.train.runfiles`): `eval.jsonl` (one evaluation per line:
+runtime's layout, `prism.train.rundir.runfiles`): `eval.jsonl` (one evaluation per line:
 step, samples, tokens, flops, loss), `metrics.json` (written last and atomically:
 present = finished; `status: ok|collapsed`, params, params_total, tokens, flops).
 Tolerant but exact: a corrupt line is reported (run id, file, line) and counted

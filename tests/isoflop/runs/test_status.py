@@ -12,7 +12,7 @@ import yaml
 
 from prism.errors import PrismError
 from prism.isoflop.runs.status import family_dirs, status_text, study_status
-from prism.train.lock import RunLock
+from prism.train.rundir.lock import RunLock
 
 PLAN_RUNS = [
     # run_id, budget, steps, flops, hours_here

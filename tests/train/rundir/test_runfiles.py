@@ -9,7 +9,7 @@ import numpy as np
 
 from prism.atomic import json_safe, write_json_atomic
 from prism.revision import git_rev
-from prism.train import runfiles
+from prism.train.rundir import runfiles
 
 
 def test_truncate_after_drops_later_rows_and_a_torn_line(tmp_path):

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import yaml
 
-from prism.train.finished import study_conflict
+from prism.train.rundir.finished import study_conflict
 
 
 def run_dir(study: Path, run_id: str, schedule: str, cooldown: float, finished: bool = True) -> Path:

@@ -7,7 +7,7 @@ Three rules, checked by `prism train` before it writes anything in a run directo
   touched; a finished run's records (metrics, eval, perf, final weights) stay.
 - `restore`: a finished run keeps a copy of its `metrics.json` in `final/finished.json`
   together with the content hashes of its inputs (data manifest, calibration; see
-  `prism.train.rundir.input_fingerprint`) and its result-deciding settings. When
+  `prism.train.rundir.resume.input_fingerprint`) and its result-deciding settings. When
   `metrics.json` is gone (Snakemake deletes a job's output before rerunning it: a
   rebuilt data directory, a calibration rewritten, a plan row edited and restored)
   and the inputs and settings hash the same, the copy is put back and nothing
@@ -35,8 +35,8 @@ from typing import Any
 
 from prism.atomic import json_safe, write_json_atomic
 from prism.errors import PrismError
-from prism.train import runfiles
 from prism.train.config import RESULT_FIELDS, RunConfig, read_yaml
+from prism.train.rundir import runfiles
 
 RECORD = "finished.json"
 RETRAIN_ENV = "PRISM_RETRAIN"
@@ -53,7 +53,7 @@ def record_path(run_dir: Path) -> Path:
 
 def missing_kept(run_dir: Path, config: Any, steps: Any) -> list[Path]:
     """The kept checkpoints of a run finished at `steps` that are not in final/keep/."""
-    from prism.train.checkpoint import filename, final_dir  # noqa: PLC0415 lazy: torch
+    from prism.train.rundir.checkpoint import filename, final_dir  # noqa: PLC0415 lazy: torch
 
     kept = final_dir(run_dir) / "keep"
     reached = [s for s in sorted(config.keep_steps) if isinstance(steps, int) and s <= steps]
@@ -62,7 +62,7 @@ def missing_kept(run_dir: Path, config: Any, steps: Any) -> list[Path]:
 
 def _put_back(missing: list[Path]) -> bool:
     """Link each missing kept checkpoint to final/'s checkpoint of its step, if that one reads."""
-    from prism.train import checkpoint  # noqa: PLC0415 lazy: torch
+    from prism.train.rundir import checkpoint  # noqa: PLC0415 lazy: torch
 
     for kept in missing:
         source = kept.parent.parent / kept.name

@@ -16,8 +16,8 @@ from pathlib import Path
 from prism.atomic import write_text_atomic
 from prism.errors import PrismError
 from prism.fingerprint import file_digest, record_digest
-from prism.train import checkpoint, runfiles
 from prism.train.config import TRAJECTORY_FIELDS, RunConfig
+from prism.train.rundir import checkpoint, runfiles
 
 
 def input_fingerprint(config: RunConfig, calibration: dict | None) -> dict[str, str | None]:

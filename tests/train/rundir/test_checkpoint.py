@@ -8,7 +8,7 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from prism.train import checkpoint  # noqa: E402
+from prism.train.rundir import checkpoint  # noqa: E402
 from prism.train.schedule import Schedule, build_optimizer, build_scheduler  # noqa: E402
 
 
