@@ -30,7 +30,8 @@ CLUSTER = {
     "nodes": 1,
 }
 MORE_BUDGETS = "budgets=[1e10,2e10,3e10,4e10]"
-# `--quiet host`: the job blocks (the profile leaves them out), which map Snakemake's job ids to runs.
+# `--quiet=host`: the job blocks (the profile leaves them out), which map Snakemake's job ids to runs.
+# One word: `--quiet` takes a list, and as two words it would take the target after it too.
 PBS_ARGS = (
     "--profile",
     "profiles/aurora",
@@ -38,8 +39,7 @@ PBS_ARGS = (
     "1",
     "--latency-wait",
     "5",
-    "--quiet",
-    "host",
+    "--quiet=host",
 )
 
 

@@ -541,6 +541,25 @@ class StudyPlan:
         return [r for p in self.plans if not p.refused for r in p.runs]
 
 
+def study_centre(
+    family: str,
+    regime: str,
+    options: PlanOptions,
+    out: str | Path | None = None,
+    scaling_study_dir: str | Path | None = None,
+) -> Centre:
+    """The N_opt(C) a study's grids are centred on (its own plan, a previous round, or the prior)."""
+    return find_centre(
+        Path(out) if out else None,
+        Path(scaling_study_dir) if scaling_study_dir else None,
+        family,
+        regime,
+        options.prior_a,
+        options.prior_k,
+        Path(options.previous_round) if options.previous_round else None,
+    )
+
+
 def rule_sizes(
     family: str,
     budgets: list[float],
@@ -550,6 +569,7 @@ def rule_sizes(
     variants: list[str] | None = None,
     out: str | Path | None = None,
     scaling_study_dir: str | Path | None = None,
+    centre: Centre | None = None,
 ) -> dict[float, list[str]]:
     """`{budget: rule sizes}` of `options.sizes_per_budget` (empty without it), centred as `plan_runs` centres.
 
@@ -559,15 +579,8 @@ def rule_sizes(
 
     if not options.sizes_per_budget:
         return {}
-    centre = find_centre(
-        Path(out) if out else None,
-        Path(scaling_study_dir) if scaling_study_dir else None,
-        family,
-        regime,
-        options.prior_a,
-        options.prior_k,
-        Path(options.previous_round) if options.previous_round else None,
-    )
+    if centre is None:
+        centre = study_centre(family, regime, options, out, scaling_study_dir)
     return study_sizes(
         sorted(set(budgets)),
         centre.n_opt,
@@ -604,18 +617,8 @@ def plan_runs(
 
     family_spec(family)
     validate(options)
-    centre = find_centre(
-        Path(out) if out else None,
-        Path(scaling_study_dir) if scaling_study_dir else None,
-        family,
-        regime,
-        options.prior_a,
-        options.prior_k,
-        Path(options.previous_round) if options.previous_round else None,
-    )
-    by_budget = rule_sizes(
-        family, budgets, options, regime=regime, variants=variants, out=out, scaling_study_dir=scaling_study_dir
-    )
+    centre = study_centre(family, regime, options, out, scaling_study_dir)
+    by_budget = rule_sizes(family, budgets, options, regime=regime, variants=variants, centre=centre)
     if by_budget:
         from prism.isoflop.design.ladder import union  # noqa: PLC0415 lazy: the CLI's parser imports this module
 
