@@ -30,7 +30,8 @@ def shard_study(tmp_path_factory, shape_shards) -> ShardStudy:
     shards = root / "shards"
     shape_shards(shards, 2000, per_shard=500)
     workdir = make_workdir(root / "study", {"data": {"shards": {"text_image": str(shards)}}})
-    fit = snakemake(workdir, "fit_text_image", timeout=1800).stdout
+    # `--quiet=host`: the job blocks with their shell commands (the profile leaves them out).
+    fit = snakemake(workdir, "fit_text_image", "--quiet=host", timeout=1800).stdout
     return ShardStudy(workdir, shards, fit)
 
 
