@@ -122,6 +122,15 @@ def test_every_training_job_goes_through_qsub(study):
 
 def test_sigint_cancels_queued_jobs(study):
     workdir, client_env = study
+    # A job holding the whole node keeps the study's jobs queued until the interrupt, however fast
+    # this host runs them (on an idle host the study used to finish before its queue was seen).
+    blocker = subprocess.run(
+        ["sbatch", "--parsable", "--exclusive", "--job-name", "blocker", "--wrap", "sleep 600"],
+        env={**env(), **client_env},
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.strip()
     log = open(workdir / "sigint.log", "w")
     proc = subprocess.Popen(
         [SNAKEMAKE, *PBS_ARGS, "collect_text_image", "--config", MORE_BUDGETS],
@@ -147,6 +156,7 @@ def test_sigint_cancels_queued_jobs(study):
         if proc.poll() is None:
             proc.kill()
         log.close()
+        subprocess.run(["scancel", blocker.split(";")[0]], env={**env(), **client_env}, check=False)
     deadline = time.monotonic() + 30
     while queue(client_env) and time.monotonic() < deadline:
         time.sleep(0.5)
