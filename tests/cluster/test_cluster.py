@@ -125,7 +125,7 @@ def test_sigint_cancels_queued_jobs(study):
     # A job holding the whole node keeps the study's jobs queued until the interrupt, however fast
     # this host runs them (on an idle host the study used to finish before its queue was seen).
     blocker = subprocess.run(
-        ["sbatch", "--parsable", "--exclusive", "--job-name", "blocker", "--wrap", "sleep 600"],
+        ["sbatch", "--parsable", "--exclusive", "--job-name", "blocker", "--output=/dev/null", "--wrap=sleep 600"],
         env={**env(), **client_env},
         capture_output=True,
         text=True,
