@@ -111,30 +111,35 @@ def from_mapping(cls: type, data: dict | None, where: str):
     return validate(cls(**data))
 
 
+def check_field(f: dataclasses.Field, value: Any, name: str) -> None:
+    """A PrismError starting with `name` when `value` breaks the field's type, range or choices
+    (None, "derive it", passes)."""
+    if value is None:
+        return
+    meta, kind = f.metadata, _kind(f)
+    if kind in ("int", "float"):
+        if (
+            isinstance(value, bool)
+            or not isinstance(value, (int, float))
+            or (kind == "int" and not float(value).is_integer())
+        ):
+            raise PrismError(f"{name}: {value!r} is not a{'n integer' if kind == 'int' else ' number'}")
+        if not math.isfinite(value):
+            raise PrismError(f"{name}: {value!r} is not finite")
+        if meta.get("minimum") is not None and value < meta["minimum"]:
+            raise PrismError(f"{name} must be >= {meta['minimum']}, got {value}")
+        if meta.get("exclusive_minimum") is not None and value <= meta["exclusive_minimum"]:
+            raise PrismError(f"{name} must be > {meta['exclusive_minimum']}, got {value}")
+        if meta.get("maximum") is not None and value > meta["maximum"]:
+            raise PrismError(f"{name} must be <= {meta['maximum']}, got {value}")
+    if meta.get("choices") and value not in meta["choices"]:
+        raise PrismError(f"{name}: {value!r} is not one of {', '.join(meta['choices'])}")
+
+
 def validate(opts):
-    """Check choices and minimums of every field; PrismError naming the flag."""
+    """Check every field's type, range and choices; PrismError naming the flag."""
     for f in fields(opts):
-        value, meta = getattr(opts, f.name), f.metadata
-        if value is None:
-            continue
-        kind = _kind(f)
-        if kind in ("int", "float"):
-            if (
-                isinstance(value, bool)
-                or not isinstance(value, (int, float))
-                or (kind == "int" and not float(value).is_integer())
-            ):
-                raise PrismError(f"{flag(f.name)}: {value!r} is not a{'n integer' if kind == 'int' else ' number'}")
-            if not math.isfinite(value):
-                raise PrismError(f"{flag(f.name)}: {value!r} is not finite")
-            if meta.get("minimum") is not None and value < meta["minimum"]:
-                raise PrismError(f"{flag(f.name)} must be >= {meta['minimum']}, got {value}")
-            if meta.get("exclusive_minimum") is not None and value <= meta["exclusive_minimum"]:
-                raise PrismError(f"{flag(f.name)} must be > {meta['exclusive_minimum']}, got {value}")
-            if meta.get("maximum") is not None and value > meta["maximum"]:
-                raise PrismError(f"{flag(f.name)} must be <= {meta['maximum']}, got {value}")
-        if meta.get("choices") and value not in meta["choices"]:
-            raise PrismError(f"{flag(f.name)}: {value!r} is not one of {', '.join(meta['choices'])}")
+        check_field(f, getattr(opts, f.name), flag(f.name))
     return opts
 
 

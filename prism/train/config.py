@@ -12,7 +12,6 @@ importing torch.
 from __future__ import annotations
 
 import dataclasses
-import math
 import os
 from dataclasses import dataclass, field, fields
 from pathlib import Path
@@ -25,8 +24,10 @@ from prism.errors import PrismError, check_name
 from prism.families import FAMILIES
 from prism.ids import run_id
 from prism.model.config import REGIMES, check_backbone, check_variant
+from prism.options import check_field, option
 from prism.train.options import TrainOptions
 from prism.train.schedule import COOLDOWN_SHAPES
+from prism.train.trackers import parse_trackers
 
 COMPILE_MODES = ("none", "static", "dynamic")
 LAYOUTS = ("padded", "packed")
@@ -65,9 +66,12 @@ def _f(
     choices: tuple[str, ...] | None = None,
     metavar: str | None = None,
     required: bool = False,
+    **bounds: float,
 ) -> Any:
-    meta = {"help": help, "choices": choices, "metavar": metavar, "required": required}
-    return field(default=default, metadata=meta)
+    """A `prism.options.option` (its `minimum`/`exclusive_minimum`/`maximum` checked by `validate`)
+    that may be required: a flag, or a key of the run's YAML file."""
+    spec = option(default, help, choices=choices, metavar=metavar, **bounds)
+    return field(default=default, metadata={**spec.metadata, "required": required})
 
 
 def _shared(name: str) -> Any:
@@ -84,17 +88,19 @@ class RunConfig:
     backbone: str = _f(help="backbone name, e.g. 30k, 3m, 1b", metavar="B", required=True)
     variant: str = _f(help="projector variant: BASE W2X W4X D2X D4X", metavar="V", required=True)
     regime: str = _f(help="projector_only, encoder_projector or e2e", metavar="R", required=True)
-    budget: float = _f(help="training FLOPs (forward+backward), e.g. 3e11", metavar="C", required=True)
+    budget: float = _f(
+        help="training FLOPs (forward+backward), e.g. 3e11", metavar="C", required=True, exclusive_minimum=0
+    )
     data: str = _f(help="shard directory made by `prism data build`", metavar="DIR", required=True)
     out: str = _f(help="run directory (created; a rerun resumes from its checkpoints)", metavar="RUNDIR", required=True)
     strategy: str = _shared("strategy")
-    replicate: int | None = _f(None, "hsdp: replicas (default world size / shard)", metavar="N")
-    shard: int | None = _f(None, "hsdp: shards per replica (default processes per node)", metavar="N")
+    replicate: int | None = _f(None, "hsdp: replicas (default world size / shard)", metavar="N", minimum=1)
+    shard: int | None = _f(None, "hsdp: shards per replica (default processes per node)", metavar="N", minimum=1)
     seed: int = _shared("seed")
     device: str = _shared("device")
     compile: str = _f("none", "torch.compile the blocks (for GPUs; loses on short CPU runs)", COMPILE_MODES)
-    grad_checkpoint: int = _f(0, "activation checkpointing on every K-th block (0: off)", metavar="K")
-    global_batch: int = _f(32, "samples per optimizer step, over all ranks", metavar="B")
+    grad_checkpoint: int = _f(0, "activation checkpointing on every K-th block (0: off)", metavar="K", minimum=0)
+    global_batch: int = _f(32, "samples per optimizer step, over all ranks", metavar="B", minimum=1)
     calibration: str | None = _f(None, "calibration JSON giving flops_per_sample", metavar="FILE")
     calibration_dir: str | None = _f(
         None,
@@ -103,15 +109,18 @@ class RunConfig:
         metavar="DIR",
     )
     layout: str = _f("padded", "batch layout (one sample per row, or packed rows)", LAYOUTS)
-    seq_len: int | None = _f(None, "row length in tokens (default: the family's sample length)", metavar="L")
+    seq_len: int | None = _f(None, "row length in tokens (default: the family's sample length)", metavar="L", minimum=1)
     max_steps: int | None = _f(
         None,
         "train this many steps instead of the budget's (smoke and sweep "
         "runs; the schedule spans them; FLOPs spent are recorded)",
         metavar="N",
+        minimum=1,
     )
-    lr: float | None = _f(None, "peak learning rate (default: width-scaled, see prism.train.schedule)", metavar="LR")
-    warmup: int | None = _f(None, "warm-up steps (default: 5% of the steps, at least 1)", metavar="N")
+    lr: float | None = _f(
+        None, "peak learning rate (default: width-scaled, see prism.train.schedule)", metavar="LR", exclusive_minimum=0
+    )
+    warmup: int | None = _f(None, "warm-up steps (default: 5% of the steps, at least 1)", metavar="N", minimum=0)
     schedule: str = _shared("schedule")
     cooldown_fraction: float = _shared("cooldown_fraction")
     cooldown_shape: str = _f(
@@ -121,10 +130,13 @@ class RunConfig:
         None,
         "evaluate every K steps (default: about 10 evaluations a run); always at step 0 and at the end",
         metavar="K",
+        minimum=1,
     )
     eval_samples: int = _shared("eval_samples")
     final_eval_samples: int | None = _shared("final_eval_samples")
-    checkpoint_every: int | None = _f(None, "checkpoint every K steps (default: about 10 a run)", metavar="K")
+    checkpoint_every: int | None = _f(
+        None, "checkpoint every K steps (default: about 10 a run)", metavar="K", minimum=1
+    )
     checkpoint_at: str | None = _f(
         None,
         "also checkpoint at these steps and keep those checkpoints "
@@ -137,8 +149,10 @@ class RunConfig:
         "data position, RNG, counters) instead of from scratch",
         metavar="RUNDIR",
     )
-    init_step: int | None = _f(None, "the step of --init-from's checkpoint (default: its newest)", metavar="S")
-    log_every: int = _f(10, "write a perf.jsonl row every K steps (and at steps 1 and last)", metavar="K")
+    init_step: int | None = _f(
+        None, "the step of --init-from's checkpoint (default: its newest)", metavar="S", minimum=0
+    )
+    log_every: int = _f(10, "write a perf.jsonl row every K steps (and at steps 1 and last)", metavar="K", minimum=1)
     threads: int | None = _shared("threads")
     trackers: str | None = _shared("trackers")
     tracker_dir: str | None = _f(
@@ -166,42 +180,12 @@ class RunConfig:
         check_variant(self.variant)
         check_name("regime", self.regime, REGIMES)
         for f in fields(self):
-            choices = f.metadata.get("choices")
-            if choices:
-                check_name(f.name.replace("_", "-"), getattr(self, f.name), choices)
-        if not (math.isfinite(self.budget) and self.budget > 0):
-            raise PrismError(f"{source}: budget must be a positive number of FLOPs, got {self.budget}")
-        for name in (
-            "replicate",
-            "shard",
-            "global_batch",
-            "seq_len",
-            "max_steps",
-            "eval_every",
-            "eval_samples",
-            "final_eval_samples",
-            "checkpoint_every",
-            "log_every",
-            "threads",
-        ):
-            value = getattr(self, name)
-            if value is not None and value < 1:
-                raise PrismError(f"{source}: {name} must be at least 1, got {value}")
-        for name in ("grad_checkpoint", "warmup", "seed"):
-            value = getattr(self, name)
-            if value is not None and value < 0:
-                raise PrismError(f"{source}: {name} must be at least 0, got {value}")
-        if self.lr is not None and not (math.isfinite(self.lr) and self.lr > 0):
-            raise PrismError(f"{source}: lr must be a positive number, got {self.lr}")
+            if f.metadata.get("choices"):  # "unknown strategy 'zero3'; valid: ..." (the registries' wording)
+                check_name(f.name.replace("_", "-"), getattr(self, f.name), f.metadata["choices"])
+            check_field(f, getattr(self, f.name), f"{source}: {f.name}")
         parse_steps(self.checkpoint_at)
         if self.init_step is not None and not self.init_from:
             raise PrismError(f"{source}: init_step needs init_from (the run directory to start from)")
-        # 0: a one-step cooldown whose only update is at the peak, i.e. constant after the warm-up
-        # (a wsd study's stable trajectory, cut into segments that later runs branch off).
-        if not 0 <= self.cooldown_fraction <= 1:
-            raise PrismError(f"{source}: cooldown_fraction must be in [0, 1], got {self.cooldown_fraction}")
-        from prism.train.trackers import parse_trackers  # noqa: PLC0415 lazy: the CLI's parser imports this module
-
         parse_trackers(self.trackers)
         if self.calibration and self.calibration_dir:
             raise PrismError(f"{source}: give calibration or calibration_dir, not both")

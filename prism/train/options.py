@@ -41,6 +41,8 @@ class TrainOptions:
         "learning-rate schedule after the warm-up: cosine decay to 10%, or wsd (constant, then a cooldown)",
         choices=SCHEDULES,
     )
+    # 0 is a one-step cooldown whose only update is at the peak, i.e. constant after the warm-up
+    # (a wsd study's stable trajectory, cut into segments that later runs branch off).
     cooldown_fraction: float = option(
         COOLDOWN_FRACTION, "wsd: share of the steps spent in the cooldown", metavar="F", minimum=0, maximum=1
     )

@@ -45,11 +45,12 @@ def test_unknown_key_in_the_file_is_named(tmp_path):
     "key,value,needle",
     [
         ("global_batch", "many", "key 'global_batch' must be int"),
-        ("global_batch", 0, "global_batch must be at least 1"),
-        ("budget", -1, "budget must be a positive number"),
+        ("global_batch", 0, "global_batch must be >= 1, got 0"),
+        ("budget", -1, "budget must be > 0, got -1"),
         ("strategy", "zero3", "unknown strategy 'zero3'"),
         ("backbone", "5m", "unknown backbone '5m'"),
-        ("lr", "nan", "lr must be a positive number"),
+        ("lr", "nan", "lr: nan is not finite"),
+        ("lr", 0, "lr must be > 0, got 0"),
     ],
 )
 def test_bad_values_are_user_errors(key, value, needle):

@@ -48,7 +48,7 @@ def test_a_refused_rerun_leaves_a_finished_run_intact_and_an_unchanged_one_is_re
     assert snapshot(finished) == {k: v for k, v in before.items() if k != "metrics.json"}
     # An invalid value (a hand-edited plan row) is refused before anything is touched.
     bad = train(finished, *SHORT, "--global-batch", "0")
-    assert bad.returncode == 2 and "global_batch must be at least 1" in bad.stderr
+    assert bad.returncode == 2 and "global_batch must be >= 1, got 0" in bad.stderr
     # The original settings again: restored from final/, not retrained.
     again = train(finished, *SHORT)
     assert again.returncode == 0, again.stderr
@@ -187,7 +187,7 @@ def test_preflight_errors_are_one_line_and_write_nothing(train, tmp_path):
     cases = [
         (["--seq-len", "10"], "--seq-len 10 is too short"),
         (["--global-batch", "100000000", "--budget", "1e18"], "needs at least"),
-        (["--budget", "-1e10"], "budget must be a positive number"),
+        (["--budget", "-1e10"], "budget must be > 0, got -1"),
     ]
     for flags, message in cases:
         out = tmp_path / "pre"

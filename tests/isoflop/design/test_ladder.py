@@ -9,15 +9,28 @@ from pathlib import Path
 import pytest
 import yaml
 
+from prism.cli import main
 from prism.errors import PrismError
 from prism.isoflop.design.ladder import budget_sizes, study_sizes, union
-from prism.isoflop.design.plan import PlanOptions, plan_runs, rule_sizes
+from prism.isoflop.design.plan import PlanOptions, plan_runs, rule_sizes, short_budgets_text
+from prism.isoflop.records import PlanRow
 from prism.model.paramcount import trainable_params
 from prism.options import from_mapping
 
 from ..conftest import write_calibration
 
 CONFIGS = Path(__file__).resolve().parents[3] / "config"
+
+# The default study's prior N_opt = k C^a and window (config/config.yaml's plan: section).
+PRIOR_K, PRIOR_A, WINDOW = 0.0258, 0.53, 0.42
+
+
+def prior_nopt(c: float) -> float:
+    return PRIOR_K * c**PRIOR_A
+
+
+def default_study_sizes(budgets: list[float], per_budget: int = 6, regime: str = "e2e") -> dict[float, list[str]]:
+    return study_sizes(budgets, prior_nopt, WINDOW, per_budget, "text_image", regime, ["BASE"], "n")
 
 
 def _calibrate(cal_dir: Path, family: str, names: list[str], variant: str = "BASE") -> None:
@@ -50,8 +63,7 @@ def test_six_per_budget_puts_six_runs_in_every_budgets_window(config_name, tmp_p
 
 
 def test_sizes_are_evenly_spaced_in_log_n_and_shared_between_budgets():
-    nopt = lambda c: 0.0258 * c**0.53  # noqa: E731 - the default study's prior
-    sizes = study_sizes([7e11, 1.2e12, 2e12], nopt, 0.42, 6, "text_image", "e2e", ["BASE"], "n")
+    sizes = default_study_sizes([7e11, 1.2e12, 2e12])
     for names in sizes.values():
         logs = [math.log10(trainable_params("text_image", n, "BASE", "e2e")) for n in names]
         gaps = [b - a for a, b in zip(logs, logs[1:])]
@@ -62,28 +74,31 @@ def test_sizes_are_evenly_spaced_in_log_n_and_shared_between_budgets():
 
 
 def test_a_budgets_sizes_do_not_depend_on_the_other_budgets():
-    nopt = lambda c: 0.0258 * c**0.53  # noqa: E731
-    alone = study_sizes([1.2e12], nopt, 0.42, 6, "text_image", "e2e", ["BASE"], "n")
-    together = study_sizes([4e11, 1.2e12, 3e12], nopt, 0.42, 6, "text_image", "e2e", ["BASE"], "n")
+    alone = default_study_sizes([1.2e12])
+    together = default_study_sizes([4e11, 1.2e12, 3e12])
     assert alone[1.2e12] == together[1.2e12]
 
 
 def test_near_the_encoders_floor_the_lattice_is_finer():
     # The window of this budget runs below the smallest model (the encoder is half of its N).
-    names = budget_sizes(2.2e4, 0.42, 6, "text_image", "e2e", "BASE", "n")
+    names = budget_sizes(2.2e4, WINDOW, 6, "text_image", "e2e", "BASE", "n")
     assert len(names) >= 6
 
 
 def test_only_e2e_spreads_n_by_backbones():
     with pytest.raises(PrismError, match="projector variants"):
-        study_sizes([1e12], lambda c: 1e5, 0.4, 6, "text_image", "projector_only", ["BASE"], "n")
+        default_study_sizes([1e12], regime="projector_only")
 
 
 def test_the_cli_takes_sizes_per_budget(tmp_path, capsys):
-    from prism.cli import main
-
     options = PlanOptions(
-        sizes_per_budget=5, prior_a=0.53, prior_k=0.0258, window=0.42, global_batch=32, min_steps=100, simulations=20
+        sizes_per_budget=5,
+        prior_a=PRIOR_A,
+        prior_k=PRIOR_K,
+        window=WINDOW,
+        global_batch=32,
+        min_steps=100,
+        simulations=20,
     )
     names = union(rule_sizes("text_image", [1e12], options))
     _calibrate(tmp_path, "text_image", names)
@@ -100,11 +115,11 @@ def test_the_cli_takes_sizes_per_budget(tmp_path, capsys):
             "--sizes-per-budget",
             "5",
             "--prior-a",
-            "0.53",
+            str(PRIOR_A),
             "--prior-k",
-            "0.0258",
+            str(PRIOR_K),
             "--window",
-            "0.42",
+            str(WINDOW),
             "--global-batch",
             "32",
             "--min-steps",
@@ -120,9 +135,6 @@ def test_the_cli_takes_sizes_per_budget(tmp_path, capsys):
 
 
 def test_a_budget_left_short_by_its_drops_is_named():
-    from prism.isoflop.design.plan import short_budgets_text
-    from prism.isoflop.records import PlanRow
-
     def row(backbone, budget):
         return PlanRow(
             run_id=f"{backbone}-BASE-e2e-C{budget:g}",
