@@ -35,6 +35,17 @@ def chinchilla_fit(chinchilla):
     return fit_approach3(*chinchilla)
 
 
+def plan_cli(calibration_dir: Path, budgets: str, *args: str, family: str = "text_image", **flags) -> int:
+    """`prism isoflop plan` for one family and its calibrations; a keyword is a flag
+    (`allow_undetermined=True` is `--allow-undetermined`, `window=0.5` is `--window 0.5`)."""
+    from prism.cli import main
+
+    argv = ["isoflop", "plan", "--family", family, "--budgets", budgets, "--calibration-dir", str(calibration_dir)]
+    for name, value in flags.items():
+        argv += ["--" + name.replace("_", "-")] + ([] if value is True else [str(value)])
+    return main([*argv, *args])
+
+
 def write_calibration(
     cal_dir: Path,
     family: str,

@@ -9,7 +9,6 @@ from pathlib import Path
 import pytest
 import yaml
 
-from prism.cli import main
 from prism.errors import PrismError
 from prism.isoflop.design.ladder import budget_sizes, study_sizes, union
 from prism.isoflop.design.plan import PlanOptions, plan_runs, rule_sizes, short_budgets_text
@@ -17,7 +16,7 @@ from prism.isoflop.records import PlanRow
 from prism.model.paramcount import trainable_params
 from prism.options import from_mapping
 
-from ..conftest import write_calibration
+from ..conftest import plan_cli, write_calibration
 
 CONFIGS = Path(__file__).resolve().parents[3] / "config"
 
@@ -102,32 +101,17 @@ def test_the_cli_takes_sizes_per_budget(tmp_path, capsys):
     )
     names = union(rule_sizes("text_image", [1e12], options))
     _calibrate(tmp_path, "text_image", names)
-    rc = main(
-        [
-            "isoflop",
-            "plan",
-            "--family",
-            "text_image",
-            "--budgets",
-            "1e12",
-            "--calibration-dir",
-            str(tmp_path),
-            "--sizes-per-budget",
-            "5",
-            "--prior-a",
-            str(PRIOR_A),
-            "--prior-k",
-            str(PRIOR_K),
-            "--window",
-            str(WINDOW),
-            "--global-batch",
-            "32",
-            "--min-steps",
-            "100",
-            "--simulations",
-            "20",
-            "--dry-run",
-        ]
+    rc = plan_cli(
+        tmp_path,
+        "1e12",
+        sizes_per_budget=5,
+        prior_a=PRIOR_A,
+        prior_k=PRIOR_K,
+        window=WINDOW,
+        global_batch=32,
+        min_steps=100,
+        simulations=20,
+        dry_run=True,
     )
     assert rc == 0
     out = capsys.readouterr().out

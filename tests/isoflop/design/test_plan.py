@@ -8,12 +8,11 @@ import re
 import pytest
 import yaml
 
-from prism.cli import main
 from prism.errors import PrismError
 from prism.ids import RUN_ID_RE, run_id
 from prism.isoflop.design.plan import Candidate, Centre, make_plan, parse_budgets, plan_budget
 
-from ..conftest import write_calibration
+from ..conftest import plan_cli, write_calibration
 
 
 def _plan(ladder, budgets, **kw):
@@ -114,25 +113,7 @@ def test_centre_from_previous_fit_and_existing_plan(ladder, tmp_path):
 
 def test_cli_writes_plan_yaml_and_csv(ladder, tmp_path, capsys):
     out = tmp_path / "text_image" / "plan.yaml"
-    rc = main(
-        [
-            "isoflop",
-            "plan",
-            "--family",
-            "text_image",
-            "--budgets",
-            "1e12,1e13",
-            "--calibration-dir",
-            str(ladder),
-            "--scaling-study-dir",
-            str(tmp_path),
-            "--simulations",
-            "50",
-            "--allow-undetermined",
-            "--out",
-            str(out),
-        ]
-    )
+    rc = plan_cli(ladder, "1e12,1e13", scaling_study_dir=tmp_path, simulations=50, allow_undetermined=True, out=out)
     assert rc == 0
     plan = yaml.safe_load(out.read_text())
     assert {"family", "regime", "budgets", "runs", "dropped", "forecast"} <= set(plan)
@@ -164,28 +145,15 @@ def test_dry_run_writes_nothing_and_forecasts_small_n_spread(tmp_path, capsys):
     for variant, n in {"BASE": 1.00e5, "W2X": 1.05e5, "W4X": 1.15e5, "D2X": 1.08e5, "D4X": 1.12e5}.items():
         write_calibration(cal, "text_image", "120k", variant, "e2e", n)
     out = tmp_path / "plan.yaml"
-    rc = main(
-        [
-            "isoflop",
-            "plan",
-            "--family",
-            "text_image",
-            "--budgets",
-            "1e12,3e12",
-            "--calibration-dir",
-            str(cal),
-            "--scaling-study-dir",
-            str(tmp_path),
-            "--dry-run",
-            "--out",
-            str(out),
-            "--prior-k",
-            "0.1",
-            "--window",
-            "1.0",
-            "--simulations",
-            "100",
-        ]
+    rc = plan_cli(
+        cal,
+        "1e12,3e12",
+        scaling_study_dir=tmp_path,
+        dry_run=True,
+        out=out,
+        prior_k=0.1,
+        window=1.0,
+        simulations=100,
     )
     text = capsys.readouterr().out
     assert rc == 0 and not out.exists() and not out.with_suffix(".csv").exists()
@@ -251,27 +219,7 @@ def test_the_workflows_plan_is_the_written_plan(ladder, tmp_path):
 
     options = PlanOptions(window=0.5, prior_k=0.1, min_steps=50, simulations=20)
     out = tmp_path / "plan.yaml"
-    rc = main(
-        [
-            "isoflop",
-            "plan",
-            "--family",
-            "text_image",
-            "--budgets",
-            "1e12,1e13",
-            "--calibration-dir",
-            str(ladder),
-            "--window",
-            "0.5",
-            "--prior-k",
-            "0.1",
-            "--simulations",
-            "20",
-            "--allow-undetermined",
-            "--out",
-            str(out),
-        ]
-    )
+    rc = plan_cli(ladder, "1e12,1e13", window=0.5, prior_k=0.1, simulations=20, allow_undetermined=True, out=out)
     assert rc == 0
     written = yaml.safe_load(out.read_text())["runs"]
     computed = plan_runs("text_image", [1e12, 1e13], ladder, options, regime="e2e")
@@ -284,24 +232,7 @@ def test_cost_columns_and_their_sources(ladder, capsys):
         assert r["node_hours"] == pytest.approx(r["flops"] / 5e14 / 3600)
     assert "MFU 0.5" in plan["cost"]["node_hours_source"]
     assert plan["cost"]["node_hours_total"] == pytest.approx(sum(r["node_hours"] for r in plan["runs"]))
-    assert (
-        main(
-            [
-                "isoflop",
-                "plan",
-                "--family",
-                "text_image",
-                "--budgets",
-                "1e12",
-                "--calibration-dir",
-                str(ladder),
-                "--simulations",
-                "20",
-                "--dry-run",
-            ]
-        )
-        == 0
-    )
+    assert plan_cli(ladder, "1e12", simulations=20, dry_run=True) == 0
     text = capsys.readouterr().out
     assert "time here" in text and "cluster: unknown [not estimated" in text
 
@@ -362,27 +293,7 @@ def _determining_prior(study):
 
 def _plan_cli(ladder, tmp_path, budgets, *extra):
     out = tmp_path / "study" / "plan.yaml"
-    rc = main(
-        [
-            "isoflop",
-            "plan",
-            "--family",
-            "text_image",
-            "--budgets",
-            budgets,
-            "--calibration-dir",
-            str(ladder),
-            "--scaling-study-dir",
-            str(tmp_path / "study"),
-            "--simulations",
-            "50",
-            "--noise",
-            "0.012",
-            "--out",
-            str(out),
-            *extra,
-        ]
-    )
+    rc = plan_cli(ladder, budgets, *extra, scaling_study_dir=tmp_path / "study", simulations=50, noise=0.012, out=out)
     return rc, out
 
 

@@ -11,7 +11,7 @@ import pytest
 from prism.cli import main
 from prism.isoflop.runs.launch import launch_plan
 
-from ..conftest import write_calibration
+from ..conftest import plan_cli, write_calibration
 
 
 @pytest.fixture
@@ -20,26 +20,7 @@ def plan_path(tmp_path):
     for name, n in {"30k": 5e4, "60k": 1.2e5, "120k": 2.5e5}.items():
         write_calibration(cal, "text_image", name, "BASE", "e2e", n)
     out = tmp_path / "study" / "plan.yaml"
-    assert (
-        main(
-            [
-                "isoflop",
-                "plan",
-                "--family",
-                "text_image",
-                "--budgets",
-                "1e12",
-                "--calibration-dir",
-                str(cal),
-                "--simulations",
-                "20",
-                "--allow-undetermined",
-                "--out",
-                str(out),
-            ]
-        )
-        == 0
-    )
+    assert plan_cli(cal, "1e12", simulations=20, allow_undetermined=True, out=out) == 0
     return out
 
 
