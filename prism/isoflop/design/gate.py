@@ -10,6 +10,7 @@ Pure functions of the plan dict (`make_plan`'s result, plan.yaml's content).
 from __future__ import annotations
 
 from prism.ids import format_budget
+from prism.isoflop.design.plantext import hours_text
 
 ALLOW_KEY = "plan.allow_undetermined"
 
@@ -76,8 +77,6 @@ def plan_stop(plan: dict) -> str | None:
 
 def plan_summary(plan: dict) -> str:
     """Runs, FLOPs, time here, node-hours and the forecast's verdict of a plan, in one line."""
-    from prism.isoflop.design.plan import hours_text  # noqa: PLC0415 cycle: plan imports gate
-
     runs = plan.get("runs") or []
     n_budgets = len(plan.get("budgets") or []) + len(plan.get("refused") or [])
     refused = len(plan.get("refused") or [])

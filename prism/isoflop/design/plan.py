@@ -25,9 +25,6 @@ the loss differences of a small ladder: forecast 32-48x the noise, measured 3.6-
 
 from __future__ import annotations
 
-import csv
-import io
-import json
 import math
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
@@ -41,22 +38,18 @@ from prism.errors import PrismError
 from prism.families import family_spec
 from prism.ids import format_budget, run_id
 from prism.isoflop.design.calibrate import load_speed
+from prism.isoflop.design.centre import DEFAULT_PRIOR_A, DEFAULT_PRIOR_K, Centre, find_centre
+from prism.isoflop.design.gate import plan_stop, plan_summary
+from prism.isoflop.design.plantext import cost_text, forecast_text, plan_csv_text, plan_table, short_budgets_text
 from prism.isoflop.design.trajectories import DEFAULT_COOLDOWN_FRACTION, DEFAULT_MIN_STEPS, saving_text, schedule_costs
 from prism.isoflop.records import PlanRow, Surface
 from prism.model.config import backbone_shape, check_backbone, check_variant
 from prism.options import option, validate
 
-# Prior centre: N_opt = k C^a. a = 0.5 (Chinchilla); k = 0.1 puts N_opt at
-# ~1e5 trainable parameters for 1e12 FLOPs (this project's CPU ladder) and ~7e10
-# at Chinchilla's 5.8e23 (Hoffmann et al.: 70B).
-DEFAULT_PRIOR_A = 0.5
-DEFAULT_PRIOR_K = 0.1
 DEFAULT_WINDOW = 0.6
 DEFAULT_MFU = 0.4
 MAX_AUTO_BATCH = 512
 FLOP_TOLERANCE = 0.01
-# A previous round's fit (copied by the user) in the study dir centres the grid.
-PRIOR_FILE = "prior.json"
 
 
 @dataclass(frozen=True)
@@ -159,22 +152,6 @@ def parse_budgets(text: str) -> list[float]:
     if not out:
         raise PrismError("--budgets: no budget given (use e.g. 1e17,3e17)")
     return sorted(set(out))
-
-
-@dataclass(frozen=True)
-class Centre:
-    """Where a budget's grid is centred: N_opt(C) = k C^a, and where that came from."""
-
-    a: float
-    k: float
-    source: str
-    # The loss surface (E, A, B, alpha, beta) the forecast simulates, where the centre's source has one.
-    surface: dict[str, float] | None = None
-    # The loss noise a previous round's fit measured (None: the forecast's relative default).
-    noise: float | None = None
-
-    def n_opt(self, budget: float) -> float:
-        return self.k * budget**self.a
 
 
 @dataclass(frozen=True)
@@ -383,148 +360,6 @@ def candidates_from_calibration(
             )
         )
     return sorted(out, key=lambda c: (c.params, c.backbone, c.variant))
-
-
-def find_centre(
-    out: Path | None,
-    study_dir: Path | None,
-    family: str,
-    regime: str,
-    prior_a: float | None,
-    prior_k: float | None,
-    previous_round: Path | None = None,
-) -> Centre:
-    """Explicit prior > existing plan's centre > previous round's identifiable fit > default prior.
-
-    An explicit prior with a previous round keeps the explicit centre (the grid does not move)
-    and takes the previous round's surface and noise for the forecast: how a later round, or a
-    rerun with another seed, is forecast on what an earlier one measured.
-    """
-    if prior_a is not None or prior_k is not None:
-        centre = Centre(prior_a or DEFAULT_PRIOR_A, prior_k or DEFAULT_PRIOR_K, "prior (command line)")
-        previous = _previous_round_centre(previous_round, family, regime) if previous_round else None
-        if previous is not None and previous.surface is not None:
-            return replace(
-                centre,
-                source=f"prior (command line); forecast on {previous.source}",
-                surface=previous.surface,
-                noise=previous.noise,
-            )
-        return centre
-    if out is not None and out.is_file():
-        try:
-            old = yaml.safe_load(out.read_text()) or {}
-            c = old["centre"]
-            return Centre(
-                float(c["a"]), float(c["k"]), f"existing plan {out} ({c['source']})", _surface(c.get("surface"), out)
-            )
-        except (yaml.YAMLError, KeyError, TypeError, ValueError):
-            pass  # not a plan of ours: plan afresh
-    if study_dir is not None:
-        for path in (study_dir / PRIOR_FILE, study_dir / family / PRIOR_FILE):
-            centre = _centre_from_file(path, regime)
-            if centre is not None:
-                return centre
-    if previous_round is not None:
-        centre = _previous_round_centre(previous_round, family, regime)
-        if centre is not None:
-            return centre
-    return Centre(DEFAULT_PRIOR_A, DEFAULT_PRIOR_K, "default prior")
-
-
-def _previous_round_centre(previous_round: Path, family: str, regime: str) -> Centre | None:
-    """The centre (and surface, noise) of an earlier round's prior.json or identifiable fit."""
-    previous_round = Path(previous_round)
-    if not previous_round.is_dir():
-        raise PrismError(f"plan.previous_round {previous_round}: no such folder")
-    for path in (
-        previous_round / PRIOR_FILE,
-        previous_round / family / PRIOR_FILE,
-        previous_round / "fit" / f"{regime}.json",
-        previous_round / family / "fit" / f"{regime}.json",
-    ):
-        centre = _centre_from_file(path, regime)
-        if centre is not None:
-            return centre
-    return None
-
-
-def _centre_from_file(path: Path, regime: str) -> Centre | None:
-    """A previous round's centre: `{"a": .., "k": ..}`, a fit JSON, or `{regime: fit JSON}`.
-
-    The current round's own fit (`fit/{regime}.json`) is deliberately not read:
-    re-centring on it would change the runs of budgets already trained.
-    """
-    if not path.is_file():
-        return None
-    try:
-        data = json.loads(path.read_text())
-    except (OSError, ValueError) as err:
-        raise PrismError(f"{path}: not JSON ({err}); it should hold a previous round's fit or {{a, k}}") from None
-    if isinstance(data, dict) and regime in data and isinstance(data[regime], dict):
-        data = data[regime]
-    if isinstance(data, dict) and "a" in data and "k" in data:
-        return Centre(float(data["a"]), float(data["k"]), f"{path}", _surface(data, path))
-    if not isinstance(data, dict) or "diagnostics" not in data:
-        raise PrismError(f"{path}: neither {{a, k}} nor a fit JSON from `prism isoflop fit`")
-    from prism.isoflop.design.forecast import prior_from_fit  # noqa: PLC0415 lazy: numpy
-
-    prior = prior_from_fit(data, f"previous fit {path}")
-    if prior is None:
-        return None
-    surface = _surface(asdict(prior.surface), path) if prior.surface is not None else None
-    return Centre(prior.a, prior.k, prior.source, surface, prior.noise)
-
-
-SURFACE_KEYS = tuple(Surface.__dataclass_fields__)  # E, A, B, alpha, beta
-
-
-def _surface(data: dict | None, path: Path) -> dict[str, float] | None:
-    """The five surface parameters when `data` has them all (a fit's Approach 3, or a prior file)."""
-    if not data or not all(data.get(key) is not None for key in SURFACE_KEYS):
-        return None
-    try:
-        surface = {key: float(data[key]) for key in SURFACE_KEYS}
-    except (TypeError, ValueError):
-        raise PrismError(f"{path}: {', '.join(SURFACE_KEYS)} must be numbers") from None
-    if surface["A"] <= 0 or surface["B"] <= 0 or surface["alpha"] <= 0 or surface["beta"] <= 0:
-        raise PrismError(f"{path}: A, B, alpha and beta of a loss surface must be positive, got {surface}")
-    return surface
-
-
-PLAN_CSV_COLUMNS = list(PlanRow.__dataclass_fields__)
-
-
-def plan_csv_text(rows: list[PlanRow]) -> str:
-    buf = io.StringIO()
-    w = csv.DictWriter(buf, fieldnames=PLAN_CSV_COLUMNS, lineterminator="\n")
-    w.writeheader()
-    for r in rows:
-        w.writerow(r.to_json())
-    return buf.getvalue()
-
-
-def forecast_text(fc: dict) -> str:
-    verdict = "DETERMINED" if fc["determined"] else "UNDETERMINED"
-    lines = [
-        f"Identifiability forecast ({fc['n_sims']} simulated studies, noise {fc['noise']:g}, Approach 2): "
-        f"exponent a {verdict}",
-    ]
-    if fc.get("surface_source"):
-        lines.append(f"  simulated on the {fc['surface_source']}")
-    if fc["a_ci"]:
-        lines.append(
-            f"  expected {int(100 * fc['ci_level'])}% interval of a: [{fc['a_ci'][0]:.3f}, {fc['a_ci'][1]:.3f}] "
-            f"(width {fc['a_ci_width']:.3f}); noise-free a on this grid "
-            + ("n/a" if fc["a_noise_free"] is None else f"{fc['a_noise_free']:.3f}")
-        )
-    lines += [f"  - {r}" for r in fc["reasons"]]
-    for b in fc["per_budget"]:
-        lines.append(
-            f"  {format_budget(b['budget']):>8}: {b['n_runs']} runs, N spread {b['n_spread_decades']:.2f} decades, "
-            f"minimum inside the grid in {100 * b['accept_rate']:.0f}% of simulations, signal {b['snr']:.1f}x noise"
-        )
-    return "\n".join(lines)
 
 
 @dataclass
@@ -754,40 +589,6 @@ def make_plan(
     }
 
 
-def hours_text(h: float | None) -> str:
-    """Hours as people read them: 42 s, 7.5 min, 3.2 h."""
-    if h is None:
-        return "-"
-    s = h * 3600
-    return f"{s:.2g} s" if s < 10 else f"{s:.0f} s" if s < 90 else f"{s / 60:.1f} min" if s < 5400 else f"{h:.1f} h"
-
-
-def plan_table(rows: list[PlanRow]) -> str:
-    """The plan for people: one line per run, with the estimated time here and node-hours there."""
-    head = (
-        f"{'run_id':<34} {'N':>9} {'steps':>6} {'batch':>5} {'tokens D':>9} {'epochs':>6} {'FLOPs':>9} "
-        f"{'time here':>9} {'node-h':>8}"
-    )
-    lines = [head, "-" * len(head)]
-    for r in rows:
-        nh = "-" if r.node_hours is None else f"{r.node_hours:.3g}"
-        ep = "-" if r.epochs is None else f"{r.epochs:.2f}"
-        lines.append(
-            f"{r.run_id:<34} {r.params:>9.3g} {r.steps:>6d} {r.global_batch:>5d} {r.tokens:>9.3g} {ep:>6} "
-            f"{r.flops:>9.3g} {hours_text(r.hours_here):>9} {nh:>8}"
-        )
-    return "\n".join(lines)
-
-
-def cost_text(cost: dict) -> list[str]:
-    here, node = cost["hours_here_total"], cost["node_hours_total"]
-    return [
-        f"time here (one run after another): {hours_text(here) if here is not None else 'unknown'} "
-        f"[{cost['hours_here_source']}]",
-        f"cluster: {'unknown' if node is None else f'{node:.3g} node-hours'} [{cost['node_hours_source']}]",
-    ]
-
-
 class PlanStopped(PrismError):
     """A plan that cannot answer its question (and no `allow_undetermined`): nothing was written.
 
@@ -799,21 +600,6 @@ class PlanStopped(PrismError):
         self.text = text
 
 
-def short_budgets_text(rows: list[PlanRow], budgets: list[float], per_budget: int | None) -> list[str]:
-    """A line per planned budget left with fewer sizes than `plan.sizes_per_budget` asked for (after drops)."""
-    if not per_budget:
-        return []
-    out = []
-    for b in budgets:
-        sizes = {r.backbone for r in rows if r.budget == b}
-        if len(sizes) < per_budget:
-            out.append(
-                f"SHORT budget {format_budget(b)}: {len(sizes)} sizes left of the {per_budget} "
-                "plan.sizes_per_budget asks for (see the dropped runs: more data, or a lower budget)"
-            )
-    return out
-
-
 def run_plan(out: str | Path | None, dry_run: bool, **kwargs) -> str:
     """`prism isoflop plan`: make the plan; write plan.yaml and plan.csv (atomically) unless dry run.
 
@@ -821,8 +607,6 @@ def run_plan(out: str | Path | None, dry_run: bool, **kwargs) -> str:
     line). A refused budget or an UNDETERMINED forecast raises PlanStopped before anything is
     written, unless `allow_undetermined`; a dry run says it would stop.
     """
-    from prism.isoflop.design.gate import plan_stop, plan_summary  # noqa: PLC0415 lazy: the CLI's parser imports this module
-
     if not dry_run and not out:
         raise PrismError("--out PLAN.yaml is required unless --dry-run")
     plan = make_plan(out=out, **kwargs)

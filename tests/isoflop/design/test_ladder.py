@@ -11,8 +11,7 @@ import yaml
 
 from prism.errors import PrismError
 from prism.isoflop.design.ladder import budget_sizes, study_sizes, union
-from prism.isoflop.design.plan import PlanOptions, plan_runs, rule_sizes, short_budgets_text
-from prism.isoflop.records import PlanRow
+from prism.isoflop.design.plan import PlanOptions, plan_runs, rule_sizes
 from prism.model.paramcount import trainable_params
 from prism.options import from_mapping
 
@@ -116,31 +115,3 @@ def test_the_cli_takes_sizes_per_budget(tmp_path, capsys):
     assert rc == 0
     out = capsys.readouterr().out
     assert len(names) >= 5 and all(f"{name}-BASE-e2e-C1e12" in out for name in names)
-
-
-def test_a_budget_left_short_by_its_drops_is_named():
-    def row(backbone, budget):
-        return PlanRow(
-            run_id=f"{backbone}-BASE-e2e-C{budget:g}",
-            family="text_image",
-            backbone=backbone,
-            variant="BASE",
-            regime="e2e",
-            budget=budget,
-            params=1e4,
-            params_total=1e4,
-            flops_per_sample=1e6,
-            tokens_per_sample=64,
-            global_batch=32,
-            samples=3200,
-            steps=100,
-            tokens=2e5,
-            flops=budget,
-            hours_here=None,
-            node_hours=None,
-        )
-
-    rows = [row(f"n{m}e3", 1e12) for m in (11, 13, 16, 18, 22)] + [row(f"n{m}e3", 2e12) for m in (11, 13)]
-    lines = short_budgets_text(rows, [1e12, 2e12], 5)
-    assert len(lines) == 1 and "budget 2e12: 2 sizes left of the 5" in lines[0]
-    assert short_budgets_text(rows, [1e12, 2e12], None) == []

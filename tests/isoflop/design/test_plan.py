@@ -10,7 +10,8 @@ import yaml
 
 from prism.errors import PrismError
 from prism.ids import RUN_ID_RE, run_id
-from prism.isoflop.design.plan import Candidate, Centre, make_plan, parse_budgets, plan_budget
+from prism.isoflop.design.centre import Centre
+from prism.isoflop.design.plan import Candidate, make_plan, parse_budgets, plan_budget
 
 from ..conftest import plan_cli, write_calibration
 
@@ -82,33 +83,6 @@ def test_each_run_shows_its_epochs_and_runs_above_max_epochs_are_dropped(ladder,
     relaxed = _plan(ladder, [1e13], data=tmp_path, max_epochs=100)
     assert len(relaxed["runs"]) > len(plan["runs"])
     assert all(r["epochs"] is None for r in _plan(ladder, [1e13])["runs"])  # no data: no figure, no refusal
-
-
-def test_centre_from_previous_fit_and_existing_plan(ladder, tmp_path):
-    study = tmp_path / "study"
-    (study / "fit").mkdir(parents=True)
-    fit = {"diagnostics": {"identifiable": True}, "approach3": {"converged": True, "a": 0.5, "k": 0.3}}
-    # this round's own fit does not move the grid (that would retrain planned budgets)
-    (study / "fit" / "e2e.json").write_text(json.dumps(fit))
-    assert _plan(ladder, [1e12], scaling_study_dir=study)["centre"]["source"] == "default prior"
-    # a previous round's fit, copied to prior.json, does
-    (study / "prior.json").write_text(json.dumps(fit))
-    plan = _plan(ladder, [1e12], scaling_study_dir=study)
-    assert plan["centre"]["k"] == 0.3 and "previous fit" in plan["centre"]["source"]
-    (study / "prior.json").write_text(json.dumps({"a": 0.45, "k": 0.25}))
-    assert _plan(ladder, [1e12], scaling_study_dir=study)["centre"]["a"] == 0.45
-    # not identifiable: ignored
-    fit["diagnostics"]["identifiable"] = False
-    (study / "prior.json").write_text(json.dumps(fit))
-    assert _plan(ladder, [1e12], scaling_study_dir=study)["centre"]["source"] == "default prior"
-    (study / "prior.json").write_text("{oops")
-    with pytest.raises(PrismError, match="prior.json: not JSON"):
-        _plan(ladder, [1e12], scaling_study_dir=study)
-    # an existing plan keeps its centre, so its runs stay as they were
-    out = tmp_path / "plan.yaml"
-    out.write_text(yaml.safe_dump({"centre": {"a": 0.5, "k": 0.2, "source": "prior"}}))
-    assert _plan(ladder, [1e12], out=out)["centre"]["k"] == 0.2
-    assert _plan(ladder, [1e12], out=out, prior_k=0.1)["centre"]["k"] == 0.1
 
 
 def test_cli_writes_plan_yaml_and_csv(ladder, tmp_path, capsys):
