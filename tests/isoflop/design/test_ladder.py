@@ -13,7 +13,7 @@ from prism.errors import PrismError
 from prism.isoflop.design.ladder import budget_sizes, study_sizes, union
 from prism.isoflop.design.plan import PlanOptions, plan_runs, rule_sizes
 from prism.model.paramcount import trainable_params
-from prism.options import from_mapping
+from prism.options import as_args, from_mapping
 
 from ..conftest import plan_cli, write_calibration
 
@@ -100,18 +100,7 @@ def test_the_cli_takes_sizes_per_budget(tmp_path, capsys):
     )
     names = union(rule_sizes("text_image", [1e12], options))
     _calibrate(tmp_path, "text_image", names)
-    rc = plan_cli(
-        tmp_path,
-        "1e12",
-        sizes_per_budget=5,
-        prior_a=PRIOR_A,
-        prior_k=PRIOR_K,
-        window=WINDOW,
-        global_batch=32,
-        min_steps=100,
-        simulations=20,
-        dry_run=True,
-    )
+    rc = plan_cli(tmp_path, "1e12", *as_args(options), dry_run=True)  # the same options as flags
     assert rc == 0
     out = capsys.readouterr().out
     assert len(names) >= 5 and all(f"{name}-BASE-e2e-C1e12" in out for name in names)
