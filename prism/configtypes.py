@@ -95,7 +95,6 @@ def coerce(value: Any, schema: dict, root: dict | None = None) -> Any:
 
 def typed(config: dict, schema_path: str | Path) -> dict:
     """The config with its command-line text typed by the schema file (YAML) at `schema_path`."""
-
     schema = yaml.safe_load(Path(schema_path).read_text())
     return coerce(config, schema)
 
@@ -111,7 +110,6 @@ def _where(path) -> str:
 
 
 def _shown(value: Any, limit: int = 60) -> str:
-
     text = json.dumps(value, default=str)
     return text if len(text) <= limit else text[: limit - 3] + "..."
 
@@ -202,7 +200,6 @@ def problem(config: dict, schema: dict) -> str | None:
 
 def check(config: dict, schema_path: str | Path) -> None:
     """Stop with one line (SystemExit: Snakemake prints it alone and exits 1) when the config breaks the schema."""
-
     line = problem(config, yaml.safe_load(Path(schema_path).read_text()))
     if line:
         raise SystemExit(line)

@@ -58,7 +58,6 @@ STUDY_FAMILIES: tuple[str, ...] = ("text_image", "text_ts", "text_graph")
 
 
 def family_spec(name: str) -> FamilySpec:
-
     try:
         return FAMILIES[name]
     except KeyError:

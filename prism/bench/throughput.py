@@ -102,7 +102,6 @@ def spread(times: list[float]) -> dict:
 
 
 def _autocast(device, dtype: str):
-
     import torch  # noqa: PLC0415 lazy: torch
 
     if dtype == "fp32":

@@ -88,7 +88,6 @@ def encode_record(key: str, caption: str, source: str, modality: np.ndarray | No
 
 def lm_text_record(items: list[tuple[str, str]], max_bytes: int) -> dict:
     """The manifest's account of the LM text: what `prism data verify` derives again and compares."""
-
     return {
         "sha256": lm_text.passages_digest(items),
         "passages": len(items),
@@ -107,7 +106,6 @@ def lm_records(
     as the modality items, eval taking documents until it holds `counts["eval"]`
     passages), so no held-out passage shares a document with training.
     """
-
     if items is None:
         items = lm_text.load_passages(max_bytes)
     sources = ["lm-" + re.sub(r"[^A-Za-z0-9]+", "-", doc).strip("-") for doc, _ in items]
@@ -133,7 +131,6 @@ def tar_bytes(records: list[dict]) -> int:
 
 def write_split(tmp: Path, split: str, records: list[dict]) -> list[dict]:
     """Write `records` in order to `split-NNNNNN.tar` shards; their manifest entries."""
-
     entries = []
     shards = range((len(records) + SHARD_SAMPLES - 1) // SHARD_SAMPLES)
     for k in progress(shards, f"writing {split} shards"):  # on a terminal only

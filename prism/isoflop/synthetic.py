@@ -69,7 +69,6 @@ def undertrained_study(
 
 def write_csv(records: list[RunRecord], path, status: dict[str, str] | None = None) -> None:
     """A runs CSV as `prism isoflop collect` writes (the columns the fit reads, plus status)."""
-
     with open(path, "w", newline="") as fh:
         w = csv.writer(fh)
         w.writerow(["run_id", "params", "tokens", "loss", "budget", "status"])

@@ -138,7 +138,6 @@ def aggregate(
     log=None,
 ) -> AggregateResult:
     """Scan, summarise, filter and write OUT (CSV), OUT.md and OUT.png; malformed lines go to `log`."""
-
     log = log or sys.stderr
     runs, bad = collect_runs(Path(outputs), warmup_fraction)
     for b in bad:

@@ -155,7 +155,6 @@ def columns(records: Iterable[dict]) -> list[str]:
 
 def apply_filters(records: list[dict], filters: dict[str, list[str]]) -> list[dict]:
     """Keep the records whose column equals one of the given values, for every filtered column."""
-
     available = columns(records)
     for key in filters:
         if key not in available:

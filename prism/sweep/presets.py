@@ -73,7 +73,6 @@ def _build(kind, cls, name: str, data, path: Path):
 
 
 def _validate_preset(p: Preset, path: Path) -> None:
-
     check_name(f"family (preset {p.name} in {path})", p.family, FAMILIES)
     width = family_spec(p.family).tokens_per_sample
     for key, value in (("global_batch", p.global_batch), ("packed_seq_len", p.packed_seq_len)):
@@ -87,7 +86,6 @@ def _validate_preset(p: Preset, path: Path) -> None:
 
 
 def _validate_design(d: Design, path: Path) -> None:
-
     where = f"(design {d.name} in {path})"
     check_backbone(d.backbone, where)
     check_variant(d.variant, where)
@@ -121,7 +119,6 @@ class PresetFile:
 
 def load(path: str | os.PathLike | None = None) -> PresetFile:
     """Read and validate the presets file; every problem names the file and the preset/design."""
-
     path = Path(path) if path else default_path()
     try:
         data = yaml.safe_load(path.read_text())

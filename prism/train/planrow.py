@@ -22,7 +22,6 @@ POSITIVE_INTS = ("global_batch", "steps")
 
 def check_row(row: Any, index: int, source: str = "plan.yaml") -> dict[str, Any]:
     """`row` when it is a valid planned run; a PrismError naming `source`, the row and the key otherwise."""
-
     if not isinstance(row, dict):
         raise PrismError(f"{source}: runs[{index}] is not a mapping of run settings: {row!r}")
     where = f"{source}: runs[{index}] ({row.get('run_id', 'no run_id')})"

@@ -39,7 +39,6 @@ def check_seq_len(config: Any) -> None:
 
 def step_bytes_lower_bound(config: Any, world_size: int = 1) -> int:
     """A lower bound on one process's activation memory for one step (fp32, no checkpointing)."""
-
     seq_len = config.seq_len or family_spec(config.family).tokens_per_sample
     local_batch = max(1, config.global_batch // max(1, world_size))
     cfg = backbone_config(config.backbone)
@@ -74,7 +73,6 @@ def available_memory(device: str) -> int | None:
 
 def check_memory(config: Any, world_size: int = 1) -> None:
     """Refuse a global batch whose activations alone exceed the memory available."""
-
     device = config.device
     if device == "auto":
         from prism.device import resolve_device  # noqa: PLC0415 lazy: torch

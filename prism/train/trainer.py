@@ -641,7 +641,6 @@ def finished(config: RunConfig) -> RunMetrics | None:
 
     An ok run missing a kept checkpoint is not finished (see prism.train.rundir.finished).
     """
-
     path = config.out_dir / runfiles.METRICS
     existing = runfiles.read_json(path)
     if existing is None:
@@ -662,7 +661,6 @@ def train(config: RunConfig, retrain: bool | None = None, wait_lock: bool | None
     memory have been checked (prism.train.rundir.finished, prism.train.preflight); then rank 0
     holds the directory's lock (prism.train.rundir.lock) for the rest of the run.
     """
-
     retrain = finished_run.retrain_requested(retrain)
     finished_run.check_same_run(config.out_dir, config)
     if not retrain and (done := finished(config)) is not None:

@@ -48,7 +48,6 @@ class Sample:
 
 
 def source_module(family: str) -> ModuleType:
-
     if family not in SOURCE_MODULES:
         raise unknown_name("family with a data source", family, SOURCE_MODULES)
     return importlib.import_module(f"prism.data.sources.{SOURCE_MODULES[family]}")
@@ -56,7 +55,6 @@ def source_module(family: str) -> ModuleType:
 
 def package_versions(*names: str) -> dict[str, str]:
     """Installed versions of the packages whose data or code decide the sample bytes."""
-
     return {name: version(name) for name in names}
 
 

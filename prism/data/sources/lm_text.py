@@ -86,7 +86,6 @@ MODULES = (
 
 
 def versions() -> dict[str, str]:
-
     return {"python": sys.version.split()[0], **package_versions(*PACKAGES)}
 
 
@@ -97,7 +96,6 @@ def documents() -> list[tuple[str, str]]:
     appends an "Array API" section to `numpy.sinc`'s): the text must not depend on
     what the calling process happened to import before.
     """
-
     root = str(Path(__file__).resolve().parents[3])  # the directory holding the prism package
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [root, os.environ.get("PYTHONPATH")]))}
     code = (
@@ -139,7 +137,6 @@ def collect_documents() -> list[tuple[str, str]]:
 
 def public_modules(package: str) -> list[str]:
     """`package` and its public submodules (no `_private`, tests or build helpers), sorted."""
-
     root = importlib.import_module(package)
     names = [package]
     for info in pkgutil.walk_packages(root.__path__, package + ".", onerror=lambda name: None):

@@ -44,7 +44,6 @@ def speed_filename(family: str, backbone: str, variant: str, regime: str) -> str
 
 def load_speed(calibration_dir: str | Path, family: str, backbone: str, variant: str, regime: str) -> dict | None:
     """The speed record (`samples_per_s`, device, host) when it exists and is readable; None otherwise."""
-
     path = Path(calibration_dir) / speed_filename(family, backbone, variant, regime)
     try:
         record = json.loads(path.read_text())
@@ -54,7 +53,6 @@ def load_speed(calibration_dir: str | Path, family: str, backbone: str, variant:
 
 
 def _validate(family: str, backbone: str, variant: str, regime: str) -> None:
-
     backbone_config(backbone), projector_variant(variant), family_spec(family), regime_parts(regime)
 
 
@@ -244,7 +242,6 @@ def run_calibrate(
 ) -> Path:
     """Calibrate (`options` as for `calibrate`) and write the JSON atomically to `out`,
     or to its canonical name in `calibration_dir`."""
-
     if (calibration_dir is None) == (out is None):
         raise PrismError("give exactly one of --calibration-dir DIR or --out FILE")
     record = calibrate(family, backbone, variant, regime, **options)

@@ -337,7 +337,6 @@ class Prior:
 
 def prior_from_fit(fit, source: str = "previous fit") -> Prior | None:
     """A FitResult (or its JSON) as the next round's prior; None when it determined nothing."""
-
     fit = fit if isinstance(fit, FitResult) else FitResult.from_json(fit)
     if not fit.verdict.identifiable:
         return None

@@ -59,7 +59,6 @@ def undetermined_text(fc: dict) -> str:
 
 
 def _budgets(budgets: list[float]) -> str:
-
     return ", ".join(format_budget(b) for b in budgets)
 
 

@@ -449,7 +449,6 @@ def plan_runs(
     `data` is the shard directory the runs train on: its training split's size gives each run's
     epochs (and the refusal above `options.max_epochs`).
     """
-
     family_spec(family)
     validate(options)
     centre = study_centre(family, regime, options, out, scaling_study_dir)

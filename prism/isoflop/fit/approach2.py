@@ -595,7 +595,6 @@ def summarize(res: Approach2Result, level: float = CI_LEVEL, noise: float | None
     with 5-7 runs a budget its resamples often hold 3 distinct sizes, and its intervals
     over-cover.
     """
-
     acc = res.accepted
     if res.n_law is None or res.d_law is None:
         return Approach2Summary(

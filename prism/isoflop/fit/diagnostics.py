@@ -83,13 +83,11 @@ def window_noise(f: BudgetFit) -> tuple[float | None, int]:
 
 def _chi_median_factor(dof: int) -> float:
     """median(s) / sigma for a residual std s with `dof` degrees of freedom (Gaussian noise)."""
-
     return factor(dof)
 
 
 def misfits(f: BudgetFit) -> bool:
     """Whether lack of fit is still detected where this budget's parabola was fitted."""
-
     return f.window_lack_of_fit_p is not None and f.window_lack_of_fit_p < LACK_OF_FIT_LEVEL
 
 
@@ -175,7 +173,6 @@ def find_outliers(params, loss, budget, sigma: float, k: float = OUTLIER_K) -> l
     k x s is taken: trying pairs as well as single runs finds two outliers that would mask
     each other (each pulls the parabola fitted without the other toward itself).
     """
-
     params, loss, budget = (np.asarray(v, float) for v in (params, loss, budget))
     out = []
     for c in np.unique(budget):
@@ -252,7 +249,6 @@ def size_offsets(params, loss, budget, per_budget: list[BudgetFit], sigma: float
     its neighbours' (or, in a wsd study, every branch shares its trajectory's luck), and it
     moves every budget's minimum the same way, which no per-budget noise averages out.
     """
-
     params, loss, budget = (np.asarray(v, float) for v in (params, loss, budget))
     ids = list(run_ids) if run_ids is not None else [None] * len(params)
     resid: dict[float, dict[float, float]] = {}
@@ -298,7 +294,6 @@ def _size_label(n: float, run_ids: list) -> str:
 def budget_table(per_budget: list[BudgetFit], sigma: float):
     """Per budget: N spread, signal and its ratio to the noise, the parabola's own noise where it
     was fitted and over the full grid, and whether lack of fit was detected."""
-
     rows = []
     for f in per_budget:
         snr = None if f.signal is None else f.signal / max(sigma, 1e-12)
@@ -382,7 +377,6 @@ def verdict(
     else the envelope of the two, with the disagreement among the reasons. `vanished` names
     budgets every run of which was excluded before the fit.
     """
-
     good, problems = informative(per_budget, sigma)
     problems = list(vanished or []) + problems
     uses2, uses3 = method in ("approach2", "both"), method in ("approach3", "both")

@@ -86,7 +86,6 @@ def _style():
 
 
 def _save(fig, path: Path, dpi: int) -> Path:
-
     write_atomic(path, lambda tmp: fig.savefig(tmp, dpi=dpi, format="png"))
     return path
 
@@ -124,7 +123,6 @@ def _excluded_points(fit):
 def figure_isoflop_curves(records, fit):
     """Loss vs N per budget: each point with its standard error, the parabolas, the minima,
     the fit's excluded runs as crosses."""
-
     fit = fit if isinstance(fit, FitResult) else FitResult.from_json(fit)
     plt = _style()
     a2 = fit.approach2
@@ -205,7 +203,6 @@ def figure_isoflop_curves(records, fit):
 def figure_scaling_laws(fit):
     """N_opt(C) and D_opt(C): the minima with their within-budget intervals, the power laws with
     the interval band the verdict's exponent interval comes from, Approach 3's law when fitted."""
-
     fit = fit if isinstance(fit, FitResult) else FitResult.from_json(fit)
     plt = _style()
     a2, a3 = fit.approach2, fit.approach3
@@ -283,7 +280,6 @@ def figure_scaling_laws(fit):
 
 
 def figure_approach3(records, fit):
-
     fit = fit if isinstance(fit, FitResult) else FitResult.from_json(fit)
     plt = _style()
     a3 = fit.approach3
@@ -339,7 +335,6 @@ def plot_study(
 
     Without a fit JSON, a point fit (no bootstrap) is made here to draw the curves.
     """
-
     loaded = load_runs(csv, family=family, regime=regime)
     records = loaded.records
     if fit_json is not None:

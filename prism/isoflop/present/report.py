@@ -171,7 +171,6 @@ def _budget_reason(f) -> str:
 
 def _lack_of_fit(r: FitResult) -> list[str]:
     """Per budget: the noise where the parabola fits beside the full grid's scatter, misfit included."""
-
     a2, rows = r.approach2, {b.budget: b for b in r.diagnostics.budgets}
     if not any(f.lack_of_fit_p is not None or f.n_window is not None for f in a2.per_budget):
         return []  # a fit JSON from before windows

@@ -167,7 +167,6 @@ def summarize(family_dirs: list[str | Path]) -> str:
 
 
 def _inline(text: str) -> str:
-
     text = html.escape(text, quote=False)
     text = re.sub(r"`([^`]+)`", r"<code>\1</code>", text)
     return re.sub(r"\*\*([^*]+)\*\*", r"<b>\1</b>", text)
@@ -225,7 +224,6 @@ STYLE = (
 
 def summary_html(family_dirs: list[str | Path]) -> str:
     """One self-contained page: the summary, then each fit's report (its tables) as HTML."""
-
     parts = [
         f"<!DOCTYPE html><html><head><meta charset='utf-8'><title>IsoFLOP study</title><style>{STYLE}</style>"
         "</head><body>",
@@ -254,7 +252,6 @@ def answer_html(fit_json: str | Path, plots_dir: str | Path) -> str:
     The report's first page includes it (rules/report/workflow.rst), so the report opens on
     the answer; the figures are data URIs so the fragment needs nothing beside it.
     """
-
     fit = FitResult.from_json(json.loads(Path(fit_json).read_text()))
     verdict = "identifiable" if fit.verdict.identifiable else "NOT identifiable"
     reason = f": {fit.verdict.reasons[0]}" if fit.verdict.reasons else ""

@@ -138,7 +138,6 @@ def read_evals(path: Path, run_id: str, problems: list[str]) -> tuple[list[float
 
 def collect_run(run_dir: Path, eval_window: int, problems: list[str]) -> CollectedRun:
     """One run directory -> one row; never raises for a bad run (its status says `error`)."""
-
     row = CollectedRun(run_id=run_dir.name, run_dir=str(run_dir))
     try:
         cfg = yaml.safe_load((run_dir / CONFIG).read_text()) or {}
@@ -267,7 +266,6 @@ class StudyInputs:
 
     @classmethod
     def read(cls, plan_path: Path, data: Path | None) -> StudyInputs:
-
         try:
             plan = yaml.safe_load(plan_path.read_text()) or {}
             rows = {str(r["run_id"]): r for r in plan.get("runs") or []}
@@ -278,7 +276,6 @@ class StudyInputs:
 
     def stale_reason(self, run: CollectedRun, run_dir: Path) -> str | None:
         """Why a finished run is not this study's (None: it is)."""
-
         if run.run_id not in self.rows:
             return "not in the plan (a budget or candidate removed, or another study's run)"
         try:
@@ -315,7 +312,6 @@ def collect(
     whose recorded data manifest or calibration differs from the study's current ones (`data`:
     the study's shard directory). `stale` rows are never fitted.
     """
-
     validate(options)
     root, csv_path = Path(runs_dir), Path(csv_path)
     study = StudyInputs.read(Path(plan), Path(data) if data else None) if plan else None

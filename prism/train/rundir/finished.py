@@ -89,7 +89,6 @@ def study_conflict(study: Path, families: list[str], schedule: str, cooldown_fra
     train: otherwise every new segment trains before the first branch is refused as a
     different run (`check_same_run`).
     """
-
     for family in families:
         for path in sorted(Path(study, family, "runs").glob(f"*/{runfiles.CONFIG}")):
             if not (path.parent / runfiles.METRICS).is_file() and not record_path(path.parent).is_file():
@@ -115,7 +114,6 @@ def study_conflict(study: Path, families: list[str], schedule: str, cooldown_fra
 
 def check_same_run(run_dir: Path, config: Any) -> None:
     """Refuse (PrismError) a config whose result-changing settings differ from the run directory's."""
-
     path = Path(run_dir) / runfiles.CONFIG
     if not path.is_file():
         return
@@ -138,7 +136,6 @@ def check_same_run(run_dir: Path, config: Any) -> None:
 
 def settings_of(config: Any) -> dict[str, Any]:
     """The result-deciding settings (the ones a rerun must agree on)."""
-
     return {name: getattr(config, name) for name in RESULT_FIELDS}
 
 
