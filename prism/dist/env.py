@@ -108,13 +108,15 @@ def discover(env: Mapping[str, str] | None = None) -> DistEnv:
         launcher, rank, world, local_rank, local_world = "single", 0, 1, 0, 1
     assert rank is not None and world is not None and local_rank is not None and local_world is not None
     if world < 1 or not 0 <= rank < world:
-        raise PrismError(f"{launcher} environment gives rank {rank} of world size {world}: "
-                         "rank must be in [0, world size)")
+        raise PrismError(
+            f"{launcher} environment gives rank {rank} of world size {world}: rank must be in [0, world size)"
+        )
     if local_world < 1 or not 0 <= local_rank < local_world or local_world > world:
-        raise PrismError(f"{launcher} environment gives local rank {local_rank} of {local_world} "
-                         f"processes on this node (world size {world}): inconsistent")
-    addr = env.get("MASTER_ADDR") or (_nodefile_first_host(env) if launcher != "single" else None) \
-        or "127.0.0.1"
+        raise PrismError(
+            f"{launcher} environment gives local rank {local_rank} of {local_world} "
+            f"processes on this node (world size {world}): inconsistent"
+        )
+    addr = env.get("MASTER_ADDR") or (_nodefile_first_host(env) if launcher != "single" else None) or "127.0.0.1"
     port = _int(env, ("MASTER_PORT",), DEFAULT_MASTER_PORT)
     assert port is not None
     if not 0 < port < 65536:
@@ -125,11 +127,13 @@ def discover(env: Mapping[str, str] | None = None) -> DistEnv:
 def export_torch_env(dist_env: DistEnv, environ: dict[str, str] | None = None) -> None:
     """Write the torchrun variable names so that `init_process_group(init_method="env://")` works."""
     environ = os.environ if environ is None else environ  # type: ignore[assignment]
-    environ.update({
-        "RANK": str(dist_env.rank),
-        "WORLD_SIZE": str(dist_env.world_size),
-        "LOCAL_RANK": str(dist_env.local_rank),
-        "LOCAL_WORLD_SIZE": str(dist_env.local_world_size),
-        "MASTER_ADDR": dist_env.master_addr,
-        "MASTER_PORT": str(dist_env.master_port),
-    })
+    environ.update(
+        {
+            "RANK": str(dist_env.rank),
+            "WORLD_SIZE": str(dist_env.world_size),
+            "LOCAL_RANK": str(dist_env.local_rank),
+            "LOCAL_WORLD_SIZE": str(dist_env.local_world_size),
+            "MASTER_ADDR": dist_env.master_addr,
+            "MASTER_PORT": str(dist_env.master_port),
+        }
+    )

@@ -26,8 +26,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from prism.errors import PrismError, check_name
 from prism.dist.env import export_torch_env
+from prism.errors import PrismError, check_name
 
 if TYPE_CHECKING:
     import torch
@@ -54,20 +54,32 @@ class ParallelConfig:
         if self.world_size < 1 or self.replicate < 1 or self.shard < 1:
             raise PrismError(f"parallel layout {self.describe()}: sizes must be positive")
         if self.replicate * self.shard != self.world_size:
-            raise PrismError(f"parallel layout {self.describe()}: replicate x shard must equal "
-                             f"the world size {self.world_size}")
+            raise PrismError(
+                f"parallel layout {self.describe()}: replicate x shard must equal the world size {self.world_size}"
+            )
         if self.strategy == "none" and self.world_size != 1:
-            raise PrismError(f"--strategy none with {self.world_size} processes: every process "
-                             "would train its own copy; use --strategy ddp, fsdp or hsdp")
+            raise PrismError(
+                f"--strategy none with {self.world_size} processes: every process "
+                "would train its own copy; use --strategy ddp, fsdp or hsdp"
+            )
         if self.strategy == "ddp" and self.shard != 1:
             raise PrismError(f"--strategy ddp replicates only; got shard={self.shard}")
         if self.strategy == "fsdp" and self.replicate != 1:
-            raise PrismError(f"--strategy fsdp shards over all ranks; got replicate={self.replicate} "
-                             "(use --strategy hsdp for replicate x shard)")
+            raise PrismError(
+                f"--strategy fsdp shards over all ranks; got replicate={self.replicate} "
+                "(use --strategy hsdp for replicate x shard)"
+            )
 
     @classmethod
-    def resolve(cls, strategy: str, world_size: int, local_world_size: int, device_type: str,
-                replicate: int | None = None, shard: int | None = None) -> ParallelConfig:
+    def resolve(
+        cls,
+        strategy: str,
+        world_size: int,
+        local_world_size: int,
+        device_type: str,
+        replicate: int | None = None,
+        shard: int | None = None,
+    ) -> ParallelConfig:
         """Fill in the mesh shape a strategy implies; hsdp shards within a node by default."""
         check_name("strategy", strategy, STRATEGIES)
         if strategy == "none":
@@ -104,30 +116,28 @@ class ParallelConfig:
 
     def init_process_group(self, dist_env: DistEnv) -> None:
         """Join the job's process group (a private in-memory store when alone)."""
-        import torch.distributed as dist
-
+        import torch.distributed as dist  # noqa: PLC0415 lazy: torch
 
         if not self.uses_process_group or dist.is_initialized():
             return
         if dist_env.world_size != self.world_size:
-            raise PrismError(f"layout {self.describe()} but the launcher started "
-                             f"{dist_env.world_size} processes")
+            raise PrismError(f"layout {self.describe()} but the launcher started {dist_env.world_size} processes")
         if self.world_size == 1:
             dist.init_process_group(self.backend, store=dist.HashStore(), rank=0, world_size=1)
             return
         export_torch_env(dist_env)
-        dist.init_process_group(self.backend, init_method="env://",
-                                rank=dist_env.rank, world_size=dist_env.world_size)
+        dist.init_process_group(self.backend, init_method="env://", rank=dist_env.rank, world_size=dist_env.world_size)
 
     def device_mesh(self) -> Any:
         """The DeviceMesh FSDP2 shards over: 1-D for fsdp, `(replicate, shard)` for hsdp."""
-        from torch.distributed.device_mesh import init_device_mesh
+        from torch.distributed.device_mesh import init_device_mesh  # noqa: PLC0415 lazy: torch
 
         if self.strategy == "fsdp":
             return init_device_mesh(self.device_type, (self.shard,), mesh_dim_names=("shard",))
         if self.strategy == "hsdp":
-            return init_device_mesh(self.device_type, (self.replicate, self.shard),
-                                    mesh_dim_names=("replicate", "shard"))
+            return init_device_mesh(
+                self.device_type, (self.replicate, self.shard), mesh_dim_names=("replicate", "shard")
+            )
         raise PrismError(f"strategy {self.strategy} has no device mesh")
 
     def wrap(self, model: torch.nn.Module, device: torch.device) -> torch.nn.Module:
@@ -135,18 +145,19 @@ class ParallelConfig:
         if self.strategy == "none":
             return model
         if self.strategy == "ddp":
-            from torch.nn.parallel import DistributedDataParallel
+            from torch.nn.parallel import DistributedDataParallel  # noqa: PLC0415 lazy: torch
 
             ids = [device.index] if device.type in ("cuda", "xpu") and device.index is not None else None
             return DistributedDataParallel(model, device_ids=ids)
-        from torch.distributed.fsdp import fully_shard
+        from torch.distributed.fsdp import fully_shard  # noqa: PLC0415 lazy: torch
 
         mesh = self.device_mesh()
         keep_gathered = self.strategy == "hsdp"  # shard-grad-op style within the node
         blocks = getattr(model, "blocks", None)
         if blocks is None:
-            raise PrismError(f"strategy {self.strategy} shards per transformer block, but "
-                             f"{type(model).__name__} has no `blocks`")
+            raise PrismError(
+                f"strategy {self.strategy} shards per transformer block, but {type(model).__name__} has no `blocks`"
+            )
         for block in blocks:
             fully_shard(block, mesh=mesh, reshard_after_forward=not keep_gathered)
         fully_shard(model, mesh=mesh, reshard_after_forward=not keep_gathered)
@@ -155,20 +166,22 @@ class ParallelConfig:
 
 def local_device(device_type: str, local_rank: int) -> torch.device:
     """The device this rank trains on (one accelerator per local rank), made current."""
-    import torch
+    import torch  # noqa: PLC0415 lazy: torch
 
     if device_type == "cpu":
         return torch.device("cpu")
     module = getattr(torch, device_type)
     if local_rank >= module.device_count():
-        raise PrismError(f"local rank {local_rank} but only {module.device_count()} {device_type} "
-                         "devices on this node: start at most one process per device")
+        raise PrismError(
+            f"local rank {local_rank} but only {module.device_count()} {device_type} "
+            "devices on this node: start at most one process per device"
+        )
     module.set_device(local_rank)
     return torch.device(device_type, local_rank)
 
 
 def destroy() -> None:
-    import torch.distributed as dist
+    import torch.distributed as dist  # noqa: PLC0415 lazy: torch
 
     if dist.is_available() and dist.is_initialized():
         dist.destroy_process_group()

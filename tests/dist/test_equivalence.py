@@ -16,7 +16,6 @@ import pytest
 
 from prism.train.rundir.runfiles import read_jsonl
 
-
 pytestmark = [pytest.mark.slow, pytest.mark.distributed]
 
 STEPS = ["--max-steps", "25", "--log-every", "5", "--checkpoint-every", "100"]
@@ -48,16 +47,35 @@ def check_matches(out: Path, reference: dict[int, float], strategy: str, mesh: s
     assert json.loads((out / "metrics.json").read_text())["status"] == "ok"
 
 
-@pytest.mark.parametrize("strategy,extra,mesh", [
-    ("ddp", [], "2x1"),
-    ("fsdp", [], "1x2"),
-    ("hsdp", ["--shard", "2"], "1x2"),
-    ("hsdp", ["--replicate", "2"], "2x1"),
-])
+@pytest.mark.parametrize(
+    "strategy,extra,mesh",
+    [
+        ("ddp", [], "2x1"),
+        ("fsdp", [], "1x2"),
+        ("hsdp", ["--shard", "2"], "1x2"),
+        ("hsdp", ["--replicate", "2"], "2x1"),
+    ],
+)
 def test_torchrun_two_processes_match_one(shards, tiny, tmp_path, reference, strategy, extra, mesh):
     out = tmp_path / "run"
-    cmd = [str(TORCHRUN), "--standalone", "--nproc-per-node", "2", "-m", "prism", "train", *tiny, *STEPS,
-           "--data", str(shards), "--out", str(out), "--strategy", strategy, *extra]
+    cmd = [
+        str(TORCHRUN),
+        "--standalone",
+        "--nproc-per-node",
+        "2",
+        "-m",
+        "prism",
+        "train",
+        *tiny,
+        *STEPS,
+        "--data",
+        str(shards),
+        "--out",
+        str(out),
+        "--strategy",
+        strategy,
+        *extra,
+    ]
     res = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
     assert res.returncode == 0, res.stderr[-3000:]
     check_matches(out, reference, strategy, mesh)
@@ -69,8 +87,23 @@ def test_mpich_mpiexec_two_ranks_find_their_place_and_match(shards, tiny, tmp_pa
     out = tmp_path / "run"
     env = {k: v for k, v in os.environ.items() if k not in ("RANK", "WORLD_SIZE", "LOCAL_RANK", "MASTER_ADDR")}
     env["MASTER_PORT"] = str(free_port())
-    cmd = [MPIEXEC, "-n", "2", sys.executable, "-m", "prism", "train", *tiny, *STEPS, "--data", str(shards),
-           "--out", str(out), "--strategy", strategy]
+    cmd = [
+        MPIEXEC,
+        "-n",
+        "2",
+        sys.executable,
+        "-m",
+        "prism",
+        "train",
+        *tiny,
+        *STEPS,
+        "--data",
+        str(shards),
+        "--out",
+        str(out),
+        "--strategy",
+        strategy,
+    ]
     res = subprocess.run(cmd, capture_output=True, text=True, timeout=600, env=env)
     assert res.returncode == 0, res.stderr[-3000:]
     check_matches(out, reference, strategy, mesh)
@@ -92,8 +125,23 @@ def test_sigterm_to_one_rank_stops_both_at_the_same_step_and_resumes(shards, tin
     same step, the collective checkpoint completes, and a rerun resumes from it."""
     out = tmp_path / "run"
     flags = ["--max-steps", "200", "--log-every", "1", "--checkpoint-every", "1000", "--eval-every", "1000"]
-    cmd = [str(TORCHRUN), "--standalone", "--nproc-per-node", "2", "-m", "prism", "train", *tiny, *flags,
-           "--data", str(shards), "--out", str(out), "--strategy", "ddp"]
+    cmd = [
+        str(TORCHRUN),
+        "--standalone",
+        "--nproc-per-node",
+        "2",
+        "-m",
+        "prism",
+        "train",
+        *tiny,
+        *flags,
+        "--data",
+        str(shards),
+        "--out",
+        str(out),
+        "--strategy",
+        "ddp",
+    ]
     proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     try:
         deadline = time.monotonic() + 300
@@ -108,7 +156,7 @@ def test_sigterm_to_one_rank_stops_both_at_the_same_step_and_resumes(shards, tin
     assert proc.returncode != 0 and "stopped (SIGTERM during step" in err, err[-3000:]
     assert not (out / "metrics.json").exists()
     (checkpoint,) = (out / "checkpoints").glob("step-*.pt")
-    at = int(checkpoint.stem[len("step-"):])
+    at = int(checkpoint.stem[len("step-") :])
     assert 10 <= at < 200 and f"checkpoint at step {at}/200" in err
     res = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
     assert res.returncode == 0, res.stderr[-3000:]

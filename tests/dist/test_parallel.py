@@ -22,13 +22,16 @@ def test_backends_per_device():
     assert [ParallelConfig("ddp", 1, 1, 1, d).backend for d in ("cpu", "cuda", "xpu")] == ["gloo", "nccl", "xccl"]
 
 
-@pytest.mark.parametrize("args,needle", [
-    (("none", 2, 2, 1), "--strategy none with 2 processes"),
-    (("hsdp", 4, 3, 2), "replicate x shard must equal the world size 4"),
-    (("ddp", 2, 1, 2), "ddp replicates only"),
-    (("fsdp", 4, 2, 2), "use --strategy hsdp"),
-    (("zero", 1, 1, 1), "unknown strategy 'zero'"),
-])
+@pytest.mark.parametrize(
+    "args,needle",
+    [
+        (("none", 2, 2, 1), "--strategy none with 2 processes"),
+        (("hsdp", 4, 3, 2), "replicate x shard must equal the world size 4"),
+        (("ddp", 2, 1, 2), "ddp replicates only"),
+        (("fsdp", 4, 2, 2), "use --strategy hsdp"),
+        (("zero", 1, 1, 1), "unknown strategy 'zero'"),
+    ],
+)
 def test_invalid_layouts_are_user_errors(args, needle):
     with pytest.raises(PrismError, match=needle):
         ParallelConfig(*args, "cpu")
