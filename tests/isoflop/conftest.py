@@ -9,6 +9,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from prism.isoflop.records import PlanRow
+
 DATA = Path(__file__).resolve().parents[1] / "data" / "scaling"
 
 
@@ -33,6 +35,36 @@ def chinchilla_fit(chinchilla):
     from prism.isoflop.fit.approach3 import fit_approach3
 
     return fit_approach3(*chinchilla)
+
+
+# FLOPs per sample of `plan_row`s.
+FPS = 1000.0
+
+
+def plan_row(
+    backbone: str, budget: float, batch: int = 8, variant: str = "BASE", fps: float = FPS, hours: float | None = None
+) -> PlanRow:
+    """A plan row of `backbone` at `budget`: steps from its FLOPs per sample and batch, the rest fixed."""
+    steps = round(budget / (fps * batch))
+    return PlanRow(
+        run_id=f"{backbone}-{variant}-e2e-C{budget:g}".replace("+", ""),
+        family="text_image",
+        backbone=backbone,
+        variant=variant,
+        regime="e2e",
+        budget=budget,
+        params=1e5,
+        params_total=2e5,
+        flops_per_sample=fps,
+        tokens_per_sample=64,
+        global_batch=batch,
+        samples=steps * batch,
+        steps=steps,
+        tokens=steps * batch * 64,
+        flops=steps * batch * fps,
+        hours_here=None if hours is None else 2 * hours,
+        node_hours=hours,
+    )
 
 
 def plan_cli(calibration_dir: Path, budgets: str, *args: str, family: str = "text_image", **flags) -> int:

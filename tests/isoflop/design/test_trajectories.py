@@ -12,35 +12,10 @@ from prism.isoflop.design.trajectories import (
     saving_text,
     trajectories,
 )
-from prism.isoflop.records import PlanRow
 from prism.train.schedule import Schedule
 
-FPS = 1000.0
-
-
-def row(
-    backbone: str, budget: float, batch: int = 8, variant: str = "BASE", fps: float = FPS, hours: float | None = None
-) -> PlanRow:
-    steps = round(budget / (fps * batch))
-    return PlanRow(
-        run_id=f"{backbone}-{variant}-e2e-C{budget:g}".replace("+", ""),
-        family="text_image",
-        backbone=backbone,
-        variant=variant,
-        regime="e2e",
-        budget=budget,
-        params=1e5,
-        params_total=2e5,
-        flops_per_sample=fps,
-        tokens_per_sample=64,
-        global_batch=batch,
-        samples=steps * batch,
-        steps=steps,
-        tokens=steps * batch * 64,
-        flops=steps * batch * fps,
-        hours_here=None if hours is None else 2 * hours,
-        node_hours=hours,
-    )
+from ..conftest import FPS
+from ..conftest import plan_row as row
 
 
 def test_one_trajectory_per_model_with_a_branch_per_budget():
