@@ -155,12 +155,12 @@ def reference_noise(params, loss, budget) -> tuple[float | None, int]:
         return None, 0
     scale = max(float(np.median(np.abs(y_all))), 1e-300)
     # each budget's std over its median for Gaussian noise, so that the median is unbiased
-    sigma = float(np.median([s / _chi_median_factor(n) for s, n in per]))
+    sigma = float(np.median([s / chi_median_factor(n) for s, n in per]))
     return max(sigma, 1e-9 * scale), max(1, sum(n for _, n in per) // 2)
 
 
 @functools.lru_cache(maxsize=256)
-def _chi_median_factor(dof: int) -> float:
+def chi_median_factor(dof: int) -> float:
     """median(s) / sigma for a residual std s with `dof` degrees of freedom (Gaussian noise)."""
     from scipy import stats  # noqa: PLC0415 lazy: scipy
 

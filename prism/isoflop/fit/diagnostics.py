@@ -40,8 +40,7 @@ import math
 import numpy as np
 
 from prism.ids import format_budget
-from prism.isoflop.fit.approach2 import LACK_OF_FIT_LEVEL, parabola, parabola_batch
-from prism.isoflop.fit.approach2 import _chi_median_factor as factor
+from prism.isoflop.fit.approach2 import LACK_OF_FIT_LEVEL, chi_median_factor, parabola, parabola_batch
 from prism.isoflop.fit.approach2 import budget_text as _bt
 from prism.isoflop.fit.result import BudgetDiagnostics, SizeOffset, Verdict
 from prism.isoflop.records import BudgetFit
@@ -81,11 +80,6 @@ def window_noise(f: BudgetFit) -> tuple[float | None, int]:
     return math.sqrt(f.window_residual_ss / dof), dof
 
 
-def _chi_median_factor(dof: int) -> float:
-    """median(s) / sigma for a residual std s with `dof` degrees of freedom (Gaussian noise)."""
-    return factor(dof)
-
-
 def misfits(f: BudgetFit) -> bool:
     """Whether lack of fit is still detected where this budget's parabola was fitted."""
     return f.window_lack_of_fit_p is not None and f.window_lack_of_fit_p < LACK_OF_FIT_LEVEL
@@ -120,7 +114,7 @@ def noise_estimate(
         v = np.asarray([x for x in loss_se if x is not None and np.isfinite(x) and x > 0], float)
         se = float(np.median(v)) if len(v) else None
     if dof >= MIN_NOISE_DOF:
-        scaled = [s / _chi_median_factor(d) for _, s, d in usable]
+        scaled = [s / chi_median_factor(d) for _, s, d in usable]
         sigma = float(np.median(scaled))
         windowed = sum(f.windowed for f, _, _ in usable)
         where = f", {windowed} of them over the window of sizes where the parabola fits" if windowed else ""
