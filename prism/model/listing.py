@@ -67,7 +67,10 @@ def format_table(reg: dict) -> str:
         "",
         f"projector variants: {variants}; any W<k>X or D<k>X (k >= 2) by the rule",
         "rule sizes (any N, named by it: n32e3 = 3.2e4 parameters): "
-        + "; ".join(f"{r.prefix}<m>e<x> head dim {r.head_dim}, d_model {r.aspect} x layers" for r in RULES.values()),
+        + "; ".join(
+            f"{r.prefix}<m>e<x> heads ~{r.head_dim} wide (at least {r.min_heads}), d_model {r.aspect} x layers"
+            for r in RULES.values()
+        ),
         f"families: {', '.join(reg['families'])}",
         f"regimes: {', '.join(reg['regimes'])}",
     ]

@@ -10,7 +10,7 @@ LADDERS = {"n": (1e4, 1e8), "g": (1e8, 1e11)}
 
 
 @pytest.mark.parametrize("prefix", list(RULES))
-def test_every_size_lands_within_3_percent_of_its_name_and_keeps_the_head_dim(prefix):
+def test_every_size_lands_within_3_percent_of_its_name(prefix):
     lo, hi = LADDERS[prefix]
     names = rule_grid(prefix, lo, hi)
     assert len(names) >= 20 * math.log10(hi / lo)  # 20 a decade, none lost to the two-digit names
@@ -18,8 +18,26 @@ def test_every_size_lands_within_3_percent_of_its_name_and_keeps_the_head_dim(pr
         cfg = backbone_config(name)
         _, target = rule_target(name)
         assert abs(cfg.params / target - 1) < 0.03, (name, cfg)
-        assert cfg.head_dim == RULES[prefix].head_dim
         assert cfg.ffn_dim % RULES[prefix].ffn_multiple == 0
+
+
+@pytest.mark.parametrize("prefix", list(RULES))
+def test_heads_are_about_the_rules_head_dim_and_never_fewer_than_its_minimum(prefix):
+    rule = RULES[prefix]
+    for name in rule_grid(prefix, *LADDERS[prefix]):
+        cfg = backbone_config(name)
+        assert cfg.n_heads >= rule.min_heads and cfg.head_dim % 2 == 0, cfg
+        if cfg.d_model >= rule.min_heads * rule.head_dim:
+            assert rule.head_dim / 2 <= cfg.head_dim <= 2 * rule.head_dim, cfg
+        else:  # narrower than the minimum of full-width heads: the minimum, narrower
+            assert cfg.n_heads == rule.min_heads, cfg
+    if prefix == "g":
+        assert {backbone_config(n).head_dim for n in rule_grid(prefix, *LADDERS[prefix])} == {128}
+
+
+def test_the_cpu_sizes_have_two_heads():
+    """The default study's range: two heads whatever the width (attention on a CPU pays per head)."""
+    assert {backbone_config(n).n_heads for n in rule_grid("n", 8e3, 2.2e5)} == {2}
 
 
 @pytest.mark.parametrize("prefix", list(RULES))
