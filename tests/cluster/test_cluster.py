@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 import yaml
-from workflow.wfhelpers import SNAKEMAKE, env, make_workdir, planned_run_ids, snakemake
+from workflow.wfhelpers import SNAKEMAKE, STUDY, env, make_workdir, planned_run_ids, snakemake
 
 pytestmark = [pytest.mark.cluster, pytest.mark.slow]
 
@@ -202,19 +202,22 @@ def test_a_job_longer_than_its_walltime_resumes_from_its_checkpoint(study):
     """A run whose estimate (minutes of steps) exceeds the cap asks for the cap, is stopped there
     (SIGTERM: a checkpoint, exit 143) and the profile's retries resume it to the end."""
     workdir, client_env = study
-    run = "30k-BASE-e2e-C2e12"
+    run = "30k-BASE-e2e-C6e12"
     target = f"scaling-study/text_image/runs/{run}/metrics.json"
-    # 2e12 alone, centred between 30k and 60k (N_opt = 6.5e4 at prior_k 0.046): 30k trains 13,240 steps.
+    # 6e12 alone, centred between 30k and 60k (N_opt = 6.5e4 at prior_k 0.0265): 30k trains about
+    # 40,000 steps (4.1 epochs of the tiny build, hence max_epochs), 4 minutes on a fast CPU. Slurm
+    # looks for jobs past their time limit every 30 s, so a 1-minute job gets its SIGTERM 60-90 s
+    # in: the run must take well over that, or it ends before it is stopped.
     out = pbs(
         study,
         target,
         "--config",
-        "budgets=[2e12]",
-        'plan={"prior_k": 0.046}',
+        "budgets=[6e12]",
+        'plan={"prior_k": 0.0265, "max_epochs": 8}',
         'cluster={"walltime": "00:01:00", "walltime_factor": 1}',
         "--retries",
-        "4",
-        timeout=1200,
+        "8",
+        timeout=1800,
     ).stdout
     # Every attempt is a `rule train:` block of its own with its submission (a retry keeps its job number).
     jobs = [
@@ -229,5 +232,7 @@ def test_a_job_longer_than_its_walltime_resumes_from_its_checkpoint(study):
     assert records.get(jobs[0].split(".")[0]) != "0" and records.get(jobs[-1].split(".")[0]) == "0"
     assert "stopped (SIGTERM during step" in out  # the failed attempt's log, shown by the profile
     log = (workdir / "scaling-study" / "logs" / "train" / "text_image" / f"{run}.log").read_text()
-    assert "resuming from" in log and "done: 13240 steps" in log
+    plan = yaml.safe_load((workdir / STUDY / "plan.yaml").read_text())
+    steps = next(row["steps"] for row in plan["runs"] if row["run_id"] == run)
+    assert "resuming from" in log and f"done: {steps} steps" in log
     assert (workdir / target).is_file()
