@@ -10,13 +10,16 @@ import json
 import math
 import re
 import signal
+import statistics
 import subprocess
 import time
 from pathlib import Path
 
 import pytest
 import yaml
-from workflow.wfhelpers import SNAKEMAKE, env, make_workdir, planned_run_ids, snakemake
+from workflow.wfhelpers import SMOKE, SNAKEMAKE, env, make_workdir, planned_run_ids, snakemake
+
+from prism.ids import format_budget, run_id
 
 pytestmark = [pytest.mark.cluster, pytest.mark.slow]
 
@@ -199,26 +202,45 @@ def test_rerun_resubmits_only_what_is_missing(study):
     assert all((runs_dir / r / "metrics.json").exists() for r in planned)
 
 
+def step_seconds(runs_dir: Path, backbone: str) -> float:
+    """The median training step of `backbone`'s runs in this study: this host's speed, minutes ago."""
+    times = [
+        row["step_time_s"]
+        for path in runs_dir.glob(f"{backbone}-*/perf.jsonl")
+        for row in map(json.loads, path.read_text().splitlines())
+        if row.get("step", 0) > 5 and "step_time_s" in row
+    ]
+    assert times, f"no perf rows of {backbone} under {runs_dir}"
+    return statistics.median(times)
+
+
 def test_a_job_longer_than_its_walltime_resumes_from_its_checkpoint(study):
     """A run whose estimate (minutes of steps) exceeds the cap asks for the cap, is stopped there
     (SIGTERM: a checkpoint, exit 143) and the profile's retries resume it to the end."""
     workdir, client_env = study
-    run = "30k-BASE-e2e-C6e12"
+    runs_dir = workdir / "scaling-study" / "text_image" / "runs"
+    # About 4 minutes of steps at this host's speed, from the 30k runs the study has trained. Slurm
+    # looks for jobs past their time limit every 30 s, so a 1-minute job gets its SIGTERM 60-90 s in:
+    # the run must take well over that, or it ends before it is stopped, and it must end within the
+    # retries, here even at half or twice the speed measured. A fixed budget is 80 s on one CPU and
+    # 13 minutes on another.
+    fps = json.loads(next(runs_dir.glob("30k-*/metrics.json")).read_text())["flops_per_sample"]
+    samples = 240 / step_seconds(runs_dir, "30k") * SMOKE["plan"]["global_batch"]
+    budget = float(f"{samples * fps:.1e}")
+    run = run_id("30k", "BASE", "e2e", budget)
     target = f"scaling-study/text_image/runs/{run}/metrics.json"
-    # 6e12 alone, centred between 30k and 60k (N_opt = 6.5e4 at prior_k 0.0265): 30k trains about
-    # 40,000 steps (4.1 epochs of the tiny build, hence max_epochs), 4 minutes on a fast CPU. Slurm
-    # looks for jobs past their time limit every 30 s, so a 1-minute job gets its SIGTERM 60-90 s
-    # in: the run must take well over that, or it ends before it is stopped.
+    # The grid is centred between 30k and 60k (N_opt = 6.5e4) at any budget; max_epochs is raised
+    # because the tiny build is a few thousand steps an epoch.
     out = pbs(
         study,
         target,
         "--config",
-        "budgets=[6e12]",
-        'plan={"prior_k": 0.0265, "max_epochs": 8}',
+        f"budgets=[{format_budget(budget)}]",
+        f'plan={{"prior_k": {6.5e4 / math.sqrt(budget):.6g}, "prior_a": 0.5, "max_epochs": 50}}',
         'cluster={"walltime": "00:01:00", "walltime_factor": 1}',
         "--retries",
-        "8",
-        timeout=1800,
+        "12",
+        timeout=2400,
     ).stdout
     # Every attempt is a `rule train:` block of its own with its submission (a retry keeps its job number).
     jobs = [
