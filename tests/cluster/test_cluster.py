@@ -17,9 +17,10 @@ from pathlib import Path
 
 import pytest
 import yaml
-from workflow.wfhelpers import SMOKE, SNAKEMAKE, env, make_workdir, planned_run_ids, snakemake
+from workflow.wfhelpers import SMOKE, SNAKEMAKE, STUDY, env, make_workdir, planned_run_ids, snakemake
 
 from prism.ids import format_budget, run_id
+from prism.perf.reader import read_perf
 
 pytestmark = [pytest.mark.cluster, pytest.mark.slow]
 
@@ -190,7 +191,7 @@ def test_failing_job_is_failed_and_stops_the_workflow(study):
 
 def test_rerun_resubmits_only_what_is_missing(study):
     workdir, _ = study
-    runs_dir = workdir / "scaling-study" / "text_image" / "runs"
+    runs_dir = workdir / STUDY / "runs"
     done = {p.parent.name: p.stat().st_mtime_ns for p in runs_dir.glob("*/metrics.json")}
     # collect, not fit: the point is what gets resubmitted, not whether 4 tiny budgets fit.
     out = pbs(study, "collect_text_image", "--config", MORE_BUDGETS).stdout
@@ -207,7 +208,7 @@ def step_seconds(runs_dir: Path, backbone: str) -> float:
     times = [
         row["step_time_s"]
         for path in runs_dir.glob(f"{backbone}-*/perf.jsonl")
-        for row in map(json.loads, path.read_text().splitlines())
+        for row in read_perf(path)[0]
         if row.get("step", 0) > 5 and "step_time_s" in row
     ]
     assert times, f"no perf rows of {backbone} under {runs_dir}"
@@ -218,7 +219,7 @@ def test_a_job_longer_than_its_walltime_resumes_from_its_checkpoint(study):
     """A run whose estimate (minutes of steps) exceeds the cap asks for the cap, is stopped there
     (SIGTERM: a checkpoint, exit 143) and the profile's retries resume it to the end."""
     workdir, client_env = study
-    runs_dir = workdir / "scaling-study" / "text_image" / "runs"
+    runs_dir = workdir / STUDY / "runs"
     # About 4 minutes of steps at this host's speed, from the 30k runs the study has trained. Slurm
     # looks for jobs past their time limit every 30 s, so a 1-minute job gets its SIGTERM 60-90 s in:
     # the run must take well over that, or it ends before it is stopped, and it must end within the
@@ -229,14 +230,15 @@ def test_a_job_longer_than_its_walltime_resumes_from_its_checkpoint(study):
     budget = float(f"{samples * fps:.1e}")
     run = run_id("30k", "BASE", "e2e", budget)
     target = f"scaling-study/text_image/runs/{run}/metrics.json"
-    # The grid is centred between 30k and 60k (N_opt = 6.5e4) at any budget; max_epochs is raised
-    # because the tiny build is a few thousand steps an epoch.
+    # The grid is centred between 30k and 60k (N_opt = k C^a = 6.5e4, a the smoke study's) at any
+    # budget; max_epochs is raised because the tiny build is a few thousand steps an epoch.
+    prior_k = 6.5e4 / budget ** SMOKE["plan"]["prior_a"]
     out = pbs(
         study,
         target,
         "--config",
         f"budgets=[{format_budget(budget)}]",
-        f'plan={{"prior_k": {6.5e4 / math.sqrt(budget):.6g}, "prior_a": 0.5, "max_epochs": 50}}',
+        f'plan={{"prior_k": {prior_k:.6g}, "max_epochs": 50}}',
         'cluster={"walltime": "00:01:00", "walltime_factor": 1}',
         "--retries",
         "12",
