@@ -229,7 +229,7 @@ def test_a_job_longer_than_its_walltime_resumes_from_its_checkpoint(study):
     samples = 240 / step_seconds(runs_dir, "30k") * SMOKE["plan"]["global_batch"]
     budget = float(f"{samples * fps:.1e}")
     run = run_id("30k", "BASE", "e2e", budget)
-    target = f"scaling-study/text_image/runs/{run}/metrics.json"
+    target = f"{STUDY}/runs/{run}/metrics.json"
     # The grid is centred between 30k and 60k (N_opt = k C^a = 6.5e4, a the smoke study's) at any
     # budget; max_epochs is raised because the tiny build is a few thousand steps an epoch.
     prior_k = 6.5e4 / budget ** SMOKE["plan"]["prior_a"]
