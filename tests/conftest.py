@@ -15,8 +15,39 @@ from pathlib import Path
 import pytest
 
 FIXTURES = Path(__file__).resolve().parent / "fixtures"
+# Session fixtures that cost minutes and that tests in several modules read: one Slurm instance, the
+# wsd study, the tiny study. Heaviest first.
+SHARED_FIXTURES = ("scheduler", "wsd_study", "tiny_study")
+SLOW_MARKS = {"slow", "workflow", "cluster", "distributed"}
 TINY_RUN = FIXTURES / "tiny_run.yaml"
 INJECT_NAN_ENV = "PRISM_TEST_INJECT_NAN_AT_STEP"
+
+
+@pytest.hookimpl(tryfirst=True)  # before xdist's own hook reads the marks
+def pytest_collection_modifyitems(config, items) -> None:
+    """Group tests for pytest-xdist (`make test` runs `-n 2 --dist loadgroup`) and order the groups.
+
+    A test that reads a shared fixture joins that fixture's group, so the fixture is built once and
+    its tests see its state in file order; any other test joins its module's group, so module
+    fixtures are built once too. Workers take groups in order: the shared ones first, then modules
+    with slow tests, so the short modules fill the tail instead of one worker finishing a long one
+    alone. Without xdist the marks do nothing and only the order changes.
+    """
+
+    def group(item) -> str:
+        return next((name for name in SHARED_FIXTURES if name in item.fixturenames), item.nodeid.split("::")[0])
+
+    groups = {item.nodeid: group(item) for item in items}
+    slow = {groups[item.nodeid] for item in items if SLOW_MARKS & {mark.name for mark in item.iter_markers()}}
+
+    def rank(group: str) -> tuple[int, int]:
+        return (
+            (SHARED_FIXTURES.index(group), 0) if group in SHARED_FIXTURES else (len(SHARED_FIXTURES), group not in slow)
+        )
+
+    for item in items:
+        item.add_marker(pytest.mark.xdist_group(groups[item.nodeid]))
+    items.sort(key=lambda item: rank(groups[item.nodeid]))  # stable: file order within a rank
 
 
 @pytest.fixture(scope="session")
