@@ -7,7 +7,8 @@ one process builds two decoder-only language models of the same width, depth, he
 KV heads, MLP width, vocabulary, RMSNorm epsilon and rotary base:
 
 - prism: `prism.model.backbone.Backbone` (RMSNorm, rotary positions, SDPA attention,
-  SwiGLU MLP, tied LM head), its next-token cross-entropy as `PrismModel` computes
+  SwiGLU MLP, tied LM head; on a CPU in fp32 each block one fused kernel,
+  `prism.model.kernels`), its next-token cross-entropy as `PrismModel` computes
   it, and `prism train`'s optimizer (`build_optimizer`: fused AdamW, decay on
   matrices);
 - llama: transformers' `LlamaForCausalLM` (the same architecture, `sdpa`
@@ -33,10 +34,10 @@ from __future__ import annotations
 import argparse
 
 import torch
-import torch.nn.functional as F
 from torch import nn
 from torch.utils.flop_counter import FlopCounterMode
 
+from prism.model import kernels
 from prism.model.backbone import Backbone
 from prism.model.config import BackboneConfig, backbone_config
 from prism.model.tokenizer import IGNORE
@@ -56,7 +57,7 @@ class PrismLM(nn.Module):
 
     def forward(self, tokens: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
         logits = self.backbone(tokens)
-        return F.cross_entropy(logits.flatten(0, 1).float(), labels.flatten(), ignore_index=IGNORE)
+        return kernels.cross_entropy(logits.flatten(0, 1).float(), labels.flatten(), IGNORE)
 
 
 class LlamaLM(nn.Module):
@@ -113,11 +114,12 @@ def param_count(model: nn.Module) -> int:
 
 def training_flops(model: nn.Module, inputs: tuple) -> int:
     """One step's forward + backward FLOPs, with SDPA as its math decomposition (whose bmm's the
-    counter sees; it does not count the fused CPU kernel). Not on meta: transformers' mask
-    preparation reads a tensor's value."""
+    counter sees; it does not count the fused CPU kernel) and prism's modules in place of its fused
+    kernels (whose matmuls run in C++, unseen; the arithmetic is the same). Not on meta:
+    transformers' mask preparation reads a tensor's value."""
     from torch.nn.attention import SDPBackend, sdpa_kernel
 
-    with sdpa_kernel(SDPBackend.MATH), FlopCounterMode(display=False) as counter:
+    with kernels.disabled(), sdpa_kernel(SDPBackend.MATH), FlopCounterMode(display=False) as counter:
         model(*inputs).backward()
     model.zero_grad(set_to_none=True)
     return int(counter.get_total_flops())

@@ -8,7 +8,9 @@ per batch and shared by all layers). Rotary positions keep running across a pack
 row: attention scores depend only on the distance between two tokens, so a sample
 that sees only itself gets the same scores at any offset in its row.
 
-Nothing here is device-specific: it runs on cpu, cuda, xpu and meta alike.
+Nothing here is device-specific: it runs on cpu, cuda, xpu and meta alike. On a CPU in
+fp32 a block of padded rows runs as one fused kernel forward and one backward
+(`prism.model.kernels`): the same maths as the modules below, which every other case runs.
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from prism.model import kernels
 from prism.model.config import BackboneConfig
 from prism.model.ops import rms_norm, swiglu
 
@@ -128,8 +131,20 @@ class Block(nn.Module):
         self.attn = Attention(cfg)
         self.mlp_norm = RMSNorm(cfg.d_model, cfg.norm_eps)
         self.mlp = SwiGLU(cfg.d_model, cfg.ffn_dim)
+        # The fused kernel's shape: one K/V head per query head, no q/k/v bias.
+        self.fusable = cfg.n_kv_heads == cfg.n_heads and not cfg.qkv_bias
 
     def forward(self, x: torch.Tensor, rope: torch.Tensor, mask: torch.Tensor | None = None) -> torch.Tensor:
+        if mask is None and self.fusable and rope.is_complex() and kernels.usable(x):
+            weights = (
+                self.attn_norm.weight,
+                self.attn.qkv.weight,
+                self.attn.o.weight,
+                self.mlp_norm.weight,
+                self.mlp.gate_up.weight,
+                self.mlp.down.weight,
+            )
+            return kernels.block(x, weights, rope, self.attn.n_heads, self.attn_norm.eps)
         x = x + self.attn(self.attn_norm(x), rope, mask)
         return x + self.mlp(self.mlp_norm(x))
 

@@ -15,6 +15,7 @@ from torch import nn
 
 from prism.errors import unknown_name
 from prism.families import FamilySpec
+from prism.model import kernels
 
 
 class EncoderBlock(nn.Module):
@@ -30,11 +31,18 @@ class EncoderBlock(nn.Module):
         self.mlp = nn.Sequential(nn.Linear(width, mlp_mult * width), nn.GELU(), nn.Linear(mlp_mult * width, width))
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if kernels.usable(x):
+            return kernels.encoder_block(x, self.weights(), self.n_heads, self.norm1.eps)
         S, T, W = x.shape
         q, k, v = self.qkv(self.norm1(x)).view(S, T, 3, self.n_heads, W // self.n_heads).permute(2, 0, 3, 1, 4)
         y = F.scaled_dot_product_attention(q, k, v)
         x = x + self.proj(y.transpose(1, 2).reshape(S, T, W))
         return x + self.mlp(self.norm2(x))
+
+    def weights(self) -> tuple[torch.Tensor, ...]:
+        """What the fused kernel takes: each layer's weight and bias, in forward order."""
+        layers = (self.norm1, self.qkv, self.proj, self.norm2, self.mlp[0], self.mlp[2])
+        return tuple(t for layer in layers for t in (layer.weight, layer.bias))
 
 
 class Encoder(nn.Module):

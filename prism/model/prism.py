@@ -17,6 +17,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from prism.families import FamilySpec, family_spec
+from prism.model import kernels
 from prism.model.backbone import Backbone
 from prism.model.config import BackboneConfig, ProjectorVariant, backbone_config, projector_variant, regime_parts
 from prism.model.encoders import build_encoder
@@ -78,6 +79,8 @@ class PrismModel(nn.Module):
                 )
         x = x.masked_scatter(slots.unsqueeze(-1), feats.to(x.dtype))
         logits = self.backbone.forward_embeddings(x, segment_ids)
+        if reduction == "mean":
+            return kernels.cross_entropy(logits.flatten(0, 1).float(), labels.flatten(), IGNORE)
         loss = F.cross_entropy(logits.flatten(0, 1).float(), labels.flatten(), ignore_index=IGNORE, reduction=reduction)
         return loss.view(labels.shape) if reduction == "none" else loss
 

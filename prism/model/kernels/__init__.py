@@ -1,0 +1,174 @@
+"""Fused CPU kernels for small models' fp32 training steps: a whole transformer block, and the loss.
+
+Why: at the study's widths (16-200) a training step is some 2,000 ATen calls on small
+tensors, and most of the step is spent between the matmuls: dispatch, autograd
+bookkeeping, and one pass over memory per element-wise op. `cpu.cpp` runs a
+backbone block forward and backward as one call each (matmuls through `at::mm`,
+attention through ATen's CPU flash kernel, norms, rotary positions, SwiGLU and the
+residuals as one loop each), the modality encoder's block likewise (with ATen's
+LayerNorm and GELU kernels), and the next-token loss as one pass each way.
+
+The maths is `Block`'s, `EncoderBlock`'s and `F.cross_entropy`'s; only the order
+of float sums differs, so values agree to rounding (`tests/model/test_kernels.py`),
+and a run's losses are those of the reference path to a few units in the last
+place at first, not bit for bit.
+
+The extension is compiled on first use (`torch.utils.cpp_extension`: a C++ compiler
+and ninja) into torch's extension cache, one build per CPU vector capability, so a
+build made on one machine is never loaded on a CPU that lacks its instructions;
+`make setup` builds it. Where it cannot be built, one warning, and the model runs
+its ATen path. `PRISM_CPU_KERNELS=0` turns the kernels off (the reference path, for
+A/B measurements); so does `disabled()`.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import sys
+import warnings
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from types import ModuleType
+
+import torch
+
+ENV = "PRISM_CPU_KERNELS"
+SOURCE = Path(__file__).with_name("cpu.cpp")
+# Compiler flags per ATen CPU capability: the same instruction set ATen's own kernels use here.
+_ISA_FLAGS = {
+    "AVX2": ["-mavx2", "-mfma", "-mf16c", "-DCPU_CAPABILITY_AVX2"],
+    "AVX512": ["-mavx512f", "-mavx512bw", "-mavx512vl", "-mavx512dq", "-mfma", "-DCPU_CAPABILITY_AVX512"],
+}
+_state: dict[str, object] = {"enabled": os.environ.get(ENV, "1") != "0"}
+
+
+def capability() -> str:
+    """ATen's CPU vector capability on this machine ("AVX2", "AVX512", ... or "DEFAULT")."""
+    return torch.backends.cpu.get_cpu_capability()
+
+
+def load() -> ModuleType | None:
+    """The compiled extension (built on first call, then cached), or None where it cannot be built."""
+    if "module" not in _state:
+        _state["module"] = _build()
+    return _state["module"]  # type: ignore[return-value]
+
+
+def _build() -> ModuleType | None:
+    from torch.utils.cpp_extension import load as load_extension  # noqa: PLC0415 lazy: pulls in setuptools
+
+    cap = capability()
+    flags = _ISA_FLAGS.get(cap, [])
+    if shutil.which("ninja") is None:  # the pinned ninja wheel's binary, beside this interpreter
+        os.environ["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}"
+    try:
+        return load_extension(
+            name=f"prism_cpu_kernels_{cap.lower()}",
+            sources=[str(SOURCE)],
+            extra_cflags=["-O3", *flags],
+            verbose=False,
+        )
+    except Exception as err:  # noqa: BLE001 any build failure leaves the ATen path, which is correct, only slower
+        warnings.warn(
+            f"prism: the fused CPU kernels could not be built ({type(err).__name__}: {err}); "
+            f"training uses ATen ops instead (slower, same maths). They need a C++ compiler and ninja; "
+            f"set {ENV}=0 to silence this.",
+            RuntimeWarning,
+            stacklevel=3,
+        )
+        return None
+
+
+@contextmanager
+def disabled() -> Iterator[None]:
+    """The reference ATen path inside the block (FLOP counting, A/B measurements, tests)."""
+    before = _state["enabled"]
+    _state["enabled"] = False
+    try:
+        yield
+    finally:
+        _state["enabled"] = before
+
+
+def usable(x: torch.Tensor) -> bool:
+    """Whether a step on `x` can take the kernels: fp32 on a CPU, eager, enabled and built."""
+    return (
+        x.device.type == "cpu"
+        and x.dtype == torch.float32
+        and bool(_state["enabled"])
+        and not torch.compiler.is_compiling()
+        and load() is not None
+    )
+
+
+class _Block(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x, w_attn_norm, w_qkv, w_o, w_mlp_norm, w_gate_up, w_down, rot, heads, eps):
+        weights = (w_attn_norm, w_qkv, w_o, w_mlp_norm, w_gate_up, w_down)
+        out, *saved = load().block_forward(x, *weights, rot, heads, eps)
+        ctx.save_for_backward(*saved, *weights, rot)
+        ctx.heads = heads
+        return out
+
+    @staticmethod
+    def backward(ctx, grad):
+        *saved, rot = ctx.saved_tensors
+        activations, weights = saved[:-6], saved[-6:]
+        grads = load().block_backward(grad, activations, *weights, rot, ctx.heads)
+        return (*grads, None, None, None)
+
+
+def block(x: torch.Tensor, weights: tuple[torch.Tensor, ...], rope: torch.Tensor, heads: int, eps: float):
+    """A pre-norm block (`Block.forward`, padded rows, causal) on `x` [B, L, D].
+
+    `weights`: attn_norm, qkv, o, mlp_norm, gate_up, down, as the modules hold them;
+    `rope`: the complex rotation `[L, 1, hd/2]` of `backbone.rope_rotation`.
+    """
+    return _Block.apply(x, *weights, torch.view_as_real(rope), heads, eps)
+
+
+class _EncoderBlock(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x, heads, eps, *weights):
+        out, *saved = load().encoder_block_forward(x, list(weights), heads, eps)
+        ctx.save_for_backward(*saved, *weights)
+        ctx.heads, ctx.n_weights = heads, len(weights)
+        return out
+
+    @staticmethod
+    def backward(ctx, grad):
+        saved = ctx.saved_tensors
+        activations, weights = saved[: -ctx.n_weights], saved[-ctx.n_weights :]
+        dx, *grads = load().encoder_block_backward(grad, list(activations), list(weights), ctx.heads)
+        return (dx, None, None, *grads)
+
+
+def encoder_block(x: torch.Tensor, weights: tuple[torch.Tensor, ...], heads: int, eps: float) -> torch.Tensor:
+    """An encoder block (`EncoderBlock.forward`: LayerNorm, bidirectional attention, GELU MLP) on `x` [S, L, D].
+
+    `weights`: the weight and bias of norm1, qkv, proj, norm2 and the MLP's two linears, in that order.
+    """
+    return _EncoderBlock.apply(x, heads, eps, *weights)
+
+
+class _CrossEntropy(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, logits, labels, ignore_index):
+        loss, lse, count = load().cross_entropy_forward(logits, labels, ignore_index)
+        ctx.save_for_backward(logits, labels, lse)
+        ctx.count, ctx.ignore_index = int(count), ignore_index
+        return loss
+
+    @staticmethod
+    def backward(ctx, grad):
+        logits, labels, lse = ctx.saved_tensors
+        return load().cross_entropy_backward(grad, logits, labels, lse, ctx.count, ctx.ignore_index), None, None
+
+
+def cross_entropy(logits: torch.Tensor, labels: torch.Tensor, ignore_index: int) -> torch.Tensor:
+    """Mean cross-entropy of `logits` [N, V] against `labels` [N] over the labels not `ignore_index`."""
+    if usable(logits) and labels.dtype == torch.int64:
+        return _CrossEntropy.apply(logits.contiguous(), labels.contiguous(), ignore_index)
+    return torch.nn.functional.cross_entropy(logits, labels, ignore_index=ignore_index)

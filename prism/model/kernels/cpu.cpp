@@ -1,0 +1,373 @@
+// Fused CPU kernels for a small model's fp32 training step (see __init__.py for why).
+//
+// block_forward / block_backward: one pre-norm transformer block of prism/model/backbone.py
+//   x2  = x + o(attention(rope(q), rope(k), v)),  [q | k | v] = qkv(rms_norm(x))
+//   out = x2 + down(silu(gate) * up),              [gate | up] = gate_up(rms_norm(x2))
+// Matmuls go through at::mm (the BLAS ATen uses), attention through ATen's CPU flash kernel;
+// the element-wise work (norms, rotary, SwiGLU, residuals) is one loop each, with no
+// intermediate tensors, transposes or concatenations.
+//
+// cross_entropy_forward / cross_entropy_backward: the mean next-token loss over labelled
+// rows, one pass over the logits each way.
+#include <ATen/Parallel.h>
+#include <ATen/cpu/vec/functional.h>
+#include <ATen/cpu/vec/vec.h>
+#include <torch/extension.h>
+
+#include <algorithm>
+#include <array>
+#include <cmath>
+#include <vector>
+
+namespace {
+
+using Vec = at::vec::Vectorized<float>;
+constexpr int64_t kGrain = 64;  // rows per parallel task
+
+const float* f32(const torch::Tensor& t) { return t.data_ptr<float>(); }
+float* f32(torch::Tensor& t) { return t.data_ptr<float>(); }
+
+// h = x * rstd(x) * w over rows of D; rstd kept for the backward.
+void rms_norm_forward(const float* x, const float* w, float* h, float* rstd, int64_t T, int64_t D, double eps) {
+  at::parallel_for(0, T, kGrain, [&](int64_t begin, int64_t end) {
+    for (int64_t t = begin; t < end; ++t) {
+      const float* xr = x + t * D;
+      const float ss = at::vec::map_reduce_all<float>([](Vec a) { return a * a; },
+                                                      [](Vec a, Vec b) { return a + b; }, xr, D);
+      const float r = 1.f / std::sqrt(ss / D + static_cast<float>(eps));
+      rstd[t] = r;
+      float* hr = h + t * D;
+      for (int64_t d = 0; d < D; ++d) hr[d] = xr[d] * r * w[d];
+    }
+  });
+}
+
+// dx += rstd (g w) - x rstd^3 mean(g w x); dw += sum over rows of g x rstd.
+void rms_norm_backward(const float* g, const float* x, const float* w, const float* rstd, float* dx, float* dw,
+                       int64_t T, int64_t D) {
+  const int64_t threads = at::get_num_threads();
+  std::vector<float> partial(threads * D, 0.f);  // dw per thread, summed after: no races
+  at::parallel_for(0, T, kGrain, [&](int64_t begin, int64_t end) {
+    float* acc = partial.data() + at::get_thread_num() * D;
+    for (int64_t t = begin; t < end; ++t) {
+      const float* gr = g + t * D;
+      const float* xr = x + t * D;
+      const float r = rstd[t];
+      float dot = 0.f;
+      for (int64_t d = 0; d < D; ++d) dot += gr[d] * w[d] * xr[d];
+      const float c = dot * r * r * r / D;
+      float* o = dx + t * D;
+      for (int64_t d = 0; d < D; ++d) {
+        o[d] += r * gr[d] * w[d] - c * xr[d];
+        acc[d] += gr[d] * xr[d] * r;
+      }
+    }
+  });
+  for (int64_t i = 0; i < threads; ++i)
+    for (int64_t d = 0; d < D; ++d) dw[d] += partial[i * D + d];
+}
+
+// Rotary positions on `heads` heads of each row of src into dst, pairing adjacent features;
+// rot [L, hd/2, 2] holds (cos, sin) per position and pair; sign -1 rotates back (the backward).
+void rope(const float* src, int64_t src_row, float* dst, int64_t dst_row, const float* rot, int64_t T, int64_t L,
+          int64_t heads, int64_t hd, float sign) {
+  const int64_t half = hd / 2;
+  at::parallel_for(0, T, kGrain, [&](int64_t begin, int64_t end) {
+    for (int64_t t = begin; t < end; ++t) {
+      const float* cs = rot + (t % L) * hd;
+      for (int64_t h = 0; h < heads; ++h) {
+        const float* a = src + t * src_row + h * hd;
+        float* o = dst + t * dst_row + h * hd;
+        for (int64_t p = 0; p < half; ++p) {
+          const float c = cs[2 * p], s = sign * cs[2 * p + 1], x0 = a[2 * p], x1 = a[2 * p + 1];
+          o[2 * p] = x0 * c - x1 * s;
+          o[2 * p + 1] = x0 * s + x1 * c;
+        }
+      }
+    }
+  });
+}
+
+// act = silu(gate) * up for rows gu = [gate | up] of 2F.
+void swiglu_forward(const float* gu, float* act, int64_t T, int64_t F) {
+  at::parallel_for(0, T, kGrain, [&](int64_t begin, int64_t end) {
+    for (int64_t t = begin; t < end; ++t) {
+      const float* g = gu + t * 2 * F;
+      const float* u = g + F;
+      float* a = act + t * F;
+      int64_t f = 0;
+      for (; f + Vec::size() <= F; f += Vec::size()) {
+        const Vec x = Vec::loadu(g + f);
+        (x / (Vec(1.f) + x.neg().exp()) * Vec::loadu(u + f)).store(a + f);
+      }
+      for (; f < F; ++f) a[f] = g[f] / (1.f + std::exp(-g[f])) * u[f];
+    }
+  });
+}
+
+// dgu = [da up silu'(gate) | da silu(gate)], silu'(x) = sig(x) (1 + x (1 - sig(x))).
+void swiglu_backward(const float* da, const float* gu, float* dgu, int64_t T, int64_t F) {
+  at::parallel_for(0, T, kGrain, [&](int64_t begin, int64_t end) {
+    for (int64_t t = begin; t < end; ++t) {
+      const float* g = gu + t * 2 * F;
+      const float* u = g + F;
+      const float* d = da + t * F;
+      float* dg = dgu + t * 2 * F;
+      float* du = dg + F;
+      int64_t f = 0;
+      for (; f + Vec::size() <= F; f += Vec::size()) {
+        const Vec x = Vec::loadu(g + f), dv = Vec::loadu(d + f);
+        const Vec sig = Vec(1.f) / (Vec(1.f) + x.neg().exp());
+        (dv * x * sig).store(du + f);
+        (dv * Vec::loadu(u + f) * sig * (Vec(1.f) + x * (Vec(1.f) - sig))).store(dg + f);
+      }
+      for (; f < F; ++f) {
+        const float x = g[f], sig = 1.f / (1.f + std::exp(-x));
+        du[f] = d[f] * x * sig;
+        dg[f] = d[f] * u[f] * sig * (1.f + x * (1.f - sig));
+      }
+    }
+  });
+}
+
+struct Shape {
+  int64_t B, L, D, T, heads, hd, F;
+};
+
+Shape shape_of(const torch::Tensor& x, const torch::Tensor& w_qkv, const torch::Tensor& w_down, int64_t heads) {
+  const int64_t B = x.size(0), L = x.size(1);
+  return {B, L, x.size(2), B * L, heads, w_qkv.size(0) / (3 * heads), w_down.size(1)};
+}
+
+// q, k (rotated, [T, 2H, hd]) and v (qkv's third part) as [B, H, L, hd] views for the flash kernel.
+std::tuple<torch::Tensor, torch::Tensor, torch::Tensor> heads_view(const Shape& s, const torch::Tensor& rotated,
+                                                                    const torch::Tensor& qkv) {
+  auto qk = rotated.view({s.B, s.L, 2 * s.heads, s.hd});
+  return {qk.narrow(2, 0, s.heads).transpose(1, 2), qk.narrow(2, s.heads, s.heads).transpose(1, 2),
+          qkv.view({s.B, s.L, 3 * s.heads, s.hd}).narrow(2, 2 * s.heads, s.heads).transpose(1, 2)};
+}
+
+void check_inputs(const std::vector<torch::Tensor>& tensors) {
+  for (const auto& t : tensors) {
+    TORCH_CHECK(t.device().is_cpu() && t.scalar_type() == torch::kFloat32, "prism cpu kernels: fp32 CPU tensors only");
+    TORCH_CHECK(t.is_contiguous(), "prism cpu kernels: contiguous tensors only");
+  }
+}
+
+}  // namespace
+
+// x [B, L, D]; weights as nn.Linear stores them ([out, in]); rot [L, hd/2, 2] (cos, sin).
+// Returns the block's output, then what block_backward needs.
+std::vector<torch::Tensor> block_forward(torch::Tensor x, torch::Tensor w_attn_norm, torch::Tensor w_qkv,
+                                         torch::Tensor w_o, torch::Tensor w_mlp_norm, torch::Tensor w_gate_up,
+                                         torch::Tensor w_down, torch::Tensor rot, int64_t heads, double eps) {
+  x = x.contiguous();
+  check_inputs({x, w_attn_norm, w_qkv, w_o, w_mlp_norm, w_gate_up, w_down, rot});
+  const Shape s = shape_of(x, w_qkv, w_down, heads);
+  const auto opts = x.options();
+  auto x2d = x.view({s.T, s.D});
+  auto rstd1 = torch::empty({s.T}, opts), h1 = torch::empty({s.T, s.D}, opts);
+  rms_norm_forward(f32(x2d), f32(w_attn_norm), f32(h1), f32(rstd1), s.T, s.D, eps);
+  auto qkv = at::mm(h1, w_qkv.t());
+  auto rotated = torch::empty({s.T, 2 * s.heads * s.hd}, opts);
+  rope(f32(qkv), 3 * s.heads * s.hd, f32(rotated), 2 * s.heads * s.hd, f32(rot), s.T, s.L, 2 * s.heads, s.hd, 1.f);
+  auto [q, k, v] = heads_view(s, rotated, qkv);
+  auto [att, lse] = at::_scaled_dot_product_flash_attention_for_cpu(q, k, v, 0.0, true, std::nullopt, std::nullopt);
+  auto y = att.transpose(1, 2).reshape({s.T, s.heads * s.hd});
+  auto x2 = at::addmm(x2d, y, w_o.t());
+  auto rstd2 = torch::empty({s.T}, opts), h2 = torch::empty({s.T, s.D}, opts);
+  rms_norm_forward(f32(x2), f32(w_mlp_norm), f32(h2), f32(rstd2), s.T, s.D, eps);
+  auto gu = at::mm(h2, w_gate_up.t());
+  auto act = torch::empty({s.T, s.F}, opts);
+  swiglu_forward(f32(gu), f32(act), s.T, s.F);
+  auto out = at::addmm(x2, act, w_down.t());
+  return {out.view({s.B, s.L, s.D}), x2d, rstd1, h1, qkv, rotated, att, lse, y, x2, rstd2, h2, gu, act};
+}
+
+// grad [B, L, D] and block_forward's saved tensors; returns dx and the six weights' gradients.
+std::vector<torch::Tensor> block_backward(torch::Tensor grad, std::vector<torch::Tensor> saved,
+                                          torch::Tensor w_attn_norm, torch::Tensor w_qkv, torch::Tensor w_o,
+                                          torch::Tensor w_mlp_norm, torch::Tensor w_gate_up, torch::Tensor w_down,
+                                          torch::Tensor rot, int64_t heads) {
+  TORCH_CHECK(saved.size() == 13, "block_backward: expected block_forward's 13 saved tensors");
+  const auto &x = saved[0], &rstd1 = saved[1], &h1 = saved[2], &qkv = saved[3], &rotated = saved[4],
+             &att = saved[5], &lse = saved[6], &y = saved[7], &x2 = saved[8], &rstd2 = saved[9], &h2 = saved[10],
+             &gu = saved[11], &act = saved[12];
+  const Shape s = shape_of(grad, w_qkv, w_down, heads);
+  auto g = grad.contiguous().view({s.T, s.D});
+  const auto opts = g.options();
+  // MLP half. dx accumulates the residual stream's gradient: g, then each norm's share.
+  auto d_down = at::mm(g.t(), act);
+  auto d_act = at::mm(g, w_down);
+  auto d_gu = torch::empty({s.T, 2 * s.F}, opts);
+  swiglu_backward(f32(d_act), f32(gu), f32(d_gu), s.T, s.F);
+  auto d_gate_up = at::mm(d_gu.t(), h2);
+  auto d_h2 = at::mm(d_gu, w_gate_up);
+  auto dx = g.clone();
+  auto d_mlp_norm = torch::zeros({s.D}, opts);
+  rms_norm_backward(f32(d_h2), f32(x2), f32(w_mlp_norm), f32(rstd2), f32(dx), f32(d_mlp_norm), s.T, s.D);
+  // Attention half.
+  auto d_o = at::mm(dx.t(), y);
+  auto dy = at::mm(dx, w_o);
+  auto [q, k, v] = heads_view(s, rotated, qkv);
+  auto [dq, dk, dv] = at::_scaled_dot_product_flash_attention_for_cpu_backward(
+      dy.view({s.B, s.L, s.heads, s.hd}).transpose(1, 2), q, k, v, att, lse, 0.0, true, std::nullopt, std::nullopt);
+  // Rotate dq and dk back straight into the fused projection's gradient; dv beside them.
+  auto d_rotated = torch::empty({s.B, s.L, 2 * s.heads, s.hd}, opts);
+  d_rotated.narrow(2, 0, s.heads).copy_(dq.transpose(1, 2));
+  d_rotated.narrow(2, s.heads, s.heads).copy_(dk.transpose(1, 2));
+  auto d_qkv = torch::empty({s.T, 3 * s.heads * s.hd}, opts);
+  rope(f32(d_rotated), 2 * s.heads * s.hd, f32(d_qkv), 3 * s.heads * s.hd, f32(rot), s.T, s.L, 2 * s.heads, s.hd,
+       -1.f);
+  d_qkv.view({s.B, s.L, 3 * s.heads, s.hd}).narrow(2, 2 * s.heads, s.heads).copy_(dv.transpose(1, 2));
+  auto d_qkv_w = at::mm(d_qkv.t(), h1);
+  auto d_h1 = at::mm(d_qkv, w_qkv);
+  auto d_attn_norm = torch::zeros({s.D}, opts);
+  rms_norm_backward(f32(d_h1), f32(x), f32(w_attn_norm), f32(rstd1), f32(dx), f32(d_attn_norm), s.T, s.D);
+  return {dx.view({s.B, s.L, s.D}), d_attn_norm, d_qkv_w, d_o, d_mlp_norm, d_gate_up, d_down};
+}
+
+
+// encoder_block_forward / encoder_block_backward: one EncoderBlock of prism/model/encoders.py
+//   x2  = x + proj(attention(q, k, v)),  [q | k | v] = qkv(layer_norm1(x))   (bidirectional)
+//   out = x2 + fc2(gelu(fc1(layer_norm2(x2))))
+// LayerNorm and GELU are ATen's own kernels, called without autograd's bookkeeping.
+// w: norm1 (weight, bias), qkv (weight, bias), proj (w, b), norm2 (w, b), fc1 (w, b), fc2 (w, b).
+std::vector<torch::Tensor> encoder_block_forward(torch::Tensor x, std::vector<torch::Tensor> w, int64_t heads,
+                                                 double eps) {
+  x = x.contiguous();
+  TORCH_CHECK(w.size() == 12, "encoder_block_forward: 12 weights");
+  const int64_t S = x.size(0), L = x.size(1), D = x.size(2), T = S * L, hd = D / heads;
+  auto x2d = x.view({T, D});
+  auto [h1, mean1, rstd1] = at::native_layer_norm(x2d, {D}, w[0], w[1], eps);
+  auto qkv = at::addmm(w[3], h1, w[2].t());
+  auto heads5 = qkv.view({S, L, 3, heads, hd});
+  auto q = heads5.select(2, 0).transpose(1, 2), k = heads5.select(2, 1).transpose(1, 2),
+       v = heads5.select(2, 2).transpose(1, 2);
+  auto [att, lse] = at::_scaled_dot_product_flash_attention_for_cpu(q, k, v, 0.0, false, std::nullopt, std::nullopt);
+  auto y = att.transpose(1, 2).reshape({T, D});
+  auto x2 = at::addmm(x2d, y, w[4].t()).add_(w[5]);
+  auto [h2, mean2, rstd2] = at::native_layer_norm(x2, {D}, w[6], w[7], eps);
+  auto m = at::addmm(w[9], h2, w[8].t());
+  auto a = at::gelu(m);
+  auto out = at::addmm(x2, a, w[10].t()).add_(w[11]);
+  return {out.view({S, L, D}), x2d, h1, mean1, rstd1, qkv, att, lse, y, x2, h2, mean2, rstd2, m, a};
+}
+
+std::vector<torch::Tensor> encoder_block_backward(torch::Tensor grad, std::vector<torch::Tensor> saved,
+                                                  std::vector<torch::Tensor> w, int64_t heads) {
+  TORCH_CHECK(saved.size() == 14 && w.size() == 12, "encoder_block_backward: 14 saved tensors, 12 weights");
+  const auto &x = saved[0], &h1 = saved[1], &mean1 = saved[2], &rstd1 = saved[3], &qkv = saved[4], &att = saved[5],
+             &lse = saved[6], &y = saved[7], &x2 = saved[8], &h2 = saved[9], &mean2 = saved[10],
+             &rstd2 = saved[11], &m = saved[12], &a = saved[13];
+  const int64_t S = grad.size(0), L = grad.size(1), D = grad.size(2), T = S * L, hd = D / heads;
+  const std::array<bool, 3> all{true, true, true};
+  auto g = grad.contiguous().view({T, D});
+  auto d_fc2 = at::mm(g.t(), a);
+  auto d_fc2_b = g.sum(0);
+  auto dm = at::gelu_backward(at::mm(g, w[10]), m);
+  auto d_fc1 = at::mm(dm.t(), h2);
+  auto d_fc1_b = dm.sum(0);
+  auto [dh2, d_norm2, d_norm2_b] =
+      at::native_layer_norm_backward(at::mm(dm, w[8]), x2, {D}, mean2, rstd2, w[6], w[7], all);
+  auto dx2 = dh2.add_(g);
+  auto d_proj = at::mm(dx2.t(), y);
+  auto d_proj_b = dx2.sum(0);
+  auto heads5 = qkv.view({S, L, 3, heads, hd});
+  auto q = heads5.select(2, 0).transpose(1, 2), k = heads5.select(2, 1).transpose(1, 2),
+       v = heads5.select(2, 2).transpose(1, 2);
+  auto [dq, dk, dv] = at::_scaled_dot_product_flash_attention_for_cpu_backward(
+      at::mm(dx2, w[4]).view({S, L, heads, hd}).transpose(1, 2), q, k, v, att, lse, 0.0, false, std::nullopt,
+      std::nullopt);
+  auto d_qkv = torch::empty({S, L, 3, heads, hd}, g.options());
+  d_qkv.select(2, 0).copy_(dq.transpose(1, 2));
+  d_qkv.select(2, 1).copy_(dk.transpose(1, 2));
+  d_qkv.select(2, 2).copy_(dv.transpose(1, 2));
+  auto d_qkv2d = d_qkv.view({T, 3 * D});
+  auto d_qkv_w = at::mm(d_qkv2d.t(), h1);
+  auto d_qkv_b = d_qkv2d.sum(0);
+  auto [dh1, d_norm1, d_norm1_b] =
+      at::native_layer_norm_backward(at::mm(d_qkv2d, w[2]), x, {D}, mean1, rstd1, w[0], w[1], all);
+  auto dx = dh1.add_(dx2);
+  return {dx.view({S, L, D}), d_norm1, d_norm1_b, d_qkv_w, d_qkv_b, d_proj, d_proj_b,
+          d_norm2,            d_norm2_b, d_fc1,  d_fc1_b, d_fc2,   d_fc2_b};
+}
+
+// logits [T, V], labels [T] (int64, `ignore` for unlabelled rows). Returns the mean loss over
+// labelled rows, each row's log-sum-exp, and the number of labelled rows.
+std::vector<torch::Tensor> cross_entropy_forward(torch::Tensor logits, torch::Tensor labels, int64_t ignore) {
+  logits = logits.contiguous();
+  labels = labels.contiguous();
+  check_inputs({logits});
+  TORCH_CHECK(labels.scalar_type() == torch::kInt64 && labels.numel() == logits.size(0),
+              "cross_entropy: one int64 label per row of logits");
+  const int64_t T = logits.size(0), V = logits.size(1);
+  auto lse = torch::empty({T}, logits.options());
+  const float* X = f32(logits);
+  const int64_t* Y = labels.data_ptr<int64_t>();
+  float* S = f32(lse);
+  const int64_t threads = at::get_num_threads();
+  std::vector<double> sums(threads, 0.0);
+  std::vector<int64_t> counts(threads, 0);
+  at::parallel_for(0, T, kGrain, [&](int64_t begin, int64_t end) {
+    double sum = 0.0;
+    int64_t count = 0;
+    for (int64_t t = begin; t < end; ++t) {
+      const int64_t y = Y[t];
+      S[t] = 0.f;
+      if (y == ignore) continue;
+      TORCH_CHECK(y >= 0 && y < V, "cross_entropy: label ", y, " is out of range [0, ", V, ")");
+      const float* x = X + t * V;
+      const float m = at::vec::reduce_all<float>([](Vec a, Vec b) { return at::vec::maximum(a, b); }, x, V);
+      const float e = at::vec::map_reduce_all<float>([m](Vec a) { return (a - Vec(m)).exp(); },
+                                                     [](Vec a, Vec b) { return a + b; }, x, V);
+      S[t] = m + std::log(e);
+      sum += S[t] - x[y];
+      ++count;
+    }
+    sums[at::get_thread_num()] += sum;
+    counts[at::get_thread_num()] += count;
+  });
+  double sum = 0.0;
+  int64_t count = 0;
+  for (int64_t i = 0; i < threads; ++i) {
+    sum += sums[i];
+    count += counts[i];
+  }
+  auto loss = torch::full({}, count ? static_cast<float>(sum / count) : NAN, logits.options());
+  return {loss, lse, torch::full({}, count, labels.options())};
+}
+
+// d logits = grad / count * (softmax(logits) - onehot(label)) on labelled rows, 0 elsewhere.
+torch::Tensor cross_entropy_backward(torch::Tensor grad, torch::Tensor logits, torch::Tensor labels,
+                                     torch::Tensor lse, int64_t count, int64_t ignore) {
+  const int64_t T = logits.size(0), V = logits.size(1);
+  auto dlogits = torch::empty_like(logits);
+  const float g = grad.item<float>() / static_cast<float>(std::max<int64_t>(count, 1));
+  const float* X = f32(logits);
+  const int64_t* Y = labels.data_ptr<int64_t>();
+  const float* S = f32(lse);
+  float* D = f32(dlogits);
+  at::parallel_for(0, T, kGrain, [&](int64_t begin, int64_t end) {
+    for (int64_t t = begin; t < end; ++t) {
+      float* d = D + t * V;
+      if (Y[t] == ignore) {
+        std::fill(d, d + V, 0.f);
+        continue;
+      }
+      const float s = S[t];
+      at::vec::map([s, g](Vec a) { return (a - Vec(s)).exp() * Vec(g); }, d, X + t * V, V);
+      d[Y[t]] -= g;
+    }
+  });
+  return dlogits;
+}
+
+PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
+  m.def("block_forward", &block_forward);
+  m.def("block_backward", &block_backward);
+  m.def("encoder_block_forward", &encoder_block_forward);
+  m.def("encoder_block_backward", &encoder_block_backward);
+  m.def("cross_entropy_forward", &cross_entropy_forward);
+  m.def("cross_entropy_backward", &cross_entropy_backward);
+}

@@ -1,0 +1,140 @@
+"""The fused CPU kernels (prism/model/kernels) against the modules they replace."""
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+from prism.model import build_model, kernels
+from prism.model.backbone import Backbone
+from prism.model.config import BackboneConfig
+from prism.model.tokenizer import IGNORE
+
+pytestmark = pytest.mark.skipif(kernels.load() is None, reason="no C++ toolchain to build the kernels")
+
+
+@pytest.fixture(autouse=True)
+def _seed():
+    torch.manual_seed(0)
+
+
+def backbone(**kw) -> Backbone:
+    base = dict(name="tiny", d_model=32, n_layers=2, n_heads=2, n_kv_heads=2, ffn_dim=80, vocab_size=264)
+    return Backbone(BackboneConfig(**{**base, **kw}))
+
+
+def loss_and_grads(model, step) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
+    model.zero_grad(set_to_none=True)
+    loss = step()
+    loss.backward()
+    return loss.detach(), {name: p.grad.clone() for name, p in model.named_parameters()}
+
+
+def fused_and_reference(model, step):
+    fused = loss_and_grads(model, step)
+    with kernels.disabled():
+        reference = loss_and_grads(model, step)
+    return fused, reference
+
+
+def assert_close_relative(a: dict, b: dict, rtol: float) -> None:
+    for name in b:
+        scale = b[name].abs().max().clamp_min(1e-12)
+        assert ((a[name] - b[name]).abs().max() / scale).item() < rtol, name
+
+
+@pytest.mark.parametrize(
+    "shape",
+    [
+        dict(d_model=16, n_heads=2, ffn_dim=48),  # heads of 8: the smallest study sizes
+        dict(d_model=24, n_heads=2, ffn_dim=64),  # heads of 12: not a multiple of the vector width
+        dict(d_model=48, n_heads=3, n_kv_heads=3, ffn_dim=136, n_layers=3),
+        dict(d_model=64, n_heads=1, n_kv_heads=1, ffn_dim=176),
+    ],
+)
+@pytest.mark.parametrize("rows", [(4, 64), (3, 17)])
+def test_a_fused_block_computes_the_modules_values_and_gradients(shape, rows):
+    model = backbone(**shape)
+    tokens = torch.randint(0, 256, rows)
+    weights = torch.randn(*rows, 264)
+    (loss, grads), (ref_loss, ref_grads) = fused_and_reference(model, lambda: (model(tokens) * weights).mean())
+    torch.testing.assert_close(loss, ref_loss, rtol=1e-5, atol=1e-6)
+    assert_close_relative(grads, ref_grads, rtol=1e-5)
+
+
+def test_the_fused_loss_is_cross_entropy_over_labelled_positions():
+    logits = torch.randn(300, 264, requires_grad=True)
+    labels = torch.randint(0, 264, (300,))
+    labels[::3] = IGNORE
+    loss = kernels.cross_entropy(logits, labels, IGNORE)
+    (grad,) = torch.autograd.grad(3 * loss, logits)
+    ref = F.cross_entropy(logits, labels, ignore_index=IGNORE)
+    (ref_grad,) = torch.autograd.grad(3 * ref, logits)
+    torch.testing.assert_close(loss, ref)
+    torch.testing.assert_close(grad, ref_grad)
+    assert grad[::3].abs().max() == 0  # unlabelled rows get no gradient
+
+
+def test_a_batch_without_labels_has_a_nan_loss_as_cross_entropy_does():
+    logits = torch.randn(4, 264)
+    labels = torch.full((4,), IGNORE)
+    assert kernels.cross_entropy(logits, labels, IGNORE).isnan()
+    assert F.cross_entropy(logits, labels, ignore_index=IGNORE).isnan()
+
+
+def test_a_label_outside_the_vocabulary_is_an_error_naming_it():
+    with pytest.raises(RuntimeError, match="label 300 is out of range"):
+        kernels.cross_entropy(torch.randn(4, 264), torch.tensor([1, 2, 300, 3]), IGNORE)
+
+
+def test_the_whole_model_trains_the_same_step_with_or_without_the_kernels(built):
+    from prism.data.loader import ShardLoader
+
+    batch = next(iter(ShardLoader(built("text_image"), "train", 8, 0, family="text_image")))
+    inputs = tuple(torch.as_tensor(batch[k]) for k in ("tokens", "modality", "labels"))
+    model = build_model("text_image", "n32e3", "BASE", "e2e")
+    (loss, grads), (ref_loss, ref_grads) = fused_and_reference(model, lambda: model(*inputs))
+    torch.testing.assert_close(loss, ref_loss, rtol=1e-6, atol=1e-6)
+    assert_close_relative(grads, ref_grads, rtol=1e-5)
+
+
+def test_packed_rows_and_other_dtypes_take_the_modules_path():
+    model = backbone()
+    tokens = torch.randint(0, 256, (2, 12))
+    segments = torch.tensor([[1] * 5 + [2] * 7, [1] * 12])
+    with kernels.disabled():
+        packed_reference = model(tokens, segments)
+    assert torch.equal(model(tokens, segments), packed_reference)  # block-diagonal masks: not fused
+    assert not kernels.usable(torch.zeros(2, dtype=torch.bfloat16))
+    assert not kernels.usable(torch.zeros(2, device="meta"))
+    with kernels.disabled():
+        assert not kernels.usable(torch.zeros(2))
+    assert kernels.usable(torch.zeros(2))
+
+
+def test_where_the_kernels_cannot_be_built_training_warns_once_and_uses_aten(monkeypatch):
+    import torch.utils.cpp_extension
+
+    def no_compiler(**_):
+        raise RuntimeError("no C++ compiler")
+
+    monkeypatch.setattr(torch.utils.cpp_extension, "load", no_compiler)
+    monkeypatch.setattr(kernels, "_state", {"enabled": True})
+    with pytest.warns(RuntimeWarning, match="could not be built .*no C\\+\\+ compiler.*ATen ops instead"):
+        assert not kernels.usable(torch.zeros(2))
+    model = backbone()
+    tokens = torch.randint(0, 256, (2, 12))
+    assert model(tokens).shape == (2, 12, 264)  # the modules' path, no second warning
+
+
+@pytest.mark.parametrize("family", ["text_image", "text_graph"])
+def test_a_fused_encoder_block_computes_the_modules_values_and_gradients(family):
+    from prism.families import family_spec
+    from prism.model.encoders import build_encoder
+
+    encoder = build_encoder(family_spec(family))
+    x = torch.randn(5, family_spec(family).n_modality_tokens, family_spec(family).encoder_width)
+    weights = torch.randn_like(x)
+    block = encoder.blocks[0]
+    (loss, grads), (ref_loss, ref_grads) = fused_and_reference(block, lambda: (block(x) * weights).mean())
+    torch.testing.assert_close(loss, ref_loss, rtol=1e-5, atol=1e-6)
+    assert_close_relative(grads, ref_grads, rtol=1e-5)
