@@ -8,6 +8,8 @@ import os
 import subprocess
 from pathlib import Path
 
+SOURCE_SUFFIXES = {".py", ".cpp"}
+
 
 @functools.cache
 def git_rev() -> str:
@@ -36,14 +38,15 @@ def git_rev() -> str:
 
 
 def source_hash(root: Path | None = None) -> str:
-    """sha256 of every prism source file (paths and contents): which code a process imported.
+    """sha256 of every prism source file (Python and the kernels' C++; paths and contents): which code a
+    process imported.
 
     Read again on each call, so a process that takes it when it imports prism holds the hash of
     the code it runs; another process's hash then says whether that is the same code.
     """
     root = Path(__file__).resolve().parent if root is None else Path(root)
     digest = hashlib.sha256()
-    for path in sorted(root.rglob("*.py")):
+    for path in sorted(p for p in root.rglob("*") if p.suffix in SOURCE_SUFFIXES):
         digest.update(str(path.relative_to(root)).encode() + b"\0")
         try:
             digest.update(path.read_bytes())

@@ -141,7 +141,8 @@ def _recv_exactly(conn: socket.socket, n: int) -> bytes:
 
 
 def preload() -> None:
-    """Import what a training job imports (torch, its compiler stack, the distributed checkpoint API, prism)."""
+    """Import what a training job imports (torch, its compiler stack, the distributed checkpoint API, prism,
+    its CPU kernels)."""
     from prism.host import tune_host
 
     tune_host()  # before torch: the children inherit the allocator settings and the environment
@@ -151,7 +152,9 @@ def preload() -> None:
     import prism.cli
     import prism.isoflop.design.calibrate  # noqa: F401
     import prism.train.trainer  # noqa: F401
+    from prism.model import kernels
 
+    kernels.load()  # the compiled CPU kernels (a shared library; no torch operation runs)
     prism.cli.build_parser()  # imports every command's module
     from prism.revision import git_rev, source_hash
 

@@ -24,7 +24,6 @@ A/B measurements); so does `disabled()`.
 from __future__ import annotations
 
 import os
-import shutil
 import sys
 import warnings
 from collections.abc import Iterator
@@ -60,16 +59,14 @@ def _build() -> ModuleType | None:
     from torch.utils.cpp_extension import load as load_extension  # noqa: PLC0415 lazy: pulls in setuptools
 
     cap = capability()
-    flags = _ISA_FLAGS.get(cap, [])
-    if shutil.which("ninja") is None:  # the pinned ninja wheel's binary, beside this interpreter
-        os.environ["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}"
     try:
-        return load_extension(
-            name=f"prism_cpu_kernels_{cap.lower()}",
-            sources=[str(SOURCE)],
-            extra_cflags=["-O3", *flags],
-            verbose=False,
-        )
+        with _pinned_ninja():
+            return load_extension(
+                name=f"prism_cpu_kernels_{cap.lower()}",
+                sources=[str(SOURCE)],
+                extra_cflags=["-O3", *_ISA_FLAGS.get(cap, [])],
+                verbose=False,
+            )
     except Exception as err:  # noqa: BLE001 any build failure leaves the ATen path, which is correct, only slower
         warnings.warn(
             f"prism: the fused CPU kernels could not be built ({type(err).__name__}: {err}); "
@@ -79,6 +76,23 @@ def _build() -> ModuleType | None:
             stacklevel=3,
         )
         return None
+
+
+@contextmanager
+def _pinned_ninja() -> Iterator[None]:
+    """Build with the pinned ninja beside this interpreter, whatever else is on PATH.
+
+    Another ninja version reads the build's log as foreign and compiles everything again,
+    so processes with different PATHs would take turns rebuilding the cached extension.
+    """
+    here = Path(sys.executable).parent
+    before = os.environ.get("PATH", "")
+    if (here / "ninja").exists():
+        os.environ["PATH"] = f"{here}{os.pathsep}{before}"
+    try:
+        yield
+    finally:
+        os.environ["PATH"] = before
 
 
 @contextmanager
