@@ -14,7 +14,7 @@ $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install -q --upgrade pip
 	$(BIN)/python -m pip install -q -e '.[test]'
-	PATH=$(CURDIR)/$(BIN):$$PATH $(BIN)/python -m prism.model.kernels
+	$(BIN)/python -m prism.model.kernels
 	touch $@
 
 ## The default study on this machine (config/config.yaml): data, calibration, plan,

@@ -136,17 +136,14 @@ class Block(nn.Module):
 
     def forward(self, x: torch.Tensor, rope: torch.Tensor, mask: torch.Tensor | None = None) -> torch.Tensor:
         if mask is None and self.fusable and rope.is_complex() and kernels.usable(x):
-            weights = (
-                self.attn_norm.weight,
-                self.attn.qkv.weight,
-                self.attn.o.weight,
-                self.mlp_norm.weight,
-                self.mlp.gate_up.weight,
-                self.mlp.down.weight,
-            )
-            return kernels.block(x, weights, rope, self.attn.n_heads, self.attn_norm.eps)
+            return kernels.block(x, self.weights(), rope, self.attn.n_heads, self.attn_norm.eps)
         x = x + self.attn(self.attn_norm(x), rope, mask)
         return x + self.mlp(self.mlp_norm(x))
+
+    def weights(self) -> tuple[torch.Tensor, ...]:
+        """What the fused kernel takes: each layer's weight, in forward order."""
+        layers = (self.attn_norm, self.attn.qkv, self.attn.o, self.mlp_norm, self.mlp.gate_up, self.mlp.down)
+        return tuple(layer.weight for layer in layers)
 
 
 class Backbone(nn.Module):

@@ -79,9 +79,10 @@ class PrismModel(nn.Module):
                 )
         x = x.masked_scatter(slots.unsqueeze(-1), feats.to(x.dtype))
         logits = self.backbone.forward_embeddings(x, segment_ids)
+        flat_logits, flat_labels = logits.flatten(0, 1).float(), labels.flatten()
         if reduction == "mean":
-            return kernels.cross_entropy(logits.flatten(0, 1).float(), labels.flatten(), IGNORE)
-        loss = F.cross_entropy(logits.flatten(0, 1).float(), labels.flatten(), ignore_index=IGNORE, reduction=reduction)
+            return kernels.cross_entropy(flat_logits, flat_labels, IGNORE)
+        loss = F.cross_entropy(flat_logits, flat_labels, ignore_index=IGNORE, reduction=reduction)
         return loss.view(labels.shape) if reduction == "none" else loss
 
 

@@ -7,6 +7,8 @@
 // the element-wise work (norms, rotary, SwiGLU, residuals) is one loop each, with no
 // intermediate tensors, transposes or concatenations.
 //
+// encoder_block_forward / encoder_block_backward: one block of the modality encoder.
+//
 // cross_entropy_forward / cross_entropy_backward: the mean next-token loss over labelled
 // rows, one pass over the logits each way.
 #include <ATen/Parallel.h>
@@ -227,7 +229,6 @@ std::vector<torch::Tensor> block_backward(torch::Tensor grad, std::vector<torch:
   return {dx.view({s.B, s.L, s.D}), d_attn_norm, d_qkv_w, d_o, d_mlp_norm, d_gate_up, d_down};
 }
 
-
 // encoder_block_forward / encoder_block_backward: one EncoderBlock of prism/model/encoders.py
 //   x2  = x + proj(attention(q, k, v)),  [q | k | v] = qkv(layer_norm1(x))   (bidirectional)
 //   out = x2 + fc2(gelu(fc1(layer_norm2(x2))))
@@ -296,11 +297,9 @@ std::vector<torch::Tensor> encoder_block_backward(torch::Tensor grad, std::vecto
 // logits [T, V], labels [T] (int64, `ignore` for unlabelled rows). Returns the mean loss over
 // labelled rows, each row's log-sum-exp, and the number of labelled rows.
 std::vector<torch::Tensor> cross_entropy_forward(torch::Tensor logits, torch::Tensor labels, int64_t ignore) {
-  logits = logits.contiguous();
-  labels = labels.contiguous();
-  check_inputs({logits});
-  TORCH_CHECK(labels.scalar_type() == torch::kInt64 && labels.numel() == logits.size(0),
-              "cross_entropy: one int64 label per row of logits");
+  check_inputs({logits});  // contiguous as given: the backward reads the same saved tensors
+  TORCH_CHECK(labels.scalar_type() == torch::kInt64 && labels.numel() == logits.size(0) && labels.is_contiguous(),
+              "cross_entropy: one int64 label per row of logits, contiguous");
   const int64_t T = logits.size(0), V = logits.size(1);
   auto lse = torch::empty({T}, logits.options());
   const float* X = f32(logits);
