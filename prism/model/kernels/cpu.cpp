@@ -3,9 +3,9 @@
 // block_forward / block_backward: one pre-norm transformer block of prism/model/backbone.py
 //   x2  = x + o(attention(rope(q), rope(k), v)),  [q | k | v] = qkv(rms_norm(x))
 //   out = x2 + down(silu(gate) * up),              [gate | up] = gate_up(rms_norm(x2))
-// Matmuls go through at::mm (the BLAS ATen uses), attention through ATen's CPU flash kernel;
-// the element-wise work (norms, rotary, SwiGLU, residuals) is one loop each, with no
-// intermediate tensors, transposes or concatenations.
+// Matmuls go through at::mm and at::bmm (the BLAS ATen uses); attention over short rows is
+// explicit (batched matmuls around one softmax loop), over long rows ATen's CPU flash kernel;
+// the element-wise work (norms, rotary, SwiGLU, residuals) is one loop each.
 //
 // encoder_block_forward / encoder_block_backward: one block of the modality encoder.
 //
@@ -50,15 +50,15 @@ void rms_norm_backward(const float* g, const float* x, const float* w, const flo
   const int64_t threads = at::get_num_threads();
   std::vector<float> partial(threads * D, 0.f);  // dw per thread, summed after: no races
   at::parallel_for(0, T, kGrain, [&](int64_t begin, int64_t end) {
-    float* acc = partial.data() + at::get_thread_num() * D;
+    float* __restrict acc = partial.data() + at::get_thread_num() * D;
     for (int64_t t = begin; t < end; ++t) {
-      const float* gr = g + t * D;
-      const float* xr = x + t * D;
+      const float* __restrict gr = g + t * D;
+      const float* __restrict xr = x + t * D;
       const float r = rstd[t];
-      float dot = 0.f;
-      for (int64_t d = 0; d < D; ++d) dot += gr[d] * w[d] * xr[d];
+      const float dot = at::vec::map3_reduce_all<float>([](Vec a, Vec b, Vec c) { return a * b * c; },
+                                                        [](Vec a, Vec b) { return a + b; }, gr, w, xr, D);
       const float c = dot * r * r * r / D;
-      float* o = dx + t * D;
+      float* __restrict o = dx + t * D;
       for (int64_t d = 0; d < D; ++d) {
         o[d] += r * gr[d] * w[d] - c * xr[d];
         acc[d] += gr[d] * xr[d] * r;
@@ -69,17 +69,27 @@ void rms_norm_backward(const float* g, const float* x, const float* w, const flo
     for (int64_t d = 0; d < D; ++d) dw[d] += partial[i * D + d];
 }
 
-// Rotary positions on `heads` heads of each row of src into dst, pairing adjacent features;
-// rot [L, hd/2, 2] holds (cos, sin) per position and pair; sign -1 rotates back (the backward).
-void rope(const float* src, int64_t src_row, float* dst, int64_t dst_row, const float* rot, int64_t T, int64_t L,
-          int64_t heads, int64_t hd, float sign) {
-  const int64_t half = hd / 2;
-  at::parallel_for(0, T, kGrain, [&](int64_t begin, int64_t end) {
+// The backbone block keeps q, k and v head-major, [3, B, H, L, hd], so that attention is
+// batched matmuls on contiguous [B H, L, hd] operands; the projection's rows are [T, 3 H hd].
+// Moves rows to heads (to_heads) or back, rotating q and k on the way and copying v:
+// rotary positions pair adjacent features, rot [L, hd/2, 2] holds (cos, sin) per position and
+// pair, and sign -1 rotates back (the backward).
+void rope_heads(const float* src, float* dst, const float* rot, int64_t B, int64_t L, int64_t heads, int64_t hd,
+                float sign, bool to_heads) {
+  const int64_t half = hd / 2, row = 3 * heads * hd;
+  at::parallel_for(0, B * L, kGrain, [&](int64_t begin, int64_t end) {
     for (int64_t t = begin; t < end; ++t) {
-      const float* cs = rot + (t % L) * hd;
-      for (int64_t h = 0; h < heads; ++h) {
-        const float* a = src + t * src_row + h * hd;
-        float* o = dst + t * dst_row + h * hd;
+      const int64_t b = t / L, l = t % L;
+      const float* cs = rot + l * hd;
+      for (int64_t h = 0; h < 3 * heads; ++h) {
+        const int64_t head_major = (((h / heads) * B + b) * heads + h % heads) * L * hd + l * hd;
+        const int64_t row_major = t * row + h * hd;
+        const float* __restrict a = src + (to_heads ? row_major : head_major);
+        float* __restrict o = dst + (to_heads ? head_major : row_major);
+        if (h >= 2 * heads) {
+          std::copy(a, a + hd, o);
+          continue;
+        }
         for (int64_t p = 0; p < half; ++p) {
           const float c = cs[2 * p], s = sign * cs[2 * p + 1], x0 = a[2 * p], x1 = a[2 * p + 1];
           o[2 * p] = x0 * c - x1 * s;
@@ -90,43 +100,91 @@ void rope(const float* src, int64_t src_row, float* dst, int64_t dst_row, const 
   });
 }
 
-// act = silu(gate) * up for rows gu = [gate | up] of 2F.
-void swiglu_forward(const float* gu, float* act, int64_t T, int64_t F) {
-  at::parallel_for(0, T, kGrain, [&](int64_t begin, int64_t end) {
-    for (int64_t t = begin; t < end; ++t) {
-      const float* g = gu + t * 2 * F;
-      const float* u = g + F;
-      float* a = act + t * F;
-      int64_t f = 0;
-      for (; f + Vec::size() <= F; f += Vec::size()) {
-        const Vec x = Vec::loadu(g + f);
-        (x / (Vec(1.f) + x.neg().exp()) * Vec::loadu(u + f)).store(a + f);
+// Rows of the longest attention computed as explicit L x L probabilities (batched matmuls and
+// one softmax loop); longer rows take ATen's flash kernel, whose memory does not grow as L^2.
+// At short rows the matmuls run near the BLAS's speed where the flash kernel's per-block
+// bookkeeping dominates (see docs/measurements.md).
+constexpr int64_t kExplicitMaxLen = 128;
+
+// In place, each row i of s [rows of L]: softmax(scale s[0..i]), zeros after (causal).
+void causal_softmax(float* s, int64_t rows, int64_t L, float scale) {
+  at::parallel_for(0, rows, kGrain, [&](int64_t begin, int64_t end) {
+    for (int64_t r = begin; r < end; ++r) {
+      float* x = s + r * L;
+      const int64_t n = r % L + 1;
+      const float mx = at::vec::reduce_all<float>([](Vec a, Vec b) { return at::vec::maximum(a, b); }, x, n);
+      const Vec vscale(scale), vshift(-scale * mx);
+      Vec vsum(0.f);
+      int64_t j = 0;
+      for (; j + Vec::size() <= n; j += Vec::size()) {
+        const Vec e = at::vec::fmadd(Vec::loadu(x + j), vscale, vshift).exp_u20();
+        e.store(x + j);
+        vsum = vsum + e;
       }
-      for (; f < F; ++f) a[f] = g[f] / (1.f + std::exp(-g[f])) * u[f];
+      float sum = at::vec::vec_reduce_all<float>([](Vec a, Vec b) { return a + b; }, vsum);
+      for (; j < n; ++j) sum += x[j] = std::exp(scale * x[j] - scale * mx);
+      const float inv = 1.f / sum;
+      for (j = 0; j < n; ++j) x[j] *= inv;
+      std::fill(x + n, x + L, 0.f);
     }
   });
 }
 
-// dgu = [da up silu'(gate) | da silu(gate)], silu'(x) = sig(x) (1 + x (1 - sig(x))).
-void swiglu_backward(const float* da, const float* gu, float* dgu, int64_t T, int64_t F) {
+// In place, dp becomes the scores' gradient: scale p (dp - rowsum(p dp)); p is 0 above the
+// diagonal, so the masked entries come out 0.
+void softmax_backward(const float* p, float* dp, int64_t rows, int64_t L, float scale) {
+  at::parallel_for(0, rows, kGrain, [&](int64_t begin, int64_t end) {
+    for (int64_t r = begin; r < end; ++r) {
+      const float* pr = p + r * L;
+      float* d = dp + r * L;
+      const float dot = at::vec::map2_reduce_all<float>([](Vec a, Vec b) { return a * b; },
+                                                        [](Vec a, Vec b) { return a + b; }, pr, d, L);
+      at::vec::map2<float>([scale, dot](Vec a, Vec b) { return Vec(scale) * a * (b - Vec(dot)); }, d, pr, d, L);
+    }
+  });
+}
+
+// act = silu(gate) * up for rows gu = [gate | up] of 2F. For the backward, which then needs
+// no exponentials, the gate half of gu becomes silu(gate) and dsilu gets silu'(gate) =
+// sig(gate) (1 + gate (1 - sig(gate))).
+void swiglu_forward(float* gu, float* act, float* dsilu, int64_t T, int64_t F) {
   at::parallel_for(0, T, kGrain, [&](int64_t begin, int64_t end) {
     for (int64_t t = begin; t < end; ++t) {
-      const float* g = gu + t * 2 * F;
+      float* g = gu + t * 2 * F;
       const float* u = g + F;
-      const float* d = da + t * F;
-      float* dg = dgu + t * 2 * F;
-      float* du = dg + F;
+      float* a = act + t * F;
+      float* ds = dsilu + t * F;
       int64_t f = 0;
       for (; f + Vec::size() <= F; f += Vec::size()) {
-        const Vec x = Vec::loadu(g + f), dv = Vec::loadu(d + f);
-        const Vec sig = Vec(1.f) / (Vec(1.f) + x.neg().exp());
-        (dv * x * sig).store(du + f);
-        (dv * Vec::loadu(u + f) * sig * (Vec(1.f) + x * (Vec(1.f) - sig))).store(dg + f);
+        const Vec x = Vec::loadu(g + f), one(1.f);
+        const Vec sig = one / (one + x.neg().exp_u20()), silu = x * sig;
+        (silu * Vec::loadu(u + f)).store(a + f);
+        (sig * (one + x * (one - sig))).store(ds + f);
+        silu.store(g + f);
       }
       for (; f < F; ++f) {
         const float x = g[f], sig = 1.f / (1.f + std::exp(-x));
-        du[f] = d[f] * x * sig;
-        dg[f] = d[f] * u[f] * sig * (1.f + x * (1.f - sig));
+        a[f] = x * sig * u[f];
+        ds[f] = sig * (1.f + x * (1.f - sig));
+        g[f] = x * sig;
+      }
+    }
+  });
+}
+
+// dgu = [da up silu'(gate) | da silu(gate)], from swiglu_forward's gu and dsilu.
+void swiglu_backward(const float* da, const float* gu, const float* dsilu, float* dgu, int64_t T, int64_t F) {
+  at::parallel_for(0, T, kGrain, [&](int64_t begin, int64_t end) {
+    for (int64_t t = begin; t < end; ++t) {
+      const float* __restrict silu = gu + t * 2 * F;
+      const float* __restrict u = silu + F;
+      const float* __restrict ds = dsilu + t * F;
+      const float* __restrict d = da + t * F;
+      float* __restrict dg = dgu + t * 2 * F;
+      float* __restrict du = dg + F;
+      for (int64_t f = 0; f < F; ++f) {
+        du[f] = d[f] * silu[f];
+        dg[f] = d[f] * u[f] * ds[f];
       }
     }
   });
@@ -141,12 +199,45 @@ Shape shape_of(const torch::Tensor& x, const torch::Tensor& w_qkv, const torch::
   return {B, L, x.size(2), B * L, heads, w_qkv.size(0) / (3 * heads), w_down.size(1)};
 }
 
-// q, k (rotated, [T, 2H, hd]) and v (qkv's third part) as [B, H, L, hd] views for the flash kernel.
-std::tuple<torch::Tensor, torch::Tensor, torch::Tensor> heads_view(const Shape& s, const torch::Tensor& rotated,
-                                                                    const torch::Tensor& qkv) {
-  auto qk = rotated.view({s.B, s.L, 2 * s.heads, s.hd});
-  return {qk.narrow(2, 0, s.heads).transpose(1, 2), qk.narrow(2, s.heads, s.heads).transpose(1, 2),
-          qkv.view({s.B, s.L, 3 * s.heads, s.hd}).narrow(2, 2 * s.heads, s.heads).transpose(1, 2)};
+// Causal attention on head-major qkvh [3, B H, L, hd]: the output [B H, L, hd] and what the
+// backward needs (the probabilities [B H, L, L], or the flash kernel's log-sum-exps).
+std::pair<torch::Tensor, torch::Tensor> attention_forward(const Shape& s, const torch::Tensor& qkvh) {
+  auto q = qkvh[0], k = qkvh[1], v = qkvh[2];
+  if (s.L > kExplicitMaxLen) {
+    auto view = [&](const torch::Tensor& t) { return t.view({s.B, s.heads, s.L, s.hd}); };
+    auto [att, lse] = at::_scaled_dot_product_flash_attention_for_cpu(view(q), view(k), view(v), 0.0, true,
+                                                                      std::nullopt, std::nullopt);
+    return {att.contiguous().view({s.B * s.heads, s.L, s.hd}), lse};
+  }
+  auto p = at::bmm(q, k.transpose(1, 2));
+  causal_softmax(f32(p), s.B * s.heads * s.L, s.L, 1.f / std::sqrt(static_cast<float>(s.hd)));
+  return {at::bmm(p, v), p};
+}
+
+// dy [T, H hd] to the gradient of qkvh.
+torch::Tensor attention_backward(const Shape& s, const torch::Tensor& dy, const torch::Tensor& qkvh,
+                                 const torch::Tensor& att, const torch::Tensor& stats) {
+  auto q = qkvh[0], k = qkvh[1], v = qkvh[2];
+  auto d_qkvh = torch::empty_like(qkvh);
+  auto dq = d_qkvh[0], dk = d_qkvh[1], dv = d_qkvh[2];
+  auto dyh = dy.view({s.B, s.L, s.heads, s.hd}).transpose(1, 2);
+  if (s.L > kExplicitMaxLen) {
+    auto view = [&](const torch::Tensor& t) { return t.view({s.B, s.heads, s.L, s.hd}); };
+    auto [gq, gk, gv] = at::_scaled_dot_product_flash_attention_for_cpu_backward(
+        dyh, view(q), view(k), view(v), view(att), stats, 0.0, true, std::nullopt, std::nullopt);
+    view(dq).copy_(gq);
+    view(dk).copy_(gk);
+    view(dv).copy_(gv);
+    return d_qkvh;
+  }
+  const auto& p = stats;
+  auto g = dyh.contiguous().view({s.B * s.heads, s.L, s.hd});
+  at::bmm_out(dv, p.transpose(1, 2), g);
+  auto dp = at::bmm(g, v.transpose(1, 2));
+  softmax_backward(f32(p), f32(dp), s.B * s.heads * s.L, s.L, 1.f / std::sqrt(static_cast<float>(s.hd)));
+  at::bmm_out(dq, dp, k);
+  at::bmm_out(dk, dp.transpose(1, 2), q);
+  return d_qkvh;
 }
 
 void check_inputs(const std::vector<torch::Tensor>& tensors) {
@@ -171,19 +262,19 @@ std::vector<torch::Tensor> block_forward(torch::Tensor x, torch::Tensor w_attn_n
   auto rstd1 = torch::empty({s.T}, opts), h1 = torch::empty({s.T, s.D}, opts);
   rms_norm_forward(f32(x2d), f32(w_attn_norm), f32(h1), f32(rstd1), s.T, s.D, eps);
   auto qkv = at::mm(h1, w_qkv.t());
-  auto rotated = torch::empty({s.T, 2 * s.heads * s.hd}, opts);
-  rope(f32(qkv), 3 * s.heads * s.hd, f32(rotated), 2 * s.heads * s.hd, f32(rot), s.T, s.L, 2 * s.heads, s.hd, 1.f);
-  auto [q, k, v] = heads_view(s, rotated, qkv);
-  auto [att, lse] = at::_scaled_dot_product_flash_attention_for_cpu(q, k, v, 0.0, true, std::nullopt, std::nullopt);
-  auto y = att.transpose(1, 2).reshape({s.T, s.heads * s.hd});
+  auto qkvh = torch::empty({3, s.B * s.heads, s.L, s.hd}, opts);
+  rope_heads(f32(qkv), f32(qkvh), f32(rot), s.B, s.L, s.heads, s.hd, 1.f, true);
+  auto [att, stats] = attention_forward(s, qkvh);
+  auto y = att.view({s.B, s.heads, s.L, s.hd}).transpose(1, 2).reshape({s.T, s.heads * s.hd});
   auto x2 = at::addmm(x2d, y, w_o.t());
   auto rstd2 = torch::empty({s.T}, opts), h2 = torch::empty({s.T, s.D}, opts);
   rms_norm_forward(f32(x2), f32(w_mlp_norm), f32(h2), f32(rstd2), s.T, s.D, eps);
   auto gu = at::mm(h2, w_gate_up.t());
   auto act = torch::empty({s.T, s.F}, opts);
-  swiglu_forward(f32(gu), f32(act), s.T, s.F);
+  auto dsilu = torch::empty({s.T, s.F}, opts);
+  swiglu_forward(f32(gu), f32(act), f32(dsilu), s.T, s.F);
   auto out = at::addmm(x2, act, w_down.t());
-  return {out.view({s.B, s.L, s.D}), x2d, rstd1, h1, qkv, rotated, att, lse, y, x2, rstd2, h2, gu, act};
+  return {out.view({s.B, s.L, s.D}), x2d, rstd1, h1, qkvh, att, stats, y, x2, rstd2, h2, gu, act, dsilu};
 }
 
 // grad [B, L, D] and block_forward's saved tensors; returns dx and the six weights' gradients.
@@ -192,9 +283,9 @@ std::vector<torch::Tensor> block_backward(torch::Tensor grad, std::vector<torch:
                                           torch::Tensor w_mlp_norm, torch::Tensor w_gate_up, torch::Tensor w_down,
                                           torch::Tensor rot, int64_t heads) {
   TORCH_CHECK(saved.size() == 13, "block_backward: expected block_forward's 13 saved tensors");
-  const auto &x = saved[0], &rstd1 = saved[1], &h1 = saved[2], &qkv = saved[3], &rotated = saved[4],
-             &att = saved[5], &lse = saved[6], &y = saved[7], &x2 = saved[8], &rstd2 = saved[9], &h2 = saved[10],
-             &gu = saved[11], &act = saved[12];
+  const auto &x = saved[0], &rstd1 = saved[1], &h1 = saved[2], &qkvh = saved[3], &att = saved[4],
+             &stats = saved[5], &y = saved[6], &x2 = saved[7], &rstd2 = saved[8], &h2 = saved[9], &gu = saved[10],
+             &act = saved[11], &dsilu = saved[12];
   const Shape s = shape_of(grad, w_qkv, w_down, heads);
   auto g = grad.contiguous().view({s.T, s.D});
   const auto opts = g.options();
@@ -202,7 +293,7 @@ std::vector<torch::Tensor> block_backward(torch::Tensor grad, std::vector<torch:
   auto d_down = at::mm(g.t(), act);
   auto d_act = at::mm(g, w_down);
   auto d_gu = torch::empty({s.T, 2 * s.F}, opts);
-  swiglu_backward(f32(d_act), f32(gu), f32(d_gu), s.T, s.F);
+  swiglu_backward(f32(d_act), f32(gu), f32(dsilu), f32(d_gu), s.T, s.F);
   auto d_gate_up = at::mm(d_gu.t(), h2);
   auto d_h2 = at::mm(d_gu, w_gate_up);
   auto dx = g.clone();
@@ -211,17 +302,9 @@ std::vector<torch::Tensor> block_backward(torch::Tensor grad, std::vector<torch:
   // Attention half.
   auto d_o = at::mm(dx.t(), y);
   auto dy = at::mm(dx, w_o);
-  auto [q, k, v] = heads_view(s, rotated, qkv);
-  auto [dq, dk, dv] = at::_scaled_dot_product_flash_attention_for_cpu_backward(
-      dy.view({s.B, s.L, s.heads, s.hd}).transpose(1, 2), q, k, v, att, lse, 0.0, true, std::nullopt, std::nullopt);
-  // Rotate dq and dk back straight into the fused projection's gradient; dv beside them.
-  auto d_rotated = torch::empty({s.B, s.L, 2 * s.heads, s.hd}, opts);
-  d_rotated.narrow(2, 0, s.heads).copy_(dq.transpose(1, 2));
-  d_rotated.narrow(2, s.heads, s.heads).copy_(dk.transpose(1, 2));
+  auto d_qkvh = attention_backward(s, dy, qkvh, att, stats);
   auto d_qkv = torch::empty({s.T, 3 * s.heads * s.hd}, opts);
-  rope(f32(d_rotated), 2 * s.heads * s.hd, f32(d_qkv), 3 * s.heads * s.hd, f32(rot), s.T, s.L, 2 * s.heads, s.hd,
-       -1.f);
-  d_qkv.view({s.B, s.L, 3 * s.heads, s.hd}).narrow(2, 2 * s.heads, s.heads).copy_(dv.transpose(1, 2));
+  rope_heads(f32(d_qkvh), f32(d_qkv), f32(rot), s.B, s.L, s.heads, s.hd, -1.f, false);
   auto d_qkv_w = at::mm(d_qkv.t(), h1);
   auto d_h1 = at::mm(d_qkv, w_qkv);
   auto d_attn_norm = torch::zeros({s.D}, opts);
