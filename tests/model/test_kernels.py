@@ -127,12 +127,14 @@ def test_where_the_kernels_cannot_be_built_training_warns_once_and_uses_aten(mon
 
 
 @pytest.mark.parametrize("family", ["text_image", "text_graph"])
-def test_a_fused_encoder_block_computes_the_modules_values_and_gradients(family):
+@pytest.mark.parametrize("length", [None, 130])  # the family's tokens; 130: past explicit attention, the flash kernel
+def test_a_fused_encoder_block_computes_the_modules_values_and_gradients(family, length):
     from prism.families import family_spec
     from prism.model.encoders import build_encoder
 
-    encoder = build_encoder(family_spec(family))
-    x = torch.randn(5, family_spec(family).n_modality_tokens, family_spec(family).encoder_width)
+    spec = family_spec(family)
+    encoder = build_encoder(spec)
+    x = torch.randn(5, length or spec.n_modality_tokens, spec.encoder_width)
     weights = torch.randn_like(x)
     block = encoder.blocks[0]
     (loss, grads), (ref_loss, ref_grads) = fused_and_reference(block, lambda: (block(x) * weights).mean())

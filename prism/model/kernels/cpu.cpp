@@ -69,9 +69,9 @@ void rms_norm_backward(const float* g, const float* x, const float* w, const flo
     for (int64_t d = 0; d < D; ++d) dw[d] += partial[i * D + d];
 }
 
-// The backbone block keeps q, k and v head-major, [3, B, H, L, hd], so that attention is
-// batched matmuls on contiguous [B H, L, hd] operands; the projection's rows are [T, 3 H hd].
-// Moves rows to heads (to_heads) or back, rotating q and k on the way and copying v:
+// Blocks keep q, k and v head-major, [3, B, H, L, hd], so that attention is batched matmuls on
+// contiguous [B H, L, hd] operands; the qkv projection's rows are [T, 3 H hd]. Moves rows to
+// heads (to_heads) or back, rotating q and k on the way (rot non-null) and copying the rest:
 // rotary positions pair adjacent features, rot [L, hd/2, 2] holds (cos, sin) per position and
 // pair, and sign -1 rotates back (the backward).
 void rope_heads(const float* src, float* dst, const float* rot, int64_t B, int64_t L, int64_t heads, int64_t hd,
@@ -80,13 +80,13 @@ void rope_heads(const float* src, float* dst, const float* rot, int64_t B, int64
   at::parallel_for(0, B * L, kGrain, [&](int64_t begin, int64_t end) {
     for (int64_t t = begin; t < end; ++t) {
       const int64_t b = t / L, l = t % L;
-      const float* cs = rot + l * hd;
+      const float* cs = rot == nullptr ? nullptr : rot + l * hd;
       for (int64_t h = 0; h < 3 * heads; ++h) {
         const int64_t head_major = (((h / heads) * B + b) * heads + h % heads) * L * hd + l * hd;
         const int64_t row_major = t * row + h * hd;
         const float* __restrict a = src + (to_heads ? row_major : head_major);
         float* __restrict o = dst + (to_heads ? head_major : row_major);
-        if (h >= 2 * heads) {
+        if (rot == nullptr || h >= 2 * heads) {
           std::copy(a, a + hd, o);
           continue;
         }
@@ -100,18 +100,19 @@ void rope_heads(const float* src, float* dst, const float* rot, int64_t B, int64
   });
 }
 
-// Rows of the longest attention computed as explicit L x L probabilities (batched matmuls and
-// one softmax loop); longer rows take ATen's flash kernel, whose memory does not grow as L^2.
-// At short rows the matmuls run near the BLAS's speed where the flash kernel's per-block
-// bookkeeping dominates (see docs/measurements.md).
-constexpr int64_t kExplicitMaxLen = 128;
+// Rows up to this length take explicit attention: the L x L probabilities from batched
+// matmuls and one softmax loop. There the matmuls run near the BLAS's speed while the flash
+// kernel's per-block bookkeeping dominates (fwd + bwd 1.1-1.5x faster at 32-112 positions,
+// heads of 8-32); from 128 positions on, ATen's flash kernel is faster, and its memory does
+// not grow as L^2.
+constexpr int64_t kExplicitMaxLen = 112;
 
-// In place, each row i of s [rows of L]: softmax(scale s[0..i]), zeros after (causal).
-void causal_softmax(float* s, int64_t rows, int64_t L, float scale) {
+// In place, each row i of s [rows of L]: softmax(scale s), over s[0..i] and zeros after if causal.
+void softmax_forward(float* s, int64_t rows, int64_t L, float scale, bool causal) {
   at::parallel_for(0, rows, kGrain, [&](int64_t begin, int64_t end) {
     for (int64_t r = begin; r < end; ++r) {
       float* x = s + r * L;
-      const int64_t n = r % L + 1;
+      const int64_t n = causal ? r % L + 1 : L;
       const float mx = at::vec::reduce_all<float>([](Vec a, Vec b) { return at::vec::maximum(a, b); }, x, n);
       const Vec vscale(scale), vshift(-scale * mx);
       Vec vsum(0.f);
@@ -130,8 +131,8 @@ void causal_softmax(float* s, int64_t rows, int64_t L, float scale) {
   });
 }
 
-// In place, dp becomes the scores' gradient: scale p (dp - rowsum(p dp)); p is 0 above the
-// diagonal, so the masked entries come out 0.
+// In place, dp becomes the scores' gradient: scale p (dp - rowsum(p dp)); where p is 0 (masked),
+// so is the gradient.
 void softmax_backward(const float* p, float* dp, int64_t rows, int64_t L, float scale) {
   at::parallel_for(0, rows, kGrain, [&](int64_t begin, int64_t end) {
     for (int64_t r = begin; r < end; ++r) {
@@ -199,24 +200,24 @@ Shape shape_of(const torch::Tensor& x, const torch::Tensor& w_qkv, const torch::
   return {B, L, x.size(2), B * L, heads, w_qkv.size(0) / (3 * heads), w_down.size(1)};
 }
 
-// Causal attention on head-major qkvh [3, B H, L, hd]: the output [B H, L, hd] and what the
-// backward needs (the probabilities [B H, L, L], or the flash kernel's log-sum-exps).
-std::pair<torch::Tensor, torch::Tensor> attention_forward(const Shape& s, const torch::Tensor& qkvh) {
+// Attention on head-major qkvh [3, B H, L, hd]: the output [B H, L, hd] and what the backward
+// needs (the probabilities [B H, L, L], or the flash kernel's log-sum-exps).
+std::pair<torch::Tensor, torch::Tensor> attention_forward(const Shape& s, const torch::Tensor& qkvh, bool causal) {
   auto q = qkvh[0], k = qkvh[1], v = qkvh[2];
   if (s.L > kExplicitMaxLen) {
     auto view = [&](const torch::Tensor& t) { return t.view({s.B, s.heads, s.L, s.hd}); };
-    auto [att, lse] = at::_scaled_dot_product_flash_attention_for_cpu(view(q), view(k), view(v), 0.0, true,
+    auto [att, lse] = at::_scaled_dot_product_flash_attention_for_cpu(view(q), view(k), view(v), 0.0, causal,
                                                                       std::nullopt, std::nullopt);
     return {att.contiguous().view({s.B * s.heads, s.L, s.hd}), lse};
   }
   auto p = at::bmm(q, k.transpose(1, 2));
-  causal_softmax(f32(p), s.B * s.heads * s.L, s.L, 1.f / std::sqrt(static_cast<float>(s.hd)));
+  softmax_forward(f32(p), s.B * s.heads * s.L, s.L, 1.f / std::sqrt(static_cast<float>(s.hd)), causal);
   return {at::bmm(p, v), p};
 }
 
 // dy [T, H hd] to the gradient of qkvh.
 torch::Tensor attention_backward(const Shape& s, const torch::Tensor& dy, const torch::Tensor& qkvh,
-                                 const torch::Tensor& att, const torch::Tensor& stats) {
+                                 const torch::Tensor& att, const torch::Tensor& stats, bool causal) {
   auto q = qkvh[0], k = qkvh[1], v = qkvh[2];
   auto d_qkvh = torch::empty_like(qkvh);
   auto dq = d_qkvh[0], dk = d_qkvh[1], dv = d_qkvh[2];
@@ -224,7 +225,7 @@ torch::Tensor attention_backward(const Shape& s, const torch::Tensor& dy, const 
   if (s.L > kExplicitMaxLen) {
     auto view = [&](const torch::Tensor& t) { return t.view({s.B, s.heads, s.L, s.hd}); };
     auto [gq, gk, gv] = at::_scaled_dot_product_flash_attention_for_cpu_backward(
-        dyh, view(q), view(k), view(v), view(att), stats, 0.0, true, std::nullopt, std::nullopt);
+        dyh, view(q), view(k), view(v), view(att), stats, 0.0, causal, std::nullopt, std::nullopt);
     view(dq).copy_(gq);
     view(dk).copy_(gk);
     view(dv).copy_(gv);
@@ -264,7 +265,7 @@ std::vector<torch::Tensor> block_forward(torch::Tensor x, torch::Tensor w_attn_n
   auto qkv = at::mm(h1, w_qkv.t());
   auto qkvh = torch::empty({3, s.B * s.heads, s.L, s.hd}, opts);
   rope_heads(f32(qkv), f32(qkvh), f32(rot), s.B, s.L, s.heads, s.hd, 1.f, true);
-  auto [att, stats] = attention_forward(s, qkvh);
+  auto [att, stats] = attention_forward(s, qkvh, true);
   auto y = att.view({s.B, s.heads, s.L, s.hd}).transpose(1, 2).reshape({s.T, s.heads * s.hd});
   auto x2 = at::addmm(x2d, y, w_o.t());
   auto rstd2 = torch::empty({s.T}, opts), h2 = torch::empty({s.T, s.D}, opts);
@@ -302,7 +303,7 @@ std::vector<torch::Tensor> block_backward(torch::Tensor grad, std::vector<torch:
   // Attention half.
   auto d_o = at::mm(dx.t(), y);
   auto dy = at::mm(dx, w_o);
-  auto d_qkvh = attention_backward(s, dy, qkvh, att, stats);
+  auto d_qkvh = attention_backward(s, dy, qkvh, att, stats, true);
   auto d_qkv = torch::empty({s.T, 3 * s.heads * s.hd}, opts);
   rope_heads(f32(d_qkvh), f32(d_qkv), f32(rot), s.B, s.L, s.heads, s.hd, -1.f, false);
   auto d_qkv_w = at::mm(d_qkv.t(), h1);
@@ -315,36 +316,38 @@ std::vector<torch::Tensor> block_backward(torch::Tensor grad, std::vector<torch:
 // encoder_block_forward / encoder_block_backward: one EncoderBlock of prism/model/encoders.py
 //   x2  = x + proj(attention(q, k, v)),  [q | k | v] = qkv(layer_norm1(x))   (bidirectional)
 //   out = x2 + fc2(gelu(fc1(layer_norm2(x2))))
-// LayerNorm and GELU are ATen's own kernels, called without autograd's bookkeeping.
+// LayerNorm and GELU are ATen's own kernels, called without autograd's bookkeeping; attention
+// is the backbone block's, without the mask or the rotation.
 // w: norm1 (weight, bias), qkv (weight, bias), proj (w, b), norm2 (w, b), fc1 (w, b), fc2 (w, b).
 std::vector<torch::Tensor> encoder_block_forward(torch::Tensor x, std::vector<torch::Tensor> w, int64_t heads,
                                                  double eps) {
   x = x.contiguous();
   TORCH_CHECK(w.size() == 12, "encoder_block_forward: 12 weights");
   const int64_t S = x.size(0), L = x.size(1), D = x.size(2), T = S * L, hd = D / heads;
+  const Shape s{S, L, D, T, heads, hd, 0};
   auto x2d = x.view({T, D});
   auto [h1, mean1, rstd1] = at::native_layer_norm(x2d, {D}, w[0], w[1], eps);
   auto qkv = at::addmm(w[3], h1, w[2].t());
-  auto heads5 = qkv.view({S, L, 3, heads, hd});
-  auto q = heads5.select(2, 0).transpose(1, 2), k = heads5.select(2, 1).transpose(1, 2),
-       v = heads5.select(2, 2).transpose(1, 2);
-  auto [att, lse] = at::_scaled_dot_product_flash_attention_for_cpu(q, k, v, 0.0, false, std::nullopt, std::nullopt);
-  auto y = att.transpose(1, 2).reshape({T, D});
+  auto qkvh = torch::empty({3, S * heads, L, hd}, x.options());
+  rope_heads(f32(qkv), f32(qkvh), nullptr, S, L, heads, hd, 1.f, true);
+  auto [att, stats] = attention_forward(s, qkvh, false);
+  auto y = att.view({S, heads, L, hd}).transpose(1, 2).reshape({T, D});
   auto x2 = at::addmm(x2d, y, w[4].t()).add_(w[5]);
   auto [h2, mean2, rstd2] = at::native_layer_norm(x2, {D}, w[6], w[7], eps);
   auto m = at::addmm(w[9], h2, w[8].t());
   auto a = at::gelu(m);
   auto out = at::addmm(x2, a, w[10].t()).add_(w[11]);
-  return {out.view({S, L, D}), x2d, h1, mean1, rstd1, qkv, att, lse, y, x2, h2, mean2, rstd2, m, a};
+  return {out.view({S, L, D}), x2d, h1, mean1, rstd1, qkvh, att, stats, y, x2, h2, mean2, rstd2, m, a};
 }
 
 std::vector<torch::Tensor> encoder_block_backward(torch::Tensor grad, std::vector<torch::Tensor> saved,
                                                   std::vector<torch::Tensor> w, int64_t heads) {
   TORCH_CHECK(saved.size() == 14 && w.size() == 12, "encoder_block_backward: 14 saved tensors, 12 weights");
-  const auto &x = saved[0], &h1 = saved[1], &mean1 = saved[2], &rstd1 = saved[3], &qkv = saved[4], &att = saved[5],
-             &lse = saved[6], &y = saved[7], &x2 = saved[8], &h2 = saved[9], &mean2 = saved[10],
+  const auto &x = saved[0], &h1 = saved[1], &mean1 = saved[2], &rstd1 = saved[3], &qkvh = saved[4],
+             &att = saved[5], &stats = saved[6], &y = saved[7], &x2 = saved[8], &h2 = saved[9], &mean2 = saved[10],
              &rstd2 = saved[11], &m = saved[12], &a = saved[13];
   const int64_t S = grad.size(0), L = grad.size(1), D = grad.size(2), T = S * L, hd = D / heads;
+  const Shape s{S, L, D, T, heads, hd, 0};
   const std::array<bool, 3> all{true, true, true};
   auto g = grad.contiguous().view({T, D});
   auto d_fc2 = at::mm(g.t(), a);
@@ -357,17 +360,9 @@ std::vector<torch::Tensor> encoder_block_backward(torch::Tensor grad, std::vecto
   auto dx2 = dh2.add_(g);
   auto d_proj = at::mm(dx2.t(), y);
   auto d_proj_b = dx2.sum(0);
-  auto heads5 = qkv.view({S, L, 3, heads, hd});
-  auto q = heads5.select(2, 0).transpose(1, 2), k = heads5.select(2, 1).transpose(1, 2),
-       v = heads5.select(2, 2).transpose(1, 2);
-  auto [dq, dk, dv] = at::_scaled_dot_product_flash_attention_for_cpu_backward(
-      at::mm(dx2, w[4]).view({S, L, heads, hd}).transpose(1, 2), q, k, v, att, lse, 0.0, false, std::nullopt,
-      std::nullopt);
-  auto d_qkv = torch::empty({S, L, 3, heads, hd}, g.options());
-  d_qkv.select(2, 0).copy_(dq.transpose(1, 2));
-  d_qkv.select(2, 1).copy_(dk.transpose(1, 2));
-  d_qkv.select(2, 2).copy_(dv.transpose(1, 2));
-  auto d_qkv2d = d_qkv.view({T, 3 * D});
+  auto d_qkvh = attention_backward(s, at::mm(dx2, w[4]), qkvh, att, stats, false);
+  auto d_qkv2d = torch::empty({T, 3 * D}, g.options());
+  rope_heads(f32(d_qkvh), f32(d_qkv2d), nullptr, S, L, heads, hd, 1.f, false);
   auto d_qkv_w = at::mm(d_qkv2d.t(), h1);
   auto d_qkv_b = d_qkv2d.sum(0);
   auto [dh1, d_norm1, d_norm1_b] =
