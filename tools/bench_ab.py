@@ -55,8 +55,10 @@ def worker(args: argparse.Namespace) -> None:
         print(time.perf_counter() - t0, flush=True)
 
 
-def start(tree: Path, argv: list[str]) -> subprocess.Popen:
+def start(tree: Path, argv: list[str], extensions: Path | None = None) -> subprocess.Popen:
     env = {**os.environ, "PYTHONPATH": str(tree)}  # before the editable install of this checkout
+    if extensions is not None:  # the base's compiled kernels apart: it never rebuilds the head's cache
+        env["TORCH_EXTENSIONS_DIR"] = str(extensions)
     proc = subprocess.Popen(
         [sys.executable, str(Path(__file__).resolve()), "--worker", *argv],
         cwd=tree,
@@ -110,7 +112,7 @@ def main() -> int:
         subprocess.run(["git", "archive", "-o", str(archive), args.base, "prism"], cwd=ROOT, check=True)
         with tarfile.open(archive) as tar:
             tar.extractall(tmp, filter="data")
-        base, head = start(Path(tmp), argv), start(ROOT, argv)
+        base, head = start(Path(tmp), argv, Path(tmp) / "extensions"), start(ROOT, argv)
         ratios, times = [], {"base": [], "head": []}
         for i in range(args.warmup + args.steps):
             tb, th = step(base), step(head)
