@@ -193,6 +193,7 @@ void swiglu_backward(const float* da, const float* gu, const float* dsilu, float
 
 struct Shape {
   int64_t B, L, D, T, heads, hd, F;
+  float scale() const { return 1.f / std::sqrt(static_cast<float>(hd)); }  // attention's, as SDPA's default
 };
 
 Shape shape_of(const torch::Tensor& x, const torch::Tensor& w_qkv, const torch::Tensor& w_down, int64_t heads) {
@@ -200,24 +201,26 @@ Shape shape_of(const torch::Tensor& x, const torch::Tensor& w_qkv, const torch::
   return {B, L, x.size(2), B * L, heads, w_qkv.size(0) / (3 * heads), w_down.size(1)};
 }
 
-// Attention on head-major qkvh [3, B H, L, hd]: the output [B H, L, hd] and what the backward
-// needs (the probabilities [B H, L, L], or the flash kernel's log-sum-exps).
+// Attention on head-major qkvh [3, B H, L, hd]: the output as rows y [T, H hd] (the input of the
+// output projection) and what the backward needs besides y (the probabilities [B H, L, L], or
+// the flash kernel's log-sum-exps).
 std::pair<torch::Tensor, torch::Tensor> attention_forward(const Shape& s, const torch::Tensor& qkvh, bool causal) {
   auto q = qkvh[0], k = qkvh[1], v = qkvh[2];
   if (s.L > kExplicitMaxLen) {
     auto view = [&](const torch::Tensor& t) { return t.view({s.B, s.heads, s.L, s.hd}); };
     auto [att, lse] = at::_scaled_dot_product_flash_attention_for_cpu(view(q), view(k), view(v), 0.0, causal,
                                                                       std::nullopt, std::nullopt);
-    return {att.contiguous().view({s.B * s.heads, s.L, s.hd}), lse};
+    return {att.transpose(1, 2).reshape({s.T, s.heads * s.hd}), lse};  // att's memory is already [B, L, H, hd]
   }
   auto p = at::bmm(q, k.transpose(1, 2));
-  softmax_forward(f32(p), s.B * s.heads * s.L, s.L, 1.f / std::sqrt(static_cast<float>(s.hd)), causal);
-  return {at::bmm(p, v), p};
+  softmax_forward(f32(p), s.B * s.heads * s.L, s.L, s.scale(), causal);
+  auto att = at::bmm(p, v).view({s.B, s.heads, s.L, s.hd});
+  return {att.transpose(1, 2).reshape({s.T, s.heads * s.hd}), p};
 }
 
-// dy [T, H hd] to the gradient of qkvh.
+// dy [T, H hd] to the gradient of qkvh; y and stats as attention_forward returned them.
 torch::Tensor attention_backward(const Shape& s, const torch::Tensor& dy, const torch::Tensor& qkvh,
-                                 const torch::Tensor& att, const torch::Tensor& stats, bool causal) {
+                                 const torch::Tensor& y, const torch::Tensor& stats, bool causal) {
   auto q = qkvh[0], k = qkvh[1], v = qkvh[2];
   auto d_qkvh = torch::empty_like(qkvh);
   auto dq = d_qkvh[0], dk = d_qkvh[1], dv = d_qkvh[2];
@@ -225,7 +228,8 @@ torch::Tensor attention_backward(const Shape& s, const torch::Tensor& dy, const 
   if (s.L > kExplicitMaxLen) {
     auto view = [&](const torch::Tensor& t) { return t.view({s.B, s.heads, s.L, s.hd}); };
     auto [gq, gk, gv] = at::_scaled_dot_product_flash_attention_for_cpu_backward(
-        dyh, view(q), view(k), view(v), view(att), stats, 0.0, causal, std::nullopt, std::nullopt);
+        dyh, view(q), view(k), view(v), y.view({s.B, s.L, s.heads, s.hd}).transpose(1, 2), stats, 0.0, causal,
+        std::nullopt, std::nullopt);
     view(dq).copy_(gq);
     view(dk).copy_(gk);
     view(dv).copy_(gv);
@@ -235,7 +239,7 @@ torch::Tensor attention_backward(const Shape& s, const torch::Tensor& dy, const 
   auto g = dyh.contiguous().view({s.B * s.heads, s.L, s.hd});
   at::bmm_out(dv, p.transpose(1, 2), g);
   auto dp = at::bmm(g, v.transpose(1, 2));
-  softmax_backward(f32(p), f32(dp), s.B * s.heads * s.L, s.L, 1.f / std::sqrt(static_cast<float>(s.hd)));
+  softmax_backward(f32(p), f32(dp), s.B * s.heads * s.L, s.L, s.scale());
   at::bmm_out(dq, dp, k);
   at::bmm_out(dk, dp.transpose(1, 2), q);
   return d_qkvh;
@@ -265,8 +269,7 @@ std::vector<torch::Tensor> block_forward(torch::Tensor x, torch::Tensor w_attn_n
   auto qkv = at::mm(h1, w_qkv.t());
   auto qkvh = torch::empty({3, s.B * s.heads, s.L, s.hd}, opts);
   rope_heads(f32(qkv), f32(qkvh), f32(rot), s.B, s.L, s.heads, s.hd, 1.f, true);
-  auto [att, stats] = attention_forward(s, qkvh, true);
-  auto y = att.view({s.B, s.heads, s.L, s.hd}).transpose(1, 2).reshape({s.T, s.heads * s.hd});
+  auto [y, stats] = attention_forward(s, qkvh, true);
   auto x2 = at::addmm(x2d, y, w_o.t());
   auto rstd2 = torch::empty({s.T}, opts), h2 = torch::empty({s.T, s.D}, opts);
   rms_norm_forward(f32(x2), f32(w_mlp_norm), f32(h2), f32(rstd2), s.T, s.D, eps);
@@ -275,7 +278,7 @@ std::vector<torch::Tensor> block_forward(torch::Tensor x, torch::Tensor w_attn_n
   auto dsilu = torch::empty({s.T, s.F}, opts);
   swiglu_forward(f32(gu), f32(act), f32(dsilu), s.T, s.F);
   auto out = at::addmm(x2, act, w_down.t());
-  return {out.view({s.B, s.L, s.D}), x2d, rstd1, h1, qkvh, att, stats, y, x2, rstd2, h2, gu, act, dsilu};
+  return {out.view({s.B, s.L, s.D}), x2d, rstd1, h1, qkvh, stats, y, x2, rstd2, h2, gu, act, dsilu};
 }
 
 // grad [B, L, D] and block_forward's saved tensors; returns dx and the six weights' gradients.
@@ -283,10 +286,9 @@ std::vector<torch::Tensor> block_backward(torch::Tensor grad, std::vector<torch:
                                           torch::Tensor w_attn_norm, torch::Tensor w_qkv, torch::Tensor w_o,
                                           torch::Tensor w_mlp_norm, torch::Tensor w_gate_up, torch::Tensor w_down,
                                           torch::Tensor rot, int64_t heads) {
-  TORCH_CHECK(saved.size() == 13, "block_backward: expected block_forward's 13 saved tensors");
-  const auto &x = saved[0], &rstd1 = saved[1], &h1 = saved[2], &qkvh = saved[3], &att = saved[4],
-             &stats = saved[5], &y = saved[6], &x2 = saved[7], &rstd2 = saved[8], &h2 = saved[9], &gu = saved[10],
-             &act = saved[11], &dsilu = saved[12];
+  TORCH_CHECK(saved.size() == 12, "block_backward: expected block_forward's 12 saved tensors");
+  const auto &x = saved[0], &rstd1 = saved[1], &h1 = saved[2], &qkvh = saved[3], &stats = saved[4], &y = saved[5],
+             &x2 = saved[6], &rstd2 = saved[7], &h2 = saved[8], &gu = saved[9], &act = saved[10], &dsilu = saved[11];
   const Shape s = shape_of(grad, w_qkv, w_down, heads);
   auto g = grad.contiguous().view({s.T, s.D});
   const auto opts = g.options();
@@ -303,7 +305,7 @@ std::vector<torch::Tensor> block_backward(torch::Tensor grad, std::vector<torch:
   // Attention half.
   auto d_o = at::mm(dx.t(), y);
   auto dy = at::mm(dx, w_o);
-  auto d_qkvh = attention_backward(s, dy, qkvh, att, stats, true);
+  auto d_qkvh = attention_backward(s, dy, qkvh, y, stats, true);
   auto d_qkv = torch::empty({s.T, 3 * s.heads * s.hd}, opts);
   rope_heads(f32(d_qkvh), f32(d_qkv), f32(rot), s.B, s.L, s.heads, s.hd, -1.f, false);
   auto d_qkv_w = at::mm(d_qkv.t(), h1);
@@ -330,22 +332,21 @@ std::vector<torch::Tensor> encoder_block_forward(torch::Tensor x, std::vector<to
   auto qkv = at::addmm(w[3], h1, w[2].t());
   auto qkvh = torch::empty({3, S * heads, L, hd}, x.options());
   rope_heads(f32(qkv), f32(qkvh), nullptr, S, L, heads, hd, 1.f, true);
-  auto [att, stats] = attention_forward(s, qkvh, false);
-  auto y = att.view({S, heads, L, hd}).transpose(1, 2).reshape({T, D});
+  auto [y, stats] = attention_forward(s, qkvh, false);
   auto x2 = at::addmm(x2d, y, w[4].t()).add_(w[5]);
   auto [h2, mean2, rstd2] = at::native_layer_norm(x2, {D}, w[6], w[7], eps);
   auto m = at::addmm(w[9], h2, w[8].t());
   auto a = at::gelu(m);
   auto out = at::addmm(x2, a, w[10].t()).add_(w[11]);
-  return {out.view({S, L, D}), x2d, h1, mean1, rstd1, qkvh, att, stats, y, x2, h2, mean2, rstd2, m, a};
+  return {out.view({S, L, D}), x2d, h1, mean1, rstd1, qkvh, stats, y, x2, h2, mean2, rstd2, m, a};
 }
 
 std::vector<torch::Tensor> encoder_block_backward(torch::Tensor grad, std::vector<torch::Tensor> saved,
                                                   std::vector<torch::Tensor> w, int64_t heads) {
-  TORCH_CHECK(saved.size() == 14 && w.size() == 12, "encoder_block_backward: 14 saved tensors, 12 weights");
+  TORCH_CHECK(saved.size() == 13 && w.size() == 12, "encoder_block_backward: 13 saved tensors, 12 weights");
   const auto &x = saved[0], &h1 = saved[1], &mean1 = saved[2], &rstd1 = saved[3], &qkvh = saved[4],
-             &att = saved[5], &stats = saved[6], &y = saved[7], &x2 = saved[8], &h2 = saved[9], &mean2 = saved[10],
-             &rstd2 = saved[11], &m = saved[12], &a = saved[13];
+             &stats = saved[5], &y = saved[6], &x2 = saved[7], &h2 = saved[8], &mean2 = saved[9], &rstd2 = saved[10],
+             &m = saved[11], &a = saved[12];
   const int64_t S = grad.size(0), L = grad.size(1), D = grad.size(2), T = S * L, hd = D / heads;
   const Shape s{S, L, D, T, heads, hd, 0};
   const std::array<bool, 3> all{true, true, true};
@@ -360,7 +361,7 @@ std::vector<torch::Tensor> encoder_block_backward(torch::Tensor grad, std::vecto
   auto dx2 = dh2.add_(g);
   auto d_proj = at::mm(dx2.t(), y);
   auto d_proj_b = dx2.sum(0);
-  auto d_qkvh = attention_backward(s, at::mm(dx2, w[4]), qkvh, att, stats, false);
+  auto d_qkvh = attention_backward(s, at::mm(dx2, w[4]), qkvh, y, stats, false);
   auto d_qkv2d = torch::empty({T, 3 * D}, g.options());
   rope_heads(f32(d_qkvh), f32(d_qkv2d), nullptr, S, L, heads, hd, 1.f, false);
   auto d_qkv_w = at::mm(d_qkv2d.t(), h1);
