@@ -3,9 +3,10 @@
 // block_forward / block_backward: one pre-norm transformer block of prism/model/backbone.py
 //   x2  = x + o(attention(rope(q), rope(k), v)),  [q | k | v] = qkv(rms_norm(x))
 //   out = x2 + down(silu(gate) * up),              [gate | up] = gate_up(rms_norm(x2))
-// Matmuls go through at::mm and at::bmm (the BLAS ATen uses); attention over short rows is
-// explicit (batched matmuls around one softmax loop), over long rows ATen's CPU flash kernel;
-// the element-wise work (norms, rotary, SwiGLU, residuals) is one loop each.
+// Projections go through at::mm (the BLAS ATen uses); attention over short rows is explicit
+// (per batch element and head, register-tiled matmuls around one softmax pass, skipping what the
+// causal mask zeroes), over long rows ATen's CPU flash kernel; the element-wise work (norms,
+// rotary, SwiGLU, residuals) is one loop each. Each loop is a named range in torch.profiler.
 //
 // encoder_block_forward / encoder_block_backward: one block of the modality encoder.
 //
@@ -14,6 +15,7 @@
 #include <ATen/Parallel.h>
 #include <ATen/cpu/vec/functional.h>
 #include <ATen/cpu/vec/vec.h>
+#include <ATen/record_function.h>
 #include <torch/extension.h>
 
 #include <algorithm>
@@ -31,6 +33,7 @@ float* f32(torch::Tensor& t) { return t.data_ptr<float>(); }
 
 // h = x * rstd(x) * w over rows of D; rstd kept for the backward.
 void rms_norm_forward(const float* x, const float* w, float* h, float* rstd, int64_t T, int64_t D, double eps) {
+  RECORD_FUNCTION("prism::rms_norm_forward", c10::ArrayRef<const c10::IValue>{});
   at::parallel_for(0, T, kGrain, [&](int64_t begin, int64_t end) {
     for (int64_t t = begin; t < end; ++t) {
       const float* xr = x + t * D;
@@ -47,6 +50,7 @@ void rms_norm_forward(const float* x, const float* w, float* h, float* rstd, int
 // dx += rstd (g w) - x rstd^3 mean(g w x); dw += sum over rows of g x rstd.
 void rms_norm_backward(const float* g, const float* x, const float* w, const float* rstd, float* dx, float* dw,
                        int64_t T, int64_t D) {
+  RECORD_FUNCTION("prism::rms_norm_backward", c10::ArrayRef<const c10::IValue>{});
   const int64_t threads = at::get_num_threads();
   std::vector<float> partial(threads * D, 0.f);  // dw per thread, summed after: no races
   at::parallel_for(0, T, kGrain, [&](int64_t begin, int64_t end) {
@@ -69,13 +73,14 @@ void rms_norm_backward(const float* g, const float* x, const float* w, const flo
     for (int64_t d = 0; d < D; ++d) dw[d] += partial[i * D + d];
 }
 
-// Blocks keep q, k and v head-major, [3, B, H, L, hd], so that attention is batched matmuls on
-// contiguous [B H, L, hd] operands; the qkv projection's rows are [T, 3 H hd]. Moves rows to
+// Blocks keep q, k and v head-major, [3, B, H, L, hd], so that attention reads each head's as
+// contiguous [L, hd] operands (as does ATen's flash kernel); the qkv projection's rows are [T, 3 H hd]. Moves rows to
 // heads (to_heads) or back, rotating q and k on the way (rot non-null) and copying the rest:
 // rotary positions pair adjacent features, rot [L, hd/2, 2] holds (cos, sin) per position and
 // pair, and sign -1 rotates back (the backward).
 void rope_heads(const float* src, float* dst, const float* rot, int64_t B, int64_t L, int64_t heads, int64_t hd,
                 float sign, bool to_heads) {
+  RECORD_FUNCTION("prism::rope_heads", c10::ArrayRef<const c10::IValue>{});
   const int64_t half = hd / 2, row = 3 * heads * hd;
   at::parallel_for(0, B * L, kGrain, [&](int64_t begin, int64_t end) {
     for (int64_t t = begin; t < end; ++t) {
@@ -100,55 +105,121 @@ void rope_heads(const float* src, float* dst, const float* rot, int64_t B, int64
   });
 }
 
-// Rows up to this length take explicit attention: the L x L probabilities from batched
-// matmuls and one softmax loop. There the matmuls run near the BLAS's speed while the flash
-// kernel's per-block bookkeeping dominates (fwd + bwd 1.1-1.5x faster at 32-112 positions,
-// heads of 8-32); from 128 positions on, ATen's flash kernel is faster, and its memory does
-// not grow as L^2.
+// Rows up to this length take explicit attention: per (batch, head), the L x L probabilities
+// from small register-tiled matmuls and one softmax pass. There the BLAS's batched matmuls spend
+// most of their time outside arithmetic on operands this small, and the flash kernel in its
+// per-block bookkeeping; from 128 positions on, ATen's flash kernel is faster, and its memory
+// does not grow as L^2.
 constexpr int64_t kExplicitMaxLen = 112;
 
-// In place, each row i of s [rows of L]: softmax(scale s), over s[0..i] and zeros after if causal.
-void softmax_forward(float* s, int64_t rows, int64_t L, float scale, bool causal) {
-  at::parallel_for(0, rows, kGrain, [&](int64_t begin, int64_t end) {
-    for (int64_t r = begin; r < end; ++r) {
-      float* x = s + r * L;
-      const int64_t n = causal ? r % L + 1 : L;
-      const float mx = at::vec::reduce_all<float>([](Vec a, Vec b) { return at::vec::maximum(a, b); }, x, n);
-      const Vec vscale(scale), vshift(-scale * mx);
-      Vec vsum(0.f);
-      int64_t j = 0;
-      for (; j + Vec::size() <= n; j += Vec::size()) {
-        const Vec e = at::vec::fmadd(Vec::loadu(x + j), vscale, vshift).exp_u20();
-        e.store(x + j);
-        vsum = vsum + e;
-      }
-      float sum = at::vec::vec_reduce_all<float>([](Vec a, Vec b) { return a + b; }, vsum);
-      for (; j < n; ++j) sum += x[j] = std::exp(scale * x[j] - scale * mx);
-      const float inv = 1.f / sum;
-      for (j = 0; j < n; ++j) x[j] *= inv;
-      std::fill(x + n, x + L, 0.f);
+// Which part of a small product is needed under a causal mask, for a row tile i0..i0+rows of C.
+enum class Band {
+  kAll,         // all of it (no mask)
+  kColsToDiag,  // scores: columns up to the diagonal (those past it may be left unwritten)
+  kKToDiag,     // C = A B with A lower triangular: sum over k up to the diagonal
+  kKFromDiag,   // C = A^T B with A lower triangular: sum over k from the diagonal
+};
+
+// C[r, v-th vector] = sum over k in [k0, k1) of A(r, k) B[k, :], for MR rows and NV vectors of
+// columns held in registers; A(r, k) = a[r sai + k sak], so A may be read transposed.
+template <int MR, int NV>
+inline void mm_tile(const float* a, int64_t sai, int64_t sak, const float* b, int64_t ldb, float* c, int64_t ldc,
+                    int64_t k0, int64_t k1) {
+  std::array<std::array<Vec, NV>, MR> acc;
+  for (auto& row : acc) row.fill(Vec(0.f));
+  for (int64_t k = k0; k < k1; ++k) {
+    std::array<Vec, NV> bk;
+    for (int v = 0; v < NV; ++v) bk[v] = Vec::loadu(b + k * ldb + v * Vec::size());
+    for (int r = 0; r < MR; ++r) {
+      const Vec ar(a[r * sai + k * sak]);
+      for (int v = 0; v < NV; ++v) acc[r][v] = at::vec::fmadd(ar, bk[v], acc[r][v]);
     }
-  });
+  }
+  for (int r = 0; r < MR; ++r)
+    for (int v = 0; v < NV; ++v) acc[r][v].store(c + r * ldc + v * Vec::size());
 }
 
-// In place, dp becomes the scores' gradient: scale p (dp - rowsum(p dp)); where p is 0 (masked),
-// so is the gradient.
-void softmax_backward(const float* p, float* dp, int64_t rows, int64_t L, float scale) {
-  at::parallel_for(0, rows, kGrain, [&](int64_t begin, int64_t end) {
-    for (int64_t r = begin; r < end; ++r) {
-      const float* pr = p + r * L;
-      float* d = dp + r * L;
-      const float dot = at::vec::map2_reduce_all<float>([](Vec a, Vec b) { return a * b; },
-                                                        [](Vec a, Vec b) { return a + b; }, pr, d, L);
-      at::vec::map2<float>([scale, dot](Vec a, Vec b) { return Vec(scale) * a * (b - Vec(dot)); }, d, pr, d, L);
+template <int NV>
+inline void mm_rows(int64_t rows, const float* a, int64_t sai, int64_t sak, const float* b, int64_t ldb, float* c,
+                    int64_t ldc, int64_t k0, int64_t k1) {
+  if (rows == 4) return mm_tile<4, NV>(a, sai, sak, b, ldb, c, ldc, k0, k1);
+  for (int64_t r = 0; r < rows; ++r) mm_tile<1, NV>(a + r * sai, sai, sak, b, ldb, c + r * ldc, ldc, k0, k1);
+}
+
+// C [M, N] = A [M, K] B [K, N] for attention's operands (M, N, K up to kExplicitMaxLen): B and C
+// row-major with leading dimensions ldb, ldc; A strided (sai, sak), so P^T and dS^T need no copy.
+// `band` skips what a causal mask makes zero or unneeded.
+void small_mm(const float* a, int64_t sai, int64_t sak, const float* b, int64_t ldb, float* c, int64_t ldc, int64_t M,
+              int64_t N, int64_t K, Band band) {
+  constexpr int64_t MR = 4, W = Vec::size();
+  for (int64_t i = 0; i < M; i += MR) {
+    const int64_t rows = std::min(MR, M - i);
+    const int64_t k0 = band == Band::kKFromDiag ? i : 0;
+    const int64_t k1 = band == Band::kKToDiag ? std::min(K, i + rows) : K;
+    // Whole vectors up to the diagonal: the few columns past it cost less than a scalar tail.
+    const int64_t n = band == Band::kColsToDiag ? std::min(N, (i + rows + W - 1) / W * W) : N;
+    const float* ai = a + i * sai;
+    float* ci = c + i * ldc;
+    int64_t j = 0;
+    for (; j + 2 * W <= n; j += 2 * W) mm_rows<2>(rows, ai, sai, sak, b + j, ldb, ci + j, ldc, k0, k1);
+    for (; j + W <= n; j += W) mm_rows<1>(rows, ai, sai, sak, b + j, ldb, ci + j, ldc, k0, k1);
+    for (; j < n; ++j)  // fewer columns than a vector: heads or rows of odd width
+      for (int64_t r = 0; r < rows; ++r) {
+        float sum = 0.f;
+        for (int64_t k = k0; k < k1; ++k) sum += ai[r * sai + k * sak] * b[k * ldb + j];
+        ci[r * ldc + j] = sum;
+      }
+  }
+}
+
+// dst [cols, rows] = src [rows, cols]^T: K and V as the right operand of Q K^T and dO V^T.
+void transpose(const float* src, float* dst, int64_t rows, int64_t cols) {
+  for (int64_t r = 0; r < rows; ++r)
+    for (int64_t c = 0; c < cols; ++c) dst[c * rows + r] = src[r * cols + c];
+}
+
+// In place, each row i of s [L, L]: softmax(scale s) over s[i, 0..i] and zeros after if causal
+// (the columns after the diagonal are not read), over the whole row otherwise.
+void softmax_rows(float* s, int64_t L, float scale, bool causal) {
+  for (int64_t i = 0; i < L; ++i) {
+    float* x = s + i * L;
+    const int64_t n = causal ? i + 1 : L;
+    const float mx = at::vec::reduce_all<float>([](Vec a, Vec b) { return at::vec::maximum(a, b); }, x, n);
+    const Vec vscale(scale), vshift(-scale * mx);
+    Vec vsum(0.f);
+    int64_t j = 0;
+    for (; j + Vec::size() <= n; j += Vec::size()) {
+      const Vec e = at::vec::fmadd(Vec::loadu(x + j), vscale, vshift).exp_u20();
+      e.store(x + j);
+      vsum = vsum + e;
     }
-  });
+    float sum = at::vec::vec_reduce_all<float>([](Vec a, Vec b) { return a + b; }, vsum);
+    for (; j < n; ++j) sum += x[j] = std::exp(scale * x[j] - scale * mx);
+    const float inv = 1.f / sum;
+    for (j = 0; j < n; ++j) x[j] *= inv;
+    std::fill(x + n, x + L, 0.f);
+  }
+}
+
+// In place, dp [L, L] becomes the scores' gradient: scale p (dp - rowsum(p dp)), and zeros where
+// the mask put zeros in p (whatever dp held there).
+void softmax_backward_rows(const float* p, float* dp, int64_t L, float scale, bool causal) {
+  for (int64_t i = 0; i < L; ++i) {
+    const float* pr = p + i * L;
+    float* d = dp + i * L;
+    const int64_t n = causal ? i + 1 : L;
+    const float dot = at::vec::map2_reduce_all<float>([](Vec a, Vec b) { return a * b; },
+                                                      [](Vec a, Vec b) { return a + b; }, pr, d, n);
+    at::vec::map2<float>([scale, dot](Vec a, Vec b) { return Vec(scale) * a * (b - Vec(dot)); }, d, pr, d, n);
+    std::fill(d + n, d + L, 0.f);
+  }
 }
 
 // act = silu(gate) * up for rows gu = [gate | up] of 2F. For the backward, which then needs
 // no exponentials, the gate half of gu becomes silu(gate) and dsilu gets silu'(gate) =
 // sig(gate) (1 + gate (1 - sig(gate))).
 void swiglu_forward(float* gu, float* act, float* dsilu, int64_t T, int64_t F) {
+  RECORD_FUNCTION("prism::swiglu_forward", c10::ArrayRef<const c10::IValue>{});
   at::parallel_for(0, T, kGrain, [&](int64_t begin, int64_t end) {
     for (int64_t t = begin; t < end; ++t) {
       float* g = gu + t * 2 * F;
@@ -175,6 +246,7 @@ void swiglu_forward(float* gu, float* act, float* dsilu, int64_t T, int64_t F) {
 
 // dgu = [da up silu'(gate) | da silu(gate)], from swiglu_forward's gu and dsilu.
 void swiglu_backward(const float* da, const float* gu, const float* dsilu, float* dgu, int64_t T, int64_t F) {
+  RECORD_FUNCTION("prism::swiglu_backward", c10::ArrayRef<const c10::IValue>{});
   at::parallel_for(0, T, kGrain, [&](int64_t begin, int64_t end) {
     for (int64_t t = begin; t < end; ++t) {
       const float* __restrict silu = gu + t * 2 * F;
@@ -212,10 +284,26 @@ std::pair<torch::Tensor, torch::Tensor> attention_forward(const Shape& s, const 
                                                                       std::nullopt, std::nullopt);
     return {att.transpose(1, 2).reshape({s.T, s.heads * s.hd}), lse};  // att's memory is already [B, L, H, hd]
   }
-  auto p = at::bmm(q, k.transpose(1, 2));
-  softmax_forward(f32(p), s.B * s.heads * s.L, s.L, s.scale(), causal);
-  auto att = at::bmm(p, v).view({s.B, s.heads, s.L, s.hd});
-  return {att.transpose(1, 2).reshape({s.T, s.heads * s.hd}), p};
+  // One (batch, head) at a time: its q, k, v and probabilities stay in cache from the scores to y.
+  auto y = torch::empty({s.T, s.heads * s.hd}, qkvh.options());
+  auto p = torch::empty({s.B * s.heads, s.L, s.L}, qkvh.options());
+  const int64_t L = s.L, hd = s.hd, row = s.heads * s.hd, head = L * hd;
+  const float *Q = f32(q), *K = f32(k), *V = f32(v);
+  float *P = f32(p), *Y = f32(y);
+  at::parallel_for(0, s.B * s.heads, 1, [&](int64_t begin, int64_t end) {
+    RECORD_FUNCTION("prism::attention_forward", c10::ArrayRef<const c10::IValue>{});
+    std::vector<float> kt(hd * L);
+    for (int64_t bh = begin; bh < end; ++bh) {
+      const int64_t b = bh / s.heads, h = bh % s.heads;
+      float* ph = P + bh * L * L;
+      float* yh = Y + b * L * row + h * hd;  // y's rows for this batch element, this head's columns
+      transpose(K + bh * head, kt.data(), L, hd);
+      small_mm(Q + bh * head, hd, 1, kt.data(), L, ph, L, L, L, hd, causal ? Band::kColsToDiag : Band::kAll);
+      softmax_rows(ph, L, s.scale(), causal);
+      small_mm(ph, L, 1, V + bh * head, hd, yh, row, L, hd, L, causal ? Band::kKToDiag : Band::kAll);
+    }
+  });
+  return {y, p};
 }
 
 // dy [T, H hd] to the gradient of qkvh; y and stats as attention_forward returned them.
@@ -224,8 +312,8 @@ torch::Tensor attention_backward(const Shape& s, const torch::Tensor& dy, const 
   auto q = qkvh[0], k = qkvh[1], v = qkvh[2];
   auto d_qkvh = torch::empty_like(qkvh);
   auto dq = d_qkvh[0], dk = d_qkvh[1], dv = d_qkvh[2];
-  auto dyh = dy.view({s.B, s.L, s.heads, s.hd}).transpose(1, 2);
   if (s.L > kExplicitMaxLen) {
+    auto dyh = dy.view({s.B, s.L, s.heads, s.hd}).transpose(1, 2);
     auto view = [&](const torch::Tensor& t) { return t.view({s.B, s.heads, s.L, s.hd}); };
     auto [gq, gk, gv] = at::_scaled_dot_product_flash_attention_for_cpu_backward(
         dyh, view(q), view(k), view(v), y.view({s.B, s.L, s.heads, s.hd}).transpose(1, 2), stats, 0.0, causal,
@@ -235,13 +323,27 @@ torch::Tensor attention_backward(const Shape& s, const torch::Tensor& dy, const 
     view(dv).copy_(gv);
     return d_qkvh;
   }
-  const auto& p = stats;
-  auto g = dyh.contiguous().view({s.B * s.heads, s.L, s.hd});
-  at::bmm_out(dv, p.transpose(1, 2), g);
-  auto dp = at::bmm(g, v.transpose(1, 2));
-  softmax_backward(f32(p), f32(dp), s.B * s.heads * s.L, s.L, s.scale());
-  at::bmm_out(dq, dp, k);
-  at::bmm_out(dk, dp.transpose(1, 2), q);
+  // dV = P^T dO, dP = dO V^T, dS = softmax'(dP), dQ = dS K, dK = dS^T Q, one (batch, head) at a time.
+  TORCH_CHECK(dy.is_contiguous(), "attention_backward: dy must be contiguous rows");
+  const int64_t L = s.L, hd = s.hd, row = s.heads * s.hd, head = L * hd;
+  const float *Q = f32(q), *K = f32(k), *V = f32(v), *P = f32(stats), *DY = f32(dy);
+  float *DQ = f32(dq), *DK = f32(dk), *DV = f32(dv);
+  at::parallel_for(0, s.B * s.heads, 1, [&](int64_t begin, int64_t end) {
+    RECORD_FUNCTION("prism::attention_backward", c10::ArrayRef<const c10::IValue>{});
+    std::vector<float> vt(hd * L), ds(L * L);
+    for (int64_t bh = begin; bh < end; ++bh) {
+      const int64_t b = bh / s.heads, h = bh % s.heads;
+      const float* ph = P + bh * L * L;
+      const float* dyh = DY + b * L * row + h * hd;
+      small_mm(ph, 1, L, dyh, row, DV + bh * head, hd, L, hd, L, causal ? Band::kKFromDiag : Band::kAll);
+      transpose(V + bh * head, vt.data(), L, hd);
+      small_mm(dyh, row, 1, vt.data(), L, ds.data(), L, L, L, hd, causal ? Band::kColsToDiag : Band::kAll);
+      softmax_backward_rows(ph, ds.data(), L, s.scale(), causal);
+      small_mm(ds.data(), L, 1, K + bh * head, hd, DQ + bh * head, hd, L, hd, L, causal ? Band::kKToDiag : Band::kAll);
+      small_mm(ds.data(), 1, L, Q + bh * head, hd, DK + bh * head, hd, L, hd, L,
+               causal ? Band::kKFromDiag : Band::kAll);
+    }
+  });
   return d_qkvh;
 }
 
