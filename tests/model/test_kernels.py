@@ -51,7 +51,8 @@ def assert_close_relative(a: dict, b: dict, rtol: float) -> None:
         dict(d_model=64, n_heads=1, n_kv_heads=1, ffn_dim=176),
     ],
 )
-@pytest.mark.parametrize("rows", [(4, 64), (3, 17), (2, 200)])  # 200: past explicit attention, the flash kernel
+# (batch, positions); 260: past explicit attention, the flash kernel
+@pytest.mark.parametrize("rows", [(4, 64), (3, 17), (2, 200), (1, 260)])
 def test_a_fused_block_computes_the_modules_values_and_gradients(shape, rows):
     model = backbone(**shape)
     tokens = torch.randint(0, 256, rows)
@@ -127,7 +128,7 @@ def test_where_the_kernels_cannot_be_built_training_warns_once_and_uses_aten(mon
 
 
 @pytest.mark.parametrize("family", ["text_image", "text_graph"])
-@pytest.mark.parametrize("length", [None, 130])  # the family's tokens; 130: past explicit attention, the flash kernel
+@pytest.mark.parametrize("length", [None, 260])  # the family's tokens; 260: past explicit attention, the flash kernel
 def test_a_fused_encoder_block_computes_the_modules_values_and_gradients(family, length):
     from prism.families import family_spec
     from prism.model.encoders import build_encoder

@@ -3,11 +3,12 @@
 Why: at the study's widths (16-200) a training step is some 2,000 ATen calls on small
 tensors, and most of the step is spent between the matmuls: dispatch, autograd
 bookkeeping, and one pass over memory per element-wise op. `cpu.cpp` runs a
-backbone block forward and backward as one call each (projections through `at::mm`,
-attention over short rows as register-tiled matmuls per head around one softmax
-pass, skipping the causally masked half, over long rows ATen's CPU flash kernel; norms, rotary positions, SwiGLU and the residuals as
-one loop each), the modality encoder's block likewise (with ATen's LayerNorm and
-GELU kernels), and the next-token loss as one pass each way.
+backbone block forward and backward as one call each (projections through
+`at::mm`; attention as register-tiled matmuls per head around one softmax pass,
+skipping the causally masked half, or over long rows ATen's CPU flash kernel;
+norms, rotary positions, SwiGLU and the residuals as one loop each), the modality
+encoder's block likewise (with ATen's LayerNorm and GELU kernels), and the
+next-token loss as one pass each way.
 
 The maths is `Block`'s, `EncoderBlock`'s and `F.cross_entropy`'s; only the order
 of float sums differs, so values agree to rounding (`tests/model/test_kernels.py`),

@@ -106,11 +106,11 @@ void rope_heads(const float* src, float* dst, const float* rot, int64_t B, int64
 }
 
 // Rows up to this length take explicit attention: per (batch, head), the L x L probabilities
-// from small register-tiled matmuls and one softmax pass. There the BLAS's batched matmuls spend
-// most of their time outside arithmetic on operands this small, and the flash kernel in its
-// per-block bookkeeping; from 128 positions on, ATen's flash kernel is faster, and its memory
-// does not grow as L^2.
-constexpr int64_t kExplicitMaxLen = 112;
+// from small register-tiled matmuls and one softmax pass. On operands this small the BLAS's
+// batched matmuls spend most of their time outside arithmetic, and ATen's flash kernel in its
+// per-block bookkeeping; the explicit path stays the faster through 256 positions (heads of
+// 32-64, docs/measurements.md). Past that the flash kernel, whose memory does not grow as L^2.
+constexpr int64_t kExplicitMaxLen = 256;
 
 // Which part of a small product is needed under a causal mask, for a row tile i0..i0+rows of C.
 enum class Band {
@@ -215,49 +215,46 @@ void softmax_backward_rows(const float* p, float* dp, int64_t L, float scale, bo
   }
 }
 
-// act = silu(gate) * up for rows gu = [gate | up] of 2F. For the backward, which then needs
-// no exponentials, the gate half of gu becomes silu(gate) and dsilu gets silu'(gate) =
-// sig(gate) (1 + gate (1 - sig(gate))).
-void swiglu_forward(float* gu, float* act, float* dsilu, int64_t T, int64_t F) {
+// act = silu(gate) * up for rows gu = [gate | up] of 2F. Nothing else is stored: the backward
+// recomputes sig(gate), which costs less than writing and reading back silu and silu'.
+void swiglu_forward(const float* gu, float* act, int64_t T, int64_t F) {
   RECORD_FUNCTION("prism::swiglu_forward", c10::ArrayRef<const c10::IValue>{});
   at::parallel_for(0, T, kGrain, [&](int64_t begin, int64_t end) {
     for (int64_t t = begin; t < end; ++t) {
-      float* g = gu + t * 2 * F;
+      const float* g = gu + t * 2 * F;
       const float* u = g + F;
       float* a = act + t * F;
-      float* ds = dsilu + t * F;
       int64_t f = 0;
       for (; f + Vec::size() <= F; f += Vec::size()) {
         const Vec x = Vec::loadu(g + f), one(1.f);
-        const Vec sig = one / (one + x.neg().exp_u20()), silu = x * sig;
-        (silu * Vec::loadu(u + f)).store(a + f);
-        (sig * (one + x * (one - sig))).store(ds + f);
-        silu.store(g + f);
+        (x / (one + x.neg().exp_u20()) * Vec::loadu(u + f)).store(a + f);
       }
-      for (; f < F; ++f) {
-        const float x = g[f], sig = 1.f / (1.f + std::exp(-x));
-        a[f] = x * sig * u[f];
-        ds[f] = sig * (1.f + x * (1.f - sig));
-        g[f] = x * sig;
-      }
+      for (; f < F; ++f) a[f] = g[f] / (1.f + std::exp(-g[f])) * u[f];
     }
   });
 }
 
-// dgu = [da up silu'(gate) | da silu(gate)], from swiglu_forward's gu and dsilu.
-void swiglu_backward(const float* da, const float* gu, const float* dsilu, float* dgu, int64_t T, int64_t F) {
+// dgu = [da up silu'(gate) | da silu(gate)], silu'(x) = sig(x) (1 + x (1 - sig(x))).
+void swiglu_backward(const float* da, const float* gu, float* dgu, int64_t T, int64_t F) {
   RECORD_FUNCTION("prism::swiglu_backward", c10::ArrayRef<const c10::IValue>{});
   at::parallel_for(0, T, kGrain, [&](int64_t begin, int64_t end) {
     for (int64_t t = begin; t < end; ++t) {
-      const float* __restrict silu = gu + t * 2 * F;
-      const float* __restrict u = silu + F;
-      const float* __restrict ds = dsilu + t * F;
-      const float* __restrict d = da + t * F;
-      float* __restrict dg = dgu + t * 2 * F;
-      float* __restrict du = dg + F;
-      for (int64_t f = 0; f < F; ++f) {
-        du[f] = d[f] * silu[f];
-        dg[f] = d[f] * u[f] * ds[f];
+      const float* g = gu + t * 2 * F;
+      const float* u = g + F;
+      const float* d = da + t * F;
+      float* dg = dgu + t * 2 * F;
+      float* du = dg + F;
+      int64_t f = 0;
+      for (; f + Vec::size() <= F; f += Vec::size()) {
+        const Vec x = Vec::loadu(g + f), dd = Vec::loadu(d + f), one(1.f);
+        const Vec sig = one / (one + x.neg().exp_u20());
+        (dd * x * sig).store(du + f);
+        (dd * Vec::loadu(u + f) * sig * (one + x * (one - sig))).store(dg + f);
+      }
+      for (; f < F; ++f) {
+        const float x = g[f], sig = 1.f / (1.f + std::exp(-x));
+        du[f] = d[f] * x * sig;
+        dg[f] = d[f] * u[f] * sig * (1.f + x * (1.f - sig));
       }
     }
   });
@@ -377,10 +374,9 @@ std::vector<torch::Tensor> block_forward(torch::Tensor x, torch::Tensor w_attn_n
   rms_norm_forward(f32(x2), f32(w_mlp_norm), f32(h2), f32(rstd2), s.T, s.D, eps);
   auto gu = at::mm(h2, w_gate_up.t());
   auto act = torch::empty({s.T, s.F}, opts);
-  auto dsilu = torch::empty({s.T, s.F}, opts);
-  swiglu_forward(f32(gu), f32(act), f32(dsilu), s.T, s.F);
+  swiglu_forward(f32(gu), f32(act), s.T, s.F);
   auto out = at::addmm(x2, act, w_down.t());
-  return {out.view({s.B, s.L, s.D}), x2d, rstd1, h1, qkvh, stats, y, x2, rstd2, h2, gu, act, dsilu};
+  return {out.view({s.B, s.L, s.D}), x2d, rstd1, h1, qkvh, stats, y, x2, rstd2, h2, gu, act};
 }
 
 // grad [B, L, D] and block_forward's saved tensors; returns dx and the six weights' gradients.
@@ -388,9 +384,9 @@ std::vector<torch::Tensor> block_backward(torch::Tensor grad, std::vector<torch:
                                           torch::Tensor w_attn_norm, torch::Tensor w_qkv, torch::Tensor w_o,
                                           torch::Tensor w_mlp_norm, torch::Tensor w_gate_up, torch::Tensor w_down,
                                           torch::Tensor rot, int64_t heads) {
-  TORCH_CHECK(saved.size() == 12, "block_backward: expected block_forward's 12 saved tensors");
+  TORCH_CHECK(saved.size() == 11, "block_backward: expected block_forward's 11 saved tensors");
   const auto &x = saved[0], &rstd1 = saved[1], &h1 = saved[2], &qkvh = saved[3], &stats = saved[4], &y = saved[5],
-             &x2 = saved[6], &rstd2 = saved[7], &h2 = saved[8], &gu = saved[9], &act = saved[10], &dsilu = saved[11];
+             &x2 = saved[6], &rstd2 = saved[7], &h2 = saved[8], &gu = saved[9], &act = saved[10];
   const Shape s = shape_of(grad, w_qkv, w_down, heads);
   auto g = grad.contiguous().view({s.T, s.D});
   const auto opts = g.options();
@@ -398,7 +394,7 @@ std::vector<torch::Tensor> block_backward(torch::Tensor grad, std::vector<torch:
   auto d_down = at::mm(g.t(), act);
   auto d_act = at::mm(g, w_down);
   auto d_gu = torch::empty({s.T, 2 * s.F}, opts);
-  swiglu_backward(f32(d_act), f32(gu), f32(dsilu), f32(d_gu), s.T, s.F);
+  swiglu_backward(f32(d_act), f32(gu), f32(d_gu), s.T, s.F);
   auto d_gate_up = at::mm(d_gu.t(), h2);
   auto d_h2 = at::mm(d_gu, w_gate_up);
   auto dx = g.clone();
