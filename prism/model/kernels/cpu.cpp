@@ -152,6 +152,21 @@ inline void mm_rows(int64_t rows, const float* a, int64_t sai, int64_t sak, cons
 void small_mm(const float* a, int64_t sai, int64_t sak, const float* b, int64_t ldb, float* c, int64_t ldc, int64_t M,
               int64_t N, int64_t K, Band band) {
   constexpr int64_t MR = 4, W = Vec::size();
+  if (N % W != 0) {
+    // Heads (or rows) of a width no multiple of the vector: B padded with zero columns and C
+    // through a padded copy cost K + M rows of copying, a scalar tail K times as much.
+    const int64_t Np = (N + W - 1) / W * W;
+    thread_local std::vector<float> bp, cp;
+    bp.resize(K * Np);
+    cp.resize(M * Np);
+    for (int64_t k = 0; k < K; ++k) {
+      std::copy(b + k * ldb, b + k * ldb + N, bp.data() + k * Np);
+      std::fill(bp.data() + k * Np + N, bp.data() + (k + 1) * Np, 0.f);
+    }
+    small_mm(a, sai, sak, bp.data(), Np, cp.data(), Np, M, Np, K, band);
+    for (int64_t i = 0; i < M; ++i) std::copy(cp.data() + i * Np, cp.data() + i * Np + N, c + i * ldc);
+    return;
+  }
   for (int64_t i = 0; i < M; i += MR) {
     const int64_t rows = std::min(MR, M - i);
     const int64_t k0 = band == Band::kKFromDiag ? i : 0;
@@ -162,13 +177,7 @@ void small_mm(const float* a, int64_t sai, int64_t sak, const float* b, int64_t 
     float* ci = c + i * ldc;
     int64_t j = 0;
     for (; j + 2 * W <= n; j += 2 * W) mm_rows<2>(rows, ai, sai, sak, b + j, ldb, ci + j, ldc, k0, k1);
-    for (; j + W <= n; j += W) mm_rows<1>(rows, ai, sai, sak, b + j, ldb, ci + j, ldc, k0, k1);
-    for (; j < n; ++j)  // fewer columns than a vector: heads or rows of odd width
-      for (int64_t r = 0; r < rows; ++r) {
-        float sum = 0.f;
-        for (int64_t k = k0; k < k1; ++k) sum += ai[r * sai + k * sak] * b[k * ldb + j];
-        ci[r * ldc + j] = sum;
-      }
+    if (j < n) mm_rows<1>(rows, ai, sai, sak, b + j, ldb, ci + j, ldc, k0, k1);
   }
 }
 
