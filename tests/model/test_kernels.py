@@ -62,6 +62,14 @@ def test_a_fused_block_computes_the_modules_values_and_gradients(shape, rows):
     assert_close_relative(grads, ref_grads, rtol=1e-5)
 
 
+def test_a_second_backward_through_a_fused_block_is_an_error_naming_the_way_out():
+    model = backbone()
+    loss = model(torch.randint(0, 256, (2, 16))).sum()
+    loss.backward(retain_graph=True)  # the block's backward consumes its saved activations
+    with pytest.raises(RuntimeError, match="PRISM_CPU_KERNELS=0"):
+        loss.backward()
+
+
 def test_the_fused_loss_is_cross_entropy_over_labelled_positions():
     logits = torch.randn(300, 264, requires_grad=True)
     labels = torch.randint(0, 264, (300,))

@@ -15,6 +15,11 @@ of float sums differs, so values agree to rounding (`tests/model/test_kernels.py
 and a run's losses are those of the reference path to a few units in the last
 place at first, not bit for bit.
 
+A block's backward writes a gradient over one of its saved activations (writing fresh
+memory costs more than the arithmetic there), so it runs once per forward: a second
+backward through the same graph (`retain_graph`, double backward) is an error naming
+`PRISM_CPU_KERNELS=0`, the modules' path, which allows it.
+
 The extension is compiled on first use (`torch.utils.cpp_extension`: a C++ compiler
 and ninja) into torch's extension cache, one build per CPU vector capability, so a
 build made on one machine is never loaded on a CPU that lacks its instructions;
@@ -130,6 +135,14 @@ class _Block(torch.autograd.Function):
 
     @staticmethod
     def backward(ctx, grad):
+        # The backward writes a gradient over a saved activation (fresh memory costs more to
+        # write than the arithmetic): it runs once per forward.
+        if getattr(ctx, "consumed", False):
+            raise RuntimeError(
+                "prism's fused block backward ran twice on one forward: it consumes its saved "
+                f"activations, so retain_graph and double backward need the modules' path ({ENV}=0)"
+            )
+        ctx.consumed = True
         *saved, rot = ctx.saved_tensors
         activations, weights = saved[:-6], saved[-6:]
         grads = load().block_backward(grad, activations, *weights, rot, ctx.heads)

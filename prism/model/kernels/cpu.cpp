@@ -243,27 +243,27 @@ void swiglu_forward(const float* gu, float* act, int64_t T, int64_t F) {
   });
 }
 
-// dgu = [da up silu'(gate) | da silu(gate)], silu'(x) = sig(x) (1 + x (1 - sig(x))).
-void swiglu_backward(const float* da, const float* gu, float* dgu, int64_t T, int64_t F) {
+// In place, gu = [gate | up] becomes its gradient [da up silu'(gate) | da silu(gate)],
+// silu'(x) = sig(x) (1 + x (1 - sig(x))): the rows just read are the rows written, so no fresh
+// memory is written (the block's backward consumes its saved gu).
+void swiglu_backward(const float* da, float* gu, int64_t T, int64_t F) {
   RECORD_FUNCTION("prism::swiglu_backward", c10::ArrayRef<const c10::IValue>{});
   at::parallel_for(0, T, kGrain, [&](int64_t begin, int64_t end) {
     for (int64_t t = begin; t < end; ++t) {
-      const float* g = gu + t * 2 * F;
-      const float* u = g + F;
+      float* g = gu + t * 2 * F;
+      float* u = g + F;
       const float* d = da + t * F;
-      float* dg = dgu + t * 2 * F;
-      float* du = dg + F;
       int64_t f = 0;
       for (; f + Vec::size() <= F; f += Vec::size()) {
-        const Vec x = Vec::loadu(g + f), dd = Vec::loadu(d + f), one(1.f);
+        const Vec x = Vec::loadu(g + f), uu = Vec::loadu(u + f), dd = Vec::loadu(d + f), one(1.f);
         const Vec sig = one / (one + x.neg().exp_u20());
-        (dd * x * sig).store(du + f);
-        (dd * Vec::loadu(u + f) * sig * (one + x * (one - sig))).store(dg + f);
+        (dd * x * sig).store(u + f);
+        (dd * uu * sig * (one + x * (one - sig))).store(g + f);
       }
       for (; f < F; ++f) {
-        const float x = g[f], sig = 1.f / (1.f + std::exp(-x));
-        du[f] = d[f] * x * sig;
-        dg[f] = d[f] * u[f] * sig * (1.f + x * (1.f - sig));
+        const float x = g[f], uu = u[f], sig = 1.f / (1.f + std::exp(-x));
+        u[f] = d[f] * x * sig;
+        g[f] = d[f] * uu * sig * (1.f + x * (1.f - sig));
       }
     }
   });
@@ -402,8 +402,8 @@ std::vector<torch::Tensor> block_backward(torch::Tensor grad, std::vector<torch:
   // MLP half. dx accumulates the residual stream's gradient: g, then each norm's share.
   auto d_down = at::mm(g.t(), act);
   auto d_act = at::mm(g, w_down);
-  auto d_gu = torch::empty({s.T, 2 * s.F}, opts);
-  swiglu_backward(f32(d_act), f32(gu), f32(d_gu), s.T, s.F);
+  auto d_gu = gu;  // the saved activations' last use: its gradient takes its memory
+  swiglu_backward(f32(d_act), f32(d_gu), s.T, s.F);
   auto d_gate_up = at::mm(d_gu.t(), h2);
   auto d_h2 = at::mm(d_gu, w_gate_up);
   auto dx = g.clone();
