@@ -75,9 +75,9 @@ void rms_norm_backward(const float* g, const float* x, const float* w, const flo
 
 // Blocks keep q, k and v head-major, [3, B, H, L, hd], so that attention reads each head's as
 // contiguous [L, hd] operands (as does ATen's flash kernel); the qkv projection's rows are
-// [T, 3 H hd]. Moves rows to heads (to_heads) or back, rotating q and k on the way (rot non-null) and copying the rest:
-// rotary positions pair adjacent features, rot [L, hd/2, 2] holds (cos, sin) per position and
-// pair, and sign -1 rotates back (the backward).
+// [T, 3 H hd]. Moves rows to heads (to_heads) or back, rotating q and k on the way (rot
+// non-null) and copying the rest: rotary positions pair adjacent features, rot [L, hd/2, 2]
+// holds (cos, sin) per position and pair, and sign -1 rotates back (the backward).
 void rope_heads(const float* src, float* dst, const float* rot, int64_t B, int64_t L, int64_t heads, int64_t hd,
                 float sign, bool to_heads) {
   RECORD_FUNCTION("prism::rope_heads", c10::ArrayRef<const c10::IValue>{});
