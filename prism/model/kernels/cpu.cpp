@@ -28,12 +28,15 @@ namespace {
 using Vec = at::vec::Vectorized<float>;
 constexpr int64_t kGrain = 64;  // rows per parallel task
 
+// A named range in torch.profiler for the loop it opens.
+#define PRISM_RANGE(name) RECORD_FUNCTION(name, c10::ArrayRef<const c10::IValue>{})
+
 const float* f32(const torch::Tensor& t) { return t.data_ptr<float>(); }
 float* f32(torch::Tensor& t) { return t.data_ptr<float>(); }
 
 // h = x * rstd(x) * w over rows of D; rstd kept for the backward.
 void rms_norm_forward(const float* x, const float* w, float* h, float* rstd, int64_t T, int64_t D, double eps) {
-  RECORD_FUNCTION("prism::rms_norm_forward", c10::ArrayRef<const c10::IValue>{});
+  PRISM_RANGE("prism::rms_norm_forward");
   at::parallel_for(0, T, kGrain, [&](int64_t begin, int64_t end) {
     for (int64_t t = begin; t < end; ++t) {
       const float* xr = x + t * D;
@@ -50,7 +53,7 @@ void rms_norm_forward(const float* x, const float* w, float* h, float* rstd, int
 // dx += rstd (g w) - x rstd^3 mean(g w x); dw += sum over rows of g x rstd.
 void rms_norm_backward(const float* g, const float* x, const float* w, const float* rstd, float* dx, float* dw,
                        int64_t T, int64_t D) {
-  RECORD_FUNCTION("prism::rms_norm_backward", c10::ArrayRef<const c10::IValue>{});
+  PRISM_RANGE("prism::rms_norm_backward");
   const int64_t threads = at::get_num_threads();
   std::vector<float> partial(threads * D, 0.f);  // dw per thread, summed after: no races
   at::parallel_for(0, T, kGrain, [&](int64_t begin, int64_t end) {
@@ -80,7 +83,7 @@ void rms_norm_backward(const float* g, const float* x, const float* w, const flo
 // holds (cos, sin) per position and pair, and sign -1 rotates back (the backward).
 void rope_heads(const float* src, float* dst, const float* rot, int64_t B, int64_t L, int64_t heads, int64_t hd,
                 float sign, bool to_heads) {
-  RECORD_FUNCTION("prism::rope_heads", c10::ArrayRef<const c10::IValue>{});
+  PRISM_RANGE("prism::rope_heads");
   const int64_t half = hd / 2, row = 3 * heads * hd;
   at::parallel_for(0, B * L, kGrain, [&](int64_t begin, int64_t end) {
     for (int64_t t = begin; t < end; ++t) {
@@ -119,6 +122,9 @@ enum class Band {
   kKToDiag,     // C = A B with A lower triangular: sum over k up to the diagonal
   kKFromDiag,   // C = A^T B with A lower triangular: sum over k from the diagonal
 };
+
+// The band a product keeps under a causal mask; without one, all of it.
+Band masked(bool causal, Band band) { return causal ? band : Band::kAll; }
 
 // C[r, v-th vector] = sum over k in [k0, k1) of A(r, k) B[k, :], for MR rows and NV vectors of
 // columns held in registers; A(r, k) = a[r sai + k sak], so A may be read transposed.
@@ -227,7 +233,7 @@ void softmax_backward_rows(const float* p, float* dp, int64_t L, float scale, bo
 // act = silu(gate) * up for rows gu = [gate | up] of 2F. Nothing else is stored: the backward
 // recomputes sig(gate), which costs less than writing and reading back silu and silu'.
 void swiglu_forward(const float* gu, float* act, int64_t T, int64_t F) {
-  RECORD_FUNCTION("prism::swiglu_forward", c10::ArrayRef<const c10::IValue>{});
+  PRISM_RANGE("prism::swiglu_forward");
   at::parallel_for(0, T, kGrain, [&](int64_t begin, int64_t end) {
     for (int64_t t = begin; t < end; ++t) {
       const float* g = gu + t * 2 * F;
@@ -247,7 +253,7 @@ void swiglu_forward(const float* gu, float* act, int64_t T, int64_t F) {
 // silu'(x) = sig(x) (1 + x (1 - sig(x))): the rows just read are the rows written, so no fresh
 // memory is written (the block's backward consumes its saved gu).
 void swiglu_backward(const float* da, float* gu, int64_t T, int64_t F) {
-  RECORD_FUNCTION("prism::swiglu_backward", c10::ArrayRef<const c10::IValue>{});
+  PRISM_RANGE("prism::swiglu_backward");
   at::parallel_for(0, T, kGrain, [&](int64_t begin, int64_t end) {
     for (int64_t t = begin; t < end; ++t) {
       float* g = gu + t * 2 * F;
@@ -297,16 +303,16 @@ std::pair<torch::Tensor, torch::Tensor> attention_forward(const Shape& s, const 
   const float *Q = f32(q), *K = f32(k), *V = f32(v);
   float *P = f32(p), *Y = f32(y);
   at::parallel_for(0, s.B * s.heads, 1, [&](int64_t begin, int64_t end) {
-    RECORD_FUNCTION("prism::attention_forward", c10::ArrayRef<const c10::IValue>{});
+    PRISM_RANGE("prism::attention_forward");
     std::vector<float> kt(hd * L);
     for (int64_t bh = begin; bh < end; ++bh) {
       const int64_t b = bh / s.heads, h = bh % s.heads;
       float* ph = P + bh * L * L;
       float* yh = Y + b * L * row + h * hd;  // y's rows for this batch element, this head's columns
       transpose(K + bh * head, kt.data(), L, hd);
-      small_mm(Q + bh * head, hd, 1, kt.data(), L, ph, L, L, L, hd, causal ? Band::kColsToDiag : Band::kAll);
+      small_mm(Q + bh * head, hd, 1, kt.data(), L, ph, L, L, L, hd, masked(causal, Band::kColsToDiag));
       softmax_rows(ph, L, s.scale(), causal);
-      small_mm(ph, L, 1, V + bh * head, hd, yh, row, L, hd, L, causal ? Band::kKToDiag : Band::kAll);
+      small_mm(ph, L, 1, V + bh * head, hd, yh, row, L, hd, L, masked(causal, Band::kKToDiag));
     }
   });
   return {y, p};
@@ -335,19 +341,18 @@ torch::Tensor attention_backward(const Shape& s, const torch::Tensor& dy, const 
   const float *Q = f32(q), *K = f32(k), *V = f32(v), *P = f32(stats), *DY = f32(dy);
   float *DQ = f32(dq), *DK = f32(dk), *DV = f32(dv);
   at::parallel_for(0, s.B * s.heads, 1, [&](int64_t begin, int64_t end) {
-    RECORD_FUNCTION("prism::attention_backward", c10::ArrayRef<const c10::IValue>{});
+    PRISM_RANGE("prism::attention_backward");
     std::vector<float> vt(hd * L), ds(L * L);
     for (int64_t bh = begin; bh < end; ++bh) {
       const int64_t b = bh / s.heads, h = bh % s.heads;
       const float* ph = P + bh * L * L;
       const float* dyh = DY + b * L * row + h * hd;
-      small_mm(ph, 1, L, dyh, row, DV + bh * head, hd, L, hd, L, causal ? Band::kKFromDiag : Band::kAll);
+      small_mm(ph, 1, L, dyh, row, DV + bh * head, hd, L, hd, L, masked(causal, Band::kKFromDiag));
       transpose(V + bh * head, vt.data(), L, hd);
-      small_mm(dyh, row, 1, vt.data(), L, ds.data(), L, L, L, hd, causal ? Band::kColsToDiag : Band::kAll);
+      small_mm(dyh, row, 1, vt.data(), L, ds.data(), L, L, L, hd, masked(causal, Band::kColsToDiag));
       softmax_backward_rows(ph, ds.data(), L, s.scale(), causal);
-      small_mm(ds.data(), L, 1, K + bh * head, hd, DQ + bh * head, hd, L, hd, L, causal ? Band::kKToDiag : Band::kAll);
-      small_mm(ds.data(), 1, L, Q + bh * head, hd, DK + bh * head, hd, L, hd, L,
-               causal ? Band::kKFromDiag : Band::kAll);
+      small_mm(ds.data(), L, 1, K + bh * head, hd, DQ + bh * head, hd, L, hd, L, masked(causal, Band::kKToDiag));
+      small_mm(ds.data(), 1, L, Q + bh * head, hd, DK + bh * head, hd, L, hd, L, masked(causal, Band::kKFromDiag));
     }
   });
   return d_qkvh;
