@@ -26,7 +26,7 @@ DEFAULT_BACKBONES = "n32e3,n1e5,3m"
 
 def projection_shapes(cfg: BackboneConfig) -> dict[str, tuple[int, int]]:
     """(in, out) features of each matmul weight of a block, and the LM head's."""
-    d, kv = cfg.d_model, cfg.n_kv_heads * (cfg.d_model // cfg.n_heads)
+    d, kv = cfg.d_model, cfg.n_kv_heads * cfg.head_dim
     return {
         "qkv": (d, d + 2 * kv),
         "o": (d, d),
@@ -76,7 +76,7 @@ def main(argv: list[str] | None = None) -> int:
         rows = measure(cfg, args.rows)
         total = sum(r["flops"] for r in rows) / sum(r["s"] for r in rows)
         together = f"{total / 1e9:.1f} GFLOP/s ({total / peak:.0%})"
-        print(f"{name} (d_model {cfg.d_model}): the step's matmuls together {together}")
+        print(f"{name} (d_model {cfg.d_model}): a block's and the LM head's matmuls together {together}")
         for r in rows:
             rate = r["flops"] / r["s"]
             print(f"  {r['matmul']:8s} {r['kind']:6s} {rate / 1e9:6.1f} GFLOP/s ({rate / peak:.0%})")

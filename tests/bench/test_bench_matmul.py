@@ -22,6 +22,6 @@ def test_each_projection_is_timed_in_its_three_orientations(capsys, monkeypatch)
     monkeypatch.setattr(tool, "backbone_config", lambda name: TINY)
     assert tool.main(["--backbones", "tiny", "--rows", "64"]) == 0
     out = capsys.readouterr().out
-    assert "tiny (d_model 32): the step's matmuls together" in out
+    assert "tiny (d_model 32): a block's and the LM head's matmuls together" in out
     for name in ("qkv", "o", "gate_up", "down", "lm_head"):
         assert sum(line.split()[0] == name for line in out.splitlines()) == 3, name
