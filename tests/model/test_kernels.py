@@ -1,5 +1,10 @@
 """The fused CPU kernels (prism/model/kernels) against the modules they replace."""
 
+import os
+import shutil
+import subprocess
+import sys
+
 import pytest
 import torch
 import torch.nn.functional as F
@@ -133,6 +138,23 @@ def test_where_the_kernels_cannot_be_built_training_warns_once_and_uses_aten(mon
     model = backbone()
     tokens = torch.randint(0, 256, (2, 12))
     assert model(tokens).shape == (2, 12, 264)  # the modules' path, no second warning
+
+
+def test_a_lock_left_by_a_killed_load_does_not_stop_the_next_one(tmp_path, monkeypatch):
+    # torch's lock file outlives a process killed mid-load (a walltime, a cancelled job);
+    # a later job must load the kernels, not wait on it forever.
+    built = kernels.build_directory()
+    monkeypatch.setenv("TORCH_EXTENSIONS_DIR", str(tmp_path))
+    cache = kernels.build_directory()
+    shutil.copytree(built, cache)
+    (cache / "lock").touch()
+    env = {**os.environ, "TORCH_EXTENSIONS_DIR": str(tmp_path)}
+    done = subprocess.run(
+        [sys.executable, "-m", "prism.model.kernels"], env=env, capture_output=True, text=True, timeout=300
+    )
+    assert done.returncode == 0, done.stderr
+    assert "fused CPU kernels ready" in done.stdout
+    assert not (cache / "lock").exists()
 
 
 @pytest.mark.parametrize("family", ["text_image", "text_graph"])

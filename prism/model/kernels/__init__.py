@@ -21,15 +21,16 @@ backward through the same graph (`retain_graph`, double backward) is an error na
 `PRISM_CPU_KERNELS=0`, the modules' path, which allows it.
 
 The extension is compiled on first use (`torch.utils.cpp_extension`: a C++ compiler
-and ninja) into torch's extension cache, one build per CPU vector capability, so a
-build made on one machine is never loaded on a CPU that lacks its instructions;
-`make setup` builds it. Where it cannot be built, one warning, and the model runs
+and ninja) into torch's extension cache (`TORCH_EXTENSIONS_DIR`), one build per torch
+build and CPU vector capability, so a build made on one machine is never loaded on a CPU
+that lacks its instructions; `make setup` builds it. Where it cannot be built, one warning, and the model runs
 its ATen path. `PRISM_CPU_KERNELS=0` turns the kernels off (the reference path, for
 A/B measurements); so does `disabled()`.
 """
 
 from __future__ import annotations
 
+import fcntl
 import os
 import sys
 import warnings
@@ -62,16 +63,27 @@ def load() -> ModuleType | None:
     return _state["module"]  # type: ignore[return-value]
 
 
+def build_directory() -> Path:
+    """Where the extension is built and cached: one folder per torch build, Python and CPU capability."""
+    from torch.utils.cpp_extension import get_default_build_root  # noqa: PLC0415 lazy: pulls in setuptools
+
+    root = os.environ.get("TORCH_EXTENSIONS_DIR") or get_default_build_root()
+    python = f"py{sys.version_info.major}{sys.version_info.minor}"
+    return Path(root) / f"{python}_torch{torch.__version__}" / f"prism_cpu_kernels_{capability().lower()}"
+
+
 def _build() -> ModuleType | None:
     from torch.utils.cpp_extension import load as load_extension  # noqa: PLC0415 lazy: pulls in setuptools
 
     cap = capability()
     try:
-        with _pinned_ninja():
+        directory = build_directory()
+        with _pinned_ninja(), _exclusive(directory):
             return load_extension(
-                name=f"prism_cpu_kernels_{cap.lower()}",
+                name=directory.name,
                 sources=[str(SOURCE)],
                 extra_cflags=["-O3", *_ISA_FLAGS.get(cap, [])],
+                build_directory=str(directory),
                 verbose=False,
             )
     except Exception as err:  # noqa: BLE001 any build failure leaves the ATen path, which is correct, only slower
@@ -83,6 +95,22 @@ def _build() -> ModuleType | None:
             stacklevel=3,
         )
         return None
+
+
+@contextmanager
+def _exclusive(directory: Path) -> Iterator[None]:
+    """Load or build in `directory` alone, under a lock the OS drops when its holder dies.
+
+    torch guards the folder with a lock *file* that every load creates and then removes. A
+    process killed in between (a walltime, a cancelled job, Ctrl-C during the first build)
+    leaves the file behind, and every later load on that cache waits on it forever. Under
+    this lock no other process is loading, so a lock file found here is such a leftover.
+    """
+    directory.mkdir(parents=True, exist_ok=True)
+    with open(directory / "prism.lock", "w") as held:
+        fcntl.flock(held, fcntl.LOCK_EX)
+        (directory / "lock").unlink(missing_ok=True)
+        yield
 
 
 @contextmanager
