@@ -25,7 +25,9 @@ from __future__ import annotations
 import hashlib
 import os
 import re
+import tempfile
 from pathlib import Path
+from types import ModuleType
 from typing import Any, Protocol
 
 import yaml
@@ -132,13 +134,8 @@ class WandbTracker:
     """A W&B run (offline unless WANDB_MODE says otherwise), resumed by its derived id."""
 
     def __init__(self, root: Path, project: str, group: str, name: str, config: dict[str, Any], tags: list[str]):
-        try:
-            import wandb  # noqa: PLC0415 lazy: optional wandb
-        except ImportError:
-            raise PrismError(
-                "trackers: wandb is not installed; pip install -e '.[track]' (or remove wandb from train.trackers)"
-            ) from None
         root.mkdir(parents=True, exist_ok=True)
+        wandb = _import_wandb(root / "wandb" / "tmp")  # beside its offline-run-* folders
         mode = os.environ.get("WANDB_MODE") or "offline"
         self.run = wandb.init(
             project=project,
@@ -159,6 +156,27 @@ class WandbTracker:
 
     def close(self) -> None:
         self.run.finish()
+
+
+def _import_wandb(scratch: Path) -> ModuleType:
+    """wandb, its scratch folders made under `scratch` rather than the system's temp folder.
+
+    wandb makes them when imported and removes them at interpreter exit, which a job
+    forked by the local worker (`prism.worker`) never reaches: it ends with os._exit.
+    Beside the runs they stay with the study instead of piling up in /tmp.
+    """
+    before = tempfile.tempdir
+    scratch.mkdir(parents=True, exist_ok=True)
+    tempfile.tempdir = str(scratch)
+    try:
+        import wandb  # noqa: PLC0415 lazy: optional wandb
+    except ImportError:
+        raise PrismError(
+            "trackers: wandb is not installed; pip install -e '.[track]' (or remove wandb from train.trackers)"
+        ) from None
+    finally:
+        tempfile.tempdir = before
+    return wandb
 
 
 def wandb_id(project: str, group: str, name: str) -> str:

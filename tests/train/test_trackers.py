@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
+
 import pytest
 
 from prism.errors import PrismError
@@ -141,3 +145,24 @@ def test_a_resumed_run_replaces_the_killed_processs_steps(tmp_path, tensorboard_
     curve = tensorboard_scalars(tmp_path / "run")["train/loss"]
     assert [s for s, _ in curve] == list(range(1, 41))
     assert [v for _, v in curve] == [10.0 + s for s in range(1, 21)] + [float(s) for s in range(21, 41)]
+
+
+def test_wandbs_scratch_folders_stay_under_the_tracker_folder_when_a_job_skips_interpreter_exit(tmp_path):
+    """A job the local worker forks ends with os._exit: what wandb would remove at exit must not land in /tmp."""
+    pytest.importorskip("wandb")
+    system_tmp, root = tmp_path / "system-tmp", tmp_path / "tracking"
+    system_tmp.mkdir()
+    job = (
+        "import os\n"
+        "from pathlib import Path\n"
+        "from prism.train.trackers import WandbTracker\n"
+        f"t = WandbTracker(Path({str(root)!r}), 'prism', 'g', 'n', {{}}, [])\n"
+        "t.log(1, {'train/loss': 1.0})\n"
+        "t.close()\n"
+        "os._exit(0)\n"
+    )
+    env = {**os.environ, "TMPDIR": str(system_tmp), "WANDB_MODE": "offline"}
+    subprocess.run([sys.executable, "-c", job], env=env, check=True, timeout=120)
+    assert not [p.name for p in system_tmp.iterdir() if "wandb" in p.name]
+    assert [p.name for p in (root / "wandb" / "tmp").iterdir() if "wandb" in p.name]
+    assert list(root.glob("wandb/offline-run-*"))  # the run itself is where it always was
