@@ -90,6 +90,27 @@ def cache_key(device, dtype) -> str:
     )
 
 
+def timings(fn, sync=lambda: None, min_seconds: float = _MIN_SECONDS, repeats: int = _REPEATS) -> list[float]:
+    """Seconds per call of `fn`, `repeats` times, each timing enough calls to fill `min_seconds`.
+
+    Finding that count (doubling from one call) is also the warm-up: allocator, kernel
+    selection, clocks. `sync` waits for the device, so an asynchronous call is timed whole.
+    """
+
+    def timed(calls: int) -> float:
+        sync()
+        t0 = time.perf_counter()
+        for _ in range(calls):
+            fn()
+        sync()
+        return time.perf_counter() - t0
+
+    calls = 1
+    while timed(calls) < min_seconds and calls < 1 << 16:
+        calls *= 2
+    return [timed(calls) / calls for _ in range(repeats)]
+
+
 def measure_peak(device, dtype, sizes: tuple[int, ...] | None = None, min_seconds: float = _MIN_SECONDS) -> dict:
     """Time square matmuls; return the best size's best-of-repeats FLOP/s and the per-size figures.
 
@@ -106,26 +127,8 @@ def measure_peak(device, dtype, sizes: tuple[int, ...] | None = None, min_second
         a = torch.randn(n, n, device=dev, dtype=dt)
         b = torch.randn(n, n, device=dev, dtype=dt)
         out = torch.empty(n, n, device=dev, dtype=dt)
-        # Warm-up (allocator, kernel selection, clocks), and find how many calls fill _MIN_SECONDS.
-        calls = 1
-        while True:
-            synchronize(dev)
-            t0 = time.perf_counter()
-            for _ in range(calls):
-                torch.mm(a, b, out=out)
-            synchronize(dev)
-            if time.perf_counter() - t0 >= min_seconds or calls >= 1 << 16:
-                break
-            calls *= 2
-        rates = []
-        for _ in range(_REPEATS):
-            synchronize(dev)
-            t0 = time.perf_counter()
-            for _ in range(calls):
-                torch.mm(a, b, out=out)
-            synchronize(dev)
-            rates.append(2.0 * n**3 * calls / (time.perf_counter() - t0))
-        per_size[str(n)] = max(rates)
+        seconds = timings(lambda a=a, b=b, out=out: torch.mm(a, b, out=out), lambda: synchronize(dev), min_seconds)
+        per_size[str(n)] = 2.0 * n**3 / min(seconds)
         del a, b, out
     return {"flops": max(per_size.values()), "per_size": per_size}
 

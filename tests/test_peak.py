@@ -1,4 +1,5 @@
 import json
+import time
 
 import pytest
 
@@ -16,6 +17,16 @@ def test_measure_small_matmul_is_positive():
     rec = peak.measure_peak("cpu", "fp32", sizes=(64, 128), min_seconds=0.005)
     assert set(rec["per_size"]) == {"64", "128"}
     assert rec["flops"] == max(rec["per_size"].values()) > 0
+
+
+def test_each_timing_covers_enough_calls_to_fill_min_seconds():
+    calls = []
+    seconds = peak.timings(lambda: (calls.append(1), time.sleep(0.001)), min_seconds=0.004, repeats=3)
+    assert len(seconds) == 3
+    assert all(s >= 0.001 for s in seconds)  # per call, not per timing
+    # Probes of 1, 2, ..., c calls (2c - 1 in all) until one fills 4 ms, then three timings of c.
+    c, rest = divmod(len(calls) + 1, 5)
+    assert rest == 0 and c >= 1 and c & (c - 1) == 0
 
 
 def test_peak_is_cached_and_refresh_remeasures(cache, monkeypatch):

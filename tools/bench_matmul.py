@@ -14,12 +14,11 @@ from __future__ import annotations
 
 import argparse
 import statistics
-import time
 
 import torch
 
 from prism.model.config import BackboneConfig, backbone_config
-from prism.peak import measure_peak
+from prism.peak import measure_peak, timings
 
 DEFAULT_BACKBONES = "n32e3,n1e5,3m"
 
@@ -36,21 +35,6 @@ def projection_shapes(cfg: BackboneConfig) -> dict[str, tuple[int, int]]:
     }
 
 
-def seconds(fn, repeats: int = 7, min_seconds: float = 0.05) -> float:
-    """Median seconds per call over `repeats` timings of enough calls to fill `min_seconds`."""
-
-    def timed(calls: int) -> float:
-        t0 = time.perf_counter()
-        for _ in range(calls):
-            fn()
-        return time.perf_counter() - t0
-
-    calls = 1
-    while timed(calls) < min_seconds:  # also the warm-up
-        calls *= 2
-    return statistics.median(timed(calls) / calls for _ in range(repeats))
-
-
 def measure(cfg: BackboneConfig, rows: int) -> list[dict]:
     """FLOP/s of each projection's three matmuls on `rows` rows."""
     out = []
@@ -58,7 +42,8 @@ def measure(cfg: BackboneConfig, rows: int) -> list[dict]:
         x, w, g = torch.randn(rows, k), torch.randn(n, k), torch.randn(rows, n)
         flops = 2 * rows * k * n
         for kind, a, b in (("x W^T", x, w.t()), ("g W", g, w), ("g^T x", g.t(), x)):
-            out.append({"matmul": name, "kind": kind, "flops": flops, "s": seconds(lambda a=a, b=b: a @ b)})
+            s = statistics.median(timings(lambda a=a, b=b: a @ b))
+            out.append({"matmul": name, "kind": kind, "flops": flops, "s": s})
     return out
 
 
