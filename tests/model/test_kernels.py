@@ -157,6 +157,16 @@ def test_a_lock_left_by_a_killed_load_does_not_stop_the_next_one(tmp_path, monke
     assert not (cache / "lock").exists()
 
 
+def test_without_file_locks_the_load_goes_ahead_and_leaves_torchs_lock_alone(tmp_path, monkeypatch):
+    def no_locks(*_):
+        raise OSError(37, "No locks available")
+
+    monkeypatch.setattr(kernels.fcntl, "flock", no_locks)
+    (tmp_path / "lock").touch()  # perhaps another process's, live: without our lock we cannot tell
+    with kernels._exclusive(tmp_path):
+        assert (tmp_path / "lock").exists()
+
+
 @pytest.mark.parametrize("family", ["text_image", "text_graph"])
 @pytest.mark.parametrize("length", [None, 260])  # the family's tokens; 260: past explicit attention, the flash kernel
 def test_a_fused_encoder_block_computes_the_modules_values_and_gradients(family, length):

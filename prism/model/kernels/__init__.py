@@ -105,10 +105,15 @@ def _exclusive(directory: Path) -> Iterator[None]:
     process killed in between (a walltime, a cancelled job, Ctrl-C during the first build)
     leaves the file behind, and every later load on that cache waits on it forever. Under
     this lock no other process is loading, so a lock file found here is such a leftover.
+    Where the file system has no such locks, torch's file alone guards the folder.
     """
     directory.mkdir(parents=True, exist_ok=True)
     with open(directory / "prism.lock", "w") as held:
-        fcntl.flock(held, fcntl.LOCK_EX)
+        try:
+            fcntl.flock(held, fcntl.LOCK_EX)
+        except OSError:  # e.g. a network file system mounted without locks
+            yield
+            return
         (directory / "lock").unlink(missing_ok=True)
         yield
 
