@@ -23,9 +23,9 @@ backward through the same graph (`retain_graph`, double backward) is an error na
 The extension is compiled on first use (`torch.utils.cpp_extension`: a C++ compiler
 and ninja) into torch's extension cache (`TORCH_EXTENSIONS_DIR`), one build per torch
 build and CPU vector capability, so a build made on one machine is never loaded on a CPU
-that lacks its instructions; `make setup` builds it. Where it cannot be built, one warning, and the model runs
-its ATen path. `PRISM_CPU_KERNELS=0` turns the kernels off (the reference path, for
-A/B measurements); so does `disabled()`.
+that lacks its instructions; `make setup` builds it. Where it cannot be built, one
+warning, and the model runs its ATen path. `PRISM_CPU_KERNELS=0` turns the kernels off
+(the reference path, for A/B measurements); so does `disabled()`.
 """
 
 from __future__ import annotations
