@@ -27,6 +27,7 @@ from prism.isoflop.present.options import PlotOptions
 from prism.isoflop.design.ladder import union
 from prism.isoflop.design.plan import PlanOptions, make_plan, plan_runs, rule_sizes
 from prism.isoflop.design.trajectories import plan_warmup
+from prism.launch.ranks import cluster_ranks
 from prism.launch.walltime import pieces, requested_seconds, run_estimate_s, walltime_seconds, walltime_text
 from prism.model.config import BACKBONES, REGIMES, VARIANTS
 from prism.model.sizes import RULE_NAME_PATTERN, VARIANT_NAME_PATTERN
@@ -51,6 +52,8 @@ FIT_OPTIONS = from_mapping(FitOptions, config["fit"], "config fit")
 PLOT_OPTIONS = from_mapping(PlotOptions, config["plot"], "config plot")
 # The training runs' shared settings (prism.train.options): rules read them here, not the section.
 TRAIN_OPTIONS = from_mapping(TrainOptions, config["train"], "config train")
+# Processes per node of a training job, and the ranks every run's global batch divides among.
+RANKS_PER_NODE, JOB_RANKS = cluster_ranks(TRAIN_OPTIONS.launcher, config["cluster"])
 
 # Settings a finished study cannot reuse stop here in one line, before anything trains.
 _conflict = study_conflict(STUDY, config["families"], TRAIN_OPTIONS.schedule, TRAIN_OPTIONS.cooldown_fraction)
@@ -221,6 +224,7 @@ def plan_arguments(family):
         regime=REGIME,
         backbones=list(config["backbones"]),
         variants=list(config["variants"]),
+        job_ranks=JOB_RANKS,
     )
 
 
@@ -236,6 +240,7 @@ def plan_flags(family):
         *(["--backbones", ",".join(args["backbones"])] if args["backbones"] else []),
         "--variants", ",".join(args["variants"]),
         *as_args(args["options"]),
+        *(["--job-ranks", str(JOB_RANKS)] if JOB_RANKS > 1 else []),
         # What the grid costs as wsd trajectories (plan.yaml `schedules`); no run depends on it.
         "--cooldown-fraction", str(TRAIN_OPTIONS.cooldown_fraction),
     ]

@@ -10,6 +10,7 @@ def training_resources(retrain):
     `storage` at the start of a line is a Snakemake keyword.)"""
     return {
         "nodes": train_nodes,
+        "procs_per_node": RANKS_PER_NODE,
         "walltime": train_walltime,
         "runtime": lambda wildcards: walltime_minutes(train_walltime(wildcards)),
         "launcher": TRAIN_OPTIONS.launcher,
@@ -30,6 +31,7 @@ def training_resources(retrain):
 TRAINING_SHELL = (
     "prism train {params.run} {resources.track} --device {resources.device:q} --threads {threads}"
     " --strategy {resources.strategy:q} --launcher {resources.launcher:q} --nodes {resources.nodes:q}"
+    " --procs-per-node {resources.procs_per_node:q}"
     " --storage {resources.storage:q} --dry-run > {params.body:q} 2> {log:q}"
     " && PRISM_RETRAIN={resources.retrain:q} bash {params.body:q} >> {log:q} 2>&1"
 )

@@ -21,6 +21,7 @@ GROUPS: dict[str, str] = {
     "bench": "Micro-benchmarks: device peak, throughput.",
     "sweep": "Per-modality throughput sweep.",
     "perf": "Aggregate perf.jsonl files into tables and charts.",
+    "cluster": "Check a cluster site before submitting a study to it.",
     "worker": "Fork server: a local study's commands start without importing torch each time.",
 }
 

@@ -179,6 +179,15 @@ def _register_plan(verbs: argparse._SubParsersAction) -> None:
         help="wsd cooldown share of a run's steps (the study's train.cooldown_fraction): what the "
         f"grid costs as wsd trajectories (default: {COOLDOWN_FRACTION})",
     )
+    p.add_argument(
+        "--job-ranks",
+        type=int,
+        default=1,
+        metavar="R",
+        help="processes of each training job (the launcher's ranks per node x a job's nodes; aurora: 12 a "
+        "node): every run's global batch divides among them, and a --global-batch that does not is refused "
+        "(default: 1)",
+    )
     add_arguments(p.add_argument_group("plan options (config `plan:`)"), PlanOptions)
     p.add_argument("--dry-run", action="store_true", help="print the table, the cost and the forecast; write nothing")
     p.add_argument("--out", help="plan.yaml to write (plan.csv beside it)")
@@ -202,6 +211,7 @@ def _plan(args: argparse.Namespace) -> int:
             data=args.data,
             options=from_namespace(PlanOptions, args),
             cooldown_fraction=args.cooldown_fraction,
+            job_ranks=args.job_ranks,
         )
     except PlanStopped as stopped:
         # The whole plan first (the log), then the one line: the error, last, is what the workflow shows.

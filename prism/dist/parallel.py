@@ -12,8 +12,10 @@
           within a node (default `shard` = processes per node). Parameters stay
           gathered between forward and backward (`reshard_after_forward=False`),
           which is FSDP2's form of FSDP1's `SHARD_GRAD_OP` inside the node: one
-          all-gather per step instead of two. On the cluster this beat full
-          sharding by 42-47% for a communication-bound 0.6B model.
+          all-gather per step instead of two. The PRISM team's earlier tools
+          measured SHARD_GRAD_OP 42-47% faster than full sharding for a
+          communication-bound 0.6B model at 512-token rows on Aurora (their figure,
+          carried over: prism's xccl paths have not run on Aurora yet).
 
 Backends: gloo on CPU, nccl on CUDA, xccl on Intel XPU (Aurora). Gradients are
 averaged over all ranks in every strategy, so a run's loss curve depends on the

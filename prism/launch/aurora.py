@@ -23,10 +23,14 @@ import sys
 
 from prism.errors import PrismError
 from prism.launch.command import train_args
+from prism.launch.ranks import RANKS_PER_NODE, check_batch
 from prism.train.config import RunConfig
 
-PROCS_PER_NODE = 12
-CPU_BIND = "verbose,list:4-7:8-11:12-15:16-19:20-23:24-27:56-59:60-63:64-67:68-71:72-75:76-79"
+PROCS_PER_NODE = RANKS_PER_NODE["aurora"]
+# ALCF's binding of the 12 ranks to cores (two sockets, cores 0-3 and 52-55 left to the OS); fewer
+# ranks per node take the first ones.
+CPU_CORES = ("4-7", "8-11", "12-15", "16-19", "20-23", "24-27", "56-59", "60-63", "64-67", "68-71", "72-75", "76-79")
+CPU_BIND = "verbose,list:" + ":".join(CPU_CORES)
 CCL_ENV = (
     ("CCL_PROCESS_LAUNCHER", "pmix"),
     ("CCL_ATL_TRANSPORT", "mpi"),
@@ -85,10 +89,13 @@ def render_aurora(
 ) -> str:
     ppn = procs_per_node or PROCS_PER_NODE
     ranks = nodes * ppn
+    if ppn > len(CPU_CORES):
+        raise PrismError(f"--procs-per-node {ppn}: an Aurora node binds at most {len(CPU_CORES)} ranks (one per tile)")
     if ranks > 1 and run.strategy == "none":
         raise PrismError(
             f"{ranks} ranks with --strategy none would train separate copies; choose --strategy ddp, fsdp or hsdp"
         )
+    check_batch(run.global_batch, ranks, "--global-batch", f"this job ({nodes} node(s) x {ppn} ranks)")
     q = shlex.quote
     workdir = workdir or os.getcwd()
     venv = venv if venv is not None else _venv()
@@ -118,7 +125,7 @@ def render_aurora(
         'export MASTER_ADDR=$(head -n 1 "$PBS_NODEFILE")',
         f"export MASTER_PORT={MASTER_PORT}",
     ]
-    mpiexec = ["mpiexec", "-n", str(ranks), "--ppn", str(ppn), f"--cpu-bind={CPU_BIND}"]
+    mpiexec = ["mpiexec", "-n", str(ranks), "--ppn", str(ppn), "--cpu-bind=verbose,list:" + ":".join(CPU_CORES[:ppn])]
     if daos:
         lines += [
             "module use /soft/modulefiles || exit 2",

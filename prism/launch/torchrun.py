@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from prism.errors import PrismError
 from prism.launch.command import join, train_args
+from prism.launch.ranks import check_batch
 from prism.train.config import RunConfig
 
 
@@ -15,6 +16,10 @@ def torchrun_args(run: RunConfig, nodes: int = 1, procs_per_node: int | None = N
         raise PrismError(
             f"{procs_per_node} processes with --strategy none would train separate "
             "copies; choose --strategy ddp, fsdp or hsdp"
+        )
+    if procs_per_node is not None:
+        check_batch(
+            run.global_batch, procs_per_node, "--global-batch", f"this job (1 node x {procs_per_node} processes)"
         )
     # `auto`: one process per GPU when there are GPUs, else one per CPU core.
     nproc = str(procs_per_node) if procs_per_node is not None else "auto"

@@ -25,6 +25,8 @@ RUN = RunConfig(
     strategy="hsdp",
     seed=2,
 )
+# 48 rows divide among the 12 and 24 ranks of 1- and 2-node aurora jobs.
+AURORA_RUN = RunConfig(**{**RUN.to_dict(), "global_batch": 48})
 FLAGS = [
     "--family",
     "text_image",
@@ -71,7 +73,7 @@ def test_rendered_command_round_trips_to_the_same_run_config():
 
 
 def test_aurora_daos_body(tmp_path):
-    body = render_aurora(RUN, nodes=2, storage="daos", workdir="/lus/flare/projects/p x", venv="/home/u/venv")
+    body = render_aurora(AURORA_RUN, nodes=2, storage="daos", workdir="/lus/flare/projects/p x", venv="/home/u/venv")
     lines = body.splitlines()
     assert lines[0] == "#!/bin/bash" and "#PBS -l select=2" in lines
     assert "#PBS -l filesystems=flare:daos_user_fs" in lines
@@ -135,7 +137,7 @@ def test_aurora_body_is_valid_bash_stages_once_and_unmounts_on_failure(tmp_path,
     shards.mkdir(parents=True)
     (shards / "manifest.json").write_text('{"shards": 1}')
     (shards / "train-000000.tar").write_bytes(b"tar")
-    run = RunConfig(**{**RUN.to_dict(), "data": "data/text_image"})
+    run = RunConfig(**{**AURORA_RUN.to_dict(), "data": "data/text_image"})
     script = tmp_path / "job.sh"
     script.write_text(render_aurora(run, nodes=2, storage="daos", workdir=str(tmp_path), venv=""))
     env = {
@@ -170,8 +172,27 @@ def test_aurora_body_is_valid_bash_stages_once_and_unmounts_on_failure(tmp_path,
 
 
 def test_aurora_without_daos_has_no_dfuse():
-    body = render("aurora", RUN, nodes=1, storage="lustre")
+    body = render("aurora", AURORA_RUN, nodes=1, storage="lustre")
     assert "dfuse" not in body and "--no-vni" not in body and "mpiexec -n 12 --ppn 12" in body
+
+
+def test_a_batch_the_job_ranks_cannot_split_is_refused_when_the_body_is_written():
+    """256 rows over 12 ranks (21 each, 4 left) would stop the job at its first step, after its queue wait."""
+    run = RunConfig(**{**RUN.to_dict(), "global_batch": 256})
+    with pytest.raises(PrismError, match=r"--global-batch 256 does not divide among the 12 ranks .* e\.g\. 252 or 264"):
+        render("aurora", run, nodes=1)
+    with pytest.raises(PrismError, match="among the 24 ranks"):
+        render("aurora", run, nodes=2)
+    with pytest.raises(PrismError, match="among the 3 ranks"):
+        render("torchrun", run, procs_per_node=3)
+    assert "mpiexec -n 4 --ppn 4" in render("aurora", run, nodes=1, procs_per_node=4)
+
+
+def test_fewer_ranks_per_node_bind_the_first_cores():
+    body = render("aurora", AURORA_RUN, nodes=1, procs_per_node=4)
+    assert "mpiexec -n 4 --ppn 4 --cpu-bind=verbose,list:4-7:8-11:12-15:16-19 " in body
+    with pytest.raises(PrismError, match="at most 12 ranks"):
+        render("aurora", AURORA_RUN, nodes=1, procs_per_node=16)
 
 
 def test_multi_rank_launch_needs_a_strategy():
@@ -191,6 +212,8 @@ def test_cli_dry_run_prints_the_job_body():
             *FLAGS,
             "--strategy",
             "hsdp",
+            "--global-batch",
+            "48",
             "--launcher",
             "aurora",
             "--nodes",

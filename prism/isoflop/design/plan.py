@@ -43,6 +43,7 @@ from prism.isoflop.design.gate import plan_stop, plan_summary
 from prism.isoflop.design.plantext import cost_text, forecast_text, plan_csv_text, plan_table, short_budgets_text
 from prism.isoflop.design.trajectories import DEFAULT_COOLDOWN_FRACTION, DEFAULT_MIN_STEPS, saving_text, schedule_costs
 from prism.isoflop.records import PlanRow, Surface
+from prism.launch.ranks import check_batch
 from prism.model.config import backbone_shape, check_backbone, check_variant
 from prism.options import option, validate
 
@@ -136,6 +137,11 @@ class PlanOptions:
     )
 
 
+def ranks_text(job_ranks: int) -> str:
+    """Where a study's ranks per job come from, for the line that refuses a batch."""
+    return f"each training job (--job-ranks {job_ranks}: the launcher's ranks per node x a job's nodes)"
+
+
 def parse_budgets(text: str) -> list[float]:
     """`1e17,3e17` -> [1e17, 3e17], ascending, no duplicates; a clear error for anything else."""
     out = []
@@ -196,12 +202,14 @@ class BudgetPlan:
     refused: str | None = None
 
 
-def choose_batch(samples: float, min_steps: int, global_batch: int | None) -> int | None:
-    """The given batch, or the largest power of two <= MAX_AUTO_BATCH leaving >= min_steps steps."""
+def choose_batch(samples: float, min_steps: int, global_batch: int | None, job_ranks: int = 1) -> int | None:
+    """The given batch, or the largest `job_ranks` x 2^k (<= MAX_AUTO_BATCH, or `job_ranks` itself) leaving
+    >= min_steps steps: every rank of the job then takes the same power-of-two share."""
     if global_batch is not None:
         return global_batch
-    batch = MAX_AUTO_BATCH
-    while batch >= 1:
+    rows_per_rank = MAX_AUTO_BATCH // job_ranks
+    batch = job_ranks * 2 ** max(0, rows_per_rank.bit_length() - 1)
+    while batch >= job_ranks:
         if round(samples / batch) >= min_steps:
             return batch
         batch //= 2
@@ -220,6 +228,7 @@ def plan_budget(
     split_samples: int | None = None,
     max_epochs: float = MAX_EPOCHS,
     cost: Cost = Cost(),
+    job_ranks: int = 1,
 ) -> BudgetPlan:
     """The runs of one budget (pure: depends on this budget and the candidates only)."""
     n_opt = centre.n_opt(budget)
@@ -244,7 +253,7 @@ def plan_budget(
             drop(f"N={cand.params:.3g} is {distance:+.2f} decades from N_opt={n_opt:.3g} (window +-{window})")
             continue
         samples = budget / cand.flops_per_sample
-        batch = choose_batch(samples, min_steps, global_batch)
+        batch = choose_batch(samples, min_steps, global_batch, job_ranks)
         steps = 0 if batch is None else round(samples / batch)
         if batch is None or steps < min_steps:
             drop(
@@ -440,6 +449,7 @@ def plan_runs(
     out: str | Path | None = None,
     scaling_study_dir: str | Path | None = None,
     data: str | Path | None = None,
+    job_ranks: int = 1,
 ) -> StudyPlan:
     """The planned runs: a function of these arguments and the files they name (calibrations, speed
     files, an existing plan at `out`, prior files), nothing else.
@@ -447,10 +457,14 @@ def plan_runs(
     `prism isoflop plan` writes its result to plan.yaml and the workflow calls it, with the same
     arguments, to know the training jobs while the plan job has not run yet; so the two agree.
     `data` is the shard directory the runs train on: its training split's size gives each run's
-    epochs (and the refusal above `options.max_epochs`).
+    epochs (and the refusal above `options.max_epochs`). `job_ranks` is what every training job's
+    global batch must divide among (its launcher's ranks per node x its nodes): a given
+    `options.global_batch` that does not is refused here, before any job is submitted.
     """
     family_spec(family)
     validate(options)
+    if options.global_batch is not None:
+        check_batch(options.global_batch, job_ranks, "plan.global_batch", ranks_text(job_ranks))
     centre = study_centre(family, regime, options, out, scaling_study_dir)
     by_budget = rule_sizes(family, budgets, options, regime=regime, variants=variants, centre=centre)
     if by_budget:
@@ -485,6 +499,7 @@ def plan_runs(
             split,
             options.max_epochs,
             cost,
+            job_ranks,
         )
         for c in sorted(set(budgets))
     ]
@@ -525,6 +540,7 @@ def make_plan(
     data: str | Path | None = None,
     options: PlanOptions | None = None,
     cooldown_fraction: float = DEFAULT_COOLDOWN_FRACTION,
+    job_ranks: int = 1,
     **overrides,
 ) -> dict:
     """The whole plan as a dict (the plan.yaml content): `plan_runs` plus the forecast.
@@ -547,6 +563,7 @@ def make_plan(
         out=out,
         scaling_study_dir=scaling_study_dir,
         data=data,
+        job_ranks=job_ranks,
     )
     centre, plans, runs = study.centre, study.plans, study.runs
     refused = [{"budget": p.budget, "reason": p.refused} for p in plans if p.refused]

@@ -11,7 +11,7 @@ import yaml
 from prism.errors import PrismError
 from prism.ids import RUN_ID_RE, run_id
 from prism.isoflop.design.centre import Centre
-from prism.isoflop.design.plan import Candidate, make_plan, parse_budgets, plan_budget
+from prism.isoflop.design.plan import Candidate, choose_batch, make_plan, parse_budgets, plan_budget
 
 from ..conftest import plan_cli, write_calibration
 
@@ -49,6 +49,22 @@ def test_fixed_batch_drops_runs_with_too_few_steps():
     assert set(dropped) == {"b1", "b2"} and "too few steps" in dropped["b2"] and "42 steps" in dropped["b1"]
     assert [r.global_batch for r in bp.runs] == [512]
     assert "add a larger backbone" in bp.refused  # only N=5e4 < N_opt=1e5 is left
+
+
+def test_batches_divide_among_a_jobs_ranks():
+    """An aurora job's 12 ranks each take the same power-of-two share; one process plans as before."""
+    assert choose_batch(1e6, 50, None) == 512
+    assert choose_batch(1e6, 50, None, job_ranks=12) == 384  # 32 rows a rank
+    assert choose_batch(12 * 8 * 50, 50, None, job_ranks=12) == 96
+    assert choose_batch(600 * 60, 50, None, job_ranks=600) == 600  # more ranks than the auto batch: one row each
+    assert choose_batch(100, 50, None, job_ranks=12) is None  # not even one row a rank for 50 steps
+
+
+def test_a_given_batch_the_ranks_cannot_split_is_refused_before_planning(ladder):
+    with pytest.raises(PrismError, match=r"plan.global_batch 256 does not divide among the 12 ranks.*252 or 264"):
+        _plan(ladder, [1e12], global_batch=256, job_ranks=12)
+    plan = _plan(ladder, [1e12, 1e13], job_ranks=12)
+    assert plan["runs"] and all(r["global_batch"] % 12 == 0 for r in plan["runs"])
 
 
 def test_adding_a_budget_does_not_change_existing_runs(ladder):

@@ -1,0 +1,213 @@
+"""`prism cluster check`: prove a site's installation before a study is submitted to it.
+
+A cluster study fails expensively: after a queue wait, on a compute node, in a job log.
+What fails there is usually the environment, not prism: a venv whose torch cannot see the
+accelerators, a collective backend that does not initialise, a shards folder the compute
+nodes cannot read, an account left at its placeholder. Each check here says in one line
+what it found and, when it fails, what to do. The collective check starts real processes
+on this node (as a job's ranks would start), so run the command on a compute node
+(`qsub -I`, or as the first step of a new site's smoke study).
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+from dataclasses import dataclass
+from pathlib import Path
+
+import yaml
+
+from prism.errors import PrismError
+from prism.launch.ranks import check_batch, cluster_ranks
+
+PLACEHOLDER = "FILL_IN"
+BACKENDS = {"cpu": "gloo", "cuda": "nccl", "xpu": "xccl"}
+
+
+@dataclass(frozen=True)
+class Check:
+    """One check's verdict: what was looked at, and what was found (with the fix when it failed)."""
+
+    name: str
+    ok: bool
+    detail: str
+
+    def line(self) -> str:
+        return f"{'ok  ' if self.ok else 'FAIL'} {self.name}: {self.detail}"
+
+
+def merged(base: dict, override: dict) -> dict:
+    """`override` over `base`, section by section, as Snakemake merges a --configfile over the default."""
+    out = dict(base)
+    for key, value in override.items():
+        out[key] = merged(out[key], value) if isinstance(value, dict) and isinstance(out.get(key), dict) else value
+    return out
+
+
+def load_study_config(path: str | Path, default: str | Path | None = "config/config.yaml") -> dict:
+    """The study config as the workflow sees it: `path` over the default config (when it exists)."""
+    path = Path(path)
+    try:
+        own = yaml.safe_load(path.read_text()) or {}
+    except OSError as err:
+        raise PrismError(f"{path}: cannot read the config ({err.strerror})") from None
+    except yaml.YAMLError as err:
+        raise PrismError(f"{path}: not valid YAML ({str(err).splitlines()[0]})") from None
+    base = yaml.safe_load(Path(default).read_text()) if default and Path(default).is_file() else {}
+    return merged(base or {}, own)
+
+
+def check_schema(config: dict, schema: str | Path = "config/schema.yaml") -> Check:
+    """The config as the workflow would validate it (skipped where the schema is not beside it)."""
+    from prism.configtypes import problem  # noqa: PLC0415 lazy: jsonschema
+
+    if not Path(schema).is_file():
+        return Check("config", True, f"not validated ({schema} not found: run from the repository)")
+    line = problem(config, yaml.safe_load(Path(schema).read_text()))
+    return Check("config", line is None, line or f"valid against {schema}")
+
+
+def check_scheduler(config: dict) -> Check:
+    cluster = config.get("cluster") or {}
+    empty = [key for key in ("account", "queue") if not str(cluster.get(key) or "").strip()]
+    placeholder = [key for key in ("account", "queue") if PLACEHOLDER in str(cluster.get(key) or "")]
+    if empty or placeholder:
+        keys = ", ".join(f"cluster.{k}" for k in empty + placeholder)
+        return Check("scheduler", False, f"{keys} not filled in: set your project (qsub -A) and queue")
+    return Check("scheduler", True, f"account {cluster['account']}, queue {cluster['queue']}")
+
+
+def check_shards(config: dict) -> list[Check]:
+    """Every `data.shards` folder exists, is readable and holds tar shards."""
+    shards = (config.get("data") or {}).get("shards") or {}
+    out = []
+    for family, folder in sorted(shards.items()):
+        name, path = f"shards {family}", Path(folder)
+        if PLACEHOLDER in str(folder):
+            out.append(Check(name, False, f"data.shards.{family} is the placeholder {folder}: name your shards folder"))
+        elif not path.is_dir():
+            out.append(Check(name, False, f"data.shards.{family} = {folder} is no folder here: check the path"))
+        elif not os.access(path, os.R_OK | os.X_OK):
+            out.append(Check(name, False, f"{folder} is not readable by this user: fix its permissions"))
+        else:
+            tars = [p for p in path.rglob("*.tar") if p.is_file()]
+            unreadable = [p for p in tars if not os.access(p, os.R_OK)]
+            if not tars:
+                out.append(Check(name, False, f"{folder} holds no .tar shards (layout: docs/own-data.md)"))
+            elif unreadable:
+                out.append(
+                    Check(name, False, f"{len(unreadable)} of {len(tars)} shards unreadable, e.g. {unreadable[0]}")
+                )
+            else:
+                out.append(Check(name, True, f"{len(tars)} readable shards in {folder}"))
+    return out
+
+
+def check_batch_ranks(config: dict) -> Check:
+    launcher = (config.get("train") or {}).get("launcher", "local")
+    per_node, ranks = cluster_ranks(launcher, config.get("cluster") or {})
+    batch = (config.get("plan") or {}).get("global_batch")
+    if batch is None:
+        return Check("batch", True, f"the plan chooses batches that divide among {ranks} rank(s) a job")
+    try:
+        check_batch(int(batch), ranks, "plan.global_batch", f"each {launcher} job ({per_node} a node)")
+    except PrismError as err:
+        return Check("batch", False, str(err))
+    return Check("batch", True, f"plan.global_batch {batch} = {int(batch) // ranks} rows x {ranks} rank(s) a job")
+
+
+def check_device(device: str) -> Check:
+    """torch imports and sees `device` (how many, which)."""
+    try:
+        import torch  # noqa: PLC0415 lazy: the cheap checks run without it
+    except ImportError as err:
+        return Check("torch", False, f"cannot import torch ({err}): install prism into this venv (docs/guide.md)")
+    version = torch.__version__
+    if device == "cpu":
+        return Check("torch", True, f"torch {version}, device cpu ({os.cpu_count()} cores)")
+    module = getattr(torch, device, None)
+    if module is None or not module.is_available():
+        return Check(
+            "torch",
+            False,
+            f"torch {version} sees no {device} device: on Aurora load the frameworks module before activating "
+            "the venv (made with --system-site-packages, so that its torch has XPU support); elsewhere set "
+            "train.device",
+        )
+    count = module.device_count()
+    return Check("torch", True, f"torch {version}, {count} {device} device(s): {module.get_device_name(0)}")
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def _all_reduce(rank: int, world: int, device: str, port: int) -> None:
+    """One rank: join the group, sum ones over all ranks, check the sum (a child process)."""
+    import torch  # noqa: PLC0415 lazy: in the spawned rank
+    import torch.distributed as dist  # noqa: PLC0415 lazy: in the spawned rank
+
+    dist.init_process_group(BACKENDS[device], init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=world)
+    try:
+        where = torch.device(device, rank) if device != "cpu" else torch.device("cpu")
+        value = torch.ones(4, device=where)
+        dist.all_reduce(value)
+        if value.tolist() != [float(world)] * 4:
+            raise RuntimeError(f"all_reduce gave {value.tolist()}, not {world}")
+    finally:
+        dist.destroy_process_group()
+
+
+def check_collectives(device: str, ranks: int) -> Check:
+    """`ranks` processes on this node initialise the device's backend and all-reduce a tensor."""
+    backend = BACKENDS[device]
+    try:
+        import torch.multiprocessing as mp  # noqa: PLC0415 lazy: torch
+
+        mp.spawn(_all_reduce, args=(ranks, device, _free_port()), nprocs=ranks, join=True)
+    except Exception as err:  # noqa: BLE001 - any failure of the backend is the finding
+        first = str(err).strip().splitlines()[-1] if str(err).strip() else type(err).__name__
+        return Check(
+            "collectives",
+            False,
+            f"{backend} on {ranks} ranks failed: {first} (on Aurora: module load frameworks provides oneCCL)",
+        )
+    return Check("collectives", True, f"{backend} initialised on {ranks} ranks and all-reduced")
+
+
+def check_study_dir(config: dict) -> Check:
+    folder = Path(str(config.get("study_dir") or "scaling-study"))
+    probe = folder if folder.exists() else next((p for p in folder.parents if p.exists()), Path("."))
+    if not os.access(probe, os.W_OK):
+        return Check("study_dir", False, f"cannot write {probe} (study_dir {folder}): choose a folder you own")
+    return Check("study_dir", True, f"{folder} is writable")
+
+
+def run_checks(
+    config: dict, device: str | None = None, ranks: int = 2, schema: str | Path = "config/schema.yaml", log=print
+) -> bool:
+    """Run every check, cheapest first, one line each; whether all passed.
+
+    `device` defaults to the config's train.device; the collectives run only once torch sees it.
+    """
+    device = device or (config.get("train") or {}).get("device", "cpu")
+    if device not in BACKENDS:  # auto: what this node has
+        device = "cpu"
+    checks = [
+        check_schema(config, schema),
+        check_scheduler(config),
+        *check_shards(config),
+        check_batch_ranks(config),
+        check_study_dir(config),
+    ]
+    checks.append(check_device(device))
+    if checks[-1].ok:
+        checks.append(check_collectives(device, ranks))
+    for check in checks:
+        log(check.line())
+    if not checks[-1].ok and checks[-1].name == "torch":
+        log("skip collectives: torch does not see the device")
+    return all(check.ok for check in checks)
