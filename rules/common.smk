@@ -266,7 +266,8 @@ def computed_plan_rows(family):
         try:
             study = plan_runs(**plan_arguments(family))
             rows = {row.run_id: row.to_json() for row in study.runs}
-        except PrismError:
+        except PrismError as err:  # the plan job fails with the same line; a dry run says it now
+            say_once(f"plan {family}: {err}")
             rows = None
         if rows is not None and not (workflow.remote_exec or workflow.subprocess_exec):
             rows = rows if plan_may_train(family, rows) else None

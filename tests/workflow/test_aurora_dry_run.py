@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import json
 import re
+import shlex
 from pathlib import Path
 
 import pytest
@@ -101,7 +102,8 @@ def test_aurora_dry_run_on_an_index_prints_the_plan_determined_and_node_hours(tm
     with pytest.raises(PrismError, match=r"never-written-00000\.tar cannot be read"):
         verify(data)
 
-    out = snakemake(workdir, *dry).stdout
+    # `--quiet=host`: every job's block with its command, as a user previews what will be submitted.
+    out = snakemake(workdir, *dry, "--quiet=host").stdout
     counts = job_counts(out)
     assert "data" not in counts and "calibrate" not in counts  # the plan is computed from the index
     summary = [line for line in out.splitlines() if line.startswith("plan text_image: ")]
@@ -116,3 +118,35 @@ def test_aurora_dry_run_on_an_index_prints_the_plan_determined_and_node_hours(tm
     header = header_text(REPO / "config" / "aurora.yaml")
     for line in summary:
         assert " ".join(line.split()) in header, f"config/aurora.yaml's header does not quote: {line}"
+
+    # Every training job's PBS body, written as the job writes it: its mpiexec ranks split its batch.
+    bodies = job_bodies(out, workdir)
+    assert len(bodies) == sum(counts.get(r, 0) for r in ("train", "wsd_segment", "wsd_branch")) > 0
+    for body in bodies:
+        ranks = int(re.search(r"^mpiexec -n (\d+) --ppn 12 ", body, flags=re.M).group(1))
+        batch = int(re.search(r" --global-batch (\d+) ", body).group(1))
+        assert ranks == 12 * config["cluster"]["nodes"] and batch % ranks == 0, (ranks, batch)
+
+    # The batch that stopped every job at its first step is refused by the dry run, in one line.
+    bad = snakemake(workdir, *dry, "--config", 'plan={"global_batch": 256}', check=False).stdout
+    assert "plan.global_batch 256 does not divide among the 12 ranks" in bad, bad[-3000:]
+    assert not {"train", "wsd_segment", "wsd_branch"} & set(job_counts(bad))
+
+
+def job_bodies(listing: str, workdir: Path) -> list[str]:
+    """The job body each training job of a dry run's listing writes (its `prism train ... --dry-run`)."""
+    import contextlib
+    import io
+    import os
+
+    bodies = []
+    for command in re.findall(r"^Shell command: (prism train .*? --dry-run) > ", listing, flags=re.M):
+        text, cwd = io.StringIO(), os.getcwd()
+        os.chdir(workdir)
+        try:
+            with contextlib.redirect_stdout(text):
+                assert prism(shlex.split(command)[1:]) == 0, command
+        finally:
+            os.chdir(cwd)
+        bodies.append(text.getvalue())
+    return bodies

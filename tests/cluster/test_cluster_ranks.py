@@ -1,0 +1,83 @@
+"""The aurora job body with several ranks a node, through profiles/aurora on the local scheduler.
+
+Every training job of the tiny study is the PBS body `prism/launch/aurora.py` writes: `module load
+frameworks`, the node count checked against `$PBS_NODEFILE`, and `mpiexec -n 4 --ppn 4
+--cpu-bind=...` over `python -m prism train`, here 4 gloo ranks on this CPU instead of 12 xccl
+ranks on a node's tiles. Two stand-ins make the body run off Aurora: `module` (a no-op) and an
+`mpiexec` that takes PALS's flags and runs MPICH's Hydra (`mpiexec.mpich`), which gives each rank
+its place as PMI variables, as PALS does. Everything else is the real body, scheduler and trainer.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+
+import pytest
+import yaml
+from workflow.wfhelpers import make_workdir, planned_run_ids, snakemake
+
+from .test_cluster import PBS_ARGS
+
+pytestmark = [pytest.mark.cluster, pytest.mark.slow]
+
+RANKS = 4
+CLUSTER = {
+    "account": "prismtest",
+    "queue": "debug",
+    "filesystems": "flare:home",
+    "walltime": "00:20:00",
+    "nodes": 1,
+    "ranks_per_node": RANKS,
+}
+TRAIN = {"launcher": "aurora", "strategy": "hsdp", "storage": "local", "device": "cpu"}
+
+# PALS's `mpiexec -n N --ppn P --cpu-bind=... [--no-vni] [--env K=V]` on MPICH's Hydra.
+PALS_MPIEXEC = """#!/bin/bash
+args=()
+while [[ $# -gt 0 ]]; do
+  case "$1" in
+    -n) args+=(-n "$2"); shift 2 ;;
+    --ppn) args+=(-ppn "$2"); shift 2 ;;
+    --cpu-bind=*|--no-vni) shift ;;
+    --env) args+=(-genv "${2%%=*}" "${2#*=}"); shift 2 ;;
+    *) break ;;
+  esac
+done
+echo "mpiexec $*" >> "$(dirname "$0")/calls.log"
+exec mpiexec.mpich "${args[@]}" "$@"
+"""
+
+
+@pytest.mark.skipif(shutil.which("mpiexec.mpich") is None, reason="no MPICH (tools/install-system-deps.sh)")
+def test_four_ranks_a_node_train_through_the_scheduler_to_a_fit(scheduler, tmp_path_factory):
+    root = tmp_path_factory.mktemp("pbs-ranks")
+    shims = root / "bin"
+    shims.mkdir()
+    (shims / "module").write_text("#!/bin/bash\nexit 0\n")
+    (shims / "mpiexec").write_text(PALS_MPIEXEC)
+    for shim in shims.iterdir():
+        shim.chmod(0o755)
+    nodefile = root / "nodefile"
+    nodefile.write_text("localhost\n")  # PBS lists one line per node; Slurm's qsub wrapper sets none
+    workdir = make_workdir(root / "study", {"cluster": CLUSTER, "train": TRAIN})
+    client_env = {k: v for k, v in scheduler.items() if k != "folder"}
+    client_env |= {"PATH": f"{shims}:{client_env.get('PATH') or ''}".rstrip(":"), "PBS_NODEFILE": str(nodefile)}
+    # One job at a time: every body rendezvouses on the fixed MASTER_PORT of its (here: the one) node.
+    out = snakemake(workdir, *PBS_ARGS, "fit_text_image", "--jobs", "1", timeout=1500, extra_env=client_env).stdout
+
+    runs = planned_run_ids(workdir)
+    assert len(re.findall(r"Submitted job \d+ with external jobid", out)) == len(runs) > 0
+    study = workdir / "scaling-study"
+    plan = yaml.safe_load((study / "text_image" / "plan.yaml").read_text())
+    assert all(row["global_batch"] % RANKS == 0 for row in plan["runs"])
+    for run in runs:
+        body = (study / "text_image" / "runs" / run / "launch.sh").read_text()
+        assert f"mpiexec -n {RANKS} --ppn {RANKS} --cpu-bind=verbose,list:4-7:8-11:12-15:16-19 " in body
+        assert "module load frameworks" in body and "--strategy hsdp" in body
+        metrics = json.loads((study / "text_image" / "runs" / run / "metrics.json").read_text())
+        assert metrics["world_size"] == RANKS and metrics["strategy"] == "hsdp", metrics
+    calls = (shims / "calls.log").read_text().splitlines()
+    assert len(calls) == len(runs)
+    assert (study / "text_image" / "fit" / "e2e.json").is_file()
