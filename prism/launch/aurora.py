@@ -117,7 +117,8 @@ def render_aurora(
         lines.append(f"source {q(os.path.join(venv, 'bin', 'activate'))} || exit 2")
     lines += [f"export {k}={q(v)}" for k, v in CCL_ENV]
     lines += [
-        'NNODES=$(wc -l < "$PBS_NODEFILE")',
+        ': "${PBS_NODEFILE:?is not set: run this body as a PBS job (qsub), which lists its nodes there}"',
+        'NNODES=$(wc -l < "$PBS_NODEFILE") || exit 2',
         f'if [ "$NNODES" -ne {nodes} ]; then',
         f'  echo "prism: this job has $NNODES nodes but was rendered for {nodes}" >&2',
         "  exit 2",

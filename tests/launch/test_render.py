@@ -87,7 +87,7 @@ def test_aurora_daos_body(tmp_path):
     ):
         assert f"export {var}" in lines
     assert 'export MASTER_ADDR=$(head -n 1 "$PBS_NODEFILE")' in lines
-    assert 'NNODES=$(wc -l < "$PBS_NODEFILE")' in lines
+    assert 'NNODES=$(wc -l < "$PBS_NODEFILE") || exit 2' in lines
     mpiexec = next(line for line in lines if line.startswith("mpiexec"))
     assert mpiexec.startswith(
         f"mpiexec -n 24 --ppn 12 --cpu-bind={CPU_BIND} --no-vni "
@@ -169,6 +169,14 @@ def test_aurora_body_is_valid_bash_stages_once_and_unmounts_on_failure(tmp_path,
     nodefile.write_text("n1\n")
     res = subprocess.run(["bash", str(script)], env=env, capture_output=True, text=True)
     assert res.returncode == 2 and "has 1 nodes but was rendered for 2" in res.stderr
+
+    # Run outside PBS (no node file): it stops, saying so, before it starts any rank.
+    calls_before = log.read_text()
+    res = subprocess.run(
+        ["bash", str(script)], env={k: v for k, v in env.items() if k != "PBS_NODEFILE"}, text=True, capture_output=True
+    )
+    assert res.returncode != 0 and "PBS_NODEFILE: is not set: run this body as a PBS job" in res.stderr
+    assert "mpiexec" not in log.read_text()[len(calls_before) :]
 
 
 def test_aurora_without_daos_has_no_dfuse():

@@ -110,6 +110,12 @@ def test_documented_command_runs(tiny_study, source, command):
     words = as_run(command)
     result = subprocess.run(words, cwd=tiny_study.workdir, env=env(), capture_output=True, text=True, timeout=600)
     output = result.stdout + result.stderr
+    if words[1:3] == ["cluster", "check"] and result.returncode == 1:
+        # A site check of the shipped config fails on its placeholders (account, shards), as it should:
+        # it ran when every line is a verdict.
+        verdicts = [line for line in result.stdout.splitlines() if line.strip()]
+        assert verdicts and all(line.startswith(("ok ", "FAIL ", "skip ")) for line in verdicts), output
+        return
     assert result.returncode == 0, f"{source}: `{command}` failed ({result.returncode}):\n{output[-4000:]}"
     assert "Traceback" not in output, f"{source}: `{command}`:\n{output[-4000:]}"
 
