@@ -25,22 +25,29 @@ from prism.perf.chart import bar_chart
 STATUS = "status.json"  # prism.sweep.cells.STATUS, written last by every finished cell (not imported: torch)
 
 # The table's columns, fixed: a preset missing a figure shows an empty cell, never a shorter row.
+# On a shared host the wall clock also counts the time other tenants held the core; the CPU-time
+# columns (one thread: exact) count only this process's, so they move less with the load.
 COLUMNS = (
     "preset",
-    "family",
     "samples_per_s_padded",
     "samples_per_s_packed",
     "packing_speedup",
+    "samples_per_cpu_s_padded",
+    "samples_per_cpu_s_packed",
+    "packing_speedup_cpu",
     "tokens_per_s_padded",
     "tokens_per_s_packed",
     "tokens_per_sample_padded",
     "tokens_per_sample_packed",
     "mfu_padded",
     "mfu_packed",
+    "mfu_cpu_padded",
+    "mfu_cpu_packed",
     "samples_per_s_spread_padded",
     "samples_per_s_spread_packed",
     "runs",
 )
+LAYOUTS = ("padded", "packed")
 
 
 @dataclass
@@ -84,16 +91,24 @@ def sweep_info(root: Path) -> SweepInfo:
     return info
 
 
-def _spread(runs: list[dict], preset: str, layout: str) -> float | None:
-    """(max - min) / median of samples/s over a preset's runs of one layout: how far repeats agree."""
-    values = [
-        float(r["samples_per_s"])
-        for r in runs
-        if str(r.get("preset") or r.get("family")) == preset and r.get("layout") == layout and r.get("samples_per_s")
-    ]
-    if len(values) < 2:
-        return None
-    return (max(values) - min(values)) / statistics.median(values)
+def _name(run: dict) -> str:
+    return str(run.get("preset") or run.get("family") or run.get("run_dir", "?"))
+
+
+def _cpu_rate(run: dict) -> float | None:
+    """Samples per CPU second of one run: its samples per step over its CPU seconds per step."""
+    sps, step, cpu = run.get("samples_per_s"), run.get("step_time_s"), run.get("cpu_time_s")
+    return sps * step / cpu if sps and step and cpu else None
+
+
+def _values(runs: list[dict], preset: str, layout: str, get) -> list[float]:
+    found = (get(r) for r in runs if _name(r) == preset and r.get("layout") == layout)
+    return [float(v) for v in found if v is not None and v == v]
+
+
+def _spread(values: list[float]) -> float | None:
+    """(max - min) / median: how far the repeats of one preset and layout agree."""
+    return (max(values) - min(values)) / statistics.median(values) if len(values) >= 2 else None
 
 
 def modality_rows(runs: list[dict], presets: list[str] | None = None) -> list[dict]:
@@ -109,8 +124,16 @@ def modality_rows(runs: list[dict], presets: list[str] | None = None) -> list[di
     out = []
     for name in wanted:
         row = dict(rows[name])
-        for layout in ("padded", "packed"):
-            row[f"samples_per_s_spread_{layout}"] = _spread(runs, name, layout)
+        for layout in LAYOUTS:
+            rates = _values(runs, name, layout, _cpu_rate)
+            mfu_cpu = _values(runs, name, layout, lambda r: r.get("mfu_cpu"))
+            row[f"samples_per_cpu_s_{layout}"] = statistics.median(rates) if rates else None
+            row[f"mfu_cpu_{layout}"] = statistics.median(mfu_cpu) if mfu_cpu else None
+            row[f"samples_per_s_spread_{layout}"] = _spread(
+                _values(runs, name, layout, lambda r: r.get("samples_per_s"))
+            )
+        if row["samples_per_cpu_s_padded"] and row["samples_per_cpu_s_packed"]:
+            row["packing_speedup_cpu"] = row["samples_per_cpu_s_packed"] / row["samples_per_cpu_s_padded"]
         out.append(row)
     return out
 
@@ -161,7 +184,10 @@ def render(rows: list[dict], info: SweepInfo, command: str, n_runs: int, note: s
         "Steady-state medians (the first 20% of each run's logged steps dropped), then the median over a",
         "preset's runs of each layout. Padded: one sample per row, the rest padding; packed: whole samples",
         "packed into rows of the same length (same model, same rows per step). Packing speed-up is packed",
-        "over padded samples/s; spread is (max - min) / median of samples/s over the repeats.",
+        "over padded samples/s; spread is (max - min) / median of samples/s over the repeats. The wall clock",
+        "also counts the time other work held the core; samples per CPU second and MFU by CPU time (one",
+        "thread: the process's own CPU seconds per step) count only this process's, so they move less with",
+        "the load.",
         "",
         markdown.table(rows, list(COLUMNS)).rstrip("\n"),
         "",
@@ -185,7 +211,7 @@ def write_report(
         raise PrismError(f"{bad[0]}: a damaged perf.jsonl ({len(bad)} bad line(s)); rerun that cell before reporting")
     rows = modality_rows(runs, presets)
     if presets:
-        runs = [r for r in runs if str(r.get("preset") or r.get("family")) in presets]
+        runs = [r for r in runs if _name(r) in presets]
     out = Path(out)
     png = bar_chart(rows, out.with_suffix(".png"), title="Throughput per modality") if chart else None
     text = render(rows, sweep_info(Path(sweep_dir)), command, len(runs), note, png.name if png else "")

@@ -27,6 +27,8 @@ def _fake_cell(root, sweep_id, preset, sps, packed_gain, machine=True):
                 "tokens_per_s": rate * (128 if layout == "padded" else 128 / packed_gain),
                 "mfu": 0.1 * rate / sps,
                 "step_time_s": 0.05,
+                "cpu_time_s": 0.025,  # half the wall clock: another tenant held the core the rest
+                "mfu_cpu": 0.2 * rate / sps,
                 "family": preset,
                 "layout": layout,
             }
@@ -71,9 +73,11 @@ def test_every_preset_given_is_a_row_of_a_consistent_table(sweep, tmp_path):
     header, separator, rows = table[0], table[1], table[2:]
     assert len(header) == len(COLUMNS) and all(len(r) == len(header) for r in [separator, *rows])
     assert [r[0].strip() for r in rows] == list(PRESETS)  # the order given
-    assert "samples/s (padded)" in header[2] and "samples/s (packed)" in header[3]
-    speedup = header.index(" packing speed-up ")
-    assert {r[speedup].strip() for r in rows} == {"2.00x"}
+    assert header[1:3] == [" samples/s (padded) ", " samples/s (packed) "]
+    for column in (" packing speed-up ", " packing speed-up by CPU time "):
+        assert {r[header.index(column)].strip() for r in rows} == {"2.00x"}
+    padded_rate, padded_cpu_rate = header.index(" samples/s (padded) "), header.index(" samples/CPU-s (padded) ")
+    assert rows[0][padded_rate].strip() == "105.0" and rows[0][padded_cpu_rate].strip() == "210.0"
     assert all(r[-1].strip() == "4" for r in rows)  # two repeats x two layouts
 
 
