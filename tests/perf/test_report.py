@@ -89,6 +89,7 @@ def test_every_preset_given_is_a_row_of_consistent_tables(sweep, tmp_path):
     header, rows = cpu[0], cpu[2:]
     assert {r[header.index(" packing speed-up by CPU time ")].strip() for r in rows} == {"2.00x"}
     assert rows[0][header.index(" samples/CPU-s (padded) ")].strip() == "210.0"  # half the wall clock's time
+    assert rows[0][header.index(" samples/CPU-s spread (padded) ")].strip() == "10%"  # (220 - 200) / 210
 
 
 def test_the_document_names_its_commands_machine_and_date(sweep, tmp_path):
@@ -113,7 +114,7 @@ def test_cli_writes_the_document_and_its_chart(sweep, tmp_path, capsys):
     assert main(["perf", "report", "--sweep-dir", str(sweep), "--out", str(out), "--presets", "vla,text_ts"]) == 0
     text = out.read_text()
     assert f"Written by `prism perf report --sweep-dir {sweep} --out {out} --presets vla,text_ts`" in text
-    assert "![samples/s and MFU per preset, padded and packed](per_modality_sweep.png)" in text
+    assert "![samples per CPU second and MFU by CPU time per preset, padded and packed](per_modality_sweep.png)" in text
     assert out.with_suffix(".png").stat().st_size > 0
     assert [r[0].strip() for r in _tables(text)[0][2:]] == ["vla", "text_ts"]
     assert f"wrote {out}" in capsys.readouterr().out
