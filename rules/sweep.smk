@@ -30,6 +30,7 @@ localrules:
     sweep,
     sweep_data,
     sweep_aggregate,
+    sweep_report,
 
 
 rule sweep_data:
@@ -103,6 +104,30 @@ rule sweep_aggregate:
         "prism perf aggregate --sweep-dir {params.outputs:q} --out {output.csv:q} --per-modality > {log:q} 2>&1"
 
 
+# The results document (docs/results/per_modality_sweep.md is one): every preset of the sweep,
+# padded and packed, with its commands, machine and dates.
+rule sweep_report:
+    input:
+        SWEEP_CELLS,
+    output:
+        md=f"{SWEEP_DIR}/per_modality_sweep.md",
+        png=f"{SWEEP_DIR}/per_modality_sweep.png",
+    log:
+        f"{SWEEP_DIR}/logs/report.log",
+    params:
+        outputs=lambda wildcards: SWEEP_DIR,
+        presets=",".join(SWEEP["presets"]),
+    threads: 1
+    resources:
+        nodes=1,
+        walltime="00:10:00",
+        runtime=10,
+    shell:
+        "prism perf report --sweep-dir {params.outputs:q} --out {output.md:q} --presets {params.presets:q}"
+        " > {log:q} 2>&1"
+
+
 rule sweep:
     input:
         rules.sweep_aggregate.output,
+        rules.sweep_report.output,

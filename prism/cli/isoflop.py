@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 
+from prism.cli.renamed import LauncherName, add_renamed
 from prism.isoflop.design.calibrate import CalibrateOptions
 from prism.isoflop.design.plan import PlanOptions
 from prism.isoflop.present.options import PlotOptions
@@ -239,9 +240,8 @@ def _register_launch(verbs: argparse._SubParsersAction) -> None:
         ),
     )
     p.add_argument("--plan", required=True, help="plan.yaml from `prism isoflop plan`")
-    p.add_argument("--launcher", required=True, choices=LAUNCHERS)
-    # --csv: the old spelling, until its callers move to --ledger (an output is never --csv: that is an input).
-    p.add_argument("--ledger", required=True, help="ledger CSV (appended)")
+    p.add_argument("--launcher", required=True, action=LauncherName, names=LAUNCHERS, help="how each run starts")
+    add_renamed(p, "--ledger", "--csv", required=True, help="ledger CSV (appended)")
     p.add_argument("--data", required=True, help="shard directory from `prism data build`")
     p.add_argument("--runs-dir", help="where run directories go (default: runs/ beside the plan)")
     p.add_argument("--calibration-dir", help="calibration JSONs (default: the plan's calibration_dir)")
@@ -293,11 +293,13 @@ def _register_collect(verbs: argparse._SubParsersAction) -> None:
             "Without --force an existing CSV newer than every run file, listing the same runs, is left untouched."
         ),
     )
-    p.add_argument("--runs-dir", required=True, metavar="DIR", help="directory holding the run directories")
+    add_renamed(
+        p, "--runs-dir", "--outputs", required=True, metavar="DIR", help="directory holding the run directories"
+    )
     p.add_argument("--plan", help="the study's plan.yaml: its runs are the study's")
     p.add_argument("--data", metavar="DIR", help="the study's shard directory: runs trained on other data are stale")
     add_arguments(p.add_argument_group("collect options (config `collect:`)"), CollectOptions)
-    p.add_argument("--out", required=True, help="runs CSV to write")
+    add_renamed(p, "--out", "--csv", required=True, help="runs CSV to write")
     p.add_argument("--force", action="store_true", help="rewrite the CSV even if it looks up to date")
     p.set_defaults(func=_collect)
 

@@ -68,7 +68,7 @@ def collect_runs(root: Path, warmup_fraction: float = 0.2) -> tuple[list[dict], 
     """One summary record per perf.jsonl under `root`, and every malformed line met."""
     root = Path(root)
     if not root.is_dir():
-        raise PrismError(f"--outputs {root}: no such directory")
+        raise PrismError(f"--sweep-dir {root}: no such directory")
     paths = sorted(root.rglob("perf.jsonl"))
     if not paths:
         raise PrismError(f"no perf.jsonl under {root}; run `prism train` or `prism sweep run` first")

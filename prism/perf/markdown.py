@@ -13,7 +13,12 @@ _FORMATS = {
     "tokens_per_sample": ("tokens/sample", "{:.1f}"),
     "step_time_s": ("step (s)", "{:.4f}"),
     "data_wait_share": ("data wait", lambda v: f"{100 * v:.1f}%"),
+    "samples_per_s_spread": ("samples/s spread", lambda v: f"{100 * v:.0f}%"),
+    "samples_per_cpu_s": ("samples/CPU-s", "{:.1f}"),
+    "samples_per_cpu_s_spread": ("samples/CPU-s spread", lambda v: f"{100 * v:.0f}%"),
+    "mfu_cpu": ("MFU by CPU time", lambda v: f"{100 * v:.1f}%"),
     "packing_speedup": ("packing speed-up", "{:.2f}x"),
+    "packing_speedup_cpu": ("packing speed-up by CPU time", "{:.2f}x"),
     "packing_mfu_gain": ("packing MFU gain", "{:.2f}x"),
     "peak_mem_bytes": ("peak mem (MiB)", lambda v: f"{v / 2**20:.0f}"),
 }

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import json
 import os
+import platform
 import re
 import shlex
 import subprocess
@@ -180,6 +181,23 @@ def train_command(cell: Cell, layout: str) -> list[str]:
     return ["bash", str(body)]
 
 
+def machine() -> dict:
+    """Where a cell ran, for the results document: host, CPU model, cores and the load around the runs."""
+    cpu = platform.processor() or "cpu"
+    try:
+        with open("/proc/cpuinfo") as fh:
+            cpu = next((line.split(":", 1)[1].strip() for line in fh if line.startswith("model name")), cpu)
+    except OSError:
+        pass
+    load = os.getloadavg() if hasattr(os, "getloadavg") else None
+    return {
+        "host": platform.node(),
+        "cpu": cpu,
+        "cores": os.cpu_count(),
+        "load_avg_1m": round(load[0], 2) if load else None,
+    }
+
+
 def run_cell(cell: Cell, log=print) -> dict:
     """Build the data if needed, train both layouts, write status.json last; a finished cell is skipped."""
     status_path = cell.dir / STATUS
@@ -189,6 +207,7 @@ def run_cell(cell: Cell, log=print) -> dict:
     data = ensure_data(cell, log)
     meta = cell.metadata()
     _write_json(cell.dir / CELL, meta)
+    started = {"load_avg_1m_start": machine()["load_avg_1m"]}
     runs = {}
     for layout in LAYOUTS:
         argv = train_command(cell, layout)
@@ -222,6 +241,7 @@ def run_cell(cell: Cell, log=print) -> dict:
         "design_settings": asdict(cell.design),
         "preset_settings": asdict(cell.preset),
         "finished_at": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+        "machine": {**machine(), **started},
     }
     _write_json(status_path, status)
     return status

@@ -123,6 +123,11 @@ def load(path: str | os.PathLike | None = None) -> PresetFile:
     try:
         data = yaml.safe_load(path.read_text())
     except OSError as err:
+        if path.parent.name == "experiments":  # where the scripts prism replaced kept them
+            raise PrismError(
+                f"cannot read presets file {path}: {err.strerror}; the presets moved to "
+                "config/modality_presets.yaml (the default: drop --presets-file)"
+            ) from None
         raise PrismError(f"cannot read presets file {path}: {err.strerror}; pass --presets-file") from None
     except yaml.YAMLError as err:
         raise PrismError(f"{path}: not valid YAML ({str(err).splitlines()[0]})") from None

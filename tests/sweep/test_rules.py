@@ -45,5 +45,8 @@ def test_sweep_dag_one_job_per_cell(tmp_path):
     assert "prism sweep run-cell --preset vla --design PRISM-MODALITY-SMOKE-2N --sweep-id w1 --storage daos" in text
     assert "--data-root sw/w1/data" in text and "sw/w1/PRISM-MODALITY-SMOKE-1N/text_ts/status.json" in text
     assert "prism perf aggregate --sweep-dir sw/w1 --out sw/w1/perf.csv --per-modality" in text
+    assert (
+        "prism perf report --sweep-dir sw/w1 --out sw/w1/per_modality_sweep.md --presets text_image,text_ts,vla" in text
+    )
     # The 2-node design's cells ask PBS for two nodes and the DAOS filesystem.
     assert "nodes=2" in text and "filesystems=flare:daos_user_fs" in text

@@ -60,6 +60,13 @@ def test_preset_file_errors_name_file_and_key(tmp_path):
         load().preset("text_audio")
 
 
+def test_the_old_presets_path_says_where_they_moved(tmp_path):
+    with pytest.raises(PrismError, match=r"experiments/modality_presets.yaml: .*moved to config/modality_presets.yaml"):
+        load(tmp_path / "experiments" / "modality_presets.yaml")
+    with pytest.raises(PrismError, match="; pass --presets-file$"):
+        load(tmp_path / "elsewhere.yaml")
+
+
 def test_cells_have_their_own_shards_and_env(presets_file, tmp_path):
     pf = load(presets_file)
     cells = sc.make_cells(pf, split_names("text_image,text_graph"), ["TINY-1N"], "t1", tmp_path / "out")
