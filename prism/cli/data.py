@@ -84,7 +84,7 @@ def _build(args: argparse.Namespace) -> int:
 def _index(args: argparse.Namespace) -> int:
     import time
 
-    from prism.data.index import index
+    from prism.data.index import broken_shards, index, lost_samples
 
     start = time.perf_counter()
     m = index(
@@ -100,9 +100,16 @@ def _index(args: argparse.Namespace) -> int:
         f"{s} {v['samples']} samples ({v['tokens']} tokens) in {len(v['shards'])} shards"
         for s, v in m["splits"].items()
     )
+    broken = broken_shards(m)
+    lost = (
+        f"{len(broken)} broken shards ({', '.join(broken[:3])}{', ...' if len(broken) > 3 else ''}: see the "
+        f"warnings), {lost_samples(m) - len(m['bad_samples'])} samples lost with them; "
+        if broken
+        else ""
+    )
     print(
         f"{args.out}: {m['family']} from {m['shards_dir']}: {counts}; {len(m['bad_samples'])} bad samples "
-        f"skipped; {time.perf_counter() - start:.1f}s"
+        f"skipped; {lost}{time.perf_counter() - start:.1f}s"
     )
     return 0
 
