@@ -20,7 +20,8 @@ from prism.calibration import calibration_filename
 from prism.ids import format_budget
 from prism.isoflop.design.calibrate import CalibrateOptions, speed_filename
 from prism.isoflop.runs.collect import CollectOptions
-from prism.isoflop.fit.fit import FitOptions
+from prism.isoflop.fit.fit import MIN_FIT_BUDGETS, FitOptions, too_few_budgets
+from prism.isoflop.runs.table import table_problem
 from prism.isoflop.design.gate import plan_stop, plan_summary
 from prism.isoflop.runs.launch import run_args
 from prism.isoflop.present.options import PlotOptions
@@ -69,8 +70,6 @@ BUDGETS = sorted({budget_str(b) for b in config["budgets"]}, key=float)
 # never set by its budgets, so a cosine and a wsd study of one grid differ only after it.
 WARMUP = plan_warmup(PLAN_OPTIONS.min_steps)
 
-# The fewest budgets a fit can answer from (Approach 2's power law through their minima).
-MIN_FIT_BUDGETS = 2
 
 
 def _alternatives(names):
@@ -406,21 +405,26 @@ def run_metrics(family):
     return [f"{STUDY}/{family}/runs/{run_id}/metrics.json" for run_id in plan_rows(family)]
 
 
-def fit_inputs(wildcards):
-    """The runs table; a plan that cannot be fitted stops the workflow here, while its DAG is built.
+def stop(line):
+    """Stop the workflow with one line: Snakemake prints a SystemExit's text while it builds the DAG,
+    but drops it while jobs run (a checkpoint's re-evaluation), so it is logged there first."""
+    if workflow.scheduler is not None:
+        logger.error(line)
+    raise SystemExit(line)
 
-    A power law in C needs two budgets: with fewer (a budget removed from a finished study) the fit
-    job would fail after Snakemake had deleted the previous fit, so nothing runs and it is kept.
-    """
-    budgets = sorted({budget_str(row["budget"]) for row in plan_rows(wildcards.family).values()}, key=float)
-    if len(budgets) < MIN_FIT_BUDGETS:
-        raise SystemExit(
-            f"config budgets: the plan of {wildcards.family} has {len(budgets)} budget(s) "
-            f"({', '.join(budgets) or 'none'}); the fit needs at least {MIN_FIT_BUDGETS} (a power law in C): "
-            f"add budgets (--config 'budgets=[...]'), or name only collect_{wildcards.family}; "
-            "the previous fit and figures are kept"
-        )
-    return f"{STUDY}/{wildcards.family}/runs.csv"
+
+def fit_inputs(wildcards):
+    """The runs table; a plan that cannot be fitted, or a table changed by hand, stops the workflow
+    here, while its DAG is built: a fit job failing on them would first have lost the previous fit."""
+    family = wildcards.family
+    csv = f"{STUDY}/{family}/runs.csv"
+    budgets = BUDGETS  # fewer in the config than a fit needs: said before the plan exists
+    if len(budgets) >= MIN_FIT_BUDGETS:
+        budgets = sorted({budget_str(row["budget"]) for row in plan_rows(family).values()}, key=float)
+    line = too_few_budgets(family, budgets) or table_problem(csv)
+    if line:
+        stop(line)
+    return csv
 
 
 def train_priority(wildcards):

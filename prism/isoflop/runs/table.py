@@ -19,6 +19,27 @@ REQUIRED = ("params", "tokens", "loss")
 FILTER_COLUMNS = ("family", "backbone", "regime")
 
 
+class TableValueError(PrismError):
+    """Values no run can have (text, zero, negative): the table was changed by hand or damaged."""
+
+
+def table_problem(csv_path: str | Path) -> str | None:
+    """One line when the table at `csv_path` holds values no run can have; None when it does not (or is absent).
+
+    The workflow asks while its DAG is built: a fit job failing on them would have lost the
+    previous fit first. Any other fault (nothing to fit yet) is left to the fit.
+    """
+    if not Path(csv_path).is_file():
+        return None
+    try:
+        load_runs(csv_path)
+    except TableValueError as err:
+        return str(err)
+    except PrismError:
+        return None
+    return None
+
+
 @dataclass
 class LoadedRuns:
     """The fittable records and an account of every row that was not used."""
@@ -71,6 +92,20 @@ def _excluded(run_id: str, reason: str, kind: str, row: dict, budget_col: str) -
     if budget is not None and budget_col == "flops" and budget > 0:
         budget = _budget_from_flops(budget)
     return {"run_id": run_id, "reason": reason, "kind": kind, **values, "budget": budget}
+
+
+def _fix(path: Path, header: list[str]) -> str:
+    """How to repair a table with unusable values: collect's own is rebuilt, never pruned (a row
+    removed is a run silently left out of the fit); someone else's has its values corrected."""
+    from prism.isoflop.runs.collect import COLUMNS  # noqa: PLC0415 lazy: collect imports the planner
+
+    if header == COLUMNS:
+        return (
+            f"; it is collect's table of the runs' metrics, changed since it was written: delete it "
+            f"(`rm {path}`) and collect rebuilds it (rerun the same snakemake command), rather than "
+            "editing or dropping rows"
+        )
+    return "; correct those values (a row dropped is a run left out of the fit)"
 
 
 def load_runs(
@@ -147,15 +182,16 @@ def load_runs(
             )
         )
     if bad_text:
-        raise PrismError(
+        raise TableValueError(
             f"{path}: non-numeric values in "
             + "; ".join(f"column {c!r} at line(s) {_lines(r)}" for c, r in bad_text.items())
-            + "; fix or remove those rows"
+            + _fix(path, header)
         )
     if bad_sign:
-        raise PrismError(
+        raise TableValueError(
             f"{path}: values must be positive and finite in "
             + "; ".join(f"column {c!r} at line(s) {_lines(r)}" for c, r in bad_sign.items())
+            + _fix(path, header)
         )
     if not loaded.records:
         raise PrismError(
