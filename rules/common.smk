@@ -21,6 +21,7 @@ from prism.ids import format_budget
 from prism.isoflop.design.calibrate import CalibrateOptions, speed_filename
 from prism.isoflop.runs.collect import CollectOptions
 from prism.isoflop.fit.fit import MIN_FIT_BUDGETS, FitOptions, too_few_budgets
+from prism.isoflop.runs.status import lost_finals
 from prism.isoflop.runs.table import table_problem
 from prism.isoflop.design.gate import plan_stop, plan_summary
 from prism.isoflop.runs.launch import run_args
@@ -397,6 +398,9 @@ def study_metrics(family, wildcards=None):
             say_once(f"{path} is gone: the runs after it are finished, so nothing needs it now; `snakemake {path}` "
                      "puts it back (from its segment's final/, else by training that segment again), and so does "
                      "any new job that starts from it", warning=True)
+    if not retraining():  # a finished run's weights gone: nothing reruns it, so say it
+        for line in lost_finals(f"{STUDY}/{family}", plan_rows(family), TRAIN_OPTIONS.schedule):
+            say_once(line, warning=True)
     return run_metrics(family)
 
 
