@@ -41,7 +41,7 @@ def register(verbs: argparse._SubParsersAction) -> None:
         "--max-bad-fraction",
         type=float,
         default=MAX_BAD_FRACTION,
-        help=f"refuse when more than this share of the samples is bad (default {MAX_BAD_FRACTION})",
+        help=f"refuse when more than this share of the samples is bad or lost (default {MAX_BAD_FRACTION})",
     )
     p.add_argument("--overwrite", action="store_true", help="replace an existing index directory")
     p.add_argument(
