@@ -20,7 +20,7 @@ from prism.calibration import calibration_filename
 from prism.ids import format_budget
 from prism.isoflop.design.calibrate import CalibrateOptions, speed_filename
 from prism.isoflop.runs.collect import CollectOptions
-from prism.isoflop.fit.fit import MIN_FIT_BUDGETS, FitOptions, too_few_budgets
+from prism.isoflop.fit.fit import FitOptions, too_few_budgets
 from prism.isoflop.runs.status import lost_finals
 from prism.isoflop.runs.table import table_problem
 from prism.isoflop.design.gate import plan_stop, plan_summary
@@ -422,10 +422,11 @@ def fit_inputs(wildcards):
     here, while its DAG is built: a fit job failing on them would first have lost the previous fit."""
     family = wildcards.family
     csv = f"{STUDY}/{family}/runs.csv"
-    budgets = BUDGETS  # fewer in the config than a fit needs: said before the plan exists
-    if len(budgets) >= MIN_FIT_BUDGETS:
-        budgets = sorted({budget_str(row["budget"]) for row in plan_rows(family).values()}, key=float)
-    line = too_few_budgets(family, budgets) or table_problem(csv)
+    line = too_few_budgets(family, BUDGETS)  # fewer in the config than a fit needs: said before the plan exists
+    if not line:
+        rows = plan_rows(family)
+        line = too_few_budgets(family, sorted({budget_str(row["budget"]) for row in rows.values()}, key=float))
+        line = line or table_problem(csv, {run_id: f"{STUDY}/{family}/runs/{run_id}/metrics.json" for run_id in rows})
     if line:
         stop(line)
     return csv

@@ -40,3 +40,21 @@ def test_someone_elses_table_is_corrected_and_other_faults_are_left_to_the_fit(t
     assert "correct those values" in table_problem(own) and "rm " not in table_problem(own)
     own.write_text("params,tokens,loss,budget,status\n1e8,1e9,2,1e18,incomplete\n")  # nothing to fit yet
     assert table_problem(own) is None and table_problem(tmp_path / "absent.csv") is None
+
+
+def test_a_row_removed_from_collects_table_is_said_while_a_run_still_to_finish_is_not(collected):
+    import os
+
+    runs = collected.parent / "runs"
+    planned = {p.name: p / "metrics.json" for p in sorted(runs.iterdir())}
+    assert table_problem(collected, planned) is None
+    lines = collected.read_text().splitlines()
+    dropped = next(line for line in lines[1:] if line.startswith("60k-"))
+    collected.write_text("\n".join(line for line in lines if line != dropped) + "\n")
+    line = table_problem(collected, planned)
+    assert "no row for 1 finished planned run(s) (60k-BASE-e2e-C1e12)" in line and "collect rebuilds it" in line
+    # A run that finished after the table was written: collect writes the table again, nothing to say.
+    later = collected.stat().st_mtime + 10
+    os.utime(planned["60k-BASE-e2e-C1e12"], (later, later))
+    assert table_problem(collected, planned) is None
+    assert table_problem(collected, {**planned, "240k-BASE-e2e-C1e12": runs / "absent" / "metrics.json"}) is None
