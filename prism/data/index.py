@@ -452,7 +452,7 @@ def _read_all(shards: Path, found: dict[str, list[str]], spec: FamilySpec, spool
     spooled = {"train": [], "eval": []}
     widths = {"train": [0, 0], "eval": [0, 0]}
     blocks = []  # (shard name, split, key digests) in shard order: the uniqueness check
-    bad, damaged, first, broken_lines = [], [], None, 0
+    bad, damaged, first = [], [], None
     tasks = [
         (shards, name, spec, SplitOf(folder if by_folder else None, eval_fraction), None, False, spool / f"{i:06d}")
         for i, (folder, name) in enumerate((f, n) for f, names in found.items() for n in names)
@@ -467,8 +467,7 @@ def _read_all(shards: Path, found: dict[str, list[str]], spec: FamilySpec, spool
             first = first or f"shard {name}, sample {key}: {why}"
         loss = shard_loss(shards / name, sum(shard.samples.values()), len(shard.bad), shard.truncated, shard.partial)
         if loss is not None:
-            broken_lines += 1
-            if broken_lines <= WARN_LINES:
+            if len(damaged) < WARN_LINES:
                 warn(f"warning: shard {shards / name} {loss.said}; re-download it, then re-index")
             damaged.append({"shard": name, "missing": loss.missing, "reason": loss.said})
             first = first or f"shard {name} {loss.said}"
@@ -492,8 +491,8 @@ def _read_all(shards: Path, found: dict[str, list[str]], spec: FamilySpec, spool
             )
     if len(bad) > WARN_LINES:
         warn(f"warning: {len(bad) - WARN_LINES} more bad samples skipped (all are listed in the index's manifest)")
-    if broken_lines > WARN_LINES:
-        warn(f"warning: {broken_lines - WARN_LINES} more shards broken (all are listed in the index's manifest)")
+    if len(damaged) > WARN_LINES:
+        warn(f"warning: {len(damaged) - WARN_LINES} more shards broken (all are listed in the index's manifest)")
     _refuse_duplicates(shards, blocks, spool, {name: prefix for (_, name, *_, prefix) in tasks})
     manifest = {
         "format_version": FORMAT_VERSION,
