@@ -11,9 +11,12 @@ from functools import partial
 
 from snakemake.utils import min_version, validate
 
-from prism.configtypes import check, check_targets, typed
+from prism.configtypes import check, check_config_file, check_targets, typed
 
 min_version("9.0")
+
+# A config file that does not parse stops here naming its line (Snakemake's error names no file).
+check_config_file("config/config.yaml")
 
 
 configfile: "config/config.yaml"

@@ -205,6 +205,40 @@ def check(config: dict, schema_path: str | Path) -> None:
         raise SystemExit(line)
 
 
+# ---- a config file that does not parse ---------------------------------------------------------
+
+
+def config_file_problem(path: str | Path) -> str | None:
+    """One line naming the file, line and column where a YAML config file stops parsing (None: it parses
+    to a mapping). Snakemake's own error names neither file nor line."""
+    path = Path(path)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as err:
+        return f"{path}: cannot be read ({err})"
+    try:
+        loaded = yaml.safe_load(text)
+    except yaml.MarkedYAMLError as err:
+        mark, start = err.problem_mark or err.context_mark, err.context_mark
+        where = f"{path}:{mark.line + 1}:{mark.column + 1}" if mark else str(path)
+        what = err.problem or err.context or "does not parse"
+        if err.context and start is not None and mark is not None and start.line != mark.line:
+            what += f" ({err.context} begun at line {start.line + 1})"
+        return f"{where}: not valid YAML: {what}; fix it there (a bracket left open, a tab, a stray colon)"
+    except yaml.YAMLError as err:
+        return f"{path}: not valid YAML ({err})"
+    if loaded is not None and not isinstance(loaded, dict):
+        return f"{path}: a config file is a mapping of keys (`budgets: [...]`), not a {type(loaded).__name__}"
+    return None
+
+
+def check_config_file(path: str | Path) -> None:
+    """Stop with config_file_problem's line (SystemExit) when the config file at `path` does not parse."""
+    line = config_file_problem(path)
+    if line:
+        raise SystemExit(line)
+
+
 # ---- a config override given where a target goes ------------------------------------------------
 
 _OVERRIDE = re.compile(r"([A-Za-z_][A-Za-z0-9_]*)((?:\.[A-Za-z_][A-Za-z0-9_]*)*)=(.*)")

@@ -20,7 +20,9 @@ from prism.calibration import calibration_filename
 from prism.ids import format_budget
 from prism.isoflop.design.calibrate import CalibrateOptions, speed_filename
 from prism.isoflop.runs.collect import CollectOptions
-from prism.isoflop.fit.fit import FitOptions
+from prism.isoflop.fit.fit import FitOptions, too_few_budgets
+from prism.isoflop.runs.status import lost_finals
+from prism.isoflop.runs.table import table_problem
 from prism.isoflop.design.gate import plan_stop, plan_summary
 from prism.isoflop.runs.launch import run_args
 from prism.isoflop.present.options import PlotOptions
@@ -72,8 +74,6 @@ BUDGETS = sorted({budget_str(b) for b in config["budgets"]}, key=float)
 # never set by its budgets, so a cosine and a wsd study of one grid differ only after it.
 WARMUP = plan_warmup(PLAN_OPTIONS.min_steps)
 
-# The fewest budgets a fit can answer from (Approach 2's power law through their minima).
-MIN_FIT_BUDGETS = 2
 
 
 def _alternatives(names):
@@ -404,6 +404,9 @@ def study_metrics(family, wildcards=None):
             say_once(f"{path} is gone: the runs after it are finished, so nothing needs it now; `snakemake {path}` "
                      "puts it back (from its segment's final/, else by training that segment again), and so does "
                      "any new job that starts from it", warning=True)
+    if not retraining():  # a finished run's weights gone: nothing reruns it, so say it
+        for line in lost_finals(f"{STUDY}/{family}", plan_rows(family), TRAIN_OPTIONS.schedule):
+            say_once(line, warning=True)
     return run_metrics(family)
 
 
@@ -412,21 +415,27 @@ def run_metrics(family):
     return [f"{STUDY}/{family}/runs/{run_id}/metrics.json" for run_id in plan_rows(family)]
 
 
-def fit_inputs(wildcards):
-    """The runs table; a plan that cannot be fitted stops the workflow here, while its DAG is built.
+def stop(line):
+    """Stop the workflow with one line: Snakemake prints a SystemExit's text while it builds the DAG,
+    but drops it while jobs run (a checkpoint's re-evaluation), so it is logged there first."""
+    if workflow.scheduler is not None:
+        logger.error(line)
+    raise SystemExit(line)
 
-    A power law in C needs two budgets: with fewer (a budget removed from a finished study) the fit
-    job would fail after Snakemake had deleted the previous fit, so nothing runs and it is kept.
-    """
-    budgets = sorted({budget_str(row["budget"]) for row in plan_rows(wildcards.family).values()}, key=float)
-    if len(budgets) < MIN_FIT_BUDGETS:
-        raise SystemExit(
-            f"config budgets: the plan of {wildcards.family} has {len(budgets)} budget(s) "
-            f"({', '.join(budgets) or 'none'}); the fit needs at least {MIN_FIT_BUDGETS} (a power law in C): "
-            f"add budgets (--config 'budgets=[...]'), or name only collect_{wildcards.family}; "
-            "the previous fit and figures are kept"
-        )
-    return f"{STUDY}/{wildcards.family}/runs.csv"
+
+def fit_inputs(wildcards):
+    """The runs table; a plan that cannot be fitted, or a table changed by hand, stops the workflow
+    here, while its DAG is built: a fit job failing on them would first have lost the previous fit."""
+    family = wildcards.family
+    csv = f"{STUDY}/{family}/runs.csv"
+    line = too_few_budgets(family, BUDGETS)  # fewer in the config than a fit needs: said before the plan exists
+    if not line:
+        rows = plan_rows(family)
+        line = too_few_budgets(family, sorted({budget_str(row["budget"]) for row in rows.values()}, key=float))
+        line = line or table_problem(csv, {run_id: f"{STUDY}/{family}/runs/{run_id}/metrics.json" for run_id in rows})
+    if line:
+        stop(line)
+    return csv
 
 
 def train_priority(wildcards):

@@ -84,3 +84,19 @@ def test_a_config_value_given_as_a_target_is_named_with_its_fix():
     assert override_as_target(["fit_text_image", "scaling-study/text_image/runs.csv"]) is None
     # --config's own entries and other options' key=value words are not targets
     assert command_line_targets(["all", "--config", "study_dir=s1", "--default-resources", "mem_mb=10"]) == ["all"]
+
+
+def test_a_config_file_that_does_not_parse_is_named_with_its_line(tmp_path):
+    from prism.configtypes import config_file_problem
+
+    good = tmp_path / "good.yaml"
+    good.write_text("budgets: [1e10, 2e10]\nfamilies: [text_image]\n")
+    assert config_file_problem(good) is None and config_file_problem(SCHEMA) is None
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("study_dir: s\nbudgets: [1e10, 2e10\nfamilies: [text_image]\n")
+    line = config_file_problem(bad)
+    assert line.startswith(f"{bad}:3:") and "not valid YAML" in line and "\n" not in line
+    bad.write_text("train:\n  seed: 1\n\tthreads: 2\n")
+    assert config_file_problem(bad).startswith(f"{bad}:3:")
+    bad.write_text("- 1e10\n- 2e10\n")
+    assert "a mapping of keys" in config_file_problem(bad)

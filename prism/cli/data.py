@@ -41,7 +41,7 @@ def register(verbs: argparse._SubParsersAction) -> None:
         "--max-bad-fraction",
         type=float,
         default=MAX_BAD_FRACTION,
-        help=f"refuse when more than this share of the samples is bad (default {MAX_BAD_FRACTION})",
+        help=f"refuse when more than this share of the samples is bad or lost (default {MAX_BAD_FRACTION})",
     )
     p.add_argument("--overwrite", action="store_true", help="replace an existing index directory")
     p.add_argument(
@@ -84,7 +84,7 @@ def _build(args: argparse.Namespace) -> int:
 def _index(args: argparse.Namespace) -> int:
     import time
 
-    from prism.data.index import index
+    from prism.data.index import broken_shards, index, lost_samples
 
     start = time.perf_counter()
     m = index(
@@ -100,9 +100,16 @@ def _index(args: argparse.Namespace) -> int:
         f"{s} {v['samples']} samples ({v['tokens']} tokens) in {len(v['shards'])} shards"
         for s, v in m["splits"].items()
     )
+    broken = broken_shards(m)
+    lost = (
+        f"{len(broken)} broken shards ({', '.join(broken[:3])}{', ...' if len(broken) > 3 else ''}: see the "
+        f"warnings), {lost_samples(m) - len(m['bad_samples'])} samples lost with them; "
+        if broken
+        else ""
+    )
     print(
         f"{args.out}: {m['family']} from {m['shards_dir']}: {counts}; {len(m['bad_samples'])} bad samples "
-        f"skipped; {time.perf_counter() - start:.1f}s"
+        f"skipped; {lost}{time.perf_counter() - start:.1f}s"
     )
     return 0
 

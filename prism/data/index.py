@@ -11,8 +11,10 @@ are never copied or rewritten.
 
 Bad samples are skipped with a warning naming the shard and the key; the loader
 skips the same ones (the shards' sha256 fixes what it reads), so a bad sample never
-stops a run. Above `max_bad_fraction` of all samples the index refuses: that many bad
-samples is a broken download, not noise.
+stops a run. A shard cut short or damaged is named in one line with the samples it lost
+(`shardcount`: img2dataset's count beside it, else one at least), and they count as bad.
+Above `max_bad_fraction` of all samples the index refuses: that many bad samples is a
+broken download, not noise.
 
 The held-out split is either a separate folder (`DIR/train/*.tar` and `DIR/eval/*.tar`)
 or a fixed fraction of the keys chosen by their hash, the same whatever the seed or the
@@ -37,6 +39,7 @@ import numpy as np
 
 from prism.atomic import DiskFullError, disk_full, folder_kept, free_bytes, is_disk_full, replace_dir
 from prism.data.manifest import FORMAT_VERSION, MANIFEST, Records, sha256
+from prism.data.shardcount import shard_loss
 from prism.data.tarreader import TarCut, iter_tar
 from prism.errors import PrismError
 from prism.families import FamilySpec, family_spec
@@ -216,7 +219,8 @@ def key_digest(key: str) -> bytes:
 
 
 class _HashingReader:
-    """A shard read through once, front to back: its sha256 and size on the way (never whole in memory)."""
+    """A shard read through once, front to back: its sha256 and size on the way (never whole in memory),
+    and whether anything but zeros follows where the tar's walker stopped."""
 
     def __init__(self, path: Path, fh):
         self.path, self._fh, self._digest, self.size = path, fh, hashlib.sha256(), 0
@@ -230,11 +234,14 @@ class _HashingReader:
         self.size += len(chunk)
         return chunk
 
-    def finish(self) -> tuple[str, int]:
-        """The sha256 and size of the whole file (reading what the tar's walker left)."""
-        while self.read(1 << 20):
-            pass
-        return self._digest.hexdigest(), self.size
+    def finish(self) -> tuple[str, int, int | None]:
+        """The sha256 and size of the whole file (reading what the tar's walker left), and the first
+        byte after that which is not zero (None: the end-of-archive marker and its padding only)."""
+        stray = None
+        while chunk := self.read(1 << 20):
+            if stray is None and chunk.count(0) != len(chunk):
+                stray = self.size - len(chunk.lstrip(b"\0"))
+        return self._digest.hexdigest(), self.size, stray
 
 
 @dataclass
@@ -251,7 +258,8 @@ class ShardRead:
     digests: dict[str, bytearray] = field(default_factory=dict)
     records: dict[str, tuple[list[str], list[str], list[np.ndarray]]] = field(default_factory=dict)
     bad: list[tuple[str, str]] = field(default_factory=list)
-    truncated: str | None = None
+    truncated: str | None = None  # how the tar breaks off (cut, damaged, data after its end), None if whole
+    partial: bool = False  # the sample a cut interrupted is among `bad`
 
 
 SPOOLED = ("keys", "captions", "modality")  # the files of a spooled (shard, split): see decoded.save_spooled
@@ -275,19 +283,17 @@ def read_shard(
     path = root / name
     out = ShardRead(name)
     with ExitStack() as stack:
-        if data is None:
-            try:
-                source = _HashingReader(path, stack.enter_context(path.open("rb")))
-            except OSError as err:
-                raise PrismError(f"shard {path} cannot be read ({err.strerror})") from None
-        else:
-            source = data
+        try:
+            source = _HashingReader(path, stack.enter_context(path.open("rb")) if data is None else io.BytesIO(data))
+        except OSError as err:
+            raise PrismError(f"shard {path} cannot be read ({err.strerror})") from None
         sinks = {}
         for key, members, cut in iter_samples(source):
             if cut is not None:
                 out.truncated = cut
                 if key is not None:
                     out.bad.append((key, f"tar {cut}"))
+                    out.partial = True
                 break
             try:
                 caption, array = decode_sample(members, spec)
@@ -312,7 +318,11 @@ def read_shard(
                 keys_fh.write(json.dumps(key).encode() + b"\n")
                 captions_fh.write(json.dumps(caption).encode() + b"\n")
                 modality_fh.write(np.asarray(array, np.float32).tobytes())
-        out.sha256, out.bytes = source.finish() if data is None else (sha256(data), len(data))
+        out.sha256, out.bytes, stray = source.finish()
+        if not out.bytes:
+            out.truncated = "0 bytes"
+        elif stray is not None and out.truncated is None:
+            out.truncated = f"data after its end-of-archive marker, from byte {stray}: tars joined?"
     return out
 
 
@@ -386,16 +396,8 @@ def index(
     free, existed, needed = free_bytes(out.parent), out.exists(), None
     tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.tmp-", dir=out.parent))
     try:
-        manifest, spooled, widths = _read_all(shards, found, spec, tmp / ".spool", eval_fraction, warn, jobs)
-        bad, total = manifest["bad_samples"], sum(s["samples"] for s in manifest["splits"].values())
-        total += len(bad)
-        if total and len(bad) > max_bad_fraction * total:
-            first = bad[0]
-            raise PrismError(
-                f"{shards}: {len(bad)} of {total} samples are bad ({100 * len(bad) / total:.1f}% > "
-                f"max_bad_fraction {100 * max_bad_fraction:g}%; first: shard {first['shard']}, sample "
-                f"{first['key']}: {first['reason']}); repair the shards or raise --max-bad-fraction"
-            )
+        manifest, spooled, widths, first = _read_all(shards, found, spec, tmp / ".spool", eval_fraction, warn, jobs)
+        _refuse_too_many_bad(shards, manifest, max_bad_fraction, first)
         for split, entry in manifest["splits"].items():
             if not entry["samples"]:
                 hint = "add shards to eval/" if by_folder else "raise --eval-fraction or add samples"
@@ -423,16 +425,34 @@ def index(
     return manifest
 
 
+def lost_samples(manifest: dict) -> int:
+    """The samples an index skipped or lost: its bad samples, and those missing from its broken shards."""
+    return len(manifest.get("bad_samples", [])) + sum(d["missing"] for d in manifest.get("damaged_shards", []))
+
+
+def _refuse_too_many_bad(shards: Path, manifest: dict, max_bad_fraction: float, first: str | None) -> None:
+    """Refuse in one line when more than `max_bad_fraction` of the samples the shards should hold are lost."""
+    lost = lost_samples(manifest)
+    total = lost + sum(s["samples"] for s in manifest["splits"].values())
+    if total and lost > max_bad_fraction * total:
+        raise PrismError(
+            f"{shards}: {lost} of {total} samples are bad or lost ({100 * lost / total:.1f}% > "
+            f"max_bad_fraction {100 * max_bad_fraction:g}%; first: {first}); repair or re-download the shards, "
+            "or raise --max-bad-fraction"
+        )
+
+
 def _read_all(shards: Path, found: dict[str, list[str]], spec: FamilySpec, spool: Path, eval_fraction, warn, jobs):
     """Read every shard once, its good samples spooled under `spool`: (the manifest but for
-    `max_bad_fraction`, each split's spool prefixes in shard order, its longest key and caption)."""
+    `max_bad_fraction`, each split's spool prefixes in shard order, its longest key and caption,
+    the first bad sample or broken shard in shard order, in words)."""
     spool.mkdir()
     by_folder = "all" not in found
     splits = {"train": [], "eval": []}  # per split: the shard entries
     spooled = {"train": [], "eval": []}
     widths = {"train": [0, 0], "eval": [0, 0]}
     blocks = []  # (shard name, split, key digests) in shard order: the uniqueness check
-    bad, truncated = [], []
+    bad, damaged, first = [], [], None
     tasks = [
         (shards, name, spec, SplitOf(folder if by_folder else None, eval_fraction), None, False, spool / f"{i:06d}")
         for i, (folder, name) in enumerate((f, n) for f, names in found.items() for n in names)
@@ -444,8 +464,13 @@ def _read_all(shards: Path, found: dict[str, list[str]], spec: FamilySpec, spool
             if len(bad) < WARN_LINES:
                 warn(f"warning: shard {shards / name}, sample {key}: {why}; skipped")
             bad.append({"shard": name, "key": key, "reason": why})
-        if shard.truncated:
-            truncated.append(name)
+            first = first or f"shard {name}, sample {key}: {why}"
+        loss = shard_loss(shards / name, sum(shard.samples.values()), len(shard.bad), shard.truncated, shard.partial)
+        if loss is not None:
+            if len(damaged) < WARN_LINES:
+                warn(f"warning: shard {shards / name} {loss.said}; re-download it, then re-index")
+            damaged.append({"shard": name, "missing": loss.missing, "reason": loss.said})
+            first = first or f"shard {name} {loss.said}"
         for split in shard.samples:
             blocks.append((name, split, shard.digests[split]))
             spooled[split].append(Path(f"{prefix}.{split}"))
@@ -466,6 +491,8 @@ def _read_all(shards: Path, found: dict[str, list[str]], spec: FamilySpec, spool
             )
     if len(bad) > WARN_LINES:
         warn(f"warning: {len(bad) - WARN_LINES} more bad samples skipped (all are listed in the index's manifest)")
+    if len(damaged) > WARN_LINES:
+        warn(f"warning: {len(damaged) - WARN_LINES} more shards broken (all are listed in the index's manifest)")
     _refuse_duplicates(shards, blocks, spool, {name: prefix for (_, name, *_, prefix) in tasks})
     manifest = {
         "format_version": FORMAT_VERSION,
@@ -479,7 +506,7 @@ def _read_all(shards: Path, found: dict[str, list[str]], spec: FamilySpec, spool
         "n_modality_tokens": spec.n_modality_tokens,
         "text_len": spec.text_len,
         "bad_samples": bad,
-        "truncated_shards": truncated,
+        "damaged_shards": damaged,
         "lm_ratio": 0.0,
         "lm_text": None,
         "splits": {
@@ -491,7 +518,7 @@ def _read_all(shards: Path, found: dict[str, list[str]], spec: FamilySpec, spool
             for s in splits
         },
     }
-    return manifest, spooled, widths
+    return manifest, spooled, widths, first
 
 
 def _refuse_duplicates(shards: Path, blocks: list[tuple[str, str, bytearray]], spool: Path, prefixes: dict) -> None:
@@ -587,6 +614,11 @@ def read_index_split(data_dir: Path, manifest: dict, split: str) -> Records:
     return read_index(Path(data_dir), manifest, (split,))[split]
 
 
+def broken_shards(manifest: dict) -> list[str]:
+    """The names of the shards an index found cut, damaged or short of samples (an older index: its truncated ones)."""
+    return [d["shard"] for d in manifest.get("damaged_shards", [])] or list(manifest.get("truncated_shards", []))
+
+
 def verify_index(data_dir: str | Path, manifest: dict) -> dict:
     """Check an index against its shards: every shard there and unchanged, no shard it does not list."""
     data_dir = Path(data_dir)
@@ -601,6 +633,14 @@ def verify_index(data_dir: str | Path, manifest: dict) -> dict:
         raise PrismError(
             f"{root} holds shards the index {data_dir} does not list ({', '.join(new[:3])}"
             f"{', ...' if len(new) > 3 else ''}); re-index with "
+            f"`prism data index {root} --out {data_dir} --overwrite`"
+        )
+    broken = broken_shards(manifest)
+    if broken:
+        raise PrismError(
+            f"{data_dir / MANIFEST}: {len(broken)} shard(s) of {root} are cut short, damaged or short of samples "
+            f"({', '.join(broken[:3])}{', ...' if len(broken) > 3 else ''}; {lost_samples(manifest)} samples bad "
+            f"or lost in all); re-download them or remove them from the folder, then re-index with "
             f"`prism data index {root} --out {data_dir} --overwrite`"
         )
     summary = {

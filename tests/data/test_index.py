@@ -144,7 +144,7 @@ def test_bad_samples_are_skipped_with_a_warning_naming_shard_and_key(shape_shard
     warnings: list[str] = []
     manifest = index(folder, "text_image", tmp_path / "idx", max_bad_fraction=0.05, warn=warnings.append)
     bad = {b["key"]: b for b in manifest["bad_samples"]}
-    assert len(bad) == 3 and manifest["truncated_shards"] == ["00001.tar"]
+    assert len(bad) == 3 and [d["shard"] for d in manifest["damaged_shards"]] == ["00001.tar"]
     for key, why in expected.items():
         assert why in bad[key]["reason"] and bad[key]["shard"] == "00007.tar"
         assert any(f"{folder / '00007.tar'}, sample {key}: {why}" in w for w in warnings)
@@ -157,7 +157,8 @@ def test_bad_samples_are_skipped_with_a_warning_naming_shard_and_key(shape_shard
         copy.unlink()
     loader = ShardLoader(tmp_path / "idx", "train")
     assert len(loader) == manifest["splits"]["train"]["samples"] and not set(expected) & set(loader.keys)
-    assert verify(tmp_path / "idx")["bad"] == 3
+    with pytest.raises(PrismError, match=r"00001\.tar; 3 samples bad or lost.*re-download.*prism data index"):
+        verify(tmp_path / "idx")  # a run trains on what is there; verify says the download is broken
 
 
 def test_too_many_bad_samples_refuse_with_one_line(shape_shards, tmp_path):
@@ -170,6 +171,83 @@ def test_too_many_bad_samples_refuse_with_one_line(shape_shards, tmp_path):
     assert "\n" not in message and "3 of" in message and "--max-bad-fraction" in message
     assert "first: shard 00001.tar, sample 000000" in message and "truncated" in message  # the first in shard order
     assert not (tmp_path / "idx").exists() and not list(tmp_path.glob(".idx*"))
+
+
+def _three_shards_two_broken(shape_shards, folder: Path) -> None:
+    """Three shards of 100 samples: 00001.tar cut to 700 bytes (inside its first sample), 00002.tar 0 bytes."""
+    shape_shards(folder, 300, per_shard=100)
+    cut = folder / "00001.tar"
+    cut.write_bytes(cut.read_bytes()[:700])
+    (folder / "00002.tar").write_bytes(b"")
+
+
+def test_cut_and_empty_shards_are_named_and_counted_lost(shape_shards, tmp_path):
+    folder = tmp_path / "own"
+    _three_shards_two_broken(shape_shards, folder)
+    warnings: list[str] = []
+    with pytest.raises(PrismError) as err:
+        index(folder, "text_image", tmp_path / "idx", warn=warnings.append)
+    message = str(err.value)
+    assert "\n" not in message and "2 of 102 samples are bad or lost" in message and "00001.tar" in message
+    for name in ("00001.tar", "00002.tar"):
+        (line,) = [w for w in warnings if f"{folder / name} " in w]
+        assert "at least 1 lost" in line and "re-download" in line
+    assert "(0 bytes)" in next(w for w in warnings if "00002.tar" in w)
+    # Within the limit the index is written, and verify refuses it, naming both shards and the fix.
+    manifest = index(folder, "text_image", tmp_path / "idx", max_bad_fraction=0.5, warn=lambda line: None)
+    assert [(d["shard"], d["missing"]) for d in manifest["damaged_shards"]] == [("00001.tar", 1), ("00002.tar", 1)]
+    with pytest.raises(PrismError, match=r"00001\.tar, 00002\.tar; 2 samples bad or lost.*--overwrite"):
+        verify(tmp_path / "idx")
+
+
+def test_a_shard_cut_in_the_middle_counts_the_samples_its_stats_list(shape_shards, tmp_path):
+    """img2dataset's NNNNN_stats.json gives the count: the samples the cut took are all counted."""
+    folder = tmp_path / "own"
+    shape_shards(folder, 300, per_shard=100)
+    for i in range(3):
+        (folder / f"{i:05d}_stats.json").write_text(json.dumps({"count": 120, "successes": 100}))
+    cut = folder / "00001.tar"
+    cut.write_bytes(cut.read_bytes()[: cut.stat().st_size // 2])
+    warnings: list[str] = []
+    with pytest.raises(PrismError, match=r"(4[5-9]|5[0-5]) of 300 samples are bad or lost"):
+        index(folder, "text_image", tmp_path / "idx", max_bad_fraction=0.1, warn=warnings.append)
+    manifest = index(folder, "text_image", tmp_path / "idx", max_bad_fraction=0.2, warn=warnings.append)
+    good = sum(s["samples"] for s in manifest["splits"].values())
+    (damaged,) = manifest["damaged_shards"]
+    assert good + len(manifest["bad_samples"]) + damaged["missing"] == 300
+    assert f"{300 - good} lost" in damaged["reason"] and "00001_stats.json lists" in damaged["reason"]
+    # A whole tar holding fewer samples than its stats list is short of them, and said so.
+    (folder / "00000_stats.json").write_text(json.dumps({"successes": 104}))
+    manifest = index(folder, "text_image", tmp_path / "idx", max_bad_fraction=0.2, warn=warnings.append, overwrite=True)
+    assert [d["missing"] for d in manifest["damaged_shards"]][0] == 4
+    assert "holds fewer samples than it should" in manifest["damaged_shards"][0]["reason"]
+
+
+def test_data_after_the_end_of_archive_is_a_broken_shard(shape_shards, tmp_path):
+    """Two tars joined (`cat a.tar b.tar`): the second's samples are past the first's end marker."""
+    folder = tmp_path / "own"
+    a, b = shape_shards(folder, 200, per_shard=100)
+    a.write_bytes(a.read_bytes() + b.read_bytes())
+    b.unlink()
+    warnings: list[str] = []
+    manifest = index(folder, "text_image", tmp_path / "idx", max_bad_fraction=0.5, warn=warnings.append)
+    assert sum(s["samples"] for s in manifest["splits"].values()) == 100
+    assert "data after its end-of-archive marker" in manifest["damaged_shards"][0]["reason"]
+    assert any("00000.tar" in w and "at least 1 lost" in w for w in warnings)
+
+
+def test_cli_index_names_broken_shards_and_verify_fails(run_prism, shape_shards, tmp_path):
+    folder = tmp_path / "own"
+    _three_shards_two_broken(shape_shards, folder)
+    out = str(tmp_path / "idx")
+    refused = run_prism("data", "index", str(folder), "--family", "text_image", "--out", out)
+    assert refused.returncode != 0 and "00001.tar" in refused.stderr.splitlines()[-1]
+    lines = refused.stderr.splitlines()
+    assert all(any(f"{name} is cut short" in line for line in lines) for name in ("00001.tar", "00002.tar"))
+    done = run_prism("data", "index", str(folder), "--family", "text_image", "--out", out, "--max-bad-fraction", "0.5")
+    assert done.returncode == 0 and "2 broken shards (00001.tar, 00002.tar" in done.stdout, done.stderr
+    checked = run_prism("data", "verify", out)
+    assert checked.returncode != 0 and "00001.tar, 00002.tar" in checked.stderr and "ok" not in checked.stdout
 
 
 def test_verify_finds_a_replaced_and_an_added_shard(shape_shards, tmp_path):

@@ -11,7 +11,7 @@ import subprocess
 
 import pytest
 
-from .wfhelpers import BIN, REPO, env
+from .wfhelpers import BIN, REPO, env, make_workdir, snakemake
 
 pytestmark = [pytest.mark.workflow, pytest.mark.slow]
 
@@ -137,3 +137,33 @@ def test_troubleshooting_quotes_what_snakemake_prints(args):
     assert result.returncode != 0
     last = [line for line in result.stdout.splitlines() if re.match(r"[A-Za-z]+Error: ", line)][-1]
     assert f"`{last}`" in (REPO / "docs" / "guide.md").read_text(), last
+
+
+def test_troubleshooting_names_the_config_file_that_does_not_parse(tmp_path):
+    """A `--configfile` Snakemake cannot parse is refused before the workflow runs: the guide quotes the line
+    and says how to find the place; the study's own config/config.yaml is named with its line by the workflow."""
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("budgets: [1e10, 2e10\n")
+    result = subprocess.run(
+        [str(BIN / "snakemake"), "-n", "fit_text_image", "--configfile", str(bad)],
+        cwd=REPO,
+        env=env(),
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    lines = (result.stdout + result.stderr).splitlines()
+    assert result.returncode != 0 and "WorkflowError:" in lines
+    said = lines[lines.index("WorkflowError:") + 1]
+    assert f"`{said}`" in (REPO / "docs" / "guide.md").read_text(), said
+
+
+def test_a_study_config_that_does_not_parse_is_named_with_its_line(tmp_path):
+    workdir = make_workdir(tmp_path / "study")
+    config = workdir / "config" / "config.yaml"
+    lines = config.read_text().splitlines()
+    config.write_text("\n".join([*lines, "extra: [1e10, 2e10", ""]))
+    out = snakemake(workdir, "-n", "fit_text_image", check=False).stdout
+    last = out.strip().splitlines()[-1]
+    assert last.startswith(f"config/config.yaml:{len(lines) + 2}:1: not valid YAML: expected ',' or ']'"), out[-2000:]
+    assert f"begun at line {len(lines) + 1}" in last and "Traceback" not in out

@@ -62,3 +62,20 @@ def test_a_new_shard_reindexes_and_retrains(shard_study, shape_shards):
     dry = snakemake(shard_study.workdir, "-n", "fit_text_image").stdout
     counts = job_counts(dry)
     assert counts.get("data") == 1 and counts.get("train") == len(planned_run_ids(shard_study.workdir)), dry[-3000:]
+
+
+def test_the_data_job_runs_first_and_says_what_broken_shards_lost(tmp_path, shape_shards):
+    """An empty shards folder stops the study before any calibration; broken shards are said on the terminal."""
+    shards = tmp_path / "shards"
+    shards.mkdir()
+    workdir = make_workdir(tmp_path / "study", {"data": {"shards": {"text_image": str(shards)}}})
+    out = snakemake(workdir, "plan_text_image", check=False)
+    assert out.returncode != 0 and f"{shards} holds no .tar shards" in out.stdout
+    assert not list((workdir / "scaling-study").glob("calibration/*.json")), out.stdout[-3000:]
+    shape_shards(shards, 300, per_shard=100)
+    (shards / "00001.tar").write_bytes((shards / "00001.tar").read_bytes()[:700])
+    (shards / "00002.tar").write_bytes(b"")
+    setting = 'data={"max_bad_fraction": 0.5}'
+    done = snakemake(workdir, "scaling-study/data/text_image", "--config", setting).stdout
+    for name in ("00001.tar", "00002.tar"):
+        assert f"warning: shard {shards / name} is cut short" in done, done[-3000:]

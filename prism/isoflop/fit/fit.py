@@ -94,6 +94,26 @@ class FitOptions:
         return approach3.Approach3Options(huber_delta=self.huber_delta)
 
 
+# The fewest budgets a fit can answer from (Approach 2's power law through their minima).
+MIN_FIT_BUDGETS = 2
+
+
+def too_few_budgets(family: str, budgets: list[str]) -> str | None:
+    """One line when the plan of `family` (its `budgets`) cannot be fitted; None when it can.
+
+    The workflow asks before the fit job runs, even before the plan exists (the config's budgets
+    are the plan's at most): a failed fit job would have lost the previous fit, and the first
+    call of a fresh study would end without a reason.
+    """
+    if len(budgets) >= MIN_FIT_BUDGETS:
+        return None
+    return (
+        f"config budgets: the plan of {family} has {len(budgets)} budget(s) ({', '.join(budgets) or 'none'}); "
+        f"the fit needs at least {MIN_FIT_BUDGETS} (a power law in C): add budgets (--config 'budgets=[...]'), "
+        f"or name only collect_{family}; the previous fit and figures are kept"
+    )
+
+
 def _arrays(records: list[RunRecord]):
     return tuple(
         np.array([getattr(r, k) for r in records], dtype=float) for k in ("params", "tokens", "loss", "budget")

@@ -13,6 +13,9 @@ sorts each planned run into one state:
 - waiting: planned, no run directory yet (or one with nothing in it);
 - stale: a run directory the plan does not hold (another budget set or study).
 
+A done run whose `final/` (its weights and finished record) is gone stays done (its
+metrics are fitted) and is listed with the command that trains it again (`final_gone`).
+
 Time: the finished runs' measured wall time against the plan's estimate for them
 (`hours_here`, from the timed steps) gives a ratio; the ETA is the estimate of what is
 left times that ratio, divided by the runs training now. FLOPs count each run's own
@@ -298,6 +301,31 @@ def _logged_seconds(rows: list[dict[str, Any]]) -> float:
     return total
 
 
+def final_gone(run_dir: Path) -> bool:
+    """A finished run (metrics.json, status ok) whose `final/`, its weights and finished record, is gone.
+
+    Nothing reruns it (its metrics.json, the job's output, is there), so it is said instead.
+    """
+    metrics = _read_json(Path(run_dir) / "metrics.json")
+    return isinstance(metrics, dict) and metrics.get("status") == "ok" and not (Path(run_dir) / "final").is_dir()
+
+
+def final_gone_line(run_dir: Path, family: str, schedule: str) -> str:
+    """One line: a run's final/ is gone, and the command that puts it back (the same weights, trained again)."""
+    how = "from its branch point (its cooldown only)" if schedule == "wsd" else "from its start"
+    return (
+        f"{run_dir}/final/ is gone (the run's weights); its metrics stay fitted. `snakemake fit_{family} --forcerun "
+        f"{run_dir}/metrics.json` puts it back, training the run again {how}: the same weights"
+    )
+
+
+def lost_finals(family_dir: str | Path, run_ids, schedule: str) -> list[str]:
+    """final_gone_line of each of `run_ids` (runs of `family_dir`) whose final/ is gone."""
+    family_dir = Path(family_dir)
+    runs = [family_dir / "runs" / run_id for run_id in run_ids]
+    return [final_gone_line(run, family_dir.name, schedule) for run in runs if final_gone(run)]
+
+
 def study_status(family_dir: str | Path, active_s: float = ACTIVE_SECONDS, now: float | None = None) -> StudyStatus:
     """Read a family folder of a study (`STUDY/F`, holding plan.yaml)."""
     family_dir = Path(family_dir)
@@ -327,6 +355,9 @@ def study_status(family_dir: str | Path, active_s: float = ACTIVE_SECONDS, now: 
     cost = plan.get("cost") if isinstance(plan.get("cost"), dict) else {}
     options = plan.get("options") if isinstance(plan.get("options"), dict) else {}
     schedule = "wsd" if segments or options.get("schedule") == "wsd" else "cosine"
+    for run in runs:
+        if run.state == "done" and final_gone(runs_root / run.run_id):
+            run.note = final_gone_line(runs_root / run.run_id, family_dir.name, schedule)
     return StudyStatus(
         family_dir,
         str(plan.get("family") or family_dir.name),
@@ -384,6 +415,10 @@ def status_text(status: StudyStatus) -> str:
         if chosen:
             lines.append(f"{title}:")
             lines += [f"  {_run_line(r)}" for r in chosen]
+    gone = [r for r in status.runs if r.state == "done" and r.note]
+    if gone:
+        lines.append("done, final/ gone:")
+        lines += [f"  {r.note}" for r in gone]
     if status.stale:
         lines.append("stale (not fitted):")
         lines += [f"  {r.run_id}: {r.note}" for r in status.stale]

@@ -19,6 +19,59 @@ REQUIRED = ("params", "tokens", "loss")
 FILTER_COLUMNS = ("family", "backbone", "regime")
 
 
+class TableValueError(PrismError):
+    """Values no run can have (text, zero, negative): the table was changed by hand or damaged."""
+
+
+def table_problem(csv_path: str | Path, planned: dict[str, str | Path] | None = None) -> str | None:
+    """One line when the table at `csv_path` was changed by hand; None when it was not (or is absent).
+
+    Changed: it holds values no run can have, or it lacks a row of a `planned` run (run id:
+    its metrics.json) that finished before the table was written, which collect never leaves
+    out. The workflow asks while its DAG is built: a fit job failing on the values would have
+    lost the previous fit first, and one short of a run would say nothing. Any other fault
+    (nothing to fit yet) is left to the fit.
+    """
+    path = Path(csv_path)
+    if not path.is_file():
+        return None
+    try:
+        load_runs(path)
+    except TableValueError as err:
+        return str(err)
+    except PrismError:
+        return None
+    missing = _rows_missing(path, planned or {})
+    if not missing:
+        return None
+    return (
+        f"{path}: no row for {len(missing)} finished planned run(s) ({', '.join(missing[:3])}"
+        f"{', ...' if len(missing) > 3 else ''}), which collect never leaves out: rows were removed by hand"
+        + _fix(path, _collect_columns())
+    )
+
+
+def _collect_columns() -> list[str]:
+    """The header collect writes (read lazily: collect imports the planner)."""
+    from prism.isoflop.runs.collect import COLUMNS  # noqa: PLC0415 lazy: collect imports the planner
+
+    return list(COLUMNS)
+
+
+def _rows_missing(path: Path, planned: dict[str, str | Path]) -> list[str]:
+    """The planned runs finished before the table at `path` was written that it has no row for
+    (none while a run is unfinished or finished later: collect makes the table again then)."""
+    try:
+        written = path.stat().st_mtime
+        if not planned or any(Path(m).stat().st_mtime > written for m in planned.values()):
+            return []
+    except OSError:
+        return []
+    with path.open(newline="", encoding="utf-8") as fh:
+        listed = {row.get("run_id") for row in csv.DictReader(fh)}
+    return sorted(set(planned) - listed)
+
+
 @dataclass
 class LoadedRuns:
     """The fittable records and an account of every row that was not used."""
@@ -71,6 +124,18 @@ def _excluded(run_id: str, reason: str, kind: str, row: dict, budget_col: str) -
     if budget is not None and budget_col == "flops" and budget > 0:
         budget = _budget_from_flops(budget)
     return {"run_id": run_id, "reason": reason, "kind": kind, **values, "budget": budget}
+
+
+def _fix(path: Path, header: list[str]) -> str:
+    """How to repair a table with unusable values: collect's own is rebuilt, never pruned (a row
+    removed is a run silently left out of the fit); someone else's has its values corrected."""
+    if header == _collect_columns():
+        return (
+            f"; it is collect's table of the runs' metrics, changed since it was written: delete it "
+            f"(`rm {path}`) and collect rebuilds it (rerun the same snakemake command), rather than "
+            "editing or dropping rows"
+        )
+    return "; correct those values (a row dropped is a run left out of the fit)"
 
 
 def load_runs(
@@ -147,15 +212,16 @@ def load_runs(
             )
         )
     if bad_text:
-        raise PrismError(
+        raise TableValueError(
             f"{path}: non-numeric values in "
             + "; ".join(f"column {c!r} at line(s) {_lines(r)}" for c, r in bad_text.items())
-            + "; fix or remove those rows"
+            + _fix(path, header)
         )
     if bad_sign:
-        raise PrismError(
+        raise TableValueError(
             f"{path}: values must be positive and finite in "
             + "; ".join(f"column {c!r} at line(s) {_lines(r)}" for c, r in bad_sign.items())
+            + _fix(path, header)
         )
     if not loaded.records:
         raise PrismError(

@@ -321,3 +321,12 @@ def test_approach2_report_describes_no_approach3_and_noise_free_data_no_noise():
     assert fit.diagnostics.noise < 3e-4 and "Noise: 0.1" not in md
     small = fit.approach2.per_budget[0]
     assert small.windowed and f"ok, on {small.window_sizes} of its 13 sizes (lack of fit beyond them)" in md
+
+
+def test_too_few_budgets_is_one_line_naming_the_fix():
+    from prism.isoflop.fit.fit import too_few_budgets
+
+    assert too_few_budgets("text_image", ["1e12", "3e12"]) is None
+    line = too_few_budgets("text_image", ["1e12"])
+    assert line.startswith("config budgets: the plan of text_image has 1 budget(s) (1e12); the fit needs at least 2")
+    assert "--config 'budgets=[...]'" in line and "collect_text_image" in line and "\n" not in line

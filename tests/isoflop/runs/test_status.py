@@ -32,6 +32,9 @@ def write_run(run_dir: Path, steps: int, logged: list[tuple[int, float]], metric
     (run_dir / "eval.jsonl").write_text(json.dumps({"step": 0, "loss": 5.5}) + "\n")
     if metrics is not None:
         (run_dir / "metrics.json").write_text(json.dumps(metrics))
+    if metrics and metrics.get("status") == "ok":  # a finished run keeps its weights and record in final/
+        (run_dir / "final").mkdir()
+        (run_dir / "final" / "finished.json").write_text(json.dumps({"metrics": metrics}))
 
 
 @pytest.fixture
@@ -151,3 +154,21 @@ def test_cli_prints_the_status(study, run_prism):
     assert done.returncode == 0, done.stderr
     assert "4 planned runs" in done.stdout and "budget" in done.stdout
     assert done.stderr == ""
+
+
+def test_a_done_run_whose_final_is_gone_is_listed_with_the_command_that_trains_it_again(study):
+    import shutil
+
+    from prism.isoflop.runs.status import lost_finals
+
+    done = study / "runs" / "30k-BASE-e2e-C1e10"
+    assert "final/ gone" not in status_text(study_status(study)) and lost_finals(study, [done.name], "wsd") == []
+    shutil.rmtree(done / "final")
+    status = study_status(study)
+    assert status.counts()["done"] == 1  # its metrics stay fitted
+    text = status_text(status)
+    assert "done, final/ gone:" in text
+    command = f"`snakemake fit_text_image --forcerun {done}/metrics.json`"
+    assert f"{done}/final/ is gone" in text and command in text
+    (line,) = lost_finals(study, [r[0] for r in PLAN_RUNS], "wsd")
+    assert command in line and "from its branch point" in line and "\n" not in line
