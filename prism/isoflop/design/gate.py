@@ -58,6 +58,42 @@ def undetermined_text(fc: dict) -> str:
     )
 
 
+def at_risk_text(fc: dict) -> list[str]:
+    """A line per planned budget whose runs the fit would most likely leave out, by the forecast."""
+    from prism.isoflop.design.forecast import MIN_ACCEPT_RATE  # noqa: PLC0415 lazy: numpy
+    from prism.isoflop.fit.diagnostics import MIN_SPREAD_DECADES  # noqa: PLC0415 lazy: numpy
+
+    out = []
+    for b in fc.get("per_budget") or []:
+        c = format_budget(b["budget"])
+        if b["n_spread_decades"] < MIN_SPREAD_DECADES:
+            why = f"its sizes span {b['n_spread_decades']:.2f} decades of N (< {MIN_SPREAD_DECADES})"
+        elif b["accept_rate"] < MIN_ACCEPT_RATE:
+            why = (
+                f"its minimum lies inside its grid in {100 * b['accept_rate']:.0f}% of the forecast's simulated "
+                f"studies (signal {b['snr']:.1f}x the noise)"
+            )
+        else:
+            continue
+        out.append(
+            f"AT RISK budget {c}: {why}, so its runs would train and the fit most likely leave them out; "
+            "widen or re-centre its grid (plan.window, plan.prior_k) or drop it"
+        )
+    return out
+
+
+def plan_notes(plan: dict, data_known: bool = True) -> list[str]:
+    """What a plan that trains should say before training: refused budgets, budgets at risk, unchecked epochs."""
+    notes = [f"REFUSED {r['reason']}" for r in plan.get("refused") or []]
+    notes += at_risk_text(plan.get("forecast") or {})
+    if not data_known:
+        notes.append(
+            f"plan {plan.get('family', '?')}: the data is not built yet, so no run's epochs are checked "
+            "(plan.max_epochs); the run plans again once it is built"
+        )
+    return notes
+
+
 def _budgets(budgets: list[float]) -> str:
     return ", ".join(format_budget(b) for b in budgets)
 
