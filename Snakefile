@@ -12,8 +12,12 @@ from functools import partial
 from snakemake.utils import min_version, validate
 
 from prism.configtypes import check, check_targets, typed
+from prism.interrupt import stop_on_first_interrupt
 
 min_version("9.0")
+
+# One Ctrl-C stops the study, even while Snakemake runs one of its asyncio loops (prism/interrupt.py).
+stop_on_first_interrupt()
 
 
 configfile: "config/config.yaml"

@@ -16,6 +16,7 @@ import yaml
 
 from prism.errors import PrismError
 from prism.isoflop.records import SURFACE_KEYS
+from prism.model.config import REGIMES
 
 # Prior centre: N_opt = k C^a. a = 0.5 (Chinchilla); k = 0.1 puts N_opt at
 # ~1e5 trainable parameters for 1e12 FLOPs (this project's CPU ladder) and ~7e10
@@ -120,6 +121,8 @@ def _centre_from_file(path: Path, regime: str) -> Centre | None:
         raise PrismError(f"{path}: not JSON ({err}); it should hold a previous round's fit or {{a, k}}") from None
     if isinstance(data, dict) and regime in data and isinstance(data[regime], dict):
         data = data[regime]
+    elif isinstance(data, dict) and data and set(data) <= set(REGIMES):
+        return None  # a prior of other regimes only
     if isinstance(data, dict) and "a" in data and "k" in data:
         return Centre(float(data["a"]), float(data["k"]), f"{path}", _surface(data, path), _noise(data, path))
     if not isinstance(data, dict) or "diagnostics" not in data:

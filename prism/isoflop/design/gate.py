@@ -86,6 +86,12 @@ def plan_notes(plan: dict, data_known: bool = True) -> list[str]:
     """What a plan that trains should say before training: refused budgets, budgets at risk, unchecked epochs."""
     notes = [f"REFUSED {r['reason']}" for r in plan.get("refused") or []]
     notes += at_risk_text(plan.get("forecast") or {})
+    cost = plan.get("cost") or {}
+    if cost.get("node_hours_total") is not None and "assumed" in str(cost.get("node_hours_source")):
+        notes.append(
+            f"node-hours of {plan.get('family', '?')} assume MFU {(plan.get('options') or {}).get('mfu')} "
+            "(plan.mfu), not a measured speed"
+        )
     if not data_known:
         notes.append(
             f"plan {plan.get('family', '?')}: the data is not built yet, so no run's epochs are checked "
@@ -125,7 +131,9 @@ def plan_summary(plan: dict) -> str:
         f"plan {plan.get('family', '?')}: {len(runs)} runs on {len(plan.get('budgets') or [])} of {n_budgets} "
         f"budget(s)"
         + (f" ({refused} REFUSED)" if refused else "")
-        + f", {sum(r['flops'] for r in runs):.3g} FLOPs, time here {'unknown' if here is None else hours_text(here)}, "
+        + f", {sum(r['flops'] for r in runs):.3g} FLOPs, time here {'unknown' if here is None else hours_text(here)}"
+        + (f" ({len(guessed)} size(s) interpolated)" if (guessed := cost.get("hours_here_interpolated")) else "")
+        + ", "
         + ("node-hours unknown" if node is None else f"{node:.3g} node-hours")
         + f", forecast {verdict}"
         + ("" if width is None else f" ({100 * fc.get('ci_level', 0.8):.0f}% interval of a {width:.3f} wide)")

@@ -23,3 +23,10 @@ def test_the_notes_name_a_refused_budget_and_each_budget_whose_runs_the_fit_woul
     assert plan_notes({"family": "text_image"}, data_known=False)[0].startswith(
         "plan text_image: the data is not built yet, so no run's epochs are checked"
     )
+
+
+def test_node_hours_from_an_assumed_mfu_are_said_to_be_assumed():
+    cost = {"node_hours_total": 2.0, "node_hours_source": "estimate: assumed MFU 0.3 (plan.mfu, not measured) x ..."}
+    notes = plan_notes({"family": "text_image", "cost": cost, "options": {"mfu": 0.3}})
+    assert notes == ["node-hours of text_image assume MFU 0.3 (plan.mfu), not a measured speed"]
+    assert plan_notes({"family": "text_image", "cost": {"node_hours_total": None}}) == []
