@@ -3,8 +3,9 @@
 Per budget, independently of the other budgets (adding a budget never changes
 the runs already planned for another, so a study grows incrementally):
 1. every candidate gets its N (trainable params), FLOPs and tokens per sample from
-   its calibration JSON; samples = C / flops_per_sample; a global batch (given, or
-   the largest power of two that still leaves `min_steps` steps) and
+   its calibration JSON, or counted in-process where there is none (`candidates.py`);
+   samples = C / flops_per_sample; a global batch (given, or the largest power of two
+   that still leaves `min_steps` steps) and
    steps = round(samples / batch), so the FLOPs spent are within 1% of C
    (rounding moves at most half a step: <= 1% from 50 steps on);
 2. candidates that cannot be run are dropped with the reason: too few steps, FLOPs
