@@ -12,11 +12,14 @@ from functools import partial
 from snakemake.utils import min_version, validate
 
 from prism.configtypes import check, check_config_file, check_targets, typed
+from prism.interrupt import stop_on_first_interrupt
 
 min_version("9.0")
 
 # A config file that does not parse stops here naming its line (Snakemake's error names no file).
 check_config_file("config/config.yaml")
+# One Ctrl-C stops the study, even while Snakemake runs one of its asyncio loops (prism/interrupt.py).
+stop_on_first_interrupt()
 
 
 configfile: "config/config.yaml"

@@ -23,7 +23,7 @@ from prism.isoflop.runs.collect import CollectOptions
 from prism.isoflop.fit.fit import FitOptions, too_few_budgets
 from prism.isoflop.runs.status import lost_finals
 from prism.isoflop.runs.table import table_problem
-from prism.isoflop.design.gate import plan_stop, plan_summary
+from prism.isoflop.design.gate import plan_notes, plan_stop, plan_summary
 from prism.isoflop.runs.launch import run_args
 from prism.isoflop.present.options import PlotOptions
 from prism.isoflop.design.ladder import union
@@ -207,10 +207,11 @@ def logfile(*parts):
 
 # ---- the plan -------------------------------------------------------------------
 #
-# Once the plan's input files exist, the workflow computes the plan itself, with the
-# function `prism isoflop plan` writes to plan.yaml (`plan_runs`) called on the same
-# arguments, so a dry run lists the training jobs of new budgets. Before that (a new
-# study) the plan is a checkpoint: the DAG below it is known after it has run.
+# The workflow computes the plan itself, with the function `prism isoflop plan` writes to
+# plan.yaml (`plan_runs`) called on the same arguments: sizes without a calibration file are
+# counted in-process and their speed interpolated, so a dry run lists the training jobs of any
+# budgets. A run waits for the data first (its size gives the runs' epochs): until it is built
+# the plan is a checkpoint, the DAG below it known after it has run; a dry run plans without it.
 
 
 def plan_arguments(family):
@@ -249,22 +250,32 @@ def plan_flags(family):
 _PLANS = {}
 
 
+def data_built(family):
+    """Whether the family's data is complete (a directory output: its manifest is written last)."""
+    return Path(data_dir(family), "manifest.json").is_file()
+
+
+def computed_plan_arguments(family):
+    """`plan_arguments` for the plan computed here: without the data while it is not built (a dry run)."""
+    return plan_arguments(family) | ({} if data_built(family) else {"data": None})
+
+
 def computed_plan_rows(family):
-    """The plan's rows computed here, or None while its input files are missing (or it cannot plan:
+    """The plan's rows computed here, or None in a run while the data is not built (or it cannot plan:
     then the plan job runs and its log says why).
 
     Where Snakemake itself runs (not in a cluster job), a plan that cannot answer its question (a
     refused budget, an UNDETERMINED forecast, without plan.allow_undetermined) is None too: the DAG
     then waits for the plan job, which fails with the same one line, so no training job is submitted.
     """
-    # The data is a directory output, complete once its manifest (written last) exists.
-    stamps = [Path(f, "manifest.json") if f == data_dir(family) else Path(f) for f in plan_input_files(family)]
-    if not all(p.is_file() for p in stamps):
+    if not data_built(family) and not workflow.dryrun:
         return None
-    key = (family, tuple(p.stat().st_mtime_ns for p in stamps))
+    # Calibrations and speeds are a cache: whatever exists of them is read, the rest counted.
+    stamps = [Path(f, "manifest.json") if f == data_dir(family) else Path(f) for f in plan_input_files(family)]
+    key = (family, tuple((str(p), p.stat().st_mtime_ns) for p in stamps if p.is_file()))
     if key not in _PLANS:
         try:
-            study = plan_runs(**plan_arguments(family))
+            study = plan_runs(**computed_plan_arguments(family))
             rows = {row.run_id: row.to_json() for row in study.runs}
         except PrismError as err:  # the plan job fails with the same line; a dry run says it now
             say_once(f"plan {family}: {err}")
@@ -278,7 +289,7 @@ def computed_plan_rows(family):
 def plan_may_train(family, rows):
     """Print the plan's summary and what its training jobs request (or the line that stops it); whether it may train."""
     try:
-        plan = make_plan(**plan_arguments(family), cooldown_fraction=TRAIN_OPTIONS.cooldown_fraction)
+        plan = make_plan(**computed_plan_arguments(family), cooldown_fraction=TRAIN_OPTIONS.cooldown_fraction)
     except PrismError as err:
         logger.error(f"plan {family}: {err}")
         return False
@@ -287,6 +298,8 @@ def plan_may_train(family, rows):
         if workflow.dryrun:  # otherwise the plan job runs and prints it
             logger.error(stop)
         return False
+    for line in plan_notes(plan, data_built(family)):
+        logger.warning(line)
     logger.info(plan_summary(plan))
     logger.info(requested_text(family, rows))
     return True

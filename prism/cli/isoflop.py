@@ -158,7 +158,11 @@ def _register_plan(verbs: argparse._SubParsersAction) -> None:
     )
     p.add_argument("--family", required=True, help="modality family, e.g. text_image")
     p.add_argument("--budgets", required=True, help="comma-separated FLOP budgets, e.g. 1e17,3e17")
-    p.add_argument("--calibration-dir", required=True, help="directory of calibration JSONs")
+    p.add_argument(
+        "--calibration-dir",
+        help="directory of calibration JSONs and measured speeds (a cache: a size without a file is counted "
+        "here, and its speed interpolated from the measured sizes; none: every size counted, no speed)",
+    )
     p.add_argument(
         "--scaling-study-dir",
         help="this study's folder: DIR/prior.json (a previous round's fit, or {a, k} "

@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 from prism.isoflop.design.ladder import union
-from prism.isoflop.design.plan import PlanOptions, rule_sizes
+from prism.isoflop.design.plan import PlanOptions, plan_runs, rule_sizes
 
-from .wfhelpers import TINY_CONFIG, job_counts, make_workdir, rule_outputs, snakemake
+from .wfhelpers import TINY_CONFIG, job_counts, make_workdir, rule_outputs, snakemake, train_run_ids
 
 
 def test_dry_run_lists_the_calibrations_of_the_rule_sizes(tmp_path):
@@ -17,3 +17,7 @@ def test_dry_run_lists_the_calibrations_of_the_rule_sizes(tmp_path):
     assert job_counts(out)["calibrate"] == len(expected)
     listed = sorted(o.split("__")[1] for o in rule_outputs(out, "calibrate"))
     assert listed == sorted(expected)
+    # Nothing is calibrated, nor the data built: the plan is counted in-process, and every training job listed.
+    planned = plan_runs("text_image", [1e12, 2e12], None, PlanOptions(**plan), variants=["BASE"]).runs
+    assert "<TBD>" not in out and sorted(train_run_ids(out)) == sorted(r.run_id for r in planned)
+    assert "the data is not built yet, so no run's epochs are checked" in out

@@ -16,6 +16,7 @@ import yaml
 
 from prism.errors import PrismError
 from prism.isoflop.records import SURFACE_KEYS
+from prism.model.config import REGIMES
 
 # Prior centre: N_opt = k C^a. a = 0.5 (Chinchilla); k = 0.1 puts N_opt at
 # ~1e5 trainable parameters for 1e12 FLOPs (this project's CPU ladder) and ~7e10
@@ -120,8 +121,10 @@ def _centre_from_file(path: Path, regime: str) -> Centre | None:
         raise PrismError(f"{path}: not JSON ({err}); it should hold a previous round's fit or {{a, k}}") from None
     if isinstance(data, dict) and regime in data and isinstance(data[regime], dict):
         data = data[regime]
+    elif isinstance(data, dict) and data and set(data) <= set(REGIMES):
+        return None  # a prior of other regimes only
     if isinstance(data, dict) and "a" in data and "k" in data:
-        return Centre(float(data["a"]), float(data["k"]), f"{path}", _surface(data, path))
+        return Centre(float(data["a"]), float(data["k"]), f"{path}", _surface(data, path), _noise(data, path))
     if not isinstance(data, dict) or "diagnostics" not in data:
         raise PrismError(f"{path}: neither {{a, k}} nor a fit JSON from `prism isoflop fit`")
     from prism.isoflop.design.forecast import prior_from_fit  # noqa: PLC0415 lazy: numpy
@@ -131,6 +134,16 @@ def _centre_from_file(path: Path, regime: str) -> Centre | None:
         return None
     surface = _surface(asdict(prior.surface), path) if prior.surface is not None else None
     return Centre(prior.a, prior.k, prior.source, surface, prior.noise)
+
+
+def _noise(data: dict, path: Path) -> float | None:
+    """The loss noise (std) the round measured, where the prior file records it."""
+    noise = data.get("noise")
+    if noise is None:
+        return None
+    if isinstance(noise, bool) or not isinstance(noise, (int, float)) or not noise > 0:
+        raise PrismError(f"{path}: noise must be a positive number (the loss noise the round measured), got {noise!r}")
+    return float(noise)
 
 
 def _surface(data: dict | None, path: Path) -> dict[str, float] | None:

@@ -58,6 +58,48 @@ def undetermined_text(fc: dict) -> str:
     )
 
 
+def at_risk_text(fc: dict) -> list[str]:
+    """A line per planned budget whose runs the fit would most likely leave out, by the forecast."""
+    from prism.isoflop.design.forecast import MIN_ACCEPT_RATE  # noqa: PLC0415 lazy: numpy
+    from prism.isoflop.fit.diagnostics import MIN_SPREAD_DECADES  # noqa: PLC0415 lazy: numpy
+
+    out = []
+    for b in fc.get("per_budget") or []:
+        c = format_budget(b["budget"])
+        if b["n_spread_decades"] < MIN_SPREAD_DECADES:
+            why = f"its sizes span {b['n_spread_decades']:.2f} decades of N (< {MIN_SPREAD_DECADES})"
+        elif b["accept_rate"] < MIN_ACCEPT_RATE:
+            why = (
+                f"its minimum lies inside its grid in {100 * b['accept_rate']:.0f}% of the forecast's simulated "
+                f"studies (signal {b['snr']:.1f}x the noise)"
+            )
+        else:
+            continue
+        out.append(
+            f"AT RISK budget {c}: {why}, so its runs would train and the fit most likely leave them out; "
+            "widen or re-centre its grid (plan.window, plan.prior_k) or drop it"
+        )
+    return out
+
+
+def plan_notes(plan: dict, data_known: bool = True) -> list[str]:
+    """What a plan that trains should say before training: refused budgets, budgets at risk, unchecked epochs."""
+    notes = [f"REFUSED {r['reason']}" for r in plan.get("refused") or []]
+    notes += at_risk_text(plan.get("forecast") or {})
+    cost = plan.get("cost") or {}
+    if cost.get("node_hours_total") is not None and "assumed" in str(cost.get("node_hours_source")):
+        notes.append(
+            f"node-hours of {plan.get('family', '?')} assume MFU {(plan.get('options') or {}).get('mfu')} "
+            "(plan.mfu), not a measured speed"
+        )
+    if not data_known:
+        notes.append(
+            f"plan {plan.get('family', '?')}: the data is not built yet, so no run's epochs are checked "
+            "(plan.max_epochs); the run plans again once it is built"
+        )
+    return notes
+
+
 def _budgets(budgets: list[float]) -> str:
     return ", ".join(format_budget(b) for b in budgets)
 
@@ -89,7 +131,9 @@ def plan_summary(plan: dict) -> str:
         f"plan {plan.get('family', '?')}: {len(runs)} runs on {len(plan.get('budgets') or [])} of {n_budgets} "
         f"budget(s)"
         + (f" ({refused} REFUSED)" if refused else "")
-        + f", {sum(r['flops'] for r in runs):.3g} FLOPs, time here {'unknown' if here is None else hours_text(here)}, "
+        + f", {sum(r['flops'] for r in runs):.3g} FLOPs, time here {'unknown' if here is None else hours_text(here)}"
+        + (f" ({len(guessed)} size(s) interpolated)" if (guessed := cost.get("hours_here_interpolated")) else "")
+        + ", "
         + ("node-hours unknown" if node is None else f"{node:.3g} node-hours")
         + f", forecast {verdict}"
         + ("" if width is None else f" ({100 * fc.get('ci_level', 0.8):.0f}% interval of a {width:.3f} wide)")

@@ -3,8 +3,9 @@
 Per budget, independently of the other budgets (adding a budget never changes
 the runs already planned for another, so a study grows incrementally):
 1. every candidate gets its N (trainable params), FLOPs and tokens per sample from
-   its calibration JSON; samples = C / flops_per_sample; a global batch (given, or
-   the largest power of two that still leaves `min_steps` steps) and
+   its calibration JSON, or counted in-process where there is none (`candidates.py`);
+   samples = C / flops_per_sample; a global batch (given, or the largest power of two
+   that still leaves `min_steps` steps) and
    steps = round(samples / batch), so the FLOPs spent are within 1% of C
    (rounding moves at most half a step: <= 1% from 50 steps on);
 2. candidates that cannot be run are dropped with the reason: too few steps, FLOPs
@@ -32,19 +33,17 @@ from pathlib import Path
 import yaml
 
 from prism.atomic import write_text_atomic
-from prism.calibration import load_calibration
 from prism.data.volume import MAX_EPOCHS, epochs_refusal, train_samples
 from prism.errors import PrismError
 from prism.families import family_spec
 from prism.ids import format_budget, run_id
-from prism.isoflop.design.calibrate import load_speed
+from prism.isoflop.design.candidates import INTERPOLATED, Candidate, load_candidates
 from prism.isoflop.design.centre import DEFAULT_PRIOR_A, DEFAULT_PRIOR_K, Centre, find_centre
-from prism.isoflop.design.gate import plan_stop, plan_summary
+from prism.isoflop.design.gate import plan_notes, plan_stop, plan_summary
 from prism.isoflop.design.plantext import cost_text, forecast_text, plan_csv_text, plan_table, short_budgets_text
 from prism.isoflop.design.trajectories import DEFAULT_COOLDOWN_FRACTION, DEFAULT_MIN_STEPS, saving_text, schedule_costs
 from prism.isoflop.records import PlanRow, Surface
 from prism.launch.ranks import check_batch
-from prism.model.config import backbone_shape, check_backbone, check_variant
 from prism.options import option, validate
 
 DEFAULT_WINDOW = 0.6
@@ -161,21 +160,6 @@ def parse_budgets(text: str) -> list[float]:
 
 
 @dataclass(frozen=True)
-class Candidate:
-    """One (backbone, variant) with its calibration numbers."""
-
-    backbone: str
-    variant: str
-    params: float
-    params_total: float
-    flops_per_sample: float
-    tokens_per_sample: float
-    samples_per_s: float | None
-    # Where samples_per_s was measured (device, host), for the plan's labels.
-    speed_source: str = ""
-
-
-@dataclass(frozen=True)
 class Cost:
     """How the plan turns FLOPs into time: this machine's measured speed, and a stated cluster throughput."""
 
@@ -188,8 +172,8 @@ class Cost:
             return cls()
         return cls(
             options.node_peak_flops * options.mfu,
-            f"estimate: MFU {options.mfu:g} x node peak {options.node_peak_flops:.3g} FLOP/s "
-            "(plan.node_peak_flops, plan.mfu)",
+            f"estimate: assumed MFU {options.mfu:g} (plan.mfu, not measured) x node peak "
+            f"{options.node_peak_flops:.3g} FLOP/s (plan.node_peak_flops)",
         )
 
 
@@ -320,55 +304,14 @@ def plan_budget(
 
 
 def candidates_from_calibration(
-    calibration_dir: str | Path, family: str, regime: str, backbones: list[str] | None, variants: list[str] | None
+    calibration_dir: str | Path | None,
+    family: str,
+    regime: str,
+    backbones: list[str] | None,
+    variants: list[str] | None,
 ) -> list[Candidate]:
-    """Load the candidates' calibrations.
-
-    With both lists: every backbone x variant (a missing file is an error naming the
-    command that makes it). Otherwise: every calibration the dir holds for
-    family x regime, narrowed by whichever list was given.
-    """
-
-    # A name that is no size or variant (a typo, 60K for 60k) is refused, never silently left out.
-    for name in backbones or []:
-        check_backbone(name, "--backbones")
-    for name in variants or []:
-        check_variant(name, "--variants")
-    cal_dir = Path(calibration_dir)
-    if backbones is not None and variants is not None:
-        pairs = [(b, v) for b in backbones for v in variants]
-    else:
-        if not cal_dir.is_dir():
-            raise PrismError(f"--calibration-dir {cal_dir}: no such directory (run `prism isoflop calibrate`)")
-        found = [p.name.split("__")[1:3] for p in sorted(cal_dir.glob(f"{family}__*__*__{regime}.json"))]
-        pairs = [
-            (b, v) for b, v in found if (backbones is None or b in backbones) and (variants is None or v in variants)
-        ]
-        if not pairs:
-            raise PrismError(
-                f"{cal_dir}: no calibration for family {family}, regime {regime}"
-                + (f", backbones {backbones}" if backbones else "")
-                + (f", variants {variants}" if variants else "")
-                + f" (files {family}__BACKBONE__VARIANT__{regime}.json; run `prism isoflop calibrate`)"
-            )
-    out = []
-    for b, v in pairs:
-        rec = load_calibration(cal_dir, family, b, v, regime, shape=backbone_shape(b))
-        speed = load_speed(cal_dir, family, b, v, regime) or rec
-        sps = speed.get("samples_per_s")
-        out.append(
-            Candidate(
-                backbone=b,
-                variant=v,
-                params=float(rec["params_trainable"]),
-                params_total=float(rec["params_total"]),
-                flops_per_sample=float(rec["flops_per_sample"]),
-                tokens_per_sample=float(rec["tokens_per_sample"]),
-                samples_per_s=float(sps) if sps else None,
-                speed_source=f"{speed.get('device_name') or speed.get('device')} on {speed.get('host')}" if sps else "",
-            )
-        )
-    return sorted(out, key=lambda c: (c.params, c.backbone, c.variant))
+    """The candidates (`candidates.load_candidates`): calibration files where they exist, else counted here."""
+    return load_candidates(calibration_dir, family, regime, backbones, variants)
 
 
 @dataclass
@@ -379,6 +322,8 @@ class StudyPlan:
     plans: list[BudgetPlan]
     cost: Cost
     speed_sources: list[str] = field(default_factory=list)
+    # Sizes whose speed here is interpolated from the measured ones (candidates.INTERPOLATED).
+    interpolated: list[str] = field(default_factory=list)
 
     @property
     def runs(self) -> list[PlanRow]:
@@ -440,7 +385,7 @@ def rule_sizes(
 def plan_runs(
     family: str,
     budgets: list[float],
-    calibration_dir: str | Path,
+    calibration_dir: str | Path | None,
     options: PlanOptions = PlanOptions(),
     *,
     regime: str = "e2e",
@@ -503,7 +448,13 @@ def plan_runs(
         )
         for c in sorted(set(budgets))
     ]
-    study = StudyPlan(centre, plans, cost, sorted({c.speed_source for c in cands if c.speed_source}))
+    study = StudyPlan(
+        centre,
+        plans,
+        cost,
+        sorted({c.speed_source for c in cands if c.speed_source and not c.speed_interpolated}),
+        sorted({c.backbone for c in cands if c.speed_interpolated}),
+    )
     if not study.runs:
         raise PrismError("no budget can be planned: " + "; ".join(p.refused or "" for p in plans if p.refused))
     return study
@@ -513,16 +464,21 @@ def _total(values: list[float | None]) -> float | None:
     return None if not values or any(v is None for v in values) else sum(values)
 
 
-def cost_summary(runs: list[PlanRow], cost: Cost, speed_sources: list[str]) -> dict:
+def cost_summary(runs: list[PlanRow], cost: Cost, speed_sources: list[str], interpolated: list[str] = ()) -> dict:
     """Totals of the estimated wall time here and node-hours on the cluster, each with its source."""
+    guessed = sorted({r.backbone for r in runs if r.backbone in set(interpolated)}, key=list(interpolated).index)
+    source = (
+        "estimate of the training steps alone (start-up and evaluations not included): samples/s "
+        "measured by `prism isoflop calibrate --measure-throughput` on " + ", ".join(speed_sources)
+        if speed_sources
+        else "not measured (no calibration/*.speed.json; config calibrate.measure_throughput)"
+    )
+    if guessed:
+        source += f"; {len(guessed)} size(s) not measured yet, their speed {INTERPOLATED}: {', '.join(guessed)}"
     return {
         "hours_here_total": _total([r.hours_here for r in runs]),
-        "hours_here_source": (
-            "estimate of the training steps alone (start-up and evaluations not included): samples/s "
-            "measured by `prism isoflop calibrate --measure-throughput` on " + ", ".join(speed_sources)
-            if speed_sources
-            else "not measured (no calibration/*.speed.json; config calibrate.measure_throughput)"
-        ),
+        "hours_here_source": source,
+        "hours_here_interpolated": guessed,
         "node_hours_total": _total([r.node_hours for r in runs]),
         "node_hours_source": cost.node_source or "not estimated (set plan.node_peak_flops, and plan.mfu)",
     }
@@ -531,7 +487,7 @@ def cost_summary(runs: list[PlanRow], cost: Cost, speed_sources: list[str]) -> d
 def make_plan(
     family: str,
     budgets: list[float],
-    calibration_dir: str | Path,
+    calibration_dir: str | Path | None,
     scaling_study_dir: str | Path | None = None,
     regime: str = "e2e",
     backbones: list[str] | None = None,
@@ -581,13 +537,13 @@ def make_plan(
     return {
         "family": family,
         "regime": regime,
-        "calibration_dir": str(calibration_dir),
+        "calibration_dir": None if calibration_dir is None else str(calibration_dir),
         "budgets": [p.budget for p in plans if not p.refused],
         "centre": asdict(centre) | {"n_opt": {format_budget(p.budget): p.n_opt for p in plans}},
         "options": asdict(options),
         "window_decades": options.window,
         "min_steps": options.min_steps,
-        "cost": cost_summary(runs, study.cost, study.speed_sources),
+        "cost": cost_summary(runs, study.cost, study.speed_sources, study.interpolated),
         # The same runs as independent cosine runs and as wsd trajectories with branches.
         "schedules": schedule_costs(runs, cooldown_fraction, min_steps=options.min_steps),
         "runs": [r.to_json() for r in runs],
@@ -627,7 +583,7 @@ def run_plan(out: str | Path | None, dry_run: bool, **kwargs) -> str:
         raise PrismError("--out PLAN.yaml is required unless --dry-run")
     plan = make_plan(out=out, **kwargs)
     rows = [PlanRow(**r) for r in plan["runs"]]
-    text = [plan_table(rows), ""]
+    text = [plan_table(rows, set(plan["cost"]["hours_here_interpolated"])), ""]
     text.append(
         f"{len(rows)} runs on {len(plan['budgets'])} budget(s); centre N_opt = {plan['centre']['k']:.3g} C^"
         f"{plan['centre']['a']:.3g} ({plan['centre']['source']})"
@@ -635,7 +591,7 @@ def run_plan(out: str | Path | None, dry_run: bool, **kwargs) -> str:
     text += cost_text(plan["cost"])
     text += [f"dropped {d['run_id']}: {d['reason']}" for d in plan["dropped"]]
     text += short_budgets_text(rows, plan["budgets"], plan["options"].get("sizes_per_budget"))
-    text += [f"REFUSED {r['reason']}" for r in plan["refused"]]
+    text += plan_notes(plan)
     text += ["", forecast_text(plan["forecast"])]
 
     text += ["", saving_text(rows, plan["schedules"]["cooldown_fraction"], min_steps=plan["min_steps"])]

@@ -51,8 +51,9 @@ def hours_text(h: float | None) -> str:
     return f"{s:.2g} s" if s < 10 else f"{s:.0f} s" if s < 90 else f"{s / 60:.1f} min" if s < 5400 else f"{h:.1f} h"
 
 
-def plan_table(rows: list[PlanRow]) -> str:
-    """The plan for people: one line per run, with the estimated time here and node-hours there."""
+def plan_table(rows: list[PlanRow], interpolated: set[str] = frozenset()) -> str:
+    """The plan for people: one line per run, with the estimated time here (`~`: a size whose speed
+    is interpolated, not measured) and node-hours there."""
     head = (
         f"{'run_id':<34} {'N':>9} {'steps':>6} {'batch':>5} {'tokens D':>9} {'epochs':>6} {'FLOPs':>9} "
         f"{'time here':>9} {'node-h':>8}"
@@ -63,7 +64,7 @@ def plan_table(rows: list[PlanRow]) -> str:
         ep = "-" if r.epochs is None else f"{r.epochs:.2f}"
         lines.append(
             f"{r.run_id:<34} {r.params:>9.3g} {r.steps:>6d} {r.global_batch:>5d} {r.tokens:>9.3g} {ep:>6} "
-            f"{r.flops:>9.3g} {hours_text(r.hours_here):>9} {nh:>8}"
+            f"{r.flops:>9.3g} {('~' if r.backbone in interpolated else '') + hours_text(r.hours_here):>9} {nh:>8}"
         )
     return "\n".join(lines)
 

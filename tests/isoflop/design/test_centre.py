@@ -58,6 +58,16 @@ def test_an_explicit_prior_keeps_its_centre_and_forecasts_on_a_previous_rounds_s
     (previous / "prior.json").write_text(json.dumps({"a": 0.45, "k": 0.25, **surface}))
     c = centre(prior_a=0.5, prior_k=0.1, previous_round=previous)
     assert (c.a, c.k, c.surface) == (0.5, 0.1, surface)
-    assert "forecast on" in c.source
+    assert "forecast on" in c.source and c.noise is None
+    # A round's measured noise recorded beside its surface is the noise the forecast assumes.
+    (previous / "prior.json").write_text(json.dumps({"a": 0.45, "k": 0.25, **surface, "noise": 0.015}))
+    assert centre(prior_a=0.5, prior_k=0.1, previous_round=previous).noise == 0.015
+    (previous / "prior.json").write_text(json.dumps({"a": 0.45, "k": 0.25, **surface, "noise": -1}))
+    with pytest.raises(PrismError, match="noise must be a positive number"):
+        centre(prior_a=0.5, prior_k=0.1, previous_round=previous)
+    # A prior of the e2e regime alone lends nothing to a study of another regime.
+    (previous / "prior.json").write_text(json.dumps({"e2e": {"a": 0.45, "k": 0.25, **surface}}))
+    assert centre(prior_a=0.5, prior_k=0.1, previous_round=previous).surface == surface
+    assert find_centre(None, None, "text_image", "projector_only", 0.5, 0.1, previous).surface is None
     with pytest.raises(PrismError, match="no such folder"):
         centre(previous_round=tmp_path / "missing")

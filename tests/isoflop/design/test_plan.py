@@ -160,10 +160,33 @@ def test_plan_budget_is_pure():
     assert a.refused is None
 
 
-def test_missing_calibration_names_the_command(tmp_path):
-    write_calibration(tmp_path / "cal", "text_image", "30k", "BASE", "e2e", 2e4)
-    with pytest.raises(PrismError, match="prism isoflop calibrate --backbone 60k"):
-        make_plan("text_image", [1e12], tmp_path / "cal", backbones=["30k", "60k"], variants=["BASE"])
+def test_a_size_without_calibration_is_counted_and_its_speed_interpolated(tmp_path):
+    """Calibration files are a cache: 60k has none, so it is counted here (the numbers
+    `prism isoflop calibrate` would write) and its time here interpolated, and said to be."""
+    from prism.isoflop.design.candidates import counted_record
+
+    cal = tmp_path / "cal"
+    for name in ("30k", "120k"):
+        rec = counted_record("text_image", name, "BASE", "e2e")
+        write_calibration(
+            cal,
+            "text_image",
+            name,
+            "BASE",
+            "e2e",
+            rec["params_trainable"],
+            rec["flops_per_sample"],
+            samples_per_s=500.0,
+        )
+    plan = make_plan(
+        "text_image", [1e12], cal, backbones=["30k", "60k", "120k"], variants=["BASE"], prior_k=0.1, simulations=20
+    )
+    counted = counted_record("text_image", "60k", "BASE", "e2e")
+    row = next(r for r in plan["runs"] if r["backbone"] == "60k")
+    assert row["params"] == counted["params_trainable"] and row["flops_per_sample"] == counted["flops_per_sample"]
+    assert plan["cost"]["hours_here_interpolated"] == ["60k"]
+    assert "60k" in plan["cost"]["hours_here_source"] and "interpolated" in plan["cost"]["hours_here_source"]
+    assert row["hours_here"] == pytest.approx(row["samples"] / 500.0 / 3600)
 
 
 def test_forecast_simulates_a_previous_rounds_fitted_surface(ladder, tmp_path):
@@ -220,7 +243,7 @@ def test_cost_columns_and_their_sources(ladder, capsys):
     plan = _plan(ladder, [1e12], node_peak_flops=1e15, mfu=0.5)
     for r in plan["runs"]:
         assert r["node_hours"] == pytest.approx(r["flops"] / 5e14 / 3600)
-    assert "MFU 0.5" in plan["cost"]["node_hours_source"]
+    assert "assumed MFU 0.5" in plan["cost"]["node_hours_source"]
     assert plan["cost"]["node_hours_total"] == pytest.approx(sum(r["node_hours"] for r in plan["runs"]))
     assert plan_cli(ladder, "1e12", simulations=20, dry_run=True) == 0
     text = capsys.readouterr().out
@@ -332,3 +355,14 @@ def test_a_backbone_that_is_no_size_is_refused_not_left_out_of_the_grid(tmp_path
         write_calibration(tmp_path / "cal", "text_image", name, "BASE", "e2e", float(name[:-1]) * 1e3)
     with pytest.raises(PrismError, match=rf"--backbones: unknown backbone '{backbones[1]}'; valid: .*60k"):
         make_plan("text_image", [1e12], tmp_path / "cal", backbones=backbones)  # the dir's variants
+
+
+def test_a_dry_run_plans_the_rule_sizes_without_any_calibration(capsys):
+    """`prism isoflop plan --dry-run` with no calibration dir counts every size the shape rule picks."""
+    from prism.cli import main
+
+    args = "--family text_image --budgets 1e12,3e12 --prior-k 0.0258 --prior-a 0.53 --window 0.42"
+    assert main(["isoflop", "plan", *args.split(), "--sizes-per-budget", "6", "--simulations", "20", "--dry-run"]) == 0
+    text = capsys.readouterr().out
+    assert re.search(r"^1[2-9] runs on 2 budget\(s\)", text, flags=re.M)
+    assert "time here (one run after another): unknown [not measured" in text

@@ -1,0 +1,152 @@
+"""The plan's candidates: each size's N, FLOPs and tokens per sample, and its speed here.
+
+Counting is planning, not a job: a size's parameters and training FLOPs per sample are
+counted in-process on the meta device (about 0.1 s a size once torch is imported), so the
+plan needs no calibration file. A file that exists is read instead: the same record
+`prism isoflop calibrate` writes (and training reads), so it is a cache, never a
+prerequisite. Speed is measured, not counted: a size without a `.speed.json` takes its
+samples/s interpolated in N (log-log) between the measured sizes, or, beyond them, the
+FLOP/s of the nearest measured size, and says so until it is measured.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, replace
+from functools import cache
+from pathlib import Path
+
+from prism.calibration import calibration_filename, load_calibration
+from prism.errors import PrismError
+from prism.isoflop.design.calibrate import load_speed
+from prism.model.config import backbone_shape, check_backbone, check_variant
+
+INTERPOLATED = "interpolated in N (log-log) from the measured sizes"
+
+
+@dataclass(frozen=True)
+class Candidate:
+    """One (backbone, variant) with its counted numbers and its speed here."""
+
+    backbone: str
+    variant: str
+    params: float
+    params_total: float
+    flops_per_sample: float
+    tokens_per_sample: float
+    samples_per_s: float | None
+    # Where samples_per_s was measured (device, host), or INTERPOLATED, for the plan's labels.
+    speed_source: str = ""
+
+    @property
+    def speed_interpolated(self) -> bool:
+        return self.speed_source == INTERPOLATED
+
+
+@cache
+def counted_record(family: str, backbone: str, variant: str, regime: str) -> dict:
+    """The calibration record of one size, counted here on the meta device (no file, no timing)."""
+    from prism.isoflop.design.calibrate import calibrate  # noqa: PLC0415 lazy: torch
+
+    return calibrate(family, backbone, variant, regime, device="cpu")
+
+
+def size_record(calibration_dir: Path | None, family: str, backbone: str, variant: str, regime: str) -> dict:
+    """The calibration file's record where it exists (checked: a stale one is refused), else counted."""
+    if (
+        calibration_dir is not None
+        and (calibration_dir / calibration_filename(family, backbone, variant, regime)).is_file()
+    ):
+        return load_calibration(calibration_dir, family, backbone, variant, regime, shape=backbone_shape(backbone))
+    return counted_record(family, backbone, variant, regime)
+
+
+def _pairs(
+    cal_dir: Path | None, family: str, regime: str, backbones: list[str] | None, variants: list[str] | None
+) -> list[tuple[str, str]]:
+    """Every backbone x variant when both are given, else what the calibration dir holds, narrowed by either list."""
+    if backbones is not None and variants is not None:
+        return [(b, v) for b in backbones for v in variants]
+    if cal_dir is None or not cal_dir.is_dir():
+        raise PrismError(
+            f"--calibration-dir {cal_dir}: no such directory; give --backbones and --variants to count "
+            "their sizes here, or run `prism isoflop calibrate`"
+        )
+    found = [p.name.split("__")[1:3] for p in sorted(cal_dir.glob(f"{family}__*__*__{regime}.json"))]
+    pairs = [(b, v) for b, v in found if (backbones is None or b in backbones) and (variants is None or v in variants)]
+    if not pairs:
+        raise PrismError(
+            f"{cal_dir}: no calibration for family {family}, regime {regime}"
+            + (f", backbones {backbones}" if backbones else "")
+            + (f", variants {variants}" if variants else "")
+            + f" (files {family}__BACKBONE__VARIANT__{regime}.json; run `prism isoflop calibrate`, "
+            "or give --backbones and --variants)"
+        )
+    return pairs
+
+
+def load_candidates(
+    calibration_dir: str | Path | None,
+    family: str,
+    regime: str,
+    backbones: list[str] | None,
+    variants: list[str] | None,
+) -> list[Candidate]:
+    """The candidates, by N: with both lists every backbone x variant (read or counted), otherwise every
+    calibration the dir holds for family x regime, narrowed by whichever list was given."""
+    # A name that is no size or variant (a typo, 60K for 60k) is refused, never silently left out.
+    for name in backbones or []:
+        check_backbone(name, "--backbones")
+    for name in variants or []:
+        check_variant(name, "--variants")
+    cal_dir = Path(calibration_dir) if calibration_dir is not None else None
+    out = []
+    for b, v in _pairs(cal_dir, family, regime, backbones, variants):
+        rec = size_record(cal_dir, family, b, v, regime)
+        speed = (load_speed(cal_dir, family, b, v, regime) if cal_dir is not None else None) or rec
+        sps = speed.get("samples_per_s")
+        out.append(
+            Candidate(
+                backbone=b,
+                variant=v,
+                params=float(rec["params_trainable"]),
+                params_total=float(rec["params_total"]),
+                flops_per_sample=float(rec["flops_per_sample"]),
+                tokens_per_sample=float(rec["tokens_per_sample"]),
+                samples_per_s=float(sps) if sps else None,
+                speed_source=f"{speed.get('device_name') or speed.get('device')} on {speed.get('host')}" if sps else "",
+            )
+        )
+    return interpolate_speeds(sorted(out, key=lambda c: (c.params, c.backbone, c.variant)))
+
+
+def interpolate_speeds(candidates: list[Candidate]) -> list[Candidate]:
+    """Candidates without a measured speed get one interpolated from those with (none measured: none).
+
+    Between measured sizes log samples/s is linear in log N; beyond them a size runs at the
+    FLOP/s of the nearest measured size (a larger model is not assumed to get faster per FLOP).
+    """
+    measured = sorted((c.params, c) for c in candidates if c.samples_per_s and not c.speed_interpolated)
+    if not measured:
+        return candidates
+    out = []
+    for c in candidates:
+        if c.samples_per_s and not c.speed_interpolated:
+            out.append(c)
+            continue
+        out.append(replace(c, samples_per_s=_interpolated(c, [m for _, m in measured]), speed_source=INTERPOLATED))
+    return out
+
+
+def _interpolated(c: Candidate, measured: list[Candidate]) -> float:
+    lo, hi = measured[0], measured[-1]
+    if c.params <= lo.params:
+        return lo.samples_per_s * lo.flops_per_sample / c.flops_per_sample
+    if c.params >= hi.params:
+        return hi.samples_per_s * hi.flops_per_sample / c.flops_per_sample
+    below = max((m for m in measured if m.params <= c.params), key=lambda m: m.params)
+    above = min((m for m in measured if m.params >= c.params), key=lambda m: m.params)
+    if above.params == below.params:
+        return below.samples_per_s
+    t = math.log(c.params / below.params) / math.log(above.params / below.params)
+    return math.exp((1 - t) * math.log(below.samples_per_s) + t * math.log(above.samples_per_s))
