@@ -54,10 +54,21 @@ RESULT_FIELDS = (
     "cooldown_shape",
     "init_from",
     "init_step",
+    "precision",
 )
 # What a run started from another run's checkpoint must share with it to continue its trajectory
 # (beside the inputs' fingerprints and the resolved lr and warm-up).
-TRAJECTORY_FIELDS = ("family", "backbone", "variant", "regime", "seed", "global_batch", "layout", "seq_len")
+TRAJECTORY_FIELDS = (
+    "family",
+    "backbone",
+    "variant",
+    "regime",
+    "seed",
+    "global_batch",
+    "layout",
+    "seq_len",
+    "precision",
+)
 
 
 def _f(
@@ -98,6 +109,7 @@ class RunConfig:
     shard: int | None = _f(None, "hsdp: shards per replica (default processes per node)", metavar="N", minimum=1)
     seed: int = _shared("seed")
     device: str = _shared("device")
+    precision: str = _shared("precision")
     compile: str = _f("none", "torch.compile the blocks (for GPUs; loses on short CPU runs)", COMPILE_MODES)
     grad_checkpoint: int = _f(0, "activation checkpointing on every K-th block (0: off)", metavar="K", minimum=0)
     global_batch: int = _f(32, "samples per optimizer step, over all ranks", metavar="B", minimum=1)
