@@ -42,6 +42,7 @@ from prism.model.tokenizer import PAD
 from prism.peak import peak_now
 from prism.progress import Bar
 from prism.revision import git_rev
+from prism.train.config import compile_mode
 from prism.train.schedule import build_optimizer
 
 TESTS: tuple[str, ...] = ("forward_only", "batch_scaling", "fwd_bwd", "sync_overhead", "ddp_overhead")
@@ -68,7 +69,7 @@ class BenchConfig:
     repeats: int = 10
     max_seconds: float = 10.0  # per measurement: fewer repeats (at least 3) for slow steps
     procs: int = 2  # ddp_overhead
-    compile: bool = False  # torch.compile the model (inductor fuses the element-wise ops)
+    compile: str = "none"  # torch.compile the model: `prism train`'s modes (inductor fuses the element-wise ops)
     threads: int | None = None  # CPU threads (None: torch's default, the cores)
     data: str | None = None  # shard directory for `packing`
     out: str | None = None
@@ -199,7 +200,10 @@ class Bench:
         )
         self._flops: dict[tuple, tuple[int, int]] = {}
         # The timed calls go through `step_model`; FLOPs are always counted on the plain model's meta copy.
-        self.step_model = torch.compile(self.model) if cfg.compile else self.model
+        self.compile = compile_mode(cfg.compile, self.device.type)
+        self.step_model = (
+            torch.compile(self.model, dynamic=self.compile == "dynamic") if self.compile != "none" else self.model
+        )
 
     def batch(self, batch: int):
         from prism.model.accounting import example_batch  # noqa: PLC0415 lazy: torch
@@ -294,7 +298,7 @@ def _base_row(cfg: BenchConfig, bench: Bench, test: str, batch: int, peak: float
         "device": str(bench.device),
         "device_name": device_name(bench.device),
         "threads": torch.get_num_threads(),
-        "compile": cfg.compile,
+        "compile": bench.compile,
         "strategy": "single",
         "world_size": 1,
         "peak_flops": peak,
@@ -471,7 +475,7 @@ def _ddp_worker(rank: int, world: int, cfg_dict: dict, port: int, outdir: str) -
     import torch.distributed as dist  # noqa: PLC0415 lazy: torch
     from torch.nn.parallel import DistributedDataParallel as DDP  # noqa: PLC0415 lazy: torch
 
-    cfg = BenchConfig(**{**cfg_dict, "batch_sizes": tuple(cfg_dict["batch_sizes"]), "compile": False})
+    cfg = BenchConfig(**{**cfg_dict, "batch_sizes": tuple(cfg_dict["batch_sizes"]), "compile": "none"})
     torch.set_num_threads(max(1, (cfg.threads or os.cpu_count() or 1) // world))
     os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
     dist.init_process_group("gloo", rank=rank, world_size=world)

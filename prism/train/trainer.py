@@ -49,7 +49,7 @@ from prism.run_metrics import RunMetrics
 from prism.train import precision, preflight
 from prism.train.budget import find_calibration, step_budget
 from prism.train.collapse import CollapseDetector
-from prism.train.config import RunConfig
+from prism.train.config import RunConfig, compile_mode
 from prism.train.evaluator import EvalResult, Evaluator
 from prism.train.meter import PerfMeter
 from prism.train.rundir import checkpoint, resume, runfiles
@@ -192,6 +192,7 @@ class Trainer:
         )
         self.device = local_device(device_type, env.local_rank)
         self.precision = precision.resolve(config.precision, device_type)  # fp32 or bf16
+        self.compile = compile_mode(config.compile, device_type)  # none, static or dynamic
         # No torch.use_deterministic_algorithms: it costs seconds of start-up, and the CPU kernels
         # used here are deterministic for a fixed thread count (what bit-identical resume relies on).
         self.parallel.init_process_group(env)
@@ -207,9 +208,9 @@ class Trainer:
 
             for i in range(0, len(model.blocks), config.grad_checkpoint):
                 model.blocks[i] = checkpoint_wrapper(model.blocks[i])
-        if config.compile != "none":
+        if self.compile != "none":
             for block in model.blocks:
-                block.compile(dynamic=config.compile == "dynamic")
+                block.compile(dynamic=self.compile == "dynamic")
         self.model = self.parallel.wrap(model, self.device, precision.fsdp_policy(self.precision))
         # After wrapping: fully_shard replaces the parameters with sharded DTensor ones.
         self.params = model.trainable_parameters()
@@ -371,7 +372,7 @@ class Trainer:
             threads=self.threads,
             cpu=self.device.type == "cpu",
             peak_flops=lambda: peak_flops(self.device.type, self.precision),
-            warmup_steps=COMPILE_WARMUP_STEPS if self.config.compile != "none" else 1,
+            warmup_steps=COMPILE_WARMUP_STEPS if self.compile != "none" else 1,
         )
 
     def _log_step(self, result: StepResult, meter: PerfMeter, context: dict[str, Any]) -> None:
@@ -571,7 +572,7 @@ class Trainer:
             "threads": self.threads,
             "global_batch": config.global_batch,
             "torch_version": str(torch.__version__),
-            "compile": config.compile,
+            "compile": self.compile,
             "precision": self.precision,
             "grad_checkpoint": config.grad_checkpoint,
             "git_rev": git_rev(),
