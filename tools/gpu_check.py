@@ -26,8 +26,8 @@ from pathlib import Path
 
 def llama(args: argparse.Namespace) -> int:
     import torch
-
     from bench_peer import LlamaLM, llama_optimizer
+
     from prism.device import resolve_device, synchronize
     from prism.model.config import backbone_config
     from prism.train.schedule import default_lr
@@ -104,7 +104,9 @@ def table_rows(out: Path) -> list[tuple[str, str, str, str]]:
     for r in bench:
         what = f"bench fwd_bwd {r.get('model')} {r.get('batch')}x{r.get('seq_len')} {r.get('dtype')}"
         what += f", compile {r.get('compile')}"
-        rows.append((what, _ms(r.get("step_time_s")), _pct(r.get("mfu")), f"{r.get('flops_per_s', 0) / 1e12:.0f} TFLOP/s"))
+        rows.append(
+            (what, _ms(r.get("step_time_s")), _pct(r.get("mfu")), f"{r.get('flops_per_s', 0) / 1e12:.0f} TFLOP/s")
+        )
     llama_path = out / "llama.json"
     llama_s = None
     if llama_path.is_file():
