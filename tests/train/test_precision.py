@@ -82,3 +82,13 @@ def test_a_bf16_run_trains_to_the_fp32_runs_loss_and_records_its_precision(train
     # Another precision on the same run directory is another run: refused, nothing touched.
     again = train(tmp_path / "bf16", "--max-steps", "40", "--final-eval-samples", "512", "--precision", "fp32")
     assert again.returncode != 0 and "precision: 'bf16' -> 'fp32'" in again.stderr
+
+
+def test_the_memory_preflight_counts_bf16_activations_at_two_bytes():
+    """A bf16 step's saved activations are half an fp32 step's; its logits stay fp32."""
+    from prism.train.preflight import step_bytes_lower_bound
+
+    fp32 = step_bytes_lower_bound(RunConfig(**ROW, data="d", out="o", precision="fp32"), 1, "cuda")
+    bf16 = step_bytes_lower_bound(RunConfig(**ROW, data="d", out="o"), 1, "cuda")  # auto on cuda
+    on_cpu = step_bytes_lower_bound(RunConfig(**ROW, data="d", out="o"), 1, "cpu")  # auto on a CPU: fp32
+    assert fp32 == on_cpu > bf16 > fp32 / 2
