@@ -100,7 +100,7 @@ def token_losses(lm_head: nn.Module, hidden: torch.Tensor, labels: torch.Tensor)
 
     The logits of a chunk only, in fp32 (the log-softmax needs the range): an evaluation's
     memory does not grow with its batch x row length x vocabulary. Each token's loss is
-    the one the whole batch's logits would give.
+    the one the whole batch's logits would give, to rounding.
     """
     flat_hidden, flat_labels = hidden.flatten(0, 1), labels.flatten()
     chunk = logits_chunk(lm_head.weight.shape[0])

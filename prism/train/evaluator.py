@@ -14,8 +14,8 @@ Every rank evaluates the same batches, so ranks agree without an all-reduce.
 An evaluation fits wherever the training step fits: each forward takes at most the
 training micro-batch's rows (`max_rows`; the rows of a stored batch are split), and
 the model computes the logits of an evaluation a bounded number of tokens at a time
-(`prism.model.prism.EVAL_LOGITS_BYTES`), never for a whole batch at once. The split
-changes no value: each row's loss is computed as it was within the larger batch.
+(`prism.model.prism.EVAL_LOGITS_BYTES`), never for a whole batch at once. Each row's loss
+is the one it had in the larger batch, to rounding (bit for bit in this repository's CPU runs).
 Evaluations run in the run's precision (`autocast`), as its training steps do.
 """
 
