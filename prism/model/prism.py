@@ -73,7 +73,7 @@ class PrismModel(nn.Module):
         x = self.backbone.embed(tokens)
         slots = tokens == MOD
         feats = self.projector(self.encoder(modality.to(x.dtype)))  # [S, n_modality_tokens, d_model]
-        if tokens.device.type == "cpu":  # a cheap check where it costs no device sync
+        if tokens.device.type == "cpu" and not torch.compiler.is_compiling():  # no device sync, no graph break
             n_slots = int(slots.sum())
             if n_slots != feats.shape[0] * feats.shape[1]:
                 raise ValueError(

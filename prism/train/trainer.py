@@ -211,6 +211,7 @@ class Trainer:
         if self.compile != "none":
             for block in model.blocks:
                 block.compile(dynamic=self.compile == "dynamic")
+            model.backbone.blocks_compiled = True
         self.model = self.parallel.wrap(model, self.device, precision.fsdp_policy(self.precision))
         # After wrapping: fully_shard replaces the parameters with sharded DTensor ones.
         self.params = model.trainable_parameters()
