@@ -80,11 +80,11 @@ class PrismModel(nn.Module):
                     f"batch has {n_slots} MOD slots but {feats.shape[0]} samples x {feats.shape[1]} modality tokens"
                 )
         x = x.masked_scatter(slots.unsqueeze(-1), feats.to(x.dtype))
-        hidden = self.backbone.hidden(x, segment_ids)
         if reduction == "none":
-            return token_losses(self.backbone.lm_head, hidden, labels)
+            return token_losses(self.backbone.lm_head, self.backbone.hidden(x, segment_ids), labels)
         # Training: the logits of the whole batch, whose gradient the backward needs anyway.
-        flat_logits, flat_labels = self.backbone.lm_head(hidden).flatten(0, 1).float(), labels.flatten()
+        logits = self.backbone.forward_embeddings(x, segment_ids)
+        flat_logits, flat_labels = logits.flatten(0, 1).float(), labels.flatten()
         if reduction == "mean":
             return kernels.cross_entropy(flat_logits, flat_labels, IGNORE)
         return F.cross_entropy(flat_logits, flat_labels, ignore_index=IGNORE, reduction=reduction)
