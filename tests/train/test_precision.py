@@ -92,3 +92,17 @@ def test_the_memory_preflight_counts_bf16_activations_at_two_bytes():
     bf16 = step_bytes_lower_bound(RunConfig(**ROW, data="d", out="o"), 1, "cuda")  # auto on cuda
     on_cpu = step_bytes_lower_bound(RunConfig(**ROW, data="d", out="o"), 1, "cpu")  # auto on a CPU: fp32
     assert fp32 == on_cpu > bf16 > fp32 / 2
+
+
+def test_a_checkpoint_resumes_only_in_the_precision_it_was_trained_in():
+    """An `auto` run moved from a CPU (fp32) to a GPU (bf16) would change precision mid-run: refused in one
+    line naming the flag that continues it. Checkpoints from before the record were fp32."""
+    from types import SimpleNamespace
+
+    from prism.train.trainer import Trainer
+
+    run = RunConfig(**ROW, data="d", out="o")
+    trainer = SimpleNamespace(config=run, precision="bf16", device=torch.device("cpu"))
+    for extra in ({"precision": "fp32"}, {}):
+        with pytest.raises(PrismError, match="trained in fp32, this run computes in bf16.*pass --precision fp32"):
+            Trainer._restore(trainer, 10, {}, extra)
