@@ -59,6 +59,8 @@ class RunMetrics:
     strategy: str | None = None
     world_size: int | None = None
     device: str | None = None
+    # The precision the run computed in (fp32, or bf16 mixed: prism.train.precision).
+    precision: str | None = None
     wall_s: float | None = None
     resumed_from: int | None = None
     started_from: str | None = None

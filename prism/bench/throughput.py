@@ -4,7 +4,8 @@ Tests (`TESTS`): `forward_only` (inference forward), `fwd_bwd` (forward, backwar
 AdamW step), `batch_scaling` (fwd_bwd over batch sizes: where samples/s
 saturates), `sync_overhead` (host time queueing the step vs. time blocked in
 device synchronisation), `ddp_overhead` (the same step in 1 process vs. N
-processes under DDP with gloo: the communication share of the step).
+processes under DDP: gloo on a CPU, nccl/xccl with one accelerator per process: the
+communication share of the step).
 
 Every figure is a median over timed steps after warm-up, with min, max and IQR
 beside it. Achieved FLOP/s uses the FLOPs of the measured step itself, counted
@@ -42,6 +43,7 @@ from prism.model.tokenizer import PAD
 from prism.peak import peak_now
 from prism.progress import Bar
 from prism.revision import git_rev
+from prism.train.config import compile_mode
 from prism.train.schedule import build_optimizer
 
 TESTS: tuple[str, ...] = ("forward_only", "batch_scaling", "fwd_bwd", "sync_overhead", "ddp_overhead")
@@ -68,7 +70,7 @@ class BenchConfig:
     repeats: int = 10
     max_seconds: float = 10.0  # per measurement: fewer repeats (at least 3) for slow steps
     procs: int = 2  # ddp_overhead
-    compile: bool = False  # torch.compile the model (inductor fuses the element-wise ops)
+    compile: str = "none"  # torch.compile the model: `prism train`'s modes (inductor fuses the element-wise ops)
     threads: int | None = None  # CPU threads (None: torch's default, the cores)
     data: str | None = None  # shard directory for `packing`
     out: str | None = None
@@ -199,7 +201,10 @@ class Bench:
         )
         self._flops: dict[tuple, tuple[int, int]] = {}
         # The timed calls go through `step_model`; FLOPs are always counted on the plain model's meta copy.
-        self.step_model = torch.compile(self.model) if cfg.compile else self.model
+        self.compile = compile_mode(cfg.compile, self.device.type)
+        self.step_model = (
+            torch.compile(self.model, dynamic=self.compile == "dynamic") if self.compile != "none" else self.model
+        )
 
     def batch(self, batch: int):
         from prism.model.accounting import example_batch  # noqa: PLC0415 lazy: torch
@@ -294,7 +299,7 @@ def _base_row(cfg: BenchConfig, bench: Bench, test: str, batch: int, peak: float
         "device": str(bench.device),
         "device_name": device_name(bench.device),
         "threads": torch.get_num_threads(),
-        "compile": cfg.compile,
+        "compile": bench.compile,
         "strategy": "single",
         "world_size": 1,
         "peak_flops": peak,
@@ -471,10 +476,17 @@ def _ddp_worker(rank: int, world: int, cfg_dict: dict, port: int, outdir: str) -
     import torch.distributed as dist  # noqa: PLC0415 lazy: torch
     from torch.nn.parallel import DistributedDataParallel as DDP  # noqa: PLC0415 lazy: torch
 
-    cfg = BenchConfig(**{**cfg_dict, "batch_sizes": tuple(cfg_dict["batch_sizes"]), "compile": False})
+    from prism.device import synchronize  # noqa: PLC0415 lazy: torch
+    from prism.dist.parallel import BACKENDS  # noqa: PLC0415 lazy: torch
+
+    cfg = BenchConfig(**{**cfg_dict, "batch_sizes": tuple(cfg_dict["batch_sizes"]), "compile": "none"})
+    kind = cfg.device.split(":")[0]
+    if kind != "cpu":  # one accelerator per rank
+        getattr(torch, kind).set_device(rank)
+        cfg = BenchConfig(**{**asdict(cfg), "device": f"{kind}:{rank}"})
     torch.set_num_threads(max(1, (cfg.threads or os.cpu_count() or 1) // world))
     os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
-    dist.init_process_group("gloo", rank=rank, world_size=world)
+    dist.init_process_group(BACKENDS[kind], rank=rank, world_size=world)
     try:
         bench = Bench(cfg)
         args = bench.batch(cfg.batch)
@@ -482,7 +494,7 @@ def _ddp_worker(rank: int, world: int, cfg_dict: dict, port: int, outdir: str) -
         dist.barrier()
         plain = bench.time_steps(bench._train, args)
         dist.barrier()
-        ddp = DDP(bench.model)
+        ddp = DDP(bench.model, device_ids=None if kind == "cpu" else [rank])
         opt = build_optimizer([p for p in ddp.parameters() if p.requires_grad], 1e-4)
 
         def ddp_step(tokens, modality, labels):
@@ -501,6 +513,7 @@ def _ddp_worker(rank: int, world: int, cfg_dict: dict, port: int, outdir: str) -
         for i in range(cfg.warmup + cfg.repeats):
             t0 = time.perf_counter()
             dist.all_reduce(flat)
+            synchronize(bench.device)
             if i >= cfg.warmup:
                 ar.append(time.perf_counter() - t0)
         with open(Path(outdir) / f"rank{rank}.json", "w") as fh:
@@ -528,10 +541,21 @@ def ddp_overhead(bench: Bench, peak: float) -> list[dict]:
     """Rows for 1 process (the plain step, timed inside the N-process job) and N processes under DDP."""
     import torch.multiprocessing as mp  # noqa: PLC0415 lazy: torch
 
+    from prism.dist.parallel import BACKENDS  # noqa: PLC0415 lazy: torch
+
     cfg = bench.cfg
-    if bench.device.type != "cpu":
-        raise PrismError("ddp_overhead runs gloo CPU processes; use --device cpu (or torchrun for accelerators)")
-    check_memory(cfg, bench.device, cfg.batch * cfg.procs, True)
+    kind = bench.device.type
+    if kind != "cpu":
+        import torch  # noqa: PLC0415 lazy: torch
+
+        if getattr(torch, kind).device_count() < cfg.procs:
+            raise PrismError(
+                f"ddp_overhead with --procs {cfg.procs} on {kind} needs one device per process; "
+                f"{getattr(torch, kind).device_count()} here: lower --procs"
+            )
+    else:
+        check_memory(cfg, bench.device, cfg.batch * cfg.procs, True)
+    cfg = BenchConfig(**{**asdict(cfg), "device": kind})  # each rank takes its own index of an accelerator
     flops, nbytes = bench.flops_and_bytes(cfg.batch, True)
     with tempfile.TemporaryDirectory(prefix="prism-ddp-") as tmp:
         cfg_dict = asdict(cfg)
@@ -545,11 +569,16 @@ def ddp_overhead(bench: Bench, peak: float) -> list[dict]:
     for strategy, world, times in (("single", 1, plain), ("ddp", cfg.procs, ddp)):
         row = _base_row(cfg, bench, "ddp_overhead", cfg.batch, peak)
         row.update(
-            strategy=strategy, world_size=world, threads=results[0]["threads"], backend="gloo", procs_started=cfg.procs
+            strategy=strategy,
+            world_size=world,
+            threads=results[0]["threads"],
+            backend=BACKENDS[kind],
+            procs_started=cfg.procs,
         )
         # Per-rank batch is fixed (weak scaling): N ranks process N x batch samples per step. The CPU ranks
-        # share the machine's cores, so one rank's MFU is against its share of the peak, N ranks' against all of it.
-        share = peak * world / cfg.procs
+        # share the machine's cores, so one rank's MFU is against its share of the peak, N ranks' against all
+        # of it; on accelerators each rank has a device of its own.
+        share = peak * world / cfg.procs if kind == "cpu" else peak * world
         row["peak_flops"] = share
         _rates(row, times, flops * world, nbytes * world, share, cfg.batch * world)
         rows.append(row)

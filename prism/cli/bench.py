@@ -70,6 +70,7 @@ def _throughput(args: argparse.Namespace) -> int:
 
 def register_throughput(verbs: argparse._SubParsersAction) -> None:
     from prism.bench.throughput import DATA_TESTS, DEFAULT_BATCH_SIZES, TESTS
+    from prism.train.config import COMPILE_MODES
 
     p = verbs.add_parser(
         "throughput",
@@ -112,8 +113,12 @@ def register_throughput(verbs: argparse._SubParsersAction) -> None:
     )
     p.add_argument(
         "--compile",
-        action="store_true",
-        help="torch.compile the model first (fuses element-wise ops; compiling takes a minute on a CPU)",
+        nargs="?",
+        const="static",
+        default="none",
+        choices=COMPILE_MODES,
+        help="torch.compile the model first, in `prism train --compile`'s modes (alone: static; default none; "
+        "auto: static on cuda/xpu, none on a CPU); fuses element-wise ops, compiling takes a minute on a CPU",
     )
     p.add_argument("--data", help="shard directory of --family (prism data build) for --test packing")
     p.add_argument("--out", help="append the rows to this JSON-lines file (e.g. perf.jsonl)")

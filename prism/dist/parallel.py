@@ -142,8 +142,12 @@ class ParallelConfig:
             )
         raise PrismError(f"strategy {self.strategy} has no device mesh")
 
-    def wrap(self, model: torch.nn.Module, device: torch.device) -> torch.nn.Module:
-        """Apply the strategy to a model already on its device; returns what the loop calls."""
+    def wrap(self, model: torch.nn.Module, device: torch.device, mp_policy: Any = None) -> torch.nn.Module:
+        """Apply the strategy to a model already on its device; returns what the loop calls.
+
+        `mp_policy`: FSDP2's `MixedPrecisionPolicy` for fsdp/hsdp (`prism.train.precision.fsdp_policy`);
+        ddp and none compute under autocast alone, their gradients fp32 like the weights.
+        """
         if self.strategy == "none":
             return model
         if self.strategy == "ddp":
@@ -160,9 +164,10 @@ class ParallelConfig:
             raise PrismError(
                 f"strategy {self.strategy} shards per transformer block, but {type(model).__name__} has no `blocks`"
             )
+        policy = {} if mp_policy is None else {"mp_policy": mp_policy}
         for block in blocks:
-            fully_shard(block, mesh=mesh, reshard_after_forward=not keep_gathered)
-        fully_shard(model, mesh=mesh, reshard_after_forward=not keep_gathered)
+            fully_shard(block, mesh=mesh, reshard_after_forward=not keep_gathered, **policy)
+        fully_shard(model, mesh=mesh, reshard_after_forward=not keep_gathered, **policy)
         return model
 
 

@@ -156,6 +156,9 @@ class Backbone(nn.Module):
     def __init__(self, cfg: BackboneConfig):
         super().__init__()
         self.cfg = cfg
+        # Set where each block is compiled on its own (`prism train --compile`): the blocks then
+        # get the rotary angles, whose real form inductor fuses, as a whole compiled model's do.
+        self.blocks_compiled = False
         self.embed_tokens = nn.Embedding(cfg.vocab_size, cfg.d_model)
         self.blocks = nn.ModuleList(Block(cfg) for _ in range(cfg.n_layers))
         self.norm = RMSNorm(cfg.d_model, cfg.norm_eps)
@@ -188,13 +191,17 @@ class Backbone(nn.Module):
         With `segment_ids` `[B, L]` (packed rows) attention stays within each segment;
         without, it is causal over the whole row.
         """
+        return self.lm_head(self.hidden(x, segment_ids))
+
+    def hidden(self, x: torch.Tensor, segment_ids: torch.Tensor | None = None) -> torch.Tensor:
+        """The normed last hidden states `[B, L, d_model]`: `lm_head` of them is the logits."""
         rope = rope_angles(x.shape[1], self.cfg.head_dim, self.cfg.rope_theta, x.device)
-        if not torch.compiler.is_compiling():
+        if not (torch.compiler.is_compiling() or self.blocks_compiled):
             rope = rope_rotation(rope)  # once here, not once per layer
         mask = None if segment_ids is None else segment_mask(segment_ids)
         for block in self.blocks:
             x = block(x, rope, mask)
-        return self.lm_head(self.norm(x))
+        return self.norm(x)
 
     def forward(self, tokens: torch.Tensor, segment_ids: torch.Tensor | None = None) -> torch.Tensor:
         return self.forward_embeddings(self.embed(tokens), segment_ids)

@@ -25,6 +25,8 @@ from prism.model.projector import Projector
 from prism.model.tokenizer import IGNORE, MOD
 
 COMPONENTS: tuple[str, ...] = ("backbone", "encoder", "projector")
+# The most an evaluation's logits take at once (fp32): a chunk of tokens, not the whole batch.
+EVAL_LOGITS_BYTES = 256 * 2**20
 
 
 class PrismModel(nn.Module):
@@ -71,19 +73,47 @@ class PrismModel(nn.Module):
         x = self.backbone.embed(tokens)
         slots = tokens == MOD
         feats = self.projector(self.encoder(modality.to(x.dtype)))  # [S, n_modality_tokens, d_model]
-        if tokens.device.type == "cpu":  # a cheap check where it costs no device sync
+        if tokens.device.type == "cpu" and not torch.compiler.is_compiling():  # no device sync, no graph break
             n_slots = int(slots.sum())
             if n_slots != feats.shape[0] * feats.shape[1]:
                 raise ValueError(
                     f"batch has {n_slots} MOD slots but {feats.shape[0]} samples x {feats.shape[1]} modality tokens"
                 )
         x = x.masked_scatter(slots.unsqueeze(-1), feats.to(x.dtype))
+        if reduction == "none":
+            return token_losses(self.backbone.lm_head, self.backbone.hidden(x, segment_ids), labels)
+        # Training: the logits of the whole batch, whose gradient the backward needs anyway.
         logits = self.backbone.forward_embeddings(x, segment_ids)
         flat_logits, flat_labels = logits.flatten(0, 1).float(), labels.flatten()
         if reduction == "mean":
             return kernels.cross_entropy(flat_logits, flat_labels, IGNORE)
-        loss = F.cross_entropy(flat_logits, flat_labels, ignore_index=IGNORE, reduction=reduction)
-        return loss.view(labels.shape) if reduction == "none" else loss
+        return F.cross_entropy(flat_logits, flat_labels, ignore_index=IGNORE, reduction=reduction)
+
+
+def logits_chunk(vocab_size: int, max_bytes: int | None = None) -> int:
+    """Tokens whose fp32 logits take at most `max_bytes` (EVAL_LOGITS_BYTES), at least one."""
+    return max(1, (EVAL_LOGITS_BYTES if max_bytes is None else max_bytes) // (4 * vocab_size))
+
+
+def token_losses(lm_head: nn.Module, hidden: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
+    """Cross-entropy at every position `[B, L]` (0 where the label is -100), a chunk of tokens at a time.
+
+    The logits of a chunk only, in fp32 (the log-softmax needs the range): an evaluation's
+    memory does not grow with its batch x row length x vocabulary. Each token's loss is
+    the one the whole batch's logits would give, to rounding.
+    """
+    flat_hidden, flat_labels = hidden.flatten(0, 1), labels.flatten()
+    chunk = logits_chunk(lm_head.weight.shape[0])
+    if flat_labels.numel() <= chunk:
+        losses = F.cross_entropy(lm_head(flat_hidden).float(), flat_labels, ignore_index=IGNORE, reduction="none")
+        return losses.view(labels.shape)
+    losses = torch.empty(flat_labels.shape, dtype=torch.float32, device=hidden.device)
+    for lo in range(0, flat_labels.numel(), chunk):
+        logits = lm_head(flat_hidden[lo : lo + chunk]).float()
+        losses[lo : lo + chunk] = F.cross_entropy(
+            logits, flat_labels[lo : lo + chunk], ignore_index=IGNORE, reduction="none"
+        )
+    return losses.view(labels.shape)
 
 
 def build_model(

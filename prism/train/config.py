@@ -29,7 +29,7 @@ from prism.train.options import TrainOptions
 from prism.train.schedule import COOLDOWN_SHAPES
 from prism.train.trackers import parse_trackers
 
-COMPILE_MODES = ("none", "static", "dynamic")
+COMPILE_MODES = ("auto", "none", "static", "dynamic")
 LAYOUTS = ("padded", "packed")
 
 # Keys a run writes beside its settings in RUNDIR/config.yaml: derived, informational.
@@ -54,10 +54,21 @@ RESULT_FIELDS = (
     "cooldown_shape",
     "init_from",
     "init_step",
+    "precision",
 )
 # What a run started from another run's checkpoint must share with it to continue its trajectory
 # (beside the inputs' fingerprints and the resolved lr and warm-up).
-TRAJECTORY_FIELDS = ("family", "backbone", "variant", "regime", "seed", "global_batch", "layout", "seq_len")
+TRAJECTORY_FIELDS = (
+    "family",
+    "backbone",
+    "variant",
+    "regime",
+    "seed",
+    "global_batch",
+    "layout",
+    "seq_len",
+    "precision",
+)
 
 
 def _f(
@@ -98,7 +109,13 @@ class RunConfig:
     shard: int | None = _f(None, "hsdp: shards per replica (default processes per node)", metavar="N", minimum=1)
     seed: int = _shared("seed")
     device: str = _shared("device")
-    compile: str = _f("none", "torch.compile the blocks (for GPUs; loses on short CPU runs)", COMPILE_MODES)
+    precision: str = _shared("precision")
+    compile: str = _f(
+        "auto",
+        "torch.compile the blocks: auto (static on cuda/xpu; none on a CPU, where it loses on short runs), "
+        "none, static, dynamic",
+        COMPILE_MODES,
+    )
     grad_checkpoint: int = _f(0, "activation checkpointing on every K-th block (0: off)", metavar="K", minimum=0)
     global_batch: int = _f(32, "samples per optimizer step, over all ranks", metavar="B", minimum=1)
     calibration: str | None = _f(None, "calibration JSON giving flops_per_sample", metavar="FILE")
@@ -245,6 +262,13 @@ class RunConfig:
             for n in RESULT_FIELDS
             if getattr(self, n) != getattr(other, n)
         ]
+
+
+def compile_mode(setting: str, device_type: str) -> str:
+    """What `compile` means on `device_type`: `auto` is static shapes on an accelerator, none on a CPU."""
+    if setting == "auto":
+        return "static" if device_type in ("cuda", "xpu") else "none"
+    return setting
 
 
 def parse_steps(text: str | None) -> frozenset[int]:

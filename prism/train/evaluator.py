@@ -10,6 +10,13 @@ Both are token-weighted means, as the training loss is: loss = sum_i s_i / sum_i
 over samples i with loss sum s_i over n_i label tokens. Its standard error is the
 ratio estimator's, sqrt(sum_i (s_i - loss n_i)^2 / (m (m - 1))) / mean(n_i) over m samples.
 Every rank evaluates the same batches, so ranks agree without an all-reduce.
+
+An evaluation fits wherever the training step fits: each forward takes at most the
+training micro-batch's rows (`max_rows`; the rows of a stored batch are split), and
+the model computes the logits of an evaluation a bounded number of tokens at a time
+(`prism.model.prism.EVAL_LOGITS_BYTES`), never for a whole batch at once. Each row's loss
+is the one it had in the larger batch, to rounding (bit for bit in this repository's CPU runs).
+Evaluations run in the run's precision (`autocast`), as its training steps do.
 """
 
 from __future__ import annotations
@@ -17,13 +24,14 @@ from __future__ import annotations
 import math
 import time
 from collections.abc import Callable, Iterable, Iterator
+from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass
 from typing import Any
 
 import torch
 
 from prism.errors import PrismError
-from prism.model.tokenizer import IGNORE
+from prism.model.tokenizer import IGNORE, MOD
 
 EVAL_BATCH = 64
 Batch = tuple[torch.Tensor, torch.Tensor, torch.Tensor]
@@ -49,6 +57,26 @@ def mean_and_se(sums: torch.Tensor, counts: torch.Tensor) -> tuple[float, float 
     return loss, se
 
 
+def split_rows(batch: Batch, rows: int) -> Iterator[Batch]:
+    """`batch` in pieces of at most `rows` rows, each row with its modality samples.
+
+    A row holds as many modality samples as its MOD slots over the slots of one sample
+    (every sample of a family has the same number of modality tokens).
+    """
+    tokens, modality, labels = batch
+    if tokens.shape[0] <= rows:
+        yield batch
+        return
+    slots = (tokens == MOD).sum(dim=1)
+    total = int(slots.sum())
+    per_row = (slots * modality.shape[0] // total).tolist() if total else [0] * tokens.shape[0]
+    first = 0
+    for lo in range(0, tokens.shape[0], rows):
+        n = sum(per_row[lo : lo + rows])
+        yield tokens[lo : lo + rows], modality[first : first + n], labels[lo : lo + rows]
+        first += n
+
+
 class Evaluator:
     """Decides when to evaluate and evaluates; holds the intermediate evaluations' subset."""
 
@@ -60,8 +88,11 @@ class Evaluator:
         steps: int,
         subset_samples: int,
         final_samples: int | None = None,
+        max_rows: int = EVAL_BATCH,
+        autocast: Callable[[], AbstractContextManager] = nullcontext,
     ):
         self.eval_batches, self.to_device = eval_batches, to_device
+        self.max_rows, self.autocast = max(1, max_rows), autocast
         self.every, self.steps = every, steps
         self.final_samples = final_samples
         self.subset = list(self._batches(subset_samples))
@@ -89,11 +120,12 @@ class Evaluator:
         batches = self._batches(self.final_samples) if final else self.subset
         sums, counts = [], []
         model.eval()
-        with torch.no_grad():
-            for tokens, modality, labels in batches:
-                per_token = model(tokens, modality, labels, reduction="none")
-                sums.append(per_token.double().sum(dim=1))
-                counts.append((labels != IGNORE).sum(dim=1))
+        with torch.no_grad(), self.autocast():
+            for batch in batches:
+                for tokens, modality, labels in split_rows(batch, self.max_rows):
+                    per_token = model(tokens, modality, labels, reduction="none")
+                    sums.append(per_token.double().sum(dim=1))
+                    counts.append((labels != IGNORE).sum(dim=1))
         model.train()
         sample_sums, sample_counts = torch.cat(sums), torch.cat(counts)
         keep = sample_counts > 0  # a row without label tokens is no sample of the loss

@@ -7,6 +7,12 @@ line (for people reading a job log, independent of `log_every`: at every
 at least every `progress_s` seconds, so a slow one's shows it is alive). The meter
 only measures and decides *when*; the trainer writes.
 
+A third window, `steady`, runs over the whole job after its first `warmup_steps`
+steps (torch.compile's compilation, the allocator's first requests): the job's
+steady-state throughput and MFU, which metrics.json records beside the peak and its
+dtype. Every MFU is against the measured peak of the precision the run computes in
+(`prism.peak`: bf16's on an accelerator in mixed precision, many times fp32's).
+
 Units are what `global_batch` counts: samples (padded) or rows (packed); FLOPs
 and tokens are per unit, `samples` counts real samples.
 """
@@ -60,6 +66,7 @@ class PerfMeter:
         threads: int,
         cpu: bool,
         peak_flops: Callable[[], float],
+        warmup_steps: int = 1,
         progress_s: float = PROGRESS_SECONDS,
         progress_percent: float = PROGRESS_PERCENT,
         clock: Callable[[], float] = time.perf_counter,
@@ -70,7 +77,8 @@ class PerfMeter:
         self._peak_flops, self._peak = peak_flops, None  # measured (or read from its cache) on first use
         self.progress_s, self.clock = progress_s, clock
         self.progress_steps = max(1, round(steps * progress_percent / 100))
-        self.log_window, self.progress_window = Window(), Window()
+        self.log_window, self.progress_window, self.steady_window = Window(), Window(), Window()
+        self.warmup_steps, self.seen = warmup_steps, 0
         self.last_progress = clock()
         self.mfu: float | None = None
 
@@ -78,6 +86,9 @@ class PerfMeter:
         """One finished step: its real samples, wall seconds, seconds waiting for data, CPU seconds."""
         self.log_window.add(samples, step_s, wait_s, cpu_s)
         self.progress_window.add(samples, step_s, wait_s, cpu_s)
+        self.seen += 1
+        if self.seen > self.warmup_steps:
+            self.steady_window.add(samples, step_s, wait_s, cpu_s)
 
     def should_log(self, step: int) -> bool:
         return step % self.log_every == 0 or step == 1 or step == self.steps
@@ -101,6 +112,7 @@ class PerfMeter:
             "data_wait_s": w.wait_s / w.steps,
             "flops_per_s": achieved,
             "mfu": achieved / peak,
+            "peak_flops": peak,
         }
         if self.cpu:
             # CPU seconds per step and thread: on a shared machine the wall clock also counts the
@@ -111,6 +123,21 @@ class PerfMeter:
         self.mfu = row["mfu"]
         self.log_window = Window()
         return row
+
+    def steady(self) -> dict[str, Any]:
+        """The job's steady state (after its warm-up steps): FLOP/s, MFU and the peak; empty before any."""
+        w = self.steady_window
+        if w.steps == 0 or w.time_s <= 0:
+            return {}
+        achieved = w.steps * self.global_batch * self.flops_per_unit / w.time_s
+        peak = self.peak * self.world_size
+        return {
+            "steady_steps": w.steps,
+            "steady_step_s": w.time_s / w.steps,
+            "steady_flops_per_s": achieved,
+            "steady_mfu": achieved / peak,
+            "peak_flops": peak,
+        }
 
     def progress(self, step: int, loss: float, run_id: str) -> str | None:
         """The progress line when one is due (every few percent or progress_s, the first and last step), else None."""

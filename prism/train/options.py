@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from prism.options import option
+from prism.train.precision import PRECISIONS
 from prism.train.schedule import COOLDOWN_FRACTION, SCHEDULES
 from prism.train.trackers import parse_trackers
 
@@ -25,7 +26,7 @@ STORAGES = ("local", "lustre", "daos")
 
 # The settings that decide a run's numbers: part of the run's command, so the workflow retrains a
 # run when one changes. The other fields say where and how it runs, and retrain nothing.
-RESULT_SETTINGS = ("seed", "schedule", "cooldown_fraction", "eval_samples", "final_eval_samples")
+RESULT_SETTINGS = ("seed", "schedule", "cooldown_fraction", "eval_samples", "final_eval_samples", "precision")
 # The fields that are not a run's settings but how `prism train` launches it (its launching flags);
 # every other field is also a field of `RunConfig`.
 LAUNCH_SETTINGS = ("launcher", "storage")
@@ -56,6 +57,12 @@ class TrainOptions:
         minimum=1,
     )
     device: str = option("auto", "device (auto: cuda, then xpu, then cpu)", choices=DEVICES)
+    precision: str = option(
+        "auto",
+        "compute precision: bf16 (mixed: fp32 weights, optimizer state and loss; bf16 matmuls), fp32, "
+        "or auto (bf16 on cuda/xpu, fp32 on cpu)",
+        choices=PRECISIONS,
+    )
     threads: int | None = option(
         None, "CPU threads per process (default: cores / processes on the node)", metavar="N", minimum=1
     )

@@ -16,6 +16,7 @@ from prism.errors import PrismError
 from prism.families import family_spec
 from prism.model.config import backbone_config
 from prism.model.tokenizer import VOCAB_SIZE
+from prism.train import precision
 
 # Bytes per fp32 activation element kept for the backward pass per layer and token,
 # in units of d_model: q/k/v, attention output, two norms, the MLP's gate/up (2 x ~2.7 d)
@@ -37,15 +38,17 @@ def check_seq_len(config: Any) -> None:
         )
 
 
-def step_bytes_lower_bound(config: Any, world_size: int = 1) -> int:
-    """A lower bound on one process's activation memory for one step (fp32, no checkpointing)."""
+def step_bytes_lower_bound(config: Any, world_size: int = 1, device_type: str = "cpu") -> int:
+    """A lower bound on one process's activation memory for one step (no checkpointing): in bf16
+    mixed precision the saved activations are 2 bytes wide, the logits fp32 (the loss casts them)."""
     seq_len = config.seq_len or family_spec(config.family).tokens_per_sample
     local_batch = max(1, config.global_batch // max(1, world_size))
     cfg = backbone_config(config.backbone)
     tokens = local_batch * seq_len
     logits = tokens * VOCAB_SIZE * 4 * 2  # logits and their gradient
     layers = 1 if config.grad_checkpoint else cfg.n_layers
-    hidden = tokens * cfg.d_model * 4 * ACTIVATION_WIDTHS_PER_LAYER * layers
+    width = 2 if precision.resolve(config.precision, device_type) == "bf16" else 4
+    hidden = tokens * cfg.d_model * width * ACTIVATION_WIDTHS_PER_LAYER * layers
     return logits + hidden
 
 
@@ -78,7 +81,7 @@ def check_memory(config: Any, world_size: int = 1) -> None:
         from prism.device import resolve_device  # noqa: PLC0415 lazy: torch
 
         device = resolve_device("auto").type
-    need = step_bytes_lower_bound(config, world_size)
+    need = step_bytes_lower_bound(config, world_size, device)
     have = available_memory(device)
     if have is not None and need > have:
         local = max(1, config.global_batch // max(1, world_size))

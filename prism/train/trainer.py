@@ -46,10 +46,10 @@ from prism.model.tokenizer import IGNORE
 from prism.peak import peak_flops
 from prism.revision import git_rev
 from prism.run_metrics import RunMetrics
-from prism.train import preflight
+from prism.train import precision, preflight
 from prism.train.budget import find_calibration, step_budget
 from prism.train.collapse import CollapseDetector
-from prism.train.config import RunConfig
+from prism.train.config import RunConfig, compile_mode
 from prism.train.evaluator import EvalResult, Evaluator
 from prism.train.meter import PerfMeter
 from prism.train.rundir import checkpoint, resume, runfiles
@@ -63,6 +63,9 @@ from prism.train.trackers import Tracking, open_tracking
 MAX_GRAD_NORM = 1.0
 INJECT_NAN_ENV = "PRISM_TEST_INJECT_NAN_AT_STEP"
 COLLAPSED_EXIT = 3
+# Steps of a job left out of its steady-state throughput under torch.compile: the first compiles the
+# blocks forward and backward, the second may recompile them (automatic dynamic shapes, guards).
+COMPILE_WARMUP_STEPS = 2
 STOPPED_EXIT = 128 + 15  # the shell's status for a SIGTERM-ended process
 
 
@@ -150,6 +153,8 @@ class Trainer:
             self.budget.steps,
             config.eval_samples,
             config.final_eval_samples,
+            max_rows=max(1, config.global_batch // env.world_size),
+            autocast=lambda: precision.autocast(self.device, self.precision),
         )
         self.detector = CollapseDetector(warmup=self.budget.warmup)
         self.distributed = self.parallel.uses_process_group and env.world_size > 1
@@ -168,6 +173,7 @@ class Trainer:
         self.evals = runfiles.JsonlWriter(config.out_dir / runfiles.EVAL, enabled=False)
         self.tracking = Tracking()  # TensorBoard / W&B, opened with the logs (prism.train.trackers)
         self.first_step = 0  # where this job's training started (after a resume or --init-from)
+        self.meter: PerfMeter | None = None
         self.clock.add("setup", time.perf_counter() - self.wall_start)
 
     # --- set-up ----------------------------------------------------------------------
@@ -185,6 +191,8 @@ class Trainer:
             config.strategy, env.world_size, env.local_world_size, device_type, config.replicate, config.shard
         )
         self.device = local_device(device_type, env.local_rank)
+        self.precision = precision.resolve(config.precision, device_type)  # fp32 or bf16
+        self.compile = compile_mode(config.compile, device_type)  # none, static or dynamic
         # No torch.use_deterministic_algorithms: it costs seconds of start-up, and the CPU kernels
         # used here are deterministic for a fixed thread count (what bit-identical resume relies on).
         self.parallel.init_process_group(env)
@@ -200,10 +208,11 @@ class Trainer:
 
             for i in range(0, len(model.blocks), config.grad_checkpoint):
                 model.blocks[i] = checkpoint_wrapper(model.blocks[i])
-        if config.compile != "none":
+        if self.compile != "none":
             for block in model.blocks:
-                block.compile(dynamic=config.compile == "dynamic")
-        self.model = self.parallel.wrap(model, self.device)
+                block.compile(dynamic=self.compile == "dynamic")
+            model.backbone.blocks_compiled = True
+        self.model = self.parallel.wrap(model, self.device, precision.fsdp_policy(self.precision))
         # After wrapping: fully_shard replaces the parameters with sharded DTensor ones.
         self.params = model.trainable_parameters()
         self.eval_model = self.model.module if self.parallel.strategy == "ddp" else self.model
@@ -238,7 +247,8 @@ class Trainer:
             n_local = (labels != IGNORE).sum().to(torch.float64)
             n_global = n_local.clone()
             pending = dist.all_reduce(n_global, async_op=True)
-        loss = self.model(tokens, modality, labels, segments)
+        with precision.autocast(self.device, self.precision):
+            loss = self.model(tokens, modality, labels, segments)
         step = self.step + 1
         if self.inject_nan_at == step:
             loss = loss * float("nan")
@@ -311,7 +321,7 @@ class Trainer:
 
     def run_steps(self, stop: StopRequest) -> str:
         """Steps until the budget ("ok"), a collapse ("collapsed") or SIGTERM ("stopped")."""
-        meter = self._meter()
+        meter = self.meter = self._meter()
         context = self._context()
         batches = self._batches()
         while self.step < self.budget.steps:
@@ -362,7 +372,8 @@ class Trainer:
             world_size=self.parallel.world_size,
             threads=self.threads,
             cpu=self.device.type == "cpu",
-            peak_flops=lambda: peak_flops(self.device.type, "fp32"),
+            peak_flops=lambda: peak_flops(self.device.type, self.precision),
+            warmup_steps=COMPILE_WARMUP_STEPS if self.compile != "none" else 1,
         )
 
     def _log_step(self, result: StepResult, meter: PerfMeter, context: dict[str, Any]) -> None:
@@ -443,9 +454,17 @@ class Trainer:
             "last_eval_step": self.last_eval_step,
             "warnings": self.warnings,
             "started_from": self.started_from,
+            "precision": self.precision,
         }
 
     def _restore(self, step: int, loader_state: Any, extra: dict[str, Any]) -> None:
+        trained_in = extra.get("precision", "fp32")  # checkpoints from before the setting are fp32
+        if trained_in != self.precision:
+            raise PrismError(
+                f"[{self.config.run_id}] the checkpoint at step {step} was trained in {trained_in}, this run computes "
+                f"in {self.precision} (--precision {self.config.precision} on {self.device.type}): pass --precision "
+                f"{trained_in} to continue it, or delete the run directory to train it again"
+            )
         self.loader.load_state_dict(loader_state)
         self.detector.load_state_dict(extra["collapse"])
         self.step = step
@@ -531,6 +550,7 @@ class Trainer:
             "world_size": self.parallel.world_size,
             "mesh": [self.parallel.replicate, self.parallel.shard],
             "device": str(self.device),
+            "precision": self.precision,
             "threads": self.threads,
             "torch_version": str(torch.__version__),
             "inputs": self.inputs,
@@ -553,7 +573,8 @@ class Trainer:
             "threads": self.threads,
             "global_batch": config.global_batch,
             "torch_version": str(torch.__version__),
-            "compile": config.compile,
+            "compile": self.compile,
+            "precision": self.precision,
             "grad_checkpoint": config.grad_checkpoint,
             "git_rev": git_rev(),
         }
@@ -595,6 +616,7 @@ class Trainer:
             strategy=self.parallel.strategy,
             world_size=self.parallel.world_size,
             device=self.device.type,
+            precision=self.precision,
             wall_s=self.wall_s(),
             resumed_from=self.resumed_from,
             started_from=self.started_from,
@@ -609,8 +631,11 @@ class Trainer:
         trained = (self.step - self.first_step) * self.config.global_batch * self.budget.flops_per_sample
         record = self.clock.record(trained_flops=trained, steps=self.step - self.first_step)
         record["threads"] = self.threads
+        record["precision"] = self.precision  # the dtype of the peak every MFU is against
         if self.device.type == "cpu":  # the cached peak every MFU is against (measured at the first perf row)
-            record["peak_flops"] = peak_flops(self.device.type, "fp32") * self.parallel.world_size
+            record["peak_flops"] = peak_flops(self.device.type, self.precision) * self.parallel.world_size
+        if self.meter is not None:
+            record.update(self.meter.steady())
         return record
 
     def finish(self, status: str, final: EvalResult | None) -> RunMetrics:

@@ -3,7 +3,7 @@ import json
 import pytest
 
 from prism.bench import throughput as tp
-from prism.cli import main
+from prism.cli import build_parser, main
 from prism.errors import PrismError
 
 SCHEMA = {
@@ -99,3 +99,17 @@ def test_packing_interleaves_layouts_on_real_shards(built):
     assert padded["samples_per_row"] == 1 and packed["samples_per_row"] > 1
     assert packed["tokens_per_sample"] == pytest.approx(128 / packed["samples_per_row"])
     assert packed["packing_speedup"] == pytest.approx(packed["samples_per_s"] / padded["samples_per_s"])
+
+
+def test_a_bf16_step_runs_on_a_cpu_and_compile_takes_the_trainers_modes(capsys):
+    """bf16 autocast on a CPU takes the modules' path (the fused kernels are fp32); `--compile` names a mode,
+    and auto is no compilation on a CPU."""
+    (row,) = tp.run(_cfg(test="fwd_bwd", dtype="bf16", compile="auto"))
+    assert row["dtype"] == "bf16" and row["compile"] == "none" and 0 < row["mfu"] <= 1
+    groups = next(a for a in build_parser()._actions if a.dest == "group")
+    verbs = next(a for a in groups.choices["bench"]._actions if a.dest == "verb")
+    throughput = verbs.choices["throughput"]
+    flags = ["--test", "fwd_bwd", "--model", "30k", "--seq-len", "32"]
+    assert throughput.parse_args([*flags, "--compile"]).compile == "static"
+    assert throughput.parse_args([*flags, "--compile", "dynamic"]).compile == "dynamic"
+    assert throughput.parse_args(flags).compile == "none"

@@ -88,6 +88,22 @@ def test_eager_and_compiled_rope_forms_agree():
     torch.testing.assert_close(torch.autograd.grad(out, x, grad), torch.autograd.grad(rope_real(x, angles), x, grad))
 
 
+def test_blocks_compiled_one_by_one_get_the_angles_and_compute_the_same(monkeypatch):
+    """`prism train --compile` compiles each block: the blocks then take the rotary angles (inductor
+    fuses their real form); the logits are the eager model's to rounding."""
+    model = Backbone(tiny())
+    tokens = torch.randint(0, 264, (2, 12))
+    eager = model(tokens)
+    seen = []
+    monkeypatch.setattr("prism.model.backbone.apply_rope", lambda x, rope: seen.append(rope.is_complex()) or x)
+    model.blocks_compiled = True
+    model(tokens)
+    assert seen and not any(seen)
+    monkeypatch.undo()
+    monkeypatch.setattr(torch.compiler, "is_compiling", lambda: True)  # the real form, as inside a compiled block
+    torch.testing.assert_close(model(tokens), eager)
+
+
 def test_tied_and_untied_embeddings():
     tied, untied = Backbone(tiny(tie_embeddings=True)), Backbone(tiny(tie_embeddings=False))
     assert tied.lm_head.weight is tied.embed_tokens.weight

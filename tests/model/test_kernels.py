@@ -181,3 +181,19 @@ def test_a_fused_encoder_block_computes_the_modules_values_and_gradients(family,
     (loss, grads), (ref_loss, ref_grads) = fused_and_reference(block, lambda: (block(x) * weights).mean())
     torch.testing.assert_close(loss, ref_loss, rtol=1e-5, atol=1e-6)
     assert_close_relative(grads, ref_grads, rtol=1e-5)
+
+
+def test_under_bf16_autocast_the_kernels_step_aside():
+    """A mixed-precision step on a CPU takes the modules' path (the kernels are fp32): it trains
+    instead of failing inside a kernel, and its gradients are fp32 like the weights."""
+    model = build_model("text_image", "30k", "BASE", "e2e")
+    from prism.model.accounting import example_batch
+
+    tokens, modality, labels = example_batch(model, 64, 4)
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        assert not kernels.usable(torch.zeros(2, 2))
+        loss = model(tokens, modality, labels)
+    loss.backward()
+    assert loss.dtype == torch.float32 and torch.isfinite(loss)
+    assert all(p.grad.dtype == torch.float32 for p in model.trainable_parameters())
+    assert kernels.usable(torch.zeros(2, 2))

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from prism.errors import PrismError
-from prism.train.config import RunConfig, merge
+from prism.train.config import RunConfig, compile_mode, merge
 
 BASE = dict(family="text_image", backbone="30k", variant="BASE", regime="e2e", budget=3e11, data="d", out="o")
 
@@ -67,3 +67,11 @@ def test_result_mismatch_lists_only_result_changing_fields():
     a = RunConfig(**BASE)
     b = RunConfig(**{**BASE, "seed": 1, "eval_every": 5, "device": "cpu"})
     assert b.result_mismatch(a) == ["seed: 0 -> 1"]
+
+
+@pytest.mark.parametrize(
+    ("setting", "device", "mode"),
+    [("auto", "cuda", "static"), ("auto", "xpu", "static"), ("auto", "cpu", "none"), ("dynamic", "cpu", "dynamic")],
+)
+def test_compile_auto_is_static_on_an_accelerator_and_off_on_a_cpu(setting, device, mode):
+    assert compile_mode(setting, device) == mode

@@ -80,3 +80,23 @@ def test_progress_every_few_percent_and_every_minute_with_an_eta():
 
 def test_eta_format():
     assert format_eta(3725.9) == "1:02:05" and format_eta(-3) == "0:00:00"
+
+
+def test_the_steady_state_leaves_out_the_warm_up_steps():
+    """A compiled run's first steps compile: its steady-state MFU is over the steps after them, against
+    the peak (of the run's precision) recorded beside it."""
+    m = PerfMeter(
+        steps=10, log_every=10, global_batch=8, flops_per_unit=1e6, tokens_per_unit=64, world_size=2,
+        threads=1, cpu=False, peak_flops=lambda: 1e9, warmup_steps=2,
+    )  # fmt: skip
+    assert m.steady() == {}
+    m.update(samples=8, step_s=30.0, wait_s=0.0, cpu_s=0.0)  # compiling
+    m.update(samples=8, step_s=10.0, wait_s=0.0, cpu_s=0.0)  # recompiling
+    assert m.steady() == {}
+    m.update(samples=8, step_s=0.5, wait_s=0.0, cpu_s=0.0)
+    m.update(samples=8, step_s=1.5, wait_s=0.0, cpu_s=0.0)
+    steady = m.steady()
+    assert steady["steady_steps"] == 2 and steady["steady_step_s"] == pytest.approx(1.0)
+    assert steady["steady_flops_per_s"] == pytest.approx(8e6)
+    assert steady["peak_flops"] == 2e9 and steady["steady_mfu"] == pytest.approx(8e6 / 2e9)
+    assert m.row()["mfu"] == pytest.approx(4 * 8e6 / 42 / 2e9)  # the log window keeps every step

@@ -45,6 +45,7 @@ def test_run_settings_are_what_decides_a_runs_numbers():
         "cooldown_fraction": 0.2,
         "eval_samples": 64,
         "final_eval_samples": None,
+        "precision": "auto",
     }
     assert set(wsd.run_settings()) == set(RESULT_SETTINGS)
     assert "cooldown_fraction" not in TrainOptions(cooldown_fraction=0.3).run_settings()

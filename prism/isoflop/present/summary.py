@@ -105,7 +105,10 @@ def runs_lines(csv_path: Path) -> list[str]:
     counts: dict[str, int] = {}
     for r in rows:
         counts[r.get("status", "")] = counts.get(r.get("status", ""), 0) + 1
-    lines = [f"  runs: {len(rows)} (" + ", ".join(f"{v} {k}" for k, v in sorted(counts.items())) + ")"]
+    # Runs whose metrics.json predates the record computed in fp32 (the only precision there was).
+    precisions = sorted({r.get("precision") or "fp32" for r in rows if r.get("status") == "ok"})
+    computed = f"; computed in {' and '.join(precisions)}" if precisions else ""
+    lines = [f"  runs: {len(rows)} (" + ", ".join(f"{v} {k}" for k, v in sorted(counts.items())) + f"){computed}"]
     for r in rows:
         if r.get("status") not in ("ok", ""):
             lines.append(f"  left out {r.get('run_id')} ({r.get('status')}): {r.get('note', '')}")

@@ -79,6 +79,8 @@ class CollectedRun:
     epochs: float | None = None
     warnings: str = ""
     wall_s: float | None = None
+    # The precision the run computed in (fp32, bf16); empty for runs from before it was recorded (fp32).
+    precision: str = ""
     # The plan's estimate of the wall time on the machine that measured samples/s.
     est_wall_s: float | None = None
     note: str = ""
@@ -172,6 +174,7 @@ def collect_run(run_dir: Path, eval_window: int, problems: list[str]) -> Collect
         if value is not None:
             setattr(row, key, value)
     row.steps = int(metrics["steps"]) if _num(metrics.get("steps")) is not None else None
+    row.precision = str(metrics.get("precision") or "")
     warnings = metrics.get("warnings") or []
     row.warnings = "; ".join(str(w) for w in warnings) if isinstance(warnings, list) else str(warnings)
     status = str(metrics.get("status", ""))

@@ -147,10 +147,15 @@ def disabled() -> Iterator[None]:
 
 
 def usable(x: torch.Tensor) -> bool:
-    """Whether a step on `x` can take the kernels: fp32 on a CPU, eager, enabled and built."""
+    """Whether a step on `x` can take the kernels: fp32 on a CPU, eager, enabled and built.
+
+    Not under autocast: its matmuls (`at::mm` inside the kernels too) would return bf16 to
+    loops written for fp32, so a mixed-precision step takes the modules' path.
+    """
     return (
         x.device.type == "cpu"
         and x.dtype == torch.float32
+        and not torch.is_autocast_enabled("cpu")
         and bool(_state["enabled"])
         and not torch.compiler.is_compiling()
         and load() is not None

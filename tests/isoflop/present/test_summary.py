@@ -78,8 +78,24 @@ def test_summary_names_exponents_verdict_runs_left_out_and_figures(tmp_path):
     assert "left out 60k-BASE-e2e-C1e12 (collapsed): loss is nan" in text
     assert "left out 60k-BASE-e2e-C9e12 (stale): not in the plan" in text
     assert "estimated 0.5 min, took 1.0 min" in text
+    assert "1 stale); computed in fp32" in text  # runs.csv from before the precision column: fp32, all there was
     assert f"figures: {family}/plots/e2e/ (isoflop_curves.png)" in text
     assert "no fit yet" in summarize([tmp_path / "nothing"])
+
+
+def test_summary_says_what_precision_the_runs_computed_in(tmp_path):
+    family = make_study(tmp_path)
+    with (family / "runs.csv").open(newline="") as fh:
+        rows = list(csv.DictReader(fh))
+    for row, precision in zip(rows, ["bf16", "fp32", "bf16"]):
+        row["precision"] = precision
+    with (family / "runs.csv").open("w", newline="") as fh:
+        w = csv.DictWriter(fh, fieldnames=list(rows[0]))
+        w.writeheader()
+        w.writerows(rows)
+    text = summarize([family])
+    mixed = {r["precision"] for r in rows if r["status"] == "ok"}
+    assert f"computed in {' and '.join(sorted(mixed))}" in text
 
 
 def test_summary_html_renders_the_fit_tables(tmp_path, capsys):

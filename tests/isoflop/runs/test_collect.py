@@ -229,8 +229,11 @@ def test_plan_true_collect_lists_unplanned_and_retrained_runs_as_stale(tmp_path)
         planned[0],
         [3.0, 2.5],
         inputs=digests,
-        metrics_extra={"loss": 2.45, "loss_se": 0.01, "epochs": 0.5, "warnings": ["loss spike"], "wall_s": 30.0},
-    )
+        metrics_extra={
+            "loss": 2.45, "loss_se": 0.01, "epochs": 0.5, "warnings": ["loss spike"], "wall_s": 30.0,
+            "precision": "bf16",
+        },
+    )  # fmt: skip
     make_run(root, planned[1], [3.0, 2.6], budget=2e12, inputs={**digests, "data_manifest": "other"})
     make_run(root, "30k-BASE-e2e-C9e12", [3.0, 2.4], budget=9e12, inputs=digests)  # a removed budget
     text = collect(root, tmp_path / "runs.csv", plan=plan, data=data)
@@ -243,6 +246,7 @@ def test_plan_true_collect_lists_unplanned_and_retrained_runs_as_stale(tmp_path)
     )
     assert float(rows[planned[0]]["loss"]) == 2.45  # the run's recorded loss at the budget
     assert float(rows[planned[0]]["wall_s"]) == 30.0 and float(rows[planned[0]]["est_wall_s"]) == pytest.approx(36)
+    assert rows[planned[0]]["precision"] == "bf16"
     assert rows[planned[1]]["status"] == "stale" and "other data" in rows[planned[1]]["note"]
     assert rows["30k-BASE-e2e-C9e12"]["status"] == "stale" and "not in the plan" in rows["30k-BASE-e2e-C9e12"]["note"]
     assert rows[planned[2]]["status"] == "incomplete" and rows[planned[2]]["note"] == "not started"
@@ -265,4 +269,4 @@ def test_missing_new_columns_read_as_empty(tmp_path):
     make_run(root, "30k-BASE-e2e-C1e12", [3.0, 2.5])
     collect(root, tmp_path / "runs.csv")
     row = read(tmp_path / "runs.csv")["30k-BASE-e2e-C1e12"]
-    assert (row["loss_se"], row["epochs"], row["warnings"], row["wall_s"]) == ("", "", "", "")
+    assert (row["loss_se"], row["epochs"], row["warnings"], row["wall_s"], row["precision"]) == ("", "", "", "", "")
