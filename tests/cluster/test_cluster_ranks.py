@@ -74,8 +74,8 @@ def test_four_ranks_a_node_train_through_the_scheduler_to_a_fit(scheduler, tmp_p
     (shims / "mpiexec").write_text(PALS_MPIEXEC)
     (shims / "mpiexec").chmod(0o755)
     (root / "pbs_job_env.sh").write_text(PBS_JOB_ENV)
-    # The tiny study's ladder one size down, centred on it (N_opt 4.5e4 at 1e10, 6.4e4 at 2e10): trained on 4 ranks of 2 rows
-    # each, the tiny study's own smallest size (30k) came out best at both of its budgets (no minimum to fit).
+    # The tiny study's ladder one size down, centred on it (N_opt 4.5e4 at 1e10, 6.4e4 at 2e10): trained on
+    # 4 ranks of 2 rows each, the tiny study's own smallest size (30k) came out best at both of its budgets.
     ladder = {"backbones": ["15k", "30k", "60k"], "plan": {"prior_k": 0.45}}
     workdir = make_workdir(root / "study", {"cluster": CLUSTER, "train": TRAIN, **ladder})
     client_env = {k: v for k, v in scheduler.items() if k != "folder"}
