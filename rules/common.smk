@@ -296,6 +296,7 @@ def plan_may_train(family, rows):
     stop = plan_stop(plan)
     if stop and not PLAN_OPTIONS.allow_undetermined:
         if workflow.dryrun:  # otherwise the plan job runs and prints it
+            logger.info(plan_summary(plan))  # what the budgets would cost, then why they do not train
             logger.error(stop)
         return False
     for line in plan_notes(plan, data_built(family)):

@@ -29,6 +29,8 @@ def test_an_undetermined_plan_stops_the_workflow_before_training(tiny_study):
     # The DAG does not take the computed plan: it waits for the plan job and lists no training job.
     assert train_run_ids(dry) == [] and job_counts(dry).get("plan") == 1
     assert any(line.startswith("plan text_image stops the study: forecast UNDETERMINED") for line in dry.splitlines())
+    # What the budgets would cost is printed before the line that stops them.
+    assert any(line.startswith("plan text_image: 9 runs on 3 of 3 budget(s)") for line in dry.splitlines())
     out = snakemake(copy, "collect_text_image", "--config", BUDGETS, STRICT, check=False)
     assert out.returncode != 0 and "Error in rule plan" in out.stdout
     reasons = [line for line in out.stdout.splitlines() if "stops the study" in line]
