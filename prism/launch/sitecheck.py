@@ -18,11 +18,11 @@ from pathlib import Path
 
 import yaml
 
+from prism.dist.parallel import BACKENDS
 from prism.errors import PrismError
 from prism.launch.ranks import check_batch, cluster_ranks
 
 PLACEHOLDER = "FILL_IN"
-BACKENDS = {"cpu": "gloo", "cuda": "nccl", "xpu": "xccl"}
 
 
 @dataclass(frozen=True)
