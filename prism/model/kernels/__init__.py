@@ -22,15 +22,18 @@ backward through the same graph (`retain_graph`, double backward) is an error na
 
 The extension is compiled on first use (`torch.utils.cpp_extension`: a C++ compiler
 and ninja) into torch's extension cache (`TORCH_EXTENSIONS_DIR`), one build per torch
-build and CPU vector capability, so a build made on one machine is never loaded on a CPU
-that lacks its instructions; `make setup` builds it. Where it cannot be built, one
-warning, and the model runs its ATen path. `PRISM_CPU_KERNELS=0` turns the kernels off
-(the reference path, for A/B measurements); so does `disabled()`.
+build, CPU vector capability and kernel source, so a build made on one machine is never
+loaded on a CPU that lacks its instructions, and two checkouts with different sources (two
+revisions of prism) keep a build each instead of rebuilding in turn; `make setup` builds it.
+Where it cannot be built, one warning, and the model runs its ATen path.
+`PRISM_CPU_KERNELS=0` turns the kernels off (the reference path, for A/B measurements); so
+does `disabled()`.
 """
 
 from __future__ import annotations
 
 import fcntl
+import hashlib
 import os
 import sys
 import warnings
@@ -64,12 +67,14 @@ def load() -> ModuleType | None:
 
 
 def build_directory() -> Path:
-    """Where the extension is built and cached: one folder per torch build, Python and CPU capability."""
+    """Where the extension is built and cached: one folder per torch build, Python, CPU capability and
+    source (its sha256, so that checkouts of two revisions never take turns rebuilding one folder)."""
     from torch.utils.cpp_extension import get_default_build_root  # noqa: PLC0415 lazy: pulls in setuptools
 
     root = os.environ.get("TORCH_EXTENSIONS_DIR") or get_default_build_root()
     python = f"py{sys.version_info.major}{sys.version_info.minor}"
-    return Path(root) / f"{python}_torch{torch.__version__}" / f"prism_cpu_kernels_{capability().lower()}"
+    source = hashlib.sha256(SOURCE.read_bytes()).hexdigest()[:12]
+    return Path(root) / f"{python}_torch{torch.__version__}" / f"prism_cpu_kernels_{capability().lower()}_{source}"
 
 
 def _build() -> ModuleType | None:
