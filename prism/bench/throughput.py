@@ -37,6 +37,7 @@ import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
+from prism.dist.env import free_port
 from prism.errors import PrismError
 from prism.model.config import backbone_config
 from prism.model.tokenizer import PAD
@@ -531,12 +532,6 @@ def _ddp_worker(rank: int, world: int, cfg_dict: dict, port: int, outdir: str) -
         dist.destroy_process_group()
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def ddp_overhead(bench: Bench, peak: float) -> list[dict]:
     """Rows for 1 process (the plain step, timed inside the N-process job) and N processes under DDP."""
     import torch.multiprocessing as mp  # noqa: PLC0415 lazy: torch
@@ -559,7 +554,7 @@ def ddp_overhead(bench: Bench, peak: float) -> list[dict]:
     flops, nbytes = bench.flops_and_bytes(cfg.batch, True)
     with tempfile.TemporaryDirectory(prefix="prism-ddp-") as tmp:
         cfg_dict = asdict(cfg)
-        mp.spawn(_ddp_worker, args=(cfg.procs, cfg_dict, _free_port(), tmp), nprocs=cfg.procs, join=True)
+        mp.spawn(_ddp_worker, args=(cfg.procs, cfg_dict, free_port(), tmp), nprocs=cfg.procs, join=True)
         results = [json.loads((Path(tmp) / f"rank{r}.json").read_text()) for r in range(cfg.procs)]
     # A step ends when the slowest rank ends: take per-step maxima across ranks.
     plain = [max(vals) for vals in zip(*(r["plain"] for r in results))]

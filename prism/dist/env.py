@@ -14,6 +14,7 @@ Pure standard library (no torch): the launch renderers and tests use it cheaply.
 from __future__ import annotations
 
 import os
+import socket
 from collections.abc import Mapping
 from dataclasses import dataclass
 
@@ -137,3 +138,10 @@ def export_torch_env(dist_env: DistEnv, environ: dict[str, str] | None = None) -
             "MASTER_PORT": str(dist_env.master_port),
         }
     )
+
+
+def free_port() -> int:
+    """A TCP port free on this host now, for a rendezvous of processes this host starts itself."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]

@@ -11,13 +11,14 @@ on this node (as a job's ranks would start), so run the command on a compute nod
 
 from __future__ import annotations
 
+import copy
 import os
-import socket
 from dataclasses import dataclass
 from pathlib import Path
 
 import yaml
 
+from prism.dist.env import free_port
 from prism.dist.parallel import BACKENDS
 from prism.errors import PrismError
 from prism.launch.ranks import check_batch, cluster_ranks
@@ -38,10 +39,11 @@ class Check:
 
 
 def merged(base: dict, override: dict) -> dict:
-    """`override` over `base`, section by section, as Snakemake merges a --configfile over the default."""
-    out = dict(base)
-    for key, value in override.items():
-        out[key] = merged(out[key], value) if isinstance(value, dict) and isinstance(out.get(key), dict) else value
+    """`override` over `base`, merged by Snakemake's own function for a --configfile over the default."""
+    from snakemake.utils import update_config  # noqa: PLC0415 lazy: snakemake
+
+    out = copy.deepcopy(base)
+    update_config(out, copy.deepcopy(override))
     return out
 
 
@@ -139,12 +141,6 @@ def check_device(device: str) -> Check:
     return Check("torch", True, f"torch {version}, {count} {device} device(s): {module.get_device_name(0)}")
 
 
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
 def _all_reduce(rank: int, world: int, device: str, port: int) -> None:
     """One rank: join the group, sum ones over all ranks, check the sum (a child process)."""
     import torch  # noqa: PLC0415 lazy: in the spawned rank
@@ -167,7 +163,7 @@ def check_collectives(device: str, ranks: int) -> Check:
     try:
         import torch.multiprocessing as mp  # noqa: PLC0415 lazy: torch
 
-        mp.spawn(_all_reduce, args=(ranks, device, _free_port()), nprocs=ranks, join=True)
+        mp.spawn(_all_reduce, args=(ranks, device, free_port()), nprocs=ranks, join=True)
     except Exception as err:  # noqa: BLE001 - any failure of the backend is the finding
         first = str(err).strip().splitlines()[-1] if str(err).strip() else type(err).__name__
         return Check(

@@ -303,17 +303,6 @@ def plan_budget(
     return out
 
 
-def candidates_from_calibration(
-    calibration_dir: str | Path | None,
-    family: str,
-    regime: str,
-    backbones: list[str] | None,
-    variants: list[str] | None,
-) -> list[Candidate]:
-    """The candidates (`candidates.load_candidates`): calibration files where they exist, else counted here."""
-    return load_candidates(calibration_dir, family, regime, backbones, variants)
-
-
 @dataclass
 class StudyPlan:
     """The runs of every budget and where their centre came from (no forecast): what the DAG needs."""
@@ -418,11 +407,11 @@ def plan_runs(
         # A rule size is a candidate of the budgets that picked it; given backbones are candidates of all.
         given = list(backbones or [])
         variants = list(variants or ["BASE"])
-        cands = candidates_from_calibration(
+        cands = load_candidates(
             calibration_dir, family, regime, list(dict.fromkeys(given + union(by_budget))), variants
         )
     else:
-        cands = candidates_from_calibration(calibration_dir, family, regime, backbones, variants)
+        cands = load_candidates(calibration_dir, family, regime, backbones, variants)
 
     def budget_candidates(budget: float) -> list[Candidate]:
         if not by_budget:
