@@ -552,10 +552,6 @@ def _refuse_duplicates(shards: Path, blocks: list[tuple[str, str, bytearray]], s
     )
 
 
-def is_index(manifest: dict) -> bool:
-    return manifest.get("kind") == KIND
-
-
 def _checked_reads(data_dir: Path, manifest: dict, splits: tuple[str, ...], keep: bool):
     """(split, manifest entry, ShardRead) of every shard each of `splits` lists, in order: each shard
     read once, after checking its sha256, and its samples counted against the entry."""

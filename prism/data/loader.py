@@ -35,7 +35,6 @@ from prism.data import packing
 from prism.data.decoded import load_split
 from prism.data.manifest import read_manifest
 from prism.errors import PrismError
-from prism.model.tokenizer import PAD
 
 # Variables other tools use to decide where shards come from; prism only lets them agree.
 DATA_ENV_VARS = ("WEBDATASET_LOCAL_PATH", "WDS_LOCAL_PATH", "PRISM_DATA_DIR")
@@ -266,8 +265,3 @@ class ShardLoader:
         if not 0 <= int(state["unit_in_epoch"]) < self.units_in_epoch(int(state["epoch"])):
             raise PrismError(f"cannot resume: position {state['unit_in_epoch']} is outside epoch {state['epoch']}")
         self.epoch, self.unit, self.step = int(state["epoch"]), int(state["unit_in_epoch"]), int(state["step"])
-
-
-def pad_fraction(batch: dict) -> float:
-    """Share of PAD positions in a batch (what packing reduces)."""
-    return float((batch["tokens"] == PAD).float().mean())

@@ -175,11 +175,3 @@ def variant_multipliers(name: str) -> tuple[int, int]:
         raise ValueError(f"{name!r} is not a projector rule variant (W<k>X or D<k>X, k >= 2)")
     k = int(m.group(2))
     return (k, 2) if m.group(1) == "W" else (1, 2 * k)
-
-
-def is_rule_variant(name: str) -> bool:
-    try:
-        variant_multipliers(name)
-    except ValueError:
-        return False
-    return True

@@ -302,16 +302,6 @@ def _window_mask(x: np.ndarray, f: BudgetFit) -> np.ndarray:
     return (x >= math.log10(f.window_n_min) - 1e-9) & (x <= math.log10(f.window_n_max) + 1e-9)
 
 
-def window_mask(params, budget, per_budget: list[BudgetFit]) -> np.ndarray:
-    """Which runs lie inside their budget's window (all of them with the full grid)."""
-    params, budget = np.asarray(params, float), np.asarray(budget, float)
-    keep = np.ones(len(params), bool)
-    for f in per_budget:
-        sel = budget == f.budget
-        keep[sel] = _window_mask(np.log10(params[sel]), f)
-    return keep
-
-
 def fit_budgets(
     params,
     tokens,
