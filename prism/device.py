@@ -12,9 +12,8 @@ import resource
 
 import torch
 
+from prism.dist.parallel import DEVICES
 from prism.errors import PrismError
-
-DEVICE_CHOICES: tuple[str, ...] = ("auto", "cpu", "cuda", "xpu")
 
 
 def _xpu_available() -> bool:
@@ -35,7 +34,7 @@ def resolve_device(name: str = "auto") -> torch.device:
     kind = name.split(":")[0]
     if kind not in ("cpu", "cuda", "xpu", "meta"):
         raise PrismError(
-            f"unknown device {name!r}; valid: {', '.join(DEVICE_CHOICES)} (optionally with an index, e.g. cuda:1)"
+            f"unknown device {name!r}; valid: {', '.join(DEVICES)} (optionally with an index, e.g. cuda:1)"
         )
     if kind == "cuda" and not torch.cuda.is_available():
         raise PrismError(

@@ -40,6 +40,7 @@ import sys
 import threading
 import time
 import traceback
+from collections.abc import Callable
 from pathlib import Path
 
 ENV = "PRISM_WORKER"
@@ -140,22 +141,21 @@ def _recv_exactly(conn: socket.socket, n: int) -> bytes:
 # ---- the serving side ----------------------------------------------------------------
 
 
-def preload() -> None:
+def preload(build_parser: Callable[[], object]) -> None:
     """Import what a training job imports (torch, its compiler stack, the distributed checkpoint API, prism,
-    its CPU kernels)."""
+    its CPU kernels); `build_parser` is the CLI's, which imports every command's module."""
     from prism.host import tune_host
 
     tune_host()  # before torch: the children inherit the allocator settings and the environment
     import torch._dynamo  # noqa: F401  (torch.optim and DCP import it on first use)
     import torch.distributed.checkpoint.state_dict  # noqa: F401
 
-    import prism.cli
     import prism.isoflop.design.calibrate  # noqa: F401
     import prism.train.trainer  # noqa: F401
     from prism.model import kernels
 
     kernels.load()  # the compiled CPU kernels (a shared library; no torch operation runs)
-    prism.cli.build_parser()  # imports every command's module
+    build_parser()
     from prism.revision import git_rev, source_hash
 
     # What it serves: resolved now, so children record the code they run, not the checkout's later state.
@@ -163,14 +163,23 @@ def preload() -> None:
     gc.freeze()  # the collector leaves what is loaded now alone: children do not copy its pages
 
 
-def serve(path: str | Path, parent: int | None = None, idle_timeout: float = 3600.0) -> None:
+def serve(
+    path: str | Path,
+    main: Callable[[list[str]], int],
+    build_parser: Callable[[], object],
+    parent: int | None = None,
+    idle_timeout: float = 3600.0,
+) -> None:
     """Answer requests on the socket `path` until `parent` exits or nothing came for `idle_timeout` s.
+
+    `main` runs each request's argv (the CLI's entry point) and `build_parser` is imported ahead of them:
+    both come from the CLI, which calls this module's `run` first, so this module imports nothing of it.
 
     Runs no torch operation itself: its children fork from a process whose thread pools
     were never started, so each starts as a fresh process would after its imports.
     """
     path = Path(path)
-    preload()
+    preload(build_parser)
     server = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     path.unlink(missing_ok=True)
     server.bind(str(path))
@@ -189,7 +198,7 @@ def serve(path: str | Path, parent: int | None = None, idle_timeout: float = 360
             if os.fork() == 0:
                 try:
                     server.close()
-                    _child(conn)
+                    _child(conn, main)
                 finally:  # whatever happened, a child never returns into this loop or its cleanup
                     os._exit(1)
             conn.close()
@@ -198,7 +207,7 @@ def serve(path: str | Path, parent: int | None = None, idle_timeout: float = 360
         path.unlink(missing_ok=True)
 
 
-def _child(conn: socket.socket) -> None:
+def _child(conn: socket.socket, main: Callable[[list[str]], int]) -> None:
     """Become the requesting process (fds, cwd, environment, arguments), run the command, report, exit."""
     status = 1
     try:
@@ -226,8 +235,6 @@ def _child(conn: socket.socket) -> None:
         sys.argv = ["prism", *request["argv"]]
         print(f"[{os.getpid()}] prism {' '.join(request['argv'])}", file=log, flush=True)
         threading.Thread(target=_relay_signals, args=(conn,), daemon=True).start()
-        from prism.cli import main
-
         status = main(request["argv"])
     except SystemExit as exc:
         status = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)

@@ -68,7 +68,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.rss:
         return peak_rss(args)
 
-    from prism.data.index import index
+    from prism.data.indexer import index
     from prism.data.manifest import verify
 
     with tempfile.TemporaryDirectory() as tmp:

@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import argparse
 
+# The dtypes the peak and the throughput bench time (prism.peak reads each).
+DTYPES = ("fp32", "bf16", "fp16")
+
 
 def _peak(args: argparse.Namespace) -> int:
     from prism.peak import format_peak, peak_record
@@ -20,7 +23,7 @@ def register(verbs: argparse._SubParsersAction) -> None:
         description="Measure (or read from the cache) the dense matmul peak that MFU is relative to.",
     )
     p.add_argument("--device", default="cpu", help="cpu, cuda, cuda:N, xpu or auto (default: cpu)")
-    p.add_argument("--dtype", default="fp32", choices=["fp32", "bf16", "fp16"], help="matmul dtype (default: fp32)")
+    p.add_argument("--dtype", default="fp32", choices=DTYPES, help="matmul dtype (default: fp32)")
     p.add_argument("--refresh", action="store_true", help="re-measure even if a cached figure exists")
     p.set_defaults(func=_peak)
     register_throughput(verbs)
@@ -100,7 +103,7 @@ def register_throughput(verbs: argparse._SubParsersAction) -> None:
     p.add_argument(
         "--dtype",
         default="fp32",
-        choices=["fp32", "bf16", "fp16"],
+        choices=DTYPES,
         help="fp32, or autocast to bf16/fp16 (MFU is then against that dtype's peak)",
     )
     p.add_argument("--warmup", type=int, default=3, help="untimed steps before timing (default 3)")

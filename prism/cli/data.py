@@ -84,7 +84,8 @@ def _build(args: argparse.Namespace) -> int:
 def _index(args: argparse.Namespace) -> int:
     import time
 
-    from prism.data.index import broken_shards, index, lost_samples
+    from prism.data.index import broken_shards, lost_samples
+    from prism.data.indexer import index
 
     start = time.perf_counter()
     m = index(

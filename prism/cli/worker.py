@@ -19,7 +19,8 @@ def register(verbs: argparse._SubParsersAction) -> None:
 
 
 def _serve(args: argparse.Namespace) -> int:
+    from prism.cli import build_parser, main
     from prism.worker import serve
 
-    serve(args.socket, parent=args.parent, idle_timeout=args.idle_timeout)
+    serve(args.socket, main, build_parser, parent=args.parent, idle_timeout=args.idle_timeout)
     return 0

@@ -19,6 +19,8 @@ broken download, not noise.
 The held-out split is either a separate folder (`DIR/train/*.tar` and `DIR/eval/*.tar`)
 or a fixed fraction of the keys chosen by their hash, the same whatever the seed or the
 order of the shards, so the eval set does not move when shards are added.
+
+This module reads shards and indexes; prism.data.indexer writes an index.
 """
 
 from __future__ import annotations
@@ -26,10 +28,6 @@ from __future__ import annotations
 import hashlib
 import io
 import json
-import os
-import shutil
-import sys
-import tempfile
 from collections import Counter
 from contextlib import ExitStack
 from dataclasses import dataclass, field
@@ -37,13 +35,10 @@ from pathlib import Path
 
 import numpy as np
 
-from prism.atomic import DiskFullError, disk_full, folder_kept, free_bytes, is_disk_full, replace_dir
-from prism.data.manifest import FORMAT_VERSION, MANIFEST, Records, sha256
-from prism.data.shardcount import shard_loss
+from prism.data.format import MANIFEST, Records, fit_caption, sha256
 from prism.data.tarreader import TarCut, iter_tar
 from prism.errors import PrismError
 from prism.families import FamilySpec, family_spec
-from prism.progress import progress
 
 KIND = "index"
 EVAL_FRACTION = 0.05
@@ -179,8 +174,6 @@ def caption_of(members: dict[str, bytes]) -> str:
 
 def decode_sample(members: dict[str, bytes], spec: FamilySpec) -> tuple[str, np.ndarray]:
     """(caption cut to the family's text length, modality array); BadSample says why not."""
-    from prism.data.shards import fit_caption  # noqa: PLC0415 lazy: `prism --help` imports this module
-
     caption, _ = fit_caption(caption_of(members), spec.text_len - 2)
     if spec.name == "text_image":
         ext = next((e for e in IMAGE_EXTS if e in members), None)
@@ -347,209 +340,9 @@ def find_shards(shards: Path) -> dict[str, list[str]]:
     return {"all": names}
 
 
-def _read_task(task: tuple) -> ShardRead:
-    return read_shard(*task)
-
-
-def _map_shards(tasks: list[tuple], jobs: int):
-    """read_shard over `tasks`, in order, in `jobs` forked processes (here when 1)."""
-    if jobs <= 1 or len(tasks) <= 1:
-        yield from map(_read_task, tasks)
-        return
-    import multiprocessing  # noqa: PLC0415 lazy: `prism --help` imports this module
-    from concurrent.futures import ProcessPoolExecutor  # noqa: PLC0415 lazy: `prism --help` imports this module
-
-    with ProcessPoolExecutor(min(jobs, len(tasks)), mp_context=multiprocessing.get_context("fork")) as pool:
-        yield from pool.map(_read_task, tasks)
-
-
-def index(
-    shards: str | Path,
-    family: str,
-    out: str | Path,
-    eval_fraction: float = EVAL_FRACTION,
-    max_bad_fraction: float = MAX_BAD_FRACTION,
-    overwrite: bool = False,
-    warn=None,
-    jobs: int = 1,
-) -> dict:
-    """Index `shards` for `family` into `out` (manifest.json + decoded copy); return the manifest.
-
-    `jobs` processes decode the shards (each shard in one); the result does not depend on it.
-    """
-    from prism.data import decoded  # noqa: PLC0415 lazy: `prism --help` imports this module
-
-    spec = family_spec(family)
-    shards, out = Path(shards), Path(out)
-    if not 0.0 < eval_fraction < 1.0:
-        raise PrismError(f"eval fraction {eval_fraction} must be in (0, 1)")
-    if not 0.0 <= max_bad_fraction < 1.0:
-        raise PrismError(f"max bad fraction {max_bad_fraction} must be in [0, 1)")
-    if out.exists() and not overwrite:
-        raise PrismError(f"{out} already exists; pass --overwrite to replace it, or choose another --out")
-    if out.exists() and not (out / MANIFEST).is_file():
-        raise PrismError(f"{out} exists and is not a shard directory (no {MANIFEST}); refusing to replace it")
-    warn = warn or (lambda line: print(line, file=sys.stderr))
-    found = find_shards(shards)
-    by_folder = "all" not in found
-    out.parent.mkdir(parents=True, exist_ok=True)
-    free, existed, needed = free_bytes(out.parent), out.exists(), None
-    tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.tmp-", dir=out.parent))
-    try:
-        manifest, spooled, widths, first = _read_all(shards, found, spec, tmp / ".spool", eval_fraction, warn, jobs)
-        _refuse_too_many_bad(shards, manifest, max_bad_fraction, first)
-        for split, entry in manifest["splits"].items():
-            if not entry["samples"]:
-                hint = "add shards to eval/" if by_folder else "raise --eval-fraction or add samples"
-                raise PrismError(f"{shards}: the {split} split would hold no samples ({hint})")
-        manifest["max_bad_fraction"] = max_bad_fraction
-        # The index writes only decoded rows: spooled, then each split's copy beside them.
-        sizes = {
-            s: decoded.copy_size(manifest["splits"][s]["samples"], *widths[s], spec.modality_shape) for s in widths
-        }
-        needed = 64 * 1024 + sum(sizes.values()) + max(sizes.values())
-        for split in manifest["splits"]:
-            decoded.save_spooled(tmp, manifest, split, spooled[split], widths[split])
-            for prefix in spooled[split]:
-                for kind in SPOOLED:
-                    Path(f"{prefix}.{kind}").unlink()
-        shutil.rmtree(tmp / ".spool")
-        (tmp / MANIFEST).write_text(json.dumps(manifest, indent=1, sort_keys=True) + "\n")
-        os.chmod(tmp, 0o755)
-        replace_dir(tmp, out)
-    except BaseException as err:
-        shutil.rmtree(tmp, ignore_errors=True)
-        if is_disk_full(err) or isinstance(err, DiskFullError):
-            raise disk_full(out / "", needed, free, folder_kept(out, existed)) from None
-        raise
-    return manifest
-
-
 def lost_samples(manifest: dict) -> int:
     """The samples an index skipped or lost: its bad samples, and those missing from its broken shards."""
     return len(manifest.get("bad_samples", [])) + sum(d["missing"] for d in manifest.get("damaged_shards", []))
-
-
-def _refuse_too_many_bad(shards: Path, manifest: dict, max_bad_fraction: float, first: str | None) -> None:
-    """Refuse in one line when more than `max_bad_fraction` of the samples the shards should hold are lost."""
-    lost = lost_samples(manifest)
-    total = lost + sum(s["samples"] for s in manifest["splits"].values())
-    if total and lost > max_bad_fraction * total:
-        raise PrismError(
-            f"{shards}: {lost} of {total} samples are bad or lost ({100 * lost / total:.1f}% > "
-            f"max_bad_fraction {100 * max_bad_fraction:g}%; first: {first}); repair or re-download the shards, "
-            "or raise --max-bad-fraction"
-        )
-
-
-def _read_all(shards: Path, found: dict[str, list[str]], spec: FamilySpec, spool: Path, eval_fraction, warn, jobs):
-    """Read every shard once, its good samples spooled under `spool`: (the manifest but for
-    `max_bad_fraction`, each split's spool prefixes in shard order, its longest key and caption,
-    the first bad sample or broken shard in shard order, in words)."""
-    spool.mkdir()
-    by_folder = "all" not in found
-    splits = {"train": [], "eval": []}  # per split: the shard entries
-    spooled = {"train": [], "eval": []}
-    widths = {"train": [0, 0], "eval": [0, 0]}
-    blocks = []  # (shard name, split, key digests) in shard order: the uniqueness check
-    bad, damaged, first = [], [], None
-    tasks = [
-        (shards, name, spec, SplitOf(folder if by_folder else None, eval_fraction), None, False, spool / f"{i:06d}")
-        for i, (folder, name) in enumerate((f, n) for f, names in found.items() for n in names)
-    ]
-    read = progress(_map_shards(tasks, jobs), "reading shards", total=len(tasks))  # on a terminal only
-    for shard, (_, name, _, rule, *_, prefix) in zip(read, tasks):
-        folder = rule.folder or "all"
-        for key, why in shard.bad:
-            if len(bad) < WARN_LINES:
-                warn(f"warning: shard {shards / name}, sample {key}: {why}; skipped")
-            bad.append({"shard": name, "key": key, "reason": why})
-            first = first or f"shard {name}, sample {key}: {why}"
-        loss = shard_loss(shards / name, sum(shard.samples.values()), len(shard.bad), shard.truncated, shard.partial)
-        if loss is not None:
-            if len(damaged) < WARN_LINES:
-                warn(f"warning: shard {shards / name} {loss.said}; re-download it, then re-index")
-            damaged.append({"shard": name, "missing": loss.missing, "reason": loss.said})
-            first = first or f"shard {name} {loss.said}"
-        for split in shard.samples:
-            blocks.append((name, split, shard.digests[split]))
-            spooled[split].append(Path(f"{prefix}.{split}"))
-            widths[split] = [max(a, b) for a, b in zip(widths[split], shard.widths[split])]
-        # A shard is listed in every split it feeds (both, under the key-hash split), and in
-        # one at least, so that verify knows it even when none of its samples is good.
-        targets = {folder} if by_folder else (set(shard.samples) or {"train"})
-        for split in sorted(targets):
-            splits[split].append(
-                {
-                    "name": name,
-                    "sha256": shard.sha256,
-                    "bytes": shard.bytes,
-                    "samples": shard.samples[split],
-                    "tokens": int(shard.tokens[split]),
-                    "bad": len(shard.bad),
-                }
-            )
-    if len(bad) > WARN_LINES:
-        warn(f"warning: {len(bad) - WARN_LINES} more bad samples skipped (all are listed in the index's manifest)")
-    if len(damaged) > WARN_LINES:
-        warn(f"warning: {len(damaged) - WARN_LINES} more shards broken (all are listed in the index's manifest)")
-    _refuse_duplicates(shards, blocks, spool, {name: prefix for (_, name, *_, prefix) in tasks})
-    manifest = {
-        "format_version": FORMAT_VERSION,
-        "kind": KIND,
-        "family": spec.name,
-        "seed": None,
-        "source": f"webdataset shards in {shards}",
-        "shards_dir": str(shards),
-        "split": {"by": "folder"} if by_folder else {"by": "key_hash", "eval_fraction": eval_fraction},
-        "modality_shape": list(spec.modality_shape),
-        "n_modality_tokens": spec.n_modality_tokens,
-        "text_len": spec.text_len,
-        "bad_samples": bad,
-        "damaged_shards": damaged,
-        "lm_ratio": 0.0,
-        "lm_text": None,
-        "splits": {
-            s: {
-                "samples": sum(e["samples"] for e in splits[s]),
-                "tokens": sum(e["tokens"] for e in splits[s]),
-                "shards": splits[s],
-            }
-            for s in splits
-        },
-    }
-    return manifest, spooled, widths, first
-
-
-def _refuse_duplicates(shards: Path, blocks: list[tuple[str, str, bytearray]], spool: Path, prefixes: dict) -> None:
-    """A key in two samples is refused, naming the first such sample in shard order and the shard of its twin.
-
-    The check holds 16 bytes a sample (the keys' digests), not the keys; the key itself is
-    read back from the spool.
-    """
-    if not blocks:
-        return
-    digests = np.concatenate([np.frombuffer(bytes(d), np.uint64).reshape(-1, 2) for _, _, d in blocks])
-    order = np.lexsort((digests[:, 1], digests[:, 0]))  # stable: equal digests stay in shard order
-    ranked = digests[order]
-    twins = np.flatnonzero(np.all(ranked[1:] == ranked[:-1], axis=1))
-    if not len(twins):
-        return
-    later = int(order[1:][twins].min())  # the first sample, in shard order, whose key came before
-    earlier = int(np.flatnonzero(np.all(digests == digests[later], axis=1))[0])
-    starts = np.cumsum([0] + [len(d) // 16 for _, _, d in blocks])
-
-    def where(position: int) -> tuple[str, str, int]:
-        block = int(np.searchsorted(starts, position, side="right")) - 1
-        return blocks[block][0], blocks[block][1], position - int(starts[block])
-
-    (first, _, _), (second, split, row) = where(earlier), where(later)
-    with open(f"{prefixes[second]}.{split}.keys", encoding="utf-8") as fh:
-        key = json.loads(next(line for i, line in enumerate(fh) if i == row))
-    raise PrismError(
-        f"sample key {key!r} is in both shard {shards / first} and {shards / second}; "
-        "keys must be unique across the shards"
-    )
 
 
 def _checked_reads(data_dir: Path, manifest: dict, splits: tuple[str, ...], keep: bool):

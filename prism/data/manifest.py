@@ -9,28 +9,21 @@ shard (and the sample key where known). Nothing is skipped.
 
 from __future__ import annotations
 
-import hashlib
 import io
 import json
 import re
-from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 
+from prism.data.format import FORMAT_VERSION, MANIFEST, Records, sha256
+from prism.data.index import read_index_split, verify_index
 from prism.data.tarreader import TarCut, iter_tar
 from prism.errors import PrismError
 
-# 2: text_image holds seeded affine views of every image; the manifest records the LM text's sha256.
-FORMAT_VERSION = 2
-MANIFEST = "manifest.json"
 SPLITS = ("train", "eval")
 SHARD_RE = re.compile(r"^(train|eval)-\d{6}\.tar$")
 KEY_RE = re.compile(r"^[A-Za-z0-9-]+__\d{4,}$")
-
-
-def sha256(data: bytes) -> str:
-    return hashlib.sha256(data).hexdigest()
 
 
 def npy_header(shape: tuple[int, ...]) -> bytes:
@@ -71,16 +64,6 @@ def read_manifest(data_dir: str | Path) -> dict:
     return manifest
 
 
-@dataclass
-class Records:
-    """One split, decoded: parallel lists in shard order."""
-
-    keys: list[str]
-    captions: list[str]
-    modality: np.ndarray  # float32 [N, *shape]; zeros for text-only samples
-    has_modality: np.ndarray  # bool [N]
-
-
 def shard_path(data_dir: str | Path, manifest: dict, entry: dict) -> Path:
     """Where a listed shard lies: in the built directory, or under an index's shards directory."""
     return Path(manifest.get("shards_dir") or data_dir) / entry["name"]
@@ -92,8 +75,6 @@ def read_split(data_dir: str | Path, manifest: dict, split: str) -> Records:
     if split not in manifest["splits"]:
         raise PrismError(f"{data_dir / MANIFEST} has no split {split!r}; splits: {', '.join(manifest['splits'])}")
     if manifest.get("kind") == "index":  # the user's own shards, read where they lie
-        from prism.data.index import read_index_split  # noqa: PLC0415 cycle: index imports manifest
-
         return read_index_split(data_dir, manifest, split)
     shape = tuple(manifest["modality_shape"])
     header = npy_header(shape)
@@ -177,8 +158,6 @@ def verify(data_dir: str | Path) -> dict:
     documentation it came from; a summary when all is well."""
     manifest = read_manifest(data_dir)
     if manifest.get("kind") == "index":
-        from prism.data.index import verify_index  # noqa: PLC0415 cycle: index imports manifest
-
         return verify_index(data_dir, manifest)
     summary = {"data_dir": str(data_dir), "family": manifest["family"], "seed": manifest["seed"]}
     text_only: list[str] = []

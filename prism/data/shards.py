@@ -24,7 +24,7 @@ import numpy as np
 
 from prism.atomic import DiskFullError, disk_full, folder_kept, free_bytes, is_disk_full, replace_dir
 from prism.data import decoded
-from prism.data.manifest import FORMAT_VERSION, MANIFEST, sha256
+from prism.data.format import FORMAT_VERSION, MANIFEST, fit_caption, sha256
 from prism.data.sources import Sample, lm_text, source_module
 from prism.data.tarwriter import write_tar
 from prism.errors import PrismError
@@ -59,14 +59,6 @@ def split_sources(
             n_eval += 1
     eval_ids = {ordered[i] for i in perm[:n_eval]}
     return set(ordered) - eval_ids, eval_ids
-
-
-def fit_caption(caption: str, max_bytes: int) -> tuple[str, bool]:
-    """`caption` cut to `max_bytes` UTF-8 bytes (at a character boundary); whether it was cut."""
-    raw = caption.encode("utf-8")
-    if len(raw) <= max_bytes:
-        return caption, False
-    return raw[:max_bytes].decode("utf-8", errors="ignore"), True
 
 
 def check_sample(sample: Sample, shape: tuple[int, ...], family: str) -> None:

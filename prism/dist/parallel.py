@@ -38,6 +38,8 @@ if TYPE_CHECKING:
 
 STRATEGIES = ("none", "ddp", "fsdp", "hsdp")
 BACKENDS = {"cpu": "gloo", "cuda": "nccl", "xpu": "xccl"}
+# The devices a run may name: auto (cuda, then xpu, then cpu) or one of the kinds a backend serves.
+DEVICES: tuple[str, ...] = ("auto", *BACKENDS)
 
 
 @dataclass(frozen=True)

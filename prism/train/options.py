@@ -14,13 +14,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from prism.dist.parallel import DEVICES, STRATEGIES
 from prism.options import option
 from prism.train.precision import PRECISIONS
 from prism.train.schedule import COOLDOWN_FRACTION, SCHEDULES
 from prism.train.trackers import parse_trackers
 
-STRATEGIES = ("none", "ddp", "fsdp", "hsdp")
-DEVICES = ("auto", "cpu", "cuda", "xpu")
 LAUNCHERS = ("local", "torchrun", "aurora")
 STORAGES = ("local", "lustre", "daos")
 

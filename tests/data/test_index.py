@@ -10,7 +10,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from prism.data.index import decode_image, index, is_eval_key
+from prism.data.index import decode_image, is_eval_key
+from prism.data.indexer import index
 from prism.data.loader import ShardLoader
 from prism.data.manifest import verify
 from prism.errors import PrismError

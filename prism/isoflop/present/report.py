@@ -5,6 +5,7 @@ from __future__ import annotations
 from prism.isoflop.fit import diagnostics
 from prism.isoflop.fit.approach2 import LACK_OF_FIT_LEVEL, budget_text
 from prism.isoflop.fit.result import FitResult
+from prism.isoflop.records import SURFACE_KEYS
 
 
 def _g(v, fmt: str = ".4g") -> str:
@@ -121,7 +122,7 @@ def fit_markdown(result: FitResult | dict) -> str:
             "| parameter | value | interval |",
             "|---|---|---|",
         ]
-        for key in ("E", "A", "B", "alpha", "beta"):
+        for key in SURFACE_KEYS:
             lines.append(f"| {key} | {getattr(a3, key):.4g} | {_ci(getattr(a3, key + '_ci'), '.4g')} |")
         conv = "converged" if a3.converged else "**NOT converged**"
         lines += [

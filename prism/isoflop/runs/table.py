@@ -119,7 +119,7 @@ def _optional(row: dict, col: str) -> float | None:
 
 
 def _excluded(run_id: str, reason: str, kind: str, row: dict, budget_col: str) -> dict:
-    values = {k: _optional(row, k) for k in ("params", "tokens", "loss")}
+    values = {k: _optional(row, k) for k in REQUIRED}
     budget = _optional(row, budget_col)
     if budget is not None and budget_col == "flops" and budget > 0:
         budget = _budget_from_flops(budget)
