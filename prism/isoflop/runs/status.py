@@ -43,6 +43,7 @@ import yaml
 
 from prism.errors import PrismError
 from prism.ids import format_budget
+from prism.train.rundir.layout import CHECKPOINTS_DIR, FINAL_DIR, final_dir
 
 ACTIVE_SECONDS = 600.0
 STATES = ("done", "running", "failed", "waiting")
@@ -178,7 +179,7 @@ def _lock_held(run_dir: Path, locked: set[tuple[int, int, int]]) -> bool:
 
 def _newest_mtime(run_dir: Path) -> float:
     newest = 0.0
-    for name in ("perf.jsonl", "eval.jsonl", "config.yaml", "checkpoints"):
+    for name in ("perf.jsonl", "eval.jsonl", "config.yaml", CHECKPOINTS_DIR):
         try:
             newest = max(newest, (run_dir / name).stat().st_mtime)
         except OSError:
@@ -213,7 +214,7 @@ def _job_time(run_dir: Path, status: RunStatus, now: float) -> tuple[int, float]
     if status.state == "running":
         return nodes, max(0.0, now - started)
     ended = started
-    for name in ("metrics.json", "perf.jsonl", "eval.jsonl", "checkpoints", "final"):
+    for name in ("metrics.json", "perf.jsonl", "eval.jsonl", CHECKPOINTS_DIR, FINAL_DIR):
         try:
             ended = max(ended, (run_dir / name).stat().st_mtime)
         except OSError:
@@ -307,7 +308,7 @@ def final_gone(run_dir: Path) -> bool:
     Nothing reruns it (its metrics.json, the job's output, is there), so it is said instead.
     """
     metrics = _read_json(Path(run_dir) / "metrics.json")
-    return isinstance(metrics, dict) and metrics.get("status") == "ok" and not (Path(run_dir) / "final").is_dir()
+    return isinstance(metrics, dict) and metrics.get("status") == "ok" and not final_dir(run_dir).is_dir()
 
 
 def final_gone_line(run_dir: Path, family: str, schedule: str) -> str:

@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import os
 import random
-import re
 import shutil
 import sys
 from pathlib import Path
@@ -31,17 +30,9 @@ import torch.distributed as dist
 
 from prism.atomic import write_atomic
 from prism.errors import PrismError
+from prism.train.rundir.layout import KEEP_DIR, NAME, checkpoint_dir, filename, final_dir
 
-_NAME = re.compile(r"^step-(\d{8})\.pt$")
 KEEP = 2
-
-
-def checkpoint_dir(run_dir: Path) -> Path:
-    return Path(run_dir) / "checkpoints"
-
-
-def filename(step: int) -> str:
-    return f"step-{step:08d}.pt"
 
 
 def keep(path: Path) -> Path:
@@ -50,7 +41,7 @@ def keep(path: Path) -> Path:
     Other runs start from kept checkpoints (`--init-from`); they move to `final/keep/`
     with the rest when the run finishes.
     """
-    kept = path.parent / "keep" / path.name
+    kept = path.parent / KEEP_DIR / path.name
     kept.parent.mkdir(parents=True, exist_ok=True)
     kept.unlink(missing_ok=True)
     try:
@@ -62,7 +53,7 @@ def keep(path: Path) -> Path:
 
 def complete(run_dir: Path) -> list[Path]:
     """Every complete checkpoint, oldest first (temporary and set-aside files never match)."""
-    return sorted(p for p in checkpoint_dir(run_dir).glob("step-*.pt") if _NAME.match(p.name))
+    return sorted(p for p in checkpoint_dir(run_dir).glob("step-*.pt") if NAME.match(p.name))
 
 
 def latest(run_dir: Path) -> Path | None:
@@ -116,10 +107,6 @@ def newest_readable(run_dir: Path, is_main: bool = True) -> tuple[Path, dict[str
                     flush=True,
                 )
     return None
-
-
-def final_dir(run_dir: Path) -> Path:
-    return Path(run_dir) / "final"
 
 
 def retire(run_dir: Path) -> None:
@@ -200,7 +187,7 @@ def save(
             "extra": extra,
         }
         write_atomic(path, lambda tmp: torch.save(payload, tmp), expected_bytes=_tensor_bytes(payload))
-        for old in sorted(p for p in path.parent.glob("step-*.pt") if _NAME.match(p.name))[:-KEEP]:
+        for old in sorted(p for p in path.parent.glob("step-*.pt") if NAME.match(p.name))[:-KEEP]:
             old.unlink(missing_ok=True)
     if dist.is_initialized():
         dist.barrier()

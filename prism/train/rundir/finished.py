@@ -37,6 +37,7 @@ from prism.atomic import json_safe, write_json_atomic
 from prism.errors import PrismError
 from prism.train.config import RESULT_FIELDS, RunConfig, read_yaml
 from prism.train.rundir import runfiles
+from prism.train.rundir.layout import KEEP_DIR, filename, final_dir
 
 RECORD = "finished.json"
 RETRAIN_ENV = "PRISM_RETRAIN"
@@ -48,14 +49,12 @@ def retrain_requested(flag: bool | None = None) -> bool:
 
 
 def record_path(run_dir: Path) -> Path:
-    return Path(run_dir) / "final" / RECORD
+    return final_dir(run_dir) / RECORD
 
 
 def missing_kept(run_dir: Path, config: Any, steps: Any) -> list[Path]:
     """The kept checkpoints of a run finished at `steps` that are not in final/keep/."""
-    from prism.train.rundir.checkpoint import filename, final_dir  # noqa: PLC0415 lazy: torch
-
-    kept = final_dir(run_dir) / "keep"
+    kept = final_dir(run_dir) / KEEP_DIR
     reached = [s for s in sorted(config.keep_steps) if isinstance(steps, int) and s <= steps]
     return [kept / filename(s) for s in reached if not (kept / filename(s)).is_file()]
 
