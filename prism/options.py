@@ -60,14 +60,32 @@ def _parse(kind: str):
 
 
 def add_arguments(
-    parser: argparse.ArgumentParser | argparse._ArgumentGroup, cls: type, names: tuple[str, ...] | None = None
+    parser: argparse.ArgumentParser | argparse._ArgumentGroup,
+    cls: type,
+    names: tuple[str, ...] | None = None,
+    *,
+    unset: bool = False,
 ) -> None:
     """One flag per field of `cls` (or of its fields `names`), with the field's default and help
-    (`--x`/`--no-x` for booleans)."""
+    (`--x`/`--no-x` for booleans). `unset`: every flag defaults to None, for a file of the same keys
+    (or the dataclass) to fill what the command line leaves out; its help names a default only where
+    the field has one and is not `required`."""
     for f in fields(cls):
         if names is not None and f.name not in names:
             continue
         meta = f.metadata
+        if unset:
+            shown = "" if f.default is None or meta.get("required") else f" (default: {f.default})"
+            parser.add_argument(
+                flag(f.name),
+                dest=f.name,
+                type=_parse(_kind(f)),
+                choices=meta.get("choices"),
+                metavar=meta.get("metavar"),
+                default=None,
+                help=((meta.get("help") or "") + shown).replace("%", "%%"),
+            )
+            continue
         if _kind(f) == "bool":
             parser.add_argument(
                 flag(f.name),

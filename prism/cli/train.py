@@ -9,7 +9,6 @@ launcher, ...) are defined once, in `prism.train.options.TrainOptions`.
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import re
 
 # argparse reads `--budget -1e10` as a flag followed by an option (its own negative-number test
@@ -41,11 +40,6 @@ def _train(args: argparse.Namespace) -> int:
     return launch(run, **launch_flags)
 
 
-def _type(field: dataclasses.Field):
-    kind = str(field.type)
-    return float if kind.startswith("float") else int if kind.startswith("int") else str
-
-
 def configure(parser: argparse.ArgumentParser) -> None:
     """`prism train` is a group without verbs: its flags live on the group's parser."""
     from prism.options import add_arguments
@@ -57,18 +51,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
         "checkpoint, and does nothing once metrics.json exists."
     )
     parser.add_argument("--config", metavar="RUN.yaml", help="run config file (same keys as these flags)")
-    for field in dataclasses.fields(RunConfig):
-        meta = field.metadata
-        default = f" (default: {field.default})" if field.default is not None and not meta.get("required") else ""
-        parser.add_argument(
-            "--" + field.name.replace("_", "-"),
-            dest=field.name,
-            type=_type(field),
-            choices=meta.get("choices"),
-            metavar=meta.get("metavar"),
-            default=None,
-            help=((meta.get("help") or "") + default).replace("%", "%%"),
-        )
+    add_arguments(parser, RunConfig, unset=True)
     launch = parser.add_argument_group("launching (not part of the run config)")
     add_arguments(launch, TrainOptions, LAUNCH_SETTINGS)
     launch.add_argument("--nodes", type=int, default=1, metavar="N", help="nodes (aurora)")
