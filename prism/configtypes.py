@@ -185,6 +185,9 @@ def problem(config: dict, schema: dict) -> str | None:
         unknown = sorted(set(error.instance) - set(known))
         name = f"{where}.{unknown[0]}" if where else unknown[0]
         line = f"config: unknown key {name}; the keys{' of ' + where if where else ''} are {', '.join(known)}"
+        new = error.schema.get("x-renamed", {}).get(unknown[0])
+        if new:
+            return f"config: {name} is now {where + '.' if where else ''}{new} (the same values); rename the key"
         section, _, key = unknown[0].partition(".")
         if not where and key and section in known:
             line += f" (a nested key is set with its section: --config '{section}={{\"{key}\": ...}}')"

@@ -13,6 +13,7 @@ Pure Python: no torch, no yaml.
 from __future__ import annotations
 
 import argparse
+import copy
 import dataclasses
 import math
 from dataclasses import field, fields
@@ -30,8 +31,19 @@ def option(
     minimum: float | None = None,
     exclusive_minimum: float | None = None,
     maximum: float | None = None,
+    exclusive_maximum: float | None = None,
+    doc: str | None = None,
+    schema: dict[str, Any] | None = None,
 ) -> Any:
-    """A dataclass field that is also a flag; `minimum`/`exclusive_minimum`/`maximum` are checked by `validate`."""
+    """A dataclass field that is also a flag and a config key.
+
+    The bounds are checked by `validate`. The config key's entry in config/schema.yaml is
+    generated from the field (prism.configschema): its type, `choices`, bounds and default,
+    described by `doc` (else `help`). `schema` holds the JSON-schema keywords where the key
+    differs from the flag: a list or mapping value, a shared definition (`{"$ref":
+    "#/definitions/path"}`), the workflow's own default or narrower range; a keyword set to
+    None there is left out. `default` may be `dataclasses.MISSING`: a key the config must give.
+    """
     meta = {
         "help": help,
         "choices": choices,
@@ -39,7 +51,12 @@ def option(
         "minimum": minimum,
         "exclusive_minimum": exclusive_minimum,
         "maximum": maximum,
+        "exclusive_maximum": exclusive_maximum,
+        "doc": doc,
+        "schema": schema,
     }
+    if isinstance(default, (dict, list, set)):  # a mutable default: each instance gets a copy
+        return field(default_factory=lambda: copy.copy(default), metadata=meta)
     return field(default=default, metadata=meta)
 
 
@@ -105,6 +122,30 @@ def add_arguments(
             metavar=meta.get("metavar"),
             help=f"{meta['help']} (default: {shown})".replace("%", "%%"),
         )
+    add_renamed_flags(parser, cls, names)
+
+
+class _Renamed(argparse.Action):
+    """An option's old flag: refused in one line naming the new one."""
+
+    def __init__(self, option_strings, dest, new: str = "", **kwargs) -> None:
+        self.new = new
+        super().__init__(option_strings, dest, nargs="?", help=argparse.SUPPRESS, **kwargs)
+
+    def __call__(self, parser, namespace, values, option_string=None) -> None:
+        parser.exit(2, f"{parser.prog}: error: {option_string} is now {self.new} (the same values); give {self.new}\n")
+
+
+def renamed(cls: type) -> dict[str, str]:
+    """{old name: new name} of the options class's renamed fields (its `RENAMED`)."""
+    return dict(getattr(cls, "RENAMED", None) or {})
+
+
+def add_renamed_flags(parser: argparse.ArgumentParser | argparse._ArgumentGroup, cls: type, names=None) -> None:
+    """A refusing flag for each old name of the options class's renamed fields (`names`: of these fields only)."""
+    for old, new in renamed(cls).items():
+        if names is None or new in names:
+            parser.add_argument(flag(old), dest="renamed_" + old, action=_Renamed, new=flag(new))
 
 
 def from_namespace(cls: type, args: argparse.Namespace):
@@ -121,6 +162,9 @@ def from_mapping(cls: type, data: dict | None, where: str):
     data = dict(data or {})
     kinds = {f.name: _kind(f) for f in fields(cls)}
     unknown = sorted(set(data) - set(kinds))
+    moved = [f"{old} is now {new}" for old, new in renamed(cls).items() if old in unknown]
+    if moved:
+        raise PrismError(f"{where}: {'; '.join(moved)} (the same values); rename the key")
     if unknown:
         raise PrismError(f"{where}: unknown key(s) {', '.join(unknown)}; known: {', '.join(sorted(kinds))}")
     for name, value in data.items():
@@ -150,6 +194,8 @@ def check_field(f: dataclasses.Field, value: Any, name: str) -> None:
             raise PrismError(f"{name} must be > {meta['exclusive_minimum']}, got {value}")
         if meta.get("maximum") is not None and value > meta["maximum"]:
             raise PrismError(f"{name} must be <= {meta['maximum']}, got {value}")
+        if meta.get("exclusive_maximum") is not None and value >= meta["exclusive_maximum"]:
+            raise PrismError(f"{name} must be < {meta['exclusive_maximum']}, got {value}")
     if meta.get("choices") and value not in meta["choices"]:
         raise PrismError(f"{name}: {value!r} is not one of {', '.join(meta['choices'])}")
 

@@ -39,6 +39,8 @@ LAYERS: dict[str, int] = {
     "prism.sweep": 4,
     "prism.bench": 4,
     "prism.perf": 4,
+    # The config schema, from every stage's options.
+    "prism.configschema": 4,
     # The entry point, and the fork server that runs it for a study's jobs.
     "prism.cli": 5,
     "prism.__main__": 5,

@@ -1,6 +1,6 @@
 """Approach 2 on every published study in tests/data/scaling/isoflops_public.csv: a, its interval's
 width, the noise, the verdict and how many budgets were fitted on a window, with and without the
-studies' own QC outliers (`python tools/fit_published.py [--window auto|full]`)."""
+studies' own QC outliers (`python tools/fit_published.py [--span auto|full]`)."""
 
 from __future__ import annotations
 
@@ -17,7 +17,7 @@ DATA = Path(__file__).resolve().parents[1] / "tests" / "data" / "scaling" / "iso
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__)
-    ap.add_argument("--window", default="auto", choices=("auto", "full"))
+    ap.add_argument("--span", default="auto", choices=("auto", "full"))
     args = ap.parse_args()
     with DATA.open() as fh:
         by_experiment = defaultdict(list)
@@ -29,7 +29,7 @@ def main() -> None:
                 RunRecord(f"row{i}", float(r["params"]), float(r["tokens"]), float(r["loss"]), float(r["budget"]))
                 for i, r in enumerate(keep)
             ]
-            fit = fit_records(recs, method="approach2", bootstrap=0, window=args.window)
+            fit = fit_records(recs, method="approach2", bootstrap=0, span=args.span)
             a2 = fit.approach2
             width = f"{a2.a_ci[1] - a2.a_ci[0]:.3f}" if a2.a_ci else "-"
             windowed = sum(f.windowed for f in a2.per_budget)

@@ -18,7 +18,7 @@ from prism.dist.parallel import DEVICES, STRATEGIES
 from prism.options import option
 from prism.train.precision import PRECISIONS
 from prism.train.schedule import COOLDOWN_FRACTION, SCHEDULES
-from prism.train.trackers import parse_trackers
+from prism.train.trackers import DEFAULT_PROJECT, TRACKERS, parse_trackers
 
 LAUNCHERS = ("local", "torchrun", "aurora")
 STORAGES = ("local", "lustre", "daos")
@@ -35,50 +35,143 @@ LAUNCH_SETTINGS = ("launcher", "storage")
 class TrainOptions:
     """The training runs' shared settings: `prism train` flags and the config's `train:` section."""
 
-    seed: int = option(0, "seed of the initialisation and of the data order", metavar="S", minimum=0)
+    seed: int = option(
+        0,
+        "seed of the initialisation and of the data order",
+        metavar="S",
+        minimum=0,
+        doc="Seed of every run (initialisation and data order).",
+    )
     schedule: str = option(
         "cosine",
         "learning-rate schedule after the warm-up: cosine decay to 10%, or wsd (constant, then a cooldown)",
         choices=SCHEDULES,
+        doc=(
+            "Learning-rate schedule after the warm-up - cosine (decay to 10%) or wsd (constant, then a "
+            "cooldown): with wsd every model trains one constant-rate trajectory and each run is a cooldown "
+            "branch off it (rules/wsd.smk). A rerun trigger. The default study uses wsd: one trajectory per "
+            "size serves all its budgets, about 60% of the FLOPs of independent cosine runs on its grid."
+        ),
     )
     # 0 is a one-step cooldown whose only update is at the peak, i.e. constant after the warm-up
     # (a wsd study's stable trajectory, cut into segments that later runs branch off).
     cooldown_fraction: float = option(
-        COOLDOWN_FRACTION, "wsd: share of the steps spent in the cooldown", metavar="F", minimum=0, maximum=1
+        COOLDOWN_FRACTION,
+        "wsd: share of the steps spent in the cooldown",
+        metavar="F",
+        minimum=0,
+        maximum=1,
+        doc="wsd only; the last this share of a run's steps cools down ((1-sqrt) to zero).",
+        schema={"exclusiveMinimum": 0, "exclusiveMaximum": 1, "minimum": None, "maximum": None},
     )
     eval_samples: int = option(
-        256, "held-out samples of each evaluation during the run (a fixed subset)", metavar="N", minimum=1
+        256,
+        "held-out samples of each evaluation during the run (a fixed subset)",
+        metavar="N",
+        minimum=1,
+        doc=(
+            "Held-out samples of each intermediate evaluation (about 10 a run; the training curve only, not the"
+            " run's loss). A rerun trigger. The default study uses 64: its runs of a few hundred steps would "
+            "otherwise spend a large share of their time evaluating."
+        ),
     )
     final_eval_samples: int | None = option(
         None,
         "held-out samples of the final evaluation, the run's loss (default: the whole held-out split)",
         metavar="N",
         minimum=1,
+        doc=(
+            "Held-out samples of the final evaluation, the run's loss and its loss_se (null - the whole "
+            "held-out split). Every run is evaluated on the same samples, so their sampling error is shared and"
+            " mostly cancels between the runs of a budget. A rerun trigger. The default study uses 2048 of its "
+            "8,640: both evaluations then stay under about 5% of a run's time."
+        ),
     )
-    device: str = option("auto", "device (auto: cuda, then xpu, then cpu)", choices=DEVICES)
+    device: str = option(
+        "auto",
+        "device (auto: cuda, then xpu, then cpu)",
+        choices=DEVICES,
+        doc=(
+            "Device of the training runs (auto - cuda, then xpu, then cpu). Not a rerun trigger (moving a study"
+            " does not retrain it). The default study uses cpu: it is sized and timed for this CPU."
+        ),
+    )
     precision: str = option(
         "auto",
         "compute precision: bf16 (mixed: fp32 weights, optimizer state and loss; bf16 matmuls), fp32, "
         "or auto (bf16 on cuda/xpu, fp32 on cpu)",
         choices=PRECISIONS,
+        doc=(
+            "Compute precision of the training runs - auto (bf16 mixed precision on cuda and xpu, fp32 on a "
+            "CPU), fp32, or bf16 (mixed: fp32 weights, gradients, optimizer state, norms and loss; bf16 matmuls"
+            " and attention under autocast; under fsdp/hsdp weights gathered in bf16, gradients reduced in "
+            "fp32). A rerun trigger; every MFU is against the measured peak of this precision. On a CPU, bf16 "
+            "takes the modules' path instead of the fused fp32 kernels (usually slower)."
+        ),
     )
     threads: int | None = option(
-        None, "CPU threads per process (default: cores / processes on the node)", metavar="N", minimum=1
+        None,
+        "CPU threads per process (default: cores / processes on the node)",
+        metavar="N",
+        minimum=1,
+        doc=(
+            "CPU threads per local training job (Snakemake schedules `--cores` / threads jobs at once). Unlike "
+            "`prism train` without `--threads` (cores / processes), the workflow needs a number to schedule its"
+            " jobs by."
+        ),
+        schema={"type": "integer", "default": 1},
     )
     launcher: str = option(
         "local",
         "local: train here; torchrun: re-run under torchrun on this node; aurora: PBS job body (with --dry-run)",
         choices=LAUNCHERS,
+        doc=(
+            "How a training job runs: `local` (one process, here) or `aurora` (the PBS job body: mpiexec over "
+            "all nodes of the job). Not a rerun trigger. `prism train --launcher` also takes torchrun (one "
+            "node's processes under torchrun), which no workflow job uses."
+        ),
+        schema={"enum": ["local", "aurora"]},
     )
-    strategy: str = option("none", "parallel strategy", choices=STRATEGIES)
-    storage: str = option("local", "where the data lives on the cluster (daos mounts it with dfuse)", choices=STORAGES)
+    strategy: str = option(
+        "none",
+        "parallel strategy",
+        choices=STRATEGIES,
+        doc="Parallel strategy across a job's processes (several ranks need ddp, fsdp or hsdp). Not a rerun trigger.",
+    )
+    storage: str = option(
+        "local",
+        "where the data lives on the cluster (daos mounts it with dfuse)",
+        choices=STORAGES,
+        doc="Where an `aurora` job reads its shards from (`daos` mounts the container with dfuse).",
+    )
     trackers: str | None = option(
         None,
         "also log scalars and the config to these trackers: tensorboard, wandb "
         "(comma-separated; W&B offline unless WANDB_MODE says otherwise)",
         metavar="T1,T2",
+        doc=(
+            "Experiment trackers every run also logs its scalars and config to - tensorboard "
+            "(STUDY/tracking/tensorboard/) and/or wandb (STUDY/tracking/wandb/, offline unless WANDB_MODE says "
+            "otherwise; `wandb sync` uploads). Needs the `track` extra. Not a rerun trigger. A list here; "
+            "`prism train --trackers` takes them comma-separated, none when not given."
+        ),
+        schema={
+            "type": "array",
+            "items": {"type": "string", "enum": list(TRACKERS)},
+            "uniqueItems": True,
+            "default": [],
+        },
     )
-    tracker_project: str | None = option(None, "W&B project (default: prism)", metavar="NAME")
+    tracker_project: str | None = option(
+        None,
+        "W&B project (default: prism)",
+        metavar="NAME",
+        doc=(
+            "The W&B project of the study's runs (its group is STUDY-FAMILY-REGIME); `prism train` without "
+            "`--tracker-project` uses prism too."
+        ),
+        schema={"type": "string", "default": DEFAULT_PROJECT},
+    )
 
     def __post_init__(self) -> None:
         parse_trackers(self.trackers)

@@ -31,9 +31,22 @@ class CalibrateOptions:
     """The timed steps that estimate a study's wall time: `prism isoflop calibrate` flags and the
     config's `calibrate:` section (the workflow writes the result to a `.speed.json` beside the calibration)."""
 
-    measure_throughput: bool = option(False, "time real fp32 fwd+bwd+AdamW steps on --device (samples/s)")
-    batch_size: int = option(32, "samples per timed step", metavar="B", minimum=1)
-    steps: int = option(3, "timed steps after 2 warm-up steps (the median is kept)", metavar="N", minimum=1)
+    measure_throughput: bool = option(
+        False,
+        "time real fp32 fwd+bwd+AdamW steps on --device (samples/s)",
+        doc=(
+            "Time a few real training steps per candidate: the plan's estimate of each run's wall time here. "
+            "The default study does (true); leave it false where the model does not fit, e.g. on a login node."
+        ),
+    )
+    batch_size: int = option(32, "samples per timed step", metavar="B", minimum=1, doc="Samples per timed step.")
+    steps: int = option(
+        3,
+        "timed steps after 2 warm-up steps (the median is kept)",
+        metavar="N",
+        minimum=1,
+        doc="Timed steps after 2 warm-up steps (the median is kept).",
+    )
 
 
 def speed_filename(family: str, backbone: str, variant: str, regime: str) -> str:

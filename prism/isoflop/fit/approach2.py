@@ -284,7 +284,7 @@ def _reason(
     if p_full is not None and p_full < LACK_OF_FIT_LEVEL:
         return text + (
             f": a tail-driven vertex (the parabola misfits this grid, lack of fit p={p_full:.2g}; "
-            "--window auto fits the sizes near the minimum)"
+            "--span auto fits the sizes near the minimum)"
         )
     return text + f" (loss still falls toward the edge); add {side} N"
 

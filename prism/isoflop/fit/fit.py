@@ -10,8 +10,9 @@ from __future__ import annotations
 import dataclasses
 import json
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
+from typing import ClassVar
 
 import numpy as np
 
@@ -25,6 +26,7 @@ from prism.isoflop.fit.result import (
     FitResult,
 )
 from prism.isoflop.records import CI_LEVEL, RunRecord
+from prism.options import option
 
 METHODS = ("approach2", "approach3", "both")
 
@@ -33,47 +35,63 @@ METHODS = ("approach2", "approach3", "both")
 class FitOptions:
     """How `prism isoflop fit` fits; `help` in each field's metadata is the CLI flag's help."""
 
-    method: str = field(
-        default="both",
-        metadata={
-            "help": "approach2 (IsoFLOP parabolas), approach3 (parametric L(N, D)) or both; the verdict uses "
-            "the interval(s) of what was fitted",
-            "choices": METHODS,
-        },
+    # Old key -> new: refused with a hint naming the new one (the config check, the flag). `window` was
+    # renamed `span`: plan.window is a width in decades, this one which sizes the parabola is fitted on.
+    RENAMED: ClassVar[dict[str, str]] = {"window": "span"}
+
+    method: str = option(
+        "both",
+        "approach2 (IsoFLOP parabolas), approach3 (parametric L(N, D)) or both; the verdict uses "
+        "the interval(s) of what was fitted",
+        choices=METHODS,
+        doc="Approach 2 (per-budget parabolas), Approach 3 (parametric), or both.",
     )
-    bootstrap: int = field(
-        default=1000,
-        metadata={"help": "bootstrap resamples for the intervals (0 = none: Approach 2 keeps its regression interval)"},
+    bootstrap: int = option(
+        1000,
+        "bootstrap resamples for the intervals (0 = none: Approach 2 keeps its regression interval)",
+        doc="Bootstrap resamples for the confidence intervals.",
+        schema={"minimum": 0},
     )
-    seed: int = field(default=0, metadata={"help": "bootstrap seed"})
-    huber_delta: float = field(
-        default=approach3.HUBER_DELTA,
-        metadata={
-            "help": "Approach 3's Huber delta on log-loss residuals (1e-3 as Hoffmann et al.; a large delta, "
-            "e.g. 10, is least squares)"
-        },
+    seed: int = option(0, "bootstrap seed", doc="Seed of the bootstrap.", schema={"minimum": 0})
+    huber_delta: float = option(
+        approach3.HUBER_DELTA,
+        "Approach 3's Huber delta on log-loss residuals (1e-3 as Hoffmann et al.; a large delta, "
+        "e.g. 10, is least squares)",
+        doc=(
+            "Approach 3's Huber delta on log-loss residuals (1e-3 as Hoffmann et al.; a large delta, e.g. 10, "
+            "is least squares)."
+        ),
+        schema={"exclusiveMinimum": 0},
     )
-    budget_tolerance: float = field(
-        default=checks.DEFAULT_BUDGET_TOLERANCE,
-        metadata={
-            "help": "exclude runs whose FLOPs (or 6ND without a flops column) differ from their budget by more "
-            "than this fraction"
-        },
+    budget_tolerance: float = option(
+        checks.DEFAULT_BUDGET_TOLERANCE,
+        "exclude runs whose FLOPs (or 6ND without a flops column) differ from their budget by more than this fraction",
+        doc=(
+            "Exclude runs whose FLOPs (or 6ND without a flops column) differ from their budget by more than "
+            "this fraction."
+        ),
+        schema={"exclusiveMinimum": 0},
     )
-    window: str = field(
-        default="auto",
-        metadata={
-            "help": "sizes each budget's Approach 2 minimum is fitted on: auto (the largest window around the "
-            "lowest loss, at least 5 sizes, where the parabola shows no lack of fit) or full (every size)",
-            "choices": approach2.WINDOWS,
-        },
+    span: str = option(
+        "auto",
+        "sizes each budget's Approach 2 minimum is fitted on: auto (the largest span of sizes around the "
+        "lowest loss, at least 5 sizes, where the parabola shows no lack of fit) or full (every size)",
+        choices=approach2.WINDOWS,
+        doc=(
+            "Sizes each budget's Approach 2 minimum is fitted on - auto (the largest span of sizes around the "
+            "lowest loss, at least 5 sizes, where the parabola shows no lack of fit) or full (every size). "
+            "Not plan.window, the planned grid's width in decades."
+        ),
     )
-    outlier_threshold: float = field(
-        default=diagnostics.OUTLIER_K,
-        metadata={
-            "help": "exclude a run whose leave-one-out residual from its budget's parabola exceeds this many "
-            "times the robust noise (0 = keep every run)"
-        },
+    outlier_threshold: float = option(
+        diagnostics.OUTLIER_K,
+        "exclude a run whose leave-one-out residual from its budget's parabola exceeds this many "
+        "times the robust noise (0 = keep every run)",
+        doc=(
+            "Exclude a run whose leave-one-out residual from its budget's parabola exceeds this many times the "
+            "robust noise (0 - keep every run)."
+        ),
+        schema={"minimum": 0},
     )
 
     def validate(self) -> None:
@@ -85,8 +103,8 @@ class FitOptions:
             raise PrismError(f"--huber-delta must be a positive number, got {self.huber_delta}")
         if not self.budget_tolerance > 0:
             raise PrismError(f"--budget-tolerance must be > 0, got {self.budget_tolerance}")
-        if self.window not in approach2.WINDOWS:
-            raise PrismError(f"unknown window {self.window!r}; valid: {', '.join(approach2.WINDOWS)}")
+        if self.span not in approach2.WINDOWS:
+            raise PrismError(f"unknown span {self.span!r}; valid: {', '.join(approach2.WINDOWS)}")
         if self.outlier_threshold < 0:
             raise PrismError(f"--outlier-threshold must be >= 0, got {self.outlier_threshold}")
 
@@ -227,7 +245,7 @@ def fit_records(
     )
     if options.outlier_threshold > 0:
         outliers = diagnostics.find_outliers(n, loss, budget, sigma0, options.outlier_threshold)
-        if outliers and options.window == "auto":
+        if outliers and options.span == "auto":
             # Runs at a grid's edge beyond the window its minimum rests on are the curve's tail
             # (no parabola describes it, and the window leaves it out), not outliers of one.
             pre = approach2.fit_budgets(n, d, loss, budget, window="auto")
@@ -241,7 +259,7 @@ def fit_records(
             loss_se = loss_se[[i for i in range(len(loss_se)) if i not in drop]]
     uses2, uses3 = options.method in ("approach2", "both"), options.method in ("approach3", "both")
     a2 = approach2.fit_approach2(
-        n, d, loss, budget, n_boot=options.bootstrap if uses2 else 0, seed=options.seed, window=options.window
+        n, d, loss, budget, n_boot=options.bootstrap if uses2 else 0, seed=options.seed, window=options.span
     )
     sigma, dof, source = diagnostics.noise_estimate(
         a2.per_budget, loss, loss_se if has_se else None, reference=a2.reference

@@ -14,4 +14,6 @@ from prism.options import option
 class PlotOptions:
     """How the figures are drawn (changing these re-plots only)."""
 
-    dpi: int = option(150, "resolution of the PNGs", metavar="DPI", minimum=50)
+    dpi: int = option(
+        150, "resolution of the PNGs", metavar="DPI", minimum=50, doc="Resolution of the PNGs.", schema={"maximum": 600}
+    )

@@ -51,6 +51,11 @@ class CollectOptions:
         "metrics.json records none; otherwise the loss is its final evaluation)",
         metavar="K",
         minimum=1,
+        doc=(
+            "A run's loss is its final evaluation (metrics.json); this many last evaluations give its loss_std "
+            "(late-training noise), and their mean is the loss of a run whose metrics.json records none (a run "
+            "of an older revision)."
+        ),
     )
 
 

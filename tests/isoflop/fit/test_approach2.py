@@ -196,7 +196,7 @@ def test_drifting_centres_bias_the_full_grid_and_the_window_removes_most_of_it(l
 def test_rejections_say_whether_the_tail_drove_the_vertex_or_there_is_no_minimum():
     x_lo, x_hi = 7.0, 9.0
     tail = approach2._reason(approach2.OUTSIDE, 1e19, 6.5, 0.1, x_lo, x_hi, 13, 13, windowed=False, p_full=1e-9)
-    assert "tail-driven vertex" in tail and "--window auto" in tail
+    assert "tail-driven vertex" in tail and "--span auto" in tail
     flat = approach2._reason(approach2.OUTSIDE, 1e19, 6.5, 0.1, x_lo, x_hi, 13, 13, windowed=False, p_full=0.4)
     assert "loss still falls toward the edge" in flat and "add smaller N" in flat
     edge = approach2._reason(approach2.OUTSIDE, 1e19, 6.5, 0.1, x_lo, x_hi, 5, 5, windowed=True, p_full=1e-9)

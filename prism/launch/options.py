@@ -1,0 +1,69 @@
+"""ClusterOptions: the config's `cluster:` section, the PBS resources of a study's training jobs.
+
+Read by the workflow's cluster profile (profiles/aurora) when it submits a job; resources,
+never rerun triggers.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from prism.options import option
+
+PLACES = ("scatter", "pack", "free", "scatter:excl", "pack:excl")
+WALLTIME = {"$ref": "#/definitions/walltime"}
+PBS_WORD = {"$ref": "#/definitions/pbs_word"}
+BY_BACKBONE = {"type": "object", "propertyNames": {"$ref": "#/definitions/backbone"}}
+
+
+@dataclass(frozen=True)
+class ClusterOptions:
+    """PBS settings of the training jobs (the fields are the config keys of `cluster:`)."""
+
+    account: str = option("", "The PBS project (`qsub -A`); fill in yours.", schema=PBS_WORD)
+    queue: str = option(
+        "debug", "The PBS queue (`qsub -q`), e.g. debug, debug-scaling, prod, capacity.", schema=PBS_WORD
+    )
+    filesystems: str = option(
+        "flare:home",
+        "Filesystems the job needs (`-l filesystems=`), colon-separated, e.g. flare:home or flare:daos_user_fs.",
+        schema={"pattern": "^[A-Za-z0-9_]+(:[A-Za-z0-9_]+)*$"},
+    )
+    place: str = option("scatter", "Node placement (`-l place=`).", choices=PLACES)
+    walltime: str = option(
+        "00:30:00",
+        "The most walltime a training job requests (HH:MM:SS, the queue's limit) unless `walltimes` names its "
+        "backbone. Each job requests its plan estimate x walltime_factor, rounded up to whole minutes, at least "
+        "min_walltime; a job without an estimate requests this. A job whose estimate is longer requests this, is "
+        "stopped at it with a checkpoint and resumes when resubmitted (the profile's retries).",
+        schema=WALLTIME,
+    )
+    walltime_factor: float = option(
+        2,
+        "Safety factor on a training job's estimated time (the plan's node-hours per node, else its time here).",
+        minimum=1,
+    )
+    min_walltime: str = option(
+        "00:10:00",
+        "The least walltime a training job requests (HH:MM:SS); start-up and evaluations are not in the estimate.",
+        schema=WALLTIME,
+    )
+    nodes: int = option(1, "Nodes of a training job unless `nodes_by_backbone` names its backbone.", minimum=1)
+    ranks_per_node: int = option(
+        12,
+        "Processes per node of an `aurora` training job: one per XPU tile, 12 on an Aurora node (fewer, e.g. to "
+        "test the job body on a small machine). The plan makes every run's global batch divide among a job's "
+        "ranks (nodes x this) and refuses a plan.global_batch that does not.",
+        minimum=1,
+        maximum=12,
+    )
+    nodes_by_backbone: dict[str, int] = option(
+        {},
+        "Nodes per training job for particular backbones, e.g. {32b: 8}.",
+        schema={**BY_BACKBONE, "additionalProperties": {"type": "integer", "minimum": 1}},
+    )
+    walltimes: dict[str, str] = option(
+        {},
+        "The most walltime per training job for particular backbones (their cap), e.g. {32b: 06:00:00}.",
+        schema={**BY_BACKBONE, "additionalProperties": WALLTIME},
+    )
