@@ -211,19 +211,8 @@ def _fit_approach3(n, d, loss, options: FitOptions) -> tuple[Approach3Summary, a
     return _approach3_summary(fit, boot, CI_LEVEL, options.huber_delta), fit
 
 
-def fit_records(
-    records: list[RunRecord],
-    options: FitOptions = FitOptions(),
-    excluded: list[Exclusion] | tuple = (),
-    **overrides,
-) -> FitResult:
-    """Fit the runs: checks, outliers, Approach 2 and/or 3, noise, intervals and the verdict.
-
-    `excluded` are rows already left out upstream (status, NaN), listed with the fit's own.
-    `overrides` replace FitOptions fields (`fit_records(recs, bootstrap=0)`).
-    """
-    options = dataclasses.replace(options, **overrides) if overrides else options
-    options.validate()
+def _checked(records: list[RunRecord], options: FitOptions, excluded) -> tuple[list, list, list[str]]:
+    """Stage 1: the runs the fit may use (kept), the exclusions so far, and the warnings."""
     exclusions = list(excluded)
     kept, dropped, warnings = checks.check_inputs(list(records), options.budget_tolerance)
     exclusions += dropped
@@ -233,30 +222,56 @@ def fit_records(
         raise PrismError(
             f"nothing to fit: every one of {len(records)} runs was excluded: {diagnostics.exclusion_groups(exclusions)}"
         )
+    return kept, exclusions, warnings
+
+
+def _without_outliers(kept: list[RunRecord], loss_se: np.ndarray, has_se: bool, options: FitOptions):
+    """Stage 2: outliers against the robust noise of all runs; (kept, loss_se, outlier exclusions, warnings)."""
     n, d, loss, budget = _arrays(kept)
-    loss_se = np.array([np.nan if r.loss_se is None else r.loss_se for r in kept])
-    has_se = bool(np.isfinite(loss_se).any())
-    # Outliers against the robust noise of all runs, then the noise again without them.
     sigma0, _, _ = diagnostics.noise_estimate(
         approach2.fit_budgets(n, d, loss, budget, reference=(None, 0)),
         loss,
         loss_se if has_se else None,
         skip_misfit=False,
     )
-    if options.outlier_threshold > 0:
-        outliers = diagnostics.find_outliers(n, loss, budget, sigma0, options.outlier_threshold)
-        if outliers and options.span == "auto":
-            # Runs at a grid's edge beyond the window its minimum rests on are the curve's tail
-            # (no parabola describes it, and the window leaves it out), not outliers of one.
-            pre = approach2.fit_budgets(n, d, loss, budget, window="auto")
-            outliers = diagnostics.drop_tails(outliers, n, budget, pre)
-        if outliers:
-            drop = {i for i, _ in outliers}
-            exclusions += [checks.exclusion(kept[i], why, "outlier") for i, why in outliers]
-            warnings.append(f"excluded {len(drop)} outlier run(s): " + ", ".join(kept[i].run_id for i, _ in outliers))
-            kept = [r for i, r in enumerate(kept) if i not in drop]
-            n, d, loss, budget = _arrays(kept)
-            loss_se = loss_se[[i for i in range(len(loss_se)) if i not in drop]]
+    if options.outlier_threshold <= 0:
+        return kept, loss_se, [], []
+    outliers = diagnostics.find_outliers(n, loss, budget, sigma0, options.outlier_threshold)
+    if outliers and options.span == "auto":
+        # Runs at a grid's edge beyond the window its minimum rests on are the curve's tail
+        # (no parabola describes it, and the window leaves it out), not outliers of one.
+        pre = approach2.fit_budgets(n, d, loss, budget, window="auto")
+        outliers = diagnostics.drop_tails(outliers, n, budget, pre)
+    if not outliers:
+        return kept, loss_se, [], []
+    drop = {i for i, _ in outliers}
+    excluded = [checks.exclusion(kept[i], why, "outlier") for i, why in outliers]
+    warning = f"excluded {len(drop)} outlier run(s): " + ", ".join(kept[i].run_id for i, _ in outliers)
+    kept = [r for i, r in enumerate(kept) if i not in drop]
+    return kept, loss_se[[i for i in range(len(loss_se)) if i not in drop]], excluded, [warning]
+
+
+def _approach2_on_approach3(a2, a3, a3_fit, n, d, budget) -> float | None:
+    """Approach 2's exponent on Approach 3's noiseless surface, at the sizes the point fit used: the
+    bias of this very fit, windows included (None when Approach 3 gave no exponent)."""
+    if a3_fit is None or a3 is None or a3.a is None:
+        return None
+    try:
+        with np.errstate(all="ignore"):
+            windows = {
+                f.budget: (math.log10(f.window_n_min), math.log10(f.window_n_max))
+                for f in a2.per_budget
+                if f.window_n_min is not None
+            }
+            clean = approach2.fit_approach2(n, d, a3_fit.surface.loss(n, d), budget, window=windows)
+        return clean.n_law.exponent if clean.n_law else None
+    except (ArithmeticError, ValueError, np.linalg.LinAlgError):
+        return None
+
+
+def _fits(kept: list[RunRecord], loss_se: np.ndarray, has_se: bool, options: FitOptions):
+    """Stage 3: Approach 2 and/or 3 and the noise; (a2, its summary, a3, noise, dof, source, agreement)."""
+    n, d, loss, budget = _arrays(kept)
     uses2, uses3 = options.method in ("approach2", "both"), options.method in ("approach3", "both")
     a2 = approach2.fit_approach2(
         n, d, loss, budget, n_boot=options.bootstrap if uses2 else 0, seed=options.seed, window=options.span
@@ -272,46 +287,23 @@ def fit_records(
         accepted = sum(f.accepted for f in a2.per_budget)
         within_dof = dof if dof >= diagnostics.MIN_NOISE_DOF else (approach2.ASSUMED_DOF if accepted == 2 else 0)
         a2_summary = approach2.summarize(a2, CI_LEVEL, sigma, within_dof)
-    a2_on_a3 = None
-    if a3_fit is not None and a3 is not None and a3.a is not None:
-        try:
-            with np.errstate(all="ignore"):
-                # at the sizes the point fit used: the bias of this very fit, windows included
-                windows = {
-                    f.budget: (math.log10(f.window_n_min), math.log10(f.window_n_max))
-                    for f in a2.per_budget
-                    if f.window_n_min is not None
-                }
-                clean = approach2.fit_approach2(n, d, a3_fit.surface.loss(n, d), budget, window=windows)
-            a2_on_a3 = clean.n_law.exponent if clean.n_law else None
-        except (ArithmeticError, ValueError, np.linalg.LinAlgError):
-            a2_on_a3 = None
     agreement = diagnostics.approach_agreement(
-        a2.n_law.exponent if (uses2 and a2.n_law) else None, a3.a if a3 is not None else None, a2_on_a3
+        a2.n_law.exponent if (uses2 and a2.n_law) else None,
+        a3.a if a3 is not None else None,
+        _approach2_on_approach3(a2, a3, a3_fit, n, d, budget),
     )
-    budgets_in = [r.budget for r in records] + [e.budget for e in excluded]
-    verdict = diagnostics.verdict(
-        options.method,
-        a2.per_budget,
-        sigma,
-        a2_summary.a_ci if a2_summary else None,
-        a3,
-        a2_summary.interval_method if a2_summary else "",
-        n_runs=len(kept),
-        agreement=agreement,
-        vanished=diagnostics.vanished_budgets(budgets_in, budget, exclusions),
-    )
-    if any(e.kind == "outlier" for e in exclusions):
-        verdict.reasons.append(
-            f"{sum(e.kind == 'outlier' for e in exclusions)} outlier run(s) excluded (listed with their residuals)"
-        )
-    used = [f for f in a2.per_budget if f.accepted]
-    diag = Diagnostics(
+    return a2, a2_summary, a3, sigma, dof, source, agreement
+
+
+def _diagnostics(kept, loss_se, has_se, a2, sigma, dof, source, agreement, options: FitOptions) -> Diagnostics:
+    """Stage 5: what the report shows beside the verdict (noise, budgets used, thresholds, offsets)."""
+    n, _, loss, budget = _arrays(kept)
+    return Diagnostics(
         noise=sigma,
         noise_dof=dof,
         noise_source=source,
         budgets=diagnostics.budget_table(a2.per_budget, sigma),
-        budgets_used=[f.budget for f in used],
+        budgets_used=[f.budget for f in a2.per_budget if f.accepted],
         budgets_dropped=[{"budget": f.budget, "reason": f.reason} for f in a2.per_budget if not f.accepted],
         points_used=len(kept),
         approach_agreement=agreement,
@@ -325,6 +317,46 @@ def fit_records(
         loss_se_median=float(np.nanmedian(loss_se)) if has_se and np.isfinite(loss_se).any() else None,
         size_offsets=diagnostics.size_offsets(n, loss, budget, a2.per_budget, sigma, [r.run_id for r in kept]),
     )
+
+
+def fit_records(
+    records: list[RunRecord],
+    options: FitOptions = FitOptions(),
+    excluded: list[Exclusion] | tuple = (),
+    **overrides,
+) -> FitResult:
+    """Fit the runs: checks, outliers, Approach 2 and/or 3, noise, intervals and the verdict.
+
+    `excluded` are rows already left out upstream (status, NaN), listed with the fit's own.
+    `overrides` replace FitOptions fields (`fit_records(recs, bootstrap=0)`).
+    """
+    options = dataclasses.replace(options, **overrides) if overrides else options
+    options.validate()
+    kept, exclusions, warnings = _checked(records, options, excluded)
+    loss_se = np.array([np.nan if r.loss_se is None else r.loss_se for r in kept])
+    has_se = bool(np.isfinite(loss_se).any())
+    kept, loss_se, outliers, outlier_warnings = _without_outliers(kept, loss_se, has_se, options)
+    exclusions += outliers
+    warnings += outlier_warnings
+    a2, a2_summary, a3, sigma, dof, source, agreement = _fits(kept, loss_se, has_se, options)
+    # Stage 4: the verdict.
+    verdict = diagnostics.verdict(
+        options.method,
+        a2.per_budget,
+        sigma,
+        a2_summary.a_ci if a2_summary else None,
+        a3,
+        a2_summary.interval_method if a2_summary else "",
+        n_runs=len(kept),
+        agreement=agreement,
+        vanished=diagnostics.vanished_budgets(
+            [r.budget for r in records] + [e.budget for e in excluded], _arrays(kept)[3], exclusions
+        ),
+    )
+    if any(e.kind == "outlier" for e in exclusions):
+        verdict.reasons.append(
+            f"{sum(e.kind == 'outlier' for e in exclusions)} outlier run(s) excluded (listed with their residuals)"
+        )
     return FitResult(
         method=options.method,
         bootstrap=options.bootstrap,
@@ -332,7 +364,7 @@ def fit_records(
         huber_delta=options.huber_delta,
         budget_tolerance=options.budget_tolerance,
         verdict=verdict,
-        diagnostics=diag,
+        diagnostics=_diagnostics(kept, loss_se, has_se, a2, sigma, dof, source, agreement, options),
         approach2=a2_summary,
         approach3=a3,
         exclusions=exclusions,

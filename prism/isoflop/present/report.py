@@ -33,31 +33,56 @@ def fit_markdown(result: FitResult | dict) -> str:
     """The fit report: verdict, noise, exclusions, each approach, the per-budget table."""
     if isinstance(result, dict):
         result = FitResult.from_json(result)
-    r, v, diag = result, result.verdict, result.diagnostics
-    level = int(round(100 * r.ci_level))
+    r, diag = result, result.diagnostics
     lines = ["# IsoFLOP fit", ""]
+    lines += _input(r) + _verdict(r) + _settings(r) + _excluded(r) + _power_laws(r) + _approach3(r.approach3)
+    agree = diag.approach_agreement
+    if agree.get("difference") is not None:
+        lines += ["## Agreement of the approaches", "", agree["note"], ""]
+    if r.approach2 is not None:
+        lines += _per_budget(r) + _lack_of_fit(r)
+    if diag.size_offsets:
+        lines += _size_offsets(diag)
+    return "\n".join(lines)
+
+
+def _input(r: FitResult) -> list[str]:
+    """Which CSV, how many rows it had and how many were fitted."""
     inp = r.input
-    if inp:
-        filt = ", ".join(f"{k}={val}" for k, val in inp.get("filters", {}).items()) or "none"
-        lines += [
-            f"Input `{inp.get('csv')}`: {inp.get('n_rows')} rows, {diag.points_used} fitted "
-            f"(filters: {filt}; filtered out {inp.get('filtered_out')}; {len(r.exclusions)} excluded, listed below).",
-            "",
-        ]
+    if not inp:
+        return []
+    filt = ", ".join(f"{k}={val}" for k, val in inp.get("filters", {}).items()) or "none"
+    return [
+        f"Input `{inp.get('csv')}`: {inp.get('n_rows')} rows, {r.diagnostics.points_used} fitted "
+        f"(filters: {filt}; filtered out {inp.get('filtered_out')}; {len(r.exclusions)} excluded, listed below).",
+        "",
+    ]
+
+
+def _verdict(r: FitResult) -> list[str]:
+    """The verdict, its reasons and its interval."""
+    v = r.verdict
     verdict = "**identifiable**" if v.identifiable else "**NOT identifiable**"
     used = {"approach2": "Approach 2", "approach3": "Approach 3", "both": "Approach 2 and Approach 3"}[v.method]
-    lines += [f"Verdict: the exponent a is {verdict} (method: {used}).", ""]
+    lines = [f"Verdict: the exponent a is {verdict} (method: {used}).", ""]
     lines += [f"- {reason}" for reason in v.reasons]
     lines.append("")
     if v.interval is not None:
+        level = int(round(100 * r.ci_level))
         lines += [f"The verdict's {level}% interval of a: {_ci(v.interval)}, from {v.interval_source}.", ""]
+    return lines
+
+
+def _settings(r: FitResult) -> list[str]:
+    """The noise, the objective and the bootstrap, the sizes off their curves, and the warnings."""
+    diag = r.diagnostics
     objective = ""
     if r.method in ("approach3", "both"):
         objective = (
             f"Objective of Approach 3: Huber on log L with delta {r.huber_delta:g} "
             f"({'least squares in effect' if r.huber_delta >= 1 else 'robust to outlying runs'}). "
         )
-    lines += [
+    lines = [
         f"Noise: {_noise(diag)} ({diag.noise_source})"
         + (f"; the runs' median loss_se is {diag.loss_se_median:.3g}" if diag.loss_se_median is not None else "")
         + ".",
@@ -77,15 +102,23 @@ def fit_markdown(result: FitResult | dict) -> str:
         lines.append(f"Warning: {w}.")
     if r.warnings:
         lines.append("")
-    if r.exclusions:
-        lines += ["## Excluded runs", "", "| run | budget | N | loss | why |", "|---|---|---|---|---|"]
-        for e in r.exclusions:
-            lines.append(
-                f"| {e.run_id} | {_budget(e.budget)} | {_g(e.params, '.3g')} | {_g(e.loss, '.4f')} | {e.reason} |"
-            )
-        lines.append("")
+    return lines
+
+
+def _excluded(r: FitResult) -> list[str]:
+    if not r.exclusions:
+        return []
+    lines = ["## Excluded runs", "", "| run | budget | N | loss | why |", "|---|---|---|---|---|"]
+    for e in r.exclusions:
+        lines.append(f"| {e.run_id} | {_budget(e.budget)} | {_g(e.params, '.3g')} | {_g(e.loss, '.4f')} | {e.reason} |")
+    return lines + [""]
+
+
+def _power_laws(r: FitResult) -> list[str]:
+    """Both approaches' exponents, then what Approach 2's interval covers and whether the law bends."""
     a2, a3 = r.approach2, r.approach3
-    lines += [
+    level = int(round(100 * r.ci_level))
+    lines = [
         "## Power laws",
         "",
         f"| method | a (N_opt ~ C^a) | a {level}% interval | a leaving one budget out | b (D_opt ~ C^b) | b interval |",
@@ -99,66 +132,70 @@ def fit_markdown(result: FitResult | dict) -> str:
     if a3 is not None and a3.a is not None:
         lines.append(f"| Approach 3 | {a3.a:.4f} | {_ci(a3.a_ci)} | - | {_g(a3.b, '.4f')} | {_ci(a3.b_ci)} |")
     lines.append("")
-    if a2 is not None and a2.a is not None:
+    if a2 is None or a2.a is None:
+        return lines
+    lines += [
+        f"Approach 2's interval of a: {a2.interval_method}. It covers the scatter of the per-budget minima "
+        f"around the power law as well as each minimum's noise. For comparison, the within-budget bootstrap "
+        f"over runs alone gives {_ci(a2.a_ci_bootstrap)} (noise within budgets only), and leaving one budget "
+        f"out moves a over {_ci(a2.a_loo)}.",
+        "",
+    ]
+    if a2.curvature:
+        cv = a2.curvature
         lines += [
-            f"Approach 2's interval of a: {a2.interval_method}. It covers the scatter of the per-budget minima "
-            f"around the power law as well as each minimum's noise. For comparison, the within-budget bootstrap "
-            f"over runs alone gives {_ci(a2.a_ci_bootstrap)} (noise within budgets only), and leaving one budget "
-            f"out moves a over {_ci(a2.a_loo)}.",
+            f"A straight power law is an assumption: a quadratic term in log C adds {cv['c2']:+.3g} "
+            f"(t = {cv['t']:+.2f}, p = {cv['p']:.2g}, {cv['dof']} degrees of freedom)"
+            + ("; the exponent changes with C." if cv["p"] < 0.01 else "; no sign of a bend."),
             "",
         ]
-        if a2.curvature:
-            cv = a2.curvature
-            lines += [
-                f"A straight power law is an assumption: a quadratic term in log C adds {cv['c2']:+.3g} "
-                f"(t = {cv['t']:+.2f}, p = {cv['p']:.2g}, {cv['dof']} degrees of freedom)"
-                + ("; the exponent changes with C." if cv["p"] < 0.01 else "; no sign of a bend."),
-                "",
-            ]
-    if a3 is not None and a3.fitted:
-        lines += [
-            "## Approach 3: L(N, D) = E + A / N^alpha + B / D^beta",
-            "",
-            "| parameter | value | interval |",
-            "|---|---|---|",
-        ]
-        for key in SURFACE_KEYS:
-            lines.append(f"| {key} | {getattr(a3, key):.4g} | {_ci(getattr(a3, key + '_ci'), '.4g')} |")
-        conv = "converged" if a3.converged else "**NOT converged**"
-        lines += [
-            "",
-            f"Optimiser: {conv}; objective {a3.objective:.6e} (Huber, delta {a3.huber_delta:g}, on log L), "
-            f"{a3.n_local} of {a3.n_starts} grid starts optimised; {a3.convergence_note}.",
-            "",
-        ]
-    elif a3 is not None:
-        lines += ["## Approach 3", "", f"Not fitted: {a3.reason}", ""]
-    agree = diag.approach_agreement
-    if agree.get("difference") is not None:
-        lines += ["## Agreement of the approaches", "", agree["note"], ""]
-    if a2 is not None:
-        lines += [
-            "## Approach 2: per budget",
-            "",
-            "| budget C | runs | N range | spread (decades) | N_opt | N_opt interval | D_opt | loss at min | "
-            "noise | SNR | accepted | reason |",
-            "|---|---|---|---|---|---|---|---|---|---|---|---|",
-        ]
-        rows = {b.budget: b for b in diag.budgets}
-        minima = {m.budget: m for m in a2.minima}
-        for f in a2.per_budget:
-            b, m = rows.get(f.budget), minima.get(f.budget)
-            lines.append(
-                f"| {budget_text(f.budget)} | {f.n_points} | {f.n_min:.3g}-{f.n_max:.3g} | "
-                f"{f.n_spread_decades:.2f} | {_g(f.n_opt, '.3g')} | {_ci(m.n_opt_ci if m else None, '.3g')} | "
-                f"{_g(f.d_opt, '.3g')} | {_g(f.loss_min, '.4f')} | {_g(b.noise if b else None, '.3g')} | "
-                f"{_g(b.snr if b else None, '.1f')} | {'yes' if f.accepted else 'no'} | {_budget_reason(f)} |"
-            )
-        lines.append("")
-        lines += _lack_of_fit(r)
-    if diag.size_offsets:
-        lines += _size_offsets(diag)
-    return "\n".join(lines)
+    return lines
+
+
+def _approach3(a3) -> list[str]:
+    """Approach 3's surface and its optimiser, or why it was not fitted."""
+    if a3 is None:
+        return []
+    if not a3.fitted:
+        return ["## Approach 3", "", f"Not fitted: {a3.reason}", ""]
+    lines = [
+        "## Approach 3: L(N, D) = E + A / N^alpha + B / D^beta",
+        "",
+        "| parameter | value | interval |",
+        "|---|---|---|",
+    ]
+    for key in SURFACE_KEYS:
+        lines.append(f"| {key} | {getattr(a3, key):.4g} | {_ci(getattr(a3, key + '_ci'), '.4g')} |")
+    conv = "converged" if a3.converged else "**NOT converged**"
+    return lines + [
+        "",
+        f"Optimiser: {conv}; objective {a3.objective:.6e} (Huber, delta {a3.huber_delta:g}, on log L), "
+        f"{a3.n_local} of {a3.n_starts} grid starts optimised; {a3.convergence_note}.",
+        "",
+    ]
+
+
+def _per_budget(r: FitResult) -> list[str]:
+    """Approach 2's table: one row per budget."""
+    a2, diag = r.approach2, r.diagnostics
+    lines = [
+        "## Approach 2: per budget",
+        "",
+        "| budget C | runs | N range | spread (decades) | N_opt | N_opt interval | D_opt | loss at min | "
+        "noise | SNR | accepted | reason |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    rows = {b.budget: b for b in diag.budgets}
+    minima = {m.budget: m for m in a2.minima}
+    for f in a2.per_budget:
+        b, m = rows.get(f.budget), minima.get(f.budget)
+        lines.append(
+            f"| {budget_text(f.budget)} | {f.n_points} | {f.n_min:.3g}-{f.n_max:.3g} | "
+            f"{f.n_spread_decades:.2f} | {_g(f.n_opt, '.3g')} | {_ci(m.n_opt_ci if m else None, '.3g')} | "
+            f"{_g(f.d_opt, '.3g')} | {_g(f.loss_min, '.4f')} | {_g(b.noise if b else None, '.3g')} | "
+            f"{_g(b.snr if b else None, '.1f')} | {'yes' if f.accepted else 'no'} | {_budget_reason(f)} |"
+        )
+    return lines + [""]
 
 
 def _budget_reason(f) -> str:
