@@ -373,52 +373,69 @@ def verdict(
     """
     good, problems = informative(per_budget, sigma)
     problems = list(vanished or []) + problems
-    uses2, uses3 = method in ("approach2", "both"), method in ("approach3", "both")
-    failures, evidence = [], []
-    intervals, sources, names = [], [], []
-    if uses2:
-        if len(good) < MIN_BUDGETS:
-            failures.append(
-                f"{len(good)} informative budget(s) ({', '.join(good) or 'none'}); the power law needs at least "
-                f"{MIN_BUDGETS} (through 2 minima the line passes exactly and nothing measures how far it could move)"
-            )
+    failures, evidence, intervals = [], [], []  # intervals: (interval, its source, the approach)
+    if method in ("approach2", "both"):
+        _judge_approach2(good, a2_interval, a2_interval_source, failures, evidence, intervals)
+    if method in ("approach3", "both"):
+        _judge_approach3(a3, n_runs, failures, intervals)
+    interval, source, rests_on = _deciding_interval(intervals, agreement, problems)
+    if interval is not None:
+        width = interval[1] - interval[0]
+        if not math.isfinite(width) or width > MAX_CI_WIDTH:
+            failures.append(f"interval of a is {width:.3f} wide (> {MAX_CI_WIDTH})")
         else:
-            evidence.append(f"{len(good)} informative budgets ({', '.join(good)})")
-        if a2_interval is None:
-            if len(good) >= MIN_BUDGETS:
-                failures.append("Approach 2 gave no interval of a")
-        else:
-            intervals.append(a2_interval)
-            sources.append(f"Approach 2: {a2_interval_source}")
-            names.append("approach2")
-    if uses3:
-        if a3 is None or not a3.fitted:
-            failures.append(f"Approach 3 not fitted: {a3.reason if a3 is not None else 'not requested'}")
-        else:
-            if not a3.converged:
-                failures.append(f"Approach 3 did not converge: {a3.convergence_note}")
-            if n_runs - 5 < MIN_NOISE_DOF:
-                failures.append(
-                    f"{n_runs} runs for Approach 3's 5 parameters: under {MIN_NOISE_DOF} residual degrees of "
-                    "freedom, its uncertainty cannot be measured"
-                )
-            if a3.a_ci is None:
-                if a3.converged:
-                    failures.append("Approach 3 has no interval of a (bootstrap 0: rerun with --bootstrap > 0)")
-            else:
-                intervals.append(a3.a_ci)
-                sources.append(f"Approach 3: bootstrap over runs ({a3.n_boot_used} resamples)")
-                names.append("approach3")
-    interval = None
-    rests_on = None
-    if intervals:
-        interval = (min(iv[0] for iv in intervals), max(iv[1] for iv in intervals))
-        rests_on = names[0] if len(intervals) == 1 else "envelope"
-    source = None
-    if sources:
-        source = sources[0] if len(sources) == 1 else "envelope of " + "; and ".join(sources)
-    if len(intervals) == 2 and agreement is not None:
-        combined = combine(intervals[0], intervals[1], agreement)
+            evidence.append(f"interval of a is {width:.3f} wide (<= {MAX_CI_WIDTH})")
+    ok = not failures
+    reasons = (evidence if ok else failures) + problems
+    return Verdict(ok, reasons, interval, source, method, rests_on)
+
+
+def _judge_approach2(good: list[str], a2_interval, a2_interval_source: str, failures, evidence, intervals) -> None:
+    """Approach 2's part of the verdict: enough informative budgets, and its interval."""
+    if len(good) < MIN_BUDGETS:
+        failures.append(
+            f"{len(good)} informative budget(s) ({', '.join(good) or 'none'}); the power law needs at least "
+            f"{MIN_BUDGETS} (through 2 minima the line passes exactly and nothing measures how far it could move)"
+        )
+    else:
+        evidence.append(f"{len(good)} informative budgets ({', '.join(good)})")
+    if a2_interval is None:
+        if len(good) >= MIN_BUDGETS:
+            failures.append("Approach 2 gave no interval of a")
+    else:
+        intervals.append((a2_interval, f"Approach 2: {a2_interval_source}", "approach2"))
+
+
+def _judge_approach3(a3, n_runs: int, failures, intervals) -> None:
+    """Approach 3's part of the verdict: fitted, converged, enough runs for its 5 parameters, its interval."""
+    if a3 is None or not a3.fitted:
+        failures.append(f"Approach 3 not fitted: {a3.reason if a3 is not None else 'not requested'}")
+        return
+    if not a3.converged:
+        failures.append(f"Approach 3 did not converge: {a3.convergence_note}")
+    if n_runs - 5 < MIN_NOISE_DOF:
+        failures.append(
+            f"{n_runs} runs for Approach 3's 5 parameters: under {MIN_NOISE_DOF} residual degrees of "
+            "freedom, its uncertainty cannot be measured"
+        )
+    if a3.a_ci is None:
+        if a3.converged:
+            failures.append("Approach 3 has no interval of a (bootstrap 0: rerun with --bootstrap > 0)")
+    else:
+        intervals.append((a3.a_ci, f"Approach 3: bootstrap over runs ({a3.n_boot_used} resamples)", "approach3"))
+
+
+def _deciding_interval(intervals: list, agreement: dict | None, problems: list[str]):
+    """(interval, its source, the approach it rests on) of the verdict: one approach's, the narrower of
+    two that agree within Approach 2's expected method bias, else their envelope (a problem said)."""
+    if not intervals:
+        return None, None, None
+    cis, sources, names = (list(x) for x in zip(*intervals))
+    interval = (min(iv[0] for iv in cis), max(iv[1] for iv in cis))
+    rests_on = names[0] if len(cis) == 1 else "envelope"
+    source = sources[0] if len(sources) == 1 else "envelope of " + "; and ".join(sources)
+    if len(cis) == 2 and agreement is not None:
+        combined = combine(cis[0], cis[1], agreement)
         if combined["agree"]:
             interval, rests_on = combined["interval"], combined["rests_on"]
             other = sources[1] if rests_on == "approach2" else sources[0]
@@ -432,15 +449,7 @@ def verdict(
                 f"Approach 2 and Approach 3 disagree beyond Approach 2's expected method bias "
                 f"({combined['text']}): the interval spans both"
             )
-    if interval is not None:
-        width = interval[1] - interval[0]
-        if not math.isfinite(width) or width > MAX_CI_WIDTH:
-            failures.append(f"interval of a is {width:.3f} wide (> {MAX_CI_WIDTH})")
-        else:
-            evidence.append(f"interval of a is {width:.3f} wide (<= {MAX_CI_WIDTH})")
-    ok = not failures
-    reasons = (evidence if ok else failures) + problems
-    return Verdict(ok, reasons, interval, source, method, rests_on)
+    return interval, source, rests_on
 
 
 def combine(a2_ci: tuple[float, float], a3_ci: tuple[float, float], agreement: dict) -> dict:

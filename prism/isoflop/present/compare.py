@@ -149,6 +149,31 @@ def compare_markdown(
         "",
         f"Studies: {label_a} `{a_dir}`, {label_b} `{b_dir}`.",
         "",
+    ]
+    lines += _exponents(fit_a, fit_b, label_a, label_b)
+    lines += _losses(run_losses(a_dir, family), run_losses(b_dir, family), label_a, label_b)
+    flops = study_flops(b_dir, family, cooldown_fraction)
+    if flops:
+        lines += [
+            "",
+            "## Compute",
+            "",
+            f"The {label_b} study's grid run as independent cosine runs: {flops[0]:.3g} FLOPs; as wsd "
+            f"trajectories with branches (each prefix once): {flops[1]:.3g} FLOPs, "
+            f"{flops[1] / flops[0]:.1%} of it.",
+        ]
+    return "\n".join(lines) + "\n"
+
+
+def _exponent_cell(e) -> str:
+    if e is None or e.a is None:
+        return "- | -"
+    return f"{e.a:.4f} | " + (f"[{e.ci[0]:.3f}, {e.ci[1]:.3f}]" if e.ci else "-")
+
+
+def _exponents(fit_a, fit_b, label_a: str, label_b: str) -> list[str]:
+    """Each approach's exponent in both studies, and whether their intervals overlap."""
+    lines = [
         "## Exponent a (N_opt ~ C^a)",
         "",
         f"| method | {label_a} a | interval | {label_b} a | interval | intervals overlap |",
@@ -160,15 +185,10 @@ def compare_markdown(
         x, y = ea.get(method), eb.get(method)
         both = overlap(x.ci if x else None, y.ci if y else None)
         verdicts.append(both)
-
-        def cell(e):
-            if e is None or e.a is None:
-                return "- | -"
-            return f"{e.a:.4f} | " + (f"[{e.ci[0]:.3f}, {e.ci[1]:.3f}]" if e.ci else "-")
-
-        lines.append(f"| {method} | {cell(x)} | {cell(y)} | {'-' if both is None else ('yes' if both else 'NO')} |")
+        said = "-" if both is None else ("yes" if both else "NO")
+        lines.append(f"| {method} | {_exponent_cell(x)} | {_exponent_cell(y)} | {said} |")
     agree = [v for v in verdicts if v is not None]
-    lines += [
+    return lines + [
         "",
         (
             "The exponents agree within their intervals."
@@ -179,9 +199,12 @@ def compare_markdown(
         ),
         "",
     ]
-    runs_a, runs_b = run_losses(a_dir, family), run_losses(b_dir, family)
+
+
+def _losses(runs_a: dict, runs_b: dict, label_a: str, label_b: str) -> list[str]:
+    """The final loss of every run both studies have, their differences, and the warm-up note."""
     common = sorted(set(runs_a) & set(runs_b), key=lambda r: (float(r.rsplit("-C", 1)[1]), r))
-    lines += [
+    lines = [
         "## Loss at each budget (the final evaluation)",
         "",
         f"| run | {label_a} | {label_b} | relative difference | difference / its standard error |",
@@ -211,18 +234,7 @@ def compare_markdown(
             f"{len(diffs)} runs in both: mean |difference| {mean:.2%}, largest {worst:+.2%}; "
             f"{within} of {len(diffs)} within {LOSS_TOLERANCE:.0%}.",
         ]
-    lines += warmup_note(runs_a, runs_b, common, label_a, label_b)
-    flops = study_flops(b_dir, family, cooldown_fraction)
-    if flops:
-        lines += [
-            "",
-            "## Compute",
-            "",
-            f"The {label_b} study's grid run as independent cosine runs: {flops[0]:.3g} FLOPs; as wsd "
-            f"trajectories with branches (each prefix once): {flops[1]:.3g} FLOPs, "
-            f"{flops[1] / flops[0]:.1%} of it.",
-        ]
-    return "\n".join(lines) + "\n"
+    return lines + warmup_note(runs_a, runs_b, common, label_a, label_b)
 
 
 def compare(study_a: str | Path, study_b: str | Path, family: str, out: str | Path | None = None, **kwargs) -> str:

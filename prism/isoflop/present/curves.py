@@ -94,10 +94,6 @@ def figure_training_curves(
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt  # noqa: PLC0415 lazy: matplotlib
-    from matplotlib.lines import Line2D  # noqa: PLC0415 lazy: matplotlib
-    from matplotlib.ticker import FuncFormatter  # noqa: PLC0415 lazy: matplotlib
-
-    from prism.isoflop.present.plot import log_ticks  # noqa: PLC0415 lazy: numpy
 
     rows = _rows(Path(csv_path), family, regime)
     rejected, excluded = _excluded_by_fit(Path(fit_json) if fit_json else None)
@@ -115,35 +111,66 @@ def figure_training_curves(
     panels = dict(zip(budgets, axes.flat))
     for ax in list(axes.flat)[len(budgets) :]:
         ax.set_visible(False)
-    not_fitted = 0
-    for r, flops, losses in curves:
-        budget = float(r["budget"]) if r.get("budget") else None
-        ax = panels.get(budget, axes.flat[0])
-        status = r.get("status", "")
-        if status == "ok" and r.get("run_id") in excluded:
-            status = f"excluded ({excluded[r['run_id']]})"
-        bad = status != "ok"
-        c = colour.get((r.get("backbone", ""), r.get("variant", "")), "grey")
-        ax.plot(flops, losses, "--" if bad else "-", color=c, alpha=0.6 if bad else 0.95, lw=1.3)
-        ax.plot(flops[-1], losses[-1], "o", color=c, ms=4, mfc="white" if bad else c)
-        if bad:
-            not_fitted += 1
-            ax.annotate(
-                f"{r.get('backbone', '')}: {status}",
-                (flops[-1], losses[-1]),
-                textcoords="offset points",
-                xytext=(-4, 6),
-                fontsize=7,
-                ha="right",
-                color="0.25",
-            )
+    not_fitted = sum(
+        _draw_curve(panels.get(_budget_of(r), axes.flat[0]), r, fl, ls, colour, excluded) for r, fl, ls in curves
+    )
+    _style_panels(panels, curves, rejected)
+    for ax in axes[-1]:
+        ax.set_xlabel("training FLOPs", fontsize=9)
+    for ax in axes[:, 0]:
+        ax.set_ylabel("eval loss", fontsize=9)
+    if not curves:
+        axes.flat[0].text(0.5, 0.5, "no run has evaluations yet", transform=axes.flat[0].transAxes, ha="center")
+    title = (
+        f"Training curves ({family or 'all families'}, {regime or 'any regime'}): {len(curves)} runs, "
+        "one panel per budget"
+    )
+    fig.suptitle(title, fontsize=10)
+    fig.tight_layout(rect=(0, 0, 1 - 2.2 / fig.get_figwidth(), 1))
+    _size_legend(fig, sizes, colour, not_fitted)
+    return fig
+
+
+def _budget_of(row: dict) -> float | None:
+    return float(row["budget"]) if row.get("budget") else None
+
+
+def _draw_curve(ax, r: dict, flops, losses, colour: dict, excluded: dict) -> bool:
+    """One run's curve on its budget's panel, dashed and named with its status when the fit does not use
+    it; whether it was not fitted."""
+    status = r.get("status", "")
+    if status == "ok" and r.get("run_id") in excluded:
+        status = f"excluded ({excluded[r['run_id']]})"
+    bad = status != "ok"
+    c = colour.get((r.get("backbone", ""), r.get("variant", "")), "grey")
+    ax.plot(flops, losses, "--" if bad else "-", color=c, alpha=0.6 if bad else 0.95, lw=1.3)
+    ax.plot(flops[-1], losses[-1], "o", color=c, ms=4, mfc="white" if bad else c)
+    if bad:
+        ax.annotate(
+            f"{r.get('backbone', '')}: {status}",
+            (flops[-1], losses[-1]),
+            textcoords="offset points",
+            xytext=(-4, 6),
+            fontsize=7,
+            ha="right",
+            color="0.25",
+        )
+    return bad
+
+
+def _style_panels(panels: dict, curves: list, rejected) -> None:
+    """Log axes with plain loss labels, each panel titled with its budget and its runs."""
+    from matplotlib.ticker import FuncFormatter  # noqa: PLC0415 lazy: matplotlib
+
+    from prism.isoflop.present.plot import log_ticks  # noqa: PLC0415 lazy: numpy
+
     plain = FuncFormatter(lambda v, _: f"{v:.3g}")  # losses read as 3.2, not 3.2x10^0
     for budget, ax in panels.items():
         ax.set_xscale("log")
         ax.set_yscale("log")
         ax.yaxis.set_major_formatter(plain)
         ax.yaxis.set_minor_formatter(plain)
-        xs = [f for r, fl, _ in curves if panels.get(float(r["budget"]) if r.get("budget") else None) is ax for f in fl]
+        xs = [f for r, fl, _ in curves if panels.get(_budget_of(r)) is ax for f in fl]
         if xs:
             log_ticks(ax.xaxis, min(xs), max(xs))
         ax.grid(True, which="both", alpha=0.2)
@@ -156,12 +183,12 @@ def figure_training_curves(
                 color="0.45" if budget in rejected else "black",
             )
         ax.tick_params(labelsize=8)
-    for ax in axes[-1]:
-        ax.set_xlabel("training FLOPs", fontsize=9)
-    for ax in axes[:, 0]:
-        ax.set_ylabel("eval loss", fontsize=9)
-    if not curves:
-        axes.flat[0].text(0.5, 0.5, "no run has evaluations yet", transform=axes.flat[0].transAxes, ha="center")
+
+
+def _size_legend(fig, sizes: list, colour: dict, not_fitted: int) -> None:
+    """The sizes' colours (and the not-fitted style) beside the panels."""
+    from matplotlib.lines import Line2D  # noqa: PLC0415 lazy: matplotlib
+
     handles = [Line2D([], [], color=colour[s[1:]], lw=2, label=f"{s[1]} {s[2]}  N={s[0]:.3g}") for s in sizes]
     if not_fitted:
         handles.append(
@@ -175,12 +202,6 @@ def figure_training_curves(
                 label="not fitted (collapsed,\nstale, excluded, ...)",
             )
         )
-    title = (
-        f"Training curves ({family or 'all families'}, {regime or 'any regime'}): {len(curves)} runs, "
-        "one panel per budget"
-    )
-    fig.suptitle(title, fontsize=10)
-    fig.tight_layout(rect=(0, 0, 1 - 2.2 / fig.get_figwidth(), 1))
     if handles:
         fig.legend(
             handles=handles,
@@ -191,7 +212,6 @@ def figure_training_curves(
             title_fontsize=8,
             bbox_to_anchor=(1 - 2.15 / fig.get_figwidth(), 0.5),
         )
-    return fig
 
 
 def size_colours(n: int) -> list:
