@@ -289,88 +289,100 @@ def plan_budget(
     out = BudgetPlan(budget=budget, n_opt=n_opt)
     for cand in candidates:
         rid = run_id(cand.backbone, cand.variant, regime, budget)
-
-        def drop(reason: str, rid: str = rid, cand: Candidate = cand) -> None:
-            out.dropped.append(
-                {
-                    "run_id": rid,
-                    "budget": budget,
-                    "backbone": cand.backbone,
-                    "variant": cand.variant,
-                    "params": cand.params,
-                    "reason": reason,
-                }
-            )
-
         distance = math.log10(cand.params / n_opt)
         if abs(distance) > window:
-            drop(f"N={cand.params:.3g} is {distance:+.2f} decades from N_opt={n_opt:.3g} (window +-{window})")
+            reason = f"N={cand.params:.3g} is {distance:+.2f} decades from N_opt={n_opt:.3g} (window +-{window})"
+            out.dropped.append(_dropped(rid, budget, cand, reason))
             continue
         samples = budget / cand.flops_per_sample
         batch = choose_batch(samples, min_steps, global_batch, job_ranks)
         steps = 0 if batch is None else round(samples / batch)
         if batch is None or steps < min_steps:
-            drop(
+            reason = (
                 f"too few steps: {samples:.3g} samples make {steps} steps at batch {batch or 1} "
                 f"(< {min_steps}); use a larger budget or a smaller backbone"
             )
+            out.dropped.append(_dropped(rid, budget, cand, reason))
             continue
         flops = steps * batch * cand.flops_per_sample
         if abs(flops / budget - 1) > FLOP_TOLERANCE:
-            drop(
+            reason = (
                 f"{steps} steps x batch {batch} spend {flops:.3g} FLOPs, "
                 f"{100 * (flops / budget - 1):+.1f}% off the budget"
             )
+            out.dropped.append(_dropped(rid, budget, cand, reason))
             continue
-        tokens = steps * batch * cand.tokens_per_sample
         epochs = None if split_samples is None else steps * batch / split_samples
         refusal = None if epochs is None else epochs_refusal(rid, epochs, max_epochs)
         if refusal is not None:
-            drop(refusal)
+            out.dropped.append(_dropped(rid, budget, cand, refusal))
             continue
-        hours = None if not cand.samples_per_s else steps * batch / cand.samples_per_s / 3600.0
-        node_hours = None if not cost.node_flops else flops / cost.node_flops / 3600.0
-        out.runs.append(
-            PlanRow(
-                run_id=rid,
-                family=family,
-                backbone=cand.backbone,
-                variant=cand.variant,
-                regime=regime,
-                budget=budget,
-                params=cand.params,
-                params_total=cand.params_total,
-                flops_per_sample=cand.flops_per_sample,
-                tokens_per_sample=cand.tokens_per_sample,
-                global_batch=batch,
-                samples=steps * batch,
-                steps=steps,
-                tokens=tokens,
-                flops=flops,
-                hours_here=hours,
-                node_hours=node_hours,
-                epochs=epochs,
-            )
-        )
-    ns = [r.params for r in out.runs] or [cand.params for cand in candidates]
+        out.runs.append(_plan_row(rid, family, regime, budget, cand, batch, steps, epochs, cost))
+    out.refused = _refusal(budget, n_opt, candidates, out.runs)
+    return out
+
+
+def _dropped(rid: str, budget: float, cand: Candidate, reason: str) -> dict:
+    """A candidate the budget does not run, and why."""
+    return {
+        "run_id": rid,
+        "budget": budget,
+        "backbone": cand.backbone,
+        "variant": cand.variant,
+        "params": cand.params,
+        "reason": reason,
+    }
+
+
+def _plan_row(
+    rid: str, family: str, regime: str, budget: float, cand: Candidate, batch: int, steps: int, epochs, cost: Cost
+) -> PlanRow:
+    """The run of a candidate the budget keeps, with its FLOPs, tokens and estimated hours."""
+    flops = steps * batch * cand.flops_per_sample
+    return PlanRow(
+        run_id=rid,
+        family=family,
+        backbone=cand.backbone,
+        variant=cand.variant,
+        regime=regime,
+        budget=budget,
+        params=cand.params,
+        params_total=cand.params_total,
+        flops_per_sample=cand.flops_per_sample,
+        tokens_per_sample=cand.tokens_per_sample,
+        global_batch=batch,
+        samples=steps * batch,
+        steps=steps,
+        tokens=steps * batch * cand.tokens_per_sample,
+        flops=flops,
+        hours_here=None if not cand.samples_per_s else steps * batch / cand.samples_per_s / 3600.0,
+        node_hours=None if not cost.node_flops else flops / cost.node_flops / 3600.0,
+        epochs=epochs,
+    )
+
+
+def _refusal(budget: float, n_opt: float, candidates: list[Candidate], runs: list[PlanRow]) -> str | None:
+    """Why a budget cannot be fitted (None: it can): no candidates, a grid that does not bracket N_opt,
+    or no runnable candidate."""
+    ns = [r.params for r in runs] or [cand.params for cand in candidates]
     c = format_budget(budget)
-    why = "every kept candidate" if out.runs else "no candidate is runnable (see the dropped runs) and every one"
+    why = "every kept candidate" if runs else "no candidate is runnable (see the dropped runs) and every one"
     if not candidates:
-        out.refused = f"budget {c}: no candidates"
-    elif min(ns) > n_opt:
-        out.refused = (
+        return f"budget {c}: no candidates"
+    if min(ns) > n_opt:
+        return (
             f"budget {c}: the grid does not bracket the predicted optimum N_opt={n_opt:.3g}: {why} "
             f"is larger (smallest N={min(ns):.3g}); add a smaller backbone or variant (N <= {n_opt:.3g}) "
             "or drop this budget"
         )
-    elif max(ns) < n_opt:
-        out.refused = (
+    if max(ns) < n_opt:
+        return (
             f"budget {c}: the grid does not bracket the predicted optimum N_opt={n_opt:.3g}: {why} "
             f"is smaller (largest N={max(ns):.3g}); add a larger backbone (N >= {n_opt:.3g}) or drop this budget"
         )
-    elif not out.runs:
-        out.refused = f"budget {c}: no candidate left (N_opt={n_opt:.3g}); see the dropped runs"
-    return out
+    if not runs:
+        return f"budget {c}: no candidate left (N_opt={n_opt:.3g}); see the dropped runs"
+    return None
 
 
 @dataclass
