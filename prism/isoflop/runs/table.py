@@ -146,18 +146,7 @@ def load_runs(
 ) -> LoadedRuns:
     """Parse, filter and validate; raise PrismError naming the column and lines of anything unusable."""
     path = Path(csv_path)
-    if not path.is_file():
-        raise PrismError(f"{path}: no such CSV file (make it with `prism isoflop collect`)")
-    with path.open(newline="", encoding="utf-8") as fh:
-        reader = csv.DictReader(fh)
-        header = reader.fieldnames or []
-        rows = list(reader)
-    missing = [c for c in REQUIRED if c not in header]
-    budget_col = "budget" if "budget" in header else "flops" if "flops" in header else None
-    if budget_col is None:
-        missing.append("budget (or flops)")
-    if missing:
-        raise PrismError(f"{path}: missing column(s) {', '.join(missing)}; the header has: {', '.join(header)}")
+    header, rows, budget_col = _read_table(path)
     filters = {"family": family, "backbone": backbone, "regime": None if regime in (None, "any") else regime}
     filters = {k: v for k, v in filters.items() if v is not None}
     for col in filters:
@@ -171,58 +160,16 @@ def load_runs(
         if any(row.get(col) != want for col, want in filters.items()):
             loaded.filtered_out += 1
             continue
-        run_id = row.get("run_id") or f"line{line}"
-        status = (row.get("status") or "ok").strip()
-        if status != "ok":
-            loaded.excluded_status.setdefault(status, []).append(line)
-            loaded.excluded_runs.append(_excluded(run_id, f"status {status}", "status", row, budget_col))
-            continue
-        values = {}
-        for col in (*REQUIRED, budget_col):
-            text = (row.get(col) or "").strip()
-            if text == "" or text.lower() in ("nan", "na", "none", "null"):
-                values[col] = math.nan
-                continue
-            try:
-                values[col] = float(text)
-            except ValueError:
-                bad_text.setdefault(col, []).append(line)
-        if any(math.isnan(v) for v in values.values()) and len(values) == len(REQUIRED) + 1:
-            loaded.excluded_nan.append(line)
-            loaded.excluded_runs.append(_excluded(run_id, "empty/NaN value", "nan", row, budget_col))
-            continue
-        if len(values) < len(REQUIRED) + 1:
-            continue
-        for col, v in values.items():
-            if not (v > 0 and math.isfinite(v)):
-                bad_sign.setdefault(col, []).append(line)
-        if any(not (v > 0 and math.isfinite(v)) for v in values.values()):
-            continue
-        budget = values[budget_col] if budget_col == "budget" else _budget_from_flops(values[budget_col])
-        loaded.records.append(
-            RunRecord(
-                run_id,
-                values["params"],
-                values["tokens"],
-                values["loss"],
-                budget,
-                loss_se=_optional(row, "loss_se"),
-                flops=_optional(row, "flops"),
-                warnings=(row.get("warnings") or "").strip() or None,
+        record = _record(row, line, budget_col, loaded, bad_text, bad_sign)
+        if record is not None:
+            loaded.records.append(record)
+    for values, what in ((bad_text, "non-numeric values in"), (bad_sign, "values must be positive and finite in")):
+        if values:
+            raise TableValueError(
+                f"{path}: {what} "
+                + "; ".join(f"column {c!r} at line(s) {_lines(r)}" for c, r in values.items())
+                + _fix(path, header)
             )
-        )
-    if bad_text:
-        raise TableValueError(
-            f"{path}: non-numeric values in "
-            + "; ".join(f"column {c!r} at line(s) {_lines(r)}" for c, r in bad_text.items())
-            + _fix(path, header)
-        )
-    if bad_sign:
-        raise TableValueError(
-            f"{path}: values must be positive and finite in "
-            + "; ".join(f"column {c!r} at line(s) {_lines(r)}" for c, r in bad_sign.items())
-            + _fix(path, header)
-        )
     if not loaded.records:
         raise PrismError(
             f"{path}: nothing to fit: {loaded.n_rows} rows, {loaded.filtered_out} filtered out by "
@@ -230,3 +177,63 @@ def load_runs(
             f"other than ok, {len(loaded.excluded_nan)} with empty/NaN values"
         )
     return loaded
+
+
+def _read_table(path: Path) -> tuple[list[str], list[dict], str]:
+    """(header, rows, the budget's column) of a runs CSV that has the columns a fit needs."""
+    if not path.is_file():
+        raise PrismError(f"{path}: no such CSV file (make it with `prism isoflop collect`)")
+    with path.open(newline="", encoding="utf-8") as fh:
+        reader = csv.DictReader(fh)
+        header = reader.fieldnames or []
+        rows = list(reader)
+    missing = [c for c in REQUIRED if c not in header]
+    budget_col = "budget" if "budget" in header else "flops" if "flops" in header else None
+    if budget_col is None:
+        missing.append("budget (or flops)")
+    if missing:
+        raise PrismError(f"{path}: missing column(s) {', '.join(missing)}; the header has: {', '.join(header)}")
+    return header, rows, budget_col
+
+
+def _record(row: dict, line: int, budget_col: str, loaded: LoadedRuns, bad_text: dict, bad_sign: dict):
+    """The RunRecord of a row the filters kept, or None: a status other than ok or an empty value is
+    recorded in `loaded` as excluded, a value that is not a positive number in `bad_text`/`bad_sign`."""
+    run_id = row.get("run_id") or f"line{line}"
+    status = (row.get("status") or "ok").strip()
+    if status != "ok":
+        loaded.excluded_status.setdefault(status, []).append(line)
+        loaded.excluded_runs.append(_excluded(run_id, f"status {status}", "status", row, budget_col))
+        return None
+    values = {}
+    for col in (*REQUIRED, budget_col):
+        text = (row.get(col) or "").strip()
+        if text == "" or text.lower() in ("nan", "na", "none", "null"):
+            values[col] = math.nan
+            continue
+        try:
+            values[col] = float(text)
+        except ValueError:
+            bad_text.setdefault(col, []).append(line)
+    if any(math.isnan(v) for v in values.values()) and len(values) == len(REQUIRED) + 1:
+        loaded.excluded_nan.append(line)
+        loaded.excluded_runs.append(_excluded(run_id, "empty/NaN value", "nan", row, budget_col))
+        return None
+    if len(values) < len(REQUIRED) + 1:
+        return None
+    for col, v in values.items():
+        if not (v > 0 and math.isfinite(v)):
+            bad_sign.setdefault(col, []).append(line)
+    if any(not (v > 0 and math.isfinite(v)) for v in values.values()):
+        return None
+    budget = values[budget_col] if budget_col == "budget" else _budget_from_flops(values[budget_col])
+    return RunRecord(
+        run_id,
+        values["params"],
+        values["tokens"],
+        values["loss"],
+        budget,
+        loss_se=_optional(row, "loss_se"),
+        flops=_optional(row, "flops"),
+        warnings=(row.get("warnings") or "").strip() or None,
+    )
