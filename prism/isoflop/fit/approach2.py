@@ -614,34 +614,7 @@ def summarize(res: Approach2Result, level: float = CI_LEVEL, noise: float | None
         var_d = var_n * np.array([(f.d_slope or 0.0) ** 2 for f in acc])
     n_line = line_fit(log_c, np.log10([f.n_opt for f in acc]), level, var_n, noise_dof)
     d_line = line_fit(log_c, np.log10([f.d_opt for f in acc]), level, var_d, noise_dof)
-    minima = []
-    boot = res.boot
-    for j, f in enumerate(acc):
-        n_ci = d_ci = None
-        if boot is not None:
-            n_ci = _finite_interval(boot["xv"][:, j], level)
-            d_ci = _finite_interval(boot["xd"][:, j], level)
-        minima.append(
-            Minimum(
-                f.budget,
-                f.n_opt,
-                f.d_opt,
-                None if n_ci is None else (10 ** n_ci[0], 10 ** n_ci[1]),
-                None if d_ci is None else (10 ** d_ci[0], 10 ** d_ci[1]),
-            )
-        )
     method = f"regression over the {len(acc)} per-budget minima; their variance: {n_line.var_source}"
-    band = Band()
-    if n_line.band_lo is not None and d_line.band_lo is not None:
-        band = Band(
-            [f.budget for f in acc],
-            list(10**n_line.band_lo),
-            list(10**n_line.band_hi),
-            list(10**d_line.band_lo),
-            list(10**d_line.band_hi),
-        )
-    elif res.n_law.band_lo:
-        band = Band([f.budget for f in acc], res.n_law.band_lo, res.n_law.band_hi, res.d_law.band_lo, res.d_law.band_hi)
     return Approach2Summary(
         a=res.n_law.exponent,
         b=res.d_law.exponent,
@@ -661,10 +634,46 @@ def summarize(res: Approach2Result, level: float = CI_LEVEL, noise: float | None
         n_boot_used=res.n_boot_used,
         reason=res.reason,
         per_budget=res.per_budget,
-        minima=minima,
-        band=band,
+        minima=_minima(acc, res.boot, level),
+        band=_summary_band(res, n_line, d_line),
         curvature=power_law_curvature(log_c, np.log10([f.n_opt for f in acc])),
     )
+
+
+def _minima(acc: list[BudgetFit], boot: dict | None, level: float) -> list[Minimum]:
+    """Each accepted budget's minimum, with the within-budget bootstrap's interval where there is one."""
+    minima = []
+    for j, f in enumerate(acc):
+        n_ci = d_ci = None
+        if boot is not None:
+            n_ci = _finite_interval(boot["xv"][:, j], level)
+            d_ci = _finite_interval(boot["xd"][:, j], level)
+        minima.append(
+            Minimum(
+                f.budget,
+                f.n_opt,
+                f.d_opt,
+                None if n_ci is None else (10 ** n_ci[0], 10 ** n_ci[1]),
+                None if d_ci is None else (10 ** d_ci[0], 10 ** d_ci[1]),
+            )
+        )
+    return minima
+
+
+def _summary_band(res: Approach2Result, n_line, d_line) -> Band:
+    """The power laws' band over the accepted budgets: the regression's, else the bootstrap's."""
+    acc = res.accepted
+    if n_line.band_lo is not None and d_line.band_lo is not None:
+        return Band(
+            [f.budget for f in acc],
+            list(10**n_line.band_lo),
+            list(10**n_line.band_hi),
+            list(10**d_line.band_lo),
+            list(10**d_line.band_hi),
+        )
+    if res.n_law.band_lo:
+        return Band([f.budget for f in acc], res.n_law.band_lo, res.n_law.band_hi, res.d_law.band_lo, res.d_law.band_hi)
+    return Band()
 
 
 def power_law_curvature(log_c, log_y) -> dict | None:
