@@ -144,11 +144,7 @@ def build(family: str, out: str | Path, seed: int = 0, overwrite: bool = False, 
     out = Path(out)
     if not 0.0 <= lm_ratio < 1.0:
         raise PrismError(f"--lm-ratio {lm_ratio} must be in [0, 1)")
-    if out.exists():
-        if not overwrite:
-            raise PrismError(f"{out} already exists; pass --overwrite to replace it, or choose another --out")
-        if not (out / MANIFEST).is_file():
-            raise PrismError(f"{out} exists and is not a shard directory (no {MANIFEST}); refusing to replace it")
+    _check_out(out, overwrite)
     out.parent.mkdir(parents=True, exist_ok=True)
 
     samples = list(progress(module.samples(seed), f"{family}: reading samples"))  # on a terminal only
@@ -167,18 +163,7 @@ def build(family: str, out: str | Path, seed: int = 0, overwrite: bool = False, 
         truncated += cut
         split = "eval" if s.source in eval_ids else "train"
         splits[split].append(encode_record(s.key, caption, s.source, s.modality))
-    # Text-only passages in both splits at the same ratio, so the eval loss measures
-    # what training optimises.
-    lm_counts = {split: round(lm_ratio / (1.0 - lm_ratio) * len(records)) for split, records in splits.items()}
-    lm_sources: dict[str, set[str]] = {"train": set(), "eval": set()}
-    lm_text_info = None
-    if sum(lm_counts.values()):
-        lm_bytes = spec.tokens_per_sample - 2
-        items = lm_text.load_passages(lm_bytes)
-        lm_text_info = lm_text_record(items, lm_bytes)
-        for split, records in lm_records(seed, lm_counts, lm_bytes, items).items():
-            splits[split] += records
-            lm_sources[split] = {json.loads(r["json"])["source"] for r in records}
+    lm_counts, lm_sources, lm_text_info = _add_lm_text(splits, seed, lm_ratio, spec.tokens_per_sample - 2)
     rng = np.random.default_rng([seed, 2])
     for split, records in splits.items():
         order = rng.permutation(len(records))
@@ -223,6 +208,30 @@ def build(family: str, out: str | Path, seed: int = 0, overwrite: bool = False, 
             ) from None
         raise
     return manifest
+
+
+def _check_out(out: Path, overwrite: bool) -> None:
+    """Refuse an existing `out` unless `overwrite`, and never replace a folder that is not a shard directory."""
+    if out.exists():
+        if not overwrite:
+            raise PrismError(f"{out} already exists; pass --overwrite to replace it, or choose another --out")
+        if not (out / MANIFEST).is_file():
+            raise PrismError(f"{out} exists and is not a shard directory (no {MANIFEST}); refusing to replace it")
+
+
+def _add_lm_text(splits: dict[str, list[dict]], seed: int, lm_ratio: float, lm_bytes: int):
+    """Add text-only passages to both splits at the same ratio, so the eval loss measures what training
+    optimises; (passages per split, their source ids per split, the LM text's record or None)."""
+    lm_counts = {split: round(lm_ratio / (1.0 - lm_ratio) * len(records)) for split, records in splits.items()}
+    lm_sources: dict[str, set[str]] = {"train": set(), "eval": set()}
+    if not sum(lm_counts.values()):
+        return lm_counts, lm_sources, None
+    items = lm_text.load_passages(lm_bytes)
+    info = lm_text_record(items, lm_bytes)
+    for split, records in lm_records(seed, lm_counts, lm_bytes, items).items():
+        splits[split] += records
+        lm_sources[split] = {json.loads(r["json"])["source"] for r in records}
+    return lm_counts, lm_sources, info
 
 
 def build_bytes(splits: dict[str, list[dict]], modality_shape: tuple[int, ...]) -> int:
