@@ -40,7 +40,11 @@ key for one call with `--config key=value`, or a nested one with
 `--config 'section={"key": value}'` (the other keys of the section keep their values).
 
 Generated with config/schema.yaml from the option dataclasses by `python
-tools/config_reference.py --write`; do not edit by hand.
+tools/config_reference.py --write`; do not edit by hand. A key is a field of its section's
+options class (`prism.configschema.SECTIONS` names each; the top-level keys are
+`StudyOptions`): to add one, add the field with `option(default, help, ...)` (its type,
+choices and bounds are the schema's; `doc=` a longer description, `schema=` what differs
+from the flag), give it in config/config.yaml, and run the command above.
 """
 
 
