@@ -144,4 +144,3 @@ def test_a_shard_changed_since_the_build_stops_the_stream_naming_it(fresh_copy):
     path.write_bytes(bytes(data[:-5000]))
     with pytest.raises(PrismError, match=f"shard {path} is {len(data) - 5000} bytes"):
         StreamLoader(copy, global_batch=8)
-

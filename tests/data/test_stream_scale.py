@@ -119,7 +119,8 @@ STREAM = textwrap.dedent(
             fh.write(json.dumps({**row, "state": loader.state_dict()}) + "\\n")
             fh.flush()
     loader.close()
-    kib = max(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss, resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss)
+    usage = [resource.getrusage(who).ru_maxrss for who in (resource.RUSAGE_SELF, resource.RUSAGE_CHILDREN)]
+    kib = max(usage)  # this process, and the largest of its workers
     hwm = next(int(line.split()[1]) for line in open("/proc/self/status") if line.startswith("VmHWM"))
     print(json.dumps({"peak_kib": kib, "hwm_kib": hwm}))
     """
