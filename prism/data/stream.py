@@ -276,7 +276,8 @@ class StreamLoader:
     """Iterate this rank's batches of `split`, streamed from the shards, forever (epochs cycle).
 
     The same batches as a dict, and the same `state_dict`/`load_state_dict`/`eval_batches`,
-    as `prism.data.loader.ShardLoader`; padded rows only.
+    as `prism.data.loader.ShardLoader`; padded rows only. `modality_shape` decodes at another
+    shape than the manifest's (the benchmark's question: what would this shape cost).
     """
 
     def __init__(
@@ -293,6 +294,7 @@ class StreamLoader:
         workers: int = 2,
         shuffle_buffer: int = 1000,
         warn=None,
+        modality_shape: tuple[int, ...] | None = None,
     ):
         self.data_dir = Path(data_dir)
         check_environment(self.data_dir)
@@ -308,6 +310,8 @@ class StreamLoader:
         if shuffle_buffer < 1 or workers < 0:
             raise PrismError(f"shuffle buffer {shuffle_buffer} must be positive and workers {workers} at least 0")
         self.manifest = read_manifest(self.data_dir)
+        if modality_shape is not None:  # `prism data bench --shape`: decode at another size than the data's
+            self.manifest = {**self.manifest, "modality_shape": list(modality_shape)}
         if family is not None and self.manifest["family"] != family:
             raise PrismError(f"{self.data_dir} holds family {self.manifest['family']!r}, not {family!r}")
         self.family = self.manifest["family"]
