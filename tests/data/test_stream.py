@@ -144,3 +144,19 @@ def test_a_shard_changed_since_the_build_stops_the_stream_naming_it(fresh_copy):
     path.write_bytes(bytes(data[:-5000]))
     with pytest.raises(PrismError, match=f"shard {path} is {len(data) - 5000} bytes"):
         StreamLoader(copy, global_batch=8)
+
+
+def test_an_image_that_no_longer_decodes_stops_the_stream_naming_shard_and_key(shape_shards, tmp_path):
+    from prism.data.index import index
+
+    folder = tmp_path / "shards"
+    shape_shards(folder, 60, per_shard=20)
+    out = tmp_path / "index"
+    index(folder, "text_image", out, warn=lambda line: None)
+    path = folder / "00001.tar"  # keys 20-39; 21 is a .png, 24 a .jpg
+    data = path.read_bytes()
+    at = data.index(b"\xff\xd8\xff")  # the first JPEG of the shard: no longer one, same size
+    path.write_bytes(data[:at] + b"XXX" + data[at + 3 :])
+    with pytest.raises(PrismError, match=f"shard {path}, sample 0000000\\d\\d: image does not decode.*re-index"):
+        loader = StreamLoader(out, global_batch=60, workers=1, shuffle_buffer=60)
+        next(loader)
