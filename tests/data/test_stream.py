@@ -160,3 +160,11 @@ def test_an_image_that_no_longer_decodes_stops_the_stream_naming_shard_and_key(s
     with pytest.raises(PrismError, match=f"shard {path}, sample 0000000\\d\\d: image does not decode.*re-index"):
         loader = StreamLoader(out, global_batch=60, workers=1, shuffle_buffer=60)
         next(loader)
+
+
+def test_a_preloaded_loader_refuses_a_streamed_position(shards):
+    from prism.data.loader import ShardLoader
+
+    state = StreamLoader(shards, global_batch=8, workers=0).state_dict()
+    with pytest.raises(PrismError, match="streamed split, this loader preloads it"):
+        ShardLoader(shards, global_batch=8).load_state_dict(state)
