@@ -51,7 +51,6 @@ from prism.data.loader import check_environment
 from prism.data.manifest import MANIFEST, read_manifest, shard_path
 from prism.data.order import plan_streams
 from prism.errors import PrismError
-from prism.families import family_spec
 
 # What a resumed stream must share with the one that saved its position.
 RESUME_KEYS = (
@@ -79,6 +78,16 @@ def _fix(data_dir: Path, manifest: dict) -> str:
 # ---- one split's shards, read and decoded --------------------------------------------------
 
 
+@dataclasses.dataclass(frozen=True)
+class Shape:
+    """A family's sample shape as the manifest records it: what `index.decode_sample` reads of a FamilySpec."""
+
+    name: str
+    modality_shape: tuple[int, ...]
+    n_modality_tokens: int
+    text_len: int
+
+
 class ShardSource:
     """The shards of one split, with how to tell its good samples (by key) and decode them.
 
@@ -93,12 +102,7 @@ class ShardSource:
         self.entries = [e for e in manifest["splits"][split]["shards"] if e["samples"]]
         self.index = manifest.get("kind") == "index"
         self.shape = tuple(int(n) for n in manifest["modality_shape"])
-        self.spec = dataclasses.replace(
-            family_spec(manifest["family"]),
-            modality_shape=self.shape,
-            n_modality_tokens=int(manifest["n_modality_tokens"]),
-            text_len=int(manifest["text_len"]),
-        )
+        self.spec = Shape(manifest["family"], self.shape, int(manifest["n_modality_tokens"]), int(manifest["text_len"]))
         rule = manifest.get("split") or {"by": "folder"}
         self.split_of = SplitOf(split if rule["by"] == "folder" else None, float(rule.get("eval_fraction", 0.0)))
         self.bad = {(b["shard"], b["key"]) for b in manifest.get("bad_samples", [])}
