@@ -20,7 +20,7 @@ from collections.abc import Mapping
 from dataclasses import MISSING, dataclass
 from typing import Any
 
-from prism.data.options import DataOptions
+from prism.data.options import DataOptions, LoaderOptions
 from prism.families import FAMILIES
 from prism.isoflop.design.calibrate import CalibrateOptions
 from prism.isoflop.design.plan import PlanOptions
@@ -147,10 +147,21 @@ class Section:
     key: str
     options: type
     description: str
+    # Further dataclasses whose fields are keys of the same section (data: the loader's keys).
+    also: tuple[type, ...] = ()
+
+    def fields(self) -> tuple[dataclasses.Field, ...]:
+        return tuple(f for cls in (self.options, *self.also) for f in dataclasses.fields(cls))
 
 
 SECTIONS: tuple[Section, ...] = (
-    Section("data", DataOptions, "The shards of each family (`prism data build`, or `prism data index` of your own)."),
+    Section(
+        "data",
+        DataOptions,
+        "The shards of each family (`prism data build`, or `prism data index` of your own), and how a training "
+        "job reads them (preloaded or streamed).",
+        also=(LoaderOptions,),
+    ),
     Section(
         "calibrate",
         CalibrateOptions,
@@ -241,7 +252,7 @@ def section_schema(section: Section) -> dict[str, Any]:
         "type": "object",
         "additionalProperties": False,
         "default": {},
-        "properties": {f.name: key_schema(f) for f in dataclasses.fields(section.options)},
+        "properties": {f.name: key_schema(f) for f in section.fields()},
     }
     renamed = getattr(section.options, "RENAMED", None)
     if renamed:

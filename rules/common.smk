@@ -35,6 +35,7 @@ from prism.model.config import BACKBONES, REGIMES, VARIANTS
 from prism.model.sizes import RULE_NAME_PATTERN, VARIANT_NAME_PATTERN
 from prism.options import as_args, from_mapping
 from prism.train.options import TrainOptions
+from prism.data.options import loader_options
 from prism.worker import ENV as WORKER_ENV
 from snakemake.logging import logger
 
@@ -54,6 +55,8 @@ FIT_OPTIONS = from_mapping(FitOptions, config["fit"], "config fit")
 PLOT_OPTIONS = from_mapping(PlotOptions, config["plot"], "config plot")
 # The training runs' shared settings (prism.train.options): rules read them here, not the section.
 TRAIN_OPTIONS = from_mapping(TrainOptions, config["train"], "config train")
+# How the training runs read their split (prism.data.options): keys of the `data:` section.
+LOADER_OPTIONS = loader_options(config["data"])
 # Processes per node of a training job, and the ranks every run's global batch divides among.
 RANKS_PER_NODE, JOB_RANKS = cluster_ranks(TRAIN_OPTIONS.launcher, config["cluster"])
 
@@ -514,7 +517,7 @@ def training_args(row, data, out, calibration, **settings):
     of TRAIN_OPTIONS that decide its numbers and the job's own `settings` over them. A param: a rerun
     trigger. Where and how the job runs are its resources (rules/training.smk), which retrain nothing."""
     return run_args(row, data=data, out=out, calibration=calibration,
-                    **{**TRAIN_OPTIONS.run_settings(), **settings})
+                    **{**TRAIN_OPTIONS.run_settings(), **LOADER_OPTIONS.run_settings(), **settings})
 
 
 def tracker_args(wildcards):

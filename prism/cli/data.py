@@ -56,13 +56,38 @@ def register(verbs: argparse._SubParsersAction) -> None:
     p.add_argument("data_dir", metavar="DIR", help="a built shard directory or an index (or its manifest.json)")
     p.set_defaults(func=_verify)
 
-    p = verbs.add_parser("bench", help="Loader samples/s on one core.")
+    p = verbs.add_parser(
+        "bench",
+        help="Loader samples/s on one core (--stream: per streaming worker, and the workers a step needs).",
+    )
     p.add_argument("--data", required=True, metavar="DIR")
     p.add_argument("--global-batch", type=int, default=64)
     p.add_argument("--seconds", type=float, default=2.0, help="length of each timed window")
     p.add_argument("--repeats", type=int, default=5, help="timed windows; the median is reported")
     p.add_argument("--layout", choices=("padded", "packed"), default="padded")
     p.add_argument("--seq-len", type=int, default=None, help="row length (default: one padded sample)")
+    stream = p.add_argument_group("streaming (data.loader: stream)")
+    stream.add_argument(
+        "--stream", action="store_true", help="time one streaming worker: read, decode, resize, tokenize"
+    )
+    stream.add_argument("--batches", type=int, default=10, help="batches per timed window (default 10)")
+    stream.add_argument(
+        "--shape",
+        type=_shape,
+        default=None,
+        metavar="C,H,W",
+        help="decode at this shape, e.g. 3,224,224 (default: the data's)",
+    )
+    rate = stream.add_mutually_exclusive_group()
+    rate.add_argument(
+        "--step-samples-per-s", type=float, default=None, metavar="R", help="a training step's samples/s per rank"
+    )
+    rate.add_argument(
+        "--throughput",
+        default=None,
+        metavar="FILE",
+        help="`prism bench throughput --out FILE`: its fastest fwd_bwd/batch_scaling samples/s is the step's",
+    )
     p.set_defaults(func=_bench)
 
 
@@ -132,8 +157,23 @@ def _verify(args: argparse.Namespace) -> int:
     return 0
 
 
-def _bench(args: argparse.Namespace) -> int:
-    from prism.data.bench import bench, format_result
+def _shape(text: str) -> tuple[int, ...]:
+    try:
+        shape = tuple(int(x) for x in text.split(","))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected C,H,W as integers, got {text!r}") from None
+    if not shape or min(shape) < 1:
+        raise argparse.ArgumentTypeError(f"expected positive sizes, got {text!r}")
+    return shape
 
+
+def _bench(args: argparse.Namespace) -> int:
+    from prism.data.bench import bench, bench_stream, format_result, step_rate
+
+    if args.stream:
+        rate = step_rate(args.throughput) if args.throughput else args.step_samples_per_s
+        result = bench_stream(args.data, args.global_batch, args.batches, args.repeats, args.shape, rate)
+        print(format_result(result))
+        return 0
     print(format_result(bench(args.data, args.global_batch, args.seconds, args.repeats, args.layout, args.seq_len)))
     return 0

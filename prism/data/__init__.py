@@ -2,5 +2,6 @@
 
 `sources/` turns a bundled data set into samples (a modality array and a caption
 computed from it), `shards` writes and verifies the shard directory, `loader`
-preloads a split and assembles padded or packed batches.
+preloads a split and assembles padded or packed batches, `stream` reads a large one from
+its shards in DataLoader workers.
 """

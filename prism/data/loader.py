@@ -255,6 +255,11 @@ class ShardLoader:
 
     def load_state_dict(self, state: dict) -> None:
         """Continue from `state` (possibly saved under another world size)."""
+        if state.get("loader", "preload") != "preload":
+            raise PrismError(
+                f"cannot resume: the saved data position is of a {state['loader']}ed split, this loader preloads it; "
+                "resume with the same data.loader (or delete the run directory to start over)"
+            )
         for key in ("seed", "layout", "seq_len", "global_batch", "split", "samples", "family"):
             mine = self.state_dict()[key]
             if state.get(key) != mine:

@@ -20,6 +20,7 @@ from typing import Any
 import yaml
 
 from prism.atomic import write_text_atomic
+from prism.data.options import LoaderOptions
 from prism.errors import PrismError, check_name
 from prism.families import FAMILIES
 from prism.ids import run_id
@@ -85,9 +86,9 @@ def _f(
     return field(default=default, metadata={**spec.metadata, "required": required})
 
 
-def _shared(name: str) -> Any:
-    """A setting every run of a study shares: its default and help are `TrainOptions`' (defined once)."""
-    option = TrainOptions.__dataclass_fields__[name]
+def _shared(name: str, options: type = TrainOptions) -> Any:
+    """A setting every run of a study shares: its default and help are `options`' (defined once)."""
+    option = options.__dataclass_fields__[name]
     return field(default=option.default, metadata={**option.metadata, "required": False})
 
 
@@ -127,6 +128,12 @@ class RunConfig:
     )
     layout: str = _f("padded", "batch layout (one sample per row, or packed rows)", LAYOUTS)
     seq_len: int | None = _f(None, "row length in tokens (default: the family's sample length)", metavar="L", minimum=1)
+    # How the training split is read; a streamed run's order also depends on the ranks, the workers
+    # and the buffer, which its input fingerprint records (prism.data.order.data_order).
+    loader: str = _shared("loader", LoaderOptions)
+    preload_max_mb: int = _shared("preload_max_mb", LoaderOptions)
+    workers: int = _shared("workers", LoaderOptions)
+    shuffle_buffer: int = _shared("shuffle_buffer", LoaderOptions)
     max_steps: int | None = _f(
         None,
         "train this many steps instead of the budget's (smoke and sweep "

@@ -37,6 +37,9 @@ import torch.distributed as dist
 
 from prism.atomic import write_json_atomic
 from prism.data.loader import ShardLoader
+from prism.data.manifest import read_manifest
+from prism.data.options import resolve
+from prism.data.order import data_order
 from prism.device import max_memory_allocated, resolve_device, synchronize
 from prism.dist.env import DistEnv, discover
 from prism.dist.parallel import ParallelConfig, destroy, local_device
@@ -83,6 +86,34 @@ def process_age_s() -> float | None:
         return uptime - start_ticks / os.sysconf("SC_CLK_TCK")
     except (OSError, ValueError, IndexError):
         return None
+
+
+def open_loader(config: RunConfig, env: DistEnv):
+    """This rank's training batches: the preloaded split, or streamed from the shards (`config.loader`)."""
+    common = dict(rank=env.rank, world_size=env.world_size, layout=config.layout, seq_len=config.seq_len)
+    kind = resolve(read_manifest(config.data), "train", config.loader, config.preload_max_mb)
+    if kind == "preload":
+        return ShardLoader(config.data, "train", config.global_batch, config.seed, family=config.family, **common)
+    from prism.data.stream import StreamLoader  # noqa: PLC0415 lazy: only streamed runs need it
+
+    warn = log if env.is_main else None
+    return StreamLoader(
+        config.data,
+        "train",
+        config.global_batch,
+        config.seed,
+        family=config.family,
+        workers=config.workers,
+        shuffle_buffer=config.shuffle_buffer,
+        warn=warn,
+        **common,
+    )
+
+
+def run_order(config: RunConfig, world_size: int) -> str | None:
+    """The streamed split's order beyond the seed (None when preloaded): part of the run's inputs."""
+    settings = (config.loader, config.preload_max_mb, config.seed, world_size, config.workers, config.shuffle_buffer)
+    return data_order(config.data, *settings)
 
 
 def _inject_nan_step() -> int:
@@ -135,17 +166,7 @@ class Trainer:
         self.clock = JobClock(process_age_s())  # this job's wall time by phase (metrics.json `time`)
         self._setup_process()
         self._build()
-        self.loader = ShardLoader(
-            config.data,
-            "train",
-            config.global_batch,
-            config.seed,
-            rank=env.rank,
-            world_size=env.world_size,
-            layout=config.layout,
-            seq_len=config.seq_len,
-            family=config.family,
-        )
+        self.loader = open_loader(config, env)
         self.evaluator = Evaluator(
             self.loader.eval_batches,
             self.to_device,
@@ -226,6 +247,8 @@ class Trainer:
         )
 
     def close(self) -> None:
+        if hasattr(self.loader, "close"):
+            self.loader.close()  # the stream's worker processes
         self.tracking.close()
         self.perf.close()
         self.evals.close()
@@ -291,7 +314,7 @@ class Trainer:
         config, budget = self.config, self.budget
         with self.clock.phase("setup"):
             calibration = find_calibration(config)
-            self.inputs = resume.input_fingerprint(config, calibration)
+            self.inputs = resume.input_fingerprint(config, calibration, run_order(config, self.env.world_size))
             start = resume.prepare(config, self.inputs, budget.steps, self.is_main, log=log)
             if start.checkpoint is not None:
                 self.resume(start.checkpoint)
@@ -691,7 +714,8 @@ def train(config: RunConfig, retrain: bool | None = None, wait_lock: bool | None
     if not retrain and (done := finished(config)) is not None:
         return done
     env = discover()
-    inputs = resume.input_fingerprint(config, find_calibration(config))  # a missing calibration stops here
+    # A missing calibration stops here.
+    inputs = resume.input_fingerprint(config, find_calibration(config), run_order(config, env.world_size))
     preflight.check(config, env.world_size)
     with RunLock(config.out_dir, wait=wait_lock) if env.is_main else nullcontext():
         if env.is_main:

@@ -223,3 +223,28 @@ def test_rerun_on_changed_inputs_starts_over(train, tmp_path):
     assert "calibration changed since this run started: starting over" in res.stderr
     assert "resuming from" not in res.stderr and metrics(out)["resumed_from"] is None
     assert read_jsonl(out / "perf.jsonl")[0]["step"] == 1
+
+
+def test_a_streamed_run_killed_and_rerun_trains_the_batches_of_an_uninterrupted_one(train, tiny, shards, tmp_path):
+    flags = ["--max-steps", "48", "--checkpoint-every", "12", "--eval-every", "24", "--log-every", "1"]
+    flags += ["--loader", "stream", "--workers", "2", "--shuffle-buffer", "300"]
+    whole = tmp_path / "whole"
+    res = train(whole, *flags)
+    assert res.returncode == 0, res.stderr
+    killed = tmp_path / "killed"
+    _signal_at_step(tiny, shards, killed, flags, 30, signal.SIGKILL)
+    assert not (killed / "metrics.json").exists(), "the run finished before it was killed"
+    res = train(killed, *flags)
+    assert res.returncode == 0, res.stderr
+    b = metrics(killed)
+    assert b["resumed_from"] in (24, 36)
+    whole_loss = {r["step"]: r["loss"] for r in read_jsonl(whole / "perf.jsonl")}
+    perf = read_jsonl(killed / "perf.jsonl")
+    assert [r["step"] for r in perf] == list(range(1, 49))
+    for row in perf:  # the same batches: the same loss at every step, before and after the kill
+        assert row["loss"] == pytest.approx(whole_loss[row["step"]], rel=1e-4)
+    assert b["final_eval_loss"] == pytest.approx(metrics(whole)["final_eval_loss"], rel=1e-4)
+    # The order is part of the run's inputs: other workers start the run over instead of resuming it.
+    (killed / "metrics.json").unlink()
+    other = train(killed, *flags[:-4], "--workers", "1", "--shuffle-buffer", "300")
+    assert other.returncode == 0 and "data_order changed since this run started: starting over" in other.stderr

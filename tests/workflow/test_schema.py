@@ -14,6 +14,7 @@ import yaml
 from jsonschema import Draft202012Validator
 
 from prism.cli import build_parser
+from prism.data.options import LoaderOptions
 from prism.families import FAMILIES
 from prism.isoflop.design.calibrate import CalibrateOptions
 from prism.isoflop.design.plan import PlanOptions
@@ -83,6 +84,7 @@ def library_defaults() -> dict[str, object]:
     out = {f"data.{k}": v for k, v in _cli_defaults("data", "build").items() if k in ("seed", "lm_ratio")}
     index = _cli_defaults("data", "index")
     out.update({f"data.{k}": index[k] for k in ("eval_fraction", "max_bad_fraction")})
+    out.update({f"data.{f.name}": f.default for f in dataclasses.fields(LoaderOptions)})
     for section, cls in SECTIONS.items():
         out.update({f"{section}.{f.name}": f.default for f in dataclasses.fields(cls)})
     sweep = _cli_defaults("sweep", "run")
@@ -190,7 +192,9 @@ def test_every_config_key_is_used_by_a_rule():
             continue
         assert re.search(rf'config\["{section}"\]', rules), f"config key {section} is read by no rule"
         if isinstance(value, dict) and section not in ("cluster",):
-            for key in value:
+            loader = {f.name for f in dataclasses.fields(LoaderOptions)} if section == "data" else set()
+            assert not loader or 'loader_options(config["data"])' in rules, "data's loader keys are read by no rule"
+            for key in set(value) - loader:
                 assert f'["{key}"]' in rules, f"config key {section}.{key} is read by no rule"
 
 

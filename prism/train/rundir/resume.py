@@ -20,26 +20,31 @@ from prism.train.config import TRAJECTORY_FIELDS, RunConfig
 from prism.train.rundir import checkpoint, runfiles
 
 
-def input_fingerprint(config: RunConfig, calibration: dict | None) -> dict[str, str | None]:
-    """What a run's result depends on beyond its flags: the shards and the calibration.
+def input_fingerprint(config: RunConfig, calibration: dict | None, order: str | None = None) -> dict[str, str | None]:
+    """What a run's result depends on beyond its flags: the shards and the calibration, and for a
+    streamed split its `order` (ranks, workers, buffer: `prism.data.order.data_order`).
 
     A rerun whose inputs changed (rebuilt data, a recalibrated model; e.g. Snakemake
     rerunning the job for that reason) starts over instead of resuming checkpoints
-    that were trained on something else.
+    that were trained on something else. A preloaded split adds no key: its order is the seed's.
     """
-    return {
+    inputs = {
         "data_manifest": file_digest(Path(config.data) / "manifest.json"),
         "calibration": record_digest(calibration),
     }
+    if order is not None:
+        inputs["data_order"] = order
+    return inputs
 
 
 def changed_inputs(out: Path, inputs: dict[str, str | None]) -> list[str]:
-    """The inputs that differ from those the run directory was started on."""
+    """The inputs that differ from those the run directory was started on (one it had and lost, too)."""
     path = out / runfiles.CONFIG
     old = runfiles.resolved_of(path).get("inputs") if path.exists() else None
     if not old:
         return []
-    return [name for name, digest in inputs.items() if old.get(name) != digest]
+    names = list(inputs) + [name for name in old if name not in inputs]
+    return [name for name in names if old.get(name) != inputs.get(name)]
 
 
 def check_same_run(config: RunConfig, out: Path, steps: int, steps_may_change: bool) -> None:
