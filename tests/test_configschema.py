@@ -58,8 +58,8 @@ def test_every_section_is_an_options_class_and_required_keys_have_no_default():
     assert [s.key for s in SECTIONS] == [k for k, p in generated["properties"].items() if p.get("type") == "object"]
     assert generated["required"] == ["backbones", "budgets"]
     for section in SECTIONS:
-        assert list(generated["properties"][section.key]["properties"]) == [f.name for f in fields(section.options)]
-        assert all(f.default is not MISSING or f.default_factory is not MISSING for f in fields(section.options))
+        assert list(generated["properties"][section.key]["properties"]) == [f.name for f in section.fields()]
+        assert all(f.default is not MISSING or f.default_factory is not MISSING for f in section.fields())
 
 
 def _merged(*names: str) -> dict:

@@ -147,7 +147,7 @@ def test_a_shard_changed_since_the_build_stops_the_stream_naming_it(fresh_copy):
 
 
 def test_an_image_that_no_longer_decodes_stops_the_stream_naming_shard_and_key(shape_shards, tmp_path):
-    from prism.data.index import index
+    from prism.data.indexer import index
 
     folder = tmp_path / "shards"
     shape_shards(folder, 60, per_shard=20)
