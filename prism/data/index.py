@@ -23,6 +23,7 @@ order of the shards, so the eval set does not move when shards are added.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import io
 import json
@@ -42,7 +43,8 @@ from prism.data.manifest import FORMAT_VERSION, MANIFEST, Records, sha256
 from prism.data.shardcount import shard_loss
 from prism.data.tarreader import TarCut, iter_tar
 from prism.errors import PrismError
-from prism.families import FamilySpec, family_spec
+from prism.families import TOKENIZER_FILE, FamilySpec, family_spec, manifest_fields, spec_from_manifest
+from prism.model.tokenizer import TextEncoder, Vocab
 from prism.progress import progress
 
 KIND = "index"
@@ -177,19 +179,30 @@ def caption_of(members: dict[str, bytes]) -> str:
     return text
 
 
-def decode_sample(members: dict[str, bytes], spec: FamilySpec) -> tuple[str, np.ndarray]:
-    """(caption cut to the family's text length, modality array); BadSample says why not."""
-    from prism.data.shards import fit_caption  # noqa: PLC0415 lazy: `prism --help` imports this module
-
-    caption, _ = fit_caption(caption_of(members), spec.text_len - 2)
+def decode_sample(members: dict[str, bytes], spec: FamilySpec) -> tuple[str, int, np.ndarray]:
+    """(caption cut to the family's text length in its tokenizer, the caption's tokens, modality array);
+    BadSample says why not."""
+    caption, n_text, _ = text_encoder(spec.vocab).fit(caption_of(members), spec.text_len - 2)
     if spec.name == "text_image":
         ext = next((e for e in IMAGE_EXTS if e in members), None)
         if ext is None:
             raise BadSample(f"no image ({'|'.join(IMAGE_EXTS)})")
-        return caption, decode_image(members[ext], spec.modality_shape, ext)
+        return caption, n_text, decode_image(members[ext], spec.modality_shape, ext)
     if "npy" not in members:
         raise BadSample("no .npy array")
-    return caption, decode_array(members["npy"], spec)
+    return caption, n_text, decode_array(members["npy"], spec)
+
+
+@functools.lru_cache(maxsize=4)
+def text_encoder(vocab: Vocab) -> TextEncoder:
+    """The captions' tokenizer, loaded once per process (an index's workers each load it)."""
+    return TextEncoder(vocab)
+
+
+def keep_tokenizer(spec: FamilySpec, folder: Path) -> None:
+    """A copy of the tokenizer file beside the manifest: the data names the tokenizer its runs read."""
+    if not spec.vocab.is_bytes:
+        shutil.copyfile(spec.vocab.file, folder / TOKENIZER_FILE)
 
 
 def is_eval_key(key: str, fraction: float) -> bool:
@@ -296,13 +309,13 @@ def read_shard(
                     out.partial = True
                 break
             try:
-                caption, array = decode_sample(members, spec)
+                caption, n_text, array = decode_sample(members, spec)
             except BadSample as why:
                 out.bad.append((key, str(why)))
                 continue
             split = split_of(key)
             out.samples[split] += 1
-            out.tokens[split] += spec.n_modality_tokens + len(caption.encode("utf-8")) + 2
+            out.tokens[split] += spec.n_modality_tokens + n_text + 2
             widths = out.widths.setdefault(split, [0, 0])
             widths[0], widths[1] = max(widths[0], len(key)), max(widths[1], len(caption))
             if keep:
@@ -414,6 +427,7 @@ def index(
                 for kind in SPOOLED:
                     Path(f"{prefix}.{kind}").unlink()
         shutil.rmtree(tmp / ".spool")
+        keep_tokenizer(spec, tmp)
         (tmp / MANIFEST).write_text(json.dumps(manifest, indent=1, sort_keys=True) + "\n")
         os.chmod(tmp, 0o755)
         replace_dir(tmp, out)
@@ -502,9 +516,7 @@ def _read_all(shards: Path, found: dict[str, list[str]], spec: FamilySpec, spool
         "source": f"webdataset shards in {shards}",
         "shards_dir": str(shards),
         "split": {"by": "folder"} if by_folder else {"by": "key_hash", "eval_fraction": eval_fraction},
-        "modality_shape": list(spec.modality_shape),
-        "n_modality_tokens": spec.n_modality_tokens,
-        "text_len": spec.text_len,
+        **manifest_fields(spec),
         "bad_samples": bad,
         "damaged_shards": damaged,
         "lm_ratio": 0.0,
@@ -559,7 +571,7 @@ def is_index(manifest: dict) -> bool:
 def _checked_reads(data_dir: Path, manifest: dict, splits: tuple[str, ...], keep: bool):
     """(split, manifest entry, ShardRead) of every shard each of `splits` lists, in order: each shard
     read once, after checking its sha256, and its samples counted against the entry."""
-    spec = family_spec(manifest["family"])
+    spec = spec_from_manifest(manifest, data_dir)
     root = Path(manifest["shards_dir"])
     rule = manifest["split"]
     fraction = float(rule.get("eval_fraction", 0.0))

@@ -35,7 +35,7 @@ import yaml
 from prism.atomic import write_text_atomic
 from prism.data.volume import MAX_EPOCHS, epochs_refusal, train_samples
 from prism.errors import PrismError
-from prism.families import family_spec
+from prism.families import check_same_spec, family_spec
 from prism.ids import format_budget, run_id
 from prism.isoflop.design.candidates import INTERPOLATED, Candidate, load_candidates
 from prism.isoflop.design.centre import DEFAULT_PRIOR_A, DEFAULT_PRIOR_K, Centre, find_centre
@@ -395,7 +395,11 @@ def plan_runs(
     global batch must divide among (its launcher's ranks per node x its nodes): a given
     `options.global_batch` that does not is refused here, before any job is submitted.
     """
-    family_spec(family)
+    spec = family_spec(family)
+    if data is not None and Path(data, "manifest.json").is_file():
+        from prism.data.manifest import data_spec  # noqa: PLC0415 lazy: numpy
+
+        check_same_spec(spec, data_spec(data, family), f"data {data}")
     validate(options)
     if options.global_batch is not None:
         check_batch(options.global_batch, job_ranks, "plan.global_batch", ranks_text(job_ranks))
