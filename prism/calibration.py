@@ -90,9 +90,7 @@ def check_shape(record: dict, path: Path, backbone: str, shape: dict | None, rem
             f"the study's is {spec or 'default'}; remake it with: {remake} (with the study's shape flags)"
         )
     changed = [
-        f"{key} {record[key]} (now {value})"
-        for key, value in shape.items()
-        if key in record and record[key] != value
+        f"{key} {record[key]} (now {value})" for key, value in shape.items() if key in record and record[key] != value
     ]
     if changed:
         raise PrismError(

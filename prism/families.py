@@ -91,7 +91,7 @@ class ShapeOptions:
     )
     channels: int | None = option(None, "text_image/text_video: 1 (grey) or 3 (RGB)", metavar="C", minimum=1)
     patch: int | None = option(
-        None, "text_image/text_video: patch side in pixels; (image_size/patch)^2 tokens a frame", metavar="PX", minimum=1
+        None, "text_image/text_video: patch side in px; (image_size/patch)^2 tokens a frame", metavar="PX", minimum=1
     )
     frames: int | None = option(None, "text_video: frames per sample", metavar="T", minimum=1)
     text_len: int | None = option(
@@ -101,8 +101,7 @@ class ShapeOptions:
 
 IMAGE_FAMILIES = ("text_image", "text_video")
 SHAPE_KEYS: dict[str, tuple[str, ...]] = {
-    name: ("image_size", "channels", "patch", "text_len")
-    + (("frames",) if name == "text_video" else ())
+    name: ("image_size", "channels", "patch", "text_len") + (("frames",) if name == "text_video" else ())
     if name in IMAGE_FAMILIES
     else ("text_len",)
     for name in FAMILIES

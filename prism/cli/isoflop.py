@@ -5,11 +5,11 @@ from __future__ import annotations
 import argparse
 
 from prism.cli.renamed import LauncherName, add_renamed
+from prism.families import add_spec_arguments, spec_from_args
 from prism.isoflop.design.calibrate import CalibrateOptions
 from prism.isoflop.design.plan import PlanOptions
 from prism.isoflop.present.options import PlotOptions
 from prism.isoflop.runs.collect import CollectOptions
-from prism.families import add_spec_arguments, spec_from_args
 from prism.options import add_arguments, from_namespace, validate
 from prism.train.schedule import COOLDOWN_FRACTION
 

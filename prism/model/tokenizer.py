@@ -109,7 +109,8 @@ def _load_file(path: Path):
     """The `tokenizers.Tokenizer` of a file, or a PrismError naming `data.tokenizer` and the fix."""
     if not path.is_file():
         raise PrismError(
-            f"data.tokenizer: {path} does not exist; give a Hugging Face tokenizer.json, or 'bytes' for the byte tokenizer"
+            f"data.tokenizer: {path} does not exist; give a Hugging Face tokenizer.json, or 'bytes' "
+            "for the byte tokenizer"
         )
     try:
         from tokenizers import Tokenizer  # noqa: PLC0415 lazy: the optional extra 'tokenizer'

@@ -19,7 +19,6 @@ from prism.atomic import write_json_atomic
 from prism.calibration import expected_shape, load_calibration, load_calibration_file
 from prism.errors import PrismError
 from prism.families import family_spec, spec_record
-from prism.model.config import backbone_config
 from prism.peak import cache_dir
 from prism.train.config import RunConfig
 from prism.train.schedule import Schedule, default_lr, default_warmup
@@ -167,7 +166,7 @@ def step_budget(config: RunConfig, model: Any, world_size: int, log=print) -> St
         seq_len=seq_len,
         budget_steps=budget_steps,
         steps=steps,
-        lr=config.lr if config.lr is not None else default_lr(backbone_config(config.backbone, family_spec(config.family).vocab.rows).d_model),
+        lr=config.lr if config.lr is not None else default_lr(model.backbone_config.d_model),
         warmup=warmup,
         eval_every=config.eval_every or max(1, steps // 10),
         checkpoint_every=config.checkpoint_every or max(1, steps // 10),

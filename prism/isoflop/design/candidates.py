@@ -18,8 +18,8 @@ from pathlib import Path
 
 from prism.calibration import calibration_filename, expected_shape, load_calibration
 from prism.errors import PrismError
-from prism.isoflop.design.calibrate import load_speed
 from prism.families import FamilySpec, family_spec
+from prism.isoflop.design.calibrate import load_speed
 from prism.model.config import check_backbone, check_variant
 
 INTERPOLATED = "interpolated in N (log-log) from the measured sizes"
@@ -63,7 +63,8 @@ def size_record(calibration_dir: Path | None, family: str, backbone: str, varian
         calibration_dir is not None
         and (calibration_dir / calibration_filename(family, backbone, variant, regime)).is_file()
     ):
-        return load_calibration(calibration_dir, family, backbone, variant, regime, shape=expected_shape(family, backbone))
+        shape = expected_shape(family, backbone)
+        return load_calibration(calibration_dir, family, backbone, variant, regime, shape=shape)
     return counted_record(family, backbone, variant, regime)
 
 
