@@ -19,12 +19,6 @@ from prism.families import (
 RGB64 = {"image_size": 64, "channels": 3, "patch": 8, "text_len": 24}
 
 
-@pytest.fixture(autouse=True)
-def _forget_specs():
-    yield
-    reset_specs()
-
-
 def test_an_image_shape_gives_its_patches_and_tokens():
     spec = resolve_spec("text_image", RGB64)
     assert spec.modality_shape == (3, 64, 64)
