@@ -52,3 +52,10 @@ def test_a_study_at_64px_rgb_with_a_bpe_tokenizer_ends_with_a_fit(tmp_path, shap
             assert metrics["flops"] == pytest.approx(metrics["steps"] * row["global_batch"] * fps)
     finally:
         reset_specs()
+
+
+def test_a_bad_shape_stops_the_workflow_in_one_line_before_anything_runs(tmp_path):
+    workdir = make_workdir(tmp_path / "study", {"shapes": {"text_image": {"image_size": 60, "patch": 8}}})
+    out = snakemake(workdir, "-n", "fit_text_image", check=False)
+    assert out.returncode != 0
+    assert "config: shapes.text_image.image_size 60 is not divisible by shapes.text_image.patch 8" in out.stdout
