@@ -70,12 +70,27 @@ def load_calibration(
     return record
 
 
-def check_shape(record: dict, path: Path, backbone: str, shape: dict[str, int] | None, remake: str) -> None:
-    """Refuse a record made for another shape of `backbone` (keys it does not record are not compared)."""
+def expected_shape(family: str, backbone: str) -> dict:
+    """What a calibration of `backbone` for `family` must record now: the backbone's shape (with the
+    tokenizer's embedding rows) and the family's spec where it is not the default (`family_spec`)."""
+    from prism.families import family_spec, spec_record  # noqa: PLC0415 lazy: families imports the tokenizer
+    from prism.model.config import backbone_shape  # noqa: PLC0415 lazy
+
+    spec = family_spec(family)
+    return backbone_shape(backbone, spec.vocab.rows) | {"family_spec": spec_record(spec)}
+
+
+def check_shape(record: dict, path: Path, backbone: str, shape: dict | None, remake: str) -> None:
+    """Refuse a record made for another shape of `backbone` (keys it does not record are not compared)
+    or for another family shape or tokenizer (`family_spec`: a record without it is of the default)."""
+    shape = dict(shape or {})
+    if "family_spec" in shape and (spec := shape.pop("family_spec")) != record.get("family_spec"):
+        raise PrismError(
+            f"calibration {path} was made for family shape/tokenizer {record.get('family_spec') or 'default'}, "
+            f"the study's is {spec or 'default'}; remake it with: {remake} (with the study's shape flags)"
+        )
     changed = [
-        f"{key} {record[key]} (now {value})"
-        for key, value in (shape or {}).items()
-        if key in record and record[key] != value
+        f"{key} {record[key]} (now {value})" for key, value in shape.items() if key in record and record[key] != value
     ]
     if changed:
         raise PrismError(

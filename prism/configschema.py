@@ -21,7 +21,7 @@ from dataclasses import MISSING, dataclass
 from typing import Any
 
 from prism.data.options import DataOptions, LoaderOptions
-from prism.families import FAMILIES
+from prism.families import FAMILIES, ShapeOptions
 from prism.isoflop.design.calibrate import CalibrateOptions
 from prism.isoflop.design.plan import PlanOptions
 from prism.isoflop.fit.fit import FitOptions
@@ -79,11 +79,37 @@ def definitions() -> dict[str, dict]:
             "type": "string",
             "pattern": "^[0-9]{1,3}:[0-5][0-9]:[0-5][0-9]$",
         },
+        "shape": shape_definition(),
         "pbs_word": {
             "description": "A PBS account, queue or similar name; letters, digits, dot, dash, underscore only.",
             "type": "string",
             "pattern": "^[A-Za-z0-9_.-]*$",
         },
+    }
+
+
+SHAPE_DESCRIPTION = (
+    "One family's shape (fields of prism.families.ShapeOptions, and flags of `prism data index|build` and "
+    "`prism isoflop calibrate|plan`; a key left out keeps the family's laptop default). text_image and "
+    "text_video: image_size (square side in px), channels (1 grey or 3 RGB), patch (side in px, dividing "
+    "image_size: (image_size/patch)^2 tokens an image or frame) and text_len; text_video also frames. The other "
+    "families: text_len only (their other dimensions are fixed). text_len is the most text tokens a sample "
+    "holds, BOS and EOS included (at least 3)."
+)
+
+
+def shape_definition() -> dict[str, Any]:
+    """`definitions/shape`: ShapeOptions' fields as integers that must be given (no null, no default)."""
+    properties = {}
+    for f in dataclasses.fields(ShapeOptions):
+        prop = {k: v for k, v in key_schema(f).items() if k not in ("default", "x-library-default")}
+        prop["type"] = "integer"
+        properties[f.name] = prop
+    return {
+        "description": SHAPE_DESCRIPTION,
+        "type": "object",
+        "additionalProperties": False,
+        "properties": properties,
     }
 
 
@@ -137,6 +163,19 @@ class StudyOptions:
         MISSING,
         "Compute budgets (training FLOPs). Adding one trains only that budget's runs.",
         schema={"type": "array", "items": {"$ref": "#/definitions/budget"}, "minItems": 1},
+    )
+    shapes: dict[str, dict] = option(
+        {},
+        "Each family's shape, as the data index makes its samples and the model, the FLOP and parameter counts "
+        "and the plan's tokens per sample follow from it, e.g. {text_image: {image_size: 224, channels: 3, "
+        "patch: 16, text_len: 128}} (docs/own-data.md). A family not named keeps its laptop shape (text_image "
+        "8x8 grey in 2x2 patches, 16 image tokens, text_len 48). Image sizes other than the default need your "
+        "own shards (data.shards).",
+        schema={
+            "type": "object",
+            "propertyNames": {"enum": list(FAMILIES)},
+            "additionalProperties": {"$ref": "#/definitions/shape"},
+        },
     )
 
 

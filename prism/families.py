@@ -7,9 +7,11 @@ torch, so the CLI and the planning maths can use it cheaply.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field, fields, replace
 
-from prism.errors import unknown_name
+from prism.errors import PrismError, unknown_name
+from prism.model.tokenizer import BYTE_VOCAB, BYTES, Vocab, load_vocab, vocab_from_record
+from prism.options import check_field, option
 
 
 @dataclass(frozen=True)
@@ -29,6 +31,7 @@ class FamilySpec:
     encoder_width: int
     text_len: int
     source: str
+    vocab: Vocab = field(default=BYTE_VOCAB)  # the captions' tokenizer: its ids set the embedding rows
 
     @property
     def tokens_per_sample(self) -> int:
@@ -58,7 +61,232 @@ STUDY_FAMILIES: tuple[str, ...] = ("text_image", "text_ts", "text_graph")
 
 
 def family_spec(name: str) -> FamilySpec:
+    """The family's spec in this process: the one `use_spec` installed (a study's shape and
+    tokenizer, or its data's), else the laptop default of `FAMILIES`."""
+    if name in _IN_USE:
+        return _IN_USE[name]
     try:
         return FAMILIES[name]
     except KeyError:
         raise unknown_name("family", name, FAMILIES) from None
+
+
+# ---- shapes and tokenizer as configuration --------------------------------------------------
+#
+# A study sets each family's shape (`shapes: {text_image: {image_size: 224, ...}}`) and the
+# captions' tokenizer (`data.tokenizer`). `resolve_spec` turns them into the FamilySpec every
+# consumer reads through `family_spec`: a `prism` command installs it (`use_spec`) from its
+# flags or from its data's manifest, the workflow from its config.
+
+_IN_USE: dict[str, FamilySpec] = {}
+
+
+@dataclass(frozen=True)
+class ShapeOptions:
+    """One family's shape (config `shapes.FAMILY`, flags of `prism data index|build`, `prism isoflop
+    calibrate|plan`); a key left out (null) keeps the family's laptop default."""
+
+    image_size: int | None = option(
+        None, "text_image/text_video: square side in pixels the images are resized to", metavar="PX", minimum=1
+    )
+    channels: int | None = option(
+        None, "text_image/text_video: 1 (grey) or 3 (RGB)", metavar="C", minimum=1, schema={"enum": [1, 3]}
+    )
+    patch: int | None = option(
+        None, "text_image/text_video: patch side in px; (image_size/patch)^2 tokens a frame", metavar="PX", minimum=1
+    )
+    frames: int | None = option(None, "text_video: frames per sample", metavar="T", minimum=1)
+    text_len: int | None = option(
+        None, "most text tokens a sample holds, BOS and EOS included", metavar="TOKENS", minimum=3
+    )
+
+
+IMAGE_FAMILIES = ("text_image", "text_video")
+SHAPE_KEYS: dict[str, tuple[str, ...]] = {
+    name: ("image_size", "channels", "patch", "text_len") + (("frames",) if name == "text_video" else ())
+    if name in IMAGE_FAMILIES
+    else ("text_len",)
+    for name in FAMILIES
+}
+
+
+def default_shape(name: str) -> dict[str, int]:
+    """The laptop shape of a family as `shapes:` keys."""
+    return shape_of(FAMILIES[name])
+
+
+def shape_of(spec: FamilySpec) -> dict[str, int]:
+    """A spec's shape as `shapes:` keys (what a manifest's fields mean)."""
+    out: dict[str, int] = {"text_len": spec.text_len}
+    if spec.name in IMAGE_FAMILIES:
+        *frames, c, side, _ = spec.modality_shape
+        per_frame = spec.n_modality_tokens // (frames[0] if frames else 1)
+        out = {"image_size": side, "channels": c, "patch": side // round(per_frame**0.5)} | out
+        if frames:
+            out["frames"] = frames[0]
+    return out
+
+
+def _checked_shape(name: str, shape: dict | None) -> dict[str, int]:
+    given = {k: v for k, v in dict(shape or {}).items() if v is not None}
+    unknown = sorted(set(given) - set(SHAPE_KEYS[name]))
+    if unknown:
+        raise PrismError(
+            f"shapes.{name}: unknown key(s) {', '.join(unknown)}; {name} has {', '.join(SHAPE_KEYS[name])}"
+            + ("" if name in IMAGE_FAMILIES else " (its other dimensions are fixed)")
+        )
+    by_name = {f.name: f for f in fields(ShapeOptions)}
+    for key, value in given.items():
+        check_field(by_name[key], value, f"shapes.{name}.{key}")
+    out = default_shape(name) | given
+    if name in IMAGE_FAMILIES:
+        if out["channels"] not in (1, 3):
+            raise PrismError(f"shapes.{name}.channels: {out['channels']} is not 1 (grey) or 3 (RGB)")
+        if out["image_size"] % out["patch"]:
+            raise PrismError(
+                f"shapes.{name}.image_size {out['image_size']} is not divisible by shapes.{name}.patch "
+                f"{out['patch']}; choose a patch that divides it (e.g. {_divisor(out['image_size'], out['patch'])})"
+            )
+    return out
+
+
+def _divisor(side: int, near: int) -> int:
+    return min((d for d in range(1, side + 1) if side % d == 0), key=lambda d: (abs(d - near), d))
+
+
+def resolve_spec(name: str, shape: dict | None = None, tokenizer: str | None = None) -> FamilySpec:
+    """The family's spec at `shape` (config `shapes.NAME`) with captions in `tokenizer` (`data.tokenizer`)."""
+    base = FAMILIES[name] if name in FAMILIES else family_spec(name)
+    s = _checked_shape(name, shape)
+    spec = replace(base, text_len=s["text_len"], vocab=load_vocab(tokenizer))
+    if name in IMAGE_FAMILIES:
+        grid = (s["image_size"] // s["patch"]) ** 2
+        frame = (s["channels"], s["image_size"], s["image_size"])
+        if name == "text_video":
+            spec = replace(spec, modality_shape=(s["frames"], *frame), n_modality_tokens=s["frames"] * grid)
+        else:
+            spec = replace(spec, modality_shape=frame, n_modality_tokens=grid)
+    return spec
+
+
+def use_spec(spec: FamilySpec) -> FamilySpec:
+    """Make `spec` what `family_spec(spec.name)` returns in this process (the default: forget it)."""
+    if spec == FAMILIES.get(spec.name):
+        _IN_USE.pop(spec.name, None)
+    else:
+        _IN_USE[spec.name] = spec
+    return spec
+
+
+def study_specs(shapes: dict | None, tokenizer: str | None) -> dict[str, list[str]]:
+    """Install every family's spec of a study's config (`shapes`, `data.tokenizer`) in this process
+    (the workflow's own planning counts with it); each family's flags for its jobs (`spec_flags`)."""
+    unknown = sorted(set(shapes or {}) - set(FAMILIES))
+    if unknown:
+        raise PrismError(f"shapes: unknown family {', '.join(unknown)}; families: {', '.join(FAMILIES)}")
+    for name in FAMILIES:
+        use_spec(resolve_spec(name, (shapes or {}).get(name), tokenizer))
+    return {name: spec_flags(name, shapes, tokenizer) for name in FAMILIES}
+
+
+def reset_specs() -> None:
+    _IN_USE.clear()
+
+
+def spec_flags(family: str, shapes: dict | None, tokenizer: str | None) -> list[str]:
+    """The flags that give a job the config's shape and tokenizer of `family` (none for the defaults,
+    so a default study's commands are those it always had)."""
+    spec = resolve_spec(family, (shapes or {}).get(family), tokenizer)
+    out: list[str] = []
+    defaults = default_shape(family)
+    for key, value in shape_of(spec).items():
+        if value != defaults[key]:
+            out += ["--" + key.replace("_", "-"), str(value)]
+    if not spec.vocab.is_bytes:
+        out += ["--tokenizer", spec.vocab.file]
+    return out
+
+
+def add_spec_arguments(parser) -> None:
+    """The shape flags (`ShapeOptions`) and `--tokenizer` of a command that makes or counts a family's samples."""
+    from prism.options import add_arguments  # noqa: PLC0415
+
+    group = parser.add_argument_group("family shape (config shapes.FAMILY; unset: the laptop default)")
+    add_arguments(group, ShapeOptions)
+    group.add_argument(
+        "--tokenizer",
+        default=None,
+        metavar="FILE",
+        help="the captions' tokenizer: 'bytes', or a Hugging Face tokenizers JSON file (default: bytes)",
+    )
+
+
+def spec_from_args(family: str, args, data=None) -> FamilySpec:
+    """A command's spec from its shape flags and `--tokenizer`, installed; with none of them, the spec
+    of `data` (a data directory) where one is given."""
+    shape = {f.name: getattr(args, f.name, None) for f in fields(ShapeOptions)}
+    tokenizer = getattr(args, "tokenizer", None)
+    if data is not None and tokenizer is None and all(v is None for v in shape.values()):
+        from prism.data.manifest import data_spec  # noqa: PLC0415 lazy: numpy
+
+        return use_spec(data_spec(data, family))
+    return use_spec(resolve_spec(family, shape, tokenizer or BYTES))
+
+
+def spec_record(spec: FamilySpec) -> dict | None:
+    """What a calibration records of a spec that is not the family's default (None for the default,
+    so a default study's records are the ones it always wrote)."""
+    if spec == FAMILIES.get(spec.name):
+        return None
+    return {"shape": shape_of(spec), "tokenizer": None if spec.vocab.is_bytes else spec.vocab.record()}
+
+
+def spec_from_manifest(manifest: dict, data_dir) -> FamilySpec:
+    """The spec a data directory was made at: its manifest's shape fields and tokenizer record
+    (the tokenizer file is the copy beside the manifest)."""
+    from pathlib import Path  # noqa: PLC0415
+
+    name = manifest["family"]
+    base = family_spec(name) if name not in FAMILIES else FAMILIES[name]
+    record = manifest.get("tokenizer")
+    file = str(Path(data_dir) / record.get("file", TOKENIZER_FILE)) if record else None
+    return replace(
+        base,
+        modality_shape=tuple(manifest["modality_shape"]),
+        n_modality_tokens=int(manifest["n_modality_tokens"]),
+        text_len=int(manifest["text_len"]),
+        vocab=vocab_from_record(record, file),
+    )
+
+
+TOKENIZER_FILE = "tokenizer.json"  # the copy of the tokenizer file a data directory keeps
+
+
+def manifest_fields(spec: FamilySpec, tokenizer_file: str = TOKENIZER_FILE) -> dict:
+    """The manifest's fields of a spec (`tokenizer` only for a tokenizer file: a byte-tokenized
+    manifest is the one it always was)."""
+    out = {
+        "modality_shape": list(spec.modality_shape),
+        "n_modality_tokens": spec.n_modality_tokens,
+        "text_len": spec.text_len,
+    }
+    if not spec.vocab.is_bytes:
+        out["tokenizer"] = {"file": tokenizer_file, "source": spec.vocab.file, **spec.vocab.record()}
+    return out
+
+
+def check_same_spec(expected: FamilySpec, data: FamilySpec, where: str) -> None:
+    """Refuse data made at another shape or tokenizer than the study's, naming the key."""
+    mine, theirs = shape_of(expected), shape_of(data)
+    for key in mine:
+        if mine[key] != theirs.get(key):
+            raise PrismError(
+                f"{where} was made at shapes.{expected.name}.{key} {theirs.get(key)}, the study asks for "
+                f"{mine[key]}; rebuild or re-index the data at this shape (or set the key to {theirs.get(key)})"
+            )
+    if (expected.vocab.sha256, expected.vocab.size) != (data.vocab.sha256, data.vocab.size):
+        said = lambda v: "bytes" if v.is_bytes else f"a tokenizer file (sha256 {v.sha256[:12]})"  # noqa: E731
+        raise PrismError(
+            f"{where} was tokenized with {said(data.vocab)}, the study's data.tokenizer is {said(expected.vocab)}; "
+            "rebuild or re-index the data with the study's tokenizer"
+        )

@@ -11,6 +11,8 @@ rule calibrate:
         f"{STUDY}/calibration/{{family}}__{{backbone}}__{{variant}}__{{regime}}.json",
     log:
         logfile("calibrate", "{family}__{backbone}__{variant}__{regime}"),
+    params:
+        spec=lambda wildcards: SPEC_FLAGS[wildcards.family],
     threads: 1
     resources:
         nodes=1,
@@ -19,7 +21,7 @@ rule calibrate:
     shell:
         "prism isoflop calibrate --family {wildcards.family:q} --backbone {wildcards.backbone:q}"
         " --projector-variant {wildcards.variant:q} --regime {wildcards.regime:q} --no-measure-throughput"
-        " --out {output:q} > {log:q} 2>&1"
+        " {params.spec:q} --out {output:q} > {log:q} 2>&1"
 
 
 rule speed:
@@ -28,7 +30,7 @@ rule speed:
     log:
         logfile("speed", "{family}__{backbone}__{variant}__{regime}"),
     params:
-        options=as_args(CALIBRATE_OPTIONS),
+        options=lambda wildcards: as_args(CALIBRATE_OPTIONS) + SPEC_FLAGS[wildcards.family],
         device=TRAIN_OPTIONS.device,
     # Timed with the threads a training run gets, so the estimate is of a run here.
     threads: TRAIN_OPTIONS.threads

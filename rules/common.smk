@@ -15,7 +15,7 @@ import yaml
 
 from prism.errors import PrismError
 from prism.train.rundir.finished import study_conflict
-from prism.families import FAMILIES
+from prism.families import FAMILIES, study_specs
 from prism.calibration import calibration_filename
 from prism.ids import format_budget
 from prism.isoflop.design.calibrate import CalibrateOptions, speed_filename
@@ -59,6 +59,13 @@ TRAIN_OPTIONS = from_mapping(TrainOptions, config["train"], "config train")
 LOADER_OPTIONS = loader_options(config["data"])
 # Processes per node of a training job, and the ranks every run's global batch divides among.
 RANKS_PER_NODE, JOB_RANKS = cluster_ranks(TRAIN_OPTIONS.launcher, config["cluster"])
+
+# Each family's shape and the captions' tokenizer (`shapes`, `data.tokenizer`), installed for the
+# plan counted here, and as each family's flags of its data, calibrate, speed and plan jobs.
+try:
+    SPEC_FLAGS = study_specs(config["shapes"], config["data"]["tokenizer"])
+except PrismError as err:
+    raise SystemExit(f"config: {err}")
 
 # Settings a finished study cannot reuse stop here in one line, before anything trains.
 _conflict = study_conflict(STUDY, config["families"], TRAIN_OPTIONS.schedule, TRAIN_OPTIONS.cooldown_fraction)
@@ -170,8 +177,9 @@ def data_args(wildcards):
     shards = shards_dir(family)
     if shards:
         return ["index", shards, "--family", family, "--eval-fraction", str(data["eval_fraction"]),
-                "--max-bad-fraction", str(data["max_bad_fraction"])]
-    return ["build", "--family", family, "--seed", str(data["seed"]), "--lm-ratio", str(data["lm_ratio"])]
+                "--max-bad-fraction", str(data["max_bad_fraction"]), *SPEC_FLAGS[family]]
+    return ["build", "--family", family, "--seed", str(data["seed"]), "--lm-ratio", str(data["lm_ratio"]),
+            *SPEC_FLAGS[family]]
 
 
 def calibration_file(family, backbone, variant, regime):
@@ -247,6 +255,7 @@ def plan_flags(family):
         *(["--job-ranks", str(JOB_RANKS)] if JOB_RANKS > 1 else []),
         # What the grid costs as wsd trajectories (plan.yaml `schedules`); no run depends on it.
         "--cooldown-fraction", str(TRAIN_OPTIONS.cooldown_fraction),
+        *SPEC_FLAGS[family],
     ]
 
 

@@ -252,3 +252,42 @@ def write_shape_shards(folder: Path, samples: int, per_shard: int = 100, start: 
 def shape_shards() -> Callable[..., list[Path]]:
     """`shape_shards(folder, samples, per_shard=100, start=0, seed=0)`: write image-text shards of generated shapes."""
     return write_shape_shards
+
+
+def train_bpe(texts: list[str], path: Path, vocab_size: int = 300) -> Path:
+    """A byte-level BPE tokenizer trained on `texts` (offline, `tokenizers`), saved as a tokenizer.json."""
+    pytest.importorskip("tokenizers")
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+
+    tok = Tokenizer(models.BPE())
+    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    tok.decoder = decoders.ByteLevel()
+    trainer = trainers.BpeTrainer(
+        vocab_size=vocab_size, initial_alphabet=pre_tokenizers.ByteLevel.alphabet(), show_progress=False
+    )
+    tok.train_from_iterator(texts, trainer)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tok.save(str(path))
+    return path
+
+
+# Captions like the shape shards' (`shape_image`): what the tests' BPE tokenizers are trained on.
+SHAPE_CAPTIONS = [
+    f"a {size} {ink} {shape}" for size in ("large", "small") for ink in ("white", "black") for shape in SHAPES
+]
+
+
+@pytest.fixture(autouse=True)
+def _default_specs():
+    """A test that installs a family spec (`prism.families.use_spec`, a `prism` command run in-process)
+    leaves the next test the laptop defaults."""
+    yield
+    from prism.families import reset_specs
+
+    reset_specs()
+
+
+@pytest.fixture(scope="session")
+def bpe_file(tmp_path_factory) -> Path:
+    """A BPE tokenizer.json trained on the shape shards' captions."""
+    return train_bpe(SHAPE_CAPTIONS * 20, tmp_path_factory.mktemp("bpe") / "tokenizer.json")

@@ -6,7 +6,7 @@ import argparse
 import os
 
 from prism.data.index import EVAL_FRACTION, MAX_BAD_FRACTION
-from prism.families import FAMILIES
+from prism.families import FAMILIES, add_spec_arguments, spec_from_args
 
 
 def register(verbs: argparse._SubParsersAction) -> None:
@@ -22,6 +22,7 @@ def register(verbs: argparse._SubParsersAction) -> None:
         default=0.0,
         help="share of the train split that is text-only Python documentation (default 0)",
     )
+    add_spec_arguments(p)
     p.set_defaults(func=_build)
 
     p = verbs.add_parser("index", help="Index your own webdataset shards (read where they lie) into a manifest.")
@@ -50,6 +51,7 @@ def register(verbs: argparse._SubParsersAction) -> None:
         default=int(os.environ.get("PRISM_INDEX_JOBS") or 1),
         help="processes decoding shards at once; the index is the same (default $PRISM_INDEX_JOBS or 1)",
     )
+    add_spec_arguments(p)
     p.set_defaults(func=_index)
 
     p = verbs.add_parser("verify", help="Check every shard's sha256 and sample count against manifest.json.")
@@ -97,6 +99,7 @@ def _build(args: argparse.Namespace) -> int:
     from prism.data.shards import build
 
     start = time.perf_counter()
+    spec_from_args(args.family, args)
     m = build(args.family, args.out, seed=args.seed, overwrite=args.overwrite, lm_ratio=args.lm_ratio)
     counts = ", ".join(f"{s} {v['samples']} samples in {len(v['shards'])} shards" for s, v in m["splits"].items())
     print(
@@ -113,6 +116,7 @@ def _index(args: argparse.Namespace) -> int:
     from prism.data.indexer import index
 
     start = time.perf_counter()
+    spec_from_args(args.family, args)
     m = index(
         args.shards,
         args.family,

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 
 from prism.cli.renamed import LauncherName, add_renamed
+from prism.families import add_spec_arguments, spec_from_args
 from prism.isoflop.design.calibrate import CalibrateOptions
 from prism.isoflop.design.plan import PlanOptions
 from prism.isoflop.present.options import PlotOptions
@@ -49,6 +50,7 @@ def _register_calibrate(verbs: argparse._SubParsersAction) -> None:
     )
     p.add_argument("--threads", type=int, default=None, help="CPU threads for the timed steps (default: torch's)")
     add_arguments(p.add_argument_group("timed steps (config `calibrate:`)"), CalibrateOptions)
+    add_spec_arguments(p)
     out = p.add_mutually_exclusive_group(required=True)
     out.add_argument("--calibration-dir", help="write DIR/{family}__{backbone}__{variant}__{regime}.json")
     out.add_argument("--out", help="write this file instead")
@@ -57,6 +59,7 @@ def _register_calibrate(verbs: argparse._SubParsersAction) -> None:
 
 def _calibrate(args: argparse.Namespace) -> int:
     opts = from_namespace(CalibrateOptions, args)
+    spec_from_args(args.family, args)
     if opts.measure_throughput:
         from prism.host import tune_host
 
@@ -194,6 +197,7 @@ def _register_plan(verbs: argparse._SubParsersAction) -> None:
         "(default: 1)",
     )
     add_arguments(p.add_argument_group("plan options (config `plan:`)"), PlanOptions)
+    add_spec_arguments(p)
     p.add_argument("--dry-run", action="store_true", help="print the table, the cost and the forecast; write nothing")
     p.add_argument("--out", help="plan.yaml to write (plan.csv beside it)")
     p.set_defaults(func=_plan)
@@ -202,6 +206,7 @@ def _register_plan(verbs: argparse._SubParsersAction) -> None:
 def _plan(args: argparse.Namespace) -> int:
     from prism.isoflop.design.plan import PlanStopped, parse_budgets, run_plan
 
+    spec_from_args(args.family, args, args.data)  # no shape flags: the data's
     try:
         text = run_plan(
             args.out,

@@ -21,14 +21,6 @@ def sha256(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()
 
 
-def fit_caption(caption: str, max_bytes: int) -> tuple[str, bool]:
-    """`caption` cut to `max_bytes` UTF-8 bytes (at a character boundary); whether it was cut."""
-    raw = caption.encode("utf-8")
-    if len(raw) <= max_bytes:
-        return caption, False
-    return raw[:max_bytes].decode("utf-8", errors="ignore"), True
-
-
 @dataclass
 class Records:
     """One split, decoded: parallel lists in shard order."""

@@ -25,9 +25,11 @@ This module reads shards and indexes; prism.data.indexer writes an index.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import io
 import json
+import shutil
 from collections import Counter
 from contextlib import ExitStack
 from dataclasses import dataclass, field
@@ -35,10 +37,11 @@ from pathlib import Path
 
 import numpy as np
 
-from prism.data.format import MANIFEST, Records, fit_caption, sha256
+from prism.data.format import MANIFEST, Records, sha256
 from prism.data.tarreader import TarCut, iter_tar
 from prism.errors import PrismError
-from prism.families import FamilySpec, family_spec
+from prism.families import TOKENIZER_FILE, FamilySpec, family_spec, manifest_fields, spec_from_manifest
+from prism.model.tokenizer import TextEncoder, Vocab
 
 KIND = "index"
 EVAL_FRACTION = 0.05
@@ -172,17 +175,30 @@ def caption_of(members: dict[str, bytes]) -> str:
     return text
 
 
-def decode_sample(members: dict[str, bytes], spec: FamilySpec) -> tuple[str, np.ndarray]:
-    """(caption cut to the family's text length, modality array); BadSample says why not."""
-    caption, _ = fit_caption(caption_of(members), spec.text_len - 2)
+def decode_sample(members: dict[str, bytes], spec: FamilySpec) -> tuple[str, int, np.ndarray]:
+    """(caption cut to the family's text length in its tokenizer, the caption's tokens, modality array);
+    BadSample says why not."""
+    caption, n_text, _ = text_encoder(spec.vocab).fit(caption_of(members), spec.text_len - 2)
     if spec.name == "text_image":
         ext = next((e for e in IMAGE_EXTS if e in members), None)
         if ext is None:
             raise BadSample(f"no image ({'|'.join(IMAGE_EXTS)})")
-        return caption, decode_image(members[ext], spec.modality_shape, ext)
+        return caption, n_text, decode_image(members[ext], spec.modality_shape, ext)
     if "npy" not in members:
         raise BadSample("no .npy array")
-    return caption, decode_array(members["npy"], spec)
+    return caption, n_text, decode_array(members["npy"], spec)
+
+
+@functools.lru_cache(maxsize=4)
+def text_encoder(vocab: Vocab) -> TextEncoder:
+    """The captions' tokenizer, loaded once per process (an index's workers each load it)."""
+    return TextEncoder(vocab)
+
+
+def keep_tokenizer(spec: FamilySpec, folder: Path) -> None:
+    """A copy of the tokenizer file beside the manifest: the data names the tokenizer its runs read."""
+    if not spec.vocab.is_bytes:
+        shutil.copyfile(spec.vocab.file, folder / TOKENIZER_FILE)
 
 
 def is_eval_key(key: str, fraction: float) -> bool:
@@ -289,13 +305,13 @@ def read_shard(
                     out.partial = True
                 break
             try:
-                caption, array = decode_sample(members, spec)
+                caption, n_text, array = decode_sample(members, spec)
             except BadSample as why:
                 out.bad.append((key, str(why)))
                 continue
             split = split_of(key)
             out.samples[split] += 1
-            out.tokens[split] += spec.n_modality_tokens + len(caption.encode("utf-8")) + 2
+            out.tokens[split] += spec.n_modality_tokens + n_text + 2
             widths = out.widths.setdefault(split, [0, 0])
             widths[0], widths[1] = max(widths[0], len(key)), max(widths[1], len(caption))
             if keep:
@@ -348,7 +364,7 @@ def lost_samples(manifest: dict) -> int:
 def _checked_reads(data_dir: Path, manifest: dict, splits: tuple[str, ...], keep: bool):
     """(split, manifest entry, ShardRead) of every shard each of `splits` lists, in order: each shard
     read once, after checking its sha256, and its samples counted against the entry."""
-    spec = family_spec(manifest["family"])
+    spec = spec_from_manifest(manifest, data_dir)
     root = Path(manifest["shards_dir"])
     rule = manifest["split"]
     fraction = float(rule.get("eval_fraction", 0.0))

@@ -27,12 +27,13 @@ from prism.data.index import (
     ShardRead,
     SplitOf,
     find_shards,
+    keep_tokenizer,
     lost_samples,
     read_shard,
 )
 from prism.data.shardcount import shard_loss
 from prism.errors import PrismError
-from prism.families import FamilySpec, family_spec
+from prism.families import FamilySpec, family_spec, manifest_fields
 from prism.progress import progress
 
 
@@ -103,6 +104,7 @@ def index(
                 for kind in SPOOLED:
                     Path(f"{prefix}.{kind}").unlink()
         shutil.rmtree(tmp / ".spool")
+        keep_tokenizer(spec, tmp)
         (tmp / MANIFEST).write_text(json.dumps(manifest, indent=1, sort_keys=True) + "\n")
         os.chmod(tmp, 0o755)
         replace_dir(tmp, out)
@@ -186,9 +188,7 @@ def _read_all(shards: Path, found: dict[str, list[str]], spec: FamilySpec, spool
         "source": f"webdataset shards in {shards}",
         "shards_dir": str(shards),
         "split": {"by": "folder"} if by_folder else {"by": "key_hash", "eval_fraction": eval_fraction},
-        "modality_shape": list(spec.modality_shape),
-        "n_modality_tokens": spec.n_modality_tokens,
-        "text_len": spec.text_len,
+        **manifest_fields(spec),
         "bad_samples": bad,
         "damaged_shards": damaged,
         "lm_ratio": 0.0,

@@ -35,6 +35,8 @@ from prism.data import packing
 from prism.data.decoded import load_split
 from prism.data.manifest import read_manifest
 from prism.errors import PrismError
+from prism.families import spec_from_manifest
+from prism.model.tokenizer import PAD, TextEncoder
 
 # Variables other tools use to decide where shards come from; prism only lets them agree.
 DATA_ENV_VARS = ("WEBDATASET_LOCAL_PATH", "WDS_LOCAL_PATH", "PRISM_DATA_DIR")
@@ -55,7 +57,7 @@ def check_environment(data_dir: Path) -> None:
 class _Split:
     """One split in memory: modality arrays plus every sample's token layout."""
 
-    def __init__(self, data_dir: Path, manifest: dict, split: str, width: int):
+    def __init__(self, data_dir: Path, manifest: dict, split: str, width: int, text: TextEncoder | None = None):
         records = load_split(data_dir, manifest, split)
         if not records.keys:
             raise PrismError(f"{data_dir} split {split} holds no samples; rebuild it")
@@ -64,7 +66,7 @@ class _Split:
         self.modality = records.modality
         self.has_modality = records.has_modality
         self.table, self.lengths = packing.sample_table(
-            records.captions, records.has_modality, manifest["n_modality_tokens"], width
+            records.captions, records.has_modality, manifest["n_modality_tokens"], width, text
         )
 
     def __len__(self) -> int:
@@ -106,7 +108,9 @@ class ShardLoader:
         self.split, self.layout, self.seed = split, layout, int(seed)
         self.global_batch, self.rank, self.world_size = int(global_batch), int(rank), int(world_size)
         self.local_batch = self.global_batch // self.world_size
-        self.data = _Split(self.data_dir, self.manifest, split, self.width)
+        vocab = spec_from_manifest(self.manifest, self.data_dir).vocab  # the captions' tokenizer
+        self.vocab, self.text = vocab, None if vocab.is_bytes else TextEncoder(vocab)
+        self.data = _Split(self.data_dir, self.manifest, split, self.width, self.text)
         self._eval: _Split | None = self.data if split == "eval" else None
         self.epoch, self.unit, self.step = 0, 0, 0
         self._perms: dict[int, np.ndarray] = {}
@@ -186,7 +190,7 @@ class ShardLoader:
     def _assemble(self, runs: list[tuple[int, int, int]]) -> dict:
         if self.layout == "padded":
             idx = np.concatenate([self.permutation(e)[lo:hi] for e, lo, hi in runs])
-            tokens = packing.padded(self.data.table, idx, self.seq_len)
+            tokens = packing.padded(self.data.table, idx, self.seq_len, self.vocab.pad)
             extra = {}
         else:
             idx_parts, row_parts, off_parts, base = [], [], [], 0
@@ -206,6 +210,7 @@ class ShardLoader:
                 np.concatenate(off_parts),
                 base,
                 self.seq_len,
+                self.vocab.pad,
             )
             extra = {"segment_ids": torch.from_numpy(segments)}
         return self._batch(self.data, idx, tokens, extra, epoch=runs[0][0])
@@ -215,7 +220,7 @@ class ShardLoader:
         return {
             "tokens": torch.from_numpy(tokens),
             "modality": torch.from_numpy(data.modality[with_mod]),
-            "labels": torch.from_numpy(packing.labels_for(tokens)),
+            "labels": torch.from_numpy(packing.labels_for(tokens, self.vocab)),
             "sample_ids": torch.from_numpy(idx),
             "n_samples": int(idx.size),
             "n_tokens": int(data.lengths[idx].sum()),  # real tokens (modality slots + text), no PAD
@@ -232,11 +237,11 @@ class ShardLoader:
         if batch_size < 1:
             raise PrismError(f"eval batch size {batch_size} must be positive")
         if self._eval is None:
-            self._eval = _Split(self.data_dir, self.manifest, "eval", self.width)
+            self._eval = _Split(self.data_dir, self.manifest, "eval", self.width, self.text)
         data = self._eval
         for lo in range(0, len(data), batch_size):
             idx = np.arange(lo, min(lo + batch_size, len(data)))
-            yield self._batch(data, idx, packing.padded(data.table, idx, self.seq_len), {}, epoch=0)
+            yield self._batch(data, idx, packing.padded(data.table, idx, self.seq_len, self.vocab.pad), {}, epoch=0)
 
     # --- resume ------------------------------------------------------------------------------
     def state_dict(self) -> dict:

@@ -201,3 +201,13 @@ def verify_lm_text(data_dir: str | Path, manifest: dict, captions: list[str]) ->
     if stray is not None:
         raise PrismError(f"{path}: text-only sample {stray[:40]!r} is not a passage of the documentation; rebuild")
     return f"sha256 {digest[:12]}, {len(captions)} passages checked"
+
+
+def data_spec(data_dir: str | Path, family: str | None = None):
+    """The family spec (shape, tokenizer) a data directory was made at, from its manifest."""
+    from prism.families import spec_from_manifest  # noqa: PLC0415 lazy: families imports the tokenizer
+
+    manifest = read_manifest(data_dir)
+    if family is not None and manifest["family"] != family:
+        raise PrismError(f"{data_dir} holds family {manifest['family']!r}, not {family!r}")
+    return spec_from_manifest(manifest, data_dir)

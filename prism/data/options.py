@@ -108,3 +108,12 @@ class DataOptions:
         minimum=0,
         exclusive_maximum=1,
     )
+    tokenizer: str = option(
+        "bytes",
+        "The captions' tokenizer: bytes (UTF-8 bytes, 260 ids with the layout's specials), or a Hugging Face "
+        "`tokenizers` JSON file (Llama-3's, Qwen's, one trained on your captions), read offline (the optional "
+        "extra prism[tokenizer]). Its vocabulary plus the layout's PAD, BOS, EOS and modality tokens (the file's "
+        "own where it has them, else added) sets the backbone's embedding rows, counted in N and FLOPs; the data "
+        "keeps a copy of the file.",
+        schema={"type": "string", "pattern": "^(bytes|[A-Za-z0-9_./~-]+\\.json)$"},
+    )

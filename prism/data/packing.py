@@ -12,51 +12,59 @@ from __future__ import annotations
 
 import numpy as np
 
-from prism.model.tokenizer import BOS, EOS, IGNORE, MOD, PAD
+from prism.model.tokenizer import BYTE_VOCAB, IGNORE, PAD, TextEncoder, Vocab
 
 
 def sample_table(
-    captions: list[str], has_modality: np.ndarray, n_mod: int, width: int
+    captions: list[str], has_modality: np.ndarray, n_mod: int, width: int, text: TextEncoder | None = None
 ) -> tuple[np.ndarray, np.ndarray]:
     """(tokens int64 [N, width] PAD-filled, lengths int64 [N]) of every sample's layout.
 
-    Vectorised over the samples (one scatter of all caption bytes): every training job
+    Vectorised over the samples (one scatter of all caption tokens): every training job
     builds the table of its whole split, so a loop over samples would cost it a second.
+    `text`: the captions' tokenizer file (None: bytes); its ids are cut to fit the row (the
+    index cut each caption to the family's text length, but a prefix may tokenize longer).
     """
     n = len(captions)
-    encoded = [caption.encode("utf-8") for caption in captions]
-    sizes = np.fromiter(map(len, encoded), np.int64, count=n)
+    vocab = BYTE_VOCAB if text is None else text.vocab
     head = np.where(np.asarray(has_modality, bool), n_mod, 0).astype(np.int64)
+    if text is None:
+        encoded = [caption.encode("utf-8") for caption in captions]
+        sizes = np.fromiter(map(len, encoded), np.int64, count=n)
+        body = np.frombuffer(b"".join(encoded), np.uint8)
+    else:
+        ids = [row[: max(0, width - h - 2)] for row, h in zip(text.encode_batch(captions), head.tolist())]
+        sizes = np.fromiter(map(len, ids), np.int64, count=n)
+        body = np.fromiter((t for row in ids for t in row), np.int64, count=int(sizes.sum()))
     lengths = head + sizes + 2
     if n and int(lengths.max()) > width:
         i = int(np.argmax(lengths > width))
         raise ValueError(f"sample {i} needs {int(lengths[i])} tokens, rows hold {width}")
-    table = np.full((n, width), PAD, np.int64)
+    table = np.full((n, width), vocab.pad, np.int64)
     cols = np.arange(width)
-    table[cols < head[:, None]] = MOD
+    table[cols < head[:, None]] = vocab.mod
     rows = np.arange(n)
-    table[rows, head] = BOS
-    table[rows, head + 1 + sizes] = EOS
-    body = np.frombuffer(b"".join(encoded), np.uint8)
+    table[rows, head] = vocab.bos
+    table[rows, head + 1 + sizes] = vocab.eos
     owner = np.repeat(rows, sizes)
     starts = np.cumsum(sizes) - sizes
     table[owner, head[owner] + 1 + np.arange(body.size) - starts[owner]] = body
     return table, lengths
 
 
-def labels_for(tokens: np.ndarray) -> np.ndarray:
+def labels_for(tokens: np.ndarray, vocab: Vocab = BYTE_VOCAB) -> np.ndarray:
     """Next-token targets with IGNORE where the target is MOD or PAD, and at the last position."""
     labels = np.full(tokens.shape, IGNORE, np.int64)
     nxt = tokens[:, 1:]
-    labels[:, :-1] = np.where((nxt == MOD) | (nxt == PAD), IGNORE, nxt)
+    labels[:, :-1] = np.where((nxt == vocab.mod) | (nxt == vocab.pad), IGNORE, nxt)
     return labels
 
 
-def padded(table: np.ndarray, idx: np.ndarray, seq_len: int) -> np.ndarray:
+def padded(table: np.ndarray, idx: np.ndarray, seq_len: int, pad: int = PAD) -> np.ndarray:
     """[len(idx), seq_len]: one sample per row."""
     if seq_len == table.shape[1]:
         return table[idx]
-    out = np.full((idx.size, seq_len), PAD, np.int64)
+    out = np.full((idx.size, seq_len), pad, np.int64)
     out[:, : table.shape[1]] = table[idx]
     return out
 
@@ -90,6 +98,7 @@ def packed(
     offsets: np.ndarray,
     n_rows: int,
     seq_len: int,
+    pad: int = PAD,
 ) -> tuple[np.ndarray, np.ndarray]:
     """(tokens [n_rows, seq_len], segment ids [n_rows, seq_len]) for samples `idx` at (row_of, offsets).
 
@@ -100,7 +109,7 @@ def packed(
     cols = np.arange(width)
     mask = cols[None, :] < lengths[idx][:, None]
     dest = (row_of * seq_len + offsets)[:, None] + cols[None, :]
-    flat = np.full(n_rows * seq_len, PAD, np.int64)
+    flat = np.full(n_rows * seq_len, pad, np.int64)
     flat[dest[mask]] = table[idx][mask]
     seg = np.zeros(n_rows * seq_len, np.int64)
     first = np.r_[True, row_of[1:] != row_of[:-1]] if row_of.size else np.zeros(0, bool)

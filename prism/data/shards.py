@@ -24,11 +24,12 @@ import numpy as np
 
 from prism.atomic import DiskFullError, disk_full, folder_kept, free_bytes, is_disk_full, replace_dir
 from prism.data import decoded
-from prism.data.format import FORMAT_VERSION, MANIFEST, fit_caption, sha256
+from prism.data.format import FORMAT_VERSION, MANIFEST, sha256
+from prism.data.index import keep_tokenizer, text_encoder
 from prism.data.sources import Sample, lm_text, source_module
 from prism.data.tarwriter import write_tar
 from prism.errors import PrismError
-from prism.families import family_spec
+from prism.families import FAMILIES, family_spec, manifest_fields
 from prism.progress import progress
 
 EVAL_FRACTION = 0.1
@@ -147,8 +148,14 @@ def build(family: str, out: str | Path, seed: int = 0, overwrite: bool = False, 
     _check_out(out, overwrite)
     out.parent.mkdir(parents=True, exist_ok=True)
 
+    if spec.modality_shape != FAMILIES[family].modality_shape:
+        raise PrismError(
+            f"shapes.{family}: the offline {family} data is {FAMILIES[family].modality_shape}; other image "
+            "sizes, channels and patches are for your own shards (data.shards): keep only text_len here"
+        )
     samples = list(progress(module.samples(seed), f"{family}: reading samples"))  # on a terminal only
-    max_bytes = spec.text_len - 2  # BOS and EOS take two of text_len
+    max_text = spec.text_len - 2  # BOS and EOS take two of text_len
+    text = text_encoder(spec.vocab)
     truncated = 0
     for s in samples:
         check_sample(s, spec.modality_shape, family)
@@ -159,7 +166,7 @@ def build(family: str, out: str | Path, seed: int = 0, overwrite: bool = False, 
 
     splits: dict[str, list[dict]] = {"train": [], "eval": []}
     for s in progress(samples, "encoding samples"):
-        caption, cut = fit_caption(s.caption, max_bytes)
+        caption, _, cut = text.fit(s.caption, max_text)
         truncated += cut
         split = "eval" if s.source in eval_ids else "train"
         splits[split].append(encode_record(s.key, caption, s.source, s.modality))
@@ -179,9 +186,7 @@ def build(family: str, out: str | Path, seed: int = 0, overwrite: bool = False, 
             "seed": seed,
             "source": module.SOURCE,
             "source_versions": module.versions(),
-            "modality_shape": list(spec.modality_shape),
-            "n_modality_tokens": spec.n_modality_tokens,
-            "text_len": spec.text_len,
+            **manifest_fields(spec),
             "eval_fraction": EVAL_FRACTION,
             "captions_truncated": truncated,
             "lm_ratio": lm_ratio,
@@ -196,6 +201,7 @@ def build(family: str, out: str | Path, seed: int = 0, overwrite: bool = False, 
         for split, records in splits.items():
             manifest["splits"][split] = {"samples": len(records), "shards": write_split(tmp, split, records)}
         decoded.save(tmp, manifest)  # verifies what was written; runs then open the decoded copy
+        keep_tokenizer(spec, tmp)
         (tmp / MANIFEST).write_text(json.dumps(manifest, indent=1, sort_keys=True) + "\n")
         os.chmod(tmp, 0o755)
         replace_dir(tmp, out)  # --overwrite: the new set in, the old one dropped

@@ -35,7 +35,6 @@ at once. Any of them stops the job with a PrismError naming the shard (and key).
 
 from __future__ import annotations
 
-import dataclasses
 import io
 import json
 from collections.abc import Iterator
@@ -46,11 +45,12 @@ import torch
 import torch.utils.data
 
 from prism.data import packing
-from prism.data.index import BadSample, SplitOf, _HashingReader, decode_sample, iter_samples
+from prism.data.index import BadSample, SplitOf, _HashingReader, decode_sample, iter_samples, text_encoder
 from prism.data.loader import check_environment
 from prism.data.manifest import MANIFEST, read_manifest, shard_path
 from prism.data.order import plan_streams
 from prism.errors import PrismError
+from prism.families import spec_from_manifest
 
 # What a resumed stream must share with the one that saved its position.
 RESUME_KEYS = (
@@ -78,16 +78,6 @@ def _fix(data_dir: Path, manifest: dict) -> str:
 # ---- one split's shards, read and decoded --------------------------------------------------
 
 
-@dataclasses.dataclass(frozen=True)
-class Shape:
-    """A family's sample shape as the manifest records it: what `index.decode_sample` reads of a FamilySpec."""
-
-    name: str
-    modality_shape: tuple[int, ...]
-    n_modality_tokens: int
-    text_len: int
-
-
 class ShardSource:
     """The shards of one split, with how to tell its good samples (by key) and decode them.
 
@@ -102,7 +92,7 @@ class ShardSource:
         self.entries = [e for e in manifest["splits"][split]["shards"] if e["samples"]]
         self.index = manifest.get("kind") == "index"
         self.shape = tuple(int(n) for n in manifest["modality_shape"])
-        self.spec = Shape(manifest["family"], self.shape, int(manifest["n_modality_tokens"]), int(manifest["text_len"]))
+        self.spec = spec_from_manifest(manifest, data_dir)  # its shape and tokenizer, as the index made it
         rule = manifest.get("split") or {"by": "folder"}
         self.split_of = SplitOf(split if rule["by"] == "folder" else None, float(rule.get("eval_fraction", 0.0)))
         self.bad = {(b["shard"], b["key"]) for b in manifest.get("bad_samples", [])}
@@ -167,7 +157,8 @@ class ShardSource:
         path = shard_path(self.data_dir, self.manifest, self.entries[shard])
         if self.index:
             try:
-                return decode_sample(members, self.spec)
+                caption, _, array = decode_sample(members, self.spec)
+                return caption, array
             except BadSample as why:
                 raise PrismError(
                     f"shard {path}, sample {key}: {why}, but the index counted it good (the shard changed since it "
@@ -198,13 +189,15 @@ def assemble(source: ShardSource, picked: list[tuple[int, str, dict]], seq_len: 
         ids.append(sid)
     has = np.array([a is not None for a in arrays], bool)
     width = source.spec.n_modality_tokens + source.spec.text_len
-    table, lengths = packing.sample_table(captions, has, source.spec.n_modality_tokens, width)
-    tokens = packing.padded(table, np.arange(len(picked)), seq_len)
+    vocab = source.spec.vocab
+    text = None if vocab.is_bytes else text_encoder(vocab)
+    table, lengths = packing.sample_table(captions, has, source.spec.n_modality_tokens, width, text)
+    tokens = packing.padded(table, np.arange(len(picked)), seq_len, vocab.pad)
     modality = np.stack([a for a in arrays if a is not None]) if has.any() else np.zeros((0, *source.shape), np.float32)
     return {
         "tokens": torch.from_numpy(tokens),
         "modality": torch.from_numpy(np.ascontiguousarray(modality, np.float32)),
-        "labels": torch.from_numpy(packing.labels_for(tokens)),
+        "labels": torch.from_numpy(packing.labels_for(tokens, vocab)),
         "sample_ids": torch.tensor(ids, dtype=torch.int64),
         "n_samples": len(picked),
         "n_tokens": int(lengths.sum()),

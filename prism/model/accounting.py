@@ -17,7 +17,7 @@ import torch
 from torch.utils.flop_counter import FlopCounterMode
 
 from prism.model.prism import COMPONENTS, PrismModel
-from prism.model.tokenizer import BOS, EOS, IGNORE, MOD, PAD
+from prism.model.tokenizer import IGNORE
 
 
 def _count(params) -> dict[str, int]:
@@ -47,6 +47,8 @@ def example_batch(model: PrismModel, seq_len: int | None = None, batch_size: int
     if seq_len < n_mod + 2:
         raise ValueError(f"seq_len {seq_len} is shorter than {n_mod} modality tokens + BOS + EOS")
     text_end = min(seq_len, spec.tokens_per_sample)
+    v = spec.vocab
+    MOD, BOS, EOS, PAD = v.mod, v.bos, v.eos, v.pad  # noqa: N806 - the layout's names
     row = [MOD] * n_mod + [BOS] + [text_byte] * (text_end - n_mod - 2) + [EOS] + [PAD] * (seq_len - text_end)
     tokens = torch.tensor([row] * batch_size, dtype=torch.int64)
     labels = torch.cat([tokens[:, 1:], torch.full((batch_size, 1), IGNORE)], dim=1)

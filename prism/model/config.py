@@ -6,6 +6,7 @@ parameters without importing torch.
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 from dataclasses import dataclass
 
@@ -180,8 +181,15 @@ REGIMES: dict[str, tuple[str, ...]] = {
 }
 
 
-def backbone_config(name: str) -> BackboneConfig:
-    """A registry backbone, or the shape rule's size of that name (`n32e3`, `g7e9`: prism.model.sizes)."""
+def backbone_config(name: str, vocab_rows: int | None = None) -> BackboneConfig:
+    """A registry backbone, or the shape rule's size of that name (`n32e3`, `g7e9`: prism.model.sizes).
+
+    `vocab_rows`: the embedding rows of the study's tokenizer (`Vocab.rows`), replacing a registry
+    backbone's published vocabulary; a rule size is shaped with them, so that its N, embeddings
+    included, is still its name's. None: the registry's published rows, the rule's byte table.
+    """
+    if vocab_rows is not None:
+        return _with_rows(name, int(vocab_rows))
     if name in BACKBONES:
         return BACKBONES[name]
     if not sizes.RULE_NAME_RE.match(str(name)):
@@ -198,6 +206,24 @@ def backbone_config(name: str) -> BackboneConfig:
         raise PrismError(
             f"backbone {name!r}: rule {rule.prefix} has no shape within {sizes.RULE_TOLERANCE:.0%} of {n:.3g} "
             f"parameters (nearest: {cfg.params:.3g}); its sizes start at {smallest_rule_size(rule.prefix)}"
+        )
+    return cfg
+
+
+@functools.lru_cache(maxsize=4096)
+def _with_rows(name: str, rows: int) -> BackboneConfig:
+    if name in BACKBONES:
+        return dataclasses.replace(BACKBONES[name], vocab_size=rows)
+    cfg = backbone_config(name)  # the name checked as it always was (a byte table)
+    rule, n = sizes.rule_target(name)
+    if rows == rule.vocab_size:
+        return cfg
+    cfg = _rule_config(name, dataclasses.replace(rule, vocab_size=rows), n)
+    if abs(cfg.params / n - 1) > sizes.RULE_TOLERANCE:
+        raise PrismError(
+            f"backbone {name!r}: with the tokenizer's {rows} embedding rows rule {rule.prefix} has no shape "
+            f"within {sizes.RULE_TOLERANCE:.0%} of {n:.3g} parameters (the embedding alone is "
+            f"{rows * cfg.d_model:.3g}); choose larger sizes or a smaller vocabulary"
         )
     return cfg
 
@@ -256,8 +282,8 @@ def _checked(lookup, name: str, where: str | None) -> str:
 SHAPE_KEYS = ("d_model", "n_layers", "n_heads", "n_kv_heads", "ffn_dim")
 
 
-def backbone_shape(name: str) -> dict[str, int]:
-    cfg = backbone_config(name)
+def backbone_shape(name: str, vocab_rows: int | None = None) -> dict[str, int]:
+    cfg = backbone_config(name, vocab_rows)
     return {key: getattr(cfg, key) for key in SHAPE_KEYS}
 
 

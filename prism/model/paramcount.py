@@ -67,7 +67,11 @@ def projector_params(in_dim: int, d_model: int, width_mult: int, n_layers: int) 
 
 def component_params(family: str, backbone: str, variant: str) -> dict[str, int]:
     """`{"backbone", "encoder", "projector"}` parameters (tied embeddings counted once)."""
-    spec, cfg, var = family_spec(family), backbone_config(backbone), projector_variant(variant)
+    return _components(family_spec(family), backbone, variant)
+
+
+def _components(spec: FamilySpec, backbone: str, variant: str) -> dict[str, int]:
+    var, cfg = projector_variant(variant), backbone_config(backbone, spec.vocab.rows)
     return {
         "backbone": cfg.params,
         "encoder": encoder_params(spec),
@@ -75,11 +79,14 @@ def component_params(family: str, backbone: str, variant: str) -> dict[str, int]
     }
 
 
-@lru_cache(maxsize=4096)
 def trainable_params(family: str, backbone: str, variant: str, regime: str) -> int:
-    """N of the regime: the parameters of the parts it trains (a calibration's `params_trainable`).
+    """N of the regime: the parameters of the parts it trains (a calibration's `params_trainable`),
+    at the family's spec in this process (its shape and tokenizer)."""
+    return _trainable(family_spec(family), backbone, variant, regime)
 
-    Cached: the workflow asks for the same candidates' N each time it evaluates an input function.
-    """
-    parts = component_params(family, backbone, variant)
+
+@lru_cache(maxsize=4096)
+def _trainable(spec: FamilySpec, backbone: str, variant: str, regime: str) -> int:
+    """Cached by spec: the workflow asks for the same candidates' N each time it evaluates an input function."""
+    parts = _components(spec, backbone, variant)
     return sum(parts[name] for name in regime_parts(regime))

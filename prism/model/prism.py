@@ -22,7 +22,7 @@ from prism.model.backbone import Backbone
 from prism.model.config import BackboneConfig, ProjectorVariant, backbone_config, projector_variant, regime_parts
 from prism.model.encoders import build_encoder
 from prism.model.projector import Projector
-from prism.model.tokenizer import IGNORE, MOD
+from prism.model.tokenizer import IGNORE
 
 COMPONENTS: tuple[str, ...] = ("backbone", "encoder", "projector")
 # The most an evaluation's logits take at once (fp32): a chunk of tokens, not the whole batch.
@@ -71,7 +71,7 @@ class PrismModel(nn.Module):
         (evaluation sums it per sample for the standard error of the mean loss).
         """
         x = self.backbone.embed(tokens)
-        slots = tokens == MOD
+        slots = tokens == self.family.vocab.mod
         feats = self.projector(self.encoder(modality.to(x.dtype)))  # [S, n_modality_tokens, d_model]
         if tokens.device.type == "cpu" and not torch.compiler.is_compiling():  # no device sync, no graph break
             n_slots = int(slots.sum())
@@ -123,7 +123,8 @@ def build_model(
 
     Names are validated first so a typo is a PrismError listing the valid names.
     """
-    spec, cfg, var = family_spec(family), backbone_config(backbone), projector_variant(variant)
+    spec, var = family_spec(family), projector_variant(variant)
+    cfg = backbone_config(backbone, spec.vocab.rows)
     regime_parts(regime)
     with torch.device(device):
         return PrismModel(spec, cfg, var, regime)

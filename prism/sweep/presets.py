@@ -10,7 +10,7 @@ import yaml
 
 from prism.dist.parallel import DEVICES, STRATEGIES
 from prism.errors import PrismError, check_name
-from prism.families import FAMILIES, family_spec
+from prism.families import FAMILIES
 from prism.launch import LAUNCHERS
 from prism.model.config import REGIMES, check_backbone, check_variant
 
@@ -74,7 +74,7 @@ def _build(kind, cls, name: str, data, path: Path):
 
 def _validate_preset(p: Preset, path: Path) -> None:
     check_name(f"family (preset {p.name} in {path})", p.family, FAMILIES)
-    width = family_spec(p.family).tokens_per_sample
+    width = FAMILIES[p.family].tokens_per_sample  # the sweep measures the laptop shapes, whatever a study's `shapes`
     for key, value in (("global_batch", p.global_batch), ("packed_seq_len", p.packed_seq_len)):
         if not isinstance(value, int) or value < 1:
             raise PrismError(f"{path}: preset {p.name}: {key} must be a positive integer, got {value!r}")

@@ -16,10 +16,9 @@ from typing import Any
 
 import prism.model
 from prism.atomic import write_json_atomic
-from prism.calibration import load_calibration, load_calibration_file
+from prism.calibration import expected_shape, load_calibration, load_calibration_file
 from prism.errors import PrismError
-from prism.families import family_spec
-from prism.model.config import backbone_config, backbone_shape
+from prism.families import family_spec, spec_record
 from prism.peak import cache_dir
 from prism.train.config import RunConfig
 from prism.train.schedule import Schedule, default_lr, default_warmup
@@ -58,7 +57,7 @@ class StepBudget:
 def find_calibration(config: RunConfig) -> dict | None:
     """The calibration record the run names (checked), or None when it names none."""
     names = (config.family, config.backbone, config.variant, config.regime)
-    shape = backbone_shape(config.backbone)
+    shape = expected_shape(config.family, config.backbone)
     if config.calibration_dir:
         return load_calibration(config.calibration_dir, *names, shape=shape)
     if config.calibration:
@@ -84,6 +83,7 @@ def counted_flops(config: RunConfig, seq_len: int) -> tuple[float, bool]:
     key = "|".join(
         [
             config.family,
+            *([json.dumps(spec, sort_keys=True)] if (spec := spec_record(family_spec(config.family))) else []),
             config.backbone,
             config.variant,
             config.regime,
@@ -166,7 +166,7 @@ def step_budget(config: RunConfig, model: Any, world_size: int, log=print) -> St
         seq_len=seq_len,
         budget_steps=budget_steps,
         steps=steps,
-        lr=config.lr if config.lr is not None else default_lr(backbone_config(config.backbone).d_model),
+        lr=config.lr if config.lr is not None else default_lr(model.backbone_config.d_model),
         warmup=warmup,
         eval_every=config.eval_every or max(1, steps // 10),
         checkpoint_every=config.checkpoint_every or max(1, steps // 10),

@@ -57,7 +57,7 @@ def mean_and_se(sums: torch.Tensor, counts: torch.Tensor) -> tuple[float, float 
     return loss, se
 
 
-def split_rows(batch: Batch, rows: int) -> Iterator[Batch]:
+def split_rows(batch: Batch, rows: int, mod: int = MOD) -> Iterator[Batch]:
     """`batch` in pieces of at most `rows` rows, each row with its modality samples.
 
     A row holds as many modality samples as its MOD slots over the slots of one sample
@@ -67,7 +67,7 @@ def split_rows(batch: Batch, rows: int) -> Iterator[Batch]:
     if tokens.shape[0] <= rows:
         yield batch
         return
-    slots = (tokens == MOD).sum(dim=1)
+    slots = (tokens == mod).sum(dim=1)
     total = int(slots.sum())
     per_row = (slots * modality.shape[0] // total).tolist() if total else [0] * tokens.shape[0]
     first = 0
@@ -90,8 +90,9 @@ class Evaluator:
         final_samples: int | None = None,
         max_rows: int = EVAL_BATCH,
         autocast: Callable[[], AbstractContextManager] = nullcontext,
+        mod: int = MOD,
     ):
-        self.eval_batches, self.to_device = eval_batches, to_device
+        self.eval_batches, self.to_device, self.mod = eval_batches, to_device, mod
         self.max_rows, self.autocast = max(1, max_rows), autocast
         self.every, self.steps = every, steps
         self.final_samples = final_samples
@@ -122,7 +123,7 @@ class Evaluator:
         model.eval()
         with torch.no_grad(), self.autocast():
             for batch in batches:
-                for tokens, modality, labels in split_rows(batch, self.max_rows):
+                for tokens, modality, labels in split_rows(batch, self.max_rows, self.mod):
                     per_token = model(tokens, modality, labels, reduction="none")
                     sums.append(per_token.double().sum(dim=1))
                     counts.append((labels != IGNORE).sum(dim=1))

@@ -15,7 +15,6 @@ from prism.atomic import human_bytes
 from prism.errors import PrismError
 from prism.families import family_spec
 from prism.model.config import backbone_config
-from prism.model.tokenizer import VOCAB_SIZE
 from prism.train import precision
 
 # Bytes per fp32 activation element kept for the backward pass per layer and token,
@@ -43,9 +42,10 @@ def step_bytes_lower_bound(config: Any, world_size: int = 1, device_type: str = 
     mixed precision the saved activations are 2 bytes wide, the logits fp32 (the loss casts them)."""
     seq_len = config.seq_len or family_spec(config.family).tokens_per_sample
     local_batch = max(1, config.global_batch // max(1, world_size))
-    cfg = backbone_config(config.backbone)
+    spec = family_spec(config.family)
+    cfg = backbone_config(config.backbone, spec.vocab.rows)
     tokens = local_batch * seq_len
-    logits = tokens * VOCAB_SIZE * 4 * 2  # logits and their gradient
+    logits = tokens * spec.vocab.size * 4 * 2  # logits and their gradient
     layers = 1 if config.grad_checkpoint else cfg.n_layers
     width = 2 if precision.resolve(config.precision, device_type) == "bf16" else 4
     hidden = tokens * cfg.d_model * width * ACTIVATION_WIDTHS_PER_LAYER * layers

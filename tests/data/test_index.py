@@ -354,3 +354,34 @@ def test_tar_reader_takes_what_tarfile_writes(fmt):
         ("k2", ["txt"], None),
     ]
     assert samples[0][1]["txt"] == b"one"
+
+
+def test_index_at_a_configured_shape_and_tokenizer_is_what_runs_read(shape_dir, bpe_file, tmp_path):
+    """64x64 RGB images, captions in a BPE tokenizer: the manifest records the spec (and keeps the
+    tokenizer's copy), the token counts are the tokenizer's, and the loader serves its ids."""
+    from prism.data.manifest import data_spec
+    from prism.families import reset_specs, resolve_spec, use_spec
+    from prism.model.tokenizer import TextEncoder
+
+    spec = resolve_spec("text_image", {"image_size": 64, "channels": 3, "patch": 8, "text_len": 24}, str(bpe_file))
+    try:
+        use_spec(spec)
+        manifest = index(shape_dir, "text_image", tmp_path / "idx", eval_fraction=0.2)
+    finally:
+        reset_specs()
+    assert manifest["modality_shape"] == [3, 64, 64] and manifest["n_modality_tokens"] == 64
+    assert manifest["text_len"] == 24 and manifest["tokenizer"]["sha256"] == spec.vocab.sha256
+    assert (tmp_path / "idx" / "tokenizer.json").read_bytes() == bpe_file.read_bytes()
+    assert data_spec(tmp_path / "idx").vocab.record() == spec.vocab.record()
+    encoder = TextEncoder(spec.vocab)
+    captions = captions_by_key(shape_dir)
+    train = [c for k, c in captions.items() if not is_eval_key(k, 0.2)]
+    assert manifest["splits"]["train"]["tokens"] == sum(64 + len(ids) + 2 for ids in encoder.encode_batch(train))
+    loader = ShardLoader(tmp_path / "idx", "train", global_batch=4, seed=0)
+    batch = next(iter(loader))
+    assert tuple(batch["modality"].shape) == (4, 3, 64, 64)
+    row = batch["tokens"][0].tolist()
+    v = spec.vocab
+    assert row[:64] == [v.mod] * 64 and row[64] == v.bos and len(row) == 64 + 24
+    text = row[65 : row.index(v.eos)]
+    assert text == encoder.encode_batch([captions[str(loader.keys[int(batch["sample_ids"][0])])]])[0]

@@ -6,7 +6,8 @@ calibrate jobs, here called as those jobs call them), then `snakemake --profile 
 -n fit_text_image --configfile config/aurora.yaml`.
 
 The index is honest about one thing it cannot be here: big enough. The grid needs a training
-split of at least 15,625,000 samples (1e9 tokens in the plan's 64-token rows); writing that many
+split of at least 15,625,000 samples (5.06e9 tokens in the plan's 324-token rows: 224x224 RGB in
+16x16 patches, 196 image tokens, and captions up to 128 tokens, config/aurora.yaml's `shapes`); writing that many
 takes hours, not a test's seconds. So the test writes 200 real samples with webdataset's
 TarWriter, indexes them with `prism data index`, and then appends to the manifest's training split
 entries for shards that were never written (`never-written-NNNNN.tar`, 10,000 samples each, no
@@ -28,12 +29,13 @@ import yaml
 from prism.cli import main as prism
 from prism.data.manifest import verify
 from prism.errors import PrismError
+from prism.families import spec_flags
 
 from .wfhelpers import REPO, job_counts, make_workdir, rule_outputs, snakemake
 
 pytestmark = [pytest.mark.workflow, pytest.mark.slow]
 
-TRAIN_SAMPLES = 15_625_000  # 1e9 tokens of 64-token rows: what config/aurora.yaml's header assumes
+TRAIN_SAMPLES = 15_625_000  # what config/aurora.yaml's header assumes (324-token rows at its shape)
 NEVER_WRITTEN = 10_000  # samples per appended entry (img2dataset's default shard size)
 
 
@@ -96,11 +98,16 @@ def test_aurora_dry_run_on_an_index_prints_the_plan_determined_and_node_hours(tm
     assert "plan text_image: the data is not built yet, so no run's epochs are checked" in before
 
     data = study / "data" / "text_image"
-    assert prism(["data", "index", str(shards), "--family", "text_image", "--out", str(data)]) == 0
+    # The config's shape, as the data and calibrate jobs get it.
+    shape = spec_flags("text_image", config["shapes"], config["data"].get("tokenizer", "bytes"))
+    assert shape[:2] == ["--image-size", "224"]
+    assert prism(["data", "index", str(shards), "--family", "text_image", "--out", str(data), *shape]) == 0
+    assert json.loads((data / "manifest.json").read_text())["modality_shape"] == [3, 224, 224]
     for out in calibrations:
         family, backbone, variant, regime = Path(out).name.removesuffix(".json").split("__")
         args = ["--family", family, "--backbone", backbone, "--projector-variant", variant, "--regime", regime]
-        assert prism(["isoflop", "calibrate", *args, "--no-measure-throughput", "--out", str(workdir / out)]) == 0
+        calibrate = ["isoflop", "calibrate", *args, "--no-measure-throughput", *shape, "--out", str(workdir / out)]
+        assert prism(calibrate) == 0
     assert grow_training_split(data, TRAIN_SAMPLES) > 0
     with pytest.raises(PrismError, match=r"never-written-00000\.tar cannot be read"):
         verify(data)

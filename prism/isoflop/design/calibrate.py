@@ -19,7 +19,7 @@ from typing import Any
 from prism.atomic import write_json_atomic
 from prism.calibration import CALIBRATION_VERSION, calibration_filename
 from prism.errors import PrismError
-from prism.families import family_spec
+from prism.families import family_spec, spec_record
 from prism.model.config import backbone_config, backbone_shape, projector_variant, regime_parts
 from prism.options import option
 from prism.progress import progress
@@ -122,7 +122,8 @@ def calibrate(
         "params_by_component": counts,
         "input_embedding_params": input_embedding_params(model),
         "backbone_non_embedding_params": cfg.non_embedding_params,
-        **backbone_shape(backbone),
+        **backbone_shape(backbone, spec.vocab.rows),
+        **({"family_spec": fs} if (fs := spec_record(spec)) else {}),
         "flops_per_sample": flops,
         "flops_6nd_per_sample": 6 * params_trainable * seq_len,
         "flops_counted_on": "meta (torch.utils.flop_counter.FlopCounterMode, batch 1, forward + backward)",

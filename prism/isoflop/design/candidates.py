@@ -16,10 +16,11 @@ from dataclasses import dataclass, replace
 from functools import cache
 from pathlib import Path
 
-from prism.calibration import calibration_filename, load_calibration
+from prism.calibration import calibration_filename, expected_shape, load_calibration
 from prism.errors import PrismError
+from prism.families import FamilySpec, family_spec
 from prism.isoflop.design.calibrate import load_speed
-from prism.model.config import backbone_shape, check_backbone, check_variant
+from prism.model.config import check_backbone, check_variant
 
 INTERPOLATED = "interpolated in N (log-log) from the measured sizes"
 
@@ -43,12 +44,17 @@ class Candidate:
         return self.speed_source == INTERPOLATED
 
 
-@cache
 def counted_record(family: str, backbone: str, variant: str, regime: str) -> dict:
-    """The calibration record of one size, counted here on the meta device (no file, no timing)."""
+    """The calibration record of one size, counted here on the meta device (no file, no timing),
+    at the family's spec in this process."""
+    return _counted(family_spec(family), backbone, variant, regime)
+
+
+@cache
+def _counted(spec: FamilySpec, backbone: str, variant: str, regime: str) -> dict:
     from prism.isoflop.design.calibrate import calibrate  # noqa: PLC0415 lazy: torch
 
-    return calibrate(family, backbone, variant, regime, device="cpu")
+    return calibrate(spec.name, backbone, variant, regime, device="cpu")
 
 
 def size_record(calibration_dir: Path | None, family: str, backbone: str, variant: str, regime: str) -> dict:
@@ -57,7 +63,8 @@ def size_record(calibration_dir: Path | None, family: str, backbone: str, varian
         calibration_dir is not None
         and (calibration_dir / calibration_filename(family, backbone, variant, regime)).is_file()
     ):
-        return load_calibration(calibration_dir, family, backbone, variant, regime, shape=backbone_shape(backbone))
+        shape = expected_shape(family, backbone)
+        return load_calibration(calibration_dir, family, backbone, variant, regime, shape=shape)
     return counted_record(family, backbone, variant, regime)
 
 

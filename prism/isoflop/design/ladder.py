@@ -33,7 +33,10 @@ def _pool(family: str, regime: str, variant: str, rule: str, lo: float, hi: floa
     start = max(rule_target(smallest_rule_size(rule))[1], lo / 100)
     out = []
     for name in rule_grid(rule, start, hi):
-        n = trainable_params(family, name, variant, regime)
+        try:
+            n = trainable_params(family, name, variant, regime)
+        except PrismError:  # no shape of this N with the tokenizer's embedding rows (a large vocabulary)
+            continue
         if lo <= n <= hi:
             out.append((float(n), name))
     return sorted(out)

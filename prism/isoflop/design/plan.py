@@ -26,6 +26,7 @@ the loss differences of a small ladder: forecast 32-48x the noise, measured 3.6-
 
 from __future__ import annotations
 
+import json
 import math
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
@@ -35,7 +36,7 @@ import yaml
 from prism.atomic import write_text_atomic
 from prism.data.volume import MAX_EPOCHS, epochs_refusal, train_samples
 from prism.errors import PrismError
-from prism.families import family_spec
+from prism.families import check_same_spec, family_spec, spec_from_manifest
 from prism.ids import format_budget, run_id
 from prism.isoflop.design.candidates import INTERPOLATED, Candidate, load_candidates
 from prism.isoflop.design.centre import DEFAULT_PRIOR_A, DEFAULT_PRIOR_K, Centre, find_centre
@@ -453,6 +454,16 @@ def rule_sizes(
     )
 
 
+def check_data_spec(family: str, data: str | Path | None) -> None:
+    """Refuse data made at another shape or tokenizer than the plan's (a manifest without the fields: none to check)."""
+    path = Path(data, "manifest.json") if data is not None else None
+    if path is None or not path.is_file():
+        return
+    manifest = json.loads(path.read_text())
+    if isinstance(manifest, dict) and {"family", "modality_shape", "n_modality_tokens", "text_len"} <= manifest.keys():
+        check_same_spec(family_spec(family), spec_from_manifest(manifest, data), f"data {data}")
+
+
 def plan_runs(
     family: str,
     budgets: list[float],
@@ -477,7 +488,7 @@ def plan_runs(
     global batch must divide among (its launcher's ranks per node x its nodes): a given
     `options.global_batch` that does not is refused here, before any job is submitted.
     """
-    family_spec(family)
+    check_data_spec(family, data)
     validate(options)
     if options.global_batch is not None:
         check_batch(options.global_batch, job_ranks, "plan.global_batch", ranks_text(job_ranks))

@@ -51,8 +51,16 @@ def test_out_file_and_seq_len(tmp_path):
 
 @pytest.mark.parametrize("name,published", [("1b", 1.24e9), ("7b", 6.74e9), ("32b", 32.8e9)])
 def test_real_sizes_calibrate_on_meta(name, published):
+    """The registry keeps the published shape; a study's model has its tokenizer's embedding rows
+    (the byte tokenizer's 264 here), not the published vocabulary's."""
+    from prism.model.config import backbone_config
+
+    published_cfg = backbone_config(name)
+    assert abs(published_cfg.params / published - 1) < 0.01
     rec = cal.calibrate("text_image", name, "BASE", "e2e", device="cpu")
-    assert abs(rec["params_by_component"]["backbone"]["total"] / published - 1) < 0.01
+    rows = 264 * published_cfg.d_model * (1 if published_cfg.tie_embeddings else 2)
+    assert rec["params_by_component"]["backbone"]["total"] == published_cfg.non_embedding_params + rows
+    assert rec["input_embedding_params"] == 264 * published_cfg.d_model
     assert rec["flops_per_sample"] > 0
 
 
