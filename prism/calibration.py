@@ -70,16 +70,6 @@ def load_calibration(
     return record
 
 
-def expected_shape(family: str, backbone: str) -> dict:
-    """What a calibration of `backbone` for `family` must record now: the backbone's shape (with the
-    tokenizer's embedding rows) and the family's spec where it is not the default (`family_spec`)."""
-    from prism.families import family_spec, spec_record  # noqa: PLC0415 lazy: families imports the tokenizer
-    from prism.model.config import backbone_shape  # noqa: PLC0415 lazy
-
-    spec = family_spec(family)
-    return backbone_shape(backbone, spec.vocab.rows) | {"family_spec": spec_record(spec)}
-
-
 def check_shape(record: dict, path: Path, backbone: str, shape: dict | None, remake: str) -> None:
     """Refuse a record made for another shape of `backbone` (keys it does not record are not compared)
     or for another family shape or tokenizer (`family_spec`: a record without it is of the default)."""

@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field, fields, replace
 
 from prism.errors import PrismError, unknown_name
-from prism.model.tokenizer import BYTE_VOCAB, BYTES, Vocab, load_vocab, vocab_from_record
+from prism.model.tokenizer import BYTE_VOCAB, Vocab, load_vocab, vocab_from_record
 from prism.options import check_field, option
 
 
@@ -205,32 +205,6 @@ def spec_flags(family: str, shapes: dict | None, tokenizer: str | None) -> list[
     if not spec.vocab.is_bytes:
         out += ["--tokenizer", spec.vocab.file]
     return out
-
-
-def add_spec_arguments(parser) -> None:
-    """The shape flags (`ShapeOptions`) and `--tokenizer` of a command that makes or counts a family's samples."""
-    from prism.options import add_arguments  # noqa: PLC0415
-
-    group = parser.add_argument_group("family shape (config shapes.FAMILY; unset: the laptop default)")
-    add_arguments(group, ShapeOptions)
-    group.add_argument(
-        "--tokenizer",
-        default=None,
-        metavar="FILE",
-        help="the captions' tokenizer: 'bytes', or a Hugging Face tokenizers JSON file (default: bytes)",
-    )
-
-
-def spec_from_args(family: str, args, data=None) -> FamilySpec:
-    """A command's spec from its shape flags and `--tokenizer`, installed; with none of them, the spec
-    of `data` (a data directory) where one is given."""
-    shape = {f.name: getattr(args, f.name, None) for f in fields(ShapeOptions)}
-    tokenizer = getattr(args, "tokenizer", None)
-    if data is not None and tokenizer is None and all(v is None for v in shape.values()):
-        from prism.data.manifest import data_spec  # noqa: PLC0415 lazy: numpy
-
-        return use_spec(data_spec(data, family))
-    return use_spec(resolve_spec(family, shape, tokenizer or BYTES))
 
 
 def spec_record(spec: FamilySpec) -> dict | None:

@@ -20,6 +20,8 @@ LAYERS: dict[str, int] = {
     "prism.errors": 0,
     "prism.atomic": 0,
     "prism.families": 0,
+    # The sample layout's token ids: what the family's spec is made of (pure Python).
+    "prism.model.tokenizer": 0,
     "prism.ids": 0,
     "prism.calibration": 0,
     "prism.run_metrics": 0,

@@ -5,12 +5,18 @@ from __future__ import annotations
 import argparse
 import os
 
+from prism.cli.spec import add_spec_arguments, spec_from_args
 from prism.data.index import EVAL_FRACTION, MAX_BAD_FRACTION
-from prism.families import FAMILIES, add_spec_arguments, spec_from_args
+from prism.families import FAMILIES
 
 
 def register(verbs: argparse._SubParsersAction) -> None:
     """Add this group's verbs; each sets `func` to a handler that calls one library function."""
+    for add in (_add_build, _add_index, _add_verify, _add_bench):
+        add(verbs)
+
+
+def _add_build(verbs: argparse._SubParsersAction) -> None:
     p = verbs.add_parser("build", help="Write train/eval webdataset shards and manifest.json for a family.")
     p.add_argument("--family", required=True, choices=sorted(FAMILIES))
     p.add_argument("--out", required=True, help="shard directory to create (built beside it, renamed at the end)")
@@ -25,6 +31,8 @@ def register(verbs: argparse._SubParsersAction) -> None:
     add_spec_arguments(p)
     p.set_defaults(func=_build)
 
+
+def _add_index(verbs: argparse._SubParsersAction) -> None:
     p = verbs.add_parser("index", help="Index your own webdataset shards (read where they lie) into a manifest.")
     p.add_argument(
         "shards", metavar="DIR", help="absolute folder of .tar shards, or of train/ and eval/ folders of them"
@@ -54,10 +62,14 @@ def register(verbs: argparse._SubParsersAction) -> None:
     add_spec_arguments(p)
     p.set_defaults(func=_index)
 
+
+def _add_verify(verbs: argparse._SubParsersAction) -> None:
     p = verbs.add_parser("verify", help="Check every shard's sha256 and sample count against manifest.json.")
     p.add_argument("data_dir", metavar="DIR", help="a built shard directory or an index (or its manifest.json)")
     p.set_defaults(func=_verify)
 
+
+def _add_bench(verbs: argparse._SubParsersAction) -> None:
     p = verbs.add_parser(
         "bench",
         help="Loader samples/s on one core (--stream: per streaming worker, and the workers a step needs).",

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 
 from prism.cli.renamed import LauncherName, add_renamed
-from prism.families import add_spec_arguments, spec_from_args
+from prism.cli.spec import add_spec_arguments, spec_from_args
 from prism.isoflop.design.calibrate import CalibrateOptions
 from prism.isoflop.design.plan import PlanOptions
 from prism.isoflop.present.options import PlotOptions

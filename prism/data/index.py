@@ -40,7 +40,7 @@ import numpy as np
 from prism.data.format import MANIFEST, Records, sha256
 from prism.data.tarreader import TarCut, iter_tar
 from prism.errors import PrismError
-from prism.families import TOKENIZER_FILE, FamilySpec, family_spec, manifest_fields, spec_from_manifest
+from prism.families import TOKENIZER_FILE, FamilySpec, spec_from_manifest
 from prism.model.tokenizer import TextEncoder, Vocab
 
 KIND = "index"

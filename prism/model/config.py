@@ -11,6 +11,7 @@ import functools
 from dataclasses import dataclass
 
 from prism.errors import PrismError, unknown_name
+from prism.families import family_spec, spec_record
 from prism.model import sizes
 
 # Byte tokenizer: 256 bytes + PAD, BOS, EOS, MOD (see prism.model.tokenizer).
@@ -285,6 +286,13 @@ SHAPE_KEYS = ("d_model", "n_layers", "n_heads", "n_kv_heads", "ffn_dim")
 def backbone_shape(name: str, vocab_rows: int | None = None) -> dict[str, int]:
     cfg = backbone_config(name, vocab_rows)
     return {key: getattr(cfg, key) for key in SHAPE_KEYS}
+
+
+def expected_shape(family: str, backbone: str) -> dict:
+    """What a calibration of `backbone` for `family` must record now: the backbone's shape (with the
+    tokenizer's embedding rows) and the family's spec where it is not the default (`family_spec`)."""
+    spec = family_spec(family)
+    return backbone_shape(backbone, spec.vocab.rows) | {"family_spec": spec_record(spec)}
 
 
 def projector_variant(name: str) -> ProjectorVariant:

@@ -16,9 +16,10 @@ from typing import Any
 
 import prism.model
 from prism.atomic import write_json_atomic
-from prism.calibration import expected_shape, load_calibration, load_calibration_file
+from prism.calibration import load_calibration, load_calibration_file
 from prism.errors import PrismError
 from prism.families import family_spec, spec_record
+from prism.model.config import expected_shape
 from prism.peak import cache_dir
 from prism.train.config import RunConfig
 from prism.train.schedule import Schedule, default_lr, default_warmup

@@ -96,12 +96,7 @@ def calibrate(
     dev = resolve_device(device)
     model = build_model(family, backbone, variant, regime, device="meta")
     spec, cfg = model.family, model.backbone_config
-    seq_len = spec.tokens_per_sample if seq_len is None else int(seq_len)
-    if seq_len < spec.n_modality_tokens + 2:
-        raise PrismError(
-            f"--seq-len {seq_len} is too short for family {family}: it needs at least "
-            f"{spec.n_modality_tokens} modality tokens + BOS + EOS = {spec.n_modality_tokens + 2}"
-        )
+    seq_len = _row_length(spec, seq_len)
     counts = param_counts(model)
     params_total = sum(c["total"] for c in counts.values())
     params_trainable = sum(c["trainable"] for c in counts.values())
@@ -150,6 +145,17 @@ def calibrate(
         )
         record["samples_per_s"] = record["throughput"]["samples_per_s"]
     return record
+
+
+def _row_length(spec, seq_len: int | None) -> int:
+    """The timed row length: one padded sample unless given, never shorter than the modality and BOS/EOS."""
+    seq_len = spec.tokens_per_sample if seq_len is None else int(seq_len)
+    if seq_len < spec.n_modality_tokens + 2:
+        raise PrismError(
+            f"--seq-len {seq_len} is too short for family {spec.name}: it needs at least "
+            f"{spec.n_modality_tokens} modality tokens + BOS + EOS = {spec.n_modality_tokens + 2}"
+        )
+    return seq_len
 
 
 def _available_bytes(device) -> int | None:
