@@ -10,7 +10,7 @@ rule calibrate:
     output:
         f"{STUDY}/calibration/{{family}}__{{backbone}}__{{variant}}__{{regime}}.json",
     log:
-        logfile("calibrate", "{family}__{backbone}__{variant}__{regime}"),
+        S.logfile("calibrate", "{family}__{backbone}__{variant}__{regime}"),
     threads: 1
     resources:
         nodes=1,
@@ -26,12 +26,12 @@ rule speed:
     output:
         f"{STUDY}/calibration/{{family}}__{{backbone}}__{{variant}}__{{regime}}.speed.json",
     log:
-        logfile("speed", "{family}__{backbone}__{variant}__{regime}"),
+        S.logfile("speed", "{family}__{backbone}__{variant}__{regime}"),
     params:
-        options=as_args(CALIBRATE_OPTIONS),
-        device=TRAIN_OPTIONS.device,
+        options=commands.calibrate_flags(S),
+        device=S.train.device,
     # Timed with the threads a training run gets, so the estimate is of a run here.
-    threads: TRAIN_OPTIONS.threads
+    threads: S.train.threads
     resources:
         nodes=1,
         walltime="00:10:00",
