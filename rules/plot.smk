@@ -8,10 +8,18 @@ rule plot:
         csv=f"{STUDY}/{{family}}/runs.csv",
         fit=f"{STUDY}/{{family}}/fit/{{regime}}.json",
     output:
-        isoflop_curves=report(S.plot_figure("isoflop_curves"), caption="report/plots.rst", **S.figure_labels("isoflop_curves")),
-        scaling_laws=report(S.plot_figure("scaling_laws"), caption="report/plots.rst", **S.figure_labels("scaling_laws")),
-        approach3_fit=report(S.plot_figure("approach3_fit"), caption="report/plots.rst", **S.figure_labels("approach3_fit")),
-        training_curves=report(S.plot_figure("training_curves"), caption="report/training_curves.rst", **S.figure_labels("training_curves")),
+        isoflop_curves=report(
+            S.plot_figure("isoflop_curves"), caption="report/plots.rst", **S.figure_labels("isoflop_curves")
+        ),
+        scaling_laws=report(
+            S.plot_figure("scaling_laws"), caption="report/plots.rst", **S.figure_labels("scaling_laws")
+        ),
+        approach3_fit=report(
+            S.plot_figure("approach3_fit"), caption="report/plots.rst", **S.figure_labels("approach3_fit")
+        ),
+        training_curves=report(
+            S.plot_figure("training_curves"), caption="report/training_curves.rst", **S.figure_labels("training_curves")
+        ),
         # The report's first page (rules/report/workflow.rst includes it beside isoflop_curves.png).
         answer=f"{STUDY}/{{family}}/plots/{{regime}}/answer.html",
     log:
