@@ -1,6 +1,6 @@
-# prism: IsoFLOP scaling studies as a DAG of file targets. Wiring only; the Python
-# helpers are in rules/common.smk, each stage in its own rules/*.smk, and every rule
-# calls `prism <group> <verb>`.
+# prism: IsoFLOP scaling studies as a DAG of file targets. Wiring only: the workflow's logic
+# is the library's (prism.workflow, one object built in rules/common.smk), each stage in its
+# own rules/*.smk, and every rule calls `prism <group> <verb>`.
 #
 #   snakemake fit_text_image                      # the default study on this machine
 #   snakemake -n fit_text_image --config 'budgets=[1e12,3e12,1e13]'
@@ -44,21 +44,16 @@ include: "rules/common.smk"
 
 
 # The terminal shows each step's progress and errors, not every job's block (the profiles' `quiet`).
-terse_terminal()
+ENGINE.terse_terminal()
 
 
 include: "rules/data.smk"
 include: "rules/calibrate.smk"
 include: "rules/plan.smk"
-# Training: one job per planned run (cosine), or per model one stable trajectory cut at
-# its branch points plus one cooldown branch per run (wsd: rules/wsd.smk).
-if TRAIN_OPTIONS.schedule == "wsd":
-
-    include: "rules/wsd.smk"
-
-else:
-
-    include: "rules/train.smk"
+# Training: one job per planned run (cosine: rules/train.smk), or per model one stable
+# trajectory cut at its branch points plus one cooldown branch per run (wsd: rules/wsd.smk);
+# the schedule's object (prism.workflow.schedule) names its rules file.
+include: SCHEDULE.rules_file
 
 
 include: "rules/collect.smk"
@@ -82,9 +77,7 @@ localrules:
 rule all:
     input:
         lambda wildcards: [
-            path
-            for family in config["families"]
-            for path in fit_outputs(family) + plot_outputs(family) + study_records(family) + study_metrics(family)
+            path for family in config["families"] for path in W.targets(family)
         ],
     default_target: True
 
@@ -100,7 +93,7 @@ for _family in FAMILIES:
         name:
             f"calibrate_{_family}"
         input:
-            plan_input_files(_family),
+            PLAN.input_files(_family),
 
     rule:
         name:
@@ -113,7 +106,7 @@ for _family in FAMILIES:
             f"collect_{_family}"
         input:
             f"{STUDY}/{_family}/runs.csv",
-            partial(study_metrics, _family),
+            partial(SCHEDULE.study_metrics, _family),
 
     # The study's results: the fit and its figures (so that `snakemake --report report.html
     # fit_F` shows the plots too).
@@ -121,18 +114,18 @@ for _family in FAMILIES:
         name:
             f"fit_{_family}"
         input:
-            fit_outputs(_family),
-            plot_outputs(_family),
-            study_records(_family),
-            partial(study_metrics, _family),
+            S.fit_outputs(_family),
+            S.plot_outputs(_family),
+            S.study_records(_family),
+            partial(SCHEDULE.study_metrics, _family),
 
     rule:
         name:
             f"plot_{_family}"
         input:
-            plot_outputs(_family),
-            study_records(_family),
-            partial(study_metrics, _family),
+            S.plot_outputs(_family),
+            S.study_records(_family),
+            partial(SCHEDULE.study_metrics, _family),
 
 
     # Where the study stands while it runs (reads only its folder; it has no output, so it runs
@@ -141,9 +134,9 @@ for _family in FAMILIES:
         name:
             f"status_{_family}"
         params:
-            family_dir=partial(lambda wildcards, family: f"{STUDY}/{family}", family=_family),
+            family_dir=partial(lambda wildcards, family: S.family_dir(family), family=_family),
         log:
-            logfile("status", _family),
+            S.logfile("status", _family),
         localrule: True
         shell:
             "prism isoflop status {params.family_dir:q} > {log:q} 2>&1; cat {log:q}"
@@ -151,16 +144,16 @@ for _family in FAMILIES:
 
 # Jobs that run here start their `prism` commands from one worker that imported torch once.
 onstart:
-    start_worker()
+    ENGINE.start_worker(config["worker"], S.logfile("worker"))
 
 
 # The answer at the end: each fitted study's exponents, verdict, runs left out and figures.
 # A summary that cannot be printed never fails the workflow (it only reads files).
 onsuccess:
-    if fitted_family_dirs():
-        shell("prism isoflop summary " + " ".join(shlex.quote(d) for d in fitted_family_dirs()) + " || true")
-    stop_worker()
+    if commands.summary_command(S):
+        shell(commands.summary_command(S) + " || true")
+    ENGINE.stop_worker()
 
 
 onerror:
-    stop_worker()
+    ENGINE.stop_worker()

@@ -10,9 +10,9 @@ rule calibrate:
     output:
         f"{STUDY}/calibration/{{family}}__{{backbone}}__{{variant}}__{{regime}}.json",
     log:
-        logfile("calibrate", "{family}__{backbone}__{variant}__{regime}"),
+        S.logfile("calibrate", "{family}__{backbone}__{variant}__{regime}"),
     params:
-        spec=lambda wildcards: SPEC_FLAGS[wildcards.family],
+        spec=W.spec_args,
     threads: 1
     resources:
         nodes=1,
@@ -28,12 +28,12 @@ rule speed:
     output:
         f"{STUDY}/calibration/{{family}}__{{backbone}}__{{variant}}__{{regime}}.speed.json",
     log:
-        logfile("speed", "{family}__{backbone}__{variant}__{regime}"),
+        S.logfile("speed", "{family}__{backbone}__{variant}__{regime}"),
     params:
-        options=lambda wildcards: as_args(CALIBRATE_OPTIONS) + SPEC_FLAGS[wildcards.family],
-        device=TRAIN_OPTIONS.device,
+        options=W.speed_args,
+        device=S.train.device,
     # Timed with the threads a training run gets, so the estimate is of a run here.
-    threads: TRAIN_OPTIONS.threads
+    threads: S.train.threads
     resources:
         nodes=1,
         walltime="00:10:00",

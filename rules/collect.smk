@@ -6,15 +6,15 @@
 rule collect:
     input:
         plan=f"{STUDY}/{{family}}/plan.yaml",
-        metrics=planned_metrics,
+        metrics=W.planned_metrics,
     output:
         f"{STUDY}/{{family}}/runs.csv",
     log:
-        logfile("collect", "{family}"),
+        S.logfile("collect", "{family}"),
     params:
-        runs=lambda wildcards: f"{STUDY}/{wildcards.family}/runs",
-        data=lambda wildcards: data_dir(wildcards.family),
-        options=as_args(COLLECT_OPTIONS),
+        runs=W.runs_dir,
+        data=W.data_dir,
+        options=commands.collect_flags(S),
     threads: 1
     resources:
         nodes=1,

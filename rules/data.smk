@@ -9,15 +9,15 @@
 
 rule data:
     input:
-        data_inputs,
+        W.data_inputs,
     output:
         directory(f"{STUDY}/data/{{family}}"),
     log:
-        logfile("data", "{family}"),
+        S.logfile("data", "{family}"),
     params:
-        args=data_args,
+        args=W.data_args,
     # The index decodes shards in up to 8 processes (PRISM_INDEX_JOBS; `--cores` caps it); the build uses one.
-    threads: data_threads
+    threads: W.data_threads
     # First of the jobs ready beside it (calibrate, speed): a wrong shards folder fails at once.
     priority: 1000000000
     resources:

@@ -4,7 +4,7 @@
 
 rule fit:
     input:
-        csv=fit_inputs,
+        csv=W.fit_inputs,
     output:
         json=report(
             f"{STUDY}/{{family}}/fit/{{regime}}.json",
@@ -28,10 +28,10 @@ rule fit:
             labels={"family": "{family}", "regime": "{regime}", "file": "fit (table)"},
         ),
     log:
-        logfile("fit", "{family}", "{regime}"),
+        S.logfile("fit", "{family}", "{regime}"),
     params:
-        options=as_args(FIT_OPTIONS),
-        family_dir=lambda wildcards: f"{STUDY}/{wildcards.family}",
+        options=commands.fit_flags(S),
+        family_dir=W.family_dir,
     threads: 1
     resources:
         nodes=1,

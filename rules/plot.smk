@@ -8,17 +8,25 @@ rule plot:
         csv=f"{STUDY}/{{family}}/runs.csv",
         fit=f"{STUDY}/{{family}}/fit/{{regime}}.json",
     output:
-        isoflop_curves=plot_figure("isoflop_curves", "report/plots.rst"),
-        scaling_laws=plot_figure("scaling_laws", "report/plots.rst"),
-        approach3_fit=plot_figure("approach3_fit", "report/plots.rst"),
-        training_curves=plot_figure("training_curves", "report/training_curves.rst"),
+        isoflop_curves=report(
+            S.plot_figure("isoflop_curves"), caption="report/plots.rst", **S.figure_labels("isoflop_curves")
+        ),
+        scaling_laws=report(
+            S.plot_figure("scaling_laws"), caption="report/plots.rst", **S.figure_labels("scaling_laws")
+        ),
+        approach3_fit=report(
+            S.plot_figure("approach3_fit"), caption="report/plots.rst", **S.figure_labels("approach3_fit")
+        ),
+        training_curves=report(
+            S.plot_figure("training_curves"), caption="report/training_curves.rst", **S.figure_labels("training_curves")
+        ),
         # The report's first page (rules/report/workflow.rst includes it beside isoflop_curves.png).
         answer=f"{STUDY}/{{family}}/plots/{{regime}}/answer.html",
     log:
-        logfile("plot", "{family}", "{regime}"),
+        S.logfile("plot", "{family}", "{regime}"),
     params:
-        options=as_args(PLOT_OPTIONS),
-        outdir=lambda wildcards: f"{STUDY}/{wildcards.family}/plots/{wildcards.regime}",
+        options=commands.plot_flags(S),
+        outdir=W.plot_dir,
     threads: 1
     resources:
         nodes=1,

@@ -10,19 +10,10 @@
 # directory explicitly. On the cluster a cell is one PBS job of the design's node count;
 # inside it the cell renders the aurora job body (mpiexec, DAOS mount) and runs it.
 
-from prism.launch.aurora import FILESYSTEMS as SWEEP_FILESYSTEMS
-from prism.sweep.presets import load as load_sweep_presets
+from prism.workflow.sweep import Sweep
 
-SWEEP = config["sweep"]
-SWEEP_DIR = str(Path(SWEEP["outputs"], SWEEP["id"]))
-SWEEP_FILE = load_sweep_presets(SWEEP["presets_file"])
-
-
-SWEEP_CELLS = [
-    f"{SWEEP_DIR}/{design}/{preset}/status.json"
-    for design in SWEEP["designs"]
-    for preset in SWEEP["presets"]
-]
+SWEEP = Sweep(config)
+SWEEP_DIR = SWEEP.dir
 
 
 # Cheap steps run where Snakemake runs, also with the cluster profile.
@@ -52,31 +43,29 @@ rule sweep_data:
 
 rule sweep_cell:
     input:
-        data=lambda wildcards: "{root}/data/{p.family}-seed{p.data_seed}".format(
-            root=SWEEP_DIR, p=SWEEP_FILE.preset(wildcards.preset)
-        ),
+        data=SWEEP.cell_data,
     output:
         f"{SWEEP_DIR}/{{design}}/{{preset}}/status.json",
     log:
         f"{SWEEP_DIR}/logs/{{design}}/{{preset}}.log",
     wildcard_constraints:
-        design="|".join(sorted(SWEEP_FILE.designs, key=len, reverse=True)),
-        preset="|".join(sorted(SWEEP_FILE.presets, key=len, reverse=True)),
+        design=SWEEP.design_pattern(),
+        preset=SWEEP.preset_pattern(),
     params:
-        outputs=lambda wildcards: SWEEP["outputs"],  # a function: `snakemake --lint` wants no hard-coded path prefixes
-        sweep_id=SWEEP["id"],
-        presets_file=SWEEP["presets_file"],
+        outputs=lambda wildcards: SWEEP.outputs,  # a function: `snakemake --lint` wants no hard-coded path prefixes
+        sweep_id=SWEEP.id,
+        presets_file=SWEEP.presets_file,
         data_root=f"{SWEEP_DIR}/data",
     # One training process at a time per cell; it uses the machine's cores.
     threads: workflow.cores
     resources:
-        nodes=lambda wildcards: SWEEP_FILE.design(wildcards.design).nodes,
-        walltime=lambda wildcards: SWEEP_FILE.design(wildcards.design).walltime,
-        runtime=lambda wildcards: walltime_minutes(SWEEP_FILE.design(wildcards.design).walltime),
-        storage=SWEEP["storage"],
+        nodes=SWEEP.nodes,
+        walltime=SWEEP.walltime,
+        runtime=SWEEP.runtime,
+        storage=SWEEP.storage,
         account=config["cluster"]["account"],
         queue=config["cluster"]["queue"],
-        filesystems=SWEEP_FILESYSTEMS[SWEEP["storage"]],
+        filesystems=SWEEP.filesystems,
         place=config["cluster"]["place"],
     shell:
         "prism sweep run-cell --preset {wildcards.preset:q} --design {wildcards.design:q}"
@@ -86,7 +75,7 @@ rule sweep_cell:
 
 rule sweep_aggregate:
     input:
-        SWEEP_CELLS,
+        SWEEP.cells,
     output:
         csv=f"{SWEEP_DIR}/perf.csv",
         md=f"{SWEEP_DIR}/perf.md",
@@ -108,7 +97,7 @@ rule sweep_aggregate:
 # padded and packed, with its commands, machine and dates.
 rule sweep_report:
     input:
-        SWEEP_CELLS,
+        SWEEP.cells,
     output:
         md=f"{SWEEP_DIR}/per_modality_sweep.md",
         png=f"{SWEEP_DIR}/per_modality_sweep.png",
@@ -116,7 +105,7 @@ rule sweep_report:
         f"{SWEEP_DIR}/logs/report.log",
     params:
         outputs=lambda wildcards: SWEEP_DIR,
-        presets=",".join(SWEEP["presets"]),
+        presets=",".join(SWEEP.presets),
     threads: 1
     resources:
         nodes=1,

@@ -6,7 +6,7 @@
 # A rerun that Snakemake starts because the data or calibration files were rewritten with the
 # same content (`--forcerun data`) restores the finished run's metrics.json from final/
 # instead of retraining; `--config retrain=true` (either schedule) or `--forcerun train`
-# retrains (PRISM_RETRAIN=1, see retraining in rules/common.smk).
+# retrains (PRISM_RETRAIN=1, see Schedule.retraining in prism/workflow/schedule.py).
 #
 # Rerun triggers are the data, the run's calibration and its plan row (params); where
 # and how it runs (launcher, nodes, device, storage) are resources, so moving a study
@@ -17,23 +17,21 @@ include: "training.smk"
 
 rule train:
     input:
-        unpack(train_inputs),
+        unpack(SCHEDULE.train_inputs),
     output:
         f"{STUDY}/{{family}}/runs/{{run_id}}/metrics.json",
     log:
-        logfile("train", "{family}", "{run_id}"),
+        S.logfile("train", "{family}", "{run_id}"),
     params:
         # The run's `prism train` flags from its plan row (the same mapping `prism isoflop launch` uses).
-        run=lambda wildcards, input: training_args(
-            plan_row(wildcards), input.data, f"{STUDY}/{wildcards.family}/runs/{wildcards.run_id}",
-            input.calibration, warmup=WARMUP),
-        body=lambda wildcards: f"{STUDY}/{wildcards.family}/runs/{wildcards.run_id}/launch.sh",
-    threads: TRAIN_OPTIONS.threads
+        run=SCHEDULE.train_args,
+        body=SCHEDULE.run_body,
+    threads: S.train.threads
     # Longest runs first (steps stand in for time): the study ends sooner than when the
     # longest run happens to start last.
-    priority: train_priority
+    priority: SCHEDULE.priority
     resources:
-        **training_resources(retrain=train_retrain),
+        **SCHEDULE.resources(retrain=SCHEDULE.run_retrain),
     # The job body (rules/training.smk). A run that ends `collapsed` exits non-zero but
     # writes metrics.json (status collapsed): a finished run, which collect reports and the
     # fit leaves out.

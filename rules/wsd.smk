@@ -30,62 +30,61 @@
 # Rerun triggers as for `train`: the data, the calibration, and the params (the model, the
 # batch, the warm-up, the cooldown fraction, the seed).
 
-include: "wsd_common.smk"
 include: "training.smk"
 
 
 rule wsd_segment:
     input:
-        unpack(segment_inputs),
+        unpack(SCHEDULE.segment_inputs),
     output:
-        f"{STUDY}/{{family}}/stable/{{traj}}/to-{{end}}/final/keep/step-{{end}}.pt",
+        SCHEDULE.segment_output(),
     log:
-        logfile("wsd", "{family}", "{traj}", "to-{end}"),
+        S.logfile("wsd", "{family}", "{traj}", "to-{end}"),
     wildcard_constraints:
-        traj=TRAJ_RE,
-        end=POINT_RE,
+        traj=SCHEDULE.traj_pattern,
+        end=SCHEDULE.point_pattern,
     params:
         # Derived from the inputs (where it starts is an input, ancient, deliberately not a
         # rerun trigger: see the header) ...
-        run=segment_args,
-        body=lambda wildcards: f"{segment_dir(wildcards.family, wildcards.traj, wildcards.end)}/launch.sh",
+        run=SCHEDULE.segment_args,
+        body=SCHEDULE.segment_body,
         # ... and what makes it another segment (rerun triggers).
-        backbone=traj_value("backbone"),
-        variant=traj_value("variant"),
-        regime=traj_value("regime"),
-        global_batch=traj_value("global_batch"),
-        warmup=traj_value("warmup"),
-        seed=TRAIN_OPTIONS.seed,
-    threads: TRAIN_OPTIONS.threads
-    priority: _segment_priority
+        backbone=SCHEDULE.traj_value("backbone"),
+        variant=SCHEDULE.traj_value("variant"),
+        regime=SCHEDULE.traj_value("regime"),
+        global_batch=SCHEDULE.traj_value("global_batch"),
+        warmup=SCHEDULE.traj_value("warmup"),
+        seed=S.train.seed,
+    threads: S.train.threads
+    priority: SCHEDULE.segment_priority
     resources:
-        **training_resources(retrain=segment_retrain),
+        **SCHEDULE.resources(retrain=SCHEDULE.segment_retrain),
     shell:
         TRAINING_SHELL
 
 
 rule wsd_branch:
     input:
-        unpack(branch_inputs),
+        unpack(SCHEDULE.branch_inputs),
     output:
         f"{STUDY}/{{family}}/runs/{{run_id}}/metrics.json",
     log:
-        logfile("train", "{family}", "{run_id}"),
+        S.logfile("train", "{family}", "{run_id}"),
     params:
-        run=branch_args,
-        body=lambda wildcards: f"{STUDY}/{wildcards.family}/runs/{wildcards.run_id}/launch.sh",
-        backbone=row_value("backbone"),
-        variant=row_value("variant"),
-        regime=row_value("regime"),
-        budget=lambda wildcards: budget_str(plan_row(wildcards)["budget"]),
-        global_batch=row_value("global_batch"),
-        warmup=lambda wildcards: wsd_run_trajectory(wildcards).warmup,
-        cooldown_fraction=WSD_COOLDOWN,
-        seed=TRAIN_OPTIONS.seed,
-    threads: TRAIN_OPTIONS.threads
-    priority: _branch_priority
+        run=SCHEDULE.branch_args,
+        body=SCHEDULE.run_body,
+        backbone=SCHEDULE.row_value("backbone"),
+        variant=SCHEDULE.row_value("variant"),
+        regime=SCHEDULE.row_value("regime"),
+        budget=SCHEDULE.run_budget,
+        global_batch=SCHEDULE.row_value("global_batch"),
+        warmup=SCHEDULE.branch_warmup,
+        cooldown_fraction=SCHEDULE.cooldown_fraction,
+        seed=S.train.seed,
+    threads: S.train.threads
+    priority: SCHEDULE.branch_priority
     resources:
-        **training_resources(retrain=train_retrain),
+        **SCHEDULE.resources(retrain=SCHEDULE.run_retrain),
     # As `train`: a collapsed branch writes metrics.json (status collapsed) and exits non-zero.
     shell:
         TRAINING_SHELL + TRAINING_KEEPS_OUTPUT
@@ -103,15 +102,15 @@ localrules:
 
 rule agreement:
     input:
-        unpack(agreement_inputs),
+        unpack(SCHEDULE.agreement_inputs),
     output:
         f"{STUDY}/{{family}}/agreement/{{regime}}.md",
     log:
-        logfile("agreement", "{family}", "{regime}"),
+        S.logfile("agreement", "{family}", "{regime}"),
     params:
-        other=lambda wildcards: str(config["compare_with"] or "").rstrip("/"),
+        other=SCHEDULE.compared_study,
         study=lambda wildcards: STUDY,  # a function: lint wants no hard-coded path prefixes
-        cooldown_fraction=WSD_COOLDOWN,
+        cooldown_fraction=SCHEDULE.cooldown_fraction,
     threads: 1
     resources:
         nodes=1,

@@ -47,6 +47,8 @@ LAYERS: dict[str, int] = {
     "prism.cli": 5,
     "prism.__main__": 5,
     "prism.worker": 5,
+    # The workflow's logic, which the Snakefile and rules/*.smk call.
+    "prism.workflow": 5,
 }
 
 

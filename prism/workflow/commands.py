@@ -1,0 +1,115 @@
+"""Each job's `prism` flags, one function per command: a new option of a command is one edit here.
+
+Results-deciding flags are params of their rules (rerun triggers); how and where a job runs
+(trackers, devices, nodes) are resources, which retrain nothing.
+"""
+
+from __future__ import annotations
+
+import shlex
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from prism.isoflop.runs.launch import run_args
+from prism.options import as_args
+from prism.workflow.study import Study
+
+
+def data_command(study: Study, family: str) -> list[str]:
+    """`prism data` verb and flags of a family's data: its index where `data.shards` names a folder, else
+    the offline build (only the flags that decide its bytes: rerun triggers)."""
+    data = study.config["data"]
+    shards = study.shards_dir(family)
+    if shards:
+        return ["index", shards, "--family", family, "--eval-fraction", str(data["eval_fraction"]),
+                "--max-bad-fraction", str(data["max_bad_fraction"]), *study.spec_flags[family]]  # fmt: skip
+    return ["build", "--family", family, "--seed", str(data["seed"]), "--lm-ratio", str(data["lm_ratio"]),
+            *study.spec_flags[family]]  # fmt: skip
+
+
+def data_threads(study: Study, family: str) -> int:
+    """The index decodes shards in parallel; the build uses one process."""
+    return 8 if study.shards_dir(family) else 1
+
+
+def plan_arguments(study: Study, family: str) -> dict[str, Any]:
+    """The arguments of `plan_runs`; `plan_command` passes exactly these as flags."""
+    return dict(
+        family=family,
+        budgets=[float(b) for b in study.budgets],
+        calibration_dir=study.calibration_dir(),
+        data=study.data_dir(family),
+        options=study.plan,
+        regime=study.regime,
+        backbones=list(study.config["backbones"]),
+        variants=list(study.config["variants"]),
+        job_ranks=study.job_ranks,
+    )
+
+
+def plan_command(study: Study, family: str) -> list[str]:
+    """`plan_arguments` as `prism isoflop plan` flags (but --family, a wildcard in the rule)."""
+    args = plan_arguments(study, family)
+    return [
+        "--budgets", ",".join(study.budgets),
+        "--calibration-dir", args["calibration_dir"],
+        "--data", args["data"],
+        "--regime", args["regime"],
+        # None: the rule's sizes only (an empty value would not survive the shell quoting).
+        *(["--backbones", ",".join(args["backbones"])] if args["backbones"] else []),
+        "--variants", ",".join(args["variants"]),
+        *as_args(args["options"]),
+        *(["--job-ranks", str(study.job_ranks)] if study.job_ranks > 1 else []),
+        # What the grid costs as wsd trajectories (plan.yaml `schedules`); no run depends on it.
+        "--cooldown-fraction", str(study.train.cooldown_fraction),
+        # The family's shape and tokenizer where not the laptop's (`shapes`, `data.tokenizer`).
+        *study.spec_flags[family],
+    ]  # fmt: skip
+
+
+def training_command(
+    study: Study, row: Mapping[str, Any], data: str, out: str, calibration: str, **settings: Any
+) -> str:
+    """A training job's run, as `prism train` flags: its plan row (or a wsd segment's), with the settings
+    of the study's `train:` that decide its numbers and the job's own `settings` over them. A param: a
+    rerun trigger (the loader's settings too: they decide the sample order). Where and how the job runs
+    are its resources (`tracker_command`, rules/training.smk)."""
+    shared = {**study.train.run_settings(), **study.loader.run_settings()}
+    return run_args(row, data=data, out=out, calibration=calibration, **{**shared, **settings})
+
+
+def tracker_command(study: Study, family: str) -> str:
+    """The trackers' `prism train` flags: a resource, not a param, so turning them on retrains nothing.
+
+    Every run of a study logs into STUDY/tracking under one group, STUDY-FAMILY-REGIME.
+    """
+    train = study.train
+    if not train.trackers:
+        return ""
+    group = f"{Path(study.dir).resolve().name}-{family}-{study.regime}"
+    return shlex.join(["--trackers", train.trackers, "--tracker-dir", f"{study.dir}/tracking",
+                       "--tracker-group", group, "--tracker-project", train.tracker_project])  # fmt: skip
+
+
+def calibrate_flags(study: Study, family: str) -> list[str]:
+    """`prism isoflop calibrate` flags of the speed job (the timed steps), with the family's shape flags."""
+    return as_args(study.calibrate) + study.spec_flags[family]
+
+
+def collect_flags(study: Study) -> list[str]:
+    return as_args(study.collect)
+
+
+def fit_flags(study: Study) -> list[str]:
+    return as_args(study.fit)
+
+
+def plot_flags(study: Study) -> list[str]:
+    return as_args(study.plot)
+
+
+def summary_command(study: Study) -> str | None:
+    """The end-of-run summary of every fitted family (it only reads files), or None when none is fitted."""
+    dirs = study.fitted_family_dirs()
+    return "prism isoflop summary " + " ".join(shlex.quote(d) for d in dirs) if dirs else None

@@ -1,0 +1,137 @@
+"""Everything that touches Snakemake's own objects: its logger, its settings, its DAG, and the
+lifecycle of the worker that jobs run here use. The rest of prism.workflow sees an `Engine`,
+which tests replace by a plain object with the same attributes.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+from prism.worker import ENV as WORKER_ENV
+
+# `snakemake --forcerun train` (or --forcerun of a run's metrics.json, or --forceall) is an
+# explicit retrain: `prism train` then trains a finished run from scratch instead of restoring
+# its unchanged record from final/. The main process records the forced targets in the
+# environment, which submitted cluster jobs inherit (qsub -V) and read when they evaluate
+# this again without the flags.
+FORCED_ENV = "PRISM_FORCED_TARGETS"
+
+
+class Engine:
+    """The Snakemake `workflow` object, seen through what the workflow's logic asks of it."""
+
+    def __init__(self, workflow: Any) -> None:
+        from snakemake.logging import logger  # noqa: PLC0415 - only where Snakemake runs
+
+        self.workflow = workflow
+        self.logger = logger
+        self._said: set[str] = set()
+        self._worker: dict[str, Any] = {}
+
+    @property
+    def dryrun(self) -> bool:
+        return bool(self.workflow.dryrun)
+
+    @property
+    def in_job(self) -> bool:
+        """Whether this is a job's own Snakemake (a cluster job, or a local job's subprocess)."""
+        return bool(self.workflow.remote_exec or self.workflow.subprocess_exec)
+
+    def say_once(self, text: str, warning: bool = False) -> None:
+        """An error (or warning) line on the terminal where Snakemake itself runs (not in cluster jobs), once."""
+        if text not in self._said and not self.in_job:
+            self._said.add(text)
+            (self.logger.warning if warning else self.logger.error)(text)
+
+    def stop(self, line: str) -> None:
+        """Stop the workflow with one line: Snakemake prints a SystemExit's text while it builds the DAG,
+        but drops it while jobs run (a checkpoint's re-evaluation), so it is logged there first."""
+        if self.workflow.scheduler is not None:
+            self.logger.error(line)
+        raise SystemExit(line)
+
+    def forced_targets(self) -> set[str]:
+        """What this Snakemake call forces (`--forcerun` rules and files, `--forceall`).
+
+        Recorded in FORCED_ENV by the main process once its DAG is built, so that cluster jobs
+        (`qsub -V`) see it too.
+        """
+        settings = getattr(self.workflow, "dag_settings", None)  # set once the DAG is built, not while parsing
+        if settings is not None and (settings.forceall or settings.forcerun):
+            forced = ["--forceall"] * bool(settings.forceall) + sorted(map(str, settings.forcerun))
+            os.environ[FORCED_ENV] = "\n".join(forced)
+        return set(os.environ.get(FORCED_ENV, "").split("\n")) - {""}
+
+    def force_rule(self, rule_name: str) -> None:
+        """Make every job of `rule_name` rerun, as `--forcerun RULE` does (called while the DAG is built)."""
+        dag = getattr(self.workflow, "dag", None)
+        if dag is not None:
+            dag.forcerules.add(self.workflow.get_rule(rule_name))
+
+    def terse_terminal(self) -> None:
+        """With the profiles' `quiet: [rules]` a run prints progress, not job blocks: but Snakemake drops
+        its failed-job blocks with them, so print those (rule, log path, the log's tail) here; a dry run
+        keeps its job blocks (what would run and why is what it is for)."""
+        import logging  # noqa: PLC0415
+
+        from snakemake.logging import DefaultFormatter, LogEvent, get_event  # noqa: PLC0415
+        from snakemake.settings.enums import Quietness  # noqa: PLC0415
+
+        settings = self.workflow.output_settings
+        quiet = settings.quiet
+        if not quiet or Quietness.RULES not in quiet or Quietness.ALL in quiet or self.in_job:
+            return
+        if settings.dryrun:
+            quiet.discard(Quietness.RULES)  # the very set Snakemake's log filter reads
+            return
+        errors = (LogEvent.JOB_ERROR, LogEvent.GROUP_ERROR)
+        handler = logging.StreamHandler(sys.stderr)
+        handler.addFilter(lambda record: get_event(record) in errors)
+        handler.setFormatter(DefaultFormatter(quiet, settings.show_failed_logs))
+        self.logger.addHandler(handler)
+        # The scheduler's two lines per job say nothing the progress lines do not.
+        chatter = re.compile(r"(Select jobs to execute|Execute \d+ jobs)\.\.\.$")
+        self.logger.addFilter(lambda record: not (isinstance(record.msg, str) and chatter.match(record.msg)))
+
+    def start_worker(self, enabled: bool, log_path: str) -> None:
+        """Jobs that run here get one `prism worker serve`: their `prism` commands run in children
+        forked from it, torch imported once per invocation instead of once per job (prism/worker.py).
+        A job that cannot reach it runs in its own process, as on a cluster, where none is started."""
+        if not enabled or not self.workflow.local_exec:
+            return
+        folder = Path(tempfile.mkdtemp(prefix="prism-worker-"))  # short: a Unix socket path has ~100 bytes
+        Path(log_path).parent.mkdir(parents=True, exist_ok=True)
+        command = [sys.executable, "-m", "prism", "worker", "serve", "--socket", str(folder / "socket"),
+                   "--parent", str(os.getpid())]  # fmt: skip
+        with open(log_path, "a") as log:
+            process = subprocess.Popen(
+                command, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT, start_new_session=True
+            )
+        self._worker.update(process=process, folder=folder)
+        # Jobs start once it listens (its imports take seconds), so that the first ones use it too.
+        deadline = time.monotonic() + 60
+        while not (folder / "socket").exists() and process.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.1)
+        os.environ[WORKER_ENV] = str(folder / "socket")
+
+    def stop_worker(self) -> None:
+        """Stop the worker (its running children finish on their own) and remove its socket."""
+        os.environ.pop(WORKER_ENV, None)
+        process = self._worker.pop("process", None)
+        if process is not None:
+            process.terminate()
+            try:
+                process.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                process.kill()
+        folder = self._worker.pop("folder", None)
+        if folder is not None:
+            shutil.rmtree(folder, ignore_errors=True)

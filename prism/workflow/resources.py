@@ -1,0 +1,66 @@
+"""Training jobs' nodes and walltimes (PBS on the cluster), and what a plan's jobs request.
+
+Each training job requests the walltime its plan estimate needs (prism.launch.walltime): the
+estimate x cluster.walltime_factor, whole minutes, at least cluster.min_walltime, at most the cap
+(cluster.walltimes[backbone], else cluster.walltime: the queue's limit). A job whose estimate
+exceeds the cap requests the cap and resumes from its checkpoint when resubmitted.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from prism.launch.walltime import pieces, requested_seconds, walltime_seconds, walltime_text
+
+# (backbone, nodes, estimated seconds or None) of one training job.
+Job = tuple[str, int, "float | None"]
+
+
+def backbone_of(wildcards: Any) -> str:
+    """The backbone from the run id (or a wsd segment's trajectory id, which starts alike), so a job's
+    nodes never wait on the plan (Snakemake cannot evaluate resources of a job whose checkpoint is pending)."""
+    return (getattr(wildcards, "run_id", None) or wildcards.traj).split("-", 1)[0]
+
+
+def backbone_nodes(cluster: dict, backbone: str) -> int:
+    return int(cluster["nodes_by_backbone"].get(backbone, cluster["nodes"]))
+
+
+def backbone_cap(cluster: dict, backbone: str) -> str:
+    return cluster["walltimes"].get(backbone, cluster["walltime"])
+
+
+def request_s(cluster: dict, estimate_s: float | None, backbone: str) -> int:
+    """Seconds a job of `backbone` estimated at `estimate_s` asks for."""
+    cap = backbone_cap(cluster, backbone)
+    return requested_seconds(estimate_s, cluster["walltime_factor"], cluster["min_walltime"], cap)
+
+
+def train_walltime(cluster: dict, estimate_s: float | None, backbone: str) -> str:
+    return walltime_text(request_s(cluster, estimate_s, backbone))
+
+
+def walltime_minutes(walltime: str) -> int:
+    """Snakemake's `runtime` (whole minutes) of a walltime text."""
+    return -(-walltime_seconds(walltime) // 60)
+
+
+def requested_text(cluster: dict, family: str, jobs: list[Job]) -> str:
+    """One line: node-hours the training jobs request on a cluster beside those estimated, and the jobs over the cap."""
+    requested = sum(n * request_s(cluster, est, b) for b, n, est in jobs) / 3600
+    known = [n * est for b, n, est in jobs if est is not None]
+    estimated = f"{sum(known) / 3600:.3g}" if len(known) == len(jobs) else "unknown"
+    over = [pieces(est, backbone_cap(cluster, b)) for b, n, est in jobs if pieces(est, backbone_cap(cluster, b)) > 1]
+    text = (
+        f"plan {family}: {len(jobs)} training jobs request {requested:.3g} node-hours as cluster jobs for "
+        f"{estimated} node-hours estimated (walltime = estimate x {cluster['walltime_factor']:g}, "
+        f">= {cluster['min_walltime']}, <= {cluster['walltime']}"
+        + (" or cluster.walltimes" if cluster["walltimes"] else "")
+        + ")"
+    )
+    if over:
+        text += (
+            f"; {len(over)} job(s) need up to {max(over)} walltimes each, resumed from their checkpoints "
+            f"(retries: 1 gives 2 a call: add --retries {max(over) - 1})"
+        )
+    return text

@@ -1,0 +1,160 @@
+"""A study's config as typed options (parsed once) and the paths every rule agrees on."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from prism.calibration import calibration_filename
+from prism.data.options import loader_options
+from prism.errors import PrismError
+from prism.families import FAMILIES, study_specs
+from prism.ids import format_budget
+from prism.isoflop.design.calibrate import CalibrateOptions, speed_filename
+from prism.isoflop.design.plan import PlanOptions
+from prism.isoflop.design.trajectories import plan_warmup
+from prism.isoflop.fit.fit import FitOptions
+from prism.isoflop.present.options import PlotOptions
+from prism.isoflop.runs.collect import CollectOptions
+from prism.launch.ranks import cluster_ranks
+from prism.model.config import BACKBONES, REGIMES, VARIANTS
+from prism.model.sizes import RULE_NAME_PATTERN, VARIANT_NAME_PATTERN
+from prism.options import from_mapping
+from prism.train.options import TrainOptions
+from prism.train.rundir.finished import study_conflict
+
+PLOT_FILES = ("isoflop_curves.png", "scaling_laws.png", "approach3_fit.png", "training_curves.png", "answer.html")
+
+
+def budget_str(value: Any) -> str:
+    """The canonical spelling of a budget, as run ids use it: 3e11, 1e12, 2.5e17 (the planner's own)."""
+    return format_budget(float(value))
+
+
+def _alternatives(names: Any) -> str:
+    return "|".join(sorted(names, key=len, reverse=True))
+
+
+@dataclass
+class Study:
+    """The validated config (schema defaults filled in) and what the rules derive from it once."""
+
+    config: dict[str, Any]
+
+    def __post_init__(self) -> None:
+        config = self.config
+        self.dir = config["study_dir"].rstrip("/")
+        self.regime = config["regime"]
+        # Each config section of a verb's options is that verb's dataclass (prism.options): a key is
+        # a field, and the section becomes the verb's flags with `as_args` (prism.workflow.commands).
+        self.calibrate = from_mapping(CalibrateOptions, config["calibrate"], "config calibrate")
+        self.plan = from_mapping(PlanOptions, config["plan"], "config plan")
+        self.collect = from_mapping(CollectOptions, config["collect"], "config collect")
+        self.fit = from_mapping(FitOptions, config["fit"], "config fit")
+        self.plot = from_mapping(PlotOptions, config["plot"], "config plot")
+        # The training runs' shared settings (prism.train.options): read here, not the section.
+        self.train = from_mapping(TrainOptions, config["train"], "config train")
+        self.cluster = config["cluster"]
+        # Processes per node of a training job, and the ranks every run's global batch divides among.
+        self.ranks_per_node, self.job_ranks = cluster_ranks(self.train.launcher, self.cluster)
+        self.budgets = sorted({budget_str(b) for b in config["budgets"]}, key=float)
+        # The warm-up of every run of the study, whatever its schedule: half the plan's shortest run,
+        # never set by its budgets, so a cosine and a wsd study of one grid differ only after it.
+        self.warmup = plan_warmup(self.plan.min_steps)
+        # How training reads its split (preloaded or streamed): the `data:` keys of LoaderOptions.
+        self.loader = loader_options(config["data"])
+        # Each family's shape and tokenizer, installed in this process (the in-process plan counts with
+        # them), and the flags that give them to its data, calibrate and plan jobs (none for the defaults).
+        try:
+            self.spec_flags = study_specs(config.get("shapes") or {}, config["data"]["tokenizer"])
+        except PrismError as err:
+            raise PrismError(f"config: {err}") from None
+
+    def conflict(self) -> str | None:
+        """The line that stops a study whose finished runs cannot be reused with these settings, or None."""
+        return study_conflict(self.dir, self.config["families"], self.train.schedule, self.train.cooldown_fraction)
+
+    @staticmethod
+    def wildcard_constraints() -> dict[str, str]:
+        """Wildcards can only ever be these names: a run id or a family cannot smuggle anything into a
+        command line (and values are shell-quoted as well)."""
+        return {
+            "family": _alternatives(FAMILIES),
+            "backbone": f"{_alternatives(BACKBONES)}|{RULE_NAME_PATTERN}",
+            "variant": f"{_alternatives(VARIANTS)}|{VARIANT_NAME_PATTERN}",
+            "regime": _alternatives(REGIMES),
+            "budget": r"[0-9]+(\.[0-9]+)?e[0-9]+",
+            "run_id": r"[0-9a-z]+-[A-Z0-9]+-[a-z0-9_]+-C[0-9]+(\.[0-9]+)?e[0-9]+",
+        }
+
+    # ---- paths ----------------------------------------------------------------
+
+    def family_dir(self, family: str) -> str:
+        return f"{self.dir}/{family}"
+
+    def data_dir(self, family: str) -> str:
+        return f"{self.dir}/data/{family}"
+
+    def data_built(self, family: str) -> bool:
+        """Whether the family's data is complete (a directory output: its manifest is written last)."""
+        return Path(self.data_dir(family), "manifest.json").is_file()
+
+    def shards_dir(self, family: str) -> str | None:
+        """The folder of the user's own shards for `family` (`data.shards`), or None: the offline build."""
+        return self.config["data"]["shards"].get(family)
+
+    def calibration_dir(self) -> str:
+        return f"{self.dir}/calibration"
+
+    def calibration_file(self, family: str, backbone: str, variant: str, regime: str) -> str:
+        return f"{self.calibration_dir()}/{calibration_filename(family, backbone, variant, regime)}"
+
+    def speed_file(self, family: str, backbone: str, variant: str, regime: str) -> str:
+        return f"{self.calibration_dir()}/{speed_filename(family, backbone, variant, regime)}"
+
+    def logfile(self, *parts: str) -> str:
+        return str(Path(self.dir, "logs", *parts)) + ".log"
+
+    def plan_file(self, family: str) -> str:
+        return f"{self.dir}/{family}/plan.yaml"
+
+    def runs_csv(self, family: str) -> str:
+        return f"{self.dir}/{family}/runs.csv"
+
+    def run_dir(self, family: str, run_id: str) -> str:
+        return f"{self.dir}/{family}/runs/{run_id}"
+
+    def run_metrics(self, family: str, run_id: str) -> str:
+        return f"{self.run_dir(family, run_id)}/metrics.json"
+
+    def fit_outputs(self, family: str) -> list[str]:
+        return [f"{self.dir}/{family}/fit/{self.regime}.{ext}" for ext in ("json", "md", "html")]
+
+    def study_records(self, family: str) -> list[str]:
+        """The plan and the runs table: safe to delete, made again by the targets that name them."""
+        return [self.plan_file(family), self.runs_csv(family)]
+
+    def plot_dir(self, family: str, regime: str) -> str:
+        return f"{self.dir}/{family}/plots/{regime}"
+
+    def plot_outputs(self, family: str) -> list[str]:
+        """Every file the plot job writes (rules/plot.smk), each one an output of its own."""
+        return [f"{self.plot_dir(family, self.regime)}/{name}" for name in PLOT_FILES]
+
+    def fitted_family_dirs(self) -> list[str]:
+        """Family folders with a fit: what the end-of-run summary reads."""
+        return [f"{self.dir}/{family}" for family in FAMILIES if Path(self.dir, family, "fit").is_dir()]
+
+    def plot_figure(self, name: str) -> str:
+        """One figure's output pattern of the plot job."""
+        return f"{self.dir}/{{family}}/plots/{{regime}}/{name}.png"
+
+    @staticmethod
+    def figure_labels(name: str) -> dict[str, Any]:
+        """How one figure of the plot job shows in the report: Results > Plots, by family."""
+        return {
+            "category": "Plots",
+            "subcategory": "{family}",
+            "labels": {"family": "{family}", "regime": "{regime}", "figure": name},
+        }

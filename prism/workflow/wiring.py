@@ -1,0 +1,127 @@
+"""`StudyWorkflow`: the one object the Snakefile and rules/*.smk read, built once from Snakemake's
+config and workflow. Its functions take a job's `wildcards` (and `input`) as Snakemake passes them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from prism.errors import PrismError
+from prism.isoflop.fit.fit import too_few_budgets
+from prism.isoflop.runs.table import table_problem
+from prism.workflow import commands
+from prism.workflow.plan import StudyPlan
+from prism.workflow.schedule import Schedule, make_schedule
+from prism.workflow.study import Study, budget_str
+
+
+class StudyWorkflow:
+    """The study (`study`), its plan (`plan`), its schedule's jobs (`schedule`) and the input and params
+    functions of the rules every schedule shares.
+
+    `engine`: prism.workflow.engine.Engine; `wait_for_plan(family)`: plan.yaml's path once the plan job
+    has run (`checkpoints.plan.get`); `ancient`: Snakemake's marker for inputs whose age is no trigger.
+    """
+
+    def __init__(self, config: dict, engine: Any, wait_for_plan: Callable[[str], str],
+                 ancient: Callable[[str], Any] = str) -> None:  # fmt: skip
+        try:
+            self.study = Study(config)
+        except PrismError as err:  # a config the schema allows but the library refuses (a shape, a tokenizer)
+            raise SystemExit(str(err)) from None
+        # Settings a finished study cannot reuse stop here in one line, before anything trains.
+        conflict = self.study.conflict()
+        if conflict:
+            raise SystemExit(conflict)
+        self.engine = engine
+        self.plan = StudyPlan(
+            self.study, engine, wait_for_plan, lambda family, rows: self.schedule.requested(family, rows)
+        )
+        self.schedule: Schedule = make_schedule(self.study, self.plan, engine, ancient)
+
+    # ---- data -------------------------------------------------------------------
+
+    def data_inputs(self, wildcards: Any) -> list[str]:
+        """The user's shards folder when indexed (its modification time changes when a shard is added).
+
+        A folder that does not exist (config/aurora.yaml's placeholder) is no input, so a dry run still
+        shows the study; it says so in one line, and the data job refuses it before anything else runs.
+        """
+        shards = self.study.shards_dir(wildcards.family)
+        if shards and not Path(shards).is_dir():
+            self.engine.say_once(
+                f"config data.shards.{wildcards.family}: {shards} is not a folder: set it to the folder of your "
+                "webdataset shards (docs/own-data.md), or remove the key to build the offline data; "
+                f"the data job for {wildcards.family} refuses it"
+            )
+            return []
+        return [shards] if shards else []
+
+    def data_args(self, wildcards: Any) -> list[str]:
+        return commands.data_command(self.study, wildcards.family)
+
+    def data_threads(self, wildcards: Any) -> int:
+        return commands.data_threads(self.study, wildcards.family)
+
+    # ---- calibrate ------------------------------------------------------------------
+
+    def spec_args(self, wildcards: Any) -> list[str]:
+        """The family's shape and tokenizer flags (none for the laptop's): counted at the study's shape."""
+        return self.study.spec_flags[wildcards.family]
+
+    def speed_args(self, wildcards: Any) -> list[str]:
+        return commands.calibrate_flags(self.study, wildcards.family)
+
+    # ---- the plan -----------------------------------------------------------------
+
+    def plan_inputs(self, wildcards: Any) -> list[str]:
+        return self.plan.input_files(wildcards.family)
+
+    def plan_args(self, wildcards: Any) -> list[str]:
+        return commands.plan_command(self.study, wildcards.family)
+
+    # ---- collect, fit, plot ---------------------------------------------------------
+
+    def planned_metrics(self, wildcards: Any) -> list[str]:
+        """What collect aggregates: every planned run of the family (the plan names them)."""
+        return self.plan.run_metrics(wildcards.family)
+
+    def fit_inputs(self, wildcards: Any) -> str:
+        """The runs table; a plan that cannot be fitted, or a table changed by hand, stops the workflow
+        here, while its DAG is built: a fit job failing on them would first have lost the previous fit."""
+        study, family = self.study, wildcards.family
+        csv = study.runs_csv(family)
+        line = too_few_budgets(family, study.budgets)  # fewer in the config than a fit needs: said before the plan
+        if not line:
+            rows = self.plan.rows(family)
+            line = too_few_budgets(family, sorted({budget_str(row["budget"]) for row in rows.values()}, key=float))
+            line = line or table_problem(csv, {run_id: study.run_metrics(family, run_id) for run_id in rows})
+        if line:
+            self.engine.stop(line)
+        return csv
+
+    def family_dir(self, wildcards: Any) -> str:
+        return self.study.family_dir(wildcards.family)
+
+    def runs_dir(self, wildcards: Any) -> str:
+        return f"{self.study.family_dir(wildcards.family)}/runs"
+
+    def data_dir(self, wildcards: Any) -> str:
+        return self.study.data_dir(wildcards.family)
+
+    def plot_dir(self, wildcards: Any) -> str:
+        return self.study.plot_dir(wildcards.family, wildcards.regime)
+
+    # ---- named targets ------------------------------------------------------------
+
+    def targets(self, family: str) -> list[str]:
+        """What `all` needs of a family: the fit, its figures, the plan and runs table, every run."""
+        study = self.study
+        return (
+            study.fit_outputs(family)
+            + study.plot_outputs(family)
+            + study.study_records(family)
+            + self.schedule.study_metrics(family)
+        )

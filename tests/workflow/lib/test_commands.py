@@ -1,0 +1,58 @@
+"""prism.workflow.commands: each job's `prism` flags."""
+
+from __future__ import annotations
+
+import shlex
+
+from prism.workflow import commands
+from prism.workflow.study import Study
+
+
+def test_data_builds_offline_or_indexes_your_shards(smoke_config, tmp_path):
+    study = Study(smoke_config())
+    assert commands.data_command(study, "text_image")[:3] == ["build", "--family", "text_image"]
+    assert commands.data_threads(study, "text_image") == 1
+    study = Study(smoke_config(data={"shards": {"text_image": str(tmp_path)}}))
+    args = commands.data_command(study, "text_image")
+    assert args[:2] == ["index", str(tmp_path)] and "--eval-fraction" in args
+    assert commands.data_threads(study, "text_image") == 8
+
+
+def test_the_plan_command_passes_the_arguments_the_workflow_plans_with(smoke_config):
+    study = Study(smoke_config())
+    args = commands.plan_command(study, "text_image")
+    planned = commands.plan_arguments(study, "text_image")
+    assert args[args.index("--budgets") + 1] == "1e10,2e10"
+    assert args[args.index("--data") + 1] == planned["data"] == study.data_dir("text_image")
+    assert args[args.index("--backbones") + 1] == "30k,60k,120k"
+    assert "--job-ranks" not in args  # a local study's jobs are one rank
+    assert args[-2:] == ["--cooldown-fraction", str(study.train.cooldown_fraction)]
+
+
+def test_the_training_command_takes_the_row_and_the_jobs_own_settings(smoke_config):
+    study = Study(smoke_config())
+    row = {
+        "family": "text_image",
+        "backbone": "30k",
+        "variant": "BASE",
+        "regime": "e2e",
+        "budget": 1e10,
+        "global_batch": 8,
+    }
+    words = shlex.split(commands.training_command(study, row, "d", "out", "c.json", warmup=5))
+    assert words[words.index("--warmup") + 1] == "5" and words[words.index("--out") + 1] == "out"
+    assert words[words.index("--budget") + 1] == "1e10"
+
+
+def test_trackers_are_flags_only_when_on(smoke_config):
+    assert commands.tracker_command(Study(smoke_config()), "text_image") == ""
+    study = Study(smoke_config(train={"trackers": "tensorboard"}))
+    words = shlex.split(commands.tracker_command(study, "text_image"))
+    assert words[words.index("--tracker-group") + 1] == "study-text_image-e2e"
+
+
+def test_the_summary_reads_fitted_families_only(smoke_config, tmp_path):
+    study = Study(smoke_config())
+    assert commands.summary_command(study) is None
+    (tmp_path / "study" / "text_image" / "fit").mkdir(parents=True)
+    assert commands.summary_command(study) == f"prism isoflop summary {tmp_path}/study/text_image"

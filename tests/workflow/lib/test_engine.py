@@ -1,0 +1,45 @@
+"""prism.workflow.engine: Snakemake's objects, seen through what the workflow asks of them."""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+
+from prism.workflow.engine import FORCED_ENV, Engine
+
+
+def fake_workflow(**settings):
+    rules = {}
+    return SimpleNamespace(
+        dryrun=False, remote_exec=False, subprocess_exec=False, scheduler=None,
+        dag_settings=SimpleNamespace(**settings) if settings else None,
+        dag=SimpleNamespace(forcerules=set()), get_rule=lambda name: rules.setdefault(name, f"rule {name}"),
+    )  # fmt: skip
+
+
+def test_forced_targets_are_recorded_for_cluster_jobs(monkeypatch):
+    monkeypatch.delenv(FORCED_ENV, raising=False)
+    engine = Engine(fake_workflow(forceall=False, forcerun={"train", "a/metrics.json"}))
+    assert engine.forced_targets() == {"train", "a/metrics.json"}
+    # A cluster job's Snakemake, without the flags, reads them from the environment it inherited.
+    assert Engine(fake_workflow()).forced_targets() == {"train", "a/metrics.json"}
+    monkeypatch.delenv(FORCED_ENV)
+    assert Engine(fake_workflow()).forced_targets() == set()
+
+
+def test_force_rule_forces_every_job_of_the_rule():
+    workflow = fake_workflow()
+    Engine(workflow).force_rule("wsd_segment")
+    assert workflow.dag.forcerules == {"rule wsd_segment"}
+
+
+def test_a_line_is_said_once_and_never_in_a_job(monkeypatch):
+    said = []
+    engine = Engine(fake_workflow())
+    engine.logger = SimpleNamespace(error=said.append, warning=said.append)
+    engine.say_once("x")
+    engine.say_once("x")
+    assert said == ["x"]
+    job = Engine(SimpleNamespace(**{**vars(fake_workflow()), "remote_exec": True}))
+    job.logger = engine.logger
+    job.say_once("y")
+    assert said == ["x"]

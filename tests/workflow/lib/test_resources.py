@@ -1,0 +1,33 @@
+"""prism.workflow.resources: what a training job asks of a cluster."""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+
+from prism.workflow import resources
+
+CLUSTER = {"nodes": 2, "nodes_by_backbone": {"g1e7": 4}, "walltime": "01:00:00", "walltimes": {},
+           "walltime_factor": 2.0, "min_walltime": "00:10:00"}  # fmt: skip
+
+
+def test_nodes_by_backbone_else_the_clusters():
+    assert resources.backbone_nodes(CLUSTER, "g1e7") == 4 and resources.backbone_nodes(CLUSTER, "g35e5") == 2
+
+
+def test_the_backbone_comes_from_the_run_or_trajectory_id():
+    assert resources.backbone_of(SimpleNamespace(run_id="g1e7-BASE-e2e-C1e16")) == "g1e7"
+    assert resources.backbone_of(SimpleNamespace(traj="g35e5-BASE-e2e-B384")) == "g35e5"
+
+
+def test_walltime_is_the_estimate_times_the_factor_between_the_floor_and_the_cap():
+    assert resources.train_walltime(CLUSTER, 60.0, "g1e7") == "00:10:00"
+    assert resources.train_walltime(CLUSTER, 1200.0, "g1e7") == "00:40:00"
+    assert resources.train_walltime(CLUSTER, 7200.0, "g1e7") == "01:00:00"
+    assert resources.walltime_minutes("01:00:01") == 61
+
+
+def test_the_plans_request_line_names_jobs_over_the_cap():
+    text = resources.requested_text(CLUSTER, "text_image", [("g1e7", 4, 1200.0), ("g1e7", 4, 7200.0)])
+    assert text.startswith("plan text_image: 2 training jobs request")
+    assert "1 job(s) need up to" in text
+    assert "unknown" in resources.requested_text(CLUSTER, "text_image", [("g1e7", 4, None)])
