@@ -20,8 +20,8 @@ rule calibrate:
         runtime=10,
     shell:
         "prism isoflop calibrate --family {wildcards.family:q} --backbone {wildcards.backbone:q}"
-        " --projector-variant {wildcards.variant:q} --regime {wildcards.regime:q} --no-measure-throughput"
-        " {params.spec:q} --out {output:q} > {log:q} 2>&1"
+        " --projector-variant {wildcards.variant:q} --regime {wildcards.regime:q} --no-measure-throughput{params.spec}"
+        " --out {output:q} > {log:q} 2>&1"
 
 
 rule speed:

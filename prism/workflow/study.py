@@ -67,7 +67,7 @@ class Study:
         # Each family's shape and tokenizer, installed in this process (the in-process plan counts with
         # them), and the flags that give them to its data, calibrate and plan jobs (none for the defaults).
         try:
-            self.spec_flags = study_specs(config.get("shapes") or {}, config["data"]["tokenizer"])
+            self.spec_flags = study_specs(config["shapes"], config["data"]["tokenizer"])
         except PrismError as err:
             raise PrismError(f"config: {err}") from None
 

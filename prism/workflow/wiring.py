@@ -4,6 +4,7 @@ config and workflow. Its functions take a job's `wildcards` (and `input`) as Sna
 
 from __future__ import annotations
 
+import shlex
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -67,9 +68,10 @@ class StudyWorkflow:
 
     # ---- calibrate ------------------------------------------------------------------
 
-    def spec_args(self, wildcards: Any) -> list[str]:
-        """The family's shape and tokenizer flags (none for the laptop's): counted at the study's shape."""
-        return self.study.spec_flags[wildcards.family]
+    def spec_args(self, wildcards: Any) -> str:
+        """The family's shape and tokenizer flags, shell-quoted, each after a space (empty for the laptop's,
+        so a default study's calibrate command is the one it always was)."""
+        return "".join(" " + shlex.quote(flag) for flag in self.study.spec_flags[wildcards.family])
 
     def speed_args(self, wildcards: Any) -> list[str]:
         return commands.calibrate_flags(self.study, wildcards.family)
