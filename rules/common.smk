@@ -177,7 +177,8 @@ def data_args(wildcards):
     shards = shards_dir(family)
     if shards:
         return ["index", shards, "--family", family, "--eval-fraction", str(data["eval_fraction"]),
-                "--max-bad-fraction", str(data["max_bad_fraction"]), *SPEC_FLAGS[family]]
+                "--max-bad-fraction", str(data["max_bad_fraction"]), *SPEC_FLAGS[family],
+                *LOADER_OPTIONS.index_args()]
     return ["build", "--family", family, "--seed", str(data["seed"]), "--lm-ratio", str(data["lm_ratio"]),
             *SPEC_FLAGS[family]]
 
