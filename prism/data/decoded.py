@@ -167,7 +167,7 @@ def load_split(data_dir: str | Path, manifest: dict, split: str) -> Records:
     """
     data_dir = Path(data_dir)
     if not has_decoded_copy(manifest, split):
-        raise no_copy_error(data_dir, manifest, split)
+        raise no_copy_error(data_dir, manifest)
     path = cache_path(data_dir, split)
     if path.is_file():
         try:

@@ -1,9 +1,9 @@
 """`prism data index`: write the index of shards someone else wrote (prism.data.index reads it).
 
 The index reads every shard once (`prism.data.index.read_shard`, in `jobs` processes),
-refuses duplicate keys and too many bad samples, and writes the manifest and, of each split
-small enough to preload (`decoded_max_mb`, as `data.preload_max_mb` measures it), the decoded
-copy a run opens instead of the tars. A larger split gets `"decoded": false` in its manifest
+refuses duplicate keys and too many bad samples, and writes the manifest and, when every split
+is small enough to preload (`decoded_max_mb`, as `data.preload_max_mb` measures it), the decoded
+copies a run opens instead of the tars. Else every split gets `"decoded": false` in its manifest
 entry and streams: its samples are still read, checked and counted, but none is kept, so the
 index's memory and disk do not grow with it. See prism.data.index for what an index holds.
 """
@@ -76,7 +76,7 @@ def index(
     """Index `shards` for `family` into `out` (manifest.json + decoded copies); return the manifest.
 
     `jobs` processes decode the shards (each shard in one); the result does not depend on it.
-    A split whose decoded size (`options.decoded_mb`) is above `decoded_max_mb` keeps no copy.
+    When a split's decoded size (`options.decoded_mb`) is above `decoded_max_mb`, no split keeps a copy.
     """
     from prism.data import decoded  # noqa: PLC0415 lazy: `prism --help` imports this module
 
@@ -108,7 +108,10 @@ def index(
                 hint = "add shards to eval/" if by_folder else "raise --eval-fraction or add samples"
                 raise PrismError(f"{shards}: the {split} split would hold no samples ({hint})")
         manifest["max_bad_fraction"] = max_bad_fraction
-        copied = [s for s in manifest["splits"] if spooled[s] is not None and decoded_mb(manifest, s) <= decoded_max_mb]
+        # Copies of all splits or of none: data with a split too large to preload streams (options.resolve),
+        # the eval split too (from its shards), so a copy of the small eval split would never be read.
+        fits = all(spooled[s] is not None and decoded_mb(manifest, s) <= decoded_max_mb for s in manifest["splits"])
+        copied = list(manifest["splits"]) if fits else []
         for split in manifest["splits"]:
             if split not in copied:
                 manifest["splits"][split]["decoded"] = False  # too large to preload: streamed

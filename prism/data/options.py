@@ -16,7 +16,7 @@ Pure Python: the workflow, the CLI and the schema read these without torch.
 from __future__ import annotations
 
 from dataclasses import dataclass, fields
-from math import prod
+from math import ceil, prod
 from typing import Any
 
 from prism.data.index import EVAL_FRACTION, MAX_BAD_FRACTION
@@ -83,13 +83,14 @@ def has_decoded_copy(manifest: dict, split: str) -> bool:
     return manifest["splits"][split].get("decoded", True)
 
 
-def no_copy_error(data_dir, manifest: dict, split: str) -> PrismError:
-    """Preloading a split the index kept no decoded copy of: the fix, in one line."""
-    how = f"prism data index {manifest.get('shards_dir', 'DIR')} --out {data_dir} --overwrite --decoded-max-mb N"
+def no_copy_error(data_dir, manifest: dict) -> PrismError:
+    """Preloading data the index kept no decoded copy of: its largest split, and the fix, in one line."""
+    split = max(manifest["splits"], key=lambda s: manifest["splits"][s]["samples"])
+    size = ceil(decoded_mb(manifest, split))  # at least the split's size: room for it
+    how = f"prism data index {manifest.get('shards_dir', 'DIR')} --out {data_dir} --overwrite --decoded-max-mb {size}"
     return PrismError(
-        f"{data_dir}: the {split} split ({decoded_mb(manifest, split):.0f} MB decoded) has no decoded copy to "
-        f"preload (it was indexed above --decoded-max-mb); stream it (data.loader: stream or auto), or re-index "
-        f"with a larger N: `{how}`"
+        f"{data_dir}: no decoded copy to preload (the {split} split is {size} MB decoded, above the index's "
+        f"--decoded-max-mb); stream it (data.loader: stream or auto), or re-index with room for it: `{how}`"
     )
 
 
@@ -101,7 +102,7 @@ def resolve(manifest: dict, split: str, loader: str, preload_max_mb: float, data
     """
     missing = [s for s in manifest["splits"] if not has_decoded_copy(manifest, s)]
     if missing and loader == "preload":
-        raise no_copy_error(data_dir or "the data", manifest, missing[0])
+        raise no_copy_error(data_dir or "the data", manifest)
     if loader != "auto":
         return loader
     return "preload" if not missing and decoded_mb(manifest, split) <= preload_max_mb else "stream"

@@ -393,26 +393,26 @@ def test_a_split_above_decoded_max_mb_keeps_no_copy_counts_every_sample_and_stre
 
     _, whole = indexed
     assert all("decoded" not in entry for entry in whole["splits"].values())  # an index under the bound: as before
-    # Room for 100 samples: train (about 240, 80 a shard) passes it at its second shard, eval (about 60) does not.
+    # Room for 100 samples: train (about 240, 80 a shard) passes it at its second shard, eval (about 60) does not,
+    # but data with a split to stream streams its eval split too: neither keeps a copy.
     bound = 100.5 * sample_bytes(whole) / 2**20
     out = tmp_path / "idx"
     manifest = index(shape_dir, "text_image", out, eval_fraction=0.2, decoded_max_mb=bound)
-    assert manifest["splits"]["train"].pop("decoded") is False and manifest == whole  # same counts, sha256, tokens
-    assert sorted(str(p.relative_to(out)) for p in out.rglob("*")) == [".decoded", ".decoded/eval.npz", "manifest.json"]
-    assert index(shape_dir, "text_image", tmp_path / "jobs", eval_fraction=0.2, decoded_max_mb=bound, jobs=3) == {
-        **whole,
-        "splits": {**whole["splits"], "train": {**whole["splits"]["train"], "decoded": False}},
-    }
+    assert [manifest["splits"][s].pop("decoded") for s in ("train", "eval")] == [False, False]
+    assert manifest == whole  # the same counts, sha256 and tokens
+    assert [p.name for p in out.iterdir()] == ["manifest.json"]  # nothing spooled is left
+    again = index(shape_dir, "text_image", tmp_path / "jobs", eval_fraction=0.2, decoded_max_mb=bound, jobs=3)
+    assert again["splits"]["train"].pop("decoded") is False and again["splits"]["eval"].pop("decoded") is False
+    assert again == whole
+    assert index(shape_dir, "text_image", tmp_path / "fits", eval_fraction=0.2, decoded_max_mb=1.0) == whole
     stored = json.loads((out / "manifest.json").read_text())
     assert resolve(stored, "train", "auto", 10**6) == "stream"
-    with pytest.raises(PrismError, match=f"{out}: the train split .* no decoded copy .*--decoded-max-mb"):
+    with pytest.raises(PrismError, match=f"{out}: no decoded copy .*the train split .*--decoded-max-mb 1`"):
         resolve(stored, "train", "preload", 10**6, out)
+    assert resolve(whole, "train", "auto", 1024) == "preload"
     with pytest.raises(PrismError, match="no decoded copy"):
         ShardLoader(out)
     assert verify(out)["train"]["samples"] == whole["splits"]["train"]["samples"]
     loader = StreamLoader(out, "train", global_batch=8, workers=0)
     assert next(loader)["modality"].shape[0] == 8
     assert sum(len(b["modality"]) for b in loader.eval_batches(16)) == whole["splits"]["eval"]["samples"]
-    none = index(shape_dir, "text_image", tmp_path / "none", eval_fraction=0.2, decoded_max_mb=0)
-    assert [e["decoded"] for e in none["splits"].values()] == [False, False]
-    assert [p.name for p in (tmp_path / "none").iterdir()] == ["manifest.json"]
