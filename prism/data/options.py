@@ -41,7 +41,7 @@ class LoaderOptions:
     preload_max_mb: int = option(
         DECODED_MAX_MB,
         "auto: the largest decoded training split (MB, per rank) that is preloaded; `prism data index` keeps "
-        "a decoded copy only of a split up to this size (a larger one streams)",
+        "a decoded copy only of data whose every split fits in it (else the data streams)",
         metavar="MB",
         minimum=1,
     )
