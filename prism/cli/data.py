@@ -7,6 +7,7 @@ import os
 
 from prism.cli.spec import add_spec_arguments, spec_from_args
 from prism.data.index import EVAL_FRACTION, MAX_BAD_FRACTION
+from prism.data.options import DECODED_MAX_MB
 from prism.families import FAMILIES
 
 
@@ -58,6 +59,14 @@ def _add_index(verbs: argparse._SubParsersAction) -> None:
         type=int,
         default=int(os.environ.get("PRISM_INDEX_JOBS") or 1),
         help="processes decoding shards at once; the index is the same (default $PRISM_INDEX_JOBS or 1)",
+    )
+    p.add_argument(
+        "--decoded-max-mb",
+        type=float,
+        default=DECODED_MAX_MB,
+        metavar="MB",
+        help="keep a decoded copy (what a preloaded run reads) only of a split up to this decoded size; a larger "
+        f"one streams from its shards (default {DECODED_MAX_MB}, as data.preload_max_mb)",
     )
     add_spec_arguments(p)
     p.set_defaults(func=_index)
@@ -137,9 +146,11 @@ def _index(args: argparse.Namespace) -> int:
         max_bad_fraction=args.max_bad_fraction,
         overwrite=args.overwrite,
         jobs=args.jobs,
+        decoded_max_mb=args.decoded_max_mb,
     )
     counts = ", ".join(
         f"{s} {v['samples']} samples ({v['tokens']} tokens) in {len(v['shards'])} shards"
+        + ("" if v.get("decoded", True) else ", streamed (no decoded copy)")
         for s, v in m["splits"].items()
     )
     broken = broken_shards(m)

@@ -10,6 +10,9 @@ size and modification time. `load_split` takes the copy only while every stamp
 still matches, so a replaced or rewritten shard is decoded (and verified) from the
 tar again; `prism data verify` always reads the shards.
 
+`prism data index` writes one only of a split small enough to preload (`--decoded-max-mb`);
+a larger split's manifest entry says `"decoded": false`, and it streams.
+
 Only the build writes the copies, before its directory gets its final name: a
 training job never writes into the data directory, whose contents (and so its
 modification time, which Snakemake compares with every run's outputs) stay as the
@@ -29,6 +32,7 @@ import numpy as np
 
 from prism.atomic import write_atomic
 from prism.data.manifest import Records, read_split, shard_path
+from prism.data.options import has_decoded_copy, no_copy_error
 
 DECODED_DIR = ".decoded"
 # Bump when the saved arrays change meaning: older copies are then decoded again.
@@ -157,8 +161,13 @@ def save_spooled(data_dir: str | Path, manifest: dict, split: str, parts: list[P
 
 
 def load_split(data_dir: str | Path, manifest: dict, split: str) -> Records:
-    """The split's records: from the decoded copy when its stamps match, else decoded from the shards."""
+    """The split's records: from the decoded copy when its stamps match, else decoded from the shards.
+
+    A split indexed without a copy (too large to preload) is refused, not decoded whole into memory.
+    """
     data_dir = Path(data_dir)
+    if not has_decoded_copy(manifest, split):
+        raise no_copy_error(data_dir, manifest)
     path = cache_path(data_dir, split)
     if path.is_file():
         try:

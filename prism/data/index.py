@@ -274,6 +274,58 @@ class ShardRead:
 SPOOLED = ("keys", "captions", "modality")  # the files of a spooled (shard, split): see decoded.save_spooled
 
 
+def full_mark(folder: Path, split: str) -> Path:
+    """The file the index writes among the spooled files once `split` is too large for a decoded copy."""
+    return folder / f"full.{split}"
+
+
+class Spool:
+    """One shard's good samples written to `{prefix}.{split}.keys|captions|modality` (a JSON string a
+    line, float32 rows) as they are decoded, for the split's decoded copy (`decoded.save_spooled`).
+
+    A split stops spooling, its files of this shard deleted, past `limit` samples here or once the
+    index marks it full (`full_mark`, looked for every CHECK samples): a split too large for a
+    copy costs no disk.
+    """
+
+    CHECK = 256
+
+    def __init__(self, prefix: Path, limit: int | None, stack: ExitStack):
+        self.prefix, self.limit, self.stack = Path(prefix), limit, stack
+        self.sinks: dict[str, list] = {}
+        self.rows: Counter = Counter()
+        self.stopped: set[str] = set()
+
+    def write(self, split: str, key: str, caption: str, array: np.ndarray) -> None:
+        if split in self.stopped:
+            return
+        self.rows[split] += 1
+        n = self.rows[split]
+        if (self.limit is not None and n > self.limit) or (
+            (n == 1 or n % self.CHECK == 0) and full_mark(self.prefix.parent, split).exists()
+        ):
+            self.stop(split)
+            return
+        if split not in self.sinks:
+            self.sinks[split] = [self.stack.enter_context(open(f"{self.prefix}.{split}.{k}", "wb")) for k in SPOOLED]
+        keys_fh, captions_fh, modality_fh = self.sinks[split]
+        keys_fh.write(json.dumps(key).encode() + b"\n")
+        captions_fh.write(json.dumps(caption).encode() + b"\n")
+        modality_fh.write(np.asarray(array, np.float32).tobytes())
+
+    def stop(self, split: str) -> None:
+        self.stopped.add(split)
+        for fh in self.sinks.pop(split, []):
+            fh.close()
+        unspool(Path(f"{self.prefix}.{split}"))
+
+
+def unspool(part: Path) -> None:
+    """Delete what `Spool` wrote of one (shard, split), `{prefix}.{split}` (nothing there is fine)."""
+    for kind in SPOOLED:
+        Path(f"{part}.{kind}").unlink(missing_ok=True)
+
+
 def read_shard(
     root: Path,
     name: str,
@@ -282,12 +334,13 @@ def read_shard(
     data: bytes | None = None,
     keep: bool = True,
     spool: Path | None = None,
+    spool_limit: int | None = None,
 ) -> ShardRead:
     """Decode every sample of `root/name` (from `data`, else streamed from the file); `split_of(key)` names its split.
 
     The good samples are kept in `records` (`keep`), and/or written one by one to
-    `{spool}.{split}.keys|captions|modality` (a JSON string a line, float32 rows), so that
-    indexing holds one sample at a time, whatever the shard's or the split's size.
+    `{spool}.{split}.keys|captions|modality` (`Spool`, up to `spool_limit` samples a split),
+    so that indexing holds one sample at a time, whatever the shard's or the split's size.
     """
     path = root / name
     out = ShardRead(name)
@@ -296,7 +349,7 @@ def read_shard(
             source = _HashingReader(path, stack.enter_context(path.open("rb")) if data is None else io.BytesIO(data))
         except OSError as err:
             raise PrismError(f"shard {path} cannot be read ({err.strerror})") from None
-        sinks = {}
+        sink = Spool(spool, spool_limit, stack) if spool is not None else None
         for key, members, cut in iter_samples(source):
             if cut is not None:
                 out.truncated = cut
@@ -319,14 +372,9 @@ def read_shard(
                 keys.append(key)
                 captions.append(caption)
                 arrays.append(array)
-            if spool is not None:
+            if sink is not None:
                 out.digests.setdefault(split, bytearray()).extend(key_digest(key))
-                if split not in sinks:
-                    sinks[split] = [stack.enter_context(open(f"{spool}.{split}.{kind}", "wb")) for kind in SPOOLED]
-                keys_fh, captions_fh, modality_fh = sinks[split]
-                keys_fh.write(json.dumps(key).encode() + b"\n")
-                captions_fh.write(json.dumps(caption).encode() + b"\n")
-                modality_fh.write(np.asarray(array, np.float32).tobytes())
+                sink.write(split, key, caption, array)
         out.sha256, out.bytes, stray = source.finish()
         if not out.bytes:
             out.truncated = "0 bytes"

@@ -1,8 +1,11 @@
 """`prism data index`: write the index of shards someone else wrote (prism.data.index reads it).
 
 The index reads every shard once (`prism.data.index.read_shard`, in `jobs` processes),
-refuses duplicate keys and too many bad samples, and writes the manifest and the decoded
-copy a run opens instead of the tars; see prism.data.index for what an index holds.
+refuses duplicate keys and too many bad samples, and writes the manifest and, when every split
+is small enough to preload (`decoded_max_mb`, as `data.preload_max_mb` measures it), the decoded
+copies a run opens instead of the tars. Else every split gets `"decoded": false` in its manifest
+entry and streams: its samples are still read, checked and counted, but none is kept, so the
+index's memory and disk do not grow with it. See prism.data.index for what an index holds.
 """
 
 from __future__ import annotations
@@ -12,6 +15,7 @@ import os
 import shutil
 import sys
 import tempfile
+from collections import Counter
 from pathlib import Path
 
 import numpy as np
@@ -22,15 +26,20 @@ from prism.data.index import (
     EVAL_FRACTION,
     KIND,
     MAX_BAD_FRACTION,
-    SPOOLED,
     WARN_LINES,
+    BadSample,
     ShardRead,
     SplitOf,
+    decode_sample,
     find_shards,
+    full_mark,
+    iter_samples,
     keep_tokenizer,
     lost_samples,
     read_shard,
+    unspool,
 )
+from prism.data.options import DECODED_MAX_MB, decoded_mb, sample_bytes
 from prism.data.shardcount import shard_loss
 from prism.errors import PrismError
 from prism.families import FamilySpec, family_spec, manifest_fields
@@ -62,10 +71,12 @@ def index(
     overwrite: bool = False,
     warn=None,
     jobs: int = 1,
+    decoded_max_mb: float = DECODED_MAX_MB,
 ) -> dict:
-    """Index `shards` for `family` into `out` (manifest.json + decoded copy); return the manifest.
+    """Index `shards` for `family` into `out` (manifest.json + decoded copies); return the manifest.
 
     `jobs` processes decode the shards (each shard in one); the result does not depend on it.
+    When a split's decoded size (`options.decoded_mb`) is above `decoded_max_mb`, no split keeps a copy.
     """
     from prism.data import decoded  # noqa: PLC0415 lazy: `prism --help` imports this module
 
@@ -75,6 +86,8 @@ def index(
         raise PrismError(f"eval fraction {eval_fraction} must be in (0, 1)")
     if not 0.0 <= max_bad_fraction < 1.0:
         raise PrismError(f"max bad fraction {max_bad_fraction} must be in [0, 1)")
+    if not decoded_max_mb >= 0:
+        raise PrismError(f"--decoded-max-mb {decoded_max_mb} must be at least 0 (0: no split keeps a decoded copy)")
     if out.exists() and not overwrite:
         raise PrismError(f"{out} already exists; pass --overwrite to replace it, or choose another --out")
     if out.exists() and not (out / MANIFEST).is_file():
@@ -86,23 +99,31 @@ def index(
     free, existed, needed = free_bytes(out.parent), out.exists(), None
     tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.tmp-", dir=out.parent))
     try:
-        manifest, spooled, widths, first = _read_all(shards, found, spec, tmp / ".spool", eval_fraction, warn, jobs)
+        limit = int(decoded_max_mb * 2**20 // sample_bytes(manifest_fields(spec)))
+        read = _read_all(shards, found, spec, tmp / ".spool", eval_fraction, warn, jobs, limit)
+        manifest, spooled, widths, first = read
         _refuse_too_many_bad(shards, manifest, max_bad_fraction, first)
         for split, entry in manifest["splits"].items():
             if not entry["samples"]:
                 hint = "add shards to eval/" if by_folder else "raise --eval-fraction or add samples"
                 raise PrismError(f"{shards}: the {split} split would hold no samples ({hint})")
         manifest["max_bad_fraction"] = max_bad_fraction
+        # Copies of all splits or of none: data with a split too large to preload streams (options.resolve),
+        # the eval split too (from its shards), so a copy of the small eval split would never be read.
+        fits = all(spooled[s] is not None and decoded_mb(manifest, s) <= decoded_max_mb for s in manifest["splits"])
+        copied = list(manifest["splits"]) if fits else []
+        for split in manifest["splits"]:
+            if split not in copied:
+                manifest["splits"][split]["decoded"] = False  # too large to preload: streamed
         # The index writes only decoded rows: spooled, then each split's copy beside them.
         sizes = {
-            s: decoded.copy_size(manifest["splits"][s]["samples"], *widths[s], spec.modality_shape) for s in widths
+            s: decoded.copy_size(manifest["splits"][s]["samples"], *widths[s], spec.modality_shape) for s in copied
         }
-        needed = 64 * 1024 + sum(sizes.values()) + max(sizes.values())
-        for split in manifest["splits"]:
+        needed = 64 * 1024 + sum(sizes.values()) + max(sizes.values(), default=0)
+        for split in copied:
             decoded.save_spooled(tmp, manifest, split, spooled[split], widths[split])
-            for prefix in spooled[split]:
-                for kind in SPOOLED:
-                    Path(f"{prefix}.{kind}").unlink()
+            for part in spooled[split]:
+                unspool(part)  # the copy holds them now: free the disk before the next split's
         shutil.rmtree(tmp / ".spool")
         keep_tokenizer(spec, tmp)
         (tmp / MANIFEST).write_text(json.dumps(manifest, indent=1, sort_keys=True) + "\n")
@@ -128,23 +149,25 @@ def _refuse_too_many_bad(shards: Path, manifest: dict, max_bad_fraction: float, 
         )
 
 
-def _read_all(shards: Path, found: dict[str, list[str]], spec: FamilySpec, spool: Path, eval_fraction, warn, jobs):
-    """Read every shard once, its good samples spooled under `spool`: (the manifest but for
-    `max_bad_fraction`, each split's spool prefixes in shard order, its longest key and caption,
-    the first bad sample or broken shard in shard order, in words)."""
+def _read_all(shards: Path, found: dict, spec: FamilySpec, spool: Path, eval_fraction, warn, jobs, limit: int):
+    """Read every shard once, its good samples spooled under `spool` while their split holds at most
+    `limit`: (the manifest but for `max_bad_fraction`, each split's spool prefixes in shard order
+    (None past `limit`), its longest key and caption, the first bad sample or broken shard, in words)."""
     spool.mkdir()
     by_folder = "all" not in found
     splits = {"train": [], "eval": []}  # per split: the shard entries
     spooled = {"train": [], "eval": []}
     widths = {"train": [0, 0], "eval": [0, 0]}
+    counts = Counter()  # per split: the good samples read so far
     blocks = []  # (shard name, split, key digests) in shard order: the uniqueness check
     bad, damaged, first = [], [], None
     tasks = [
         (shards, name, spec, SplitOf(folder if by_folder else None, eval_fraction), None, False, spool / f"{i:06d}")
+        + (limit,)
         for i, (folder, name) in enumerate((f, n) for f, names in found.items() for n in names)
     ]
     read = progress(_map_shards(tasks, jobs), "reading shards", total=len(tasks))  # on a terminal only
-    for shard, (_, name, _, rule, *_, prefix) in zip(read, tasks):
+    for shard, (_, name, _, rule, *_, prefix, _) in zip(read, tasks):
         folder = rule.folder or "all"
         for key, why in shard.bad:
             if len(bad) < WARN_LINES:
@@ -159,8 +182,8 @@ def _read_all(shards: Path, found: dict[str, list[str]], spec: FamilySpec, spool
             first = first or f"shard {name} {loss.said}"
         for split in shard.samples:
             blocks.append((name, split, shard.digests[split]))
-            spooled[split].append(Path(f"{prefix}.{split}"))
             widths[split] = [max(a, b) for a, b in zip(widths[split], shard.widths[split])]
+        _count_spooled(spooled, counts, shard, prefix, limit)
         # A shard is listed in every split it feeds (both, under the key-hash split), and in
         # one at least, so that verify knows it even when none of its samples is good.
         targets = {folder} if by_folder else (set(shard.samples) or {"train"})
@@ -179,7 +202,7 @@ def _read_all(shards: Path, found: dict[str, list[str]], spec: FamilySpec, spool
         warn(f"warning: {len(bad) - WARN_LINES} more bad samples skipped (all are listed in the index's manifest)")
     if len(damaged) > WARN_LINES:
         warn(f"warning: {len(damaged) - WARN_LINES} more shards broken (all are listed in the index's manifest)")
-    _refuse_duplicates(shards, blocks, spool, {name: prefix for (_, name, *_, prefix) in tasks})
+    _refuse_duplicates(shards, blocks, {task[1]: task for task in tasks})
     manifest = {
         "format_version": FORMAT_VERSION,
         "kind": KIND,
@@ -205,11 +228,28 @@ def _read_all(shards: Path, found: dict[str, list[str]], spec: FamilySpec, spool
     return manifest, spooled, widths, first
 
 
-def _refuse_duplicates(shards: Path, blocks: list[tuple[str, str, bytearray]], spool: Path, prefixes: dict) -> None:
+def _count_spooled(spooled: dict, counts: Counter, shard: ShardRead, prefix: Path, limit: int) -> None:
+    """Add the shard's spooled files (at `prefix`) to its splits', until a split holds more than `limit`
+    samples: then it is marked full (its workers stop spooling it) and its files are deleted."""
+    for split in shard.samples:
+        counts[split] += shard.samples[split]
+        if spooled[split] is not None and counts[split] > limit:
+            full_mark(prefix.parent, split).touch()
+            for earlier in spooled[split]:
+                unspool(earlier)
+            spooled[split] = None
+        part = Path(f"{prefix}.{split}")
+        if spooled[split] is None:
+            unspool(part)  # spooled before its worker saw the mark
+        else:
+            spooled[split].append(part)
+
+
+def _refuse_duplicates(shards: Path, blocks: list[tuple[str, str, bytearray]], tasks: dict[str, tuple]) -> None:
     """A key in two samples is refused, naming the first such sample in shard order and the shard of its twin.
 
     The check holds 16 bytes a sample (the keys' digests), not the keys; the key itself is
-    read back from the spool.
+    read back from its shard (`tasks`: the read of each, by name).
     """
     if not blocks:
         return
@@ -228,9 +268,26 @@ def _refuse_duplicates(shards: Path, blocks: list[tuple[str, str, bytearray]], s
         return blocks[block][0], blocks[block][1], position - int(starts[block])
 
     (first, _, _), (second, split, row) = where(earlier), where(later)
-    with open(f"{prefixes[second]}.{split}.keys", encoding="utf-8") as fh:
-        key = json.loads(next(line for i, line in enumerate(fh) if i == row))
+    key = _nth_key(tasks[second], split, row)
     raise PrismError(
         f"sample key {key!r} is in both shard {shards / first} and {shards / second}; "
         "keys must be unique across the shards"
     )
+
+
+def _nth_key(task: tuple, split: str, row: int) -> str:
+    """The key of the `row`-th good sample of `split` in a shard (`task`: its read), one sample held at a time."""
+    root, name, spec, split_of = task[:4]
+    with open(root / name, "rb") as fh:
+        for key, members, cut in iter_samples(fh):
+            if cut is not None:
+                break
+            try:
+                decode_sample(members, spec)
+            except BadSample:
+                continue
+            if split_of(key) == split:
+                if not row:
+                    return key
+                row -= 1
+    raise PrismError(f"shard {root / name} changed while it was indexed; index it again")

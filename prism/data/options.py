@@ -8,20 +8,24 @@ families whose shards are the user's own (indexed instead of built).
 the laptop's data) or the stream from the shards (`prism.data.stream`: a few batches in
 memory, any size); `auto` preloads while the decoded split stays under `preload_max_mb`.
 `workers` and `shuffle_buffer` shape the stream only; these four are `prism train` flags.
+`prism data index` keeps the decoded copy a preload reads only of a split under
+`preload_max_mb` too (`--decoded-max-mb`): a larger split has none, and streams.
 Pure Python: the workflow, the CLI and the schema read these without torch.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, fields
-from math import prod
+from math import ceil, prod
 from typing import Any
 
 from prism.data.index import EVAL_FRACTION, MAX_BAD_FRACTION
+from prism.errors import PrismError
 from prism.families import FAMILIES
 from prism.options import from_mapping, option
 
 LOADERS = ("auto", "preload", "stream")
+DECODED_MAX_MB = 1024  # the default of data.preload_max_mb and of `prism data index --decoded-max-mb`
 
 
 @dataclass(frozen=True)
@@ -35,7 +39,11 @@ class LoaderOptions:
         choices=LOADERS,
     )
     preload_max_mb: int = option(
-        1024, "auto: the largest decoded training split (MB, per rank) that is preloaded", metavar="MB", minimum=1
+        DECODED_MAX_MB,
+        "auto: the largest decoded training split (MB, per rank) that is preloaded; `prism data index` keeps "
+        "a decoded copy only of data whose every split fits in it (else the data streams)",
+        metavar="MB",
+        minimum=1,
     )
     workers: int = option(
         2, "stream: DataLoader worker processes per rank decoding the shards (0: in the training process)", minimum=0
@@ -48,6 +56,10 @@ class LoaderOptions:
         """The fields as `RunConfig` keywords (the defaults give no flag: `prism.launch.command`)."""
         return {f.name: getattr(self, f.name) for f in fields(self)}
 
+    def index_args(self) -> list[str]:
+        """`prism data index`'s flag for `preload_max_mb` (none at the default: the index's bytes stay as they were)."""
+        return [] if self.preload_max_mb == DECODED_MAX_MB else ["--decoded-max-mb", str(self.preload_max_mb)]
+
 
 def loader_options(data_section: dict[str, Any] | None) -> LoaderOptions:
     """The loader's keys of the config's `data:` section (its other keys are the shards' own)."""
@@ -56,17 +68,44 @@ def loader_options(data_section: dict[str, Any] | None) -> LoaderOptions:
     return from_mapping(LoaderOptions, section, "config data")
 
 
+def sample_bytes(manifest: dict) -> int:
+    """What preloading one sample holds: its float32 modality array and its int64 token row."""
+    return 4 * prod(manifest["modality_shape"]) + 8 * (manifest["n_modality_tokens"] + manifest["text_len"])
+
+
 def decoded_mb(manifest: dict, split: str) -> float:
     """About what preloading `split` holds per rank (MB): float32 modality arrays and int64 token rows."""
-    per_sample = 4 * prod(manifest["modality_shape"]) + 8 * (manifest["n_modality_tokens"] + manifest["text_len"])
-    return manifest["splits"][split]["samples"] * per_sample / 2**20
+    return manifest["splits"][split]["samples"] * sample_bytes(manifest) / 2**20
 
 
-def resolve(manifest: dict, split: str, loader: str, preload_max_mb: float) -> str:
-    """`preload` or `stream`: `loader` itself, or (auto) what the decoded split's size allows."""
+def has_decoded_copy(manifest: dict, split: str) -> bool:
+    """Whether the data keeps `split` decoded beside its manifest (an index of a large split does not)."""
+    return manifest["splits"][split].get("decoded", True)
+
+
+def no_copy_error(data_dir, manifest: dict) -> PrismError:
+    """Preloading data the index kept no decoded copy of: its largest split, and the fix, in one line."""
+    split = max(manifest["splits"], key=lambda s: manifest["splits"][s]["samples"])
+    size = ceil(decoded_mb(manifest, split))  # at least the split's size: room for it
+    how = f"prism data index {manifest.get('shards_dir', 'DIR')} --out {data_dir} --overwrite --decoded-max-mb {size}"
+    return PrismError(
+        f"{data_dir}: no decoded copy to preload (the {split} split is {size} MB decoded, above the index's "
+        f"--decoded-max-mb); stream it (data.loader: stream or auto), or re-index with room for it: `{how}`"
+    )
+
+
+def resolve(manifest: dict, split: str, loader: str, preload_max_mb: float, data_dir=None) -> str:
+    """`preload` or `stream`: `loader` itself, or (auto) what the decoded split's size allows.
+
+    Data with a split the index kept no decoded copy of streams: the preloaded loader
+    reads the training split and the eval split from their copies.
+    """
+    missing = [s for s in manifest["splits"] if not has_decoded_copy(manifest, s)]
+    if missing and loader == "preload":
+        raise no_copy_error(data_dir or "the data", manifest)
     if loader != "auto":
         return loader
-    return "preload" if decoded_mb(manifest, split) <= preload_max_mb else "stream"
+    return "preload" if not missing and decoded_mb(manifest, split) <= preload_max_mb else "stream"
 
 
 @dataclass(frozen=True)

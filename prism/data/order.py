@@ -79,6 +79,6 @@ def data_order(data_dir, loader: str, preload_max_mb: float, seed: int, world_si
     if not (Path(data_dir) / MANIFEST).is_file():
         return None  # no data: the loader says so, in its words
     manifest = read_manifest(data_dir)
-    if resolve(manifest, "train", loader, preload_max_mb) == "preload":
+    if resolve(manifest, "train", loader, preload_max_mb, data_dir) == "preload":
         return None
     return order_of(manifest, seed, world_size, workers, buffer)

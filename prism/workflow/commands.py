@@ -23,7 +23,8 @@ def data_command(study: Study, family: str) -> list[str]:
     shards = study.shards_dir(family)
     if shards:
         return ["index", shards, "--family", family, "--eval-fraction", str(data["eval_fraction"]),
-                "--max-bad-fraction", str(data["max_bad_fraction"]), *study.spec_flags[family]]  # fmt: skip
+                "--max-bad-fraction", str(data["max_bad_fraction"]), *study.spec_flags[family],
+                *study.loader.index_args()]  # fmt: skip
     return ["build", "--family", family, "--seed", str(data["seed"]), "--lm-ratio", str(data["lm_ratio"]),
             *study.spec_flags[family]]  # fmt: skip
 

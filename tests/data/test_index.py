@@ -385,3 +385,34 @@ def test_index_at_a_configured_shape_and_tokenizer_is_what_runs_read(shape_dir, 
     assert row[:64] == [v.mod] * 64 and row[64] == v.bos and len(row) == 64 + 24
     text = row[65 : row.index(v.eos)]
     assert text == encoder.encode_batch([captions[str(loader.keys[int(batch["sample_ids"][0])])]])[0]
+
+
+def test_a_split_above_decoded_max_mb_keeps_no_copy_counts_every_sample_and_streams(shape_dir, indexed, tmp_path):
+    from prism.data.options import resolve, sample_bytes
+    from prism.data.stream import StreamLoader
+
+    _, whole = indexed
+    assert all("decoded" not in entry for entry in whole["splits"].values())  # an index under the bound: as before
+    # Room for 100 samples: train (about 240, 80 a shard) passes it at its second shard, eval (about 60) does not,
+    # but data with a split to stream streams its eval split too: neither keeps a copy.
+    bound = 100.5 * sample_bytes(whole) / 2**20
+    out = tmp_path / "idx"
+    manifest = index(shape_dir, "text_image", out, eval_fraction=0.2, decoded_max_mb=bound)
+    assert [manifest["splits"][s].pop("decoded") for s in ("train", "eval")] == [False, False]
+    assert manifest == whole  # the same counts, sha256 and tokens
+    assert [p.name for p in out.iterdir()] == ["manifest.json"]  # nothing spooled is left
+    again = index(shape_dir, "text_image", tmp_path / "jobs", eval_fraction=0.2, decoded_max_mb=bound, jobs=3)
+    assert again["splits"]["train"].pop("decoded") is False and again["splits"]["eval"].pop("decoded") is False
+    assert again == whole
+    assert index(shape_dir, "text_image", tmp_path / "fits", eval_fraction=0.2, decoded_max_mb=1.0) == whole
+    stored = json.loads((out / "manifest.json").read_text())
+    assert resolve(stored, "train", "auto", 10**6) == "stream"
+    with pytest.raises(PrismError, match=f"{out}: no decoded copy .*the train split .*--decoded-max-mb 1`"):
+        resolve(stored, "train", "preload", 10**6, out)
+    assert resolve(whole, "train", "auto", 1024) == "preload"
+    with pytest.raises(PrismError, match="no decoded copy"):
+        ShardLoader(out)
+    assert verify(out)["train"]["samples"] == whole["splits"]["train"]["samples"]
+    loader = StreamLoader(out, "train", global_batch=8, workers=0)
+    assert next(loader)["modality"].shape[0] == 8
+    assert sum(len(b["modality"]) for b in loader.eval_batches(16)) == whole["splits"]["eval"]["samples"]

@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 
+from prism.errors import PrismError
 from prism.train.rundir.runfiles import read_jsonl
 
 pytestmark = pytest.mark.slow
@@ -129,6 +130,30 @@ def test_a_second_trainer_on_the_same_directory_is_refused_naming_the_holder(tra
         holder.kill()
         holder.wait()
     assert train(out, *SHORT).returncode == 0
+
+
+def test_a_killed_holders_forked_children_do_not_keep_its_lock(tmp_path):
+    """A trainer killed alone leaves its streaming workers for a few seconds: they must not hold the lock."""
+    from prism.train.rundir.lock import RunLock
+
+    out = tmp_path / "run"
+    code = (
+        "import os, sys, time; from prism.train.rundir.lock import RunLock; "
+        f"RunLock({str(out)!r}).acquire(); child = os.fork(); "
+        "print(child or '', flush=True) if child else None; time.sleep(600)"
+    )
+    holder = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True)
+    child = int(holder.stdout.readline())
+    try:
+        with pytest.raises(PrismError, match="is being trained by"):
+            RunLock(out, wait=False).acquire()
+        holder.kill()
+        holder.wait()
+        os.kill(child, 0)  # the child lives on
+        RunLock(out, wait=False).acquire().release()
+    finally:
+        holder.kill()
+        os.kill(child, 9)
 
 
 def test_wait_lock_waits_for_the_holder(shards, tiny, tmp_path):

@@ -5,8 +5,10 @@ Two trainers writing one run directory (a `snakemake` killed alone leaves its
 naming the same study) interleave checkpoints and log rows. The lock is taken
 with `flock(LOCK_EX)` on an open file, so the kernel releases it when the holder
 exits, however it exits (SIGKILL included): a stale lock cannot outlive its
-process. The file records the holder's PID, host and start time for the message
-a second trainer prints. On a filesystem without `flock` support (some Lustre or
+process. A forked child (a streaming DataLoader worker) closes its copy of the
+descriptor at once, so a trainer killed alone does not leave its workers holding
+it. The file records the holder's PID, host and start time for the message a
+second trainer prints. On a filesystem without `flock` support (some Lustre or
 NFS mounts) the run proceeds unlocked with a warning.
 
 Only rank 0 of a multi-process run takes the lock; the other ranks are its
@@ -27,6 +29,20 @@ from prism.errors import PrismError
 
 LOCK_NAME = ".lock"
 WAIT_ENV = "PRISM_LOCK_WAIT"  # "1": wait for the holder instead of exiting
+_HELD: set[int] = set()  # the lock descriptors this process holds
+
+
+def _close_in_child() -> None:
+    """In a forked child: drop the inherited lock descriptors (the parent's lock stays held by its own)."""
+    for fd in _HELD:
+        try:
+            os.close(fd)
+        except OSError:
+            pass
+    _HELD.clear()
+
+
+os.register_at_fork(after_in_child=_close_in_child)
 
 
 def lock_path(run_dir: Path) -> Path:
@@ -74,10 +90,12 @@ class RunLock:
         os.ftruncate(fd, 0)
         os.pwrite(fd, (stamp + "\n").encode(), 0)
         self._fd = fd
+        _HELD.add(fd)
         return self
 
     def release(self) -> None:
         if self._fd is not None:
+            _HELD.discard(self._fd)
             os.close(self._fd)  # closing the descriptor releases the flock
             self._fd = None
 
