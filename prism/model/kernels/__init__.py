@@ -24,7 +24,8 @@ The extension is compiled on first use (`torch.utils.cpp_extension`: a C++ compi
 and ninja) into torch's extension cache (`TORCH_EXTENSIONS_DIR`), one build per torch
 build, CPU vector capability and kernel source, so a build made on one machine is never
 loaded on a CPU that lacks its instructions, and two checkouts with different sources (two
-revisions of prism) keep a build each instead of rebuilding in turn; `make setup` builds it.
+revisions of prism) keep a build each instead of rebuilding in turn (and two checkouts of one
+revision share a build: it compiles a copy of the source kept in its folder); `make setup` builds it.
 Where it cannot be built, one warning, and the model runs its ATen path.
 `PRISM_CPU_KERNELS=0` turns the kernels off (the reference path, for A/B measurements); so
 does `disabled()`.
@@ -35,6 +36,7 @@ from __future__ import annotations
 import fcntl
 import hashlib
 import os
+import shutil
 import sys
 import warnings
 from collections.abc import Iterator
@@ -77,6 +79,18 @@ def build_directory() -> Path:
     return Path(root) / f"{python}_torch{torch.__version__}" / f"prism_cpu_kernels_{capability().lower()}_{source}"
 
 
+def _source_copy(directory: Path) -> Path:
+    """The kernel source copied into its build folder: the build's rules then name that copy, the same
+    for every checkout of this source, so two checkouts never see each other's build as stale."""
+    copy = directory / "src" / SOURCE.name
+    if not copy.is_file() or copy.read_bytes() != SOURCE.read_bytes():
+        copy.parent.mkdir(parents=True, exist_ok=True)
+        tmp = copy.with_suffix(f".tmp-{os.getpid()}")
+        shutil.copyfile(SOURCE, tmp)
+        os.replace(tmp, copy)
+    return copy
+
+
 def _build() -> ModuleType | None:
     from torch.utils.cpp_extension import load as load_extension  # noqa: PLC0415 lazy: pulls in setuptools
 
@@ -86,7 +100,7 @@ def _build() -> ModuleType | None:
         with _pinned_ninja(), _exclusive(directory):
             return load_extension(
                 name=directory.name,
-                sources=[str(SOURCE)],
+                sources=[str(_source_copy(directory))],
                 extra_cflags=["-O3", *_ISA_FLAGS.get(cap, [])],
                 build_directory=str(directory),
                 verbose=False,
