@@ -25,6 +25,24 @@ from prism.worker import ENV as WORKER_ENV
 FORCED_ENV = "PRISM_FORCED_TARGETS"
 
 
+class Unrecorded:
+    """A param value that renders as nothing and that Snakemake leaves out of its record (it records
+    builtin values only): the empty value of a param a rule gained later, so the jobs recorded before it
+    existed (with no such param) are not taken as changed and run again."""
+
+    def __str__(self) -> str:
+        return ""
+
+    def __format__(self, spec: str) -> str:
+        return ""
+
+    def __repr__(self) -> str:
+        return "Unrecorded()"
+
+
+UNRECORDED = Unrecorded()
+
+
 class Engine:
     """The Snakemake `workflow` object, seen through what the workflow's logic asks of it."""
 

@@ -13,6 +13,7 @@ from prism.errors import PrismError
 from prism.isoflop.fit.fit import too_few_budgets
 from prism.isoflop.runs.table import table_problem
 from prism.workflow import commands
+from prism.workflow.engine import UNRECORDED, Unrecorded
 from prism.workflow.plan import StudyPlan
 from prism.workflow.schedule import Schedule, make_schedule
 from prism.workflow.study import Study, budget_str
@@ -68,10 +69,12 @@ class StudyWorkflow:
 
     # ---- calibrate ------------------------------------------------------------------
 
-    def spec_args(self, wildcards: Any) -> str:
-        """The family's shape and tokenizer flags, shell-quoted, each after a space (empty for the laptop's,
-        so a default study's calibrate command is the one it always was)."""
-        return "".join(" " + shlex.quote(flag) for flag in self.study.spec_flags[wildcards.family])
+    def spec_args(self, wildcards: Any) -> str | Unrecorded:
+        """The family's shape and tokenizer flags, shell-quoted, each after a space; for the laptop's shape
+        none, and unrecorded, so a default study's calibrate jobs (and the runs that read them) are the
+        ones they always were, command and params."""
+        flags = self.study.spec_flags[wildcards.family]
+        return "".join(" " + shlex.quote(flag) for flag in flags) if flags else UNRECORDED
 
     def speed_args(self, wildcards: Any) -> list[str]:
         return commands.calibrate_flags(self.study, wildcards.family)
