@@ -421,18 +421,7 @@ class StreamLoader:
     def load_state_dict(self, state: dict) -> None:
         """Continue at `state`'s step: every stream's position is computed from it, nothing replayed."""
         mine = self.state_dict()
-        for key in (
-            "loader",
-            "seed",
-            "world_size",
-            "workers",
-            "shuffle_buffer",
-            "seq_len",
-            "global_batch",
-            "split",
-            "samples",
-            "family",
-        ):
+        for key in RESUME_KEYS:
             if state.get(key, "preload" if key == "loader" else None) != mine[key]:
                 raise PrismError(
                     f"cannot resume: the saved data position has {key}={state.get(key)!r}, this loader {mine[key]!r}; "
