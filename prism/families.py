@@ -10,8 +10,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field, fields, replace
 
 from prism.errors import PrismError, unknown_name
-from prism.model.tokenizer import BYTE_VOCAB, Vocab, load_vocab, vocab_from_record
 from prism.options import check_field, option
+from prism.tokenizer import BYTE_VOCAB, Vocab, load_vocab, vocab_from_record
 
 
 @dataclass(frozen=True)

@@ -21,7 +21,7 @@ LAYERS: dict[str, int] = {
     "prism.atomic": 0,
     "prism.families": 0,
     # The sample layout's token ids: what the family's spec is made of (pure Python).
-    "prism.model.tokenizer": 0,
+    "prism.tokenizer": 0,
     "prism.ids": 0,
     "prism.calibration": 0,
     "prism.run_metrics": 0,
@@ -29,6 +29,7 @@ LAYERS: dict[str, int] = {
     "prism.fingerprint": 0,
     "prism.configtypes": 0,
     "prism.progress": 0,
+    "prism.palette": 0,
     "prism.host": 1,
     "prism.device": 1,
     "prism.peak": 1,

@@ -40,7 +40,7 @@ from torch.utils.flop_counter import FlopCounterMode
 from prism.model import kernels
 from prism.model.backbone import Backbone
 from prism.model.config import BackboneConfig, backbone_config
-from prism.model.tokenizer import IGNORE
+from prism.tokenizer import IGNORE
 from prism.train.schedule import BETAS, EPS, WEIGHT_DECAY, build_optimizer, default_lr
 
 from benchlib import flops_ratios, interleaved, make_step, print_profile

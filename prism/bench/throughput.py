@@ -40,10 +40,10 @@ from pathlib import Path
 from prism.dist.env import free_port
 from prism.errors import PrismError
 from prism.model.config import backbone_config
-from prism.model.tokenizer import PAD
 from prism.peak import peak_now
 from prism.progress import Bar
 from prism.revision import git_rev
+from prism.tokenizer import PAD
 from prism.train.config import compile_mode
 from prism.train.schedule import build_optimizer
 

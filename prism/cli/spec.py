@@ -7,8 +7,8 @@ from dataclasses import fields
 
 from prism.data.manifest import data_spec
 from prism.families import FamilySpec, ShapeOptions, resolve_spec, use_spec
-from prism.model.tokenizer import BYTES
 from prism.options import add_arguments
+from prism.tokenizer import BYTES
 
 
 def add_spec_arguments(parser) -> None:

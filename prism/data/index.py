@@ -41,7 +41,7 @@ from prism.data.format import MANIFEST, Records, sha256
 from prism.data.tarreader import TarCut, iter_tar
 from prism.errors import PrismError
 from prism.families import TOKENIZER_FILE, FamilySpec, spec_from_manifest
-from prism.model.tokenizer import TextEncoder, Vocab
+from prism.tokenizer import TextEncoder, Vocab
 
 KIND = "index"
 EVAL_FRACTION = 0.05

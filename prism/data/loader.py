@@ -36,7 +36,7 @@ from prism.data.decoded import load_split
 from prism.data.manifest import read_manifest
 from prism.errors import PrismError
 from prism.families import spec_from_manifest
-from prism.model.tokenizer import TextEncoder
+from prism.tokenizer import TextEncoder
 
 # Variables other tools use to decide where shards come from; prism only lets them agree.
 DATA_ENV_VARS = ("WEBDATASET_LOCAL_PATH", "WDS_LOCAL_PATH", "PRISM_DATA_DIR")

@@ -17,7 +17,7 @@ import torch
 from torch.utils.flop_counter import FlopCounterMode
 
 from prism.model.prism import COMPONENTS, PrismModel
-from prism.model.tokenizer import IGNORE
+from prism.tokenizer import IGNORE
 
 
 def _count(params) -> dict[str, int]:

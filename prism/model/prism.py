@@ -22,7 +22,7 @@ from prism.model.backbone import Backbone
 from prism.model.config import BackboneConfig, ProjectorVariant, backbone_config, projector_variant, regime_parts
 from prism.model.encoders import build_encoder
 from prism.model.projector import Projector
-from prism.model.tokenizer import IGNORE
+from prism.tokenizer import IGNORE
 
 COMPONENTS: tuple[str, ...] = ("backbone", "encoder", "projector")
 # The most an evaluation's logits take at once (fp32): a chunk of tokens, not the whole batch.

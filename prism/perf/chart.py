@@ -5,9 +5,8 @@ from __future__ import annotations
 from pathlib import Path
 
 from prism.atomic import write_atomic
+from prism.palette import OKABE_ITO
 
-# Okabe-Ito: distinguishable with the common colour-vision deficiencies.
-OKABE_ITO = ("#0072B2", "#E69F00", "#009E73", "#CC79A7", "#56B4E9", "#D55E00", "#F0E442", "#000000")
 HATCHES = ("", "//", "..", "xx")
 
 

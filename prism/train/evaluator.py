@@ -31,7 +31,7 @@ from typing import Any
 import torch
 
 from prism.errors import PrismError
-from prism.model.tokenizer import IGNORE, MOD
+from prism.tokenizer import IGNORE, MOD
 
 EVAL_BATCH = 64
 Batch = tuple[torch.Tensor, torch.Tensor, torch.Tensor]

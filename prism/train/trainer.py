@@ -46,10 +46,10 @@ from prism.dist.parallel import ParallelConfig, destroy, local_device
 from prism.errors import PrismError
 from prism.families import family_spec, use_spec
 from prism.model import build_model
-from prism.model.tokenizer import IGNORE
 from prism.peak import peak_flops
 from prism.revision import git_rev
 from prism.run_metrics import RunMetrics
+from prism.tokenizer import IGNORE
 from prism.train import precision, preflight
 from prism.train.budget import find_calibration, step_budget
 from prism.train.collapse import CollapseDetector

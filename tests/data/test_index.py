@@ -361,7 +361,7 @@ def test_index_at_a_configured_shape_and_tokenizer_is_what_runs_read(shape_dir, 
     tokenizer's copy), the token counts are the tokenizer's, and the loader serves its ids."""
     from prism.data.manifest import data_spec
     from prism.families import reset_specs, resolve_spec, use_spec
-    from prism.model.tokenizer import TextEncoder
+    from prism.tokenizer import TextEncoder
 
     spec = resolve_spec("text_image", {"image_size": 64, "channels": 3, "patch": 8, "text_len": 24}, str(bpe_file))
     try:

@@ -13,7 +13,7 @@ import torch
 from prism.data.loader import ShardLoader
 from prism.errors import PrismError
 from prism.families import FAMILIES
-from prism.model.tokenizer import MOD, PAD
+from prism.tokenizer import MOD, PAD
 
 
 def raw_modality(data_dir, key):

@@ -9,7 +9,7 @@ import torch
 from prism.data import packing
 from prism.data.loader import ShardLoader
 from prism.families import FAMILIES
-from prism.model.tokenizer import BOS, EOS, MOD, PAD
+from prism.tokenizer import BOS, EOS, MOD, PAD
 
 
 def test_greedy_rows_keeps_order_and_never_splits():

@@ -12,7 +12,7 @@ import torch.nn.functional as F
 from prism.model import build_model, kernels
 from prism.model.backbone import Backbone
 from prism.model.config import BackboneConfig
-from prism.model.tokenizer import IGNORE
+from prism.tokenizer import IGNORE
 
 pytestmark = pytest.mark.skipif(kernels.load() is None, reason="no C++ toolchain to build the kernels")
 

@@ -4,7 +4,7 @@ import torch
 from prism.errors import PrismError
 from prism.families import FAMILIES
 from prism.model.prism import build_model
-from prism.model.tokenizer import MOD, sample_ids, sample_labels
+from prism.tokenizer import MOD, sample_ids, sample_labels
 
 
 @pytest.fixture(autouse=True)

@@ -13,7 +13,7 @@ from prism.model import kernels
 from prism.model.accounting import example_batch
 from prism.model.config import BackboneConfig, projector_variant
 from prism.model.prism import PrismModel
-from prism.model.tokenizer import IGNORE, MOD
+from prism.tokenizer import IGNORE, MOD
 from prism.train.evaluator import Evaluator, split_rows
 
 # A large vocabulary and long rows: the logits dominate memory, as at 1b on 2048-token rows.

@@ -26,8 +26,8 @@ from prism.isoflop.fit.approach2 import parabola
 from prism.isoflop.fit.fit import fit_records
 from prism.isoflop.fit.result import Exclusion, FitResult
 from prism.isoflop.runs.table import load_runs
+from prism.palette import OKABE_ITO
 
-OKABE_ITO = ["#0072B2", "#E69F00", "#009E73", "#D55E00", "#CC79A7", "#56B4E9", "#F0E442", "#000000"]
 LOSS_LABEL = "final eval loss (cross-entropy, nats/token)"
 
 

@@ -1,4 +1,4 @@
-from prism.model import tokenizer as tok
+from prism import tokenizer as tok
 
 
 def test_specials_and_vocab():
