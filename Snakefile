@@ -62,12 +62,12 @@ include: "rules/plot.smk"
 include: "rules/sweep.smk"
 
 
-# On a cluster only training jobs are worth a PBS job; everything else is cheap.
+# On a cluster only training jobs and the timed steps (speed: they time a compute node's rank)
+# are PBS jobs; everything else is cheap.
 localrules:
     all,
     data,
     calibrate,
-    speed,
     plan,
     collect,
     fit,

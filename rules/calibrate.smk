@@ -1,9 +1,10 @@
 # Stage 1: parameters and training FLOPs per sample of one (family, backbone, variant,
 # regime), counted on the meta device: cheap, and the same on every machine. Beside it,
-# when `calibrate.measure_throughput` is on, a few timed training steps on this machine
-# (`.speed.json`): the plan turns them into each run's estimated wall time. The timing is
-# its own file because it changes from one measurement to the next, and training depends
-# on the calibration only.
+# when `calibrate.measure_throughput` is on, a few timed training steps where the training
+# runs (`.speed.json`: this machine, or a compute node under a cluster profile), in the runs'
+# precision: the plan turns them into each run's estimated wall time, and a cluster study's
+# into node-hours and walltimes. The timing is its own file because it changes from one
+# measurement to the next, and training depends on the calibration only.
 
 
 rule calibrate:
@@ -32,12 +33,11 @@ rule speed:
     params:
         options=W.speed_args,
         device=S.train.device,
-    # Timed with the threads a training run gets, so the estimate is of a run here.
+    # Timed with the threads a training run gets, in its precision, on its device: under a cluster
+    # profile a short job on a compute node, where the training jobs run.
     threads: S.train.threads
     resources:
-        nodes=1,
-        walltime="00:10:00",
-        runtime=10,
+        **W.speed_resources(),
     shell:
         "prism isoflop calibrate --family {wildcards.family:q} --backbone {wildcards.backbone:q}"
         " --projector-variant {wildcards.variant:q} --regime {wildcards.regime:q}"

@@ -11,6 +11,8 @@ from prism.isoflop.design.plan import PlanOptions
 from prism.isoflop.present.options import PlotOptions
 from prism.isoflop.runs.collect import CollectOptions
 from prism.options import add_arguments, from_namespace, validate
+from prism.train.config import COMPILE_MODES
+from prism.train.precision import PRECISIONS
 from prism.train.schedule import COOLDOWN_FRACTION
 
 
@@ -49,6 +51,18 @@ def _register_calibrate(verbs: argparse._SubParsersAction) -> None:
         "--device", default="auto", help="auto|cpu|cuda|xpu: where --measure-throughput runs (default: auto)"
     )
     p.add_argument("--threads", type=int, default=None, help="CPU threads for the timed steps (default: torch's)")
+    p.add_argument(
+        "--precision",
+        default="auto",
+        choices=PRECISIONS,
+        help="the timed steps' precision, as `prism train --precision` (config train.precision; default: auto)",
+    )
+    p.add_argument(
+        "--compile",
+        default="auto",
+        choices=COMPILE_MODES,
+        help="compile the timed model's blocks, as `prism train --compile` (default: auto)",
+    )
     add_arguments(p.add_argument_group("timed steps (config `calibrate:`)"), CalibrateOptions)
     add_spec_arguments(p)
     out = p.add_mutually_exclusive_group(required=True)
@@ -79,6 +93,8 @@ def _calibrate(args: argparse.Namespace) -> int:
         batch_size=opts.batch_size,
         steps=opts.steps,
         threads=args.threads,
+        precision=args.precision,
+        compile=args.compile,
     )
     print(path)
     return 0
@@ -196,6 +212,14 @@ def _register_plan(verbs: argparse._SubParsersAction) -> None:
         "node): every run's global batch divides among them, and a --global-batch that does not is refused "
         "(default: 1)",
     )
+    p.add_argument(
+        "--ranks-per-node",
+        type=int,
+        default=None,
+        metavar="R",
+        help="the calibrations' measured speeds are of one of the R ranks a cluster node runs: price each "
+        "run's node-hours from them instead of --node-peak-flops x --mfu (default: none)",
+    )
     add_arguments(p.add_argument_group("plan options (config `plan:`)"), PlanOptions)
     add_spec_arguments(p)
     p.add_argument("--dry-run", action="store_true", help="print the table, the cost and the forecast; write nothing")
@@ -222,6 +246,7 @@ def _plan(args: argparse.Namespace) -> int:
             options=from_namespace(PlanOptions, args),
             cooldown_fraction=args.cooldown_fraction,
             job_ranks=args.job_ranks,
+            ranks_per_node=args.ranks_per_node,
         )
     except PlanStopped as stopped:
         # The whole plan first (the log), then the one line: the error, last, is what the workflow shows.

@@ -44,6 +44,15 @@ class PrismModel(nn.Module):
         """The backbone's transformer blocks (units for per-block FSDP and activation checkpointing)."""
         return self.backbone.blocks
 
+    def compile_blocks(self, mode: str) -> None:
+        """torch.compile each backbone block on its own (`mode`: none, static or dynamic shapes): the
+        trainer's and the speed calibration's one way to compile, so a timed step is a trained one."""
+        if mode == "none":
+            return
+        for block in self.blocks:
+            block.compile(dynamic=mode == "dynamic")
+        self.backbone.blocks_compiled = True
+
     def set_regime(self, regime: str) -> None:
         """Freeze every component the regime does not train (requires_grad False)."""
         trained = regime_parts(regime)

@@ -231,10 +231,7 @@ class Trainer:
 
             for i in range(0, len(model.blocks), config.grad_checkpoint):
                 model.blocks[i] = checkpoint_wrapper(model.blocks[i])
-        if self.compile != "none":
-            for block in model.blocks:
-                block.compile(dynamic=self.compile == "dynamic")
-            model.backbone.blocks_compiled = True
+        model.compile_blocks(self.compile)
         self.model = self.parallel.wrap(model, self.device, precision.fsdp_policy(self.precision))
         # After wrapping: fully_shard replaces the parameters with sharded DTensor ones.
         self.params = model.trainable_parameters()

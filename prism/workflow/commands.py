@@ -46,6 +46,7 @@ def plan_arguments(study: Study, family: str) -> dict[str, Any]:
         backbones=list(study.config["backbones"]),
         variants=list(study.config["variants"]),
         job_ranks=study.job_ranks,
+        ranks_per_node=study.node_ranks,
     )
 
 
@@ -62,6 +63,8 @@ def plan_command(study: Study, family: str) -> list[str]:
         "--variants", ",".join(args["variants"]),
         *as_args(args["options"]),
         *(["--job-ranks", str(study.job_ranks)] if study.job_ranks > 1 else []),
+        # Node-hours from the measured speed of one of a node's ranks (a cluster study that times its steps).
+        *(["--ranks-per-node", str(study.node_ranks)] if study.node_ranks else []),
         # What the grid costs as wsd trajectories (plan.yaml `schedules`); no run depends on it.
         "--cooldown-fraction", str(study.train.cooldown_fraction),
         # The family's shape and tokenizer where not the laptop's (`shapes`, `data.tokenizer`).
@@ -94,8 +97,10 @@ def tracker_command(study: Study, family: str) -> str:
 
 
 def calibrate_flags(study: Study, family: str) -> list[str]:
-    """`prism isoflop calibrate` flags of the speed job (the timed steps), with the family's shape flags."""
-    return as_args(study.calibrate) + study.spec_flags[family]
+    """`prism isoflop calibrate` flags of the speed job (the timed steps, in the runs' precision), with the
+    family's shape flags; `auto` precision is the flag's default, so a default study's jobs are unchanged."""
+    precision = [] if study.train.precision == "auto" else ["--precision", study.train.precision]
+    return as_args(study.calibrate) + precision + study.spec_flags[family]
 
 
 def collect_flags(study: Study) -> list[str]:

@@ -15,6 +15,20 @@ from prism.launch.walltime import pieces, requested_seconds, walltime_seconds, w
 # (backbone, nodes, estimated seconds or None) of one training job.
 Job = tuple[str, int, "float | None"]
 
+# What a speed job (a few timed steps, the compilation among them) may take on a compute node.
+SPEED_WALLTIME = "00:10:00"
+
+
+def speed_job(cluster: dict) -> dict:
+    """The resources of a speed job: one node, as a training job's (account, queue, filesystems, place),
+    for a short walltime; it times a rank where the training jobs run."""
+    return {
+        "nodes": 1,
+        "walltime": SPEED_WALLTIME,
+        "runtime": walltime_minutes(SPEED_WALLTIME),
+        **{key: cluster[key] for key in ("account", "queue", "filesystems", "place")},
+    }
+
 
 def backbone_of(wildcards: Any) -> str:
     """The backbone from the run id (or a wsd segment's trajectory id, which starts alike), so a job's

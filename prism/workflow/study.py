@@ -58,6 +58,9 @@ class Study:
         self.cluster = config["cluster"]
         # Processes per node of a training job, and the ranks every run's global batch divides among.
         self.ranks_per_node, self.job_ranks = cluster_ranks(self.train.launcher, self.cluster)
+        # A cluster study (several ranks a job) that times its steps prices node-hours from them: each
+        # speed job times one of a node's ranks, on the study's device, where its training jobs run.
+        self.node_ranks = self.ranks_per_node if self.job_ranks > 1 and self.calibrate.measure_throughput else None
         self.budgets = sorted({budget_str(b) for b in config["budgets"]}, key=float)
         # The warm-up of every run of the study, whatever its schedule: half the plan's shortest run,
         # never set by its budgets, so a cosine and a wsd study of one grid differ only after it.

@@ -12,7 +12,7 @@ from typing import Any
 from prism.errors import PrismError
 from prism.isoflop.fit.fit import too_few_budgets
 from prism.isoflop.runs.table import table_problem
-from prism.workflow import commands
+from prism.workflow import commands, resources
 from prism.workflow.engine import UNRECORDED, Unrecorded
 from prism.workflow.plan import StudyPlan
 from prism.workflow.schedule import Schedule, make_schedule
@@ -78,6 +78,10 @@ class StudyWorkflow:
 
     def speed_args(self, wildcards: Any) -> list[str]:
         return commands.calibrate_flags(self.study, wildcards.family)
+
+    def speed_resources(self) -> dict[str, Any]:
+        """A speed job's resources: under a cluster profile it is a short job on a compute node."""
+        return resources.speed_job(self.study.cluster)
 
     # ---- the plan -----------------------------------------------------------------
 

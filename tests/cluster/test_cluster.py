@@ -116,6 +116,9 @@ def ctrl_c(proc: subprocess.Popen, presses: int = 3, patience: float = 40) -> in
 def test_every_training_job_goes_through_qsub(study):
     workdir, client_env = study
     planned = pbs(study, "plan_text_image").stdout
+    # The timed steps are jobs too: each times a training run's steps where the runs train.
+    speeds = list((workdir / "scaling-study" / "calibration").glob("*.speed.json"))
+    assert len(submitted(planned)) == len(speeds) > 0 and "localrule speed" not in planned
     rows = {
         r["run_id"]: r
         for r in yaml.safe_load((workdir / "scaling-study" / "text_image" / "plan.yaml").read_text())["runs"]
@@ -126,7 +129,7 @@ def test_every_training_job_goes_through_qsub(study):
     runs = planned_run_ids(workdir)
     ids = submitted(out)
     assert len(ids) == len(runs) > 0
-    # Only training jobs are submitted; everything else runs where Snakemake runs.
+    # Then only training jobs are submitted (the speed jobs ran before the plan); the rest runs where Snakemake runs.
     assert "localrule train" not in out and "localcheckpoint plan" in planned and "localrule data" in planned
     records = status_records(workdir)
     assert {i: records.get(i) for i in ids} == {i: "0" for i in ids}

@@ -116,6 +116,12 @@ def test_aurora_dry_run_on_an_index_prints_the_plan_determined_and_node_hours(tm
     out = snakemake(workdir, *dry, "--quiet=host").stdout
     counts = job_counts(out)
     assert "data" not in counts and "calibrate" not in counts  # the plan is computed from the index
+    # The timed steps are PBS jobs (each times a tile where the runs train), one a size, and the plan
+    # says its node-hours are assumed until they have run.
+    assert counts.get("speed") == len(calibrations) and "localrule speed" not in out and "rule speed:" in out
+    speed_jobs = [line for line in out.splitlines() if "--measure-throughput" in line and "--device xpu" in line]
+    assert len(speed_jobs) == len(calibrations), out[-3000:]
+    assert "node-hours of text_image assume MFU 0.3 (plan.mfu), not a measured speed" in out
     summary = [line for line in out.splitlines() if line.startswith("plan text_image: ")]
     assert len(summary) == 2, out[-4000:]
     budgets = len(config["budgets"])

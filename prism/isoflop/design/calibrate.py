@@ -33,10 +33,12 @@ class CalibrateOptions:
 
     measure_throughput: bool = option(
         False,
-        "time real fp32 fwd+bwd+AdamW steps on --device (samples/s)",
+        "time real fwd+bwd+AdamW steps on --device, in --precision, compiled as --compile (samples/s)",
         doc=(
-            "Time a few real training steps per candidate: the plan's estimate of each run's wall time here. "
-            "The default study does (true); leave it false where the model does not fit, e.g. on a login node."
+            "Time a few real training steps per candidate, on the study's device in its precision and compiled "
+            "as its runs are: the plan's estimate of each run's wall time, and on a cluster (the aurora "
+            "launcher) of its node-hours. Under a cluster profile each timing is a short job on a compute node. "
+            "The default study does (true)."
         ),
     )
     batch_size: int = option(32, "samples per timed step", metavar="B", minimum=1, doc="Samples per timed step.")
@@ -80,6 +82,8 @@ def calibrate(
     batch_size: int = 32,
     steps: int = 5,
     threads: int | None = None,
+    precision: str = "auto",
+    compile: str = "auto",
 ) -> dict:
     """The calibration record (its keys are listed in docs/architecture.md, "Calibration").
 
@@ -142,8 +146,11 @@ def calibrate(
             params_total,
             params_trainable,
             threads=threads,
+            precision=precision,
+            compile=compile,
         )
         record["samples_per_s"] = record["throughput"]["samples_per_s"]
+        record["throughput"]["flops_per_s"] = record["samples_per_s"] * flops  # one rank's: what a node's ranks each do
     return record
 
 
@@ -198,8 +205,12 @@ def measure_training_throughput(
     params_trainable: int,
     warmup: int = 2,
     threads: int | None = None,
+    precision: str = "auto",
+    compile: str = "auto",
 ) -> dict:
-    """Samples/s of real fp32 forward + backward + AdamW steps at `batch_size` on `device`.
+    """Samples/s of real forward + backward + AdamW steps at `batch_size` on `device`, as a run trains:
+    in `precision` (`prism train --precision`: bf16 autocast with fp32 master weights, or fp32) with its
+    blocks compiled as `compile` says (`prism train --compile`; the warm-up steps take the compilation).
 
     Refuses up front (PrismError) when weights, gradients and Adam state alone
     would not fit, rather than thrashing or dying of OOM half-way.
@@ -209,7 +220,11 @@ def measure_training_throughput(
     from prism.device import max_memory_allocated, reset_peak_memory, synchronize  # noqa: PLC0415 lazy: torch
     from prism.model.accounting import example_batch  # noqa: PLC0415 lazy: torch
     from prism.model.prism import build_model  # noqa: PLC0415 lazy: torch
+    from prism.train import precision as policy  # noqa: PLC0415 lazy: torch
+    from prism.train.config import compile_mode  # noqa: PLC0415 lazy: torch
 
+    computes_in = policy.resolve(precision, device.type)
+    compiled = compile_mode(compile, device.type)
     if batch_size < 1 or steps < 1 or (threads is not None and threads < 1):
         raise PrismError(f"--batch-size ({batch_size}), --steps ({steps}) and --threads ({threads}) must be at least 1")
     if threads is not None:
@@ -217,6 +232,7 @@ def measure_training_throughput(
     check_fits(backbone, device, params_total, params_trainable)
     try:
         model = build_model(family, backbone, variant, regime, device=device)
+        model.compile_blocks(compiled)
         opt = build_optimizer(model.trainable_parameters(), 1e-4)
         batch = example_batch(model, seq_len, batch_size, device=device)
         reset_peak_memory(device)
@@ -224,7 +240,8 @@ def measure_training_throughput(
         for i in progress(range(warmup + steps), f"{backbone}: timed steps"):  # on a terminal only
             synchronize(device)
             t0 = time.perf_counter()
-            loss = model(*batch)
+            with policy.autocast(device, computes_in):
+                loss = model(*batch)
             loss.backward()
             opt.step()
             opt.zero_grad(set_to_none=True)
@@ -234,14 +251,15 @@ def measure_training_throughput(
     except torch.OutOfMemoryError:
         raise PrismError(
             f"backbone {backbone} ran out of memory on {device} at --batch-size {batch_size} "
-            "(fp32, no sharding); try a smaller --batch-size, or drop --measure-throughput"
+            f"({computes_in}, no sharding); try a smaller --batch-size, or drop --measure-throughput"
         ) from None
     step_time = sorted(times)[len(times) // 2]  # median: robust to a stray slow step on a shared host
     return {
         "batch_size": batch_size,
         "steps": steps,
         "warmup_steps": warmup,
-        "dtype": "float32",
+        "precision": computes_in,
+        "compile": compiled,
         "step_time_s": step_time,
         "samples_per_s": batch_size / step_time,
         "tokens_per_s": batch_size * seq_len / step_time,

@@ -121,10 +121,22 @@ def load_candidates(
                 flops_per_sample=float(rec["flops_per_sample"]),
                 tokens_per_sample=float(rec["tokens_per_sample"]),
                 samples_per_s=float(sps) if sps else None,
-                speed_source=f"{speed.get('device_name') or speed.get('device')} on {speed.get('host')}" if sps else "",
+                speed_source=speed_source(speed) if sps else "",
             )
         )
     return interpolate_speeds(sorted(out, key=lambda c: (c.params, c.backbone, c.variant)))
+
+
+def speed_source(record: dict) -> str:
+    """Where and how a speed was measured: the device, the precision and compilation when they are
+    not fp32 eager (a record from before they were recorded is), and the host."""
+    timed = record.get("throughput") or {}
+    how = [p for p in (timed.get("precision"),) if p and p != "fp32"]
+    how += [f"compiled ({timed['compile']})"] if timed.get("compile") not in (None, "none") else []
+    device = record.get("device_name") or record.get("device")
+    if how:
+        device += " (" + ", ".join(how) + ")"
+    return f"{device} on {record.get('host')}"
 
 
 def interpolate_speeds(candidates: list[Candidate]) -> list[Candidate]:

@@ -232,20 +232,52 @@ def parse_budgets(text: str) -> list[float]:
 
 @dataclass(frozen=True)
 class Cost:
-    """How the plan turns FLOPs into time: this machine's measured speed, and a stated cluster throughput."""
+    """How the plan turns a run into cluster node-hours: the speed the calibration measured on one rank
+    of a node (`ranks_per_node` of them; what a cluster study's timed steps are), else a stated node
+    throughput (the peak x an assumed MFU)."""
 
-    node_flops: float | None = None  # sustained FLOP/s of one cluster node (peak x MFU)
+    node_flops: float | None = None  # sustained FLOP/s of one cluster node (peak x MFU), assumed
     node_source: str = ""
+    ranks_per_node: int | None = None  # measured samples/s are one rank's of a node's this many
+    node_peak_flops: float | None = None  # what a measured speed's MFU is of
 
     @classmethod
-    def from_options(cls, options: PlanOptions) -> Cost:
+    def from_options(cls, options: PlanOptions, ranks_per_node: int | None = None) -> Cost:
         if options.node_peak_flops is None:
-            return cls()
+            return cls(ranks_per_node=ranks_per_node)
         return cls(
             options.node_peak_flops * options.mfu,
             f"estimate: assumed MFU {options.mfu:g} (plan.mfu, not measured) x node peak "
             f"{options.node_peak_flops:.3g} FLOP/s (plan.node_peak_flops)",
+            ranks_per_node,
+            options.node_peak_flops,
         )
+
+    def measured(self, speed_sources: list[str]) -> bool:
+        """Whether node-hours come from measured speeds (ranks known and some size timed)."""
+        return bool(self.ranks_per_node and speed_sources)
+
+    def measured_source(self, runs: list[PlanRow], speed_sources: list[str], interpolated: list[str]) -> str:
+        """The label of node-hours from measured speeds, with the MFU they imply of the stated node peak."""
+        text = (
+            f"measured: samples/s of one rank (`prism isoflop calibrate --measure-throughput` on "
+            f"{', '.join(speed_sources)}) x {self.ranks_per_node} ranks a node (cluster.ranks_per_node); "
+            "the steps alone: start-up, evaluations and the collectives between ranks not counted"
+        )
+        if self.node_peak_flops:
+            mfus = [r.flops / (r.node_hours * 3600.0) / self.node_peak_flops for r in runs if r.node_hours]
+            if mfus:
+                text += f"; MFU {min(mfus):.2f}-{max(mfus):.2f} of plan.node_peak_flops {self.node_peak_flops:.3g}"
+        if interpolated:
+            text += f"; the speed of {', '.join(interpolated)} {INTERPOLATED}"
+        return text
+
+    def node_hours(self, cand: Candidate, samples: int, flops: float) -> float | None:
+        """A run's node-hours: at its measured (or interpolated) speed where the ranks are known, else
+        at the assumed node throughput; None when neither is."""
+        if self.ranks_per_node and cand.samples_per_s:
+            return samples / (cand.samples_per_s * self.ranks_per_node) / 3600.0
+        return flops / self.node_flops / 3600.0 if self.node_flops else None
 
 
 @dataclass
@@ -357,7 +389,7 @@ def _plan_row(
         tokens=steps * batch * cand.tokens_per_sample,
         flops=flops,
         hours_here=None if not cand.samples_per_s else steps * batch / cand.samples_per_s / 3600.0,
-        node_hours=None if not cost.node_flops else flops / cost.node_flops / 3600.0,
+        node_hours=cost.node_hours(cand, steps * batch, flops),
         epochs=epochs,
     )
 
@@ -477,6 +509,7 @@ def plan_runs(
     scaling_study_dir: str | Path | None = None,
     data: str | Path | None = None,
     job_ranks: int = 1,
+    ranks_per_node: int | None = None,
 ) -> StudyPlan:
     """The planned runs: a function of these arguments and the files they name (calibrations, speed
     files, an existing plan at `out`, prior files), nothing else.
@@ -486,7 +519,9 @@ def plan_runs(
     `data` is the shard directory the runs train on: its training split's size gives each run's
     epochs (and the refusal above `options.max_epochs`). `job_ranks` is what every training job's
     global batch must divide among (its launcher's ranks per node x its nodes): a given
-    `options.global_batch` that does not is refused here, before any job is submitted.
+    `options.global_batch` that does not is refused here, before any job is submitted. With
+    `ranks_per_node`, the measured speeds are those of one of a cluster node's ranks, and price
+    each run's node-hours.
     """
     check_data_spec(family, data)
     validate(options)
@@ -511,7 +546,7 @@ def plan_runs(
             return cands
         return [c for c in cands if c.backbone in given or c.backbone in by_budget[budget]]
 
-    cost = Cost.from_options(options)
+    cost = Cost.from_options(options, ranks_per_node)
     split = None if data is None else train_samples(data)
     plans = [
         plan_budget(
@@ -562,7 +597,11 @@ def cost_summary(runs: list[PlanRow], cost: Cost, speed_sources: list[str], inte
         "hours_here_source": source,
         "hours_here_interpolated": guessed,
         "node_hours_total": _total([r.node_hours for r in runs]),
-        "node_hours_source": cost.node_source or "not estimated (set plan.node_peak_flops, and plan.mfu)",
+        "node_hours_source": (
+            cost.measured_source(runs, speed_sources, guessed)
+            if cost.measured(speed_sources)
+            else cost.node_source or "not estimated (set plan.node_peak_flops, and plan.mfu)"
+        ),
     }
 
 
@@ -579,6 +618,7 @@ def make_plan(
     options: PlanOptions | None = None,
     cooldown_fraction: float = DEFAULT_COOLDOWN_FRACTION,
     job_ranks: int = 1,
+    ranks_per_node: int | None = None,
     **overrides,
 ) -> dict:
     """The whole plan as a dict (the plan.yaml content): `plan_runs` plus the forecast.
@@ -602,6 +642,7 @@ def make_plan(
         scaling_study_dir=scaling_study_dir,
         data=data,
         job_ranks=job_ranks,
+        ranks_per_node=ranks_per_node,
     )
     centre, plans, runs = study.centre, study.plans, study.runs
     refused = [{"budget": p.budget, "reason": p.refused} for p in plans if p.refused]

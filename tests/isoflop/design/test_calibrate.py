@@ -76,6 +76,32 @@ def test_measure_throughput_on_a_small_model():
         torch.set_num_threads(before)
     assert rec["samples_per_s"] > 0 and rec["throughput"]["batch_size"] == 4 and rec["throughput"]["threads"] == 1
     assert rec["throughput"]["tokens_per_s"] == pytest.approx(rec["samples_per_s"] * 64)
+    # On a CPU `auto` is what a run there computes in: fp32, not compiled.
+    assert (rec["throughput"]["precision"], rec["throughput"]["compile"]) == ("fp32", "none")
+    assert rec["throughput"]["flops_per_s"] == pytest.approx(rec["samples_per_s"] * rec["flops_per_sample"])
+
+
+def test_the_timed_steps_run_in_the_runs_precision_and_compilation(monkeypatch):
+    """Every timed forward runs under the runs' precision policy (bf16 autocast) and the blocks are compiled
+    as a run's are: the speed the plan prices a cluster study with is the speed its runs train at."""
+    import torch
+
+    from prism.model.prism import PrismModel
+    from prism.train import precision
+
+    used, compiled, real = [], [], precision.autocast
+    monkeypatch.setattr(precision, "autocast", lambda device, p: used.append(p) or real(device, p))
+    monkeypatch.setattr(PrismModel, "compile_blocks", lambda self, mode: compiled.append(mode))
+    before = torch.get_num_threads()
+    try:
+        rec = cal.calibrate(
+            "text_image", "30k", "BASE", "e2e", device="cpu", measure_throughput=True, batch_size=2, steps=1,
+            threads=1, precision="bf16", compile="static",
+        )  # fmt: skip
+    finally:
+        torch.set_num_threads(before)
+    assert used == ["bf16"] * 3 and compiled == ["static"]  # 2 warm-up steps and the timed one
+    assert (rec["throughput"]["precision"], rec["throughput"]["compile"]) == ("bf16", "static")
 
 
 def test_measure_throughput_refuses_what_does_not_fit(monkeypatch):

@@ -11,6 +11,7 @@ import yaml
 from prism.errors import PrismError
 from prism.ids import RUN_ID_RE, run_id
 from prism.isoflop.design.centre import Centre
+from prism.isoflop.design.gate import plan_notes
 from prism.isoflop.design.plan import Candidate, choose_batch, make_plan, parse_budgets, plan_budget
 
 from ..conftest import plan_cli, write_calibration
@@ -380,3 +381,61 @@ def test_a_plan_refuses_data_made_at_another_shape_naming_the_key(tmp_path):
     use_spec(resolve_spec("text_image", {"image_size": 64, "channels": 3, "patch": 8}))
     with pytest.raises(PrismError, match=r"made at shapes.text_image.image_size 8, the study asks for 64"):
         check_data_spec("text_image", tmp_path)
+
+
+def _speed_file(cal, backbone: str, samples_per_s: float) -> None:
+    """A `.speed.json` as a cluster study's speed job writes it: one tile, bf16, compiled."""
+    from prism.isoflop.design.calibrate import speed_filename
+
+    record = {
+        "samples_per_s": samples_per_s,
+        "device": "xpu:0",
+        "device_name": "Intel(R) Data Center GPU Max 1550",
+        "host": "x4102c5s0b0n0",
+        "throughput": {"samples_per_s": samples_per_s, "precision": "bf16", "compile": "static"},
+    }
+    (cal / speed_filename("text_image", backbone, "BASE", "e2e")).write_text(json.dumps(record))
+
+
+def test_node_hours_from_the_speed_measured_on_a_rank(tmp_path):
+    """A cluster study that times its steps prices a run at its measured samples/s x the node's ranks, says
+    so (device, precision, compilation, the MFU it implies), and interpolates a size not timed yet."""
+    cal = tmp_path / "cal"
+    sizes = {"30k": 2.0e4, "60k": 5.0e4, "120k": 1.2e5, "250k": 2.5e5}
+    for name, n in sizes.items():
+        write_calibration(cal, "text_image", name, "BASE", "e2e", n)
+    speeds = {"30k": 4000.0, "120k": 1500.0, "250k": 900.0}  # 60k not timed yet
+    for name, sps in speeds.items():
+        _speed_file(cal, name, sps)
+    kw = dict(backbones=list(sizes), variants=["BASE"], prior_k=0.1, window=1.0, node_peak_flops=1e12, mfu=0.3)
+    plan = make_plan("text_image", [1e12, 3e12], cal, simulations=20, ranks_per_node=12, **kw)
+    for row in plan["runs"]:
+        if row["backbone"] in speeds:
+            assert row["node_hours"] == pytest.approx(row["samples"] / (speeds[row["backbone"]] * 12) / 3600)
+    interpolated = next(r for r in plan["runs"] if r["backbone"] == "60k")
+    between = [interpolated["samples"] / (sps * 12) / 3600 for sps in (4000.0, 1500.0)]  # its neighbours' speeds
+    assert between[0] < interpolated["node_hours"] < between[1]
+    source = plan["cost"]["node_hours_source"]
+    assert source.startswith("measured: samples/s of one rank") and "x 12 ranks a node" in source
+    assert "Max 1550 (bf16, compiled (static)) on x4102c5s0b0n0" in source and "60k" in source
+    mfu = [r["flops"] / (r["node_hours"] * 3600) / 1e12 for r in plan["runs"]]
+    assert f"MFU {min(mfu):.2f}-{max(mfu):.2f} of plan.node_peak_flops" in source
+    assert not [note for note in plan_notes(plan) if "assume MFU" in note]
+
+    # Without the ranks (a study that does not time on its cluster's ranks): the stated peak x the assumed MFU.
+    assumed = make_plan("text_image", [1e12, 3e12], cal, simulations=20, **kw)
+    assert assumed["cost"]["node_hours_source"].startswith("estimate: assumed MFU 0.3")
+    for row in assumed["runs"]:
+        assert row["node_hours"] == pytest.approx(row["flops"] / 3e11 / 3600)
+    assert [note for note in plan_notes(assumed) if "assume MFU 0.3" in note]
+
+
+def test_node_hours_are_assumed_until_a_speed_is_measured(ladder):
+    """The ranks alone price nothing: before any speed job has run the plan says its node-hours are assumed."""
+    for path in ladder.glob("*.json"):  # the ladder's calibrations carry no speed
+        record = json.loads(path.read_text())
+        path.write_text(json.dumps({**record, "samples_per_s": None}))
+    plan = _plan(ladder, [1e12], node_peak_flops=1e15, mfu=0.5, ranks_per_node=12)
+    assert plan["cost"]["node_hours_source"].startswith("estimate: assumed MFU 0.5")
+    for row in plan["runs"]:
+        assert row["node_hours"] == pytest.approx(row["flops"] / 5e14 / 3600)

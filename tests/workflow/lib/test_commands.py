@@ -83,3 +83,23 @@ def test_shape_flags_reach_the_calibrate_job_and_none_are_recorded_for_the_lapto
         assert flags.strip() in " ".join(flow.speed_args(family))
     finally:
         reset_specs()
+
+
+def test_a_cluster_study_that_times_its_steps_prices_node_hours_from_them(smoke_config):
+    """The aurora launcher's ranks a node go to the plan only when the speed jobs time a rank; the speed job
+    times in the runs' precision (no flag for `auto`, so a default study's speed jobs are unchanged)."""
+    cluster = {"train": {"launcher": "aurora"}, "cluster": {"ranks_per_node": 4}, "plan": {"global_batch": 8}}
+    study = Study(smoke_config(**cluster))
+    args = commands.plan_command(study, "text_image")
+    assert (
+        args[args.index("--ranks-per-node") + 1]
+        == "4"
+        == str(commands.plan_arguments(study, "text_image")["ranks_per_node"])
+    )
+    assert "--precision" not in commands.calibrate_flags(study, "text_image")
+    untimed = Study(smoke_config(**cluster, calibrate={"measure_throughput": False}))
+    assert "--ranks-per-node" not in commands.plan_command(untimed, "text_image")
+    local = Study(smoke_config())
+    assert "--ranks-per-node" not in commands.plan_command(local, "text_image")
+    bf16 = Study(smoke_config(train={"precision": "bf16"}))
+    assert commands.calibrate_flags(bf16, "text_image")[-2:] == ["--precision", "bf16"]

@@ -31,3 +31,10 @@ def test_the_plans_request_line_names_jobs_over_the_cap():
     assert text.startswith("plan text_image: 2 training jobs request")
     assert "1 job(s) need up to" in text
     assert "unknown" in resources.requested_text(CLUSTER, "text_image", [("g1e7", 4, None)])
+
+
+def test_a_speed_job_is_a_short_one_node_job_of_the_studys_account_and_queue():
+    cluster = {"account": "proj", "queue": "debug", "filesystems": "flare:home", "place": "scatter", "nodes": 4}
+    job = resources.speed_job(cluster)
+    assert job == {"nodes": 1, "walltime": "00:10:00", "runtime": 10, "account": "proj", "queue": "debug",
+                   "filesystems": "flare:home", "place": "scatter"}  # fmt: skip
