@@ -60,11 +60,13 @@ FAMILIES: dict[str, FamilySpec] = {
 STUDY_FAMILIES: tuple[str, ...] = ("text_image", "text_ts", "text_graph")
 
 
-def family_spec(name: str) -> FamilySpec:
-    """The family's spec in this process: the one `use_spec` installed (a study's shape and
-    tokenizer, or its data's), else the laptop default of `FAMILIES`."""
-    if name in _IN_USE:
-        return _IN_USE[name]
+def family_spec(name: str, spec: FamilySpec | None = None) -> FamilySpec:
+    """`spec` where the caller has one (a study's shape and tokenizer, or its data's), else the
+    family's laptop default: every consumer of a non-default shape is handed it, none looks it up."""
+    if spec is not None:
+        if spec.name != name:
+            raise PrismError(f"family {name!r} was given the spec of family {spec.name!r}")
+        return spec
     try:
         return FAMILIES[name]
     except KeyError:
@@ -74,11 +76,9 @@ def family_spec(name: str) -> FamilySpec:
 # ---- shapes and tokenizer as configuration --------------------------------------------------
 #
 # A study sets each family's shape (`shapes: {text_image: {image_size: 224, ...}}`) and the
-# captions' tokenizer (`data.tokenizer`). `resolve_spec` turns them into the FamilySpec every
-# consumer reads through `family_spec`: a `prism` command installs it (`use_spec`) from its
-# flags or from its data's manifest, the workflow from its config.
-
-_IN_USE: dict[str, FamilySpec] = {}
+# captions' tokenizer (`data.tokenizer`). `resolve_spec` turns them into the FamilySpec that is
+# passed to every consumer (`spec=`): a `prism` command resolves it from its flags or from its
+# data's manifest, the workflow from its config, a training run from its data's manifest.
 
 
 @dataclass(frozen=True)
@@ -156,7 +156,7 @@ def _divisor(side: int, near: int) -> int:
 
 def resolve_spec(name: str, shape: dict | None = None, tokenizer: str | None = None) -> FamilySpec:
     """The family's spec at `shape` (config `shapes.NAME`) with captions in `tokenizer` (`data.tokenizer`)."""
-    base = FAMILIES[name] if name in FAMILIES else family_spec(name)
+    base = family_spec(name)
     s = _checked_shape(name, shape)
     spec = replace(base, text_len=s["text_len"], vocab=load_vocab(tokenizer))
     if name in IMAGE_FAMILIES:
@@ -169,36 +169,19 @@ def resolve_spec(name: str, shape: dict | None = None, tokenizer: str | None = N
     return spec
 
 
-def use_spec(spec: FamilySpec) -> FamilySpec:
-    """Make `spec` what `family_spec(spec.name)` returns in this process (the default: forget it)."""
-    if spec == FAMILIES.get(spec.name):
-        _IN_USE.pop(spec.name, None)
-    else:
-        _IN_USE[spec.name] = spec
-    return spec
-
-
-def study_specs(shapes: dict | None, tokenizer: str | None) -> dict[str, list[str]]:
-    """Install every family's spec of a study's config (`shapes`, `data.tokenizer`) in this process
-    (the workflow's own planning counts with it); each family's flags for its jobs (`spec_flags`)."""
+def study_specs(shapes: dict | None, tokenizer: str | None) -> dict[str, FamilySpec]:
+    """Every family's spec of a study's config (`shapes`, `data.tokenizer`)."""
     unknown = sorted(set(shapes or {}) - set(FAMILIES))
     if unknown:
         raise PrismError(f"shapes: unknown family {', '.join(unknown)}; families: {', '.join(FAMILIES)}")
-    for name in FAMILIES:
-        use_spec(resolve_spec(name, (shapes or {}).get(name), tokenizer))
-    return {name: spec_flags(name, shapes, tokenizer) for name in FAMILIES}
+    return {name: resolve_spec(name, (shapes or {}).get(name), tokenizer) for name in FAMILIES}
 
 
-def reset_specs() -> None:
-    _IN_USE.clear()
-
-
-def spec_flags(family: str, shapes: dict | None, tokenizer: str | None) -> list[str]:
-    """The flags that give a job the config's shape and tokenizer of `family` (none for the defaults,
-    so a default study's commands are those it always had)."""
-    spec = resolve_spec(family, (shapes or {}).get(family), tokenizer)
+def spec_flags(spec: FamilySpec) -> list[str]:
+    """The flags that give a job `spec`'s shape and tokenizer (none for the family's defaults, so a
+    default study's commands are those it always had)."""
     out: list[str] = []
-    defaults = default_shape(family)
+    defaults = default_shape(spec.name)
     for key, value in shape_of(spec).items():
         if value != defaults[key]:
             out += ["--" + key.replace("_", "-"), str(value)]
@@ -221,7 +204,7 @@ def spec_from_manifest(manifest: dict, data_dir) -> FamilySpec:
     from pathlib import Path  # noqa: PLC0415
 
     name = manifest["family"]
-    base = family_spec(name) if name not in FAMILIES else FAMILIES[name]
+    base = family_spec(name)
     record = manifest.get("tokenizer")
     file = str(Path(data_dir) / record.get("file", TOKENIZER_FILE)) if record else None
     return replace(

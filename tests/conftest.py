@@ -277,16 +277,6 @@ SHAPE_CAPTIONS = [
 ]
 
 
-@pytest.fixture(autouse=True)
-def _default_specs():
-    """A test that installs a family spec (`prism.families.use_spec`, a `prism` command run in-process)
-    leaves the next test the laptop defaults."""
-    yield
-    from prism.families import reset_specs
-
-    reset_specs()
-
-
 @pytest.fixture(scope="session")
 def bpe_file(tmp_path_factory) -> Path:
     """A BPE tokenizer.json trained on the shape shards' captions."""

@@ -10,7 +10,6 @@ from prism.families import (
     check_same_spec,
     default_shape,
     family_spec,
-    reset_specs,
     resolve_spec,
     spec_flags,
     study_specs,
@@ -31,18 +30,20 @@ def test_an_image_shape_gives_its_patches_and_tokens():
 def test_no_shape_is_the_laptop_default_and_its_jobs_get_no_flags():
     for name in FAMILIES:
         assert resolve_spec(name) == FAMILIES[name]
-        assert spec_flags(name, {}, "bytes") == []
+        assert spec_flags(resolve_spec(name, {}, "bytes")) == []
     assert default_shape("text_image") == {"image_size": 8, "channels": 1, "patch": 2, "text_len": 48}
     assert resolve_spec("text_image", default_shape("text_image")) == FAMILIES["text_image"]
 
 
-def test_a_study_installs_its_specs_and_gives_only_the_changed_keys_as_flags():
-    flags = study_specs({"text_image": {"image_size": 64, "channels": 3, "patch": 8}}, "bytes")
-    assert flags["text_image"] == ["--image-size", "64", "--channels", "3", "--patch", "8"]
-    assert flags["text_ts"] == []
-    assert family_spec("text_image").n_modality_tokens == 64  # what every consumer now reads
-    reset_specs()
+def test_a_study_resolves_its_specs_and_gives_only_the_changed_keys_as_flags():
+    specs = study_specs({"text_image": {"image_size": 64, "channels": 3, "patch": 8}}, "bytes")
+    assert spec_flags(specs["text_image"]) == ["--image-size", "64", "--channels", "3", "--patch", "8"]
+    assert spec_flags(specs["text_ts"]) == [] and specs["text_ts"] == FAMILIES["text_ts"]
+    assert family_spec("text_image", specs["text_image"]).n_modality_tokens == 64  # what a consumer is handed
+    # Nothing is installed anywhere: a consumer given no spec counts with the laptop default.
     assert family_spec("text_image") == FAMILIES["text_image"]
+    with pytest.raises(PrismError, match="family 'text_ts' was given the spec of family 'text_image'"):
+        family_spec("text_ts", specs["text_image"])
 
 
 @pytest.mark.parametrize(

@@ -7,9 +7,10 @@
 # Llama of the same shape (tools/gpu_check.py llama; needs transformers); and the trainer itself:
 # `prism train` at 1b on 2048-token packed rows in bf16, eager and compiled, with evaluations
 # during the run, a checkpoint, and the final evaluation (over the whole held-out split in the
-# compiled run). Then one table (tools/gpu_check.py table) of the step times and MFU, each
+# compiled run); and the speed calibration (`prism isoflop calibrate --measure-throughput`) of that
+# model and row length, which a cluster study's plan prices node-hours with. Then one table (tools/gpu_check.py table) of the step times and MFU, each
 # against the peak of the precision it computes in. Everything lands in OUTDIR: perf.jsonl,
-# llama.json, train-*/ run directories, one .txt log per part and table.md.
+# llama.json, train-*/ run directories, speed.json, one .txt log per part and table.md.
 # Not yet run on an accelerator: none was lent to the sessions that wrote it.
 set -uo pipefail
 out=${1:?usage: tools/gpu-check.sh OUTDIR}
@@ -52,5 +53,11 @@ train() {
 }
 train eager --compile none --final-eval-samples 512
 train compiled --compile static "${final[@]}"
+
+# The speed calibration a cluster study's plan prices node-hours with: the same model and rows,
+# timed as a run trains (auto: bf16, compiled blocks), one rank.
+prism isoflop calibrate --family text_image --backbone "$model" --projector-variant BASE --regime e2e \
+    --seq-len "$seq" --measure-throughput --batch-size "$batch" --steps 5 --device "$device" \
+    --out "$out/speed.json" > "$out/speed.txt" 2>&1
 
 "$py" tools/gpu_check.py table "$out" | tee "$out/table.md"

@@ -9,9 +9,10 @@ after `--warmup`, under bf16 autocast unless `--dtype fp32`, the device synchron
 each step; the median step goes to a JSON file. Needs the `bench` extra (transformers).
 
 `table`: one markdown table of what the check wrote in OUT: the peaks (peak-*.txt), the
-bench rows (perf.jsonl), the Llama step (llama.json) and the trainer's runs (train-*/:
+bench rows (perf.jsonl), the Llama step (llama.json), the trainer's runs (train-*/:
 metrics.json's steady-state step and MFU, against the peak of the run's precision, and
-eval.jsonl's evaluation times). Whatever is missing is a row saying so.
+eval.jsonl's evaluation times) and the speed calibration (speed.json). Whatever is missing
+is a row saying so.
 """
 
 from __future__ import annotations
@@ -129,7 +130,22 @@ def table_rows(out: Path) -> list[tuple[str, str, str, str]]:
         if llama_s and t.get("steady_step_s"):
             note += f"; {llama_s / t['steady_step_s']:.2f}x Llama's step"
         rows.append((f"prism train {run.name}", _ms(t.get("steady_step_s")), _pct(t.get("steady_mfu")), note))
+    rows.append(speed_row(out / "speed.json", bench))
     return rows
+
+
+def speed_row(path: Path, bench: list[dict]) -> tuple[str, str, str, str]:
+    """The speed calibration's step; its MFU against the peak a bench row of its precision divided by."""
+    if not path.is_file():
+        return ("speed calibration", "", "", "not run (see speed.txt)")
+    record = json.loads(path.read_text())
+    timed = record.get("throughput") or {}
+    peaks = [r["flops_per_s"] / r["mfu"] for r in bench if r.get("dtype") == timed.get("precision") and r.get("mfu")]
+    flops = timed.get("flops_per_s")
+    what = f"speed calibration {record.get('backbone')} {timed.get('batch_size')}x{record.get('seq_len')} "
+    what += f"{timed.get('precision')}, compile {timed.get('compile')}"
+    note = f"{record.get('samples_per_s', 0):.1f} samples/s, {(flops or 0) / 1e12:.0f} TFLOP/s a rank"
+    return (what, _ms(timed.get("step_time_s")), _pct(flops / peaks[0]) if peaks and flops else "n/a", note)
 
 
 def table(args: argparse.Namespace) -> int:

@@ -120,8 +120,8 @@ def _build(args: argparse.Namespace) -> int:
     from prism.data.shards import build
 
     start = time.perf_counter()
-    spec_from_args(args.family, args)
-    m = build(args.family, args.out, seed=args.seed, overwrite=args.overwrite, lm_ratio=args.lm_ratio)
+    spec = spec_from_args(args.family, args)
+    m = build(args.family, args.out, seed=args.seed, overwrite=args.overwrite, lm_ratio=args.lm_ratio, spec=spec)
     counts = ", ".join(f"{s} {v['samples']} samples in {len(v['shards'])} shards" for s, v in m["splits"].items())
     print(
         f"{args.out}: {m['family']} {counts}; captions truncated {m['captions_truncated']}; "
@@ -137,7 +137,7 @@ def _index(args: argparse.Namespace) -> int:
     from prism.data.indexer import index
 
     start = time.perf_counter()
-    spec_from_args(args.family, args)
+    spec = spec_from_args(args.family, args)
     m = index(
         args.shards,
         args.family,
@@ -147,6 +147,7 @@ def _index(args: argparse.Namespace) -> int:
         overwrite=args.overwrite,
         jobs=args.jobs,
         decoded_max_mb=args.decoded_max_mb,
+        spec=spec,
     )
     counts = ", ".join(
         f"{s} {v['samples']} samples ({v['tokens']} tokens) in {len(v['shards'])} shards"

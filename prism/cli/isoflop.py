@@ -73,7 +73,7 @@ def _register_calibrate(verbs: argparse._SubParsersAction) -> None:
 
 def _calibrate(args: argparse.Namespace) -> int:
     opts = from_namespace(CalibrateOptions, args)
-    spec_from_args(args.family, args)
+    spec = spec_from_args(args.family, args)
     if opts.measure_throughput:
         from prism.host import tune_host
 
@@ -95,6 +95,7 @@ def _calibrate(args: argparse.Namespace) -> int:
         threads=args.threads,
         precision=args.precision,
         compile=args.compile,
+        spec=spec,
     )
     print(path)
     return 0
@@ -230,7 +231,7 @@ def _register_plan(verbs: argparse._SubParsersAction) -> None:
 def _plan(args: argparse.Namespace) -> int:
     from prism.isoflop.design.plan import PlanStopped, parse_budgets, run_plan
 
-    spec_from_args(args.family, args, args.data)  # no shape flags: the data's
+    spec = spec_from_args(args.family, args, args.data)  # no shape flags: the data's
     try:
         text = run_plan(
             args.out,
@@ -247,6 +248,7 @@ def _plan(args: argparse.Namespace) -> int:
             cooldown_fraction=args.cooldown_fraction,
             job_ranks=args.job_ranks,
             ranks_per_node=args.ranks_per_node,
+            spec=spec,
         )
     except PlanStopped as stopped:
         # The whole plan first (the log), then the one line: the error, last, is what the workflow shows.

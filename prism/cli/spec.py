@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import fields
 
 from prism.data.manifest import data_spec
-from prism.families import FamilySpec, ShapeOptions, resolve_spec, use_spec
+from prism.families import FamilySpec, ShapeOptions, resolve_spec
 from prism.options import add_arguments
 from prism.tokenizer import BYTES
 
@@ -24,10 +24,10 @@ def add_spec_arguments(parser) -> None:
 
 
 def spec_from_args(family: str, args, data=None) -> FamilySpec:
-    """A command's spec from its shape flags and `--tokenizer`, installed; with none of them, the spec
-    of `data` (a data directory) where one is given."""
+    """A command's spec from its shape flags and `--tokenizer`; with none of them, the spec of `data`
+    (a data directory) where one is given. The command hands it to the library call it makes."""
     shape = {f.name: getattr(args, f.name, None) for f in fields(ShapeOptions)}
     tokenizer = getattr(args, "tokenizer", None)
     if data is not None and tokenizer is None and all(v is None for v in shape.values()):
-        return use_spec(data_spec(data, family))
-    return use_spec(resolve_spec(family, shape, tokenizer or BYTES))
+        return data_spec(data, family)
+    return resolve_spec(family, shape, tokenizer or BYTES)

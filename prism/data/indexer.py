@@ -72,15 +72,17 @@ def index(
     warn=None,
     jobs: int = 1,
     decoded_max_mb: float = DECODED_MAX_MB,
+    spec: FamilySpec | None = None,
 ) -> dict:
-    """Index `shards` for `family` into `out` (manifest.json + decoded copies); return the manifest.
+    """Index `shards` for `family` into `out` (manifest.json + decoded copies) at `spec` (the shape samples
+    are decoded to and the captions' tokenizer; None: the laptop default); return the manifest.
 
     `jobs` processes decode the shards (each shard in one); the result does not depend on it.
     When a split's decoded size (`options.decoded_mb`) is above `decoded_max_mb`, no split keeps a copy.
     """
     from prism.data import decoded  # noqa: PLC0415 lazy: `prism --help` imports this module
 
-    spec = family_spec(family)
+    spec = family_spec(family, spec)
     shards, out = Path(shards), Path(out)
     if not 0.0 < eval_fraction < 1.0:
         raise PrismError(f"eval fraction {eval_fraction} must be in (0, 1)")

@@ -29,7 +29,7 @@ from prism.data.index import keep_tokenizer, text_encoder
 from prism.data.sources import Sample, lm_text, source_module
 from prism.data.tarwriter import write_tar
 from prism.errors import PrismError
-from prism.families import FAMILIES, family_spec, manifest_fields
+from prism.families import FAMILIES, FamilySpec, family_spec, manifest_fields
 from prism.progress import progress
 
 EVAL_FRACTION = 0.1
@@ -138,9 +138,17 @@ def write_split(tmp: Path, split: str, records: list[dict]) -> list[dict]:
     return entries
 
 
-def build(family: str, out: str | Path, seed: int = 0, overwrite: bool = False, lm_ratio: float = 0.0) -> dict:
-    """Build `out` for `family`; return the manifest. Refuses an existing `out` unless `overwrite`."""
-    spec = family_spec(family)
+def build(
+    family: str,
+    out: str | Path,
+    seed: int = 0,
+    overwrite: bool = False,
+    lm_ratio: float = 0.0,
+    spec: FamilySpec | None = None,
+) -> dict:
+    """Build `out` for `family` at `spec` (its text length and tokenizer; None: the laptop default);
+    return the manifest. Refuses an existing `out` unless `overwrite`."""
+    spec = family_spec(family, spec)
     module = source_module(family)
     out = Path(out)
     if not 0.0 <= lm_ratio < 1.0:

@@ -11,7 +11,7 @@ import functools
 from dataclasses import dataclass
 
 from prism.errors import PrismError, unknown_name
-from prism.families import family_spec, spec_record
+from prism.families import FamilySpec, family_spec, spec_record
 from prism.model import sizes
 
 # Byte tokenizer: 256 bytes + PAD, BOS, EOS, MOD (see prism.tokenizer).
@@ -288,10 +288,10 @@ def backbone_shape(name: str, vocab_rows: int | None = None) -> dict[str, int]:
     return {key: getattr(cfg, key) for key in SHAPE_KEYS}
 
 
-def expected_shape(family: str, backbone: str) -> dict:
-    """What a calibration of `backbone` for `family` must record now: the backbone's shape (with the
-    tokenizer's embedding rows) and the family's spec where it is not the default (`family_spec`)."""
-    spec = family_spec(family)
+def expected_shape(family: str, backbone: str, spec: FamilySpec | None = None) -> dict:
+    """What a calibration of `backbone` for `family` at `spec` (None: the laptop default) must record:
+    the backbone's shape (with the tokenizer's embedding rows) and the spec where it is not the default."""
+    spec = family_spec(family, spec)
     return backbone_shape(backbone, spec.vocab.rows) | {"family_spec": spec_record(spec)}
 
 

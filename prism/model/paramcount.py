@@ -65,9 +65,10 @@ def projector_params(in_dim: int, d_model: int, width_mult: int, n_layers: int) 
     return sum(_linear(a, b) for a, b in zip(dims[:-1], dims[1:]))
 
 
-def component_params(family: str, backbone: str, variant: str) -> dict[str, int]:
-    """`{"backbone", "encoder", "projector"}` parameters (tied embeddings counted once)."""
-    return _components(family_spec(family), backbone, variant)
+def component_params(family: str, backbone: str, variant: str, spec: FamilySpec | None = None) -> dict[str, int]:
+    """`{"backbone", "encoder", "projector"}` parameters (tied embeddings counted once) at `spec`
+    (None: the family's laptop default)."""
+    return _components(family_spec(family, spec), backbone, variant)
 
 
 def _components(spec: FamilySpec, backbone: str, variant: str) -> dict[str, int]:
@@ -79,10 +80,10 @@ def _components(spec: FamilySpec, backbone: str, variant: str) -> dict[str, int]
     }
 
 
-def trainable_params(family: str, backbone: str, variant: str, regime: str) -> int:
+def trainable_params(family: str, backbone: str, variant: str, regime: str, spec: FamilySpec | None = None) -> int:
     """N of the regime: the parameters of the parts it trains (a calibration's `params_trainable`),
-    at the family's spec in this process (its shape and tokenizer)."""
-    return _trainable(family_spec(family), backbone, variant, regime)
+    at `spec` (the family's shape and tokenizer; None: its laptop default)."""
+    return _trainable(family_spec(family, spec), backbone, variant, regime)
 
 
 @lru_cache(maxsize=4096)

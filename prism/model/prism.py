@@ -126,13 +126,19 @@ def token_losses(lm_head: nn.Module, hidden: torch.Tensor, labels: torch.Tensor)
 
 
 def build_model(
-    family: str, backbone: str, variant: str, regime: str, device: str | torch.device = "cpu"
+    family: str,
+    backbone: str,
+    variant: str,
+    regime: str,
+    device: str | torch.device = "cpu",
+    spec: FamilySpec | None = None,
 ) -> PrismModel:
     """Build a PRISM model directly on `device`; `"meta"` allocates no weights (calibration of real sizes).
+    `spec`: the family's shape and tokenizer (None: its laptop default).
 
     Names are validated first so a typo is a PrismError listing the valid names.
     """
-    spec, var = family_spec(family), projector_variant(variant)
+    spec, var = family_spec(family, spec), projector_variant(variant)
     cfg = backbone_config(backbone, spec.vocab.rows)
     regime_parts(regime)
     with torch.device(device):

@@ -18,7 +18,7 @@ import prism.model
 from prism.atomic import write_json_atomic
 from prism.calibration import load_calibration, load_calibration_file
 from prism.errors import PrismError
-from prism.families import family_spec, spec_record
+from prism.families import spec_record
 from prism.model.config import expected_shape
 from prism.peak import cache_dir
 from prism.train.config import RunConfig
@@ -58,7 +58,7 @@ class StepBudget:
 def find_calibration(config: RunConfig) -> dict | None:
     """The calibration record the run names (checked), or None when it names none."""
     names = (config.family, config.backbone, config.variant, config.regime)
-    shape = expected_shape(config.family, config.backbone)
+    shape = expected_shape(config.family, config.backbone, config.spec)
     if config.calibration_dir:
         return load_calibration(config.calibration_dir, *names, shape=shape)
     if config.calibration:
@@ -84,7 +84,7 @@ def counted_flops(config: RunConfig, seq_len: int) -> tuple[float, bool]:
     key = "|".join(
         [
             config.family,
-            *([json.dumps(spec, sort_keys=True)] if (spec := spec_record(family_spec(config.family))) else []),
+            *([json.dumps(spec, sort_keys=True)] if (spec := spec_record(config.spec)) else []),
             config.backbone,
             config.variant,
             config.regime,
@@ -97,7 +97,9 @@ def counted_flops(config: RunConfig, seq_len: int) -> tuple[float, bool]:
     cache = _read_cache(path)
     if isinstance(cache.get(key), (int, float)) and cache[key] > 0:
         return float(cache[key]), True
-    meta = prism.model.build_model(config.family, config.backbone, config.variant, config.regime, device="meta")
+    meta = prism.model.build_model(
+        config.family, config.backbone, config.variant, config.regime, device="meta", spec=config.spec
+    )
     fps = float(count_training_flops(meta, seq_len))
     cache = _read_cache(path)
     cache[key] = fps
@@ -142,7 +144,7 @@ def flops_per_sample(config: RunConfig, seq_len: int, log=print) -> tuple[float,
 
 def step_budget(config: RunConfig, model: Any, world_size: int, log=print) -> StepBudget:
     """Steps, learning rate, warm-up and intervals of the run, and its parameter counts."""
-    seq_len = config.seq_len or family_spec(config.family).tokens_per_sample
+    seq_len = config.seq_len or config.spec.tokens_per_sample
     fps, tps, source = flops_per_sample(config, seq_len, log)
     if fps <= 0:
         raise PrismError(f"{config.run_id}: {fps} FLOPs per sample (nothing trainable?); cannot plan steps")

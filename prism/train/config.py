@@ -12,6 +12,7 @@ importing torch.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import os
 from dataclasses import dataclass, field, fields
 from pathlib import Path
@@ -22,7 +23,7 @@ import yaml
 from prism.atomic import write_text_atomic
 from prism.data.options import LoaderOptions
 from prism.errors import PrismError, check_name
-from prism.families import FAMILIES
+from prism.families import FAMILIES, FamilySpec
 from prism.ids import run_id
 from prism.model.config import REGIMES, check_backbone, check_variant
 from prism.options import check_field, option
@@ -223,6 +224,15 @@ class RunConfig:
     @property
     def out_dir(self) -> Path:
         return Path(self.out)
+
+    @functools.cached_property
+    def spec(self) -> FamilySpec:
+        """The family's shape and tokenizer the run's data was made at (its manifest): what the model is
+        built at and the budget and checks count with. Read once; a data directory of another family is
+        refused."""
+        from prism.data.manifest import data_spec  # noqa: PLC0415 lazy: reads the manifest
+
+        return data_spec(self.data, self.family)
 
     @property
     def keep_steps(self) -> frozenset[int]:

@@ -13,7 +13,6 @@ from typing import Any
 
 from prism.atomic import human_bytes
 from prism.errors import PrismError
-from prism.families import family_spec
 from prism.model.config import backbone_config
 from prism.train import precision
 
@@ -28,21 +27,22 @@ def check_seq_len(config: Any) -> None:
     if config.seq_len is None:
         return
 
-    need = family_spec(config.family).n_modality_tokens + 3
+    spec = config.spec
+    need = spec.n_modality_tokens + 3
     if config.seq_len < need:
         raise PrismError(
             f"--seq-len {config.seq_len} is too short for {config.family}: a row holds "
-            f"{family_spec(config.family).n_modality_tokens} modality tokens + BOS + text + EOS, "
-            f"at least {need} tokens (default: {family_spec(config.family).tokens_per_sample})"
+            f"{spec.n_modality_tokens} modality tokens + BOS + text + EOS, "
+            f"at least {need} tokens (default: {spec.tokens_per_sample})"
         )
 
 
 def step_bytes_lower_bound(config: Any, world_size: int = 1, device_type: str = "cpu") -> int:
     """A lower bound on one process's activation memory for one step (no checkpointing): in bf16
     mixed precision the saved activations are 2 bytes wide, the logits fp32 (the loss casts them)."""
-    seq_len = config.seq_len or family_spec(config.family).tokens_per_sample
+    spec = config.spec
+    seq_len = config.seq_len or spec.tokens_per_sample
     local_batch = max(1, config.global_batch // max(1, world_size))
-    spec = family_spec(config.family)
     cfg = backbone_config(config.backbone, spec.vocab.rows)
     tokens = local_batch * seq_len
     logits = tokens * spec.vocab.size * 4 * 2  # logits and their gradient

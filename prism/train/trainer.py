@@ -37,14 +37,13 @@ import torch.distributed as dist
 
 from prism.atomic import write_json_atomic
 from prism.data.loader import ShardLoader
-from prism.data.manifest import data_spec, read_manifest
+from prism.data.manifest import read_manifest
 from prism.data.options import resolve
 from prism.data.order import data_order
 from prism.device import max_memory_allocated, resolve_device, synchronize
 from prism.dist.env import DistEnv, discover
 from prism.dist.parallel import ParallelConfig, destroy, local_device
 from prism.errors import PrismError
-from prism.families import family_spec, use_spec
 from prism.model import build_model
 from prism.peak import peak_flops
 from prism.revision import git_rev
@@ -177,7 +176,7 @@ class Trainer:
             config.final_eval_samples,
             max_rows=max(1, config.global_batch // env.world_size),
             autocast=lambda: precision.autocast(self.device, self.precision),
-            mod=family_spec(config.family).vocab.mod,
+            mod=config.spec.vocab.mod,
         )
         self.detector = CollapseDetector(warmup=self.budget.warmup)
         self.distributed = self.parallel.uses_process_group and env.world_size > 1
@@ -223,7 +222,9 @@ class Trainer:
     def _build(self) -> None:
         config = self.config
         torch.manual_seed(config.seed)
-        model = build_model(config.family, config.backbone, config.variant, config.regime, device=self.device)
+        model = build_model(
+            config.family, config.backbone, config.variant, config.regime, device=self.device, spec=config.spec
+        )
         self.budget = step_budget(config, model, self.env.world_size, log=log)
         if config.grad_checkpoint:
             # Imported here: only runs with activation checkpointing pay for this module.
@@ -709,7 +710,6 @@ def train(config: RunConfig, retrain: bool | None = None, wait_lock: bool | None
     holds the directory's lock (prism.train.rundir.lock) for the rest of the run.
     """
     retrain = finished_run.retrain_requested(retrain)
-    use_spec(data_spec(config.data, config.family))  # the shape and tokenizer the data was made at
     finished_run.check_same_run(config.out_dir, config)
     if not retrain and (done := finished(config)) is not None:
         return done

@@ -47,6 +47,7 @@ def plan_arguments(study: Study, family: str) -> dict[str, Any]:
         variants=list(study.config["variants"]),
         job_ranks=study.job_ranks,
         ranks_per_node=study.node_ranks,
+        spec=study.specs[family],
     )
 
 
@@ -67,7 +68,7 @@ def plan_command(study: Study, family: str) -> list[str]:
         *(["--ranks-per-node", str(study.node_ranks)] if study.node_ranks else []),
         # What the grid costs as wsd trajectories (plan.yaml `schedules`); no run depends on it.
         "--cooldown-fraction", str(study.train.cooldown_fraction),
-        # The family's shape and tokenizer where not the laptop's (`shapes`, `data.tokenizer`).
+        # The family's shape and tokenizer (`spec`) where not the laptop's (`shapes`, `data.tokenizer`).
         *study.spec_flags[family],
     ]  # fmt: skip
 

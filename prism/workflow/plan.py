@@ -48,7 +48,8 @@ class StudyPlan:
         (the same function the plan calls, on the config alone: the DAG lists their calibrations)."""
         study = self.study
         by_budget = rule_sizes(family, [float(b) for b in study.budgets], study.plan, regime=study.regime,
-                               variants=list(study.config["variants"]), out=study.plan_file(family))  # fmt: skip
+                               variants=list(study.config["variants"]), out=study.plan_file(family),
+                               spec=study.specs[family])  # fmt: skip
         return list(dict.fromkeys(list(study.config["backbones"]) + union(by_budget)))
 
     def input_files(self, family: str) -> list[str]:

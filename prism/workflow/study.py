@@ -9,7 +9,7 @@ from typing import Any
 from prism.calibration import calibration_filename
 from prism.data.options import loader_options
 from prism.errors import PrismError
-from prism.families import FAMILIES, study_specs
+from prism.families import FAMILIES, spec_flags, study_specs
 from prism.ids import format_budget
 from prism.isoflop.design.calibrate import CalibrateOptions, speed_filename
 from prism.isoflop.design.plan import PlanOptions
@@ -67,12 +67,13 @@ class Study:
         self.warmup = plan_warmup(self.plan.min_steps)
         # How training reads its split (preloaded or streamed): the `data:` keys of LoaderOptions.
         self.loader = loader_options(config["data"])
-        # Each family's shape and tokenizer, installed in this process (the in-process plan counts with
-        # them), and the flags that give them to its data, calibrate and plan jobs (none for the defaults).
+        # Each family's shape and tokenizer (the in-process plan counts with them), and the flags that
+        # give them to its data, calibrate and plan jobs (none for the defaults).
         try:
-            self.spec_flags = study_specs(config["shapes"], config["data"]["tokenizer"])
+            self.specs = study_specs(config["shapes"], config["data"]["tokenizer"])
         except PrismError as err:
             raise PrismError(f"config: {err}") from None
+        self.spec_flags = {name: spec_flags(spec) for name, spec in self.specs.items()}
 
     def conflict(self) -> str | None:
         """The line that stops a study whose finished runs cannot be reused with these settings, or None."""

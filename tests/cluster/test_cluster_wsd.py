@@ -22,8 +22,9 @@ def test_segments_and_branches_are_scheduler_jobs(scheduler, tmp_path_factory):
     ids = submitted(out)
     runs = planned_run_ids(workdir)
     segments = set(re.findall(r"stable/[^/\s]+/to-\d{8}/final/keep/step-\d{8}\.pt", out))
-    # one job per branch (run) and one per segment; nothing else leaves the login node
-    assert len(ids) == len(runs) + len(segments) and segments
+    speeds = list((workdir / "scaling-study" / "calibration").glob("*.speed.json"))
+    # one job per branch (run), one per segment and one per size's timed steps; nothing else leaves the login node
+    assert len(ids) == len(runs) + len(segments) + len(speeds) and segments and speeds
     assert "localrule wsd_" not in out and "localcheckpoint plan" in out
     records = status_records(workdir)
     assert {i: records.get(i) for i in ids} == {i: "0" for i in ids}

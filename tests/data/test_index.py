@@ -360,15 +360,11 @@ def test_index_at_a_configured_shape_and_tokenizer_is_what_runs_read(shape_dir, 
     """64x64 RGB images, captions in a BPE tokenizer: the manifest records the spec (and keeps the
     tokenizer's copy), the token counts are the tokenizer's, and the loader serves its ids."""
     from prism.data.manifest import data_spec
-    from prism.families import reset_specs, resolve_spec, use_spec
+    from prism.families import resolve_spec
     from prism.tokenizer import TextEncoder
 
     spec = resolve_spec("text_image", {"image_size": 64, "channels": 3, "patch": 8, "text_len": 24}, str(bpe_file))
-    try:
-        use_spec(spec)
-        manifest = index(shape_dir, "text_image", tmp_path / "idx", eval_fraction=0.2)
-    finally:
-        reset_specs()
+    manifest = index(shape_dir, "text_image", tmp_path / "idx", eval_fraction=0.2, spec=spec)
     assert manifest["modality_shape"] == [3, 64, 64] and manifest["n_modality_tokens"] == 64
     assert manifest["text_len"] == 24 and manifest["tokenizer"]["sha256"] == spec.vocab.sha256
     assert (tmp_path / "idx" / "tokenizer.json").read_bytes() == bpe_file.read_bytes()

@@ -84,13 +84,14 @@ def test_a_bf16_run_trains_to_the_fp32_runs_loss_and_records_its_precision(train
     assert again.returncode != 0 and "precision: 'bf16' -> 'fp32'" in again.stderr
 
 
-def test_the_memory_preflight_counts_bf16_activations_at_two_bytes():
+def test_the_memory_preflight_counts_bf16_activations_at_two_bytes(shards):
     """A bf16 step's saved activations are half an fp32 step's; its logits stay fp32."""
     from prism.train.preflight import step_bytes_lower_bound
 
-    fp32 = step_bytes_lower_bound(RunConfig(**ROW, data="d", out="o", precision="fp32"), 1, "cuda")
-    bf16 = step_bytes_lower_bound(RunConfig(**ROW, data="d", out="o"), 1, "cuda")  # auto on cuda
-    on_cpu = step_bytes_lower_bound(RunConfig(**ROW, data="d", out="o"), 1, "cpu")  # auto on a CPU: fp32
+    data = str(shards)  # the run's rows are its data's (spec): its tokens a sample and vocabulary
+    fp32 = step_bytes_lower_bound(RunConfig(**ROW, data=data, out="o", precision="fp32"), 1, "cuda")
+    bf16 = step_bytes_lower_bound(RunConfig(**ROW, data=data, out="o"), 1, "cuda")  # auto on cuda
+    on_cpu = step_bytes_lower_bound(RunConfig(**ROW, data=data, out="o"), 1, "cpu")  # auto on a CPU: fp32
     assert fp32 == on_cpu > bf16 > fp32 / 2
 
 

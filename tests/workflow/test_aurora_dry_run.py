@@ -29,7 +29,7 @@ import yaml
 from prism.cli import main as prism
 from prism.data.manifest import verify
 from prism.errors import PrismError
-from prism.families import spec_flags
+from prism.families import resolve_spec, spec_flags
 
 from .wfhelpers import REPO, job_counts, make_workdir, rule_outputs, snakemake
 
@@ -99,7 +99,9 @@ def test_aurora_dry_run_on_an_index_prints_the_plan_determined_and_node_hours(tm
 
     data = study / "data" / "text_image"
     # The config's shape, as the data and calibrate jobs get it.
-    shape = spec_flags("text_image", config["shapes"], config["data"].get("tokenizer", "bytes"))
+    shape = spec_flags(
+        resolve_spec("text_image", config["shapes"]["text_image"], config["data"].get("tokenizer", "bytes"))
+    )
     assert shape[:2] == ["--image-size", "224"]
     assert prism(["data", "index", str(shards), "--family", "text_image", "--out", str(data), *shape]) == 0
     assert json.loads((data / "manifest.json").read_text())["modality_shape"] == [3, 224, 224]

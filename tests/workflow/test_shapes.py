@@ -33,25 +33,22 @@ def test_a_study_at_64px_rgb_with_a_bpe_tokenizer_ends_with_a_fit(tmp_path, shap
     assert manifest["text_len"] == 12 and "tokenizer" in manifest
     assert (study / "text_image" / "fit" / "e2e.json").is_file()
 
-    from prism.families import reset_specs, resolve_spec, use_spec
+    from prism.families import resolve_spec
     from prism.model.accounting import count_training_flops
     from prism.model.prism import build_model
 
-    spec = use_spec(resolve_spec("text_image", SHAPE, str(bpe)))
-    try:
-        plan = yaml.safe_load((study / "text_image" / "plan.yaml").read_text())
-        assert plan["runs"]
-        for row in plan["runs"]:
-            assert row["tokens_per_sample"] == TOKENS
-            model = build_model("text_image", row["backbone"], row["variant"], row["regime"], device="meta")
-            assert model.backbone.embed_tokens.weight.shape[0] == spec.vocab.rows  # the BPE's rows, not 264
-            fps = count_training_flops(model)
-            assert row["flops_per_sample"] == fps
-            metrics = json.loads((study / "text_image" / "runs" / row["run_id"] / "metrics.json").read_text())
-            assert metrics["tokens_per_sample"] == TOKENS and metrics["flops_per_sample"] == fps
-            assert metrics["flops"] == pytest.approx(metrics["steps"] * row["global_batch"] * fps)
-    finally:
-        reset_specs()
+    spec = resolve_spec("text_image", SHAPE, str(bpe))
+    plan = yaml.safe_load((study / "text_image" / "plan.yaml").read_text())
+    assert plan["runs"]
+    for row in plan["runs"]:
+        assert row["tokens_per_sample"] == TOKENS
+        model = build_model("text_image", row["backbone"], row["variant"], row["regime"], device="meta", spec=spec)
+        assert model.backbone.embed_tokens.weight.shape[0] == spec.vocab.rows  # the BPE's rows, not 264
+        fps = count_training_flops(model)
+        assert row["flops_per_sample"] == fps
+        metrics = json.loads((study / "text_image" / "runs" / row["run_id"] / "metrics.json").read_text())
+        assert metrics["tokens_per_sample"] == TOKENS and metrics["flops_per_sample"] == fps
+        assert metrics["flops"] == pytest.approx(metrics["steps"] * row["global_batch"] * fps)
 
 
 def test_a_bad_shape_stops_the_workflow_in_one_line_before_anything_runs(tmp_path):

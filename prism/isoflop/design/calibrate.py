@@ -19,7 +19,7 @@ from typing import Any
 from prism.atomic import write_json_atomic
 from prism.calibration import CALIBRATION_VERSION, calibration_filename
 from prism.errors import PrismError
-from prism.families import family_spec, spec_record
+from prism.families import FamilySpec, family_spec, spec_record
 from prism.model.config import backbone_config, backbone_shape, projector_variant, regime_parts
 from prism.options import option
 from prism.progress import progress
@@ -67,8 +67,8 @@ def load_speed(calibration_dir: str | Path, family: str, backbone: str, variant:
     return record if isinstance(record, dict) and record.get("samples_per_s") else None
 
 
-def _validate(family: str, backbone: str, variant: str, regime: str) -> None:
-    backbone_config(backbone), projector_variant(variant), family_spec(family), regime_parts(regime)
+def _validate(family: str, backbone: str, variant: str, regime: str, spec: FamilySpec | None) -> None:
+    backbone_config(backbone), projector_variant(variant), family_spec(family, spec), regime_parts(regime)
 
 
 def calibrate(
@@ -84,13 +84,15 @@ def calibrate(
     threads: int | None = None,
     precision: str = "auto",
     compile: str = "auto",
+    spec: FamilySpec | None = None,
 ) -> dict:
-    """The calibration record (its keys are listed in docs/architecture.md, "Calibration").
+    """The calibration record (its keys are listed in docs/architecture.md, "Calibration") at `spec`
+    (the family's shape and tokenizer; None: its laptop default).
 
     `threads` sets torch's CPU threads for the timed steps (on a shared host one
     thread per process avoids OpenMP oversubscription, which is many times slower).
     """
-    _validate(family, backbone, variant, regime)
+    _validate(family, backbone, variant, regime, spec)
     import torch  # noqa: PLC0415 lazy: torch
 
     from prism.device import device_name, resolve_device  # noqa: PLC0415 lazy: torch
@@ -98,7 +100,7 @@ def calibrate(
     from prism.model.prism import build_model  # noqa: PLC0415 lazy: torch
 
     dev = resolve_device(device)
-    model = build_model(family, backbone, variant, regime, device="meta")
+    model = build_model(family, backbone, variant, regime, device="meta", spec=spec)
     spec, cfg = model.family, model.backbone_config
     seq_len = _row_length(spec, seq_len)
     counts = param_counts(model)
@@ -148,6 +150,7 @@ def calibrate(
             threads=threads,
             precision=precision,
             compile=compile,
+            spec=spec,
         )
         record["samples_per_s"] = record["throughput"]["samples_per_s"]
         record["throughput"]["flops_per_s"] = record["samples_per_s"] * flops  # one rank's: what a node's ranks each do
@@ -207,6 +210,7 @@ def measure_training_throughput(
     threads: int | None = None,
     precision: str = "auto",
     compile: str = "auto",
+    spec: FamilySpec | None = None,
 ) -> dict:
     """Samples/s of real forward + backward + AdamW steps at `batch_size` on `device`, as a run trains:
     in `precision` (`prism train --precision`: bf16 autocast with fp32 master weights, or fp32) with its
@@ -231,7 +235,7 @@ def measure_training_throughput(
         torch.set_num_threads(threads)
     check_fits(backbone, device, params_total, params_trainable)
     try:
-        model = build_model(family, backbone, variant, regime, device=device)
+        model = build_model(family, backbone, variant, regime, device=device, spec=spec)
         model.compile_blocks(compiled)
         opt = build_optimizer(model.trainable_parameters(), 1e-4)
         batch = example_batch(model, seq_len, batch_size, device=device)

@@ -44,28 +44,31 @@ class Candidate:
         return self.speed_source == INTERPOLATED
 
 
-def counted_record(family: str, backbone: str, variant: str, regime: str) -> dict:
+def counted_record(family: str, backbone: str, variant: str, regime: str, spec: FamilySpec | None = None) -> dict:
     """The calibration record of one size, counted here on the meta device (no file, no timing),
-    at the family's spec in this process."""
-    return _counted(family_spec(family), backbone, variant, regime)
+    at `spec` (the family's shape and tokenizer; None: its laptop default)."""
+    return _counted(family_spec(family, spec), backbone, variant, regime)
 
 
 @cache
 def _counted(spec: FamilySpec, backbone: str, variant: str, regime: str) -> dict:
     from prism.isoflop.design.calibrate import calibrate  # noqa: PLC0415 lazy: torch
 
-    return calibrate(spec.name, backbone, variant, regime, device="cpu")
+    return calibrate(spec.name, backbone, variant, regime, device="cpu", spec=spec)
 
 
-def size_record(calibration_dir: Path | None, family: str, backbone: str, variant: str, regime: str) -> dict:
-    """The calibration file's record where it exists (checked: a stale one is refused), else counted."""
+def size_record(
+    calibration_dir: Path | None, family: str, backbone: str, variant: str, regime: str, spec: FamilySpec | None = None
+) -> dict:
+    """The calibration file's record where it exists (checked against `spec`: a stale one is refused),
+    else counted."""
     if (
         calibration_dir is not None
         and (calibration_dir / calibration_filename(family, backbone, variant, regime)).is_file()
     ):
-        shape = expected_shape(family, backbone)
+        shape = expected_shape(family, backbone, spec)
         return load_calibration(calibration_dir, family, backbone, variant, regime, shape=shape)
-    return counted_record(family, backbone, variant, regime)
+    return counted_record(family, backbone, variant, regime, spec)
 
 
 def _pairs(
@@ -98,9 +101,10 @@ def load_candidates(
     regime: str,
     backbones: list[str] | None,
     variants: list[str] | None,
+    spec: FamilySpec | None = None,
 ) -> list[Candidate]:
-    """The candidates, by N: with both lists every backbone x variant (read or counted), otherwise every
-    calibration the dir holds for family x regime, narrowed by whichever list was given."""
+    """The candidates, by N: with both lists every backbone x variant (read or counted at `spec`), otherwise
+    every calibration the dir holds for family x regime, narrowed by whichever list was given."""
     # A name that is no size or variant (a typo, 60K for 60k) is refused, never silently left out.
     for name in backbones or []:
         check_backbone(name, "--backbones")
@@ -109,7 +113,7 @@ def load_candidates(
     cal_dir = Path(calibration_dir) if calibration_dir is not None else None
     out = []
     for b, v in _pairs(cal_dir, family, regime, backbones, variants):
-        rec = size_record(cal_dir, family, b, v, regime)
+        rec = size_record(cal_dir, family, b, v, regime, spec)
         speed = (load_speed(cal_dir, family, b, v, regime) if cal_dir is not None else None) or rec
         sps = speed.get("samples_per_s")
         out.append(

@@ -20,6 +20,7 @@ import math
 from collections.abc import Callable
 
 from prism.errors import PrismError
+from prism.families import FamilySpec
 from prism.model.config import smallest_rule_size
 from prism.model.paramcount import trainable_params
 from prism.model.sizes import GRID_PER_DECADE, RULES, rule_grid, rule_target
@@ -28,13 +29,15 @@ from prism.model.sizes import GRID_PER_DECADE, RULES, rule_grid, rule_target
 MAX_HALVINGS = 6
 
 
-def _pool(family: str, regime: str, variant: str, rule: str, lo: float, hi: float) -> list[tuple[float, str]]:
-    """(trainable N, name) of the rule's grid sizes whose N lies in [lo, hi], ascending."""
+def _pool(
+    family: str, regime: str, variant: str, rule: str, lo: float, hi: float, spec: FamilySpec | None
+) -> list[tuple[float, str]]:
+    """(trainable N, name) of the rule's grid sizes whose N lies in [lo, hi], ascending, at `spec`."""
     start = max(rule_target(smallest_rule_size(rule))[1], lo / 100)
     out = []
     for name in rule_grid(rule, start, hi):
         try:
-            n = trainable_params(family, name, variant, regime)
+            n = trainable_params(family, name, variant, regime, spec)
         except PrismError:  # no shape of this N with the tokenizer's embedding rows (a large vocabulary)
             continue
         if lo <= n <= hi:
@@ -43,11 +46,19 @@ def _pool(family: str, regime: str, variant: str, rule: str, lo: float, hi: floa
 
 
 def budget_sizes(
-    n_opt: float, window: float, per_budget: int, family: str, regime: str, variant: str, rule: str
+    n_opt: float,
+    window: float,
+    per_budget: int,
+    family: str,
+    regime: str,
+    variant: str,
+    rule: str,
+    spec: FamilySpec | None = None,
 ) -> list[str]:
-    """The rule sizes of one budget whose optimum is predicted at `n_opt` (ascending N)."""
+    """The rule sizes of one budget whose optimum is predicted at `n_opt` (ascending N), their N counted
+    at `spec` (the family's shape and tokenizer; None: its laptop default)."""
     lo, hi = n_opt / 10**window, n_opt * 10**window
-    pool = _pool(family, regime, variant, rule, lo, hi)
+    pool = _pool(family, regime, variant, rule, lo, hi, spec)
     if len(pool) <= per_budget:
         return [name for _, name in pool]
     logs = [math.log10(n) for n, _ in pool]
@@ -72,8 +83,9 @@ def study_sizes(
     regime: str,
     variants: list[str],
     rule: str,
+    spec: FamilySpec | None = None,
 ) -> dict[float, list[str]]:
-    """`{budget: sizes}` for every budget (their union is what the study calibrates and trains)."""
+    """`{budget: sizes}` for every budget (their union is what the study calibrates and trains), at `spec`."""
     if rule not in RULES:
         raise PrismError(f"plan.size_rule {rule!r}: valid: {', '.join(RULES)}")
     if regime != "e2e":
@@ -84,7 +96,7 @@ def study_sizes(
     if not variants:
         raise PrismError("plan.sizes_per_budget: no projector variant in `variants:`")
     # N is the first variant's; the others add their runs beside.
-    return {b: budget_sizes(n_opt(b), window, per_budget, family, regime, variants[0], rule) for b in budgets}
+    return {b: budget_sizes(n_opt(b), window, per_budget, family, regime, variants[0], rule, spec) for b in budgets}
 
 
 def union(sizes: dict[float, list[str]]) -> list[str]:

@@ -36,7 +36,7 @@ import yaml
 from prism.atomic import write_text_atomic
 from prism.data.volume import MAX_EPOCHS, epochs_refusal, train_samples
 from prism.errors import PrismError
-from prism.families import check_same_spec, family_spec, spec_from_manifest
+from prism.families import FamilySpec, check_same_spec, family_spec, spec_from_manifest
 from prism.ids import format_budget, run_id
 from prism.isoflop.design.candidates import INTERPOLATED, Candidate, load_candidates
 from prism.isoflop.design.centre import DEFAULT_PRIOR_A, DEFAULT_PRIOR_K, Centre, find_centre
@@ -463,8 +463,10 @@ def rule_sizes(
     out: str | Path | None = None,
     scaling_study_dir: str | Path | None = None,
     centre: Centre | None = None,
+    spec: FamilySpec | None = None,
 ) -> dict[float, list[str]]:
-    """`{budget: rule sizes}` of `options.sizes_per_budget` (empty without it), centred as `plan_runs` centres.
+    """`{budget: rule sizes}` of `options.sizes_per_budget` (empty without it), centred as `plan_runs` centres,
+    their N counted at `spec` (the family's shape and tokenizer; None: its laptop default).
 
     The workflow calls this to know the calibrations a study needs before any exists.
     """
@@ -483,17 +485,19 @@ def rule_sizes(
         regime,
         list(variants or ["BASE"]),
         options.size_rule,
+        spec,
     )
 
 
-def check_data_spec(family: str, data: str | Path | None) -> None:
-    """Refuse data made at another shape or tokenizer than the plan's (a manifest without the fields: none to check)."""
+def check_data_spec(family: str, data: str | Path | None, spec: FamilySpec | None = None) -> None:
+    """Refuse data made at another shape or tokenizer than the plan's `spec` (a manifest without the
+    fields: none to check)."""
     path = Path(data, "manifest.json") if data is not None else None
     if path is None or not path.is_file():
         return
     manifest = json.loads(path.read_text())
     if isinstance(manifest, dict) and {"family", "modality_shape", "n_modality_tokens", "text_len"} <= manifest.keys():
-        check_same_spec(family_spec(family), spec_from_manifest(manifest, data), f"data {data}")
+        check_same_spec(family_spec(family, spec), spec_from_manifest(manifest, data), f"data {data}")
 
 
 def plan_runs(
@@ -510,6 +514,7 @@ def plan_runs(
     data: str | Path | None = None,
     job_ranks: int = 1,
     ranks_per_node: int | None = None,
+    spec: FamilySpec | None = None,
 ) -> StudyPlan:
     """The planned runs: a function of these arguments and the files they name (calibrations, speed
     files, an existing plan at `out`, prior files), nothing else.
@@ -521,14 +526,15 @@ def plan_runs(
     global batch must divide among (its launcher's ranks per node x its nodes): a given
     `options.global_batch` that does not is refused here, before any job is submitted. With
     `ranks_per_node`, the measured speeds are those of one of a cluster node's ranks, and price
-    each run's node-hours.
+    each run's node-hours. `spec` is the family's shape and tokenizer (None: its laptop default):
+    sizes are counted at it, and data or calibrations made at another are refused.
     """
-    check_data_spec(family, data)
+    check_data_spec(family, data, spec)
     validate(options)
     if options.global_batch is not None:
         check_batch(options.global_batch, job_ranks, "plan.global_batch", ranks_text(job_ranks))
     centre = study_centre(family, regime, options, out, scaling_study_dir)
-    by_budget = rule_sizes(family, budgets, options, regime=regime, variants=variants, centre=centre)
+    by_budget = rule_sizes(family, budgets, options, regime=regime, variants=variants, centre=centre, spec=spec)
     if by_budget:
         from prism.isoflop.design.ladder import union  # noqa: PLC0415 lazy: the CLI's parser imports this module
 
@@ -536,10 +542,10 @@ def plan_runs(
         given = list(backbones or [])
         variants = list(variants or ["BASE"])
         cands = load_candidates(
-            calibration_dir, family, regime, list(dict.fromkeys(given + union(by_budget))), variants
+            calibration_dir, family, regime, list(dict.fromkeys(given + union(by_budget))), variants, spec
         )
     else:
-        cands = load_candidates(calibration_dir, family, regime, backbones, variants)
+        cands = load_candidates(calibration_dir, family, regime, backbones, variants, spec)
 
     def budget_candidates(budget: float) -> list[Candidate]:
         if not by_budget:
@@ -619,6 +625,7 @@ def make_plan(
     cooldown_fraction: float = DEFAULT_COOLDOWN_FRACTION,
     job_ranks: int = 1,
     ranks_per_node: int | None = None,
+    spec: FamilySpec | None = None,
     **overrides,
 ) -> dict:
     """The whole plan as a dict (the plan.yaml content): `plan_runs` plus the forecast.
@@ -643,6 +650,7 @@ def make_plan(
         data=data,
         job_ranks=job_ranks,
         ranks_per_node=ranks_per_node,
+        spec=spec,
     )
     centre, plans, runs = study.centre, study.plans, study.runs
     refused = [{"budget": p.budget, "reason": p.refused} for p in plans if p.refused]

@@ -61,28 +61,26 @@ def test_the_summary_reads_fitted_families_only(smoke_config, tmp_path):
 def test_shape_flags_reach_the_calibrate_job_and_none_are_recorded_for_the_laptop_shape(smoke_config):
     from snakemake.persistence import UNREPRESENTABLE, PersistenceBase
 
-    from prism.families import reset_specs
     from prism.workflow.wiring import StudyWorkflow
 
     from .conftest import FakeEngine, wildcards
 
     serialise = PersistenceBase._serialize_param_builtin  # what Snakemake records of a param
     family = wildcards(family="text_image")
-    try:
-        flow = StudyWorkflow(smoke_config(), FakeEngine(), lambda family: "")
-        empty = flow.spec_args(family)
-        # Renders as nothing, and is left out of the job's record: a calibration made before the
-        # rule had this param is not taken as changed (its runs would retrain).
-        assert f"--no-measure-throughput{empty} --out" == "--no-measure-throughput --out"
-        assert serialise(None, empty) is UNREPRESENTABLE
-        shape = {"text_image": {"image_size": 64, "channels": 3, "patch": 8, "text_len": 12}}
-        flow = StudyWorkflow(smoke_config(shapes=shape), FakeEngine(), lambda family: "")
-        flags = flow.spec_args(family)
-        assert shlex.split(flags) == ["--image-size", "64", "--channels", "3", "--patch", "8", "--text-len", "12"]
-        assert serialise(None, flags) == repr(flags)  # recorded: changing the shape recalibrates
-        assert flags.strip() in " ".join(flow.speed_args(family))
-    finally:
-        reset_specs()
+    flow = StudyWorkflow(smoke_config(), FakeEngine(), lambda family: "")
+    empty = flow.spec_args(family)
+    # Renders as nothing, and is left out of the job's record: a calibration made before the
+    # rule had this param is not taken as changed (its runs would retrain).
+    assert f"--no-measure-throughput{empty} --out" == "--no-measure-throughput --out"
+    assert serialise(None, empty) is UNREPRESENTABLE
+    shape = {"text_image": {"image_size": 64, "channels": 3, "patch": 8, "text_len": 12}}
+    flow = StudyWorkflow(smoke_config(shapes=shape), FakeEngine(), lambda family: "")
+    flags = flow.spec_args(family)
+    assert shlex.split(flags) == ["--image-size", "64", "--channels", "3", "--patch", "8", "--text-len", "12"]
+    assert serialise(None, flags) == repr(flags)  # recorded: changing the shape recalibrates
+    assert flags.strip() in " ".join(flow.speed_args(family))
+    # The in-process plan counts at the config's spec too: the rule's sizes, the plan's arguments.
+    assert commands.plan_arguments(flow.study, "text_image")["spec"].n_modality_tokens == 64
 
 
 def test_a_cluster_study_that_times_its_steps_prices_node_hours_from_them(smoke_config):
