@@ -151,16 +151,10 @@ def build(
     spec = family_spec(family, spec)
     module = source_module(family)
     out = Path(out)
-    if not 0.0 <= lm_ratio < 1.0:
-        raise PrismError(f"--lm-ratio {lm_ratio} must be in [0, 1)")
+    _check_request(spec, lm_ratio)
     _check_out(out, overwrite)
     out.parent.mkdir(parents=True, exist_ok=True)
 
-    if spec.modality_shape != FAMILIES[family].modality_shape:
-        raise PrismError(
-            f"shapes.{family}: the offline {family} data is {FAMILIES[family].modality_shape}; other image "
-            "sizes, channels and patches are for your own shards (data.shards): keep only text_len here"
-        )
     samples = list(progress(module.samples(seed), f"{family}: reading samples"))  # on a terminal only
     max_text = spec.text_len - 2  # BOS and EOS take two of text_len
     text = text_encoder(spec.vocab)
@@ -222,6 +216,18 @@ def build(
             ) from None
         raise
     return manifest
+
+
+def _check_request(spec: FamilySpec, lm_ratio: float) -> None:
+    """Refuse a text-only share out of range, and an image shape the offline sources are not made at."""
+    if not 0.0 <= lm_ratio < 1.0:
+        raise PrismError(f"--lm-ratio {lm_ratio} must be in [0, 1)")
+    offline = FAMILIES[spec.name].modality_shape
+    if spec.modality_shape != offline:
+        raise PrismError(
+            f"shapes.{spec.name}: the offline {spec.name} data is {offline}; other image "
+            "sizes, channels and patches are for your own shards (data.shards): keep only text_len here"
+        )
 
 
 def _check_out(out: Path, overwrite: bool) -> None:

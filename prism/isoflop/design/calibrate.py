@@ -137,21 +137,9 @@ def calibrate(
     }
     if measure_throughput:
         record["throughput"] = measure_training_throughput(
-            family,
-            backbone,
-            variant,
-            regime,
-            seq_len,
-            dev,
-            batch_size,
-            steps,
-            params_total,
-            params_trainable,
-            threads=threads,
-            precision=precision,
-            compile=compile,
-            spec=spec,
-        )
+            family, backbone, variant, regime, seq_len, dev, batch_size, steps, params_total, params_trainable,
+            threads=threads, precision=precision, compile=compile, spec=spec,
+        )  # fmt: skip
         record["samples_per_s"] = record["throughput"]["samples_per_s"]
         record["throughput"]["flops_per_s"] = record["samples_per_s"] * flops  # one rank's: what a node's ranks each do
     return record

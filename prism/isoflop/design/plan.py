@@ -556,21 +556,11 @@ def plan_runs(
     split = None if data is None else train_samples(data)
     plans = [
         plan_budget(
-            c,
-            budget_candidates(c),
-            family,
-            regime,
-            centre,
-            options.window,
-            options.global_batch,
-            options.min_steps,
-            split,
-            options.max_epochs,
-            cost,
-            job_ranks,
+            c, budget_candidates(c), family, regime, centre, options.window, options.global_batch,
+            options.min_steps, split, options.max_epochs, cost, job_ranks,
         )
         for c in sorted(set(budgets))
-    ]
+    ]  # fmt: skip
     study = StudyPlan(
         centre,
         plans,
