@@ -43,6 +43,23 @@ DATA_ENV_VARS = ("WEBDATASET_LOCAL_PATH", "WDS_LOCAL_PATH", "PRISM_DATA_DIR")
 LAYOUTS = ("padded", "packed")
 
 
+def check_batching(rank: int, world_size: int, global_batch: int) -> None:
+    """Refuse a rank outside its world, or a global batch its ranks cannot split evenly."""
+    if world_size < 1 or not 0 <= rank < world_size:
+        raise PrismError(f"rank {rank} is not in a world of size {world_size}")
+    if global_batch < 1 or global_batch % world_size:
+        raise PrismError(f"global batch {global_batch} must be a positive multiple of the world size {world_size}")
+
+
+def row_length(manifest: dict, seq_len: int | None) -> tuple[int, int]:
+    """(one sample's tokens, the row length: `seq_len`, else one sample), refusing a row shorter than a sample."""
+    width = int(manifest["n_modality_tokens"]) + int(manifest["text_len"])
+    length = width if seq_len is None else int(seq_len)
+    if length < width:
+        raise PrismError(f"seq_len {length} is shorter than one {manifest['family']} sample ({width} tokens)")
+    return width, length
+
+
 def check_environment(data_dir: Path) -> None:
     """Refuse when a data-location variable names another directory than `data_dir`."""
     for var in DATA_ENV_VARS:
@@ -92,19 +109,11 @@ class ShardLoader:
         check_environment(self.data_dir)
         if layout not in LAYOUTS:
             raise PrismError(f"unknown layout {layout!r}; valid: {', '.join(LAYOUTS)}")
-        if world_size < 1 or not 0 <= rank < world_size:
-            raise PrismError(f"rank {rank} is not in a world of size {world_size}")
-        if global_batch < 1 or global_batch % world_size:
-            raise PrismError(f"global batch {global_batch} must be a positive multiple of the world size {world_size}")
-        self.manifest = read_manifest(self.data_dir)
-        if family is not None and self.manifest["family"] != family:
-            raise PrismError(f"{self.data_dir} holds family {self.manifest['family']!r}, not {family!r}")
+        check_batching(rank, world_size, global_batch)
+        self.manifest = read_manifest(self.data_dir, family)
         self.family = self.manifest["family"]
         self.n_modality_tokens = int(self.manifest["n_modality_tokens"])
-        self.width = self.n_modality_tokens + int(self.manifest["text_len"])
-        self.seq_len = self.width if seq_len is None else int(seq_len)
-        if self.seq_len < self.width:
-            raise PrismError(f"seq_len {self.seq_len} is shorter than one {self.family} sample ({self.width} tokens)")
+        self.width, self.seq_len = row_length(self.manifest, seq_len)
         self.split, self.layout, self.seed = split, layout, int(seed)
         self.global_batch, self.rank, self.world_size = int(global_batch), int(rank), int(world_size)
         self.local_batch = self.global_batch // self.world_size

@@ -33,7 +33,8 @@ def npy_header(shape: tuple[int, ...]) -> bytes:
     return buf.getvalue()[: -int(np.prod(shape)) * 4]
 
 
-def read_manifest(data_dir: str | Path) -> dict:
+def read_manifest(data_dir: str | Path, family: str | None = None) -> dict:
+    """The checked manifest of a shard directory; with `family`, one of another family is refused."""
     data_dir = Path(data_dir)
     path = data_dir / MANIFEST
     if not data_dir.is_dir():
@@ -61,6 +62,8 @@ def read_manifest(data_dir: str | Path) -> dict:
         raise PrismError(
             f"{data_dir} holds shards the manifest does not list: {', '.join(extra)}; rebuild the directory"
         )
+    if family is not None and manifest["family"] != family:
+        raise PrismError(f"{data_dir} holds family {manifest['family']!r}, not {family!r}")
     return manifest
 
 
@@ -207,7 +210,4 @@ def data_spec(data_dir: str | Path, family: str | None = None):
     """The family spec (shape, tokenizer) a data directory was made at, from its manifest."""
     from prism.families import spec_from_manifest  # noqa: PLC0415 lazy: families imports the tokenizer
 
-    manifest = read_manifest(data_dir)
-    if family is not None and manifest["family"] != family:
-        raise PrismError(f"{data_dir} holds family {manifest['family']!r}, not {family!r}")
-    return spec_from_manifest(manifest, data_dir)
+    return spec_from_manifest(read_manifest(data_dir, family), data_dir)

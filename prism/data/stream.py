@@ -46,7 +46,7 @@ import torch.utils.data
 
 from prism.data import packing
 from prism.data.index import BadSample, SplitOf, _HashingReader, decode_sample, iter_samples, text_encoder
-from prism.data.loader import check_environment
+from prism.data.loader import check_batching, check_environment, row_length
 from prism.data.manifest import MANIFEST, read_manifest, shard_path
 from prism.data.order import plan_streams
 from prism.errors import PrismError
@@ -300,22 +300,14 @@ class StreamLoader:
                 f"layout {layout!r} is not streamed (packing needs the whole epoch's lengths): use layout padded, "
                 "or data.loader: preload"
             )
-        if world_size < 1 or not 0 <= rank < world_size:
-            raise PrismError(f"rank {rank} is not in a world of size {world_size}")
-        if global_batch < 1 or global_batch % world_size:
-            raise PrismError(f"global batch {global_batch} must be a positive multiple of the world size {world_size}")
+        check_batching(rank, world_size, global_batch)
         if shuffle_buffer < 1 or workers < 0:
             raise PrismError(f"shuffle buffer {shuffle_buffer} must be positive and workers {workers} at least 0")
-        self.manifest = read_manifest(self.data_dir)
+        self.manifest = read_manifest(self.data_dir, family)
         if modality_shape is not None:  # `prism data bench --shape`: decode at another size than the data's
             self.manifest = {**self.manifest, "modality_shape": list(modality_shape)}
-        if family is not None and self.manifest["family"] != family:
-            raise PrismError(f"{self.data_dir} holds family {self.manifest['family']!r}, not {family!r}")
         self.family = self.manifest["family"]
-        self.width = int(self.manifest["n_modality_tokens"]) + int(self.manifest["text_len"])
-        self.seq_len = self.width if seq_len is None else int(seq_len)
-        if self.seq_len < self.width:
-            raise PrismError(f"seq_len {self.seq_len} is shorter than one {self.family} sample ({self.width} tokens)")
+        self.width, self.seq_len = row_length(self.manifest, seq_len)
         self.split, self.layout, self.seed, self.buffer = split, layout, int(seed), int(shuffle_buffer)
         self.global_batch, self.rank, self.world_size = int(global_batch), int(rank), int(world_size)
         self.local_batch = self.global_batch // self.world_size

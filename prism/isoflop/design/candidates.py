@@ -135,8 +135,11 @@ def speed_source(record: dict) -> str:
     """Where and how a speed was measured: the device, the precision and compilation when they are
     not fp32 eager (a record from before they were recorded is), and the host."""
     timed = record.get("throughput") or {}
-    how = [p for p in (timed.get("precision"),) if p and p != "fp32"]
-    how += [f"compiled ({timed['compile']})"] if timed.get("compile") not in (None, "none") else []
+    how = []
+    if timed.get("precision") not in (None, "fp32"):
+        how.append(timed["precision"])
+    if timed.get("compile") not in (None, "none"):
+        how.append(f"compiled ({timed['compile']})")
     device = record.get("device_name") or record.get("device")
     if how:
         device += " (" + ", ".join(how) + ")"
