@@ -87,7 +87,7 @@ def _settings(r: FitResult) -> list[str]:
         + (f"; the runs' median loss_se is {diag.loss_se_median:.3g}" if diag.loss_se_median is not None else "")
         + ".",
         f"{objective}Bootstrap: {r.bootstrap} resamples, seed {r.seed}. Budget check: FLOPs within "
-        f"{100 * r.budget_tolerance:g}% of the budget.",
+        f"{100 * r.budget_tolerance:g}% of the budget or of the grid's FLOPs / budget trend with size.",
         "",
     ]
     off = [s for s in diag.size_offsets if s.flagged]

@@ -44,13 +44,47 @@ def test_mislabelled_budget_excluded_by_flops_or_6nd():
     fit = fit_records(recs6, method="approach2", bootstrap=0)
     (e,) = fit.exclusions
     assert e.kind == "budget" and e.run_id == wrong.run_id
-    assert "6ND 3e+18 differs from its budget 1e19 by -70% (> 10%)" in e.reason
+    assert "6ND 3e+18 differs from its budget 1e19 by -70% (ratio 0.3;" in e.reason and "> 10% off both" in e.reason
     # with a flops column, flops are compared (here: a run that spent 15% more than its budget)
     over = RunRecord("over", wrong.params, wrong.tokens, wrong.loss, wrong.budget, flops=wrong.budget * 1.15)
     kept, dropped = checks.check_budgets([over], 0.10)
     assert not kept and "flops 3.45e+18 differs from its budget 3e18 by +15%" in dropped[0].reason
     kept, dropped = checks.check_budgets([over], 0.2)  # the tolerance is an option
     assert kept and not dropped
+
+
+def _counted(recs, ratio):
+    """The runs as a user's counter reports them: flops = ratio(N) x budget (the label stays)."""
+    return [RunRecord(r.run_id, r.params, r.tokens, r.loss, r.budget, flops=ratio(r.params) * r.budget) for r in recs]
+
+
+def test_a_flop_count_that_differs_from_the_budget_smoothly_with_size_keeps_its_runs():
+    """A counter with attention and embeddings: flops / budget from 0.93 to 1.35 across sizes.
+    Every run is kept; a typo and a run filed under the wrong budget are excluded with their ratios."""
+    recs = isoflop_study(SYMMETRIC, BUDGETS, per_budget=9, spread=1.6)
+    n_lo, n_hi = min(r.params for r in recs), max(r.params for r in recs)
+
+    def ratio(n):  # a U in log N, as a per-layer count of a changing shape gives
+        t = np.log10(n / n_lo) / np.log10(n_hi / n_lo)
+        return 0.93 + 0.42 * t * t
+
+    counted = _counted(recs, ratio)
+    kept, dropped = checks.check_budgets(counted, 0.10)
+    assert len(kept) == len(counted) and not dropped
+    # the old check (flops within 10% of the budget) would have left out a quarter of them
+    assert sum(abs(ratio(r.params) - 1) > 0.10 for r in recs) > len(recs) // 5
+    typo = RunRecord("typo", recs[5].params, recs[5].tokens, recs[5].loss, recs[5].budget, flops=10 * counted[5].flops)
+    wrong = RunRecord("wrong", recs[12].params, recs[12].tokens, recs[12].loss, 1e20, flops=counted[12].flops)
+    kept, dropped = checks.check_budgets(counted + [typo, wrong], 0.10)
+    assert len(kept) == len(counted) and {e.run_id for e in dropped} == {"typo", "wrong"}
+    assert all("ratio" in e.reason and "at its size" in e.reason for e in dropped)
+    # the fit says why it kept runs whose count is 35% off their budget
+    fit = fit_records(counted, method="approach2", bootstrap=0)
+    assert fit.diagnostics.points_used == len(counted)
+    assert any("smoothly with size" in w for w in fit.warnings)
+    # without a flops column the same holds of 6ND against the budget label
+    relabelled = [RunRecord(r.run_id, r.params, r.tokens, r.loss, r.budget / ratio(r.params)) for r in recs]
+    assert len(checks.check_budgets(relabelled, 0.10)[0]) == len(recs)
 
 
 def test_excluded_runs_listed_in_the_report_with_status_and_reason(tmp_path):
