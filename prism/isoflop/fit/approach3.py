@@ -257,14 +257,27 @@ def bootstrap_approach3(
     used as weights on the original points, warm-started from the point optimum:
     the resampled optimum lies near it, so one tight local optimisation suffices.
     """
-    log_n, log_d, log_l = (np.log(np.asarray(v, dtype=float)) for v in (params, tokens, loss))
-    n = len(log_n)
+    n = len(params)
     rng = np.random.default_rng(seed)
     counts = rng.multinomial(n, np.full(n, 1.0 / n), size=n_boot).astype(float)
-    theta0 = np.asarray(point.theta)
-    out = np.empty((n_boot, 5))
+    return refit_weighted(params, tokens, loss, point, counts, options)
+
+
+def refit_weighted(
+    params: np.ndarray,
+    tokens: np.ndarray,
+    loss: np.ndarray,
+    point: Approach3Fit,
+    weights: np.ndarray,
+    options: Approach3Options = Approach3Options(),
+) -> np.ndarray:
+    """One local optimisation per row of `weights` (k, runs), warm-started from `point`: (k, 5) rows
+    of (E, A, B, alpha, beta). A weight 0 leaves a run out (the bootstrap's counts, a budget left out)."""
+    log_n, log_d, log_l = (np.log(np.asarray(v, dtype=float)) for v in (params, tokens, loss))
+    weights = np.atleast_2d(np.asarray(weights, dtype=float))
+    out = np.empty((len(weights), 5))
     with _one_blas_thread():
-        _bootstrap_loop(log_n, log_d, log_l, counts, theta0, out, options)
+        _bootstrap_loop(log_n, log_d, log_l, weights, np.asarray(point.theta), out, options)
     return out
 
 

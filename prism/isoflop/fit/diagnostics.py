@@ -27,7 +27,8 @@ The verdict's rules (thresholds are module constants, quoted in every reason str
 - Approach 2 needs MIN_BUDGETS informative budgets: through 2 minima the line passes
   exactly, and nothing measures how far it could move.
 - The interval of `a` the verdict uses (Approach 2's, Approach 3's, or with both the
-  envelope of the two) must be narrower than MAX_CI_WIDTH.
+  narrower of two that hold each other's estimate, else the span of the two) must be
+  narrower than MAX_CI_WIDTH.
 - Approach 3 must have converged when it was fitted, with enough runs beyond its 5
   parameters to measure its uncertainty.
 """
@@ -40,9 +41,10 @@ import math
 import numpy as np
 
 from prism.ids import format_budget
+from prism.isoflop.fit import sensitivity
 from prism.isoflop.fit.approach2 import LACK_OF_FIT_LEVEL, chi_median_factor, parabola, parabola_batch
 from prism.isoflop.fit.approach2 import budget_text as _bt
-from prism.isoflop.fit.result import BudgetDiagnostics, SizeOffset, Verdict
+from prism.isoflop.fit.result import BudgetDiagnostics, Move, SizeOffset, Verdict
 from prism.isoflop.records import BudgetFit
 
 REL_NOISE = 0.01
@@ -362,13 +364,14 @@ def verdict(
     n_runs: int = 0,
     agreement: dict | None = None,
     vanished: list[str] | None = None,
+    moves: list[Move] | None = None,
 ):
     """The Verdict: identifiable, the reasons (failures when false, the evidence when true).
 
     `method` says which approaches were fitted and so which intervals decide: Approach 2's
     (`a2_interval`), Approach 3's bootstrap (`a3.a_ci`), or with both, the narrower of the two
-    when they agree within Approach 2's expected method bias (`agreement`, see `combine`),
-    else the envelope of the two, with the disagreement among the reasons. `vanished` names
+    when each holds the other's estimate (`combine`), else the span of the two, with the
+    disagreement among the reasons (and as the failure when that span is too wide). `vanished` names
     budgets every run of which was excluded before the fit.
     """
     good, problems = informative(per_budget, sigma)
@@ -378,7 +381,13 @@ def verdict(
         _judge_approach2(good, a2_interval, a2_interval_source, failures, evidence, intervals)
     if method in ("approach3", "both"):
         _judge_approach3(a3, n_runs, failures, intervals)
-    interval, source, rests_on = _deciding_interval(intervals, agreement, problems)
+    interval, source, rests_on = _deciding_interval(intervals, agreement, problems, failures)
+    if interval is not None and moves:
+        interval, moved = sensitivity.stretched(interval, moves)
+        if moved:
+            held = ", ".join(f"{m.detail} {m.a:.3f}" for m in moved)
+            source = f"{source}; stretched to hold a under another standard choice ({held})"
+            problems.append(f"the interval is stretched to hold a under another standard choice: {held}")
     if interval is not None:
         width = interval[1] - interval[0]
         if not math.isfinite(width) or width > MAX_CI_WIDTH:
@@ -425,59 +434,71 @@ def _judge_approach3(a3, n_runs: int, failures, intervals) -> None:
         intervals.append((a3.a_ci, f"Approach 3: bootstrap over runs ({a3.n_boot_used} resamples)", "approach3"))
 
 
-def _deciding_interval(intervals: list, agreement: dict | None, problems: list[str]):
-    """(interval, its source, the approach it rests on) of the verdict: one approach's, the narrower of
-    two that agree within Approach 2's expected method bias, else their envelope (a problem said)."""
+def _deciding_interval(intervals: list, agreement: dict | None, problems: list[str], failures: list[str]):
+    """(interval, its source, the approach it rests on) of the verdict: one approach's; with two, the
+    narrower when they agree (`combine`), else the span of both, said among the problems, and a
+    failure naming the disagreement when that span is too wide to identify a."""
     if not intervals:
         return None, None, None
     cis, sources, names = (list(x) for x in zip(*intervals))
-    interval = (min(iv[0] for iv in cis), max(iv[1] for iv in cis))
-    rests_on = names[0] if len(cis) == 1 else "envelope"
-    source = sources[0] if len(sources) == 1 else "envelope of " + "; and ".join(sources)
-    if len(cis) == 2 and agreement is not None:
-        combined = combine(cis[0], cis[1], agreement)
-        if combined["agree"]:
-            interval, rests_on = combined["interval"], combined["rests_on"]
-            other = sources[1] if rests_on == "approach2" else sources[0]
-            own = sources[0] if rests_on == "approach2" else sources[1]
-            source = (
-                f"{own} (the narrower; {other} agrees with it within Approach 2's expected method bias: "
-                f"{combined['text']})"
-            )
-        else:
-            problems.append(
-                f"Approach 2 and Approach 3 disagree beyond Approach 2's expected method bias "
-                f"({combined['text']}): the interval spans both"
-            )
-    return interval, source, rests_on
+    if len(cis) == 1:
+        return cis[0], sources[0], names[0]
+    a2, a3 = (agreement or {}).get("approach2_a"), (agreement or {}).get("approach3_a")
+    combined = combine(a2, cis[0], a3, cis[1])
+    if combined["agree"]:
+        own, other = (sources[0], sources[1]) if combined["rests_on"] == "approach2" else (sources[1], sources[0])
+        source = f"{own} (the narrower; {combined['text']}, {other})"
+        return combined["interval"], source, combined["rests_on"]
+    interval = combined["interval"]
+    problems.append(f"Approach 2 and Approach 3 disagree: {combined['text']}: the interval spans both")
+    width = interval[1] - interval[0]
+    if not (math.isfinite(width) and width <= MAX_CI_WIDTH) and combined["difference"] is not None:
+        failures.insert(
+            0,
+            f"the approaches disagree by {abs(combined['difference']):.3f} (Approach 2 {a2:.3f}, Approach 3 "
+            f"{a3:.3f}), more than their intervals allow: the data do not determine a to within either interval",
+        )
+    return interval, "span of " + "; and ".join(sources), "envelope"
 
 
-def combine(a2_ci: tuple[float, float], a3_ci: tuple[float, float], agreement: dict) -> dict:
-    """Whether the approaches agree once Approach 2's expected method bias is allowed for, and the
-    interval of the more precise one when they do.
+def combine(a2: float | None, a2_ci: tuple[float, float], a3: float | None, a3_ci: tuple[float, float]) -> dict:
+    """Whether the approaches agree, and the verdict's interval: the narrower one when they do, else
+    the span of both.
 
-    They agree when a2 - a3 differs from the bias Approach 2 shows on Approach 3's own
-    noise-free surface (`approach_agreement`) by at most the two intervals' half-widths
-    combined (root sum of squares). Approach 2's interval, when it is the narrower, is
-    stretched to hold its bias-corrected self too (a2 - bias), so the bias is never hidden.
+    They agree when each one's estimate lies inside the other's interval. Both fit the same
+    runs, so were both right their estimates would differ by less than either interval's
+    half-width (their errors are shared; when one is efficient, the variance of the difference
+    is the difference of their variances). No correction estimated from one approach's own
+    surface excuses a larger difference: that would assume the very form in question. The
+    narrower interval of two that agree holds both estimates.
     """
-    diff, bias = agreement.get("difference"), agreement.get("approach2_bias_expected")
-    if diff is None:
-        return {"agree": False, "text": "no difference measured", "interval": None, "rests_on": None}
-    bias = 0.0 if bias is None or not math.isfinite(bias) else float(bias)
-    hw2, hw3 = (a2_ci[1] - a2_ci[0]) / 2, (a3_ci[1] - a3_ci[0]) / 2
-    allowed = math.hypot(hw2, hw3)
-    unexplained = abs(diff - bias)
-    text = (
-        f"difference {diff:+.3f}, expected bias {bias:+.3f}, the rest {unexplained:.3f} against "
-        f"{allowed:.3f} from the two intervals"
-    )
-    agree = unexplained <= allowed
-    if hw2 <= hw3:
-        interval, rests_on = (a2_ci[0] - max(bias, 0.0), a2_ci[1] - min(bias, 0.0)), "approach2"
-    else:
-        interval, rests_on = tuple(a3_ci), "approach3"
-    return {"agree": agree, "text": text, "interval": interval, "rests_on": rests_on}
+    span = (min(a2_ci[0], a3_ci[0]), max(a2_ci[1], a3_ci[1]))
+    if a2 is None or a3 is None or not (math.isfinite(a2) and math.isfinite(a3)):
+        return {
+            "agree": False,
+            "text": "no difference measured",
+            "interval": span,
+            "rests_on": None,
+            "difference": None,
+        }
+    diff = a2 - a3
+    inside2, inside3 = a2_ci[0] <= a3 <= a2_ci[1], a3_ci[0] <= a2 <= a3_ci[1]
+    agree = inside2 and inside3
+    if agree:
+        rests_on = "approach2" if a2_ci[1] - a2_ci[0] <= a3_ci[1] - a3_ci[0] else "approach3"
+        interval = tuple(a2_ci) if rests_on == "approach2" else tuple(a3_ci)
+        text = f"it holds the estimate {a3 if rests_on == 'approach2' else a2:.3f} of"
+        return {"agree": True, "text": text, "interval": interval, "rests_on": rests_on, "difference": diff}
+    missed = [
+        f"{name} {est:.3f} is outside {other} [{ci[0]:.3f}, {ci[1]:.3f}]"
+        for ok, name, est, other, ci in (
+            (inside3, "Approach 2's", a2, "Approach 3's", a3_ci),
+            (inside2, "Approach 3's", a3, "Approach 2's", a2_ci),
+        )
+        if not ok
+    ]
+    text = f"difference {diff:+.3f}; " + " and ".join(missed)
+    return {"agree": False, "text": text, "interval": span, "rests_on": None, "difference": diff}
 
 
 def vanished_budgets(budgets_in, kept_budgets, exclusions) -> list[str]:
@@ -532,8 +553,9 @@ def approach_agreement(a2: float | None, a3: float | None, a2_on_a3_surface: flo
             f"Approach 2 differs from Approach 3 by {a2 - a3:+.4f}; on Approach 3's own noise-free "
             f"surface sampled at these runs Approach 2 would be off by {bias:+.4f} (its method bias: "
             "the parabola in log N is not the true isoFLOP curve when alpha != beta or the grid is "
-            f"wide/off-centre); the unexplained rest is {explained:.4f}. The verdict rests on the more precise "
-            "approach when that rest is within the two intervals, else on the span of both."
+            f"wide/off-centre), so the rest is {explained:.4f}; that figure assumes Approach 3's form and "
+            "decides nothing. The verdict rests on the narrower approach when each interval holds the other's "
+            "estimate, else on the span of both."
         )
     else:
         out["note"] = f"Approach 2 differs from Approach 3 by {a2 - a3:+.4f}"

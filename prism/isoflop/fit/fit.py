@@ -18,7 +18,7 @@ import numpy as np
 
 from prism.atomic import write_text_atomic
 from prism.errors import PrismError
-from prism.isoflop.fit import approach2, approach3, checks, diagnostics
+from prism.isoflop.fit import approach2, approach3, checks, diagnostics, sensitivity
 from prism.isoflop.fit.result import (
     Approach3Summary,
     Diagnostics,
@@ -270,7 +270,8 @@ def _approach2_on_approach3(a2, a3, a3_fit, n, d, budget) -> float | None:
 
 
 def _fits(kept: list[RunRecord], loss_se: np.ndarray, has_se: bool, options: FitOptions):
-    """Stage 3: Approach 2 and/or 3 and the noise; (a2, its summary, a3, noise, dof, source, agreement)."""
+    """Stage 3: Approach 2 and/or 3, the noise and the sensitivity moves; (a2, its summary, a3, noise,
+    dof, source, agreement, moves)."""
     n, d, loss, budget = _arrays(kept)
     uses2, uses3 = options.method in ("approach2", "both"), options.method in ("approach3", "both")
     a2 = approach2.fit_approach2(
@@ -292,7 +293,9 @@ def _fits(kept: list[RunRecord], loss_se: np.ndarray, has_se: bool, options: Fit
         a3.a if a3 is not None else None,
         _approach2_on_approach3(a2, a3, a3_fit, n, d, budget),
     )
-    return a2, a2_summary, a3, sigma, dof, source, agreement
+    moves = sensitivity.approach2_moves(n, d, loss, budget, a2) if uses2 else []
+    moves += sensitivity.approach3_moves(n, d, loss, budget, a3_fit, options.approach3_options()) if uses3 else []
+    return a2, a2_summary, a3, sigma, dof, source, agreement, moves
 
 
 def _diagnostics(kept, loss_se, has_se, a2, sigma, dof, source, agreement, options: FitOptions) -> Diagnostics:
@@ -338,7 +341,7 @@ def fit_records(
     kept, loss_se, outliers, outlier_warnings = _without_outliers(kept, loss_se, has_se, options)
     exclusions += outliers
     warnings += outlier_warnings
-    a2, a2_summary, a3, sigma, dof, source, agreement = _fits(kept, loss_se, has_se, options)
+    a2, a2_summary, a3, sigma, dof, source, agreement, moves = _fits(kept, loss_se, has_se, options)
     # Stage 4: the verdict.
     verdict = diagnostics.verdict(
         options.method,
@@ -352,7 +355,11 @@ def fit_records(
         vanished=diagnostics.vanished_budgets(
             [r.budget for r in records] + [e.budget for e in excluded], _arrays(kept)[3], exclusions
         ),
+        moves=moves,
     )
+    moves = sensitivity.placed(moves, verdict.interval)
+    if line := sensitivity.outside_line(moves):
+        verdict.reasons.append(line)
     if any(e.kind == "outlier" for e in exclusions):
         verdict.reasons.append(
             f"{sum(e.kind == 'outlier' for e in exclusions)} outlier run(s) excluded (listed with their residuals)"
@@ -369,6 +376,7 @@ def fit_records(
         approach3=a3,
         exclusions=exclusions,
         warnings=warnings,
+        sensitivity=moves,
     )
 
 

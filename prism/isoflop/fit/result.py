@@ -279,6 +279,24 @@ class Diagnostics:
 
 
 @dataclass(frozen=True)
+class Move:
+    """Where a lands under one choice a reader would question (`sensitivity.moves`).
+
+    `choice`: "budget left out", "window", "huber" or "edges dropped"; `detail` which one
+    (the budget, "every size", ...). `stretches`: an alternative on the same runs, which the
+    verdict's interval is stretched to hold; the others leave runs out and are only placed.
+    `outside`: how far a lies outside the verdict's interval (0 inside; None without a).
+    """
+
+    choice: str
+    detail: str
+    approach: str
+    a: float | None
+    stretches: bool = False
+    outside: float | None = None
+
+
+@dataclass(frozen=True)
 class Verdict:
     """Does the study determine the exponent a? `interval` is the one the decision used."""
 
@@ -320,6 +338,8 @@ class FitResult:
     ci_level: float = CI_LEVEL
     # where the runs came from (the CSV, its filters, rows read): free-form, for the report
     input: dict = field(default_factory=dict)
+    # how a moves under the choices a reader would question, placed against the verdict's interval
+    sensitivity: list[Move] = field(default_factory=list)
 
     @property
     def identifiable(self) -> bool:
@@ -357,6 +377,7 @@ class FitResult:
             "approach2": self.approach2.to_json() if self.approach2 else None,
             "approach3": self.approach3.to_json() if self.approach3 else None,
             "diagnostics": diag,
+            "sensitivity": [asdict(m) for m in self.sensitivity],
         }
         return json_safe(out, nonfinite="null")
 
@@ -386,4 +407,5 @@ class FitResult:
             warnings=list(data.get("warnings", [])),
             ci_level=float(data.get("ci_level", CI_LEVEL)),
             input=dict(data.get("input") or {}),
+            sensitivity=[Move(**_known(Move, m)) for m in data.get("sensitivity") or []],
         )
