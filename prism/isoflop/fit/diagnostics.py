@@ -446,8 +446,8 @@ def _deciding_interval(intervals: list, agreement: dict | None, problems: list[s
     a2, a3 = (agreement or {}).get("approach2_a"), (agreement or {}).get("approach3_a")
     combined = combine(a2, cis[0], a3, cis[1])
     if combined["agree"]:
-        own, other = (sources[0], sources[1]) if combined["rests_on"] == "approach2" else (sources[1], sources[0])
-        source = f"{own} (the narrower; {combined['text']}, {other})"
+        own = sources[0] if combined["rests_on"] == "approach2" else sources[1]
+        source = f"{own} (the narrower; {combined['text']})"
         return combined["interval"], source, combined["rests_on"]
     interval = combined["interval"]
     problems.append(f"Approach 2 and Approach 3 disagree: {combined['text']}: the interval spans both")
@@ -487,7 +487,7 @@ def combine(a2: float | None, a2_ci: tuple[float, float], a3: float | None, a3_c
     if agree:
         rests_on = "approach2" if a2_ci[1] - a2_ci[0] <= a3_ci[1] - a3_ci[0] else "approach3"
         interval = tuple(a2_ci) if rests_on == "approach2" else tuple(a3_ci)
-        text = f"it holds the estimate {a3 if rests_on == 'approach2' else a2:.3f} of"
+        text = f"each approach's interval holds the other's estimate: Approach 2 {a2:.3f}, Approach 3 {a3:.3f}"
         return {"agree": True, "text": text, "interval": interval, "rests_on": rests_on, "difference": diff}
     missed = [
         f"{name} {est:.3f} is outside {other} [{ci[0]:.3f}, {ci[1]:.3f}]"

@@ -39,6 +39,7 @@ def fit_markdown(result: FitResult | dict) -> str:
     agree = diag.approach_agreement
     if agree.get("difference") is not None:
         lines += ["## Agreement of the approaches", "", agree["note"], ""]
+    lines += _sensitivity(r)
     if r.approach2 is not None:
         lines += _per_budget(r) + _lack_of_fit(r)
     if diag.size_offsets:
@@ -150,6 +151,29 @@ def _power_laws(r: FitResult) -> list[str]:
             "",
         ]
     return lines
+
+
+def _sensitivity(r: FitResult) -> list[str]:
+    """How a moves under the choices a reader would question, against the verdict's interval."""
+    if not r.sensitivity:
+        return []
+    lines = [
+        "## Sensitivity of a",
+        "",
+        f"a under the choices a reader would question, against the verdict's interval {_ci(r.verdict.interval)}. "
+        "The same runs with the other window or Huber threshold are the methods' answer too: the interval is "
+        "stretched to hold them. A budget or the grid's edges left out lose runs, and their noise: they are "
+        "placed, not held.",
+        "",
+        "| choice | which | approach | a | outside the interval by | stretches |",
+        "|---|---|---|---|---|---|",
+    ]
+    for m in r.sensitivity:
+        approach = {"approach2": "Approach 2", "approach3": "Approach 3"}.get(m.approach, m.approach)
+        outside = "-" if m.outside is None else ("inside" if not m.outside else f"{m.outside:.3f}")
+        stretches = "yes" if m.stretches else "no"
+        lines.append(f"| {m.choice} | {m.detail} | {approach} | {_g(m.a, '.3f')} | {outside} | {stretches} |")
+    return lines + [""]
 
 
 def _approach3(a3) -> list[str]:

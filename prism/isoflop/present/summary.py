@@ -81,6 +81,7 @@ def fit_lines(fit) -> list[str]:
             f"  interval of a used by the verdict: [{lo:.3f}, {hi:.3f}] (width {hi - lo:.3f}; "
             f"{v.interval_source or 'bootstrap'})"
         )
+    lines += verdict_robustness_lines(fit)
     lines.append(f"  budgets accepted: {_budgets(fit.diagnostics.budgets_used)}")
     for dropped in fit.diagnostics.budgets_dropped or []:
         lines.append(f"  budget {_budgets([dropped.get('budget')])} rejected: {dropped.get('reason')}")
@@ -93,6 +94,40 @@ def fit_lines(fit) -> list[str]:
     for ex in fit.exclusions:
         if ex.kind != "status":  # runs not ok are listed from runs.csv below
             lines.append(f"  excluded by the fit {ex.run_id} ({ex.kind}): {ex.reason}")
+    return lines
+
+
+def _span(values: list[float]) -> str:
+    if not values:
+        return "-"
+    lo, hi = min(values), max(values)
+    return f"{lo:.3f}" if hi - lo < 5e-4 else f"{lo:.3f}-{hi:.3f}"
+
+
+def verdict_robustness_lines(fit) -> list[str]:
+    """Whether the approaches disagree (the interval then spans both), and how a moves under the choices
+    a reader would question (`FitResult.sensitivity`), with those the verdict's interval does not hold."""
+    lines = [f"  {r}" for r in fit.verdict.reasons if r.startswith("Approach 2 and Approach 3 disagree")]
+    moves = [m for m in fit.sensitivity if m.a is not None]
+    if not moves:
+        return lines
+    parts = []
+    for choice in dict.fromkeys(m.choice for m in moves):
+        # the window and the threshold are named by what they were changed to; the others by the choice
+        label = next(m.detail for m in moves if m.choice == choice) if choice in ("window", "huber") else choice
+        per = [
+            f"{_span([m.a for m in moves if m.choice == choice and m.approach == name])} {label}"
+            for name, label in (("approach2", "A2"), ("approach3", "A3"))
+            if any(m.choice == choice and m.approach == name for m in moves)
+        ]
+        parts.append(f"{label} " + ", ".join(per))
+    out = [m for m in moves if m.outside]
+    held = (
+        "all inside the verdict's interval"
+        if not out
+        else f"{len(out)} of {len(moves)} outside the verdict's interval (largest {max(m.outside for m in out):.3f})"
+    )
+    lines.append("  a under other choices: " + "; ".join(parts) + f": {held}")
     return lines
 
 

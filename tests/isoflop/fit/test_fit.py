@@ -271,7 +271,7 @@ def test_agreeing_approaches_rest_on_the_more_precise_and_disagreeing_ones_span_
     a2, a3 = fit.approach2.a_ci, fit.approach3.a_ci
     assert fit.verdict.rests_on in ("approach2", "approach3")
     assert fit.verdict.interval[1] - fit.verdict.interval[0] <= max(a2[1] - a2[0], a3[1] - a3[0])
-    assert "the narrower" in fit.verdict.interval_source and "holds the estimate" in fit.verdict.interval_source
+    assert "the narrower" in fit.verdict.interval_source and "holds the other's estimate" in fit.verdict.interval_source
     assert fit.a() == (fit.approach2.a if fit.verdict.rests_on == "approach2" else fit.approach3.a)
     assert fit.verdict.interval[0] <= min(fit.approach2.a, fit.approach3.a)
     assert fit.verdict.interval[1] >= max(fit.approach2.a, fit.approach3.a)

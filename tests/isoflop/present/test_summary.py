@@ -177,3 +177,23 @@ def test_answer_fragment_holds_the_verdict_exponents_and_figures(tmp_path):
     assert f"Approach 2: a = {a2['a']:.3f} [{a2['a_ci'][0]:.3f}, {a2['a_ci'][1]:.3f}]" in text
     assert "alt='isoflop_curves.png' src='data:image/png;base64,iVBORyBvbmU='" in text
     assert "scaling_laws.png" not in text  # a figure not drawn is left out, not a broken image
+
+
+def test_summary_says_how_a_moves_and_when_the_approaches_disagree(tmp_path):
+    import dataclasses
+
+    from prism.isoflop.fit.result import FitResult, Move
+    from prism.isoflop.present.summary import verdict_robustness_lines
+
+    fit = FitResult.from_json(real_fit(tmp_path))  # the moves survive the JSON
+    (line,) = verdict_robustness_lines(fit)
+    assert line.startswith("  a under other choices: budget left out ") and "every size" in line
+    assert "edges dropped" in line and "least squares" in line
+    moves = [dataclasses.replace(m, outside=0.0) for m in fit.sensitivity]
+    moves[0] = dataclasses.replace(moves[0], a=0.9, outside=0.3)
+    disagree = "Approach 2 and Approach 3 disagree: difference +0.100; ...: the interval spans both"
+    verdict = dataclasses.replace(fit.verdict, reasons=[*fit.verdict.reasons, disagree])
+    lines = verdict_robustness_lines(dataclasses.replace(fit, sensitivity=moves, verdict=verdict))
+    assert lines[0] == f"  {disagree}"
+    assert lines[1].endswith(f"1 of {len(moves)} outside the verdict's interval (largest 0.300)")
+    assert not verdict_robustness_lines(dataclasses.replace(fit, sensitivity=[Move("huber", "x", "approach3", None)]))
