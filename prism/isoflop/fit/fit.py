@@ -65,10 +65,12 @@ class FitOptions:
     )
     budget_tolerance: float = option(
         checks.DEFAULT_BUDGET_TOLERANCE,
-        "exclude runs whose FLOPs (or 6ND without a flops column) differ from their budget by more than this fraction",
+        "exclude runs whose FLOPs (or 6ND without a flops column) differ by more than this fraction from both "
+        "their budget and the grid's FLOPs / budget trend with size",
         doc=(
-            "Exclude runs whose FLOPs (or 6ND without a flops column) differ from their budget by more than "
-            "this fraction."
+            "Exclude runs whose FLOPs (or 6ND without a flops column) differ by more than this fraction from both "
+            "their budget and the grid's FLOPs / budget trend with size (a user's count may differ from 6ND "
+            "smoothly with N)."
         ),
         schema={"exclusiveMinimum": 0},
     )
