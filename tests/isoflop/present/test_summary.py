@@ -177,3 +177,21 @@ def test_answer_fragment_holds_the_verdict_exponents_and_figures(tmp_path):
     assert f"Approach 2: a = {a2['a']:.3f} [{a2['a_ci'][0]:.3f}, {a2['a_ci'][1]:.3f}]" in text
     assert "alt='isoflop_curves.png' src='data:image/png;base64,iVBORyBvbmU='" in text
     assert "scaling_laws.png" not in text  # a figure not drawn is left out, not a broken image
+
+
+def test_summary_names_the_sizes_the_plan_dropped_from_a_budget(tmp_path):
+    import yaml
+
+    family = make_study(tmp_path)
+    dropped = [
+        {"run_id": "30k-BASE-e2e-C1e12", "budget": 1e12, "backbone": "30k", "variant": "BASE", "params": 3e4,
+         "reason": "20 steps x batch 64 spend 1.01e+12 FLOPs, +1.4% off the budget"},
+        {"run_id": "3m-BASE-e2e-C1e12", "budget": 1e12, "backbone": "3m", "variant": "BASE", "params": 3e6,
+         "reason": "N=3e+06 is +2.00 decades from N_opt=3e+04 (window +-1.0)"},
+    ]  # fmt: skip
+    (family / "plan.yaml").write_text(yaml.safe_dump({"family": "text_image", "dropped": dropped}))
+    text = summarize([family])
+    assert "plan text_image: budget 1e12 drops 30k-BASE (20 steps x batch 64 spend 1.01e+12 FLOPs, +1.4% off" in text
+    assert "3m-BASE" not in text  # outside the budget's window: the grid's design
+    (family / "plan.yaml").unlink()
+    assert "drops" not in summarize([family])
