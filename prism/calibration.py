@@ -76,8 +76,8 @@ def check_shape(record: dict, path: Path, backbone: str, shape: dict | None, rem
     shape = dict(shape or {})
     if "family_spec" in shape and (spec := shape.pop("family_spec")) != record.get("family_spec"):
         raise PrismError(
-            f"calibration {path} was made for family shape/tokenizer {record.get('family_spec') or 'default'}, "
-            f"the study's is {spec or 'default'}; remake it with: {remake} (with the study's shape flags)"
+            f"calibration {path} was made at {spec_words(record.get('family_spec'))}, the study's data at "
+            f"{spec_words(spec)}; remake it with: {remake}{spec_flags_of(spec)} (in a study: run snakemake again)"
         )
     changed = [
         f"{key} {record[key]} (now {value})" for key, value in shape.items() if key in record and record[key] != value
@@ -88,6 +88,23 @@ def check_shape(record: dict, path: Path, backbone: str, shape: dict | None, rem
             f"was redefined since, so runs trained on this record are of the old model too. Remake "
             f"it with: {remake} (and retrain its runs)"
         )
+
+
+def spec_words(record: dict | None) -> str:
+    """A calibration's `family_spec` record in a few words (None: the family's laptop default)."""
+    if not record:
+        return "the family's default shape, bytes"
+    shape = ", ".join(f"{k} {v}" for k, v in (record.get("shape") or {}).items())
+    tokenizer = record.get("tokenizer")
+    return f"{shape}, " + (f"tokenizer sha256 {str(tokenizer.get('sha256'))[:12]}" if tokenizer else "bytes")
+
+
+def spec_flags_of(record: dict | None) -> str:
+    """The calibrate flags of a `family_spec` record, each after a space (the tokenizer's file by name)."""
+    if not record:
+        return ""
+    flags = "".join(f" --{k.replace('_', '-')} {v}" for k, v in (record.get("shape") or {}).items())
+    return flags + (" --tokenizer TOKENIZER_FILE" if record.get("tokenizer") else "")
 
 
 def load_calibration_file(

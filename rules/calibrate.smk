@@ -4,10 +4,13 @@
 # runs (`.speed.json`: this machine, or a compute node under a cluster profile), in the runs'
 # precision: the plan turns them into each run's estimated wall time, and a cluster study's
 # into node-hours and walltimes. The timing is its own file because it changes from one
-# measurement to the next, and training depends on the calibration only.
+# measurement to the next, and training depends on the calibration only. The tokenizer file
+# (data.tokenizer) is an input of both: edited in place, it recalibrates (its embedding rows).
 
 
 rule calibrate:
+    input:
+        W.spec_inputs,
     output:
         f"{STUDY}/calibration/{{family}}__{{backbone}}__{{variant}}__{{regime}}.json",
     log:
@@ -26,6 +29,8 @@ rule calibrate:
 
 
 rule speed:
+    input:
+        W.spec_inputs,
     output:
         f"{STUDY}/calibration/{{family}}__{{backbone}}__{{variant}}__{{regime}}.speed.json",
     log:

@@ -1,7 +1,8 @@
 # Stage 0: the webdataset shards of a family: the offline build (`prism data build`, written
 # atomically), or, where `data.shards` names a folder of your own shards, their index
 # (`prism data index`: the same manifest, the shards read where they lie). The folder is an
-# input, so adding or replacing a shard re-indexes, and runs on the old index go stale.
+# input, so adding or replacing a shard re-indexes, and runs on the old index go stale; so is
+# the tokenizer file (data.tokenizer), so one edited in place re-indexes too.
 # When it fails (a shards folder that does not exist, too many bad samples), its log's last
 # line, the one-line error, goes to the terminal; when it passes with broken shards (cut,
 # empty: samples lost, within data.max_bad_fraction), their warnings do.

@@ -278,6 +278,12 @@ SHAPE_CAPTIONS = [
 
 
 @pytest.fixture(scope="session")
+def train_shape_bpe() -> Callable[..., Path]:
+    """`train_shape_bpe(path, vocab_size=300)`: a BPE tokenizer.json trained on the shape shards' captions."""
+    return lambda path, vocab_size=300: train_bpe(SHAPE_CAPTIONS * 20, path, vocab_size)
+
+
+@pytest.fixture(scope="session")
 def bpe_file(tmp_path_factory) -> Path:
     """A BPE tokenizer.json trained on the shape shards' captions."""
     return train_bpe(SHAPE_CAPTIONS * 20, tmp_path_factory.mktemp("bpe") / "tokenizer.json")

@@ -55,6 +55,11 @@ def _add_index(verbs: argparse._SubParsersAction) -> None:
     )
     p.add_argument("--overwrite", action="store_true", help="replace an existing index directory")
     p.add_argument(
+        "--new-spec",
+        action="store_true",
+        help="with --overwrite: replace an index made at another family, shape or tokenizer (else refused)",
+    )
+    p.add_argument(
         "--jobs",
         type=int,
         default=int(os.environ.get("PRISM_INDEX_JOBS") or 1),
@@ -148,6 +153,7 @@ def _index(args: argparse.Namespace) -> int:
         jobs=args.jobs,
         decoded_max_mb=args.decoded_max_mb,
         spec=spec,
+        new_spec=args.new_spec,
     )
     counts = ", ".join(
         f"{s} {v['samples']} samples ({v['tokens']} tokens) in {len(v['shards'])} shards"

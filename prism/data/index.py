@@ -38,6 +38,7 @@ from pathlib import Path
 import numpy as np
 
 from prism.data.format import MANIFEST, Records, sha256
+from prism.data.reindex import reindex_command
 from prism.data.tarreader import TarCut, iter_tar
 from prism.errors import PrismError
 from prism.families import TOKENIZER_FILE, FamilySpec, spec_from_manifest
@@ -60,27 +61,64 @@ def split_name(name: str) -> tuple[str, str]:
     return (f"{folder}/{stem}" if folder else stem), (ext.lower() if dot else "")
 
 
-def iter_samples(source):
-    """(key, {ext: bytes}, None) per sample in tar order, then (key, members, why) if the tar is cut or damaged.
+CAPTION_EXTS = ("txt", "json")
+DATA_EXTS = ("jpg", "jpeg", "png", "webp", "npy")
 
-    `source`: the tar's bytes or a binary file (`tarreader.iter_tar`, lenient). Members of
-    one sample are consecutive (webdataset's grouping). On a cut, the sample being read is
-    returned with the reason, as it may have lost members.
+
+def _whole(members: dict[str, bytes]) -> bool:
+    """Whether a sample has a caption and a modality member: nothing it needs can come later."""
+    return any(e in members for e in CAPTION_EXTS) and any(e in members for e in DATA_EXTS)
+
+
+def iter_samples(source):
+    """(key, {ext: bytes}, None) per sample, then (key, members, why) if the tar is cut or damaged.
+
+    `source`: the tar's bytes or a binary file (`tarreader.iter_tar`, lenient). A sample is its
+    key's members wherever they sit in the tar. Webdataset writes them consecutively: such a
+    sample is given when the next key starts. One still lacking its caption or its image (.npy)
+    then waits until a later member of its key completes it, or the tar ends (then it is bad for
+    what it lacks, once); a tar of all images, then all captions, holds its images until their
+    captions come. A later member of a sample already given adds nothing (img2dataset's .json
+    after .jpg and .txt), unless its extension repeats one given: that is a second sample of the
+    key (refused as a duplicate). On a cut, the sample being read is returned with the reason,
+    as it may have lost members.
     """
-    key, members = None, {}
+    waiting: dict[str, dict[str, bytes]] = {}  # incomplete samples by key, in tar order
+    given: dict[str, set[str]] = {}  # the extensions of each sample given, by key
+    key, members, extra = None, {}, False
+
+    def close():
+        if extra or key is None:
+            return
+        if _whole(members) or key in given:
+            given[key] = set(members)
+            yield key, members, None
+        else:
+            waiting[key] = members
+
     try:
         for name, payload in iter_tar(source):
             k, ext = split_name(name)
             if k != key:
-                if key is not None:
-                    yield key, members, None
-                key, members = k, {}
+                yield from close()
+                key, extra = k, False
+                if k in waiting and ext not in waiting[k]:
+                    members = waiting.pop(k)
+                elif k in given and ext not in given[k]:
+                    members, extra = {}, True
+                else:
+                    members = {}
+            if extra and ext in given[key]:
+                yield from close()
+                members, extra = {}, False
             members[ext] = payload
     except TarCut as cut:
-        yield key, members, str(cut)
+        yield from ((k, m, None) for k, m in waiting.items())
+        if not extra:
+            yield key, members, str(cut)
         return
-    if key is not None:
-        yield key, members, None
+    yield from close()
+    yield from ((k, m, None) for k, m in waiting.items())
 
 
 # ---- decoding one sample -------------------------------------------------------------------
@@ -101,7 +139,7 @@ def decode_image(blob: bytes, shape: tuple[int, ...], ext: str | None = None) ->
     JPEGs are decoded at the smallest scale still at least H x W (PIL's draft mode), so
     an img2dataset 256x256 image costs about what a thumbnail does.
     """
-    from PIL import Image, UnidentifiedImageError  # noqa: PLC0415 lazy: PIL
+    from PIL import Image, ImageOps, UnidentifiedImageError  # noqa: PLC0415 lazy: PIL
 
     channels, height, width = shape
     mode = "L" if channels == 1 else "RGB"
@@ -113,7 +151,7 @@ def decode_image(blob: bytes, shape: tuple[int, ...], ext: str | None = None) ->
         with im:
             if im.format == "JPEG":
                 im.draft(mode, (width, height))
-            im = im.convert(mode)
+            im = _eight_bit(ImageOps.exif_transpose(im)).convert(mode)
             w, h = im.size
             if w * height > h * width:  # wider than the target: crop the sides
                 cw = max(1, round(h * width / height))
@@ -126,6 +164,23 @@ def decode_image(blob: bytes, shape: tuple[int, ...], ext: str | None = None) ->
     except Exception as err:  # noqa: BLE001 - PIL raises many kinds for a bad image
         raise BadSample(f"image does not decode ({type(err).__name__}: {err})") from None
     return arr[None] if channels == 1 else np.ascontiguousarray(arr.transpose(2, 0, 1))
+
+
+# Modes whose values are not 0-255, by the largest value their samples may hold (F: [0, 1]).
+WIDE_MODES = {"I;16": 65535, "I;16B": 65535, "I;16L": 65535, "I;16N": 65535, "I": 65535, "F": 1.0}
+
+
+def _eight_bit(im):
+    """`im` with its pixel values scaled to 8 bits where its mode holds more (16-bit PNG greys are
+    mode I;16 or I, float TIFFs F): PIL's own conversion to L or RGB clips them, a white image.
+    A 16-bit colour PNG PIL already opens as 8-bit RGB(A)."""
+    from PIL import Image  # noqa: PLC0415 lazy: PIL
+
+    top = WIDE_MODES.get(im.mode)
+    if top is None:
+        return im
+    arr = np.asarray(im, np.float64)
+    return Image.fromarray(np.clip(np.rint(arr * (255.0 / top)), 0, 255).astype(np.uint8), "L")
 
 
 def decode_array(blob: bytes, spec: FamilySpec) -> np.ndarray:
@@ -426,12 +481,12 @@ def _checked_reads(data_dir: Path, manifest: dict, splits: tuple[str, ...], keep
                 except OSError as err:
                     raise PrismError(
                         f"shard {path} cannot be read ({err.strerror}); restore it, or re-index "
-                        f"with `prism data index {root} --out {data_dir} --overwrite`"
+                        f"with `{reindex_command(data_dir, manifest)}`"
                     ) from None
                 if sha256(data) != entry["sha256"]:
                     raise PrismError(
                         f"shard {path} does not match its sha256 in {data_dir / MANIFEST} (changed since "
-                        f"it was indexed); re-index with `prism data index {root} --out {data_dir} --overwrite`"
+                        f"it was indexed); re-index with `{reindex_command(data_dir, manifest)}`"
                     )
                 split_of = SplitOf(split if rule["by"] == "folder" else None, fraction)
                 reads[entry["name"]] = read_shard(root, entry["name"], spec, split_of, data, keep=keep)
@@ -440,7 +495,8 @@ def _checked_reads(data_dir: Path, manifest: dict, splits: tuple[str, ...], keep
             if shard.samples[split] != entry["samples"]:
                 raise PrismError(
                     f"shard {root / entry['name']} gives {shard.samples[split]} {split} samples here, the index "
-                    f"says {entry['samples']} (another image decoder?); re-index the shards in this environment"
+                    f"says {entry['samples']} (another image decoder?); re-index the shards in this environment: "
+                    f"{reindex_command(data_dir, manifest)}"
                 )
             yield split, entry, shard
 
@@ -485,8 +541,7 @@ def verify_index(data_dir: str | Path, manifest: dict) -> dict:
     if new:
         raise PrismError(
             f"{root} holds shards the index {data_dir} does not list ({', '.join(new[:3])}"
-            f"{', ...' if len(new) > 3 else ''}); re-index with "
-            f"`prism data index {root} --out {data_dir} --overwrite`"
+            f"{', ...' if len(new) > 3 else ''}); re-index with `{reindex_command(data_dir, manifest)}`"
         )
     broken = broken_shards(manifest)
     if broken:
@@ -494,7 +549,7 @@ def verify_index(data_dir: str | Path, manifest: dict) -> dict:
             f"{data_dir / MANIFEST}: {len(broken)} shard(s) of {root} are cut short, damaged or short of samples "
             f"({', '.join(broken[:3])}{', ...' if len(broken) > 3 else ''}; {lost_samples(manifest)} samples bad "
             f"or lost in all); re-download them or remove them from the folder, then re-index with "
-            f"`prism data index {root} --out {data_dir} --overwrite`"
+            f"`{reindex_command(data_dir, manifest)}`"
         )
     summary = {
         "data_dir": str(data_dir),

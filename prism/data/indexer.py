@@ -40,6 +40,7 @@ from prism.data.index import (
     unspool,
 )
 from prism.data.options import DECODED_MAX_MB, decoded_mb, sample_bytes
+from prism.data.reindex import spec_change
 from prism.data.shardcount import shard_loss
 from prism.errors import PrismError
 from prism.families import FamilySpec, family_spec, manifest_fields
@@ -73,12 +74,14 @@ def index(
     jobs: int = 1,
     decoded_max_mb: float = DECODED_MAX_MB,
     spec: FamilySpec | None = None,
+    new_spec: bool = False,
 ) -> dict:
     """Index `shards` for `family` into `out` (manifest.json + decoded copies) at `spec` (the shape samples
     are decoded to and the captions' tokenizer; None: the laptop default); return the manifest.
 
     `jobs` processes decode the shards (each shard in one); the result does not depend on it.
     When a split's decoded size (`options.decoded_mb`) is above `decoded_max_mb`, no split keeps a copy.
+    An index at `out` made at another family, shape or tokenizer is replaced only with `new_spec`.
     """
     from prism.data import decoded  # noqa: PLC0415 lazy: `prism --help` imports this module
 
@@ -94,6 +97,8 @@ def index(
         raise PrismError(f"{out} already exists; pass --overwrite to replace it, or choose another --out")
     if out.exists() and not (out / MANIFEST).is_file():
         raise PrismError(f"{out} exists and is not a shard directory (no {MANIFEST}); refusing to replace it")
+    if out.exists() and not new_spec:
+        _refuse_spec_change(out, spec)
     warn = warn or (lambda line: print(line, file=sys.stderr))
     found = find_shards(shards)
     by_folder = "all" not in found
@@ -110,6 +115,7 @@ def index(
                 hint = "add shards to eval/" if by_folder else "raise --eval-fraction or add samples"
                 raise PrismError(f"{shards}: the {split} split would hold no samples ({hint})")
         manifest["max_bad_fraction"] = max_bad_fraction
+        manifest["decoded_max_mb"] = float(decoded_max_mb)  # with the rest, what `reindex_command` says back
         # Copies of all splits or of none: data with a split too large to preload streams (options.resolve),
         # the eval split too (from its shards), so a copy of the small eval split would never be read.
         fits = all(spooled[s] is not None and decoded_mb(manifest, s) <= decoded_max_mb for s in manifest["splits"])
@@ -137,6 +143,17 @@ def index(
             raise disk_full(out / "", needed, free, folder_kept(out, existed)) from None
         raise
     return manifest
+
+
+def _refuse_spec_change(out: Path, spec: FamilySpec) -> None:
+    """Refuse to replace an index made at another family, shape or tokenizer, naming both."""
+    try:
+        old = json.loads((out / MANIFEST).read_text())
+    except (OSError, ValueError):
+        return  # an unreadable manifest: nothing to keep
+    line = spec_change(out, old, spec) if isinstance(old, dict) and old.get("kind") == KIND else None
+    if line:
+        raise PrismError(line)
 
 
 def _refuse_too_many_bad(shards: Path, manifest: dict, max_bad_fraction: float, first: str | None) -> None:

@@ -87,7 +87,9 @@ def no_copy_error(data_dir, manifest: dict) -> PrismError:
     """Preloading data the index kept no decoded copy of: its largest split, and the fix, in one line."""
     split = max(manifest["splits"], key=lambda s: manifest["splits"][s]["samples"])
     size = ceil(decoded_mb(manifest, split))  # at least the split's size: room for it
-    how = f"prism data index {manifest.get('shards_dir', 'DIR')} --out {data_dir} --overwrite --decoded-max-mb {size}"
+    from prism.data.reindex import reindex_command  # noqa: PLC0415 lazy: the options module stays light
+
+    how = reindex_command(data_dir, manifest, decoded_max_mb=size)
     return PrismError(
         f"{data_dir}: no decoded copy to preload (the {split} split is {size} MB decoded, above the index's "
         f"--decoded-max-mb); stream it (data.loader: stream or auto), or re-index with room for it: `{how}`"

@@ -49,6 +49,7 @@ from prism.data.index import BadSample, SplitOf, _HashingReader, decode_sample, 
 from prism.data.loader import check_batching, check_environment, row_length
 from prism.data.manifest import MANIFEST, read_manifest, shard_path
 from prism.data.order import plan_streams
+from prism.data.reindex import reindex_command
 from prism.errors import PrismError
 from prism.families import spec_from_manifest
 
@@ -71,7 +72,7 @@ POSITION = "_position"
 
 def _fix(data_dir: Path, manifest: dict) -> str:
     if manifest.get("kind") == "index":
-        return f"re-index with `prism data index {manifest['shards_dir']} --out {data_dir} --overwrite`"
+        return f"re-index with `{reindex_command(data_dir, manifest)}`"
     return "rebuild the shard directory with `prism data build`"
 
 

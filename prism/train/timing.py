@@ -10,8 +10,10 @@ busy the cores were over that span. Pure Python: the summary reads it without to
 
 Phases: `startup` (process start to the trainer: imports, CLI, checks), `setup`
 (model, budget, loader, the evaluation subset, the run directory, a resume's
-checkpoint load), `data` (waiting for the next batch), `step` (forward, backward,
-update), `eval`, `checkpoint`, `finish` (the closing writes, before metrics.json);
+checkpoint load), `kernel_build` (compiling the fused CPU kernels, or loading their
+cached build: tens of seconds in a fresh environment, else a fraction of one), `data`
+(waiting for the next batch), `step` (forward, backward, update), `eval`, `checkpoint`,
+`finish` (the closing writes, before metrics.json);
 `other_s` is what none of them covers (logging between steps).
 """
 
@@ -23,7 +25,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
-PHASES = ("startup", "setup", "data", "step", "eval", "checkpoint", "finish")
+PHASES = ("startup", "setup", "kernel_build", "data", "step", "eval", "checkpoint", "finish")
 # Jobs further apart than this with none running belong to another invocation of the study.
 STRETCH_GAP_S = 120.0
 

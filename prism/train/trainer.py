@@ -44,7 +44,7 @@ from prism.device import max_memory_allocated, resolve_device, synchronize
 from prism.dist.env import DistEnv, discover
 from prism.dist.parallel import ParallelConfig, destroy, local_device
 from prism.errors import PrismError
-from prism.model import build_model
+from prism.model import build_model, kernels
 from prism.peak import peak_flops
 from prism.revision import git_rev
 from prism.run_metrics import RunMetrics
@@ -197,6 +197,9 @@ class Trainer:
         self.first_step = 0  # where this job's training started (after a resume or --init-from)
         self.meter: PerfMeter | None = None
         self.clock.add("setup", time.perf_counter() - self.wall_start)
+        if self.device.type == "cpu" and self.precision == "fp32":  # steps that may take the fused kernels
+            with self.clock.phase("kernel_build"):  # else built by the first evaluation, and booked there
+                kernels.prepare()
 
     # --- set-up ----------------------------------------------------------------------
 

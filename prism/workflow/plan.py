@@ -20,6 +20,7 @@ from prism.errors import PrismError
 from prism.isoflop.design.gate import plan_notes, plan_stop, plan_summary
 from prism.isoflop.design.ladder import union
 from prism.isoflop.design.plan import make_plan, plan_runs, rule_sizes
+from prism.isoflop.design.plantext import dropped_lines
 from prism.workflow.commands import plan_arguments
 from prism.workflow.study import Study
 
@@ -105,11 +106,15 @@ class StudyPlan:
         if stop and not self.study.plan.allow_undetermined:
             if self.engine.dryrun:  # otherwise the plan job runs and prints it
                 logger.info(plan_summary(plan))  # what the budgets would cost, then why they do not train
+                for line in dropped_lines(plan):
+                    logger.info(line)
                 logger.error(stop)
             return False
         for line in plan_notes(plan, self.study.data_built(family)):
             logger.warning(line)
         logger.info(plan_summary(plan))
+        for line in dropped_lines(plan):
+            logger.info(line)
         logger.info(self.requested(family, rows))
         return True
 

@@ -46,7 +46,8 @@ class StudyWorkflow:
     # ---- data -------------------------------------------------------------------
 
     def data_inputs(self, wildcards: Any) -> list[str]:
-        """The user's shards folder when indexed (its modification time changes when a shard is added).
+        """The user's shards folder when indexed (its modification time changes when a shard is added),
+        and the tokenizer file (`spec_inputs`).
 
         A folder that does not exist (config/aurora.yaml's placeholder) is no input, so a dry run still
         shows the study; it says so in one line, and the data job refuses it before anything else runs.
@@ -58,8 +59,14 @@ class StudyWorkflow:
                 "webdataset shards (docs/own-data.md), or remove the key to build the offline data; "
                 f"the data job for {wildcards.family} refuses it"
             )
-            return []
-        return [shards] if shards else []
+            return self.spec_inputs(wildcards)
+        return ([shards] if shards else []) + self.spec_inputs(wildcards)
+
+    def spec_inputs(self, wildcards: Any) -> list[str]:
+        """The files the family's samples depend on: its tokenizer file (none for bytes). An input of the
+        data, calibrate and speed jobs, so a tokenizer edited in place retrains what used it."""
+        vocab = self.study.specs[wildcards.family].vocab
+        return [] if vocab.is_bytes else [vocab.file]
 
     def data_args(self, wildcards: Any) -> list[str]:
         return commands.data_command(self.study, wildcards.family)

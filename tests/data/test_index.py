@@ -395,12 +395,15 @@ def test_a_split_above_decoded_max_mb_keeps_no_copy_counts_every_sample_and_stre
     out = tmp_path / "idx"
     manifest = index(shape_dir, "text_image", out, eval_fraction=0.2, decoded_max_mb=bound)
     assert [manifest["splits"][s].pop("decoded") for s in ("train", "eval")] == [False, False]
+    assert manifest.pop("decoded_max_mb") == bound and whole["decoded_max_mb"] == 1024  # recorded: re-indexed so
+    whole = {k: v for k, v in whole.items() if k != "decoded_max_mb"}
     assert manifest == whole  # the same counts, sha256 and tokens
     assert [p.name for p in out.iterdir()] == ["manifest.json"]  # nothing spooled is left
     again = index(shape_dir, "text_image", tmp_path / "jobs", eval_fraction=0.2, decoded_max_mb=bound, jobs=3)
     assert again["splits"]["train"].pop("decoded") is False and again["splits"]["eval"].pop("decoded") is False
-    assert again == whole
-    assert index(shape_dir, "text_image", tmp_path / "fits", eval_fraction=0.2, decoded_max_mb=1.0) == whole
+    assert again.pop("decoded_max_mb") == bound and again == whole
+    fits = index(shape_dir, "text_image", tmp_path / "fits", eval_fraction=0.2, decoded_max_mb=1.0)
+    assert fits.pop("decoded_max_mb") == 1.0 and fits == whole
     stored = json.loads((out / "manifest.json").read_text())
     assert resolve(stored, "train", "auto", 10**6) == "stream"
     with pytest.raises(PrismError, match=f"{out}: no decoded copy .*the train split .*--decoded-max-mb 1`"):

@@ -4,9 +4,15 @@ tokens), captions in a BPE tokenizer trained on them, from the index to a fit on
 from __future__ import annotations
 
 import json
+import shutil
+from pathlib import Path
 
 import pytest
 import yaml
+
+from prism.families import resolve_spec
+from prism.fingerprint import file_digest
+from prism.train.rundir.runfiles import resolved_of
 
 from .wfhelpers import make_workdir, snakemake
 
@@ -16,24 +22,32 @@ SHAPE = {"image_size": 64, "channels": 3, "patch": 8, "text_len": 12}
 TOKENS = (64 // 8) ** 2 + 12  # image tokens + text (BOS and EOS included)
 
 
-def test_a_study_at_64px_rgb_with_a_bpe_tokenizer_ends_with_a_fit(tmp_path, shape_shards, bpe_file):
-    shards = tmp_path / "shards"
+@pytest.fixture(scope="module")
+def bpe_study(tmp_path_factory, shape_shards, bpe_file) -> tuple[Path, Path]:
+    """(work folder, tokenizer file) of a study at SHAPE on 1000 indexed samples, fitted."""
+    root = tmp_path_factory.mktemp("bpe-study")
+    shards = root / "shards"
     shape_shards(shards, 1000, per_shard=500)
-    bpe = bpe_file  # trained on the shards' captions
+    bpe = root / "tokenizer.json"  # trained on the shards' captions; a copy the study may edit
+    shutil.copyfile(bpe_file, bpe)
     overrides = {
         "shapes": {"text_image": SHAPE},
         "data": {"shards": {"text_image": str(shards)}, "tokenizer": str(bpe)},
         "calibrate": {"measure_throughput": False},
     }
-    workdir = make_workdir(tmp_path / "study", overrides)
+    workdir = make_workdir(root / "study", overrides)
     snakemake(workdir, "fit_text_image", timeout=1800)
+    return workdir, bpe
+
+
+def test_a_study_at_64px_rgb_with_a_bpe_tokenizer_ends_with_a_fit(bpe_study):
+    workdir, bpe = bpe_study
     study = workdir / "scaling-study"
     manifest = json.loads((study / "data" / "text_image" / "manifest.json").read_text())
     assert manifest["modality_shape"] == [3, 64, 64] and manifest["n_modality_tokens"] == 64
     assert manifest["text_len"] == 12 and "tokenizer" in manifest
     assert (study / "text_image" / "fit" / "e2e.json").is_file()
 
-    from prism.families import resolve_spec
     from prism.model.accounting import count_training_flops
     from prism.model.prism import build_model
 
@@ -49,6 +63,29 @@ def test_a_study_at_64px_rgb_with_a_bpe_tokenizer_ends_with_a_fit(tmp_path, shap
         metrics = json.loads((study / "text_image" / "runs" / row["run_id"] / "metrics.json").read_text())
         assert metrics["tokens_per_sample"] == TOKENS and metrics["flops_per_sample"] == fps
         assert metrics["flops"] == pytest.approx(metrics["steps"] * row["global_batch"] * fps)
+
+
+def test_a_tokenizer_edited_in_place_retrains_the_study_in_one_plain_run(bpe_study, train_shape_bpe):
+    """The tokenizer file is an input of the data, calibrate and speed jobs: edited in place (another
+    vocabulary), one `snakemake fit_text_image` re-indexes, recalibrates, re-plans and retrains."""
+    workdir, bpe = bpe_study
+    study = workdir / "scaling-study"
+    old = json.loads((study / "data" / "text_image" / "manifest.json").read_text())["tokenizer"]["sha256"]
+    train_shape_bpe(bpe, vocab_size=280)  # the same file, rewritten
+    new = resolve_spec("text_image", SHAPE, str(bpe)).vocab
+    assert new.sha256 != old
+    snakemake(workdir, "fit_text_image", timeout=1800)
+    data = study / "data" / "text_image"
+    assert json.loads((data / "manifest.json").read_text())["tokenizer"]["sha256"] == new.sha256
+    for path in (study / "calibration").glob("text_image__*.json"):
+        assert json.loads(path.read_text())["family_spec"]["tokenizer"]["sha256"] == new.sha256, path
+    digest = file_digest(data / "manifest.json")
+    plan = yaml.safe_load((study / "text_image" / "plan.yaml").read_text())
+    assert plan["runs"]
+    for row in plan["runs"]:
+        run = resolved_of(study / "text_image" / "runs" / row["run_id"] / "config.yaml")
+        assert run["inputs"]["data_manifest"] == digest, row["run_id"]  # trained on the new index
+    assert "Nothing to be done" in snakemake(workdir, "fit_text_image").stdout
 
 
 def test_a_bad_shape_stops_the_workflow_in_one_line_before_anything_runs(tmp_path):

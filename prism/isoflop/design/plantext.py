@@ -91,3 +91,21 @@ def short_budgets_text(rows: list[PlanRow], budgets: list[float], per_budget: in
                 "plan.sizes_per_budget asks for (see the dropped runs: more data, or a lower budget)"
             )
     return out
+
+
+WINDOW_DROP = "decades from N_opt"  # a size outside a budget's window: the grid's design, not a loss
+
+
+def dropped_lines(plan: dict) -> list[str]:
+    """A line per budget that drops sizes inside its window (too few steps, FLOPs off the budget, too many
+    epochs), naming each and why: said in the dry run and the fit summary, not only in plan.yaml."""
+    by_budget: dict[float, list[str]] = {}
+    for d in plan.get("dropped") or []:
+        reason = str(d.get("reason", ""))
+        if WINDOW_DROP not in reason:
+            why = reason.removeprefix(f"{d.get('run_id')} ").split(";")[0]
+            by_budget.setdefault(float(d["budget"]), []).append(f"{d['backbone']}-{d['variant']} ({why})")
+    return [
+        f"plan {plan.get('family', '?')}: budget {format_budget(b)} drops {', '.join(sizes)}"
+        for b, sizes in sorted(by_budget.items())
+    ]

@@ -18,7 +18,10 @@ import math
 import re
 from pathlib import Path
 
+import yaml
+
 from prism.ids import format_budget
+from prism.isoflop.design.plantext import dropped_lines
 from prism.isoflop.fit.result import FitResult
 from prism.train.timing import study_timing, timing_lines
 
@@ -172,6 +175,15 @@ def job_times(folder: Path) -> list[dict]:
     return records
 
 
+def plan_dropped(path: Path) -> list[str]:
+    """The sizes the plan dropped from a budget, and why (`plantext.dropped_lines`); nothing without a plan."""
+    try:
+        plan = yaml.safe_load(path.read_text())
+        return dropped_lines(plan) if isinstance(plan, dict) else []
+    except (OSError, yaml.YAMLError, KeyError, TypeError, ValueError) as err:
+        return [f"plan {path}: unreadable ({type(err).__name__})"] if path.is_file() else []
+
+
 def summarize(family_dirs: list[str | Path]) -> str:
     """The summary of every fit under each family folder."""
     out = []
@@ -199,6 +211,7 @@ def summarize(family_dirs: list[str | Path]) -> str:
             md = path.with_suffix(".md")
             if md.is_file():
                 out.append(f"  report: {md}")
+        out += [f"  {line}" for line in plan_dropped(folder / "plan.yaml")]
         out.append(f"== {folder.name}: time")
         out += timing_lines(study_timing(job_times(folder)))
     return "\n".join(out)

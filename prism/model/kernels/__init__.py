@@ -68,6 +68,14 @@ def load() -> ModuleType | None:
     return _state["module"]  # type: ignore[return-value]
 
 
+def prepare() -> None:
+    """Build (or load the cached build of) the extension now, where it is enabled: a training job
+    calls it in its own timed phase, so a first build (tens of seconds in a fresh environment) is
+    booked as such, not as the first evaluation or step that would otherwise trigger it."""
+    if _state["enabled"]:
+        load()
+
+
 def build_directory() -> Path:
     """Where the extension is built and cached: one folder per torch build, Python, CPU capability and
     source (its sha256, so that checkouts of two revisions never take turns rebuilding one folder)."""

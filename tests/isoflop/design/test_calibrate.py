@@ -160,3 +160,21 @@ def test_a_redefined_backbone_is_refused_not_silently_resumed(tmp_path):
     path.write_text(json.dumps({**rec, "d_model": 64}))
     with pytest.raises(PrismError, match="d_model 64 "):
         load_calibration(tmp_path, "text_image", "90k", "BASE", "e2e", shape=shape)
+
+
+def test_a_calibration_at_another_family_shape_is_refused_in_one_line(tmp_path):
+    """What `prism train` and the plan read: a record made at the laptop shape, a run at 224x224 RGB, is
+    refused in one line naming the file, both shapes in words and the flags that remake it."""
+    from prism.calibration import load_calibration_file
+    from prism.families import resolve_spec
+    from prism.model.config import expected_shape
+
+    path = cal.run_calibrate("text_image", "30k", "BASE", "e2e", device="cpu", calibration_dir=tmp_path)
+    spec = resolve_spec("text_image", {"image_size": 224, "channels": 3, "patch": 16, "text_len": 64})
+    for load in (load_calibration, lambda d, *names, shape: load_calibration_file(path, *names, shape=shape)):
+        with pytest.raises(PrismError) as err:
+            load(tmp_path, "text_image", "30k", "BASE", "e2e", shape=expected_shape("text_image", "30k", spec))
+        msg = str(err.value)
+        assert "\n" not in msg and "{" not in msg and str(path) in msg
+        assert "made at the family's default shape, bytes" in msg and "image_size 224, channels 3" in msg
+        assert "--image-size 224 --channels 3 --patch 16 --text-len 64" in msg

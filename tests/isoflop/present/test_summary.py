@@ -197,3 +197,21 @@ def test_summary_says_how_a_moves_and_when_the_approaches_disagree(tmp_path):
     assert lines[0] == f"  {disagree}"
     assert lines[1].endswith(f"1 of {len(moves)} outside the verdict's interval (largest 0.300)")
     assert not verdict_robustness_lines(dataclasses.replace(fit, sensitivity=[Move("huber", "x", "approach3", None)]))
+
+
+def test_summary_names_the_sizes_the_plan_dropped_from_a_budget(tmp_path):
+    import yaml
+
+    family = make_study(tmp_path)
+    dropped = [
+        {"run_id": "30k-BASE-e2e-C1e12", "budget": 1e12, "backbone": "30k", "variant": "BASE", "params": 3e4,
+         "reason": "20 steps x batch 64 spend 1.01e+12 FLOPs, +1.4% off the budget"},
+        {"run_id": "3m-BASE-e2e-C1e12", "budget": 1e12, "backbone": "3m", "variant": "BASE", "params": 3e6,
+         "reason": "N=3e+06 is +2.00 decades from N_opt=3e+04 (window +-1.0)"},
+    ]  # fmt: skip
+    (family / "plan.yaml").write_text(yaml.safe_dump({"family": "text_image", "dropped": dropped}))
+    text = summarize([family])
+    assert "plan text_image: budget 1e12 drops 30k-BASE (20 steps x batch 64 spend 1.01e+12 FLOPs, +1.4% off" in text
+    assert "3m-BASE" not in text  # outside the budget's window: the grid's design
+    (family / "plan.yaml").unlink()
+    assert "drops" not in summarize([family])

@@ -101,3 +101,17 @@ def test_a_cluster_study_that_times_its_steps_prices_node_hours_from_them(smoke_
     assert "--ranks-per-node" not in commands.plan_command(local, "text_image")
     bf16 = Study(smoke_config(train={"precision": "bf16"}))
     assert commands.calibrate_flags(bf16, "text_image")[-2:] == ["--precision", "bf16"]
+
+
+def test_the_tokenizer_file_is_an_input_of_the_data_and_calibrate_jobs_and_bytes_adds_none(smoke_config, bpe_file):
+    """Edited in place, a tokenizer file re-indexes and recalibrates through Snakemake's own triggers;
+    a default study (bytes) has no such input, so its jobs are those it always had."""
+    from prism.workflow.wiring import StudyWorkflow
+
+    from .conftest import FakeEngine, wildcards
+
+    family = wildcards(family="text_image")
+    flow = StudyWorkflow(smoke_config(), FakeEngine(), lambda family: "")
+    assert flow.spec_inputs(family) == [] and flow.data_inputs(family) == []
+    flow = StudyWorkflow(smoke_config(data={"tokenizer": str(bpe_file)}), FakeEngine(), lambda family: "")
+    assert flow.spec_inputs(family) == [str(bpe_file.resolve())] == flow.data_inputs(family)

@@ -72,3 +72,25 @@ def test_the_calibrations_of_the_rule_sizes_are_inputs(smoke_config):
     calibrations = [f for f in files if f.endswith("__BASE__e2e.json")]
     speeds = [f for f in files if f.endswith(".speed.json")]  # the smoke study measures throughput
     assert len(calibrations) >= 3 and len(speeds) == len(calibrations)
+
+
+def test_the_dry_run_names_sizes_the_plan_dropped_from_a_budget(smoke_config, monkeypatch):
+    import prism.workflow.plan as workflow_plan
+
+    real = workflow_plan.make_plan
+
+    def with_a_drop(**kwargs):
+        plan = real(**kwargs)
+        reason = "66 steps x batch 8 spend 1.01e+10 FLOPs, +1.4% off the budget"
+        plan["dropped"].append({"run_id": "90k-BASE-e2e-C1e10", "budget": 1e10, "backbone": "90k", "variant": "BASE",
+                                "params": 9e4, "reason": reason})  # fmt: skip
+        return plan
+
+    monkeypatch.setattr(workflow_plan, "make_plan", with_a_drop)
+    engine = FakeEngine(dryrun=True)
+    make_plan(smoke_config(), engine).rows("text_image")
+    said = [text for _, text in engine.logger.lines]
+    summary = next(i for i, t in enumerate(said) if t.startswith("plan text_image: 6 runs"))
+    assert said[summary + 1] == (
+        "plan text_image: budget 1e10 drops 90k-BASE (66 steps x batch 8 spend 1.01e+10 FLOPs, +1.4% off the budget)"
+    )
