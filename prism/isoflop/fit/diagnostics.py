@@ -527,7 +527,8 @@ def _few(items: list[str], n: int = 6, sep: str = ", ") -> str:
 
 
 def approach_agreement(a2: float | None, a3: float | None, a2_on_a3_surface: float | None) -> dict:
-    """How far the approaches disagree, and how much of it Approach 2's method bias explains.
+    """How far the approaches disagree, and how much of it Approach 2's method bias on Approach 3's
+    surface would explain: reported beside the verdict, never deciding it (it assumes Approach 3's form).
 
     `a2_on_a3_surface` is Approach 2 run on the Approach 3 surface's noise-free
     losses at the very (N, D) points of the study: its difference from
