@@ -446,8 +446,8 @@ def _deciding_interval(intervals: list, agreement: dict | None, problems: list[s
     a2, a3 = (agreement or {}).get("approach2_a"), (agreement or {}).get("approach3_a")
     combined = combine(a2, cis[0], a3, cis[1])
     if combined["agree"]:
-        own = sources[0] if combined["rests_on"] == "approach2" else sources[1]
-        source = f"{own} (the narrower; {combined['text']})"
+        own, other = (sources[0], sources[1]) if combined["rests_on"] == "approach2" else (sources[1], sources[0])
+        source = f"{own} (the narrower; {combined['text']}; the other: {other})"
         return combined["interval"], source, combined["rests_on"]
     interval = combined["interval"]
     problems.append(f"Approach 2 and Approach 3 disagree: {combined['text']}: the interval spans both")
