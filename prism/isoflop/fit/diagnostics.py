@@ -446,8 +446,8 @@ def _deciding_interval(intervals: list, agreement: dict | None, problems: list[s
     a2, a3 = (agreement or {}).get("approach2_a"), (agreement or {}).get("approach3_a")
     combined = combine(a2, cis[0], a3, cis[1])
     if combined["agree"]:
-        own = sources[0] if combined["rests_on"] == "approach2" else sources[1]
-        source = f"{own} (the narrower; {combined['text']})"
+        own, other = (sources[0], sources[1]) if combined["rests_on"] == "approach2" else (sources[1], sources[0])
+        source = f"{own} (the narrower; {combined['text']}; the other: {other})"
         return combined["interval"], source, combined["rests_on"]
     interval = combined["interval"]
     problems.append(f"Approach 2 and Approach 3 disagree: {combined['text']}: the interval spans both")
@@ -527,7 +527,8 @@ def _few(items: list[str], n: int = 6, sep: str = ", ") -> str:
 
 
 def approach_agreement(a2: float | None, a3: float | None, a2_on_a3_surface: float | None) -> dict:
-    """How far the approaches disagree, and how much of it Approach 2's method bias explains.
+    """How far the approaches disagree, and how much of it Approach 2's method bias on Approach 3's
+    surface would explain: reported beside the verdict, never deciding it (it assumes Approach 3's form).
 
     `a2_on_a3_surface` is Approach 2 run on the Approach 3 surface's noise-free
     losses at the very (N, D) points of the study: its difference from

@@ -161,7 +161,7 @@ def _sensitivity(r: FitResult) -> list[str]:
         "## Sensitivity of a",
         "",
         f"a under the choices a reader would question, against the verdict's interval {_ci(r.verdict.interval)}. "
-        "The same runs with the other window or Huber threshold are the methods' answer too: the interval is "
+        f"The same runs analysed otherwise ({_stretching(r)}) are the methods' answer too: the interval is "
         "stretched to hold them. A budget or the grid's edges left out lose runs, and their noise: they are "
         "placed, not held.",
         "",
@@ -174,6 +174,12 @@ def _sensitivity(r: FitResult) -> list[str]:
         stretches = "yes" if m.stretches else "no"
         lines.append(f"| {m.choice} | {m.detail} | {approach} | {_g(m.a, '.3f')} | {outside} | {stretches} |")
     return lines + [""]
+
+
+def _stretching(r: FitResult) -> str:
+    """The stretching moves' choices in words: the other window, the other Huber threshold (what was fitted)."""
+    names = {"window": "the other window of sizes", "huber": "the other Huber threshold"}
+    return " or ".join(dict.fromkeys(names.get(m.choice, m.choice) for m in r.sensitivity if m.stretches)) or "none"
 
 
 def _approach3(a3) -> list[str]:
