@@ -222,10 +222,40 @@ def _register_plan(verbs: argparse._SubParsersAction) -> None:
         "run's node-hours from them instead of --node-peak-flops x --mfu (default: none)",
     )
     add_arguments(p.add_argument_group("plan options (config `plan:`)"), PlanOptions)
+    _add_placement_arguments(p.add_argument_group("placement (config `cluster:`, `train:`)"))
     add_spec_arguments(p)
     p.add_argument("--dry-run", action="store_true", help="print the table, the cost and the forecast; write nothing")
     p.add_argument("--out", help="plan.yaml to write (plan.csv beside it)")
     p.set_defaults(func=_plan)
+
+
+def _add_placement_arguments(p) -> None:
+    """What each run is placed on (prism.isoflop.design.placement); the defaults: one device of this host."""
+    p.add_argument(
+        "--device-memory-gb", type=float, metavar="G", help="memory of one device in GiB (default: this host's RAM)"
+    )
+    p.add_argument("--devices-per-node", type=int, default=1, metavar="D", help="devices a node (default: 1)")
+    p.add_argument("--nodes", type=int, default=1, metavar="N", help="the most nodes a run takes (default: 1)")
+    p.add_argument("--nodes-by-backbone", metavar="B=N,...", help="the most nodes of particular backbones, e.g. 7b=2")
+    p.add_argument(
+        "--precision", default="fp32", choices=("fp32", "bf16"), help="the runs' precision (default: fp32, a CPU's)"
+    )
+    p.add_argument(
+        "--strategy",
+        default="none",
+        choices=("none", "ddp", "fsdp", "hsdp"),
+        help="how a run on several devices "
+        "splits its state: ddp replicates it, fsdp shards it over its devices, hsdp over a node's (default: none)",
+    )
+
+
+def _placement_devices(args: argparse.Namespace):
+    from prism.isoflop.design.placement import Devices, parse_nodes_by_backbone
+
+    return Devices(
+        args.device_memory_gb, args.devices_per_node, args.nodes, parse_nodes_by_backbone(args.nodes_by_backbone),
+        args.precision, args.strategy,
+    )  # fmt: skip
 
 
 def _plan(args: argparse.Namespace) -> int:
@@ -249,6 +279,7 @@ def _plan(args: argparse.Namespace) -> int:
             job_ranks=args.job_ranks,
             ranks_per_node=args.ranks_per_node,
             spec=spec,
+            devices=_placement_devices(args),
         )
     except PlanStopped as stopped:
         # The whole plan first (the log), then the one line: the error, last, is what the workflow shows.

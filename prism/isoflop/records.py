@@ -179,6 +179,12 @@ class PlanRow:
     node_hours: float | None
     # Passes over the training split (None: the plan was made without the data).
     epochs: float | None = None
+    # Where it trains (prism.isoflop.design.placement): its devices, the rows each takes per micro-step
+    # (None: global_batch / devices) and the micro-steps per optimizer step;
+    # global_batch = devices x micro_batch x accum_steps. The defaults read an older plan back.
+    devices: int = 1
+    micro_batch: int | None = None
+    accum_steps: int = 1
 
     def to_json(self) -> dict:
         return asdict(self)

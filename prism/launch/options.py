@@ -67,3 +67,11 @@ class ClusterOptions:
         "The most walltime per training job for particular backbones (their cap), e.g. {32b: 06:00:00}.",
         schema={**BY_BACKBONE, "additionalProperties": WALLTIME},
     )
+    # Placement (prism.isoflop.design.placement): the memory every run's estimate is placed against.
+    device_memory_gb: float | None = option(
+        None,
+        "Memory of one device in GiB (an Aurora tile: 64), that each run's memory estimate (its state, "
+        "activations and a 25% margin) is placed against: the fewest devices that hold a run, its "
+        "micro-batch and gradient accumulation (null: this host's RAM, a local CPU study).",
+        exclusive_minimum=0,
+    )

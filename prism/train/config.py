@@ -120,6 +120,13 @@ class RunConfig:
     )
     grad_checkpoint: int = _f(0, "activation checkpointing on every K-th block (0: off)", metavar="K", minimum=0)
     global_batch: int = _f(32, "samples per optimizer step, over all ranks", metavar="B", minimum=1)
+    micro_batch: int | None = _f(
+        None,
+        "rows a rank takes per forward and backward; its share of --global-batch in micro-batches of M rows, "
+        "their gradients accumulated into one update (default: the whole share at once)",
+        metavar="M",
+        minimum=1,
+    )
     calibration: str | None = _f(None, "calibration JSON giving flops_per_sample", metavar="FILE")
     calibration_dir: str | None = _f(
         None,

@@ -43,6 +43,7 @@ def step_bytes_lower_bound(config: Any, world_size: int = 1, device_type: str = 
     spec = config.spec
     seq_len = config.seq_len or spec.tokens_per_sample
     local_batch = max(1, config.global_batch // max(1, world_size))
+    local_batch = min(local_batch, getattr(config, "micro_batch", None) or local_batch)  # one micro-step's rows
     cfg = backbone_config(config.backbone, spec.vocab.rows)
     tokens = local_batch * seq_len
     logits = tokens * spec.vocab.size * 4 * 2  # logits and their gradient
@@ -88,7 +89,8 @@ def check_memory(config: Any, world_size: int = 1) -> None:
         raise PrismError(
             f"--global-batch {config.global_batch} needs at least {human_bytes(need)} of {device} "
             f"memory per step ({local} samples per process), {human_bytes(have)} available; "
-            "lower --global-batch, add processes, or use --grad-checkpoint"
+            "lower --global-batch or --micro-batch (gradient accumulation), add processes, or use "
+            "--grad-checkpoint"
         )
 
 

@@ -50,10 +50,11 @@ from prism.revision import git_rev
 from prism.run_metrics import RunMetrics
 from prism.tokenizer import IGNORE
 from prism.train import precision, preflight
+from prism.train.accumulate import micro_steps
 from prism.train.budget import find_calibration, step_budget
 from prism.train.collapse import CollapseDetector
 from prism.train.config import RunConfig, compile_mode
-from prism.train.evaluator import EvalResult, Evaluator
+from prism.train.evaluator import EvalResult, Evaluator, split_rows
 from prism.train.meter import PerfMeter
 from prism.train.rundir import checkpoint, resume, runfiles
 from prism.train.rundir import finished as finished_run
@@ -165,6 +166,8 @@ class Trainer:
         self.wall_start = time.perf_counter()
         self.clock = JobClock(process_age_s())  # this job's wall time by phase (metrics.json `time`)
         self._setup_process()
+        # Rows of a forward and backward, and how many make this rank's share of a step (accumulation).
+        self.micro_rows, self.accum_steps = micro_steps(config.global_batch, env.world_size, config.micro_batch)
         self._build()
         self.loader = open_loader(config, env)
         self.evaluator = Evaluator(
@@ -174,7 +177,7 @@ class Trainer:
             self.budget.steps,
             config.eval_samples,
             config.final_eval_samples,
-            max_rows=max(1, config.global_batch // env.world_size),
+            max_rows=self.micro_rows,
             autocast=lambda: precision.autocast(self.device, self.precision),
             mod=config.spec.vocab.mod,
         )
@@ -273,15 +276,23 @@ class Trainer:
             n_local = (labels != IGNORE).sum().to(torch.float64)
             n_global = n_local.clone()
             pending = dist.all_reduce(n_global, async_op=True)
-        with precision.autocast(self.device, self.precision):
-            loss = self.model(tokens, modality, labels, segments)
         step = self.step + 1
-        if self.inject_nan_at == step:
-            loss = loss * float("nan")
+        if self.accum_steps > 1:
+            if self.distributed:
+                pending.wait()
+            total = n_global if self.distributed else (labels != IGNORE).sum().to(torch.float64)
+            loss = self._accumulate(tokens, modality, labels, segments, total, step)
+            share = loss.new_tensor(1.0)  # the micro-steps' losses are weighted already
+        else:
+            with precision.autocast(self.device, self.precision):
+                loss = self.model(tokens, modality, labels, segments)
+            if self.inject_nan_at == step:
+                loss = loss * float("nan")
         if self.distributed:
-            pending.wait()
-            share = (n_local / n_global).to(loss.dtype)
-            (loss * (share * self.env.world_size)).backward()
+            if self.accum_steps == 1:
+                pending.wait()
+                share = (n_local / n_global).to(loss.dtype)
+                (loss * (share * self.env.world_size)).backward()
             # One collective for the logged loss, the samples of the global batch (packed rows vary)
             # and whether any rank was asked to stop, so that all stop after the same step.
             stats = torch.stack(
@@ -294,7 +305,8 @@ class Trainer:
             dist.all_reduce(stats)
             global_loss, samples, stopping = stats[0], int(stats[1]), bool(stats[2] > 0)
         else:
-            loss.backward()
+            if self.accum_steps == 1:
+                loss.backward()
             global_loss, samples, stopping = loss.detach(), int(batch["n_samples"]), stop_requested
         grad_norm = torch.nn.utils.clip_grad_norm_(self.params, MAX_GRAD_NORM)
         if hasattr(grad_norm, "full_tensor"):
@@ -309,6 +321,41 @@ class Trainer:
         synchronize(self.device)
         self.step = step
         return StepResult(step, loss_value, grad_value, samples, stopping, collapsed)
+
+    def _accumulate(
+        self, tokens: torch.Tensor, modality: torch.Tensor, labels: torch.Tensor, segments, total, step: int
+    ) -> torch.Tensor:
+        """Forward and backward of this rank's rows in `accum_steps` micro-batches; the summed gradient is
+        the whole batch's (each micro-batch's mean loss weighted by its share of the `total` label tokens
+        of the global batch, times the ranks a gradient is averaged over). Returns the weighted loss sum,
+        this rank's part of the global batch's loss. Only the last micro-step syncs gradients."""
+        scale = self.env.world_size if self.distributed else 1
+        parts = list(split_rows((tokens, modality, labels), self.micro_rows, self.config.spec.vocab.mod))
+        rows = [0] + [int(t.shape[0]) for t, _, _ in parts]
+        weighted = torch.zeros((), dtype=torch.float64, device=tokens.device)
+        for j, (tok, mod, lab) in enumerate(parts):
+            last = j == len(parts) - 1
+            seg = None if segments is None else segments[sum(rows[: j + 1]) : sum(rows[: j + 2])]
+            with self._sync(last):
+                with precision.autocast(self.device, self.precision):
+                    loss = self.model(tok, mod, lab, seg)
+                if self.inject_nan_at == step:
+                    loss = loss * float("nan")
+                share = ((lab != IGNORE).sum().to(torch.float64) / total).to(loss.dtype)
+                (loss * (share * scale)).backward()
+            weighted = weighted + loss.detach().double() * share.double()
+        return weighted
+
+    def _sync(self, last: bool):
+        """Where the gradients of a micro-step are not synchronised: DDP's `no_sync` until the last;
+        under hsdp the all-reduce across replicas waits for the last (the reduce-scatter within a
+        replica runs every micro-step, keeping the gradients sharded)."""
+        if not self.distributed or self.parallel.strategy not in ("ddp", "hsdp"):
+            return nullcontext()
+        if self.parallel.strategy == "ddp":
+            return nullcontext() if last else self.model.no_sync()
+        self.model.set_requires_all_reduce(last)
+        return nullcontext()
 
     # --- the run ---------------------------------------------------------------------
 

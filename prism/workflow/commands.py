@@ -11,6 +11,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from prism.isoflop.design.placement import study_devices
 from prism.isoflop.runs.launch import run_args
 from prism.options import as_args
 from prism.workflow.study import Study
@@ -48,6 +49,9 @@ def plan_arguments(study: Study, family: str) -> dict[str, Any]:
         job_ranks=study.job_ranks,
         ranks_per_node=study.node_ranks,
         spec=study.specs[family],
+        devices=study_devices(
+            study.cluster, study.train.launcher, study.train.device, study.train.precision, study.train.strategy
+        ),
     )
 
 
@@ -70,6 +74,8 @@ def plan_command(study: Study, family: str) -> list[str]:
         "--cooldown-fraction", str(study.train.cooldown_fraction),
         # The family's shape and tokenizer (`spec`) where not the laptop's (`shapes`, `data.tokenizer`).
         *study.spec_flags[family],
+        # Where each run trains (the devices' memory, the nodes a run may take): none for a local study.
+        *args["devices"].flags(),
     ]  # fmt: skip
 
 

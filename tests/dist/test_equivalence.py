@@ -54,6 +54,9 @@ def check_matches(out: Path, reference: dict[int, float], strategy: str, mesh: s
         ("fsdp", [], "1x2"),
         ("hsdp", ["--shard", "2"], "1x2"),
         ("hsdp", ["--replicate", "2"], "2x1"),
+        # gradient accumulation: 2 micro-batches of 2 rows a rank (no_sync / the replicas' all-reduce deferred)
+        ("ddp", ["--micro-batch", "2"], "2x1"),
+        ("hsdp", ["--replicate", "2", "--micro-batch", "2"], "2x1"),
     ],
 )
 def test_torchrun_two_processes_match_one(shards, tiny, tmp_path, reference, strategy, extra, mesh):

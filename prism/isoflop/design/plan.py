@@ -41,6 +41,7 @@ from prism.ids import format_budget, run_id
 from prism.isoflop.design.candidates import INTERPOLATED, Candidate, load_candidates
 from prism.isoflop.design.centre import DEFAULT_PRIOR_A, DEFAULT_PRIOR_K, Centre, find_centre
 from prism.isoflop.design.gate import plan_notes, plan_stop, plan_summary
+from prism.isoflop.design.placement import Devices, place_rows
 from prism.isoflop.design.plantext import cost_text, forecast_text, plan_csv_text, plan_table, short_budgets_text
 from prism.isoflop.design.trajectories import DEFAULT_COOLDOWN_FRACTION, DEFAULT_MIN_STEPS, saving_text, schedule_costs
 from prism.isoflop.records import PlanRow, Surface
@@ -515,6 +516,7 @@ def plan_runs(
     job_ranks: int = 1,
     ranks_per_node: int | None = None,
     spec: FamilySpec | None = None,
+    devices: Devices | None = None,
 ) -> StudyPlan:
     """The planned runs: a function of these arguments and the files they name (calibrations, speed
     files, an existing plan at `out`, prior files), nothing else.
@@ -527,7 +529,9 @@ def plan_runs(
     `options.global_batch` that does not is refused here, before any job is submitted. With
     `ranks_per_node`, the measured speeds are those of one of a cluster node's ranks, and price
     each run's node-hours. `spec` is the family's shape and tokenizer (None: its laptop default):
-    sizes are counted at it, and data or calibrations made at another are refused.
+    sizes are counted at it, and data or calibrations made at another are refused. Each run is
+    placed on `devices` (None: one device of this host; prism.isoflop.design.placement), a run
+    none holds refused.
     """
     check_data_spec(family, data, spec)
     validate(options)
@@ -561,6 +565,8 @@ def plan_runs(
         )
         for c in sorted(set(budgets))
     ]  # fmt: skip
+    for p in plans:
+        p.runs = place_rows(p.runs, devices or Devices(), family_spec(family, spec))
     study = StudyPlan(
         centre,
         plans,
@@ -616,13 +622,13 @@ def make_plan(
     job_ranks: int = 1,
     ranks_per_node: int | None = None,
     spec: FamilySpec | None = None,
+    devices: Devices | None = None,
     **overrides,
 ) -> dict:
     """The whole plan as a dict (the plan.yaml content): `plan_runs` plus the forecast.
 
-    `cooldown_fraction` is the wsd cooldown the study trains with: it sets what the grid costs as
-    trajectories (`schedules`), not which runs the grid holds. `overrides` replace fields of
-    `options` (e.g. `window=0.3`), for tests and scripts.
+    `cooldown_fraction` is the wsd cooldown the study trains with: what the grid costs as trajectories
+    (`schedules`), not which runs it holds. `overrides` replace fields of `options` (e.g. `window=0.3`).
     """
     from prism.isoflop.design import forecast as fc_mod  # noqa: PLC0415 lazy: the CLI's parser imports this module
 
@@ -641,6 +647,7 @@ def make_plan(
         job_ranks=job_ranks,
         ranks_per_node=ranks_per_node,
         spec=spec,
+        devices=devices,
     )
     centre, plans, runs = study.centre, study.plans, study.runs
     refused = [{"budget": p.budget, "reason": p.refused} for p in plans if p.refused]

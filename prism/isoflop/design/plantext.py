@@ -52,19 +52,22 @@ def hours_text(h: float | None) -> str:
 
 
 def plan_table(rows: list[PlanRow], interpolated: set[str] = frozenset()) -> str:
-    """The plan for people: one line per run, with the estimated time here (`~`: a size whose speed
-    is interpolated, not measured) and node-hours there."""
+    """The plan for people: one line per run, with its placement (devices, rows a device takes per
+    micro-step, micro-steps a step), the estimated time here (`~`: a size whose speed is
+    interpolated, not measured) and node-hours there."""
     head = (
-        f"{'run_id':<34} {'N':>9} {'steps':>6} {'batch':>5} {'tokens D':>9} {'epochs':>6} {'FLOPs':>9} "
-        f"{'time here':>9} {'node-h':>8}"
+        f"{'run_id':<34} {'N':>9} {'steps':>6} {'batch':>5} {'dev':>4} {'micro':>5} {'accum':>5} {'tokens D':>9} "
+        f"{'epochs':>6} {'FLOPs':>9} {'time here':>9} {'node-h':>8}"
     )
     lines = [head, "-" * len(head)]
     for r in rows:
         nh = "-" if r.node_hours is None else f"{r.node_hours:.3g}"
         ep = "-" if r.epochs is None else f"{r.epochs:.2f}"
+        micro = r.micro_batch or r.global_batch // max(1, r.devices)
         lines.append(
-            f"{r.run_id:<34} {r.params:>9.3g} {r.steps:>6d} {r.global_batch:>5d} {r.tokens:>9.3g} {ep:>6} "
-            f"{r.flops:>9.3g} {('~' if r.backbone in interpolated else '') + hours_text(r.hours_here):>9} {nh:>8}"
+            f"{r.run_id:<34} {r.params:>9.3g} {r.steps:>6d} {r.global_batch:>5d} {r.devices:>4d} {micro:>5d} "
+            f"{r.accum_steps:>5d} {r.tokens:>9.3g} {ep:>6} {r.flops:>9.3g} "
+            f"{('~' if r.backbone in interpolated else '') + hours_text(r.hours_here):>9} {nh:>8}"
         )
     return "\n".join(lines)
 

@@ -25,7 +25,7 @@ Pure: plan rows in, records out; no torch, no files.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import MISSING, dataclass
 from typing import Any
 
 from prism.errors import PrismError
@@ -94,6 +94,10 @@ class Trajectory:
     # step on the cluster (`node_hours`), where the plan has them for every run, else None.
     hours_per_step: float | None = None
     node_hours_per_step: float | None = None
+    # Its placement, its runs' (the same for all: one shape, row length and batch; PlanRow's fields).
+    devices: int = 1
+    micro_batch: int | None = None
+    accum_steps: int = 1
 
     @property
     def points(self) -> tuple[int, ...]:
@@ -169,7 +173,8 @@ def _row(run: PlanRow | Mapping[str, Any]) -> PlanRow:
     """A plan row as the record: a plan.yaml mapping may lack the cost fields (then None)."""
     if isinstance(run, PlanRow):
         return run
-    return PlanRow(**{name: run.get(name) for name in PlanRow.__dataclass_fields__})
+    fields = PlanRow.__dataclass_fields__
+    return PlanRow(**{name: run.get(name) for name in fields if name in run or fields[name].default is MISSING})
 
 
 def trajectories(
@@ -228,6 +233,9 @@ def trajectories(
                 branches=tuple(branches),
                 hours_per_step=here[0] if len(here) == len(rows) else None,
                 node_hours_per_step=nodes[0] if len(nodes) == len(rows) else None,
+                devices=rows[0].devices,
+                micro_batch=rows[0].micro_batch,
+                accum_steps=rows[0].accum_steps,
             )
         )
     ids = [t.traj_id for t in out]

@@ -41,7 +41,9 @@ def run_config(row: Mapping[str, Any], data: str | Path, out: str | Path, **sett
 
     Refuses a row whose run id does not match its fields (an edited plan).
     """
-    run = RunConfig(**{key: row[key] for key in ROW_FIELDS}, data=str(data), out=str(out), **settings)
+    # The plan's micro-batch only where it accumulates: an unaccumulated run's command is unchanged.
+    micro = {"micro_batch": int(row["micro_batch"])} if int(row.get("accum_steps") or 1) > 1 else {}
+    run = RunConfig(**{key: row[key] for key in ROW_FIELDS}, data=str(data), out=str(out), **micro, **settings)
     if "run_id" in row and run.run_id != row["run_id"]:
         raise PrismError(f"plan row {row['run_id']} does not match its fields (expected id {run.run_id})")
     return run
