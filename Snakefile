@@ -54,6 +54,8 @@ include: "rules/plan.smk"
 # trajectory cut at its branch points plus one cooldown branch per run (wsd: rules/wsd.smk);
 # the schedule's object (prism.workflow.schedule) names its rules file.
 include: SCHEDULE.rules_file
+# The lr sweep before the grid and its fitted rule (tune.rule: fitted; nothing asks for it otherwise).
+include: "rules/tune.smk"
 
 
 include: "rules/collect.smk"
@@ -69,6 +71,7 @@ localrules:
     data,
     calibrate,
     plan,
+    tune,
     collect,
     fit,
     plot,

@@ -24,6 +24,7 @@ from prism.data.options import DataOptions, LoaderOptions
 from prism.families import FAMILIES, ShapeOptions
 from prism.isoflop.design.calibrate import CalibrateOptions
 from prism.isoflop.design.plan import PlanOptions
+from prism.isoflop.design.tuning import TuneOptions
 from prism.isoflop.fit.fit import FitOptions
 from prism.isoflop.present.options import PlotOptions
 from prism.isoflop.runs.collect import CollectOptions
@@ -208,6 +209,12 @@ SECTIONS: tuple[Section, ...] = (
         "beside the calibration as .speed.json: the plan's estimate of each run's wall time here.",
     ),
     Section("plan", PlanOptions, "Planning (`prism isoflop plan`)."),
+    Section(
+        "tune",
+        TuneOptions,
+        "Every run's peak learning rate by a stated rule: hand (today's, not tuned), given (constants) or fitted "
+        "(a short lr sweep at a few widths before the grid, rules/tune.smk and `prism isoflop tune`).",
+    ),
     Section(
         "train",
         TrainOptions,

@@ -20,6 +20,7 @@ def register(verbs: argparse._SubParsersAction) -> None:
     """Add this group's verbs; each sets `func` to a handler that calls one library function."""
     _register_calibrate(verbs)
     _register_plan(verbs)
+    _register_tune(verbs)
     _register_launch(verbs)
     _register_collect(verbs)
     _register_fit(verbs)
@@ -224,9 +225,30 @@ def _register_plan(verbs: argparse._SubParsersAction) -> None:
     add_arguments(p.add_argument_group("plan options (config `plan:`)"), PlanOptions)
     _add_placement_arguments(p.add_argument_group("placement (config `cluster:`, `train:`)"))
     add_spec_arguments(p)
+    _add_lr_rule_arguments(p.add_argument_group("learning-rate rule (config `tune:`)"))
     p.add_argument("--dry-run", action="store_true", help="print the table, the cost and the forecast; write nothing")
     p.add_argument("--out", help="plan.yaml to write (plan.csv beside it)")
     p.set_defaults(func=_plan)
+
+
+def _add_lr_rule_arguments(p) -> None:
+    """Every run's peak-lr rule (prism.train.lr_rule); the default: hand, today's."""
+    p.add_argument("--lr-rule", default="hand", choices=("hand", "given", "fitted"), help="default: hand")
+    p.add_argument("--lr-c", type=float, default=3e-3, metavar="C", help="given: lr at d_model 128 (default 3e-3)")
+    p.add_argument("--lr-p", type=float, default=1.0, metavar="P", help="given: exponent of d_model (default 1)")
+    p.add_argument("--lr-q", type=float, default=0.0, metavar="Q", help="given: exponent of tokens (default 0)")
+    p.add_argument("--lr-rule-file", metavar="FILE", help="fitted: the rule `prism isoflop tune` wrote")
+    p.add_argument(
+        "--lr-margin", type=float, default=0.3, metavar="DECADES",
+        help="fitted: decades of d_model beyond the swept widths the rule may extrapolate (default 0.3)",
+    )  # fmt: skip
+
+
+def _lr_rule(args: argparse.Namespace):
+    from prism.isoflop.design.tuning import TuneOptions, study_rule
+
+    options = TuneOptions(rule=args.lr_rule, lr_c=args.lr_c, lr_p=args.lr_p, lr_q=args.lr_q, margin=args.lr_margin)
+    return study_rule(options, args.lr_rule_file)
 
 
 def _add_placement_arguments(p) -> None:
@@ -280,12 +302,48 @@ def _plan(args: argparse.Namespace) -> int:
             ranks_per_node=args.ranks_per_node,
             spec=spec,
             devices=_placement_devices(args),
+            lr_rule=_lr_rule(args),
         )
     except PlanStopped as stopped:
         # The whole plan first (the log), then the one line: the error, last, is what the workflow shows.
         print(stopped.text, flush=True)
         raise
     print(text)
+    return 0
+
+
+# --- tune ------------------------------------------------------------------
+
+
+def _register_tune(verbs: argparse._SubParsersAction) -> None:
+    p = verbs.add_parser(
+        "tune",
+        help="Fit the peak-lr rule of a sweep's runs (the tuning stage): lr = c (d_model/128)^-p.",
+        description=(
+            "Per swept width, a parabola of loss in ln lr around the lowest point: its optimum (refused at the "
+            "sweep's edge), error and curvature; then ln lr* = ln c - p ln(d_model/128) with its covariance by "
+            "a parametric bootstrap. Writes the rule file `prism isoflop plan --lr-rule fitted` reads."
+        ),
+    )
+    p.add_argument("metrics", nargs="+", help="the sweep runs' metrics.json (.../RUN_ID/lrLR/metrics.json)")
+    p.add_argument("--out", required=True, help="the rule file to write (JSON)")
+    p.add_argument("--bootstrap", type=int, default=200, metavar="N", help="bootstrap draws (default 200)")
+    p.add_argument("--seed", type=int, default=0, metavar="S", help="bootstrap seed (default 0)")
+    p.add_argument("--margin", type=float, default=0.3, metavar="DECADES", help="extrapolation margin (default 0.3)")
+    p.set_defaults(func=_tune)
+
+
+def _tune(args: argparse.Namespace) -> int:
+    from pathlib import Path
+
+    from prism.isoflop.design.tuning import fit_rule, read_sweep, write_rule
+    from prism.model.config import backbone_config
+
+    backbones = {Path(m).parent.parent.name.split("-", 1)[0] for m in args.metrics}
+    curves, flops = read_sweep(args.metrics, {b: backbone_config(b).d_model for b in backbones})
+    lrs = len(args.metrics) // max(1, len(curves))
+    source = f"tuning stage: {len(curves)} widths x {lrs} lrs"
+    print(write_rule(fit_rule(curves, args.bootstrap, args.seed, args.margin, flops, source), args.out))
     return 0
 
 

@@ -185,6 +185,10 @@ class PlanRow:
     devices: int = 1
     micro_batch: int | None = None
     accum_steps: int = 1
+    # Its peak learning rate and the rule that gave it (prism.train.lr_rule: hand, given or fitted);
+    # a hand-rule run's command leaves it to `prism train`'s default, the same value.
+    lr: float | None = None
+    lr_rule: str = "hand"
 
     def to_json(self) -> dict:
         return asdict(self)

@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from prism.isoflop.design.placement import study_devices
+from prism.isoflop.design.tuning import study_rule
 from prism.isoflop.runs.launch import run_args
 from prism.options import as_args
 from prism.workflow.study import Study
@@ -35,8 +36,19 @@ def data_threads(study: Study, family: str) -> int:
     return 8 if study.shards_dir(family) else 1
 
 
-def plan_arguments(study: Study, family: str) -> dict[str, Any]:
-    """The arguments of `plan_runs`; `plan_command` passes exactly these as flags."""
+def lr_rule_flags(study: Study, family: str) -> list[str]:
+    """The plan's lr-rule flags: none for the hand rule (a default study's plan job is unchanged)."""
+    tune = study.tune
+    if tune.rule == "given":
+        return ["--lr-rule", "given", "--lr-c", str(tune.lr_c), "--lr-p", str(tune.lr_p), "--lr-q", str(tune.lr_q)]
+    if tune.rule == "fitted":
+        return ["--lr-rule", "fitted", "--lr-rule-file", study.lr_rule_file(family), "--lr-margin", str(tune.margin)]
+    return []
+
+
+def plan_arguments(study: Study, family: str, read_rule: bool = True) -> dict[str, Any]:
+    """The arguments of `plan_runs`; `plan_command` passes exactly these as flags (the lr rule as
+    `lr_rule_flags`: without `read_rule`, a fitted rule's file is not read, it may not exist yet)."""
     return dict(
         family=family,
         budgets=[float(b) for b in study.budgets],
@@ -52,12 +64,14 @@ def plan_arguments(study: Study, family: str) -> dict[str, Any]:
         devices=study_devices(
             study.cluster, study.train.launcher, study.train.device, study.train.precision, study.train.strategy
         ),
+        # Read here: a fitted rule's file is an input of the plan (the tuning stage writes it).
+        lr_rule=study_rule(study.tune, study.lr_rule_file(family)) if read_rule else None,
     )
 
 
 def plan_command(study: Study, family: str) -> list[str]:
     """`plan_arguments` as `prism isoflop plan` flags (but --family, a wildcard in the rule)."""
-    args = plan_arguments(study, family)
+    args = plan_arguments(study, family, read_rule=False)
     return [
         "--budgets", ",".join(study.budgets),
         "--calibration-dir", args["calibration_dir"],
@@ -76,6 +90,7 @@ def plan_command(study: Study, family: str) -> list[str]:
         *study.spec_flags[family],
         # Where each run trains (the devices' memory, the nodes a run may take): none for a local study.
         *args["devices"].flags(),
+        *lr_rule_flags(study, family),
     ]  # fmt: skip
 
 

@@ -55,12 +55,14 @@ class StudyPlan:
 
     def input_files(self, family: str) -> list[str]:
         """What the plan reads: the data (its training split's size gives each run's epochs), every
-        candidate's calibration, and its measured speed when the config measures it."""
+        candidate's calibration, its measured speed when the config measures it, and a fitted lr rule."""
         study = self.study
         pairs = [(b, v) for b in self.backbones(family) for v in study.config["variants"]]
         files = [study.data_dir(family)] + [study.calibration_file(family, b, v, study.regime) for b, v in pairs]
         if study.calibrate.measure_throughput:
             files += [study.speed_file(family, b, v, study.regime) for b, v in pairs]
+        if study.tune.fitted:  # the tuning stage's rule (rules/tune.smk)
+            files.append(study.lr_rule_file(family))
         return files
 
     def arguments(self, family: str) -> dict[str, Any]:

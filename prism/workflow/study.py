@@ -14,6 +14,7 @@ from prism.ids import format_budget
 from prism.isoflop.design.calibrate import CalibrateOptions, speed_filename
 from prism.isoflop.design.plan import PlanOptions
 from prism.isoflop.design.trajectories import plan_warmup
+from prism.isoflop.design.tuning import TuneOptions
 from prism.isoflop.fit.fit import FitOptions
 from prism.isoflop.present.options import PlotOptions
 from prism.isoflop.runs.collect import CollectOptions
@@ -53,6 +54,8 @@ class Study:
         self.collect = from_mapping(CollectOptions, config["collect"], "config collect")
         self.fit = from_mapping(FitOptions, config["fit"], "config fit")
         self.plot = from_mapping(PlotOptions, config["plot"], "config plot")
+        # Every run's peak-lr rule, and the sweep that fits one (prism.isoflop.design.tuning).
+        self.tune = from_mapping(TuneOptions, config["tune"], "config tune")
         # The training runs' shared settings (prism.train.options): read here, not the section.
         self.train = from_mapping(TrainOptions, config["train"], "config train")
         self.cluster = config["cluster"]
@@ -74,6 +77,11 @@ class Study:
         except PrismError as err:
             raise PrismError(f"config: {err}") from None
         self.spec_flags = {name: spec_flags(spec) for name, spec in self.specs.items()}
+        if self.tune.rule == "given" and self.tune.lr_q and self.train.schedule == "wsd":
+            raise PrismError(
+                f"config tune.lr_q: {self.tune.lr_q:g} makes the lr depend on a run's tokens, but a wsd trajectory "
+                "serves every budget at one lr; set tune.lr_q to 0 or train.schedule to cosine"
+            )
 
     def conflict(self) -> str | None:
         """The line that stops a study whose finished runs cannot be reused with these settings, or None."""
@@ -122,6 +130,13 @@ class Study:
 
     def plan_file(self, family: str) -> str:
         return f"{self.dir}/{family}/plan.yaml"
+
+    def tune_dir(self, family: str) -> str:
+        return f"{self.dir}/{family}/tune"
+
+    def lr_rule_file(self, family: str) -> str:
+        """The fitted lr rule the tuning stage writes and the plan reads."""
+        return f"{self.tune_dir(family)}/lr_rule.json"
 
     def runs_csv(self, family: str) -> str:
         return f"{self.dir}/{family}/runs.csv"

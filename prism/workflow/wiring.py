@@ -17,6 +17,7 @@ from prism.workflow.engine import UNRECORDED, Unrecorded
 from prism.workflow.plan import StudyPlan
 from prism.workflow.schedule import Schedule, make_schedule
 from prism.workflow.study import Study, budget_str
+from prism.workflow.tune import TuneStage
 
 
 class StudyWorkflow:
@@ -42,6 +43,8 @@ class StudyWorkflow:
             self.study, engine, wait_for_plan, lambda family, rows: self.schedule.requested(family, rows)
         )
         self.schedule: Schedule = make_schedule(self.study, self.plan, engine, ancient)
+        # The lr sweep before the grid and its fitted rule (rules/tune.smk), when tune.rule is fitted.
+        self.tune = TuneStage(self.study, self.plan, self.schedule)
 
     # ---- data -------------------------------------------------------------------
 

@@ -47,6 +47,7 @@ from prism.isoflop.design.trajectories import DEFAULT_COOLDOWN_FRACTION, DEFAULT
 from prism.isoflop.records import PlanRow, Surface
 from prism.launch.ranks import check_batch
 from prism.options import option, validate
+from prism.train.lr_rule import LrRule
 
 DEFAULT_WINDOW = 0.6
 DEFAULT_MFU = 0.4
@@ -517,6 +518,7 @@ def plan_runs(
     ranks_per_node: int | None = None,
     spec: FamilySpec | None = None,
     devices: Devices | None = None,
+    lr_rule: LrRule | None = None,
 ) -> StudyPlan:
     """The planned runs: a function of these arguments and the files they name (calibrations, speed
     files, an existing plan at `out`, prior files), nothing else.
@@ -531,7 +533,8 @@ def plan_runs(
     each run's node-hours. `spec` is the family's shape and tokenizer (None: its laptop default):
     sizes are counted at it, and data or calibrations made at another are refused. Each run is
     placed on `devices` (None: one device of this host; prism.isoflop.design.placement), a run
-    none holds refused.
+    none holds refused. Each run's peak lr is `lr_rule`'s (None: the hand rule), recorded in its
+    row; a fitted rule that does not cover the grid's widths is refused.
     """
     check_data_spec(family, data, spec)
     validate(options)
@@ -566,7 +569,8 @@ def plan_runs(
         for c in sorted(set(budgets))
     ]  # fmt: skip
     for p in plans:
-        p.runs = place_rows(p.runs, devices or Devices(), family_spec(family, spec))
+        p.runs = with_lr(place_rows(p.runs, devices or Devices(), family_spec(family, spec)), lr_rule or LrRule())
+    lr_covers([r for p in plans if not p.refused for r in p.runs], lr_rule or LrRule())
     study = StudyPlan(
         centre,
         plans,
@@ -577,6 +581,22 @@ def plan_runs(
     if not study.runs:
         raise PrismError("no budget can be planned: " + "; ".join(p.refused or "" for p in plans if p.refused))
     return study
+
+
+def _width(backbone: str) -> int:
+    from prism.model.config import backbone_config  # noqa: PLC0415 lazy: the CLI's parser imports this module
+
+    return backbone_config(backbone).d_model
+
+
+def with_lr(runs: list[PlanRow], rule: LrRule) -> list[PlanRow]:
+    """The runs with the peak lr `rule` gives each (its width and tokens) and the rule's kind."""
+    return [replace(r, lr=float(f"{rule.lr(_width(r.backbone), r.tokens):.4g}"), lr_rule=rule.kind) for r in runs]
+
+
+def lr_covers(runs: list[PlanRow], rule: LrRule) -> None:
+    """Refuse a rule fitted on widths the grid's runs go beyond (by more than its margin)."""
+    rule.check_covers([_width(r.backbone) for r in runs], "plan")
 
 
 def _total(values: list[float | None]) -> float | None:
@@ -623,6 +643,7 @@ def make_plan(
     ranks_per_node: int | None = None,
     spec: FamilySpec | None = None,
     devices: Devices | None = None,
+    lr_rule: LrRule | None = None,
     **overrides,
 ) -> dict:
     """The whole plan as a dict (the plan.yaml content): `plan_runs` plus the forecast.
@@ -648,6 +669,7 @@ def make_plan(
         ranks_per_node=ranks_per_node,
         spec=spec,
         devices=devices,
+        lr_rule=lr_rule,
     )
     centre, plans, runs = study.centre, study.plans, study.runs
     refused = [{"budget": p.budget, "reason": p.refused} for p in plans if p.refused]
@@ -675,6 +697,7 @@ def make_plan(
         # The same runs as independent cosine runs and as wsd trajectories with branches.
         "schedules": schedule_costs(runs, cooldown_fraction, min_steps=options.min_steps),
         "runs": [r.to_json() for r in runs],
+        "lr_rule": (lr_rule or LrRule()).to_json(),
         "dropped": [d for p in plans for d in p.dropped],
         "refused": refused,
         "forecast": fc.to_json()
@@ -687,6 +710,20 @@ def make_plan(
             )
         },
     }
+
+
+def lr_rule_text(plan: dict) -> list[str]:
+    """The plan's lines on its lr rule and, for a fitted one, what its tuning stage cost."""
+    from prism.isoflop.design.tuning import tuning_cost_line  # noqa: PLC0415 lazy: numpy
+
+    rule = LrRule(**{k: v for k, v in (plan.get("lr_rule") or {}).items()})
+    sched = plan.get("schedules") or {}
+    lines = [rule.describe()]
+    cost = tuning_cost_line(rule, float(sched.get("cosine_flops") or sum(r["flops"] for r in plan["runs"])))
+    if cost:
+        wsd = sched.get("wsd_flops")
+        lines.append(cost + (f"; {100 * rule.flops / wsd:.1f}% of its {wsd:.3g} as wsd trajectories" if wsd else ""))
+    return lines
 
 
 class PlanStopped(PrismError):
@@ -717,6 +754,7 @@ def run_plan(out: str | Path | None, dry_run: bool, **kwargs) -> str:
         f"{plan['centre']['a']:.3g} ({plan['centre']['source']})"
     )
     text += cost_text(plan["cost"])
+    text += lr_rule_text(plan)
     text += [f"dropped {d['run_id']}: {d['reason']}" for d in plan["dropped"]]
     text += short_budgets_text(rows, plan["budgets"], plan["options"].get("sizes_per_budget"))
     text += plan_notes(plan)

@@ -98,6 +98,9 @@ class Trajectory:
     devices: int = 1
     micro_batch: int | None = None
     accum_steps: int = 1
+    # Its runs' peak lr and its rule (PlanRow's; one lr for all: the rule depends on width only).
+    lr: float | None = None
+    lr_rule: str = "hand"
 
     @property
     def points(self) -> tuple[int, ...]:
@@ -196,6 +199,11 @@ def trajectories(
     for run in runs:
         row = _row(run)
         key = (row.family, row.backbone, row.variant, row.regime, int(row.global_batch), float(row.flops_per_sample))
+        if groups.get(key) and groups[key][0].lr != row.lr:
+            raise PrismError(
+                f"{row.run_id}: its lr {row.lr} differs from {groups[key][0].run_id}'s {groups[key][0].lr}, "
+                "so they cannot share a wsd trajectory; use an lr rule of width only (tune.lr_q 0)"
+            )
         groups.setdefault(key, []).append(row)
     out = []
     for (family, backbone, variant, regime, batch, fps), rows in groups.items():
@@ -236,6 +244,8 @@ def trajectories(
                 devices=rows[0].devices,
                 micro_batch=rows[0].micro_batch,
                 accum_steps=rows[0].accum_steps,
+                lr=rows[0].lr,
+                lr_rule=rows[0].lr_rule,
             )
         )
     ids = [t.traj_id for t in out]

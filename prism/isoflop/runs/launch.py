@@ -43,7 +43,9 @@ def run_config(row: Mapping[str, Any], data: str | Path, out: str | Path, **sett
     """
     # The plan's micro-batch only where it accumulates: an unaccumulated run's command is unchanged.
     micro = {"micro_batch": int(row["micro_batch"])} if int(row.get("accum_steps") or 1) > 1 else {}
-    run = RunConfig(**{key: row[key] for key in ROW_FIELDS}, data=str(data), out=str(out), **micro, **settings)
+    # The plan's lr where a given or fitted rule set it: a hand-rule run's command is unchanged.
+    lr = {"lr": float(row["lr"])} if row.get("lr") and row.get("lr_rule", "hand") != "hand" else {}
+    run = RunConfig(**{key: row[key] for key in ROW_FIELDS}, data=str(data), out=str(out), **micro, **lr, **settings)
     if "run_id" in row and run.run_id != row["run_id"]:
         raise PrismError(f"plan row {row['run_id']} does not match its fields (expected id {run.run_id})")
     return run

@@ -1,0 +1,276 @@
+"""The tuning stage: a short peak-lr sweep at a few widths spanning the grid, and the rule fitted to it.
+
+An IsoFLOP exponent is only as good as each run's training: a size trained off its optimal
+learning rate sits above its IsoFLOP curve, and if how far off drifts with size the fitted
+exponent drifts with it (Porian et al. 2024). So, before the grid (config `tune: {rule: fitted}`):
+
+1. `sweep_sizes` picks `tune.sizes` widths spanning the grid's candidates (smallest, largest and
+   evenly between in log d_model); `sweep_lrs` gives each `tune.lr_points` peak lrs, `tune.lr_step`
+   apart, centred on today's hand rule; every (size, lr) is an ordinary training run of
+   `tune.steps` steps (rules/tune.smk).
+2. `size_curve` fits, per width, a parabola of loss in ln lr around the lowest point: its vertex
+   (the optimum), the vertex's standard error (delta method) and the curvature (the loss a
+   misplaced lr costs). An optimum at the sweep's edge is refused: the range must bracket it.
+3. `fit_rule` fits ln lr* = ln c - p ln(d_model / 128) (weighted by the vertices' errors, one
+   width: p kept at the hand rule's 1) and its covariance by a parametric bootstrap over the
+   vertices; the result is an `LrRule` the plan reads (its runs then record their lr).
+
+Pure maths on plain records (numpy only).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from prism.atomic import write_text_atomic
+from prism.errors import PrismError
+from prism.options import option
+from prism.train.lr_rule import DEFAULT_MARGIN, RULE_KINDS, LrRule, given_rule, read_rule
+from prism.train.schedule import BASE_LR, D_REF, default_lr
+
+LEVEL = 0.8
+LR_DIR = re.compile(r"^lr([0-9.]+(?:e-?[0-9]+)?)$")
+
+
+@dataclass(frozen=True)
+class TuneOptions:
+    """The study's learning-rate rule and its tuning stage: the config's `tune:` section."""
+
+    rule: str = option(
+        "hand",
+        "the peak-lr rule of every run: hand, given or fitted",
+        choices=RULE_KINDS,
+        doc=(
+            "The peak learning rate rule of every run: hand (3e-3 x 128 / d_model, not tuned; the plan rows "
+            "record it, the run commands stay as they were), given (lr_c, lr_p, lr_q below, not measured) or "
+            "fitted (a sweep of peak lr at `sizes` widths before the grid, `prism isoflop tune`; the plan "
+            "reads the rule it writes to STUDY/FAMILY/tune/lr_rule.json and refuses a grid beyond its widths)."
+        ),
+    )
+    lr_c: float = option(
+        BASE_LR,
+        "given: lr at d_model 128 (and 1e8 tokens)",
+        metavar="C",
+        exclusive_minimum=0,
+        doc="given: lr = lr_c x (d_model/128)^-lr_p x (tokens/1e8)^-lr_q; lr_c is the lr at d_model 128.",
+    )
+    lr_p: float = option(1.0, "given: exponent of width", metavar="P", doc="given: the exponent of d_model.")
+    lr_q: float = option(
+        0.0,
+        "given: exponent of the run's tokens (0 under wsd)",
+        metavar="Q",
+        doc="given: the exponent of the run's tokens; a wsd study needs 0 (a trajectory serves every budget).",
+    )
+    margin: float = option(
+        DEFAULT_MARGIN,
+        "fitted: decades of d_model beyond the swept widths the rule may extrapolate",
+        metavar="DECADES",
+        minimum=0,
+        doc="fitted: the plan refuses a grid whose widths lie more than this many decades beyond the swept ones.",
+    )
+    sizes: int = option(3, "fitted: widths swept (smallest, largest, between)", metavar="K", minimum=1, doc=(
+        "fitted: widths swept, spanning the grid's candidates (smallest, largest and evenly between in log "
+        "d_model); one width fits c only (p stays 1)."))  # fmt: skip
+    lr_points: int = option(5, "fitted: peak lrs per width", metavar="N", minimum=3, doc=(
+        "fitted: peak lrs swept per width, centred on the hand rule's."))  # fmt: skip
+    lr_step: float = option(2.0, "fitted: factor between neighbouring swept lrs", metavar="F", exclusive_minimum=1,
+                            doc="fitted: the factor between neighbouring swept lrs (2: 1/4 to 4x the hand rule's).")  # fmt: skip
+    steps: int = option(200, "fitted: optimizer steps of each sweep run", metavar="N", minimum=10, doc=(
+        "fitted: optimizer steps of each sweep run (at plan.global_batch, the study's schedule and warm-up)."))  # fmt: skip
+    bootstrap: int = option(200, "fitted: bootstrap draws of the rule's interval", metavar="N", minimum=10, doc=(
+        "fitted: parametric bootstrap draws over the swept optima: the rule's interval and covariance."))  # fmt: skip
+    seed: int = option(0, "fitted: seed of the bootstrap", metavar="S", minimum=0, doc="fitted: seed of the bootstrap.")
+
+    @property
+    def fitted(self) -> bool:
+        return self.rule == "fitted"
+
+
+def study_rule(options: TuneOptions, rule_file: str | Path | None) -> LrRule:
+    """The rule a study's plan uses: hand, the given constants, or the fitted file."""
+    if options.rule == "given":
+        return given_rule(options.lr_c, options.lr_p, options.lr_q)
+    if options.rule == "fitted":
+        if rule_file is None:
+            raise PrismError("tune.rule fitted: no rule file given (--lr-rule-file)")
+        rule = read_rule(rule_file)
+        return LrRule(**{**rule.__dict__, "margin": options.margin})
+    return LrRule()
+
+
+# ---- the sweep's design ---------------------------------------------------------------
+
+
+def sweep_sizes(widths: dict[str, int], k: int) -> list[str]:
+    """`k` backbones spanning `widths` ({backbone: d_model}): smallest, largest, evenly between in log width."""
+    if not widths:
+        raise PrismError("tuning: no candidate sizes to sweep")
+    by_width: dict[int, str] = {}
+    for name, width in sorted(widths.items(), key=lambda kv: (kv[1], kv[0])):
+        by_width.setdefault(width, name)
+    ws = sorted(by_width)
+    if k >= len(ws):
+        return [by_width[w] for w in ws]
+    targets = np.linspace(math.log(ws[0]), math.log(ws[-1]), k)
+    chosen = []
+    for t in targets:
+        w = min(ws, key=lambda w: (abs(math.log(w) - t), w))
+        if by_width[w] not in chosen:
+            chosen.append(by_width[w])
+    return chosen
+
+
+def sweep_lrs(d_model: int, points: int, step: float) -> list[float]:
+    """`points` peak lrs `step` apart, centred on the hand rule's at this width (3 significant digits)."""
+    centre = default_lr(d_model)
+    return [float(f"{centre * step ** (i - (points - 1) / 2):.3g}") for i in range(points)]
+
+
+def lr_label(lr: float) -> str:
+    """A swept lr's folder name: `lr0.00375`."""
+    return f"lr{lr:.3g}"
+
+
+# ---- the fit ------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class SizeCurve:
+    """One width's sweep: loss against ln lr, its parabola's vertex and curvature."""
+
+    backbone: str
+    d_model: int
+    lrs: list[float]
+    losses: list[float]
+    ln_opt: float
+    ln_sd: float
+    curvature: float  # d^2 loss / d(ln lr)^2 / 2: the loss an lr off by e^delta costs is curvature x delta^2
+    inside: bool
+
+
+def size_curve(backbone: str, d_model: int, lrs: list[float], losses: list[float], noise: float = 1e-3) -> SizeCurve:
+    """The parabola in ln lr through the lowest loss and up to two points each side of it.
+
+    `noise` is the floor of the loss noise (a run's loss_se) where the parabola leaves no residual.
+    """
+    order = np.argsort(lrs)
+    x = np.log(np.asarray(lrs, float)[order])
+    y = np.asarray(losses, float)[order]
+    ok = np.isfinite(y)
+    x, y = x[ok], y[ok]
+    if len(x) < 3:
+        raise PrismError(f"tuning {backbone}: {len(x)} finished sweep runs with a finite loss; a parabola needs 3")
+    best = int(np.argmin(y))
+    inside = 0 < best < len(x) - 1
+    lo, hi = max(0, best - 2), min(len(x), best + 3)
+    if hi - lo < 3:
+        lo, hi = (0, 3) if best < 2 else (len(x) - 3, len(x))
+    xs, ys = x[lo:hi], y[lo:hi]
+    design = np.vander(xs, 3, increasing=True)
+    coef, *_ = np.linalg.lstsq(design, ys, rcond=None)
+    c0, c1, c2 = coef
+    dof = len(xs) - 3
+    resid = ys - design @ coef
+    s = max(noise, math.sqrt(float(resid @ resid) / dof) if dof > 0 else 0.0)
+    if c2 <= 0:
+        return SizeCurve(backbone, d_model, list(np.exp(x)), list(y), float(x[best]), float("inf"), 0.0, False)
+    x_opt = -c1 / (2 * c2)
+    cov = s * s * np.linalg.pinv(design.T @ design)
+    grad = np.array([0.0, -1 / (2 * c2), c1 / (2 * c2 * c2)])
+    sd = math.sqrt(max(0.0, float(grad @ cov @ grad)))
+    inside = inside and x[0] <= x_opt <= x[-1]
+    return SizeCurve(backbone, d_model, [float(v) for v in np.exp(x)], [float(v) for v in y], float(x_opt), sd,
+                     float(c2), bool(inside))  # fmt: skip
+
+
+def _line(ln_w: np.ndarray, ln_opt: np.ndarray, weight: np.ndarray) -> tuple[float, float]:
+    """(ln c, p) of ln lr* = ln c - p ln w (weighted); one width keeps p = 1."""
+    if len(np.unique(ln_w)) < 2:
+        return float(np.average(ln_opt + ln_w, weights=weight)), 1.0
+    slope, icpt = np.polyfit(ln_w, ln_opt, 1, w=np.sqrt(weight))
+    return float(icpt), float(-slope)
+
+
+def fit_rule(curves: list[SizeCurve], bootstrap: int = 200, seed: int = 0, margin: float = DEFAULT_MARGIN,
+             flops: float | None = None, source: str = "tuning stage") -> LrRule:  # fmt: skip
+    """The fitted `LrRule` of the sweep's curves; refuses (one line) a width whose optimum is at the sweep's edge."""
+    edge = [c for c in curves if not c.inside]
+    if edge:
+        names = ", ".join(f"{c.backbone} (lowest loss at lr {math.exp(c.ln_opt):.3g})" for c in edge)
+        raise PrismError(
+            f"tuning: the optimum of {names} is not inside its swept lrs; widen the sweep (tune.lr_points or "
+            "tune.lr_step)"
+        )
+    ln_w = np.log([c.d_model / D_REF for c in curves])
+    ln_opt = np.array([c.ln_opt for c in curves])
+    sd = np.array([max(c.ln_sd, 1e-3) for c in curves])
+    ln_c, p = _line(ln_w, ln_opt, 1 / sd**2)
+    # The vertices scatter about the line more than their own errors say: widen them by that factor.
+    if len(curves) > 2 and len(np.unique(ln_w)) > 1:
+        chi2 = float(np.sum(((ln_opt - (ln_c - p * ln_w)) / sd) ** 2)) / (len(curves) - 2)
+        sd = sd * math.sqrt(max(1.0, chi2))
+    rng = np.random.default_rng(seed)
+    draws = np.array([_line(ln_w, ln_opt + rng.normal(0, sd), 1 / sd**2) for _ in range(bootstrap)])
+    cov = np.cov(draws.T) if len(np.unique(ln_w)) > 1 else np.array([[np.var(draws[:, 0]), 0.0], [0.0, 0.0]])
+    widths = (float(min(c.d_model for c in curves)), float(max(c.d_model for c in curves)))
+    lo, hi = np.quantile(draws[:, 1], [(1 - LEVEL) / 2, (1 + LEVEL) / 2])
+    text = f"{source}: p {p:.3g} [{lo:.3g}, {hi:.3g}] on d_model {widths[0]:g}-{widths[1]:g}"
+    return LrRule("fitted", math.exp(ln_c), p, 0.0, widths, margin,
+                  ((float(cov[0, 0]), float(cov[0, 1])), (float(cov[1, 0]), float(cov[1, 1]))),
+                  [curve_json(c) for c in curves], flops, text)  # fmt: skip
+
+
+def curve_json(c: SizeCurve) -> dict:
+    return {"backbone": c.backbone, "d_model": c.d_model, "lrs": c.lrs, "losses": c.losses,
+            "ln_opt": c.ln_opt, "ln_sd": c.ln_sd, "curvature": c.curvature}  # fmt: skip
+
+
+# ---- the sweep's results --------------------------------------------------------------
+
+
+def read_sweep(metrics_files: list[str | Path], widths: dict[str, int]) -> tuple[list[SizeCurve], float]:
+    """Each width's curve from the sweep runs' metrics.json (.../RUN_ID/lrLR/metrics.json), and their FLOPs."""
+    by_size: dict[str, list[tuple[float, float, float]]] = {}
+    flops = 0.0
+    for f in metrics_files:
+        path = Path(f)
+        match = LR_DIR.match(path.parent.name)
+        if not match:
+            raise PrismError(f"tuning: {path} is not a sweep run's metrics (…/RUN_ID/lrLR/metrics.json)")
+        metrics = json.loads(path.read_text())
+        backbone = path.parent.parent.name.split("-", 1)[0]
+        loss = metrics.get("loss")
+        loss = float("nan") if loss is None or metrics.get("status") == "collapsed" else float(loss)
+        by_size.setdefault(backbone, []).append((float(match.group(1)), loss, float(metrics.get("loss_se") or 0)))
+        flops += float(metrics.get("flops") or 0.0)
+    curves = []
+    for backbone, rows in sorted(by_size.items(), key=lambda kv: widths.get(kv[0], 0)):
+        if backbone not in widths:
+            raise PrismError(f"tuning: sweep run of {backbone!r}, whose d_model is unknown")
+        noise = max([r[2] for r in rows] + [1e-4])
+        curves.append(size_curve(backbone, widths[backbone], [r[0] for r in rows], [r[1] for r in rows], noise))
+    return curves, flops
+
+
+def write_rule(rule: LrRule, out: str | Path) -> str:
+    """Write the rule file the plan reads; return the lines the tune job prints."""
+    write_text_atomic(Path(out), json.dumps(rule.to_json(), indent=1) + "\n")
+    lines = [f"{c['backbone']} (d_model {c['d_model']}): optimum lr {math.exp(c['ln_opt']):.3g} "
+             f"(x/ e^{c['ln_sd']:.2f}) in {min(c['lrs']):.3g}-{max(c['lrs']):.3g}" for c in rule.curves]  # fmt: skip
+    return "\n".join([*lines, rule.describe(), f"wrote {out}"])
+
+
+def tuning_cost_line(rule: LrRule, grid_flops: float) -> str | None:
+    """The plan's line on what the tuning stage cost, as a share of the grid's FLOPs."""
+    if rule.kind != "fitted" or not rule.flops or not grid_flops:
+        return None
+    return (
+        f"tuning stage: {rule.flops:.3g} FLOPs, {100 * rule.flops / grid_flops:.1f}% of the grid's "
+        f"{grid_flops:.3g} as independent runs"
+    )

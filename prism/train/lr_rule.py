@@ -1,0 +1,112 @@
+"""The peak learning rate of a run, by a stated rule: hand, given or fitted, never silent.
+
+    lr = c * (d_model / D_REF)^-p * (tokens / TOKENS_REF)^-q
+
+- `hand`: today's rule (prism.train.schedule.default_lr: c = 3e-3, p = 1, q = 0), nothing measured;
+- `given`: the study's own constants (config `tune:` lr_c, lr_p, lr_q), nothing measured;
+- `fitted`: what the tuning stage measured (prism.isoflop.design.tuning writes it as JSON): its
+  constants, the widths it swept, and the covariance of (ln c, p), so that the rule's own
+  uncertainty at any width is known (`ln_sd`) and a grid outside the swept widths (beyond
+  `margin` decades) is refused.
+
+Pure Python: the plan and the CLI read it without torch or numpy.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+from prism.errors import PrismError
+from prism.train.schedule import BASE_LR, D_REF
+
+RULE_KINDS = ("hand", "given", "fitted")
+TOKENS_REF = 1e8
+DEFAULT_MARGIN = 0.3
+
+
+@dataclass(frozen=True)
+class LrRule:
+    """A peak-lr rule; `fitted` ones carry the widths they were measured on and their uncertainty."""
+
+    kind: str = "hand"
+    c: float = BASE_LR
+    p: float = 1.0
+    q: float = 0.0
+    # fitted: [min, max] d_model swept, the decades beyond it the rule may extrapolate, and the
+    # covariance [[var ln c, cov], [cov, var p]] of the fit (None: not measured).
+    widths: tuple[float, float] | None = None
+    margin: float = DEFAULT_MARGIN
+    cov: tuple[tuple[float, float], tuple[float, float]] | None = None
+    # fitted: the sweep's curves per swept width (d_model, ln lr optimum, loss curvature per (ln lr)^2)
+    # and what the sweep cost, for the sensitivity of the answer and the plan's cost line.
+    curves: list[dict] = field(default_factory=list)
+    flops: float | None = None
+    source: str = "prism.train.schedule (3e-3 x 128 / d_model), not tuned"
+
+    def __post_init__(self) -> None:
+        if self.kind not in RULE_KINDS:
+            raise PrismError(f"lr rule: unknown kind {self.kind!r}; valid: {', '.join(RULE_KINDS)}")
+        if not (self.c > 0 and math.isfinite(self.c)):
+            raise PrismError(f"lr rule ({self.kind}): c must be a positive number, got {self.c!r}")
+
+    def lr(self, d_model: float, tokens: float | None = None) -> float:
+        """The peak learning rate of a run of this width (and tokens, where q != 0)."""
+        value = self.c * (d_model / D_REF) ** -self.p
+        if self.q:
+            if not tokens:
+                raise PrismError(f"lr rule ({self.kind}): q = {self.q:g} needs the run's tokens")
+            value *= (tokens / TOKENS_REF) ** -self.q
+        return value
+
+    def ln_sd(self, d_model: float) -> float | None:
+        """Standard deviation of ln lr the rule predicts at this width (None: not measured)."""
+        if self.cov is None:
+            return None
+        x = math.log(d_model / D_REF)
+        (v_c, cv), (_, v_p) = self.cov
+        return math.sqrt(max(0.0, v_c + x * x * v_p - 2.0 * x * cv))
+
+    def check_covers(self, widths: list[float], source: str = "the plan") -> None:
+        """Refuse, in one line, a grid whose widths lie beyond the fitted range by more than `margin` decades."""
+        if self.widths is None or not widths:
+            return
+        lo, hi = self.widths
+        below = math.log10(lo / min(widths))
+        above = math.log10(max(widths) / hi)
+        if max(below, above) > self.margin + 1e-9:
+            raise PrismError(
+                f"{source}: the lr rule ({self.source}) was fitted on d_model {lo:g}-{hi:g}, but the grid spans "
+                f"{min(widths):g}-{max(widths):g}, more than tune.margin {self.margin:g} decades beyond it; "
+                "sweep sizes that span the grid (tune.sizes) or widen tune.margin"
+            )
+
+    def describe(self) -> str:
+        """One line naming the rule and where it comes from."""
+        law = f"lr = {self.c:.3g} x (d_model/{D_REF})^-{self.p:.3g}"
+        if self.q:
+            law += f" x (tokens/{TOKENS_REF:.0e})^-{self.q:.3g}"
+        return f"lr rule {self.kind}: {law} ({self.source})"
+
+    def to_json(self) -> dict:
+        return asdict(self)
+
+
+def given_rule(c: float, p: float, q: float) -> LrRule:
+    return LrRule("given", c, p, q, source="given in config tune: lr_c, lr_p, lr_q; not measured")
+
+
+def read_rule(path: str | Path) -> LrRule:
+    """A fitted rule file written by `prism isoflop tune`; one clear line when it is missing or not one."""
+    path = Path(path)
+    if not path.is_file():
+        raise PrismError(f"lr rule {path}: no such file (the tuning stage writes it: `prism isoflop tune`)")
+    try:
+        data = json.loads(path.read_text())
+        widths = tuple(data.pop("widths")) if data.get("widths") else None
+        cov = tuple(tuple(r) for r in data.pop("cov")) if data.get("cov") else None
+        return LrRule(**{k: v for k, v in data.items() if k not in ("widths", "cov")}, widths=widths, cov=cov)
+    except (ValueError, TypeError, KeyError) as err:
+        raise PrismError(f"lr rule {path}: not a rule file ({err}); write it again with `prism isoflop tune`") from None

@@ -1,0 +1,38 @@
+# Stage 2a (tune.rule: fitted): a short sweep of peak learning rate at a few widths spanning the
+# grid, then the lr rule fitted to it, which the plan reads (prism.isoflop.design.tuning). Each
+# sweep run is an ordinary training job (the grid's shell line and resources: it runs on the
+# cluster profile like them), resumable, and only metrics.json is its output.
+
+
+rule tune_run:
+    input:
+        unpack(W.tune.run_inputs),
+    output:
+        f"{STUDY}/{{family}}/tune/{{run_id}}/lr{{lr}}/metrics.json",
+    wildcard_constraints:
+        lr=r"[0-9.]+(e-?[0-9]+)?",
+    log:
+        S.logfile("tune", "{family}", "{run_id}", "lr{lr}"),
+    params:
+        run=W.tune.run_args,
+        body=W.tune.run_body,
+    threads: S.train.threads
+    resources:
+        **W.tune.run_resources(),
+    shell:
+        TRAINING_SHELL + TRAINING_KEEPS_OUTPUT
+
+
+rule tune:
+    input:
+        W.tune.metrics,
+    output:
+        f"{STUDY}/{{family}}/tune/lr_rule.json",
+    log:
+        S.logfile("tune", "{family}"),
+    params:
+        flags=W.tune.fit_args,
+    threads: 1
+    shell:
+        "prism isoflop tune {params.flags:q} --out {output:q} {input:q} > {log:q} 2>&1"
+        " || {{ tail -n 1 {log:q} >&2; exit 1; }}; tail -n 2 {log:q} >&2"
