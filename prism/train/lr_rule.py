@@ -108,5 +108,5 @@ def read_rule(path: str | Path) -> LrRule:
         widths = tuple(data.pop("widths")) if data.get("widths") else None
         cov = tuple(tuple(r) for r in data.pop("cov")) if data.get("cov") else None
         return LrRule(**{k: v for k, v in data.items() if k not in ("widths", "cov")}, widths=widths, cov=cov)
-    except (ValueError, TypeError, KeyError) as err:
+    except (ValueError, TypeError, KeyError, AttributeError) as err:
         raise PrismError(f"lr rule {path}: not a rule file ({err}); write it again with `prism isoflop tune`") from None

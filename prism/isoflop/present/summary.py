@@ -134,6 +134,14 @@ def verdict_robustness_lines(fit) -> list[str]:
     return lines
 
 
+def lr_lines(folder: Path, fit) -> list[str]:
+    """The learning-rate rule of the study and, for a fitted one, a's sensitivity to it (fit.lr_sensitivity)."""
+    from prism.isoflop.fit.lr_sensitivity import family_lr_lines  # noqa: PLC0415 lazy: numpy
+
+    a2 = fit.approach2
+    return family_lr_lines(folder, tuple(a2.a_ci) if a2 is not None and a2.a_ci else None)
+
+
 def runs_lines(csv_path: Path) -> list[str]:
     """Runs not fitted (collapsed, stale, incomplete, error) and runs with warnings; estimate against actual time."""
     if not csv_path.is_file():
@@ -202,6 +210,7 @@ def summarize(family_dirs: list[str | Path]) -> str:
                 continue
             try:
                 out += fit_lines(fit)
+                out += lr_lines(folder, fit)
                 out += runs_lines(folder / "runs.csv")
             except (KeyError, TypeError, ValueError, AttributeError, OSError, csv.Error) as err:
                 out.append(f"  (not summarised: {type(err).__name__}: {err}; see {path.with_suffix('.md')})")

@@ -1,0 +1,112 @@
+"""The tuning stage's maths: which widths and lrs it sweeps, the optimum per width, the fitted rule."""
+
+from __future__ import annotations
+
+import json
+import math
+
+import numpy as np
+import pytest
+
+from prism.errors import PrismError
+from prism.isoflop.design.tuning import (
+    TuneOptions,
+    fit_rule,
+    lr_label,
+    read_sweep,
+    size_curve,
+    study_rule,
+    sweep_lrs,
+    sweep_sizes,
+    tuning_cost_line,
+    write_rule,
+)
+from prism.train.schedule import default_lr
+
+
+def _curve_losses(lrs, lr_opt, k=0.05, floor=3.0, noise=0.0, rng=None):
+    x = np.log(np.asarray(lrs) / lr_opt)
+    out = floor + k * x**2
+    return list(out + (rng.normal(0, noise, len(out)) if rng is not None else 0))
+
+
+def test_sweep_spans_the_widths_smallest_middle_largest():
+    widths = {"a": 32, "b": 48, "c": 64, "d": 96, "e": 128, "f": 192, "f2": 192}
+    assert sweep_sizes(widths, 3) == ["a", "d", "f"]
+    assert sweep_sizes(widths, 10) == ["a", "b", "c", "d", "e", "f"]  # one name per width
+    assert sweep_sizes({"x": 64}, 3) == ["x"]
+
+
+def test_swept_lrs_are_centred_on_the_hand_rule():
+    lrs = sweep_lrs(64, 5, 2.0)
+    assert lrs[2] == pytest.approx(default_lr(64), rel=1e-3)
+    assert lrs[0] == pytest.approx(default_lr(64) / 4, rel=1e-3) and lrs[-1] == pytest.approx(default_lr(64) * 4, rel=1e-3)
+    assert lr_label(0.0015) == "lr0.0015"
+
+
+def test_size_curve_finds_the_vertex_and_curvature():
+    lrs = sweep_lrs(64, 5, 2.0)
+    curve = size_curve("n", 64, lrs, _curve_losses(lrs, 0.004, k=0.05))
+    assert curve.inside
+    assert math.exp(curve.ln_opt) == pytest.approx(0.004, rel=1e-6)
+    assert curve.curvature == pytest.approx(0.05, rel=1e-6)
+
+
+def test_an_optimum_at_the_edge_of_the_sweep_is_refused_in_one_line():
+    lrs = sweep_lrs(64, 5, 2.0)
+    edge = size_curve("n64", 64, lrs, _curve_losses(lrs, lrs[-1] * 3))
+    assert not edge.inside
+    good = size_curve("n32", 32, lrs, _curve_losses(lrs, lrs[2]))
+    with pytest.raises(PrismError, match=r"n64 .* not inside its swept lrs; widen") as err:
+        fit_rule([good, edge])
+    assert "\n" not in str(err.value)
+
+
+def test_fitted_rule_recovers_a_known_law_with_an_interval():
+    rng = np.random.default_rng(1)
+    c, p = 5e-3, 0.7
+    curves = []
+    for width in (32, 64, 128, 192):
+        lrs = sweep_lrs(width, 5, 2.0)
+        truth = c * (width / 128) ** -p
+        curves.append(size_curve(f"w{width}", width, lrs, _curve_losses(lrs, truth, noise=2e-3, rng=rng), 2e-3))
+    rule = fit_rule(curves, bootstrap=200, seed=0, flops=1e12)
+    assert rule.kind == "fitted" and rule.widths == (32.0, 192.0)
+    assert rule.p == pytest.approx(p, abs=0.15)
+    assert rule.lr(128) == pytest.approx(c, rel=0.15)
+    assert 0 < rule.ln_sd(128) < 0.3
+    assert "p 0." in rule.source and "[" in rule.source
+
+
+def test_one_width_fits_the_constant_and_keeps_the_hand_exponent():
+    lrs = sweep_lrs(64, 5, 2.0)
+    rule = fit_rule([size_curve("w64", 64, lrs, _curve_losses(lrs, 0.01))], bootstrap=20)
+    assert rule.p == 1.0 and rule.lr(64) == pytest.approx(0.01, rel=1e-3)
+
+
+def test_sweep_read_from_metrics_files_and_written_for_the_plan(tmp_path):
+    files = []
+    for width, name in ((32, "n11e3"), (64, "n36e3")):
+        for lr in sweep_lrs(width, 5, 2.0):
+            run = tmp_path / f"{name}-BASE-e2e-C1e10" / lr_label(lr)
+            run.mkdir(parents=True)
+            loss = _curve_losses([lr], default_lr(width) * 1.5)[0]
+            (run / "metrics.json").write_text(json.dumps({"loss": loss, "loss_se": 1e-3, "flops": 1e9}))
+            files.append(run / "metrics.json")
+    curves, flops = read_sweep(files, {"n11e3": 32, "n36e3": 64})
+    assert [c.d_model for c in curves] == [32, 64] and flops == pytest.approx(10e9)
+    rule = fit_rule(curves, bootstrap=50, flops=flops)
+    text = write_rule(rule, tmp_path / "lr_rule.json")
+    assert "wrote" in text
+    back = study_rule(TuneOptions(rule="fitted", margin=0.5), tmp_path / "lr_rule.json")
+    assert back.margin == 0.5 and back.lr(48) == pytest.approx(rule.lr(48))
+    assert "1.0% of the grid" in tuning_cost_line(back, 1e12)
+    with pytest.raises(PrismError, match="not a sweep run"):
+        read_sweep([tmp_path / "metrics.json"], {})
+
+
+def test_study_rule_hand_and_given():
+    assert study_rule(TuneOptions(), None).kind == "hand"
+    given = study_rule(TuneOptions(rule="given", lr_c=1e-2, lr_p=0.5), None)
+    assert given.kind == "given" and given.lr(512) == pytest.approx(5e-3)
+    assert tuning_cost_line(given, 1e12) is None
