@@ -1,0 +1,49 @@
+"""a's sensitivity to the lr: a penalty the same at every size leaves a where it is; one that grows with
+size moves it; a rule without a sweep says the lr was not tuned."""
+
+from __future__ import annotations
+
+import pytest
+
+from prism.isoflop.fit.lr_sensitivity import lr_penalty, lr_sensitivity, sensitivity_lines
+from prism.isoflop.records import CHINCHILLA_EPOCH
+from prism.isoflop.synthetic import isoflop_study
+from prism.train.lr_rule import LrRule
+
+CURVES = [{"d_model": 32, "curvature": 0.05}, {"d_model": 512, "curvature": 0.05}]
+
+
+def _study():
+    records = isoflop_study(CHINCHILLA_EPOCH, [1e18, 1e19, 1e20, 1e21], per_budget=7)
+    # a width per size, from 32 at the smallest N to 512 at the largest
+    ns = sorted({r.params for r in records})
+    width = {n: 32 * 16 ** (i / (len(ns) - 1)) for i, n in enumerate(ns)}
+    return records, [width[r.params] for r in records]
+
+
+def test_penalty_is_curvature_times_the_rules_interval_squared():
+    rule = LrRule("fitted", cov=((0.04, 0.0), (0.0, 0.0)), curves=CURVES)
+    assert lr_penalty(rule, 100) == pytest.approx(0.05 * (1.2816 * 0.2) ** 2)
+    assert lr_penalty(LrRule(), 100) is None
+
+
+def test_the_same_penalty_everywhere_leaves_a_alone_and_a_growing_one_moves_it():
+    records, widths = _study()
+    flat = lr_sensitivity(records, widths, LrRule("fitted", cov=((0.04, 0.0), (0.0, 0.0)), curves=CURVES))
+    assert flat.shift == pytest.approx(0.0, abs=1e-6)
+    # var p > 0: the rule is surer near d_model 128 than far from it, so the penalty grows with size there
+    growing = LrRule("fitted", cov=((0.0, 0.0), (0.0, 1.0)), curves=[{"d_model": 32, "curvature": 0.0},
+                                                                      {"d_model": 512, "curvature": 0.2}])
+    moved = lr_sensitivity(records, widths, growing)
+    assert abs(moved.shift) > 0.01 and moved.penalty_max > moved.penalty_min
+
+
+def test_lines_name_the_rule_and_when_the_lr_dominates():
+    hand = sensitivity_lines(LrRule(), None, (0.4, 0.6))
+    assert any("not tuned" in line for line in hand)
+    records, widths = _study()
+    rule = LrRule("fitted", cov=((0.0, 0.0), (0.0, 1.0)), curves=[{"d_model": 32, "curvature": 0.0},
+                                                                   {"d_model": 512, "curvature": 0.2}])
+    found = lr_sensitivity(records, widths, rule)
+    assert "DOMINATES" in sensitivity_lines(rule, found, (found.a - 0.001, found.a + 0.001))[-1]
+    assert "noise dominates" in sensitivity_lines(rule, found, (found.a - 10, found.a + 10))[-1]
