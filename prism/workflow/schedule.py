@@ -325,7 +325,8 @@ class WsdSchedule(Schedule):
         row = {"family": wildcards.family, "backbone": t.backbone, "variant": t.variant, "regime": t.regime,
                # a segment is a run of its whole prefix's FLOPs (its steps are --max-steps)
                "budget": float(budget_str(end * t.step_flops)), "global_batch": t.global_batch,
-               "micro_batch": t.micro_batch, "accum_steps": t.accum_steps, "lr": t.lr, "lr_rule": t.lr_rule}  # fmt: skip
+               "micro_batch": t.micro_batch, "accum_steps": t.accum_steps,
+               "lr": t.lr, "lr_rule": t.lr_rule}  # fmt: skip
         init = {}
         if "start" in input.keys():
             init_from, init_step = kept_origin(input.start)

@@ -52,22 +52,23 @@ class TuneStage:
     def metrics(self, wildcards: Any) -> list[str]:
         """The tune job's inputs: every sweep run's metrics.json."""
         family, tune_dir = wildcards.family, self.study.tune_dir(wildcards.family)
-        return [f"{tune_dir}/{run_id(r['backbone'], r['variant'], r['regime'], r['budget'])}/{lr_label(lr)}/metrics.json"
-                for r, lr in self.runs(family)]  # fmt: skip
+        ids = [(run_id(r["backbone"], r["variant"], r["regime"], r["budget"]), lr) for r, lr in self.runs(family)]
+        return [f"{tune_dir}/{rid}/{lr_label(lr)}/metrics.json" for rid, lr in ids]
 
     def _row_of(self, wildcards: Any) -> dict[str, Any]:
         return self.row(wildcards.family, resources.backbone_of(wildcards))
 
     def run_inputs(self, wildcards: Any) -> dict[str, str]:
         row, study = self._row_of(wildcards), self.study
-        return {"data": study.data_dir(wildcards.family),
-                "calibration": study.calibration_file(wildcards.family, row["backbone"], row["variant"], row["regime"])}  # fmt: skip
+        calibration = study.calibration_file(wildcards.family, row["backbone"], row["variant"], row["regime"])
+        return {"data": study.data_dir(wildcards.family), "calibration": calibration}
 
     def run_args(self, wildcards: Any, input: Any) -> str:
         """The sweep run's `prism train` flags: its row at `lr`, `tune.steps` steps, the study's warm-up."""
         out = self.run_dir(wildcards.family, wildcards.run_id, wildcards.lr)
         return training_command(self.study, self._row_of(wildcards), input.data, out, input.calibration,
-                                lr=float(wildcards.lr), max_steps=self.study.tune.steps, warmup=self.study.warmup)  # fmt: skip
+                                lr=float(wildcards.lr), max_steps=self.study.tune.steps,
+                                warmup=self.study.warmup)  # fmt: skip
 
     def run_body(self, wildcards: Any) -> str:
         return f"{self.run_dir(wildcards.family, wildcards.run_id, wildcards.lr)}/launch.sh"

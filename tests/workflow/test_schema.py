@@ -18,6 +18,7 @@ from prism.data.options import LoaderOptions
 from prism.families import FAMILIES
 from prism.isoflop.design.calibrate import CalibrateOptions
 from prism.isoflop.design.plan import PlanOptions
+from prism.isoflop.design.tuning import TuneOptions
 from prism.isoflop.fit.fit import METHODS as FIT_METHODS
 from prism.isoflop.fit.fit import FitOptions
 from prism.isoflop.present.options import PlotOptions
@@ -40,6 +41,7 @@ SECTIONS = {
     "fit": FitOptions,
     "plot": PlotOptions,
     "train": TrainOptions,
+    "tune": TuneOptions,
 }
 
 

@@ -646,31 +646,15 @@ def make_plan(
     lr_rule: LrRule | None = None,
     **overrides,
 ) -> dict:
-    """The whole plan as a dict (the plan.yaml content): `plan_runs` plus the forecast.
-
-    `cooldown_fraction` is the wsd cooldown the study trains with: what the grid costs as trajectories
-    (`schedules`), not which runs it holds. `overrides` replace fields of `options` (e.g. `window=0.3`).
-    """
+    """The whole plan as a dict (the plan.yaml content): `plan_runs` plus the forecast. `cooldown_fraction`:
+    the wsd cooldown the study trains with, what the grid costs as trajectories (`schedules`), not which runs
+    it holds. `overrides` replace fields of `options` (e.g. `window=0.3`), for tests and scripts."""
     from prism.isoflop.design import forecast as fc_mod  # noqa: PLC0415 lazy: the CLI's parser imports this module
 
     options = replace(options or PlanOptions(), **overrides)
-    study = plan_runs(
-        family,
-        budgets,
-        calibration_dir,
-        options,
-        regime=regime,
-        backbones=backbones,
-        variants=variants,
-        out=out,
-        scaling_study_dir=scaling_study_dir,
-        data=data,
-        job_ranks=job_ranks,
-        ranks_per_node=ranks_per_node,
-        spec=spec,
-        devices=devices,
-        lr_rule=lr_rule,
-    )
+    study = plan_runs(family, budgets, calibration_dir, options, regime=regime, backbones=backbones, variants=variants,
+                      out=out, scaling_study_dir=scaling_study_dir, data=data, job_ranks=job_ranks,
+                      ranks_per_node=ranks_per_node, spec=spec, devices=devices, lr_rule=lr_rule)  # fmt: skip
     centre, plans, runs = study.centre, study.plans, study.runs
     refused = [{"budget": p.budget, "reason": p.refused} for p in plans if p.refused]
     fc = fc_mod.forecast_plan(

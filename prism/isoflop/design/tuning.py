@@ -74,17 +74,44 @@ class TuneOptions:
         minimum=0,
         doc="fitted: the plan refuses a grid whose widths lie more than this many decades beyond the swept ones.",
     )
-    sizes: int = option(3, "fitted: widths swept (smallest, largest, between)", metavar="K", minimum=1, doc=(
-        "fitted: widths swept, spanning the grid's candidates (smallest, largest and evenly between in log "
-        "d_model); one width fits c only (p stays 1)."))  # fmt: skip
-    lr_points: int = option(5, "fitted: peak lrs per width", metavar="N", minimum=3, doc=(
-        "fitted: peak lrs swept per width, centred on the hand rule's."))  # fmt: skip
-    lr_step: float = option(2.0, "fitted: factor between neighbouring swept lrs", metavar="F", exclusive_minimum=1,
-                            doc="fitted: the factor between neighbouring swept lrs (2: 1/4 to 4x the hand rule's).")  # fmt: skip
-    steps: int = option(200, "fitted: optimizer steps of each sweep run", metavar="N", minimum=10, doc=(
-        "fitted: optimizer steps of each sweep run (at plan.global_batch, the study's schedule and warm-up)."))  # fmt: skip
-    bootstrap: int = option(200, "fitted: bootstrap draws of the rule's interval", metavar="N", minimum=10, doc=(
-        "fitted: parametric bootstrap draws over the swept optima: the rule's interval and covariance."))  # fmt: skip
+    sizes: int = option(
+        3,
+        "fitted: widths swept (smallest, largest, between)",
+        metavar="K",
+        minimum=1,
+        doc=(
+            "fitted: widths swept, spanning the grid's candidates (smallest, largest and evenly between in log "
+            "d_model); one width fits c only (p stays 1)."
+        ),
+    )
+    lr_points: int = option(
+        5,
+        "fitted: peak lrs per width",
+        metavar="N",
+        minimum=3,
+        doc="fitted: peak lrs swept per width, centred on the hand rule's.",
+    )
+    lr_step: float = option(
+        2.0,
+        "fitted: factor between neighbouring swept lrs",
+        metavar="F",
+        exclusive_minimum=1,
+        doc="fitted: the factor between neighbouring swept lrs (2: 1/4 to 4x the hand rule's).",
+    )
+    steps: int = option(
+        200,
+        "fitted: optimizer steps of each sweep run",
+        metavar="N",
+        minimum=10,
+        doc="fitted: optimizer steps of each sweep run (at plan.global_batch, the study's schedule and warm-up).",
+    )
+    bootstrap: int = option(
+        200,
+        "fitted: bootstrap draws of the rule's interval",
+        metavar="N",
+        minimum=10,
+        doc="fitted: parametric bootstrap draws over the swept optima: the rule's interval and covariance.",
+    )
     seed: int = option(0, "fitted: seed of the bootstrap", metavar="S", minimum=0, doc="fitted: seed of the bootstrap.")
 
     @property

@@ -40,7 +40,9 @@ def test_sweep_spans_the_widths_smallest_middle_largest():
 def test_swept_lrs_are_centred_on_the_hand_rule():
     lrs = sweep_lrs(64, 5, 2.0)
     assert lrs[2] == pytest.approx(default_lr(64), rel=1e-3)
-    assert lrs[0] == pytest.approx(default_lr(64) / 4, rel=1e-3) and lrs[-1] == pytest.approx(default_lr(64) * 4, rel=1e-3)
+    assert lrs[0] == pytest.approx(default_lr(64) / 4, rel=1e-3) and lrs[-1] == pytest.approx(
+        default_lr(64) * 4, rel=1e-3
+    )
     assert lr_label(0.0015) == "lr0.0015"
 
 

@@ -32,8 +32,11 @@ def test_the_same_penalty_everywhere_leaves_a_alone_and_a_growing_one_moves_it()
     flat = lr_sensitivity(records, widths, LrRule("fitted", cov=((0.04, 0.0), (0.0, 0.0)), curves=CURVES))
     assert flat.shift == pytest.approx(0.0, abs=1e-6)
     # var p > 0: the rule is surer near d_model 128 than far from it, so the penalty grows with size there
-    growing = LrRule("fitted", cov=((0.0, 0.0), (0.0, 1.0)), curves=[{"d_model": 32, "curvature": 0.0},
-                                                                      {"d_model": 512, "curvature": 0.2}])
+    growing = LrRule(
+        "fitted",
+        cov=((0.0, 0.0), (0.0, 1.0)),
+        curves=[{"d_model": 32, "curvature": 0.0}, {"d_model": 512, "curvature": 0.2}],
+    )
     moved = lr_sensitivity(records, widths, growing)
     assert abs(moved.shift) > 0.01 and moved.penalty_max > moved.penalty_min
 
@@ -42,8 +45,11 @@ def test_lines_name_the_rule_and_when_the_lr_dominates():
     hand = sensitivity_lines(LrRule(), None, (0.4, 0.6))
     assert any("not tuned" in line for line in hand)
     records, widths = _study()
-    rule = LrRule("fitted", cov=((0.0, 0.0), (0.0, 1.0)), curves=[{"d_model": 32, "curvature": 0.0},
-                                                                   {"d_model": 512, "curvature": 0.2}])
+    rule = LrRule(
+        "fitted",
+        cov=((0.0, 0.0), (0.0, 1.0)),
+        curves=[{"d_model": 32, "curvature": 0.0}, {"d_model": 512, "curvature": 0.2}],
+    )
     found = lr_sensitivity(records, widths, rule)
     assert "DOMINATES" in sensitivity_lines(rule, found, (found.a - 0.001, found.a + 0.001))[-1]
     assert "noise dominates" in sensitivity_lines(rule, found, (found.a - 10, found.a + 10))[-1]

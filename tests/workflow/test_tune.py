@@ -1,0 +1,39 @@
+"""The tuning stage through the real workflow: a peak-lr sweep as training jobs before the plan, the rule
+fitted to it, and a plan whose runs use that rule (each row records its lr)."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+import yaml
+
+from prism.model.config import backbone_config
+from prism.train.lr_rule import read_rule
+
+from .wfhelpers import STUDY, job_counts, make_workdir, snakemake
+
+pytestmark = [pytest.mark.workflow, pytest.mark.slow]
+
+TUNE = {"tune": {"rule": "fitted", "steps": 40, "lr_step": 3.0}}
+
+
+def test_tuning_stage_fits_a_rule_the_plan_uses(tmp_path):
+    work = make_workdir(tmp_path / "tune", TUNE)
+    counts = job_counts(snakemake(work, "-n", "plan_text_image").stdout)
+    assert counts["tune_run"] == 15 and counts["tune"] == 1  # 3 sizes x 5 lrs, then the fit
+
+    snakemake(work, "plan_text_image", "--cores", "2")
+    rule = read_rule(work / STUDY / "tune" / "lr_rule.json")
+    assert rule.kind == "fitted" and rule.flops > 0 and len(rule.curves) == 3
+    for curve in rule.curves:  # each width's optimum inside its swept lrs
+        assert min(curve["lrs"]) < math.exp(curve["ln_opt"]) < max(curve["lrs"])
+    plan = yaml.safe_load((work / STUDY / "plan.yaml").read_text())
+    for row in plan["runs"]:
+        assert row["lr_rule"] == "fitted"
+        assert row["lr"] == pytest.approx(rule.lr(backbone_config(row["backbone"]).d_model), rel=1e-3)
+    log = (work / "scaling-study" / "logs" / "plan" / "text_image.log").read_text()
+    assert "lr rule fitted" in log and "% of the grid's" in log
+
+    # Incremental: the sweep and the rule are files; nothing is trained or fitted again.
+    assert "Nothing to be done" in snakemake(work, "-n", "plan_text_image").stdout

@@ -1,0 +1,80 @@
+"""Does the fitted lr rule train at least as well as the hand rule? Final losses of both, per size, over seeds.
+
+    python tools/bench_lr_rule.py --study scaling-study [--backbones n11e3,n4e4,n2e5] [--budget 4e11] [--seeds 0,1]
+
+`--study` is a study folder whose tuning stage has run (STUDY/text_image/tune/lr_rule.json,
+e.g. `snakemake scaling-study/text_image/tune/lr_rule.json --config 'tune={"rule": "fitted"}'`),
+with its data and calibrations. For each backbone and seed it trains two cosine runs of the
+budget at the plan's batch and warm-up, one at the hand rule's peak lr, one at the fitted
+rule's (`prism train`, one after the other, one thread each), and prints each size's median
+final loss under both and whether the fitted rule is at least as low at every size. Runs go to
+STUDY/bench_lr_rule/ (a rerun resumes or reuses them).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import subprocess
+import sys
+from pathlib import Path
+
+from prism.model.config import backbone_config
+from prism.train.lr_rule import read_rule
+from prism.train.schedule import default_lr
+
+
+def train(study: Path, backbone: str, budget: float, seed: int, lr: float, tag: str, batch: int, warmup: int) -> float:
+    """One run's final loss (trained unless its metrics.json exists)."""
+    out = study / "bench_lr_rule" / f"{backbone}-{tag}-s{seed}"
+    metrics = out / "metrics.json"
+    if not metrics.is_file():
+        cal = study / "calibration" / f"text_image__{backbone}__BASE__e2e.json"
+        cmd = [sys.executable, "-m", "prism", "train", "--family", "text_image", "--backbone", backbone,
+               "--variant", "BASE", "--regime", "e2e", "--budget", f"{budget:g}", "--data",
+               str(study / "data" / "text_image"), "--out", str(out), "--global-batch", str(batch),
+               "--calibration", str(cal), "--lr", f"{lr:.4g}", "--warmup", str(warmup), "--seed", str(seed),
+               "--schedule", "cosine", "--eval-samples", "64", "--final-eval-samples", "2048",
+               "--device", "cpu", "--threads", "1"]  # fmt: skip
+        subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL)
+    return float(json.loads(metrics.read_text())["loss"])
+
+
+def main() -> int:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--study", required=True)
+    p.add_argument("--backbones", default="n11e3,n4e4,n2e5")
+    p.add_argument("--budget", type=float, default=4e11)
+    p.add_argument("--seeds", default="0,1")
+    p.add_argument("--batch", type=int, default=32)
+    p.add_argument("--warmup", type=int, default=50)
+    args = p.parse_args()
+    study = Path(args.study)
+    rule = read_rule(study / "text_image" / "tune" / "lr_rule.json")
+    print(rule.describe())
+    seeds = [int(s) for s in args.seeds.split(",")]
+    worse = []
+    print(f"{'backbone':<8} {'d_model':>7} {'hand lr':>8} {'fitted lr':>9} {'hand loss':>9} {'fitted loss':>11}")
+    for backbone in args.backbones.split(","):
+        width = backbone_config(backbone).d_model
+        lrs = {"hand": default_lr(width), "fitted": rule.lr(width)}
+        med = {
+            tag: statistics.median(
+                train(study, backbone, args.budget, s, lr, tag, args.batch, args.warmup) for s in seeds
+            )
+            for tag, lr in lrs.items()
+        }
+        row = f"{backbone:<8} {width:>7} {lrs['hand']:>8.3g} {lrs['fitted']:>9.3g}"
+        print(f"{row} {med['hand']:>9.4f} {med['fitted']:>11.4f}")
+        if med["fitted"] > med["hand"]:
+            worse.append(backbone)
+    print(
+        f"fitted at least as low as hand at every size: {not worse}"
+        + (f" (not at {', '.join(worse)})" if worse else "")
+    )
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
