@@ -10,7 +10,8 @@ exponent drifts with it (Porian et al. 2024). So, before the grid (config `tune:
    `tune.steps` steps (rules/tune.smk).
 2. `size_curve` fits, per width, a parabola of loss in ln lr around the lowest point: its vertex
    (the optimum), the vertex's standard error (delta method) and the curvature (the loss a
-   misplaced lr costs). An optimum at the sweep's edge is refused: the range must bracket it.
+   misplaced lr costs). A vertex outside the swept lrs (or a parabola that is not convex) is
+   refused: the range must bracket the optimum.
 3. `fit_rule` fits ln lr* = ln c - p ln(d_model / 128) (weighted by the vertices' errors, one
    width: p kept at the hand rule's 1) and its covariance by a parametric bootstrap over the
    vertices; the result is an `LrRule` the plan reads (its runs then record their lr).
@@ -194,7 +195,6 @@ def size_curve(backbone: str, d_model: int, lrs: list[float], losses: list[float
     if len(x) < 3:
         raise PrismError(f"tuning {backbone}: {len(x)} finished sweep runs with a finite loss; a parabola needs 3")
     best = int(np.argmin(y))
-    inside = 0 < best < len(x) - 1
     lo, hi = max(0, best - 2), min(len(x), best + 3)
     if hi - lo < 3:
         lo, hi = (0, 3) if best < 2 else (len(x) - 3, len(x))
@@ -211,9 +211,11 @@ def size_curve(backbone: str, d_model: int, lrs: list[float], losses: list[float
     cov = s * s * np.linalg.pinv(design.T @ design)
     grad = np.array([0.0, -1 / (2 * c2), c1 / (2 * c2 * c2)])
     sd = math.sqrt(max(0.0, float(grad @ cov @ grad)))
-    inside = inside and x[0] <= x_opt <= x[-1]
+    # Inside: the convex parabola's vertex within the swept lrs (the lowest point may be an edge one when
+    # the curve is flat there; the vertex says where it turns up).
+    inside = bool(x[0] < x_opt < x[-1])
     return SizeCurve(backbone, d_model, [float(v) for v in np.exp(x)], [float(v) for v in y], float(x_opt), sd,
-                     float(c2), bool(inside))  # fmt: skip
+                     float(c2), inside)  # fmt: skip
 
 
 def _line(ln_w: np.ndarray, ln_opt: np.ndarray, weight: np.ndarray) -> tuple[float, float]:
@@ -226,10 +228,10 @@ def _line(ln_w: np.ndarray, ln_opt: np.ndarray, weight: np.ndarray) -> tuple[flo
 
 def fit_rule(curves: list[SizeCurve], bootstrap: int = 200, seed: int = 0, margin: float = DEFAULT_MARGIN,
              flops: float | None = None, source: str = "tuning stage") -> LrRule:  # fmt: skip
-    """The fitted `LrRule` of the sweep's curves; refuses (one line) a width whose optimum is at the sweep's edge."""
+    """The fitted `LrRule` of the sweep's curves; refuses (one line) a width whose optimum is outside its swept lrs."""
     edge = [c for c in curves if not c.inside]
     if edge:
-        names = ", ".join(f"{c.backbone} (lowest loss at lr {math.exp(c.ln_opt):.3g})" for c in edge)
+        names = ", ".join(f"{c.backbone} (vertex at lr {math.exp(c.ln_opt):.3g})" for c in edge)
         raise PrismError(
             f"tuning: the optimum of {names} is not inside its swept lrs; widen the sweep (tune.lr_points or "
             "tune.lr_step)"

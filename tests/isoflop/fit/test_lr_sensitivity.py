@@ -53,3 +53,28 @@ def test_lines_name_the_rule_and_when_the_lr_dominates():
     found = lr_sensitivity(records, widths, rule)
     assert "DOMINATES" in sensitivity_lines(rule, found, (found.a - 0.001, found.a + 0.001))[-1]
     assert "noise dominates" in sensitivity_lines(rule, found, (found.a - 10, found.a + 10))[-1]
+
+
+def test_family_lines_read_the_plans_rule_and_the_runs(tmp_path):
+    from dataclasses import replace
+
+    import yaml
+
+    from prism.isoflop.fit.lr_sensitivity import family_lr_lines
+    from prism.isoflop.synthetic import write_csv
+
+    records, _ = _study()
+    names = ["n11e3", "n2e4", "n32e3", "n45e3", "n63e3", "n1e5", "n2e5"]  # ascending width
+    ns = sorted({r.params for r in records})
+    records = [replace(r, run_id=f"{names[ns.index(r.params) % 7]}-BASE-e2e-C{r.budget:g}") for r in records]
+    write_csv(records, tmp_path / "runs.csv")
+    assert family_lr_lines(tmp_path, (0.4, 0.6)) == []  # no plan: nothing said
+    (tmp_path / "plan.yaml").write_text(yaml.safe_dump({"lr_rule": LrRule().to_json()}))
+    assert "not tuned" in family_lr_lines(tmp_path, (0.4, 0.6))[-1]
+    rule = LrRule(
+        "fitted",
+        cov=((0.01, 0.0), (0.0, 0.5)),
+        curves=[{"d_model": 16, "curvature": 0.01}, {"d_model": 80, "curvature": 0.1}],
+    )
+    (tmp_path / "plan.yaml").write_text(yaml.safe_dump({"lr_rule": rule.to_json()}))
+    assert "moves a by" in family_lr_lines(tmp_path, (0.4, 0.6))[-1]
