@@ -1,11 +1,12 @@
 """Does the fitted lr rule train at least as well as the hand rule? Final losses of both, per size, over seeds.
 
-    python tools/bench_lr_rule.py --study scaling-study [--backbones n11e3,n4e4,n2e5] [--budget 4e11] [--seeds 0,1]
+    python tools/bench_lr_rule.py --study scaling-study [--runs n11e3@1.5e11,n4e4@4e11,n2e5@2e12] [--seeds 0,1]
 
 `--study` is a study folder whose tuning stage has run (STUDY/text_image/tune/lr_rule.json,
 e.g. `snakemake scaling-study/text_image/tune/lr_rule.json --config 'tune={"rule": "fitted"}'`),
-with its data and calibrations. For each backbone and seed it trains two cosine runs of the
-budget at the plan's batch and warm-up, one at the hand rule's peak lr, one at the fitted
+with its data and calibrations. For each BACKBONE@BUDGET (by default the smallest, a middle and the
+largest width of the default grid, each at a budget whose grid holds it) and seed it trains two
+cosine runs of the budget at the plan's batch and warm-up, one at the hand rule's peak lr, one at the fitted
 rule's (`prism train`, one after the other, one thread each), and prints each size's median
 final loss under both and whether the fitted rule is at least as low at every size. Runs go to
 STUDY/bench_lr_rule/ (a rerun resumes or reuses them).
@@ -44,8 +45,7 @@ def train(study: Path, backbone: str, budget: float, seed: int, lr: float, tag: 
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--study", required=True)
-    p.add_argument("--backbones", default="n11e3,n4e4,n2e5")
-    p.add_argument("--budget", type=float, default=4e11)
+    p.add_argument("--runs", default="n11e3@1.5e11,n4e4@4e11,n2e5@2e12", help="BACKBONE@BUDGET,...")
     p.add_argument("--seeds", default="0,1")
     p.add_argument("--batch", type=int, default=32)
     p.add_argument("--warmup", type=int, default=50)
@@ -56,12 +56,13 @@ def main() -> int:
     seeds = [int(s) for s in args.seeds.split(",")]
     worse = []
     print(f"{'backbone':<8} {'d_model':>7} {'hand lr':>8} {'fitted lr':>9} {'hand loss':>9} {'fitted loss':>11}")
-    for backbone in args.backbones.split(","):
+    for run in args.runs.split(","):
+        backbone, budget = run.split("@")
         width = backbone_config(backbone).d_model
         lrs = {"hand": default_lr(width), "fitted": rule.lr(width)}
         med = {
             tag: statistics.median(
-                train(study, backbone, args.budget, s, lr, tag, args.batch, args.warmup) for s in seeds
+                train(study, backbone, float(budget), s, lr, tag, args.batch, args.warmup) for s in seeds
             )
             for tag, lr in lrs.items()
         }

@@ -66,8 +66,14 @@ class StudyPlan:
         return files
 
     def arguments(self, family: str) -> dict[str, Any]:
-        """`plan_arguments` for the plan computed here: without the data while it is not built (a dry run)."""
-        return plan_arguments(self.study, family) | ({} if self.study.data_built(family) else {"data": None})
+        """`plan_arguments` for the plan computed here: without the data while it is not built, at the hand rule's
+        lr while the tuning stage's rule is not there (both only in a dry run)."""
+        args = plan_arguments(self.study, family, read_rule=not self.rule_pending(family))
+        return args | ({} if self.study.data_built(family) else {"data": None})
+
+    def rule_pending(self, family: str) -> bool:
+        """Whether the plan waits for the tuning stage's lr rule (tune.rule fitted, its file not written yet)."""
+        return self.study.tune.fitted and not Path(self.study.lr_rule_file(family)).is_file()
 
     def computed_rows(self, family: str) -> Rows | None:
         """The plan's rows computed here, or None in a run while the data is not built (or it cannot plan:
@@ -78,8 +84,11 @@ class StudyPlan:
         then waits for the plan job, which fails with the same one line, so no training job is submitted.
         """
         study = self.study
-        if not study.data_built(family) and not self.engine.dryrun:
+        if (not study.data_built(family) or self.rule_pending(family)) and not self.engine.dryrun:
             return None
+        if self.rule_pending(family):
+            self.engine.say_once(f"lr rule of {family}: this dry run lists the runs at the hand rule's lr; the tuning "
+                                 f"stage's rule ({study.lr_rule_file(family)}) sets them")  # fmt: skip
         # Calibrations and speeds are a cache: whatever exists of them is read, the rest counted.
         data = study.data_dir(family)
         stamps = [Path(f, "manifest.json") if f == data else Path(f) for f in self.input_files(family)]
