@@ -1,15 +1,20 @@
 """Does the fitted lr rule train at least as well as the hand rule? Final losses of both, per size, over seeds.
 
-    python tools/bench_lr_rule.py --study scaling-study [--runs n11e3@1.5e11,n4e4@4e11,n2e5@2e12] [--seeds 0,1]
+    python tools/bench_lr_rule.py --study scaling-study [--runs n11e3@1.5e11,n63e3@4e11,n2e5@2e12] [--seeds 0,1]
 
 `--study` is a study folder whose tuning stage has run (STUDY/text_image/tune/lr_rule.json,
 e.g. `snakemake scaling-study/text_image/tune/lr_rule.json --config 'tune={"rule": "fitted"}'`),
-with its data and calibrations. For each BACKBONE@BUDGET (by default the smallest, a middle and the
-largest width of the default grid, each at a budget whose grid holds it) and seed it trains two
+with its data and calibrations. For each BACKBONE@BUDGET (by default the smallest and the largest
+width of the default grid and one between that the sweep did not visit, each at a budget whose grid
+holds it; a size without a calibration file has its FLOPs counted in-process) and seed it trains two
 cosine runs of the budget at the plan's batch and warm-up, one at the hand rule's peak lr, one at the fitted
 rule's (`prism train`, one after the other, one thread each), and prints each size's median
 final loss under both and whether the fitted rule is at least as low at every size. Runs go to
 STUDY/bench_lr_rule/ (a rerun resumes or reuses them).
+
+`--sensitivity-only`: no training; the shift of Approach 2's a on the default study's planned grid
+(losses from config/round0's fitted surface) with every run's lr off by the rule's own 80% interval
+(prism.isoflop.fit.lr_sensitivity).
 """
 
 from __future__ import annotations
@@ -35,24 +40,52 @@ def train(study: Path, backbone: str, budget: float, seed: int, lr: float, tag: 
         cmd = [sys.executable, "-m", "prism", "train", "--family", "text_image", "--backbone", backbone,
                "--variant", "BASE", "--regime", "e2e", "--budget", f"{budget:g}", "--data",
                str(study / "data" / "text_image"), "--out", str(out), "--global-batch", str(batch),
-               "--calibration", str(cal), "--lr", f"{lr:.4g}", "--warmup", str(warmup), "--seed", str(seed),
+               *(["--calibration", str(cal)] if cal.is_file() else []), "--lr", f"{lr:.4g}",
+               "--warmup", str(warmup), "--seed", str(seed),
                "--schedule", "cosine", "--eval-samples", "64", "--final-eval-samples", "2048",
                "--device", "cpu", "--threads", "1"]  # fmt: skip
         subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL)
     return float(json.loads(metrics.read_text())["loss"])
 
 
+def sensitivity(rule) -> None:
+    """a's shift on the default grid (its planned runs, round0's surface) from the rule's uncertainty."""
+    import yaml  # noqa: PLC0415
+    from snakemake.utils import validate  # noqa: PLC0415
+
+    from prism.isoflop.design.plan import plan_runs  # noqa: PLC0415
+    from prism.isoflop.fit.lr_sensitivity import lr_sensitivity  # noqa: PLC0415
+    from prism.isoflop.records import RunRecord, Surface  # noqa: PLC0415
+    from prism.workflow.commands import plan_arguments  # noqa: PLC0415
+    from prism.workflow.study import Study  # noqa: PLC0415
+
+    config = yaml.safe_load(Path("config/config.yaml").read_text())
+    validate(config, "config/schema.yaml")
+    runs = plan_runs(**plan_arguments(Study(config), "text_image") | {"data": None, "calibration_dir": None}).runs
+    prior = json.loads(Path("config/round0/text_image/prior.json").read_text())["e2e"]
+    surface = Surface(*(prior[k] for k in ("E", "A", "B", "alpha", "beta")))
+    records = [RunRecord(r.run_id, r.params, r.tokens, float(surface.loss(r.params, r.tokens)), r.budget) for r in runs]
+    widths = [backbone_config(r.backbone).d_model for r in runs]
+    found = lr_sensitivity(records, widths, rule)
+    print(f"default grid ({len(runs)} runs), round0 surface: a {found.a:.4f} -> {found.a_shifted:.4f} "
+          f"(shift {found.shift:+.4f}); loss penalties {found.penalty_min:.3g}-{found.penalty_max:.3g}")  # fmt: skip
+
+
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--study", required=True)
-    p.add_argument("--runs", default="n11e3@1.5e11,n4e4@4e11,n2e5@2e12", help="BACKBONE@BUDGET,...")
+    p.add_argument("--runs", default="n11e3@1.5e11,n63e3@4e11,n2e5@2e12", help="BACKBONE@BUDGET,...")
     p.add_argument("--seeds", default="0,1")
     p.add_argument("--batch", type=int, default=32)
     p.add_argument("--warmup", type=int, default=50)
+    p.add_argument("--sensitivity-only", action="store_true", help="only a's shift on the default grid (no training)")
     args = p.parse_args()
     study = Path(args.study)
     rule = read_rule(study / "text_image" / "tune" / "lr_rule.json")
     print(rule.describe())
+    if args.sensitivity_only:
+        sensitivity(rule)
+        return 0
     seeds = [int(s) for s in args.seeds.split(",")]
     worse = []
     print(f"{'backbone':<8} {'d_model':>7} {'hand lr':>8} {'fitted lr':>9} {'hand loss':>9} {'fitted loss':>11}")
