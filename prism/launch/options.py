@@ -14,6 +14,19 @@ PLACES = ("scatter", "pack", "free", "scatter:excl", "pack:excl")
 WALLTIME = {"$ref": "#/definitions/walltime"}
 PBS_WORD = {"$ref": "#/definitions/pbs_word"}
 BY_BACKBONE = {"type": "object", "propertyNames": {"$ref": "#/definitions/backbone"}}
+# packing: one queue's published limits (cluster.queues)
+QUEUE_LIMITS = {
+    "type": "object",
+    "additionalProperties": False,
+    "properties": {
+        "min_nodes": {"type": "integer", "minimum": 1},
+        "max_nodes": {"type": "integer", "minimum": 1},
+        "min_walltime": WALLTIME,
+        "max_walltime": WALLTIME,
+        "max_queued": {"type": "integer", "minimum": 1},
+        "max_running": {"type": "integer", "minimum": 1},
+    },
+}
 
 
 @dataclass(frozen=True)
@@ -66,4 +79,20 @@ class ClusterOptions:
         {},
         "The most walltime per training job for particular backbones (their cap), e.g. {32b: 06:00:00}.",
         schema={**BY_BACKBONE, "additionalProperties": WALLTIME},
+    )
+    # packing: one-device runs many to a node, and each job's queue from its size and walltime
+    pack: bool = option(
+        False,
+        "Pack the runs that need one device many to a node: one scheduler job (a Snakemake group) holds "
+        "`ranks_per_node` of them at once, each pinned to its own device, a wsd trajectory's segments and "
+        "branches in series inside it, and the timed steps (speed) likewise; runs of several devices or nodes "
+        "keep a job each.",
+    )
+    queues: dict[str, dict] = option(
+        {},
+        "Each queue's limits, name -> {min_nodes, max_nodes, min_walltime, max_walltime, max_queued, "
+        "max_running}: a job goes to `queue` when it holds the job, else to the first listed that does, and a "
+        "job no queue holds is refused at plan time naming the queue and the limit. Empty: every job goes to "
+        "`queue`.",
+        schema={"type": "object", "propertyNames": PBS_WORD, "additionalProperties": QUEUE_LIMITS},
     )
