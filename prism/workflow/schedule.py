@@ -19,6 +19,7 @@ from typing import Any
 
 import yaml
 
+from prism.errors import PrismError
 from prism.isoflop.design.trajectories import Trajectory, plan_trajectories
 from prism.isoflop.runs.status import lost_finals
 from prism.launch.walltime import run_estimate_s
@@ -98,6 +99,11 @@ class Schedule:
         except Exception:  # noqa: BLE001 - the checkpoint is pending: the job is evaluated again after it
             return None
 
+    def queue(self, wildcards: Any) -> str:
+        """cluster.queue, or with cluster.queues the queue this job's nodes and walltime fit."""
+        walltime_s = resources.walltime_seconds(self.walltime(wildcards))
+        return resources.queue_for(self.study.cluster, self.nodes(wildcards), walltime_s)[0]
+
     def walltime(self, wildcards: Any) -> str:
         return resources.train_walltime(
             self.study.cluster, self.job_estimate_s(wildcards), resources.backbone_of(wildcards)
@@ -122,7 +128,7 @@ class Schedule:
             "strategy": train.strategy,
             "device": train.device,
             "account": cluster["account"],
-            "queue": cluster["queue"],
+            "queue": self.queue if cluster.get("queues") else cluster["queue"],
             "filesystems": cluster["filesystems"],
             "place": cluster["place"],
             "retrain": retrain,
@@ -133,10 +139,16 @@ class Schedule:
 
     def requested(self, family: str, rows: Rows) -> str:
         """The plan's line on what its training jobs request of a cluster."""
-        if self.packing:
-            packs = list({id(p): p for p in self.packs_by_job(family, rows).values()}.values())
-            return resources.packs_text(self.study.cluster, family, len(rows), packs)
-        return resources.requested_text(self.study.cluster, family, self.training_jobs(rows))
+        cluster = self.study.cluster
+        try:
+            if self.packing:
+                packs = list({id(p): p for p in self.packs_by_job(family, rows).values()}.values())
+                return resources.packs_text(cluster, family, len(rows), packs)
+            for backbone, nodes, estimate in self.training_jobs(rows):  # each job's queue holds it
+                resources.queue_for(cluster, nodes, resources.request_s(cluster, estimate, backbone))
+        except PrismError as err:  # a job no queue holds: refused before anything is submitted
+            self.engine.stop(f"plan {family}: {err}")
+        return resources.requested_text(cluster, family, self.training_jobs(rows))
 
     # ---- packs (cluster.pack): one-device runs many to a node, one Snakemake group each ------------
 
