@@ -118,5 +118,5 @@ def make_packs(units: list[Unit], slots: int, limit_s: float | None, prefix: str
 
 
 def summary(runs: int, packs: list[Pack]) -> str:
-    """"R runs in J jobs on K nodes" (K: the nodes of all jobs together)."""
+    """The plan's "R runs in J jobs on K nodes" (K: the nodes of all jobs together)."""
     return f"{runs} runs in {len(packs)} jobs on {sum(p.nodes for p in packs)} nodes"

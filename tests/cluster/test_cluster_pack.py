@@ -144,5 +144,5 @@ def test_a_pack_stopped_at_its_walltime_resumes_its_runs(packed):
     for target in targets:
         metrics = json.loads((workdir / target).read_text())
         assert metrics["status"] == "ok" and metrics["steps"] == metrics["planned_steps"]
-        log = (workdir / "scaling-study" / "logs" / "train" / "text_image" / f"{Path(target).parent.name}.log")
+        log = workdir / "scaling-study" / "logs" / "train" / "text_image" / f"{Path(target).parent.name}.log"
         assert "resuming from" in log.read_text()
