@@ -35,7 +35,10 @@ class ClusterOptions:
 
     account: str = option("", "The PBS project (`qsub -A`); fill in yours.", schema=PBS_WORD)
     queue: str = option(
-        "debug", "The PBS queue (`qsub -q`), e.g. debug, debug-scaling, prod, capacity.", schema=PBS_WORD
+        "debug",
+        "The PBS queue (`qsub -q`), e.g. debug, debug-scaling, prod, capacity; with `queues`, the one a job goes "
+        "to when its nodes and walltime fit it.",
+        schema=PBS_WORD,
     )
     filesystems: str = option(
         "flare:home",
