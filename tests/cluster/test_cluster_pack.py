@@ -117,10 +117,10 @@ def test_packed_runs_train_as_unpacked_ones(packed):
 def test_a_pack_stopped_at_its_walltime_resumes_its_runs(packed):
     workdir, client_env, folder, _ = packed
     before = {j["JobId"] for j in study_jobs(folder, workdir)}
-    # About 3 minutes of steps at this host's speed for each of two runs (as test_cluster's walltime test).
+    # About 4 minutes of steps at this host's speed for each of two runs (as test_cluster's walltime test).
     runs_dir = workdir / STUDY / "runs"
     fps = json.loads(next(runs_dir.glob("30k-*/metrics.json")).read_text())["flops_per_sample"]
-    budget = float(f"{180 / step_seconds(runs_dir, '30k') * SMOKE['plan']['global_batch'] * fps:.1e}")
+    budget = float(f"{240 / step_seconds(runs_dir, '30k') * SMOKE['plan']['global_batch'] * fps:.1e}")
     targets = [str(STUDY / "runs" / run_id(b, "BASE", "e2e", budget) / "metrics.json") for b in ("30k", "60k")]
     # The grid centred between 30k and 60k at this budget (as test_cluster's walltime test).
     prior_k = 6.5e4 / budget ** SMOKE["plan"]["prior_a"]
@@ -143,15 +143,20 @@ def test_a_pack_stopped_at_its_walltime_resumes_its_runs(packed):
     assert len(jobs) >= 2 and jobs[0]["JobState"] == "TIMEOUT", jobs
     assert status_records(workdir).get(jobs[-1]["JobId"]) == "0"
     assert "runs in 1 jobs on 1 nodes" in out
+    resumed = []
     for target in targets:
         run = Path(target).parent.name
         metrics = json.loads((workdir / target).read_text())
         assert metrics["status"] == "ok" and metrics["steps"] == metrics["planned_steps"]
-        # Stopped at the walltime with a checkpoint (the failed attempt's log, which the profile shows), then
-        # resumed from it, in a later attempt (shown too when that one was stopped again) or the last one.
-        log = (workdir / "scaling-study" / "logs" / "train" / "text_image" / f"{run}.log").read_text()
-        assert f"[{run}] stopped (SIGTERM" in out and f"[{run}] resuming from" in out + log
         records = [
             json.loads(line) for line in (workdir / STUDY / "runs" / run / "slots.jsonl").read_text().splitlines()
         ]
-        assert any(r["exit"] != 0 for r in records) and records[-1]["exit"] == 0
+        assert records[-1]["exit"] == 0
+        # Stopped at the walltime with a checkpoint (the failed attempt's log, which the profile shows), then
+        # resumed from it, in a later attempt (shown too when that one was stopped again) or the last one.
+        log = (workdir / "scaling-study" / "logs" / "train" / "text_image" / f"{run}.log").read_text()
+        if f"[{run}] stopped (SIGTERM" in out:
+            assert f"[{run}] resuming from" in out + log and any(r["exit"] != 0 for r in records)
+            resumed.append(run)
+    # The host's speed varies: at least one of the two outlived the first walltime (both, as a rule).
+    assert resumed, out[-3000:]
