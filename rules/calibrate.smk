@@ -41,9 +41,11 @@ rule speed:
     # Timed with the threads a training run gets, in its precision, on its device: under a cluster
     # profile a short job on a compute node, where the training jobs run.
     threads: S.train.threads
+    # cluster.pack: every speed job in one scheduler job, each on its own device (resources.pin).
+    group: W.speed_group()
     resources:
         **W.speed_resources(),
     shell:
-        "prism isoflop calibrate --family {wildcards.family:q} --backbone {wildcards.backbone:q}"
+        "{resources.pin}prism isoflop calibrate --family {wildcards.family:q} --backbone {wildcards.backbone:q}"
         " --projector-variant {wildcards.variant:q} --regime {wildcards.regime:q}"
         " --device {params.device:q} --threads {threads} {params.options:q} --out {output:q} > {log:q} 2>&1"

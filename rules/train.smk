@@ -30,6 +30,8 @@ rule train:
     # Longest runs first (steps stand in for time): the study ends sooner than when the
     # longest run happens to start last.
     priority: SCHEDULE.priority
+    # cluster.pack: the job's pack (one scheduler job of one-device runs); None otherwise.
+    group: SCHEDULE.group()
     resources:
         **SCHEDULE.resources(retrain=SCHEDULE.run_retrain),
     # The job body (rules/training.smk). A run that ends `collapsed` exits non-zero but

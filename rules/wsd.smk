@@ -57,6 +57,8 @@ rule wsd_segment:
         seed=S.train.seed,
     threads: S.train.threads
     priority: SCHEDULE.segment_priority
+    # cluster.pack: the job's pack (one scheduler job of one-device runs); None otherwise.
+    group: SCHEDULE.group()
     resources:
         **SCHEDULE.resources(retrain=SCHEDULE.segment_retrain),
     shell:
@@ -83,6 +85,8 @@ rule wsd_branch:
         seed=S.train.seed,
     threads: S.train.threads
     priority: SCHEDULE.branch_priority
+    # cluster.pack: the job's pack (one scheduler job of one-device runs); None otherwise.
+    group: SCHEDULE.group()
     resources:
         **SCHEDULE.resources(retrain=SCHEDULE.run_retrain),
     # As `train`: a collapsed branch writes metrics.json (status collapsed) and exits non-zero.

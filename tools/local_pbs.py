@@ -113,6 +113,10 @@ def write_config(folder: Path, cpus: int, host: str) -> Path:
         "SelectTypeParameters=CR_Core",
         "ReturnToService=2",
         "AccountingStorageType=accounting_storage/none",
+        # The scheduler's own record of every job that ended (one line each: id, name, state, nodes,
+        # times, working directory): what a test counts a study's jobs from, not the workflow's logs.
+        "JobCompType=jobcomp/filetxt",
+        f"JobCompLoc={folder}/jobcomp.log",
         "JobAcctGatherType=jobacct_gather/none",
         "MailProg=/bin/true",
         # Keep finished jobs visible to qstat for 10 minutes (state C).
@@ -186,6 +190,20 @@ def start(folder: str | os.PathLike, cpus: int | None = None, timeout: float = 3
         f"node not idle after {timeout:.0f}s (sinfo says {state!r})\n"
         f"{_tail(folder / 'slurmctld.log')}\n{_tail(folder / 'slurmd.log')}"
     )
+
+
+def completed_jobs(folder: str | os.PathLike) -> list[dict[str, str]]:
+    """Every job this instance has ended, as the scheduler logged it (jobcomp/filetxt): one dict of its
+    `Key=value` fields a job (JobId, JobName, JobState, NodeCnt, StartTime, EndTime, WorkDir, ...)."""
+    path = Path(folder) / "jobcomp.log"
+    if not path.exists():
+        return []
+    jobs = []
+    for line in path.read_text(errors="replace").splitlines():
+        fields = dict(part.split("=", 1) for part in line.split() if "=" in part)
+        if fields.get("JobId"):
+            jobs.append(fields)
+    return jobs
 
 
 def _tail(path: Path, n: int = 15) -> str:

@@ -144,6 +144,9 @@ def render_aurora(
     if daos:  # train on the staged copy: the one argument the shell must expand
         data_at = argv.index("--data") + 1
         command = " ".join([shlex.join(argv[:data_at]), f'"${DATA_VAR}"', shlex.join(argv[data_at + 1 :])])
+    if ranks == 1:  # packing: a one-device run of a pack binds to the cores of the slot it holds (prism.launch.slots)
+        slot_bind = f'--cpu-bind=verbose,list:"${{PRISM_SLOT_CORES:-{CPU_CORES[0]}}}"'
+        command = command.replace(" " + shlex.quote(mpiexec[5]) + " ", f" {slot_bind} ", 1)
     lines += [
         command,
         "status=$?",

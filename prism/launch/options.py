@@ -14,6 +14,19 @@ PLACES = ("scatter", "pack", "free", "scatter:excl", "pack:excl")
 WALLTIME = {"$ref": "#/definitions/walltime"}
 PBS_WORD = {"$ref": "#/definitions/pbs_word"}
 BY_BACKBONE = {"type": "object", "propertyNames": {"$ref": "#/definitions/backbone"}}
+# packing: one queue's published limits (cluster.queues)
+QUEUE_LIMITS = {
+    "type": "object",
+    "additionalProperties": False,
+    "properties": {
+        "min_nodes": {"type": "integer", "minimum": 1},
+        "max_nodes": {"type": "integer", "minimum": 1},
+        "min_walltime": WALLTIME,
+        "max_walltime": WALLTIME,
+        "max_queued": {"type": "integer", "minimum": 1},
+        "max_running": {"type": "integer", "minimum": 1},
+    },
+}
 
 
 @dataclass(frozen=True)
@@ -22,7 +35,10 @@ class ClusterOptions:
 
     account: str = option("", "The PBS project (`qsub -A`); fill in yours.", schema=PBS_WORD)
     queue: str = option(
-        "debug", "The PBS queue (`qsub -q`), e.g. debug, debug-scaling, prod, capacity.", schema=PBS_WORD
+        "debug",
+        "The PBS queue (`qsub -q`), e.g. debug, debug-scaling, prod, capacity; with `queues`, the one a job goes "
+        "to when its nodes and walltime fit it.",
+        schema=PBS_WORD,
     )
     filesystems: str = option(
         "flare:home",
@@ -74,4 +90,20 @@ class ClusterOptions:
         "activations and a 25% margin) is placed against: the fewest devices that hold a run, its "
         "micro-batch and gradient accumulation (null: this host's RAM, a local CPU study).",
         exclusive_minimum=0,
+    )
+    # packing: one-device runs many to a node, and each job's queue from its size and walltime
+    pack: bool = option(
+        False,
+        "Pack the runs that need one device many to a node: one scheduler job (a Snakemake group) holds "
+        "`ranks_per_node` of them at once, each pinned to its own device, a wsd trajectory's segments and "
+        "branches in series inside it, and the timed steps (speed) likewise; runs of several devices or nodes "
+        "keep a job each.",
+    )
+    queues: dict[str, dict] = option(
+        {},
+        "Each queue's limits, name -> {min_nodes, max_nodes, min_walltime, max_walltime, max_queued, "
+        "max_running}: a job goes to `queue` when it holds the job, else to the first listed that does, and a "
+        "job no queue holds is refused at plan time naming the queue and the limit. Empty: every job goes to "
+        "`queue`.",
+        schema={"type": "object", "propertyNames": PBS_WORD, "additionalProperties": QUEUE_LIMITS},
     )

@@ -63,6 +63,11 @@ class Engine:
         """Whether this is a job's own Snakemake (a cluster job, or a local job's subprocess)."""
         return bool(self.workflow.remote_exec or self.workflow.subprocess_exec)
 
+    def group_parent(self, group: str, parent: str) -> None:
+        """Make `parent` the group whose `--group-components` count applies to `group` (as Snakemake does
+        for a group named by a wildcard pattern)."""
+        self.workflow.parent_groupids[group] = parent
+
     def say_once(self, text: str, warning: bool = False) -> None:
         """An error (or warning) line on the terminal where Snakemake itself runs (not in cluster jobs), once."""
         if text not in self._said and not self.in_job:

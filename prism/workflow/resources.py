@@ -8,9 +8,12 @@ exceeds the cap requests the cap and resumes from its checkpoint when resubmitte
 
 from __future__ import annotations
 
+from collections import Counter
 from typing import Any
 
+from prism.launch.queues import choose_queue, fit_walltime, parse_queues
 from prism.launch.walltime import pieces, requested_seconds, walltime_seconds, walltime_text
+from prism.workflow.packing import Pack, summary
 
 # (backbone, nodes, estimated seconds or None) of one training job.
 Job = tuple[str, int, "float | None"]
@@ -78,3 +81,67 @@ def requested_text(cluster: dict, family: str, jobs: list[Job]) -> str:
             f"(retries: 1 gives 2 a call: add --retries {max(over) - 1})"
         )
     return text
+
+
+# ---- packs: one-device runs many to a node (cluster.pack) ------------------------------------------
+
+# The Snakemake group every pack's id maps to: the profile's `group-components: [prism_pack=...]` lets
+# one group job span all the connected components (runs, trajectories) of a pack.
+PACK_GROUP = "prism_pack"
+
+
+def pin_prefix(slots: int, device: str) -> str:
+    """What a packed job's command starts with: claim a free one of the node's `slots` devices and pin to it
+    (prism.launch.slots; a module call, so that the lock is held by this process, not a worker's fork)."""
+    return f"python -m prism.launch.slots --slots {int(slots)} --device {device} -- "
+
+
+def queue_for(cluster: dict, nodes: int, walltime_s: int) -> tuple[str, int]:
+    """(queue, walltime seconds) of a job: cluster.queue, or with cluster.queues the queue its size and
+    walltime fit (refused in one line naming the queue and the limit), its walltime raised to that queue's least."""
+    queues = parse_queues(cluster.get("queues") or {})
+    if not queues:
+        return cluster["queue"], walltime_s
+    chosen = choose_queue(nodes, walltime_s, queues, preferred=cluster["queue"])
+    return chosen.name, fit_walltime(walltime_s, chosen)
+
+
+def pack_request(cluster: dict, pack: Pack) -> tuple[str, int]:
+    """(queue, walltime seconds) of a pack: its busiest slot's seconds x walltime_factor, whole minutes,
+    at least min_walltime, at most cluster.walltime (the cap packs are split to keep within)."""
+    wanted = requested_seconds(pack.seconds, cluster["walltime_factor"], cluster["min_walltime"], cluster["walltime"])
+    return queue_for(cluster, pack.nodes, wanted)
+
+
+def pack_limit_s(cluster: dict) -> float:
+    """The busiest-slot seconds a pack may hold: the cap (cluster.walltime) over the safety factor."""
+    return walltime_seconds(cluster["walltime"]) / float(cluster["walltime_factor"])
+
+
+def speed_pack(cluster: dict, jobs: int, slots: int) -> dict:
+    """The resources of the packed speed jobs: one node's `slots` at once, SPEED_WALLTIME for each round."""
+    rounds = max(1, -(-jobs // max(slots, 1)))
+    queue, seconds = queue_for(cluster, 1, rounds * walltime_seconds(SPEED_WALLTIME))
+    return {
+        **speed_job(cluster),
+        "nodes": "1",  # text: Snakemake adds up a group's numbers, and a pack is one node
+        "walltime": walltime_text(seconds),
+        "runtime": -(-seconds // 60),
+        "queue": queue,
+    }
+
+
+def packs_text(cluster: dict, family: str, runs: int, packs: list[Pack]) -> str:
+    """One line: the runs in jobs on nodes, their queues, node-hours requested beside those estimated."""
+    requests = [pack_request(cluster, p) for p in packs]
+    requested = sum(p.nodes * seconds for p, (_, seconds) in zip(packs, requests)) / 3600
+    known = [p.nodes * sum(u.seconds for u in p.units) / p.slots for p in packs if p.seconds is not None]
+    estimated = f"{sum(known) / 3600:.3g}" if len(known) == len(packs) else "unknown"
+    queues = ", ".join(f"{q} {n}" for q, n in Counter(q for q, _ in requests).items())
+    longest = max((s for _, s in requests), default=0)
+    return (
+        f"plan {family}: {summary(runs, packs)} (up to {cluster['ranks_per_node']} one-device runs a node, queues: "
+        f"{queues}, longest {walltime_text(longest)}): the training jobs request {requested:.3g} node-hours as "
+        f"cluster jobs for {estimated} node-hours estimated (walltime = busiest device x "
+        f"{cluster['walltime_factor']:g}, >= {cluster['min_walltime']}, <= {cluster['walltime']})"
+    )

@@ -19,12 +19,14 @@ from typing import Any
 
 import yaml
 
+from prism.errors import PrismError
 from prism.isoflop.design.trajectories import Trajectory, plan_trajectories
 from prism.isoflop.runs.status import lost_finals
 from prism.launch.walltime import run_estimate_s
 from prism.train.rundir.layout import kept_checkpoint, kept_origin
 from prism.workflow import resources
 from prism.workflow.commands import tracker_command, training_command
+from prism.workflow.packing import Pack, Unit, make_packs, packable
 from prism.workflow.plan import Rows, StudyPlan
 from prism.workflow.study import Study, budget_str
 
@@ -42,6 +44,7 @@ class Schedule:
         self.plan = plan
         self.engine = engine
         self.ancient = ancient
+        self._packs: dict[str, tuple[Any, dict[str, Pack]]] = {}
 
     # ---- retraining -----------------------------------------------------------
     # `--config retrain=true` retrains every training job of the targets, whatever the schedule:
@@ -96,6 +99,11 @@ class Schedule:
         except Exception:  # noqa: BLE001 - the checkpoint is pending: the job is evaluated again after it
             return None
 
+    def queue(self, wildcards: Any) -> str:
+        """cluster.queue, or with cluster.queues the queue this job's nodes and walltime fit."""
+        walltime_s = resources.walltime_seconds(self.walltime(wildcards))
+        return resources.queue_for(self.study.cluster, self.nodes(wildcards), walltime_s)[0]
+
     def walltime(self, wildcards: Any) -> str:
         return resources.train_walltime(
             self.study.cluster, self.job_estimate_s(wildcards), resources.backbone_of(wildcards)
@@ -120,16 +128,104 @@ class Schedule:
             "strategy": train.strategy,
             "device": train.device,
             "account": cluster["account"],
-            "queue": cluster["queue"],
+            "queue": self.queue if cluster.get("queues") else cluster["queue"],
             "filesystems": cluster["filesystems"],
             "place": cluster["place"],
             "retrain": retrain,
             "track": self.trackers,
+            "pin": "",
+            **(self.pack_resources(retrain) if self.packing else {}),
         }
 
     def requested(self, family: str, rows: Rows) -> str:
         """The plan's line on what its training jobs request of a cluster."""
-        return resources.requested_text(self.study.cluster, family, self.training_jobs(rows))
+        cluster = self.study.cluster
+        try:
+            if self.packing:
+                packs = list({id(p): p for p in self.packs_by_job(family, rows).values()}.values())
+                return resources.packs_text(cluster, family, len(rows), packs)
+            for backbone, nodes, estimate in self.training_jobs(rows):  # each job's queue holds it
+                resources.queue_for(cluster, nodes, resources.request_s(cluster, estimate, backbone))
+        except PrismError as err:  # a job no queue holds: refused before anything is submitted
+            self.engine.stop(f"plan {family}: {err}")
+        return resources.requested_text(cluster, family, self.training_jobs(rows))
+
+    # ---- packs (cluster.pack): one-device runs many to a node, one Snakemake group each ------------
+
+    @property
+    def packing(self) -> bool:
+        return bool(self.study.cluster.get("pack"))
+
+    def packs_by_job(self, family: str, rows: Rows | None = None) -> dict[str, Pack]:
+        """{job key: its pack} of the family's plan (computed once per plan)."""
+        rows = self.plan.rows(family) if rows is None else rows
+        cached = self._packs.get(family)
+        if cached is None or cached[0] is not rows:
+            cluster = self.study.cluster
+            packs = make_packs(self.units(rows), int(cluster["ranks_per_node"]), resources.pack_limit_s(cluster),
+                               prefix=f"{family}-pack")  # fmt: skip
+            cached = (rows, {job: pack for pack in packs for job in pack.jobs})
+            self._packs[family] = cached
+        return cached[1]
+
+    def job_key(self, wildcards: Any) -> str:
+        """A training job's key in its pack: its run id, or a wsd segment's `TRAJ/to-END`."""
+        if getattr(wildcards, "traj", None):
+            return f"{wildcards.traj}/to-{int(wildcards.end):08d}"
+        return wildcards.run_id
+
+    def pack_of(self, wildcards: Any) -> Pack:
+        return self.packs_by_job(wildcards.family)[self.job_key(wildcards)]
+
+    def group(self) -> Callable[[Any], str | None] | None:
+        """The training rules' `group:` (None without cluster.pack): a job's pack, one scheduler job."""
+        if not self.packing:
+            return None
+
+        def group(wildcards: Any) -> str | None:
+            try:
+                name = self.pack_of(wildcards).name
+            except Exception:  # noqa: BLE001 - the plan is pending: the job is evaluated again after it
+                return None
+            self.engine.group_parent(name, resources.PACK_GROUP)
+            return name
+
+        return group
+
+    def device_seconds(self, hours_per_node: float | None, hours_here: float | None, devices: int) -> float | None:
+        """Seconds of work on `devices` of a node: node-hours x the node's devices over the run's, else time here."""
+        if hours_per_node:
+            return hours_per_node * 3600.0 * int(self.study.cluster["ranks_per_node"]) / max(devices, 1)
+        return hours_here * 3600.0 if hours_here else None
+
+    def pack_resources(self, retrain: Callable[[Any], str]) -> dict[str, Any]:
+        """A packed job's resources: its pack's node, queue and walltime (the same text for every job of a
+        pack, as Snakemake requires of a group), one rank pinned to a free slot when it needs one device."""
+
+        def request(wildcards: Any) -> tuple[str, int]:
+            try:
+                return resources.pack_request(self.study.cluster, self.pack_of(wildcards))
+            except Exception:  # noqa: BLE001 - the plan is pending
+                return self.study.cluster["queue"], resources.walltime_seconds(self.study.cluster["walltime"])
+
+        def one_device(wildcards: Any) -> bool:
+            try:
+                return packable(self.pack_of(wildcards).units[0])
+            except Exception:  # noqa: BLE001 - the plan is pending
+                return True
+
+        slots, device = int(self.study.cluster["ranks_per_node"]), self.study.train.device
+        return {
+            "nodes": lambda w: str(self.pack_of(w).nodes) if not one_device(w) else "1",
+            "procs_per_node": lambda w: 1 if one_device(w) else self.study.ranks_per_node,
+            "walltime": lambda w: resources.walltime_text(request(w)[1]),
+            "runtime": lambda w: -(-request(w)[1] // 60),
+            "queue": lambda w: request(w)[0],
+            "pin": lambda w: resources.pin_prefix(slots, device) if one_device(w) else "",
+            # one rank: nothing to shard or replicate
+            "strategy": lambda w: "none" if one_device(w) else self.study.train.strategy,
+            "retrain": lambda w: int(retrain(w)),
+        }
 
     # ---- what the named targets need -------------------------------------------
 
@@ -163,6 +259,10 @@ class Schedule:
     def lost_points(self, family: str) -> list[str]:
         """Files gone that no job of the targets puts back (only wsd segments' points can be)."""
         return []
+
+    def units(self, rows: Rows) -> list[Unit]:
+        """What runs in series inside one job (prism.workflow.packing), with its seconds on its devices."""
+        raise NotImplementedError
 
 
 class CosineSchedule(Schedule):
@@ -205,6 +305,20 @@ class CosineSchedule(Schedule):
             nodes = resources.backbone_nodes(cluster, r["backbone"])
             jobs.append((r["backbone"], nodes, run_estimate_s(r, nodes)))
         return jobs
+
+    def units(self, rows: Rows) -> list[Unit]:
+        """One unit a run: on one device (packed) unless its plan row says more devices or nodes."""
+        out = []
+        for r in rows.values():
+            devices, nodes = run_devices(r), resources.backbone_nodes(self.study.cluster, r["backbone"])
+            seconds = self.device_seconds(r.get("node_hours"), r.get("hours_here"), devices)
+            out.append(Unit(r["run_id"], (r["run_id"],), seconds, devices, nodes if devices > 1 else 1))
+        return out
+
+
+def run_devices(row: dict) -> int:
+    """The devices a plan row trains on (its `devices` once the plan places runs; 1 until then)."""
+    return int(row.get("devices") or 1)
 
 
 def step_seconds(t: Trajectory, nodes: int) -> float | None:
@@ -404,6 +518,18 @@ class WsdSchedule(Schedule):
             jobs += [(t.backbone, nodes, self._steps_estimate(t, seg.end - seg.start)) for seg in t.segments]
             jobs += [(t.backbone, nodes, self._steps_estimate(t, b.cooldown)) for b in t.branches]
         return jobs
+
+    def units(self, rows: Rows) -> list[Unit]:
+        """One unit a trajectory: its segments one after another, then its branches, inside one job."""
+        out = []
+        for t in self.trajectories(rows):
+            devices = max(run_devices(rows[b.run_id]) for b in t.branches)
+            nodes = resources.backbone_nodes(self.study.cluster, t.backbone) if devices > 1 else 1
+            per_step = self.device_seconds(t.node_hours_per_step, t.hours_per_step, devices)
+            seconds = None if per_step is None else per_step * t.steps
+            jobs = tuple(f"{t.traj_id}/to-{s.end:08d}" for s in t.segments) + tuple(b.run_id for b in t.branches)
+            out.append(Unit(t.traj_id, jobs, seconds, devices, nodes))
+        return out
 
     # ---- the agreement check (a wsd study against a cosine one) -------------------
 

@@ -90,8 +90,32 @@ class StudyWorkflow:
         return commands.calibrate_flags(self.study, wildcards.family)
 
     def speed_resources(self) -> dict[str, Any]:
-        """A speed job's resources: under a cluster profile it is a short job on a compute node."""
-        return resources.speed_job(self.study.cluster)
+        """A speed job's resources: under a cluster profile it is a short job on a compute node; with
+        cluster.pack all of a study's speed jobs are one job, each on its own device of the node."""
+        cluster = self.study.cluster
+        if not cluster.get("pack"):
+            return {**resources.speed_job(cluster), "pin": ""}
+        slots = int(cluster["ranks_per_node"])
+
+        def pack(wildcards: Any) -> dict[str, Any]:  # a family's speed jobs: one a candidate size and variant
+            jobs = len(self.plan.backbones(wildcards.family)) * len(self.study.config["variants"])
+            return resources.speed_pack(cluster, jobs, slots)
+
+        keys = ("nodes", "walltime", "runtime", "queue")
+        return {**resources.speed_job(cluster), **{key: lambda w, key=key: pack(w)[key] for key in keys},
+                "pin": resources.pin_prefix(slots, self.study.train.device)}  # fmt: skip
+
+    def speed_group(self) -> Callable[[Any], str] | None:
+        """The speed rule's `group:` with cluster.pack: one pack of a family's timed steps."""
+        if not self.study.cluster.get("pack"):
+            return None
+
+        def group(wildcards: Any) -> str:
+            name = f"{wildcards.family}-speed"
+            self.engine.group_parent(name, resources.PACK_GROUP)
+            return name
+
+        return group
 
     # ---- the plan -----------------------------------------------------------------
 

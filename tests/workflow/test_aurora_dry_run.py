@@ -137,19 +137,44 @@ def test_aurora_dry_run_on_an_index_prints_the_plan_determined_and_node_hours(tm
     for line in summary:
         assert " ".join(line.split()) in header, f"config/aurora.yaml's header does not quote: {line}"
 
-    # Every training job's PBS body, written as the job writes it: its mpiexec ranks split its batch.
+    # Every training job's PBS body, written as the job writes it: a run of a pack is one rank on the
+    # tile it holds, bound to that tile's cores (cluster.pack).
     bodies = job_bodies(out, workdir)
     # (config/aurora.yaml fits its lr rule first: the sweep's runs are training jobs too)
     assert len(bodies) == sum(counts.get(r, 0) for r in ("train", "wsd_segment", "wsd_branch", "tune_run")) > 0
     for body in bodies:
-        ranks = int(re.search(r"^mpiexec -n (\d+) --ppn 12 ", body, flags=re.M).group(1))
-        batch = int(re.search(r" --global-batch (\d+) ", body).group(1))
-        assert ranks == 12 * config["cluster"]["nodes"] and batch % ranks == 0, (ranks, batch)
+        assert re.search(r'^mpiexec -n 1 --ppn 1 --cpu-bind=verbose,list:"\$\{PRISM_SLOT_CORES:-4-7\}" ', body, re.M)
+    check_packed_jobs(out, counts, config)
 
     # The batch that stopped every job at its first step is refused by the dry run, in one line.
     bad = snakemake(workdir, *dry, "--config", 'plan={"global_batch": 256}', check=False).stdout
     assert "plan.global_batch 256 does not divide among the 12 ranks" in bad, bad[-3000:]
     assert not {"train", "wsd_segment", "wsd_branch"} & set(job_counts(bad))
+
+
+def check_packed_jobs(listing: str, counts: dict[str, int], config: dict) -> None:
+    """The study's scheduler jobs: packs (Snakemake group jobs) of every training and speed job, at most 10,
+    each within its queue's published limits, no more than the per-user limit queued at once, and a
+    fifth of the unpacked study's 18.3 node-hours requested at most."""
+    from prism.launch.queues import parse_queues
+    from prism.launch.walltime import walltime_seconds
+
+    packed = ("train", "wsd_segment", "wsd_branch", "speed")
+    assert not re.findall(rf"^rule ({'|'.join(packed)}):", listing, flags=re.M)  # none outside a group
+    inside = re.findall(rf"^    rule ({'|'.join(packed)}):", listing, flags=re.M)
+    assert len(inside) == sum(counts.get(r, 0) for r in packed)
+    groups = re.findall(r"Group job (\S+) \(jobs", listing)
+    assert 0 < len(groups) <= 10, groups
+    queues = {q.name: q for q in parse_queues(config["cluster"]["queues"])}
+    asked = set(re.findall(r"^        resources: .*?nodes=(\d+), walltime=([\d:]+), account=\S+, queue=([\w-]+),",
+                           listing, flags=re.M))  # fmt: skip
+    for nodes, walltime, queue in asked:
+        assert queues[queue].refusal(int(nodes), walltime_seconds(walltime)) is None, (nodes, walltime, queue)
+        assert walltime_seconds(walltime) >= queues[queue].min_walltime_s
+    profile = yaml.safe_load((REPO / "profiles" / "aurora" / "config.yaml").read_text())
+    assert all(profile["jobs"] <= (queues[q].max_queued or profile["jobs"]) for _, _, q in asked)
+    requested = re.search(r"training jobs request ([\d.]+) node-hours", listing).group(1)
+    assert float(requested) <= 18.3 / 5
 
 
 def job_bodies(listing: str, workdir: Path) -> list[str]:

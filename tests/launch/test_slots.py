@@ -1,0 +1,78 @@
+"""Slots: a run of a pack claims a free device of its node, is pinned to it, and records it."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import sys
+import threading
+
+from prism.launch import slots
+from prism.launch.aurora import CPU_CORES
+
+
+def test_each_claim_takes_a_free_slot_and_a_held_slot_is_never_given_twice(tmp_path):
+    first, fd0 = slots.claim(3, tmp_path)
+    second, fd1 = slots.claim(3, tmp_path)
+    assert (first, second) == (0, 1)
+    os.close(fd0)  # released: the next claim takes it again
+    third, fd2 = slots.claim(3, tmp_path)
+    assert third == 0
+    os.close(fd1), os.close(fd2)
+
+
+def test_a_claim_waits_while_every_slot_is_held(tmp_path):
+    held, fd = slots.claim(1, tmp_path)
+    got = []
+    waiter = threading.Thread(target=lambda: got.append(slots.claim(1, tmp_path, poll_s=0.05)))
+    waiter.start()
+    waiter.join(0.3)
+    assert waiter.is_alive() and not got
+    os.close(fd)
+    waiter.join(5)
+    assert got and got[0][0] == held
+    os.close(got[0][1])
+
+
+def test_a_slot_pins_the_device_variable_and_the_cores():
+    assert slots.environment(3, "xpu", CPU_CORES[3])["ZE_AFFINITY_MASK"] == "3"
+    assert slots.environment(1, "cuda", [2, 3])["CUDA_VISIBLE_DEVICES"] == "1"
+    assert "CUDA_VISIBLE_DEVICES" not in slots.environment(1, "cpu", [1])
+    assert slots.environment(1, "cpu", [4, 5])["PRISM_SLOT_CORES"] == "4,5"
+    # Aurora's per-tile list for xpu; an even share of this process's cores otherwise
+    assert slots.slot_cores(6, 12, "xpu", list(range(208))) == "56-59"
+    assert slots.slot_cores(1, 4, "cpu", list(range(8))) == [2, 3]
+    assert slots.slot_cores(3, 4, "cpu", [0, 1]) == [1]
+    assert slots.core_set("4-7,9") == {4, 5, 6, 7, 9}
+
+
+def test_a_pinned_command_runs_on_its_slot_and_is_recorded_in_its_run_directory(tmp_path, monkeypatch):
+    monkeypatch.setenv("PBS_JOBID", "123.server")
+    run = tmp_path / "run"
+    run.mkdir()
+    body = run / "launch.sh"
+    body.write_text('echo "$PRISM_SLOT $PRISM_SLOT_CORES" > "$(dirname "$0")/seen"\nexit 3\n')
+    status = slots.run_pinned(["bash", str(body)], 2, "cpu", folder=tmp_path / "slots")
+    assert status == 3
+    record = json.loads((run / "slots.jsonl").read_text())
+    assert record["slot"] == 0 and record["job"] == "123.server" and record["exit"] == 3
+    assert record["start"] <= record["end"]
+    assert (run / "seen").read_text().split()[0] == "0"
+
+
+def test_the_module_runs_the_command_after_the_double_dash(tmp_path, monkeypatch):
+    monkeypatch.setenv("PRISM_SLOT_DIR", str(tmp_path))
+    assert slots.main(["--slots", "2", "--device", "cpu", "--", sys.executable, "-c", "raise SystemExit(0)"]) == 0
+
+
+def test_a_one_rank_aurora_body_binds_to_the_cores_of_the_slot_it_holds():
+    from prism.launch.aurora import render_aurora
+    from prism.train.config import RunConfig
+
+    run = RunConfig(family="text_image", backbone="30k", variant="BASE", regime="e2e", budget=1e10,
+                    data="d", out="o", global_batch=8)  # fmt: skip
+    body = render_aurora(run, nodes=1, procs_per_node=1, workdir="/w", venv="")
+    assert 'mpiexec -n 1 --ppn 1 --cpu-bind=verbose,list:"${PRISM_SLOT_CORES:-4-7}" python -m prism train' in body
+    whole = render_aurora(dataclasses.replace(run, strategy="ddp"), nodes=1, procs_per_node=4, workdir="/w", venv="")
+    assert "--cpu-bind=verbose,list:4-7:8-11:12-15:16-19 " in whole and "PRISM_SLOT_CORES" not in whole

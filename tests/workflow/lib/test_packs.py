@@ -1,0 +1,93 @@
+"""cluster.pack: the training jobs' packs (Snakemake groups), their shared resources, queues and refusals."""
+
+from __future__ import annotations
+
+import pytest
+
+from prism.workflow.plan import StudyPlan
+from prism.workflow.schedule import make_schedule
+from prism.workflow.study import Study
+
+from .conftest import FakeEngine, wildcards
+
+PACKED = {"pack": True, "ranks_per_node": 4, "min_walltime": "00:10:00"}
+
+
+class GroupingEngine(FakeEngine):
+    def __init__(self) -> None:
+        super().__init__(dryrun=True)
+        self.parents: dict[str, str] = {}
+
+    def group_parent(self, group: str, parent: str) -> None:
+        self.parents[group] = parent
+
+
+def schedule_of(config):
+    engine = GroupingEngine()
+    study = Study(config)
+    holder = {}
+    plan = StudyPlan(study, engine, lambda family: pytest.fail("waited"),
+                     lambda family, rows: holder["schedule"].requested(family, rows))  # fmt: skip
+    holder["schedule"] = make_schedule(study, plan, engine)
+    return holder["schedule"]
+
+
+def evaluated(resources: dict, wc) -> dict:
+    return {k: v(wc) if callable(v) else v for k, v in resources.items()}
+
+
+def test_one_device_runs_share_a_pack_each_pinned_with_the_same_node_queue_and_walltime(smoke_config):
+    schedule = schedule_of(smoke_config(cluster=PACKED))
+    rows = schedule.plan.rows("text_image")
+    group = schedule.group()
+    names = {group(wildcards(family="text_image", run_id=r)) for r in rows}
+    assert names == {"text_image-pack0"} and schedule.engine.parents == {"text_image-pack0": "prism_pack"}
+    jobs = [
+        evaluated(schedule.resources(retrain=lambda w: "0"), wildcards(family="text_image", run_id=r)) for r in rows
+    ]
+    shared = {(j["nodes"], j["walltime"], j["queue"], j["pin"], j["strategy"]) for j in jobs}
+    # no estimate here (the smoke plan has no speed): the pack asks for the cap, cluster.walltime
+    assert shared == {("1", "00:30:00", "debug", "python -m prism.launch.slots --slots 4 --device cpu -- ", "none")}
+    assert {j["procs_per_node"] for j in jobs} == {1}
+    line = schedule.requested("text_image", rows)
+    assert line.startswith("plan text_image: 6 runs in 1 jobs on 1 nodes (up to 4 one-device runs a node")
+
+
+def test_a_wsd_trajectorys_segments_and_branches_are_one_pack(smoke_config):
+    schedule = schedule_of(smoke_config(cluster=PACKED, train={"schedule": "wsd"}))
+    rows = schedule.plan.rows("text_image")
+    packs = schedule.packs_by_job("text_image")
+    for t in schedule.trajectories(rows):
+        keys = [f"{t.traj_id}/to-{s.end:08d}" for s in t.segments] + [b.run_id for b in t.branches]
+        assert len({id(packs[k]) for k in keys}) == 1
+    segment = wildcards(family="text_image", traj=t.traj_id, end=f"{t.segments[0].end:08d}")
+    assert schedule.group()(segment) == packs[keys[0]].name
+
+
+def test_without_pack_nothing_is_grouped_or_pinned(smoke_config):
+    schedule = schedule_of(smoke_config())
+    job = evaluated(
+        schedule.resources(retrain=lambda w: "0"), wildcards(family="text_image", run_id="30k-BASE-e2e-C1e10")
+    )
+    assert schedule.group() is None and job["pin"] == "" and job["nodes"] == 1 and job["queue"] == "debug"
+
+
+def test_a_pack_no_queue_holds_is_refused_at_plan_time_naming_the_queue_and_the_limit(smoke_config):
+    queues = {"tiny": {"max_nodes": 1, "max_walltime": "00:05:00"}}
+    schedule = schedule_of(smoke_config(cluster={**PACKED, "queue": "tiny", "queues": queues}))
+    with pytest.raises(SystemExit) as stop:
+        schedule.requested("text_image", schedule.plan.rows("text_image"))
+    assert str(stop.value) == (
+        "plan text_image: no queue of cluster.queues holds a job of 1 node(s) for 00:30:00: queue tiny allows at "
+        "most 00:05:00 of walltime, the job asks 00:30:00 (set cluster.walltime or cluster.nodes_by_backbone "
+        "within a queue's limits)"
+    )
+
+
+def test_unpacked_jobs_go_to_the_queue_their_size_fits(smoke_config):
+    queues = {"small": {"max_nodes": 1}, "big": {"min_nodes": 2}}
+    config = smoke_config(cluster={"queue": "small", "queues": queues, "nodes_by_backbone": {"120k": 2}})
+    schedule = schedule_of(config)
+    res = schedule.resources(retrain=lambda w: "0")
+    assert res["queue"](wildcards(family="text_image", run_id="30k-BASE-e2e-C1e10")) == "small"
+    assert res["queue"](wildcards(family="text_image", run_id="120k-BASE-e2e-C1e10")) == "big"
