@@ -5,9 +5,15 @@ per GPU tile, with the guide's CPU binding; `module load frameworks` for torch
 with the `xccl` backend; the oneCCL variables; `MASTER_ADDR` the first host of
 `$PBS_NODEFILE`. With `--storage daos` the job mounts the DAOS container with
 `launch-dfuse.sh` before training and unmounts it with `clean-dfuse.sh` after,
-also when training fails (an EXIT trap), stages the shards into the container
-once (see `stage_into_daos`), trains on the mounted copy, and `mpiexec` gets
-`--no-vni` and the `libpil4dfs` interception library.
+also when training fails (an EXIT trap), copies the shards from Lustre into the
+container unless the same copy is there already (`stage_into_daos`: the shards
+themselves stay where they are), trains on the mounted copy, and `mpiexec` gets
+`--no-vni` and the `libpil4dfs` interception library. With `--storage lustre`
+(config/aurora.yaml's) the ranks read the shards where they lie.
+
+A job submitted by the workflow has set itself up before this body runs (the
+profile's login shell and `cluster.setup`, see prism.launch.jobenv); the body's
+own `module load frameworks` and venv make it runnable on its own too.
 
 The `#PBS` lines make the body submittable on its own (`qsub -A PROJECT -q QUEUE
 -l walltime=HH:MM:SS body.sh`); the workflow passes account, queue and walltime
@@ -39,7 +45,9 @@ CCL_ENV = (
 )
 MASTER_PORT = 29500
 DAOS_PRELOAD = "/usr/lib64/libpil4dfs.so"
-FILESYSTEMS = {"local": "flare:home", "lustre": "flare:home", "daos": "flare:daos_user_fs"}
+# What a body submitted on its own requests: flare (clone, venv, shards, study folder), home (the login
+# shell's files), and DAOS only where the shards are read from it.
+FILESYSTEMS = {"local": "flare:home", "lustre": "flare:home", "daos": "flare:home:daos_user_fs"}
 DAOS_MOUNT = "/tmp/${DAOS_POOL}/${DAOS_CONT}"  # where launch-dfuse.sh mounts the container
 DATA_VAR = "PRISM_DATA"  # the job's shard directory once staged
 
@@ -101,7 +109,7 @@ def render_aurora(
     venv = venv if venv is not None else _venv()
     daos = storage == "daos"
     lines = [
-        "#!/bin/bash",
+        "#!/bin/bash -l",
         f"#PBS -N {run.run_id[:236]}",
         f"#PBS -l select={nodes}",
         "#PBS -l place=scatter",

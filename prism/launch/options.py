@@ -14,6 +14,8 @@ PLACES = ("scatter", "pack", "free", "scatter:excl", "pack:excl")
 WALLTIME = {"$ref": "#/definitions/walltime"}
 PBS_WORD = {"$ref": "#/definitions/pbs_word"}
 BY_BACKBONE = {"type": "object", "propertyNames": {"$ref": "#/definitions/backbone"}}
+ENV_NAME = {"type": "string", "pattern": "^[A-Za-z_][A-Za-z0-9_]*$"}
+SETUP_LINE = {"type": "string", "pattern": "^[^\\n]+$"}
 
 
 @dataclass(frozen=True)
@@ -66,4 +68,19 @@ class ClusterOptions:
         {},
         "The most walltime per training job for particular backbones (their cap), e.g. {32b: 06:00:00}.",
         schema={**BY_BACKBONE, "additionalProperties": WALLTIME},
+    )
+    # The job's environment: PBS Pro passes no variable into a job without -V, which ALCF discourages
+    # (it can abort job start-up), so each job sets its environment up itself and names what it takes.
+    setup: list[str] = option(
+        [],
+        "Shell lines every cluster job runs first, in a login shell, before anything of prism (e.g. on Aurora "
+        "`module load frameworks`, then `source /lus/flare/projects/PROJECT/prism/.venv/bin/activate`); a "
+        "failing line fails the job.",
+        schema={"type": "array", "items": SETUP_LINE},
+    )
+    env: list[str] = option(
+        [],
+        "Names of variables of the submitting shell that a cluster job gets (`qsub -v NAME=value`), each only "
+        "when it is set there, e.g. [DAOS_POOL, DAOS_CONT] for storage daos.",
+        schema={"type": "array", "items": ENV_NAME},
     )

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from prism.launch.jobenv import job_env, job_setup
 from prism.launch.walltime import pieces, requested_seconds, walltime_seconds, walltime_text
 
 # (backbone, nodes, estimated seconds or None) of one training job.
@@ -19,14 +20,21 @@ Job = tuple[str, int, "float | None"]
 SPEED_WALLTIME = "00:10:00"
 
 
-def speed_job(cluster: dict) -> dict:
-    """The resources of a speed job: one node, as a training job's (account, queue, filesystems, place),
-    for a short walltime; it times a rank where the training jobs run."""
+def environment(cluster: dict, study_dir: str) -> dict[str, str]:
+    """What every cluster job sets up itself (prism.launch.jobenv): its set-up lines with the caches under
+    the study folder (`setup`), and the variables `qsub -v` passes (`env`)."""
+    return {"setup": job_setup(cluster, study_dir), "env": job_env(cluster)}
+
+
+def speed_job(cluster: dict, study_dir: str) -> dict:
+    """The resources of a speed job: one node, as a training job's (account, queue, filesystems, place,
+    environment), for a short walltime; it times a rank where the training jobs run."""
     return {
         "nodes": 1,
         "walltime": SPEED_WALLTIME,
         "runtime": walltime_minutes(SPEED_WALLTIME),
         **{key: cluster[key] for key in ("account", "queue", "filesystems", "place")},
+        **environment(cluster, study_dir),
     }
 
 

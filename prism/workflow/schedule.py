@@ -125,6 +125,7 @@ class Schedule:
             "place": cluster["place"],
             "retrain": retrain,
             "track": self.trackers,
+            **resources.environment(cluster, study.dir),
         }
 
     def requested(self, family: str, rows: Rows) -> str:

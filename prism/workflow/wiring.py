@@ -81,7 +81,7 @@ class StudyWorkflow:
 
     def speed_resources(self) -> dict[str, Any]:
         """A speed job's resources: under a cluster profile it is a short job on a compute node."""
-        return resources.speed_job(self.study.cluster)
+        return resources.speed_job(self.study.cluster, self.study.dir)
 
     # ---- the plan -----------------------------------------------------------------
 
