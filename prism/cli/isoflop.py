@@ -221,6 +221,12 @@ def _register_plan(verbs: argparse._SubParsersAction) -> None:
         help="the calibrations' measured speeds are of one of the R ranks a cluster node runs: price each "
         "run's node-hours from them instead of --node-peak-flops x --mfu (default: none)",
     )
+    p.add_argument(
+        "--probe",
+        metavar="FILE",
+        help="the probe's record (prism cluster probe): price node-hours with its loader and collectives, and "
+        "say so; a path that does not exist yet labels them assumed (default: none)",
+    )
     add_arguments(p.add_argument_group("plan options (config `plan:`)"), PlanOptions)
     add_spec_arguments(p)
     p.add_argument("--dry-run", action="store_true", help="print the table, the cost and the forecast; write nothing")
@@ -249,6 +255,7 @@ def _plan(args: argparse.Namespace) -> int:
             job_ranks=args.job_ranks,
             ranks_per_node=args.ranks_per_node,
             spec=spec,
+            probe=args.probe,
         )
     except PlanStopped as stopped:
         # The whole plan first (the log), then the one line: the error, last, is what the workflow shows.

@@ -84,3 +84,9 @@ class ClusterOptions:
         "when it is set there, e.g. [DAOS_POOL, DAOS_CONT] for storage daos.",
         schema={"type": "array", "items": ENV_NAME},
     )
+    probe_seconds: float = option(
+        120,
+        "Seconds of steps of each of the probe's job bodies (eager, compiled, resumed; `snakemake probe_FAMILY`): "
+        "long enough for a steady samples/s after start-up, short enough for the debug queue.",
+        exclusive_minimum=0,
+    )

@@ -13,6 +13,7 @@ from typing import Any
 
 from prism.isoflop.runs.launch import run_args
 from prism.options import as_args
+from prism.workflow.probe import probe_file, probed
 from prism.workflow.study import Study
 
 
@@ -48,6 +49,8 @@ def plan_arguments(study: Study, family: str) -> dict[str, Any]:
         job_ranks=study.job_ranks,
         ranks_per_node=study.node_ranks,
         spec=study.specs[family],
+        # A probed cluster study's plan prices its jobs by the probe's record (once it exists).
+        probe=probe_file(study, family) if probed(study) else None,
     )
 
 
@@ -66,6 +69,7 @@ def plan_command(study: Study, family: str) -> list[str]:
         *(["--job-ranks", str(study.job_ranks)] if study.job_ranks > 1 else []),
         # Node-hours from the measured speed of one of a node's ranks (a cluster study that times its steps).
         *(["--ranks-per-node", str(study.node_ranks)] if study.node_ranks else []),
+        *(["--probe", args["probe"]] if args["probe"] else []),
         # What the grid costs as wsd trajectories (plan.yaml `schedules`); no run depends on it.
         "--cooldown-fraction", str(study.train.cooldown_fraction),
         # The family's shape and tokenizer (`spec`) where not the laptop's (`shapes`, `data.tokenizer`).

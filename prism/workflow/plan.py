@@ -21,6 +21,7 @@ from prism.isoflop.design.gate import plan_notes, plan_stop, plan_summary
 from prism.isoflop.design.ladder import union
 from prism.isoflop.design.plan import make_plan, plan_runs, rule_sizes
 from prism.workflow.commands import plan_arguments
+from prism.workflow.probe import probe_file, probed
 from prism.workflow.study import Study
 
 Rows = dict[str, dict[str, Any]]
@@ -60,6 +61,8 @@ class StudyPlan:
         files = [study.data_dir(family)] + [study.calibration_file(family, b, v, study.regime) for b, v in pairs]
         if study.calibrate.measure_throughput:
             files += [study.speed_file(family, b, v, study.regime) for b, v in pairs]
+        if probed(study):  # a cluster study is priced by its probe: the plan, and every job after it, waits
+            files.append(probe_file(study, family))
         return files
 
     def arguments(self, family: str) -> dict[str, Any]:

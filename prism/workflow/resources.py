@@ -52,14 +52,16 @@ def backbone_cap(cluster: dict, backbone: str) -> str:
     return cluster["walltimes"].get(backbone, cluster["walltime"])
 
 
-def request_s(cluster: dict, estimate_s: float | None, backbone: str) -> int:
-    """Seconds a job of `backbone` estimated at `estimate_s` asks for."""
+def request_s(cluster: dict, estimate_s: float | None, backbone: str, startup_s: float = 0.0) -> int:
+    """Seconds a job of `backbone` estimated at `estimate_s` asks for, its start-up (`startup_s`, before the
+    first step: prism.workflow.probe.job_startup) included."""
     cap = backbone_cap(cluster, backbone)
-    return requested_seconds(estimate_s, cluster["walltime_factor"], cluster["min_walltime"], cap)
+    estimate = None if estimate_s is None else estimate_s + startup_s
+    return requested_seconds(estimate, cluster["walltime_factor"], cluster["min_walltime"], cap)
 
 
-def train_walltime(cluster: dict, estimate_s: float | None, backbone: str) -> str:
-    return walltime_text(request_s(cluster, estimate_s, backbone))
+def train_walltime(cluster: dict, estimate_s: float | None, backbone: str, startup_s: float = 0.0) -> str:
+    return walltime_text(request_s(cluster, estimate_s, backbone, startup_s))
 
 
 def walltime_minutes(walltime: str) -> int:
@@ -67,9 +69,11 @@ def walltime_minutes(walltime: str) -> int:
     return -(-walltime_seconds(walltime) // 60)
 
 
-def requested_text(cluster: dict, family: str, jobs: list[Job]) -> str:
-    """One line: node-hours the training jobs request on a cluster beside those estimated, and the jobs over the cap."""
-    requested = sum(n * request_s(cluster, est, b) for b, n, est in jobs) / 3600
+def requested_text(cluster: dict, family: str, jobs: list[Job], startup: tuple[float, str] = (0.0, "")) -> str:
+    """One line: node-hours the training jobs request on a cluster beside those estimated, and the jobs over the cap.
+
+    `startup`: (seconds, label) every job spends before its first step, in its walltime and said so."""
+    requested = sum(n * request_s(cluster, est, b, startup[0]) for b, n, est in jobs) / 3600
     known = [n * est for b, n, est in jobs if est is not None]
     estimated = f"{sum(known) / 3600:.3g}" if len(known) == len(jobs) else "unknown"
     over = [pieces(est, backbone_cap(cluster, b)) for b, n, est in jobs if pieces(est, backbone_cap(cluster, b)) > 1]
@@ -78,6 +82,7 @@ def requested_text(cluster: dict, family: str, jobs: list[Job]) -> str:
         f"{estimated} node-hours estimated (walltime = estimate x {cluster['walltime_factor']:g}, "
         f">= {cluster['min_walltime']}, <= {cluster['walltime']}"
         + (" or cluster.walltimes" if cluster["walltimes"] else "")
+        + (f"; estimate + {startup[1]}" if startup[1] else "")
         + ")"
     )
     if over:

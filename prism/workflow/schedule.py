@@ -23,7 +23,7 @@ from prism.isoflop.design.trajectories import Trajectory, plan_trajectories
 from prism.isoflop.runs.status import lost_finals
 from prism.launch.walltime import run_estimate_s
 from prism.train.rundir.layout import kept_checkpoint, kept_origin
-from prism.workflow import resources
+from prism.workflow import probe, resources
 from prism.workflow.commands import tracker_command, training_command
 from prism.workflow.plan import Rows, StudyPlan
 from prism.workflow.study import Study, budget_str
@@ -97,9 +97,14 @@ class Schedule:
             return None
 
     def walltime(self, wildcards: Any) -> str:
+        startup_s, _ = probe.job_startup(self.study, wildcards.family)
         return resources.train_walltime(
-            self.study.cluster, self.job_estimate_s(wildcards), resources.backbone_of(wildcards)
+            self.study.cluster, self.job_estimate_s(wildcards), resources.backbone_of(wildcards), startup_s
         )
+
+    def compile(self, wildcards: Any) -> str:
+        """` --compile MODE` as the probe decided it (a resource: compiling changes no result), "" unprobed."""
+        return probe.compile_flag(self.study, wildcards.family, self.nodes(wildcards))
 
     def runtime(self, wildcards: Any) -> int:
         return resources.walltime_minutes(self.walltime(wildcards))
@@ -125,12 +130,15 @@ class Schedule:
             "place": cluster["place"],
             "retrain": retrain,
             "track": self.trackers,
+            "compile": self.compile,
             **resources.environment(cluster, study.dir),
         }
 
     def requested(self, family: str, rows: Rows) -> str:
         """The plan's line on what its training jobs request of a cluster."""
-        return resources.requested_text(self.study.cluster, family, self.training_jobs(rows))
+        return resources.requested_text(
+            self.study.cluster, family, self.training_jobs(rows), probe.job_startup(self.study, family)
+        )
 
     # ---- what the named targets need -------------------------------------------
 

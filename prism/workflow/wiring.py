@@ -12,7 +12,7 @@ from typing import Any
 from prism.errors import PrismError
 from prism.isoflop.fit.fit import too_few_budgets
 from prism.isoflop.runs.table import table_problem
-from prism.workflow import commands, resources
+from prism.workflow import commands, probe, resources
 from prism.workflow.engine import UNRECORDED, Unrecorded
 from prism.workflow.plan import StudyPlan
 from prism.workflow.schedule import Schedule, make_schedule
@@ -82,6 +82,21 @@ class StudyWorkflow:
     def speed_resources(self) -> dict[str, Any]:
         """A speed job's resources: under a cluster profile it is a short job on a compute node."""
         return resources.speed_job(self.study.cluster, self.study.dir)
+
+    def job_environment(self) -> dict[str, Any]:
+        """What every cluster job sets up itself (set-up lines, caches, `qsub -v` names): resources."""
+        return resources.environment(self.study.cluster, self.study.dir)
+
+    # ---- the probe (rules/probe.smk) ----------------------------------------------
+
+    def probe_args(self, wildcards: Any) -> list[str]:
+        return probe.probe_args(self.study, self.plan.backbones(wildcards.family), wildcards.family)
+
+    def probe_inputs(self, wildcards: Any) -> list[str]:
+        return probe.probe_inputs(self.study, self.plan.backbones(wildcards.family), wildcards.family)
+
+    def probe_resources(self) -> dict[str, Any]:
+        return probe.probe_resources(self.study)
 
     # ---- the plan -----------------------------------------------------------------
 

@@ -118,8 +118,10 @@ def submit(tmp_path: Path, setup: list[str], names: str, environ: dict) -> tuple
     profile = yaml.safe_load((AURORA / "config.yaml").read_text())
     command = sm_format(profile["cluster-generic-submit-cmd"], resources=Resources, rule="train", jobid=3)
     script = tmp_path / "job.sh"
+    if not (tmp_path / "profiles").exists():  # Snakemake runs in the clone, where the profile lies
+        (tmp_path / "profiles").symlink_to(REPO / "profiles")
     sidecar = tmp_path / "registry"
-    env = {**environ, "PATH": f"{bindir}:{AURORA}:{os.environ['PATH']}", "SNAKEMAKE_CLUSTER_SIDECAR_VARS": str(sidecar)}
+    env = {**environ, "PATH": f"{bindir}:{os.environ['PATH']}", "SNAKEMAKE_CLUSTER_SIDECAR_VARS": str(sidecar)}
     out = subprocess.run(
         ["sh", "-c", command + ' "$1"', "sh", str(script)], cwd=tmp_path, env=env, capture_output=True, text=True
     )

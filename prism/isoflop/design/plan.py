@@ -42,6 +42,7 @@ from prism.isoflop.design.candidates import INTERPOLATED, Candidate, load_candid
 from prism.isoflop.design.centre import DEFAULT_PRIOR_A, DEFAULT_PRIOR_K, Centre, find_centre
 from prism.isoflop.design.gate import plan_notes, plan_stop, plan_summary
 from prism.isoflop.design.plantext import cost_text, forecast_text, plan_csv_text, plan_table, short_budgets_text
+from prism.isoflop.design.pricing import priced
 from prism.isoflop.design.trajectories import DEFAULT_COOLDOWN_FRACTION, DEFAULT_MIN_STEPS, saving_text, schedule_costs
 from prism.isoflop.records import PlanRow, Surface
 from prism.launch.ranks import check_batch
@@ -240,6 +241,11 @@ class Cost:
     node_source: str = ""
     ranks_per_node: int | None = None  # measured samples/s are one rank's of a node's this many
     node_peak_flops: float | None = None  # what a measured speed's MFU is of
+    # Which peak that is: the vendor's figure (plan.node_peak_flops) until the probe measured one (prism.peak).
+    peak_label: str = "the vendor's node peak plan.node_peak_flops"
+    # The probe's samples/s per rank over the speed job's (prism.isoflop.design.pricing), and what it says.
+    factor: float = 1.0
+    probe_note: str = ""
 
     @classmethod
     def from_options(cls, options: PlanOptions, ranks_per_node: int | None = None) -> Cost:
@@ -247,7 +253,7 @@ class Cost:
             return cls(ranks_per_node=ranks_per_node)
         return cls(
             options.node_peak_flops * options.mfu,
-            f"estimate: assumed MFU {options.mfu:g} (plan.mfu, not measured) x node peak "
+            f"estimate: assumed MFU {options.mfu:g} (plan.mfu, not measured) x the vendor's node peak "
             f"{options.node_peak_flops:.3g} FLOP/s (plan.node_peak_flops)",
             ranks_per_node,
             options.node_peak_flops,
@@ -267,16 +273,21 @@ class Cost:
         if self.node_peak_flops:
             mfus = [r.flops / (r.node_hours * 3600.0) / self.node_peak_flops for r in runs if r.node_hours]
             if mfus:
-                text += f"; MFU {min(mfus):.2f}-{max(mfus):.2f} of plan.node_peak_flops {self.node_peak_flops:.3g}"
+                text += f"; MFU {min(mfus):.2f}-{max(mfus):.2f} of {self.peak_label} {self.node_peak_flops:.3g}"
         if interpolated:
             text += f"; the speed of {', '.join(interpolated)} {INTERPOLATED}"
-        return text
+        return text + (f"; {self.probe_note}" if self.probe_note else "")
+
+    def assumed_source(self) -> str:
+        """The label of node-hours without measured speeds (with the probe's word, where there is one)."""
+        text = self.node_source or "not estimated (set plan.node_peak_flops, and plan.mfu)"
+        return text + (f"; {self.probe_note}" if self.probe_note and self.node_source else "")
 
     def node_hours(self, cand: Candidate, samples: int, flops: float) -> float | None:
         """A run's node-hours: at its measured (or interpolated) speed where the ranks are known, else
         at the assumed node throughput; None when neither is."""
         if self.ranks_per_node and cand.samples_per_s:
-            return samples / (cand.samples_per_s * self.ranks_per_node) / 3600.0
+            return samples / (cand.samples_per_s * self.factor * self.ranks_per_node) / 3600.0
         return flops / self.node_flops / 3600.0 if self.node_flops else None
 
 
@@ -515,6 +526,7 @@ def plan_runs(
     job_ranks: int = 1,
     ranks_per_node: int | None = None,
     spec: FamilySpec | None = None,
+    probe: str | Path | None = None,
 ) -> StudyPlan:
     """The planned runs: a function of these arguments and the files they name (calibrations, speed
     files, an existing plan at `out`, prior files), nothing else.
@@ -552,7 +564,8 @@ def plan_runs(
             return cands
         return [c for c in cands if c.backbone in given or c.backbone in by_budget[budget]]
 
-    cost = Cost.from_options(options, ranks_per_node)
+    # `probe`: the probe record a cluster study prices its jobs by, once it exists (pricing.priced).
+    cost = priced(Cost.from_options(options, ranks_per_node), probe, cands)
     split = None if data is None else train_samples(data)
     plans = [
         plan_budget(
@@ -596,7 +609,7 @@ def cost_summary(runs: list[PlanRow], cost: Cost, speed_sources: list[str], inte
         "node_hours_source": (
             cost.measured_source(runs, speed_sources, guessed)
             if cost.measured(speed_sources)
-            else cost.node_source or "not estimated (set plan.node_peak_flops, and plan.mfu)"
+            else cost.assumed_source()
         ),
     }
 
@@ -616,6 +629,7 @@ def make_plan(
     job_ranks: int = 1,
     ranks_per_node: int | None = None,
     spec: FamilySpec | None = None,
+    probe: str | Path | None = None,
     **overrides,
 ) -> dict:
     """The whole plan as a dict (the plan.yaml content): `plan_runs` plus the forecast.
@@ -641,6 +655,7 @@ def make_plan(
         job_ranks=job_ranks,
         ranks_per_node=ranks_per_node,
         spec=spec,
+        probe=probe,
     )
     centre, plans, runs = study.centre, study.plans, study.runs
     refused = [{"budget": p.budget, "reason": p.refused} for p in plans if p.refused]
