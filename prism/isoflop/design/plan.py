@@ -634,9 +634,8 @@ def make_plan(
 ) -> dict:
     """The whole plan as a dict (the plan.yaml content): `plan_runs` plus the forecast.
 
-    `cooldown_fraction` is the wsd cooldown the study trains with: it sets what the grid costs as
-    trajectories (`schedules`), not which runs the grid holds. `overrides` replace fields of
-    `options` (e.g. `window=0.3`), for tests and scripts.
+    `cooldown_fraction`, the study's wsd cooldown, sets what the grid costs as trajectories (`schedules`),
+    not which runs it holds. `overrides` replace fields of `options` (e.g. `window=0.3`), for tests.
     """
     from prism.isoflop.design import forecast as fc_mod  # noqa: PLC0415 lazy: the CLI's parser imports this module
 
