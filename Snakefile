@@ -49,6 +49,8 @@ ENGINE.terse_terminal()
 
 include: "rules/data.smk"
 include: "rules/calibrate.smk"
+# A cluster study's probe: the real job body for a few minutes, before the plan prices the grid.
+include: "rules/probe.smk"
 include: "rules/plan.smk"
 # Training: one job per planned run (cosine: rules/train.smk), or per model one stable
 # trajectory cut at its branch points plus one cooldown branch per run (wsd: rules/wsd.smk);

@@ -1,12 +1,17 @@
-"""The measured dense matmul peak of a device: the denominator of every MFU.
+"""The measured dense matmul peak of a device: the denominator of every MFU prism quotes.
 
 Vendor peaks are meaningless on a shared CPU (thread count, AVX clocks, other
 tenants), so MFU is reported against what a large square matmul actually
-achieves here. Measuring takes a few seconds, so the figure is cached per
-(host, device, dtype, threads, torch version) in `peak.json` under the cache
-dir (`$PRISM_CACHE_DIR`, default `~/.cache/prism`). A re-measurement (`--refresh`)
-never lowers a cached peak: the same key is the same hardware and software, so a
-lower figure means the machine was busy.
+achieves here: a run's perf rows and metrics, and a cluster study's plan once its
+probe has measured the peak of a compute node's rank (prism.launch.probe; the
+plan's cost line then says "the measured node peak"). Before that the plan can
+only quote the vendor's figure (`plan.node_peak_flops`), and says so.
+
+Measuring takes a few seconds, so the figure is cached per (host, device, dtype,
+threads, torch version) in `peak.json` under the cache dir (`$PRISM_CACHE_DIR`,
+default `~/.cache/prism`; a cluster job's is under its study folder, prism.launch.jobenv).
+A re-measurement (`--refresh`) never lowers a cached peak: the same key is the same
+hardware and software, so a lower figure means the machine was busy.
 """
 
 from __future__ import annotations

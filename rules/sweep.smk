@@ -67,6 +67,8 @@ rule sweep_cell:
         queue=config["cluster"]["queue"],
         filesystems=SWEEP.filesystems,
         place=config["cluster"]["place"],
+        # The study's set-up lines and caches, the variables passed by name (no qsub -V).
+        **W.job_environment(),
     shell:
         "prism sweep run-cell --preset {wildcards.preset:q} --design {wildcards.design:q}"
         " --sweep-id {params.sweep_id:q} --storage {resources.storage:q} --outputs {params.outputs:q}"

@@ -11,7 +11,7 @@
 # The job body written by `--dry-run`, then run; a rule whose output a failed run still writes
 # (a collapsed run's metrics.json) appends TRAINING_KEEPS_OUTPUT.
 TRAINING_SHELL = (
-    "prism train {params.run} {resources.track} --device {resources.device:q} --threads {threads}"
+    "prism train {params.run} {resources.track} --device {resources.device:q} --threads {threads}{resources.compile}"
     " --strategy {resources.strategy:q} --launcher {resources.launcher:q} --nodes {resources.nodes:q}"
     " --procs-per-node {resources.procs_per_node:q}"
     " --storage {resources.storage:q} --dry-run > {params.body:q} 2> {log:q}"

@@ -1,8 +1,10 @@
-"""`prism cluster check`: prove a site's installation before a study is submitted."""
+"""`prism cluster check`: prove a site's installation before a study is submitted; `prism cluster probe`:
+measure one of its jobs before the grid is spent."""
 
 from __future__ import annotations
 
 import argparse
+import json
 
 
 def register(verbs: argparse._SubParsersAction) -> None:
@@ -26,6 +28,50 @@ def register(verbs: argparse._SubParsersAction) -> None:
     p.add_argument("--device", choices=("cpu", "cuda", "xpu"), help="default: the config's train.device")
     p.add_argument("--ranks", type=int, default=2, metavar="N", help="processes of the collective check (default: 2)")
     p.set_defaults(func=_check)
+    _register_probe(verbs)
+
+
+def _register_probe(verbs: argparse._SubParsersAction) -> None:
+    p = verbs.add_parser(
+        "probe",
+        help="Run the real job body for a few minutes (eager, compiled, SIGTERM, resume) and record what it took.",
+        description=(
+            "Inside a cluster job (the workflow's probe rules: snakemake probe_FAMILY): renders the aurora body "
+            "of the study's largest size, runs it eager and compiled for --seconds of steps each, stops each with "
+            "SIGTERM (it checkpoints), and writes a JSON record; `--part resume` resumes the eager run in a "
+            "second job and completes the record the plan prices the study from."
+        ),
+    )
+    p.add_argument("--part", choices=("first", "resume"), required=True)
+    for flag in ("family", "backbone", "regime", "data", "calibration-dir", "device", "strategy", "storage", "folder"):
+        p.add_argument(f"--{flag}", required=True)
+    p.add_argument("--global-batch", type=int, required=True)
+    p.add_argument("--procs-per-node", type=int, required=True)
+    p.add_argument("--seconds", type=float, default=120.0, help="seconds of steps per body (default: 120)")
+    p.add_argument("--workers", type=int, default=2, help="the streamed loader's workers per rank")
+    p.add_argument("--precision", default="auto", help="the runs' precision (train.precision)")
+    p.add_argument("--first", help="--part resume: the first part's record")
+    p.add_argument("--out", required=True, help="the record (JSON) to write")
+    p.set_defaults(func=_probe)
+
+
+def _probe(args: argparse.Namespace) -> int:
+    from pathlib import Path
+
+    from prism.errors import PrismError
+    from prism.launch.probe import Probe, probe_first, probe_resume
+
+    probe = Probe(args.family, args.backbone, args.regime, args.data, args.calibration_dir, args.global_batch,
+                  args.device, args.strategy, args.procs_per_node, args.storage, args.seconds, args.folder,
+                  workers=args.workers, precision=args.precision)  # fmt: skip
+    if args.part == "first":
+        record = probe_first(probe, Path(args.out))
+    elif not args.first:
+        raise PrismError("prism cluster probe --part resume needs --first (the first part's record)")
+    else:
+        record = probe_resume(probe, Path(args.first), Path(args.out))
+    print(json.dumps(record, indent=1, sort_keys=True))
+    return 0
 
 
 def _check(args: argparse.Namespace) -> int:

@@ -222,6 +222,12 @@ def _register_plan(verbs: argparse._SubParsersAction) -> None:
         help="the calibrations' measured speeds are of one of the R ranks a cluster node runs: price each "
         "run's node-hours from them instead of --node-peak-flops x --mfu (default: none)",
     )
+    p.add_argument(
+        "--probe",
+        metavar="FILE",
+        help="the probe's record (prism cluster probe): price node-hours with its loader and collectives, and "
+        "say so; a path that does not exist yet labels them assumed (default: none)",
+    )
     add_arguments(p.add_argument_group("plan options (config `plan:`)"), PlanOptions)
     _add_placement_arguments(p.add_argument_group("placement (config `cluster:`, `train:`)"))
     add_spec_arguments(p)
@@ -303,6 +309,7 @@ def _plan(args: argparse.Namespace) -> int:
             spec=spec,
             devices=_placement_devices(args),
             lr_rule=_lr_rule(args),
+            probe=args.probe,
         )
     except PlanStopped as stopped:
         # The whole plan first (the log), then the one line: the error, last, is what the workflow shows.

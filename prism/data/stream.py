@@ -37,6 +37,7 @@ from __future__ import annotations
 
 import io
 import json
+import signal
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -77,6 +78,13 @@ def _fix(data_dir: Path, manifest: dict) -> str:
 
 
 # ---- one split's shards, read and decoded --------------------------------------------------
+
+
+def ignore_sigterm(_worker_id: int) -> None:
+    """A loader worker outlives the SIGTERM a walltime sends the whole job (its processes' group): the rank
+    it serves checkpoints on that signal and then ends it, where a worker killed first made the rank fail
+    ("DataLoader worker is killed by signal: Terminated") before its checkpoint (found by the probe)."""
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
 
 
 class ShardSource:
@@ -353,7 +361,12 @@ class StreamLoader:
         if not self.processes:
             return streams.batches(0)
         loader = torch.utils.data.DataLoader(
-            streams, batch_size=None, num_workers=self.processes, prefetch_factor=2, persistent_workers=False
+            streams,
+            batch_size=None,
+            num_workers=self.processes,
+            prefetch_factor=2,
+            persistent_workers=False,
+            worker_init_fn=ignore_sigterm,
         )
         return iter(loader)
 

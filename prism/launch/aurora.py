@@ -5,9 +5,16 @@ per GPU tile, with the guide's CPU binding; `module load frameworks` for torch
 with the `xccl` backend; the oneCCL variables; `MASTER_ADDR` the first host of
 `$PBS_NODEFILE`. With `--storage daos` the job mounts the DAOS container with
 `launch-dfuse.sh` before training and unmounts it with `clean-dfuse.sh` after,
-also when training fails (an EXIT trap), stages the shards into the container
-once (see `stage_into_daos`), trains on the mounted copy, and `mpiexec` gets
-`--no-vni` and the `libpil4dfs` interception library.
+also when training fails (an EXIT trap), copies the run's index directory (its
+manifest and decoded copy, where it has one) into the container unless the same
+copy is there already (`stage_into_daos`), trains on the mounted copy, and
+`mpiexec` gets `--no-vni` and the `libpil4dfs` interception library. The shards
+themselves stay where they are on Lustre (docs/own-data.md, "On the cluster").
+With `--storage lustre` (config/aurora.yaml's) the ranks read the index in place.
+
+A job submitted by the workflow has set itself up before this body runs (the
+profile's login shell and `cluster.setup`, see prism.launch.jobenv); the body's
+own `module load frameworks` and venv make it runnable on its own too.
 
 The `#PBS` lines make the body submittable on its own (`qsub -A PROJECT -q QUEUE
 -l walltime=HH:MM:SS body.sh`); the workflow passes account, queue and walltime
@@ -39,17 +46,19 @@ CCL_ENV = (
 )
 MASTER_PORT = 29500
 DAOS_PRELOAD = "/usr/lib64/libpil4dfs.so"
-FILESYSTEMS = {"local": "flare:home", "lustre": "flare:home", "daos": "flare:daos_user_fs"}
+# What a body submitted on its own requests: flare (clone, venv, shards, study folder), home (the login
+# shell's files), and DAOS only where the index is read from it.
+FILESYSTEMS = {"local": "flare:home", "lustre": "flare:home", "daos": "flare:home:daos_user_fs"}
 DAOS_MOUNT = "/tmp/${DAOS_POOL}/${DAOS_CONT}"  # where launch-dfuse.sh mounts the container
-DATA_VAR = "PRISM_DATA"  # the job's shard directory once staged
+DATA_VAR = "PRISM_DATA"  # the job's index directory once staged
 
 
 def stage_into_daos(data: str, workdir: str) -> list[str]:
-    """Shell lines that make `$PRISM_DATA` the shards' copy inside the mounted container.
+    """Shell lines that make `$PRISM_DATA` the index directory's copy inside the mounted container.
 
-    The shards are built on Lustre (the workflow's data rules); each job copies them
-    into the container unless the copy there has the same manifest, which names and
-    checksums every shard. The copy goes to a job-private directory first and is
+    The index is made on Lustre (the workflow's data rule); each job copies it into
+    the container unless the copy there has the same manifest, which names and
+    checksums every shard (the shards stay on Lustre). The copy goes to a job-private directory first and is
     renamed into place, so a job killed mid-copy, or two jobs staging at once, never
     leave a partial directory that a later job would take as staged.
     """
@@ -59,7 +68,7 @@ def stage_into_daos(data: str, workdir: str) -> list[str]:
     target = f"{DAOS_MOUNT}/prism/{q(source.lstrip('/'))}"
     return [
         f"{DATA_VAR}={target}",
-        "# stage the shards into the container unless the same shards are there (same manifest)",
+        "# stage the index into the container unless the same index is there (same manifest)",
         f'if ! cmp -s {q(source)}/manifest.json "${DATA_VAR}/manifest.json"; then',
         f'  staging="${DATA_VAR}.staging.${{PBS_JOBID:-$$}}" old="${DATA_VAR}.old.${{PBS_JOBID:-$$}}"',
         f'  mkdir -p "$(dirname "${DATA_VAR}")" && cp -r {q(source)} "$staging" || exit 2',
@@ -101,7 +110,7 @@ def render_aurora(
     venv = venv if venv is not None else _venv()
     daos = storage == "daos"
     lines = [
-        "#!/bin/bash",
+        "#!/bin/bash -l",
         f"#PBS -N {run.run_id[:236]}",
         f"#PBS -l select={nodes}",
         "#PBS -l place=scatter",

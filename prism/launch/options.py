@@ -27,6 +27,8 @@ QUEUE_LIMITS = {
         "max_running": {"type": "integer", "minimum": 1},
     },
 }
+ENV_NAME = {"type": "string", "pattern": "^[A-Za-z_][A-Za-z0-9_]*$"}
+SETUP_LINE = {"type": "string", "pattern": "^[^\\n]+$"}
 
 
 @dataclass(frozen=True)
@@ -106,4 +108,25 @@ class ClusterOptions:
         "job no queue holds is refused at plan time naming the queue and the limit. Empty: every job goes to "
         "`queue`.",
         schema={"type": "object", "propertyNames": PBS_WORD, "additionalProperties": QUEUE_LIMITS},
+    )
+    # The job's environment: PBS Pro passes no variable into a job without -V, which ALCF discourages
+    # (it can abort job start-up), so each job sets its environment up itself and names what it takes.
+    setup: list[str] = option(
+        [],
+        "Shell lines every cluster job runs first, in a login shell, before anything of prism (e.g. on Aurora "
+        "`module load frameworks`, then `source /lus/flare/projects/PROJECT/prism/.venv/bin/activate`); a "
+        "failing line fails the job.",
+        schema={"type": "array", "items": SETUP_LINE},
+    )
+    env: list[str] = option(
+        [],
+        "Names of variables of the submitting shell that a cluster job gets (`qsub -v NAME=value`), each only "
+        "when it is set there, e.g. [DAOS_POOL, DAOS_CONT] for storage daos.",
+        schema={"type": "array", "items": ENV_NAME},
+    )
+    probe_seconds: float = option(
+        120,
+        "Seconds of steps of each of the probe's job bodies (eager, compiled, resumed; `snakemake probe_FAMILY`): "
+        "long enough for a steady samples/s after start-up, short enough for the debug queue.",
+        exclusive_minimum=0,
     )

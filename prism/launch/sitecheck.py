@@ -4,16 +4,19 @@ A cluster study fails expensively: after a queue wait, on a compute node, in a j
 What fails there is usually the environment, not prism: a venv whose torch cannot see the
 accelerators, a collective backend that does not initialise, a shards folder the compute
 nodes cannot read, an account left at its placeholder. Each check here says in one line
-what it found and, when it fails, what to do. The collective check starts real processes
-on this node (as a job's ranks would start), so run the command on a compute node
-(`qsub -I`, or as the first step of a new site's smoke study).
+what it found and, when it fails, what to do. The PBS checks (the queue's limits, the
+filesystems, the DAOS variables: prism.launch.sitepbs) ask `qstat`; the collective check
+starts real processes on this node through `mpiexec` (as a job's ranks start), so run the
+command on a compute node (`qsub -I`), then the study's probe (`snakemake probe_FAMILY`).
 """
 
 from __future__ import annotations
 
 import copy
 import os
-from dataclasses import dataclass
+import shutil
+import subprocess
+import sys
 from pathlib import Path
 
 import yaml
@@ -22,20 +25,9 @@ from prism.dist.env import free_port
 from prism.dist.parallel import BACKENDS
 from prism.errors import PrismError
 from prism.launch.ranks import check_batch, cluster_ranks
+from prism.launch.sitepbs import Check, check_daos, check_filesystems, check_queue
 
 PLACEHOLDER = "FILL_IN"
-
-
-@dataclass(frozen=True)
-class Check:
-    """One check's verdict: what was looked at, and what was found (with the fix when it failed)."""
-
-    name: str
-    ok: bool
-    detail: str
-
-    def line(self) -> str:
-        return f"{'ok  ' if self.ok else 'FAIL'} {self.name}: {self.detail}"
 
 
 def merged(base: dict, override: dict) -> dict:
@@ -141,14 +133,17 @@ def check_device(device: str) -> Check:
     return Check("torch", True, f"torch {version}, {count} {device} device(s): {module.get_device_name(0)}")
 
 
-def _all_reduce(rank: int, world: int, device: str, port: int) -> None:
+def _all_reduce(
+    rank: int, world: int, device: str, port: int, addr: str = "127.0.0.1", local_rank: int | None = None
+) -> None:
     """One rank: join the group, sum ones over all ranks, check the sum (a child process)."""
     import torch  # noqa: PLC0415 lazy: in the spawned rank
     import torch.distributed as dist  # noqa: PLC0415 lazy: in the spawned rank
 
-    dist.init_process_group(BACKENDS[device], init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=world)
+    dist.init_process_group(BACKENDS[device], init_method=f"tcp://{addr}:{port}", rank=rank, world_size=world)
     try:
-        where = torch.device(device, rank) if device != "cpu" else torch.device("cpu")
+        index = rank if local_rank is None else local_rank
+        where = torch.device(device, index) if device != "cpu" else torch.device("cpu")
         value = torch.ones(4, device=where)
         dist.all_reduce(value)
         if value.tolist() != [float(world)] * 4:
@@ -157,8 +152,37 @@ def _all_reduce(rank: int, world: int, device: str, port: int) -> None:
         dist.destroy_process_group()
 
 
+def mpi_rank(device: str) -> int:
+    """One rank started by `mpiexec` (`python -m prism.launch.sitecheck DEVICE`): its place from the launcher's
+    environment (PMI/PALS, as a job's ranks read it), then the all-reduce; 0 when the sum is right."""
+    from prism.dist.env import discover  # noqa: PLC0415 lazy: in the rank
+
+    env = discover()
+    _all_reduce(env.rank, env.world_size, device, env.master_port, env.master_addr, env.local_rank)
+    return 0
+
+
+def mpiexec_collectives(device: str, ranks: int, mpiexec: str) -> Check:
+    """`ranks` processes started by `mpiexec`, as a job's are, join the device's backend and all-reduce."""
+    backend = BACKENDS[device]
+    env = {**os.environ, "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(free_port())}
+    argv = [mpiexec, "-n", str(ranks), sys.executable, "-m", "prism.launch.sitecheck", device]
+    try:
+        out = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=600)
+    except (OSError, subprocess.TimeoutExpired) as err:
+        return Check("collectives", False, f"{backend} on {ranks} ranks through {mpiexec} failed: {err}")
+    if out.returncode != 0:
+        last = (out.stderr.strip().splitlines() or [f"exit status {out.returncode}"])[-1]
+        return Check("collectives", False, f"{backend} on {ranks} ranks through {mpiexec} failed: {last}")
+    return Check("collectives", True, f"{backend} initialised on {ranks} ranks through {mpiexec} and all-reduced")
+
+
 def check_collectives(device: str, ranks: int) -> Check:
-    """`ranks` processes on this node initialise the device's backend and all-reduce a tensor."""
+    """`ranks` processes on this node initialise the device's backend and all-reduce a tensor: started by
+    `mpiexec` where there is one (as a job's ranks are), else spawned from here."""
+    mpiexec = shutil.which("mpiexec")
+    if mpiexec:
+        return mpiexec_collectives(device, ranks, mpiexec)
     backend = BACKENDS[device]
     try:
         import torch.multiprocessing as mp  # noqa: PLC0415 lazy: torch
@@ -195,6 +219,9 @@ def run_checks(
     checks = [
         check_schema(config, schema),
         check_scheduler(config),
+        check_queue(config.get("cluster") or {}),
+        check_filesystems(config),
+        check_daos(config),
         *check_shards(config),
         check_batch_ranks(config),
         check_study_dir(config),
@@ -207,3 +234,7 @@ def run_checks(
     if not checks[-1].ok and checks[-1].name == "torch":
         log("skip collectives: torch does not see the device")
     return all(check.ok for check in checks)
+
+
+if __name__ == "__main__":  # one rank of the mpiexec collective check
+    sys.exit(mpi_rank(sys.argv[1]))

@@ -15,6 +15,7 @@ from prism.isoflop.design.placement import study_devices
 from prism.isoflop.design.tuning import study_rule
 from prism.isoflop.runs.launch import run_args
 from prism.options import as_args
+from prism.workflow.probe import probe_file, probed
 from prism.workflow.study import Study
 
 
@@ -66,6 +67,8 @@ def plan_arguments(study: Study, family: str, read_rule: bool = True) -> dict[st
         ),
         # Read here: a fitted rule's file is an input of the plan (the tuning stage writes it).
         lr_rule=study_rule(study.tune, study.lr_rule_file(family)) if read_rule else None,
+        # A probed cluster study's plan prices its jobs by the probe's record (once it exists).
+        probe=probe_file(study, family) if probed(study) else None,
     )
 
 
@@ -84,6 +87,7 @@ def plan_command(study: Study, family: str) -> list[str]:
         *(["--job-ranks", str(study.job_ranks)] if study.job_ranks > 1 else []),
         # Node-hours from the measured speed of one of a node's ranks (a cluster study that times its steps).
         *(["--ranks-per-node", str(study.node_ranks)] if study.node_ranks else []),
+        *(["--probe", args["probe"]] if args["probe"] else []),
         # What the grid costs as wsd trajectories (plan.yaml `schedules`); no run depends on it.
         "--cooldown-fraction", str(study.train.cooldown_fraction),
         # The family's shape and tokenizer (`spec`) where not the laptop's (`shapes`, `data.tokenizer`).

@@ -20,8 +20,8 @@ from prism.worker import ENV as WORKER_ENV
 # `snakemake --forcerun train` (or --forcerun of a run's metrics.json, or --forceall) is an
 # explicit retrain: `prism train` then trains a finished run from scratch instead of restoring
 # its unchanged record from final/. The main process records the forced targets in the
-# environment, which submitted cluster jobs inherit (qsub -V) and read when they evaluate
-# this again without the flags.
+# environment, which a local job inherits and a cluster job gets from its set-up file
+# (profiles/aurora/pbs_env.py), and read when they evaluate this again without the flags.
 FORCED_ENV = "PRISM_FORCED_TARGETS"
 
 
@@ -85,7 +85,7 @@ class Engine:
         """What this Snakemake call forces (`--forcerun` rules and files, `--forceall`).
 
         Recorded in FORCED_ENV by the main process once its DAG is built, so that cluster jobs
-        (`qsub -V`) see it too.
+        (their set-up file, profiles/aurora/pbs_env.py) see it too.
         """
         settings = getattr(self.workflow, "dag_settings", None)  # set once the DAG is built, not while parsing
         if settings is not None and (settings.forceall or settings.forcerun):

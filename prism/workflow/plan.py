@@ -22,6 +22,7 @@ from prism.isoflop.design.ladder import union
 from prism.isoflop.design.plan import make_plan, plan_runs, rule_sizes
 from prism.isoflop.design.plantext import dropped_lines
 from prism.workflow.commands import plan_arguments
+from prism.workflow.probe import probe_file, probed
 from prism.workflow.study import Study
 
 Rows = dict[str, dict[str, Any]]
@@ -63,6 +64,8 @@ class StudyPlan:
             files += [study.speed_file(family, b, v, study.regime) for b, v in pairs]
         if study.tune.fitted:  # the tuning stage's rule (rules/tune.smk)
             files.append(study.lr_rule_file(family))
+        if probed(study):  # a cluster study is priced by its probe: the plan, and every job after it, waits
+            files.append(probe_file(study, family))
         return files
 
     def arguments(self, family: str) -> dict[str, Any]:

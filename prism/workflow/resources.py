@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections import Counter
 from typing import Any
 
+from prism.launch.jobenv import job_env, job_setup
 from prism.launch.queues import choose_queue, fit_walltime, parse_queues
 from prism.launch.walltime import pieces, requested_seconds, walltime_seconds, walltime_text
 from prism.workflow.packing import Pack, summary
@@ -22,14 +23,21 @@ Job = tuple[str, int, "float | None"]
 SPEED_WALLTIME = "00:10:00"
 
 
-def speed_job(cluster: dict) -> dict:
-    """The resources of a speed job: one node, as a training job's (account, queue, filesystems, place),
-    for a short walltime; it times a rank where the training jobs run."""
+def environment(cluster: dict, study_dir: str) -> dict[str, str]:
+    """What every cluster job sets up itself (prism.launch.jobenv): its set-up lines with the caches under
+    the study folder (`setup`), and the variables `qsub -v` passes (`env`)."""
+    return {"setup": job_setup(cluster, study_dir), "env": job_env(cluster)}
+
+
+def speed_job(cluster: dict, study_dir: str) -> dict:
+    """The resources of a speed job: one node, as a training job's (account, queue, filesystems, place,
+    environment), for a short walltime; it times a rank where the training jobs run."""
     return {
         "nodes": 1,
         "walltime": SPEED_WALLTIME,
         "runtime": walltime_minutes(SPEED_WALLTIME),
         **{key: cluster[key] for key in ("account", "queue", "filesystems", "place")},
+        **environment(cluster, study_dir),
     }
 
 
@@ -47,14 +55,16 @@ def backbone_cap(cluster: dict, backbone: str) -> str:
     return cluster["walltimes"].get(backbone, cluster["walltime"])
 
 
-def request_s(cluster: dict, estimate_s: float | None, backbone: str) -> int:
-    """Seconds a job of `backbone` estimated at `estimate_s` asks for."""
+def request_s(cluster: dict, estimate_s: float | None, backbone: str, startup_s: float = 0.0) -> int:
+    """Seconds a job of `backbone` estimated at `estimate_s` asks for, its start-up (`startup_s`, before the
+    first step: prism.workflow.probe.job_startup) included."""
     cap = backbone_cap(cluster, backbone)
-    return requested_seconds(estimate_s, cluster["walltime_factor"], cluster["min_walltime"], cap)
+    estimate = None if estimate_s is None else estimate_s + startup_s
+    return requested_seconds(estimate, cluster["walltime_factor"], cluster["min_walltime"], cap)
 
 
-def train_walltime(cluster: dict, estimate_s: float | None, backbone: str) -> str:
-    return walltime_text(request_s(cluster, estimate_s, backbone))
+def train_walltime(cluster: dict, estimate_s: float | None, backbone: str, startup_s: float = 0.0) -> str:
+    return walltime_text(request_s(cluster, estimate_s, backbone, startup_s))
 
 
 def walltime_minutes(walltime: str) -> int:
@@ -62,9 +72,11 @@ def walltime_minutes(walltime: str) -> int:
     return -(-walltime_seconds(walltime) // 60)
 
 
-def requested_text(cluster: dict, family: str, jobs: list[Job]) -> str:
-    """One line: node-hours the training jobs request on a cluster beside those estimated, and the jobs over the cap."""
-    requested = sum(n * request_s(cluster, est, b) for b, n, est in jobs) / 3600
+def requested_text(cluster: dict, family: str, jobs: list[Job], startup: tuple[float, str] = (0.0, "")) -> str:
+    """One line: node-hours the training jobs request on a cluster beside those estimated, and the jobs over the cap.
+
+    `startup`: (seconds, label) every job spends before its first step, in its walltime and said so."""
+    requested = sum(n * request_s(cluster, est, b, startup[0]) for b, n, est in jobs) / 3600
     known = [n * est for b, n, est in jobs if est is not None]
     estimated = f"{sum(known) / 3600:.3g}" if len(known) == len(jobs) else "unknown"
     over = [pieces(est, backbone_cap(cluster, b)) for b, n, est in jobs if pieces(est, backbone_cap(cluster, b)) > 1]
@@ -73,6 +85,7 @@ def requested_text(cluster: dict, family: str, jobs: list[Job]) -> str:
         f"{estimated} node-hours estimated (walltime = estimate x {cluster['walltime_factor']:g}, "
         f">= {cluster['min_walltime']}, <= {cluster['walltime']}"
         + (" or cluster.walltimes" if cluster["walltimes"] else "")
+        + (f"; estimate + {startup[1]}" if startup[1] else "")
         + ")"
     )
     if over:
@@ -118,12 +131,12 @@ def pack_limit_s(cluster: dict) -> float:
     return walltime_seconds(cluster["walltime"]) / float(cluster["walltime_factor"])
 
 
-def speed_pack(cluster: dict, jobs: int, slots: int) -> dict:
+def speed_pack(cluster: dict, jobs: int, slots: int, study_dir: str) -> dict:
     """The resources of the packed speed jobs: one node's `slots` at once, SPEED_WALLTIME for each round."""
     rounds = max(1, -(-jobs // max(slots, 1)))
     queue, seconds = queue_for(cluster, 1, rounds * walltime_seconds(SPEED_WALLTIME))
     return {
-        **speed_job(cluster),
+        **speed_job(cluster, study_dir),
         "nodes": "1",  # text: Snakemake adds up a group's numbers, and a pack is one node
         "walltime": walltime_text(seconds),
         "runtime": -(-seconds // 60),

@@ -24,7 +24,7 @@ from prism.isoflop.design.trajectories import Trajectory, plan_trajectories
 from prism.isoflop.runs.status import lost_finals
 from prism.launch.walltime import run_estimate_s
 from prism.train.rundir.layout import kept_checkpoint, kept_origin
-from prism.workflow import resources
+from prism.workflow import probe, resources
 from prism.workflow.commands import tracker_command, training_command
 from prism.workflow.packing import Pack, Unit, make_packs, packable
 from prism.workflow.plan import Rows, StudyPlan
@@ -105,9 +105,14 @@ class Schedule:
         return resources.queue_for(self.study.cluster, self.nodes(wildcards), walltime_s)[0]
 
     def walltime(self, wildcards: Any) -> str:
+        startup_s, _ = probe.job_startup(self.study, wildcards.family)
         return resources.train_walltime(
-            self.study.cluster, self.job_estimate_s(wildcards), resources.backbone_of(wildcards)
+            self.study.cluster, self.job_estimate_s(wildcards), resources.backbone_of(wildcards), startup_s
         )
+
+    def compile(self, wildcards: Any) -> str:
+        """` --compile MODE` as the probe decided it (a resource: compiling changes no result), "" unprobed."""
+        return probe.compile_flag(self.study, wildcards.family, self.nodes(wildcards))
 
     def runtime(self, wildcards: Any) -> int:
         return resources.walltime_minutes(self.walltime(wildcards))
@@ -133,22 +138,24 @@ class Schedule:
             "place": cluster["place"],
             "retrain": retrain,
             "track": self.trackers,
+            "compile": self.compile,
+            **resources.environment(cluster, study.dir),
             "pin": "",
             **(self.pack_resources(retrain) if self.packing else {}),
         }
 
     def requested(self, family: str, rows: Rows) -> str:
         """The plan's line on what its training jobs request of a cluster."""
-        cluster = self.study.cluster
+        cluster, startup = self.study.cluster, probe.job_startup(self.study, family)
         try:
             if self.packing:
                 packs = list({id(p): p for p in self.packs_by_job(family, rows).values()}.values())
                 return resources.packs_text(cluster, family, len(rows), packs)
             for backbone, nodes, estimate in self.training_jobs(rows):  # each job's queue holds it
-                resources.queue_for(cluster, nodes, resources.request_s(cluster, estimate, backbone))
+                resources.queue_for(cluster, nodes, resources.request_s(cluster, estimate, backbone, startup[0]))
         except PrismError as err:  # a job no queue holds: refused before anything is submitted
             self.engine.stop(f"plan {family}: {err}")
-        return resources.requested_text(cluster, family, self.training_jobs(rows))
+        return resources.requested_text(cluster, family, self.training_jobs(rows), startup)
 
     # ---- packs (cluster.pack): one-device runs many to a node, one Snakemake group each ------------
 
@@ -162,7 +169,8 @@ class Schedule:
         cached = self._packs.get(family)
         if cached is None or cached[0] is not rows:
             cluster = self.study.cluster
-            packs = make_packs(self.units(rows), int(cluster["ranks_per_node"]), resources.pack_limit_s(cluster),
+            units = self.units(rows, probe.job_startup(self.study, family)[0])
+            packs = make_packs(units, int(cluster["ranks_per_node"]), resources.pack_limit_s(cluster),
                                prefix=f"{family}-pack")  # fmt: skip
             cached = (rows, {job: pack for pack in packs for job in pack.jobs})
             self._packs[family] = cached
@@ -260,8 +268,9 @@ class Schedule:
         """Files gone that no job of the targets puts back (only wsd segments' points can be)."""
         return []
 
-    def units(self, rows: Rows) -> list[Unit]:
-        """What runs in series inside one job (prism.workflow.packing), with its seconds on its devices."""
+    def units(self, rows: Rows, startup_s: float = 0.0) -> list[Unit]:
+        """What runs in series inside one job (prism.workflow.packing), with its seconds on its devices, each
+        Snakemake job's start-up (`startup_s`: set-up, imports, first batch) included."""
         raise NotImplementedError
 
 
@@ -306,12 +315,13 @@ class CosineSchedule(Schedule):
             jobs.append((r["backbone"], nodes, run_estimate_s(r, nodes)))
         return jobs
 
-    def units(self, rows: Rows) -> list[Unit]:
+    def units(self, rows: Rows, startup_s: float = 0.0) -> list[Unit]:
         """One unit a run: on one device (packed) unless its plan row says more devices or nodes."""
         out = []
         for r in rows.values():
             devices, nodes = run_devices(r), resources.backbone_nodes(self.study.cluster, r["backbone"])
             seconds = self.device_seconds(r.get("node_hours"), r.get("hours_here"), devices)
+            seconds = None if seconds is None else seconds + startup_s
             out.append(Unit(r["run_id"], (r["run_id"],), seconds, devices, nodes if devices > 1 else 1))
         return out
 
@@ -519,7 +529,7 @@ class WsdSchedule(Schedule):
             jobs += [(t.backbone, nodes, self._steps_estimate(t, b.cooldown)) for b in t.branches]
         return jobs
 
-    def units(self, rows: Rows) -> list[Unit]:
+    def units(self, rows: Rows, startup_s: float = 0.0) -> list[Unit]:
         """One unit a trajectory: its segments one after another, then its branches, inside one job."""
         out = []
         for t in self.trajectories(rows):
@@ -528,6 +538,7 @@ class WsdSchedule(Schedule):
             per_step = self.device_seconds(t.node_hours_per_step, t.hours_per_step, devices)
             seconds = None if per_step is None else per_step * t.steps
             jobs = tuple(f"{t.traj_id}/to-{s.end:08d}" for s in t.segments) + tuple(b.run_id for b in t.branches)
+            seconds = None if seconds is None else seconds + startup_s * len(jobs)
             out.append(Unit(t.traj_id, jobs, seconds, devices, nodes))
         return out
 

@@ -12,7 +12,7 @@ from typing import Any
 from prism.errors import PrismError
 from prism.isoflop.fit.fit import too_few_budgets
 from prism.isoflop.runs.table import table_problem
-from prism.workflow import commands, resources
+from prism.workflow import commands, probe, resources
 from prism.workflow.engine import UNRECORDED, Unrecorded
 from prism.workflow.plan import StudyPlan
 from prism.workflow.schedule import Schedule, make_schedule
@@ -94,16 +94,17 @@ class StudyWorkflow:
         cluster.pack all of a study's speed jobs are one job, each on its own device of the node."""
         cluster = self.study.cluster
         if not cluster.get("pack"):
-            return {**resources.speed_job(cluster), "pin": ""}
+            return {**resources.speed_job(cluster, self.study.dir), "pin": ""}
         slots = int(cluster["ranks_per_node"])
 
         def pack(wildcards: Any) -> dict[str, Any]:  # a family's speed jobs: one a candidate size and variant
             jobs = len(self.plan.backbones(wildcards.family)) * len(self.study.config["variants"])
-            return resources.speed_pack(cluster, jobs, slots)
+            return resources.speed_pack(cluster, jobs, slots, self.study.dir)
 
         keys = ("nodes", "walltime", "runtime", "queue")
-        return {**resources.speed_job(cluster), **{key: lambda w, key=key: pack(w)[key] for key in keys},
-                "pin": resources.pin_prefix(slots, self.study.train.device)}  # fmt: skip
+        packed = {key: lambda w, key=key: pack(w)[key] for key in keys}
+        pin = resources.pin_prefix(slots, self.study.train.device)
+        return {**resources.speed_job(cluster, self.study.dir), **packed, "pin": pin}
 
     def speed_group(self) -> Callable[[Any], str] | None:
         """The speed rule's `group:` with cluster.pack: one pack of a family's timed steps."""
@@ -116,6 +117,21 @@ class StudyWorkflow:
             return name
 
         return group
+
+    def job_environment(self) -> dict[str, Any]:
+        """What every cluster job sets up itself (set-up lines, caches, `qsub -v` names): resources."""
+        return resources.environment(self.study.cluster, self.study.dir)
+
+    # ---- the probe (rules/probe.smk) ----------------------------------------------
+
+    def probe_args(self, wildcards: Any) -> list[str]:
+        return probe.probe_args(self.study, self.plan.backbones(wildcards.family), wildcards.family)
+
+    def probe_inputs(self, wildcards: Any) -> list[str]:
+        return probe.probe_inputs(self.study, self.plan.backbones(wildcards.family), wildcards.family)
+
+    def probe_resources(self) -> dict[str, Any]:
+        return probe.probe_resources(self.study)
 
     # ---- the plan -----------------------------------------------------------------
 

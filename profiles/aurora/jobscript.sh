@@ -1,14 +1,30 @@
-#!/bin/bash
+#!/bin/bash -l
 # The body of every PBS job that profiles/aurora submits (Snakemake fills in {exec_job}:
-# `cd WORKDIR && python -m snakemake ... one job ...`). The job records its own exit
-# status in logs/pbs/status/<job id> under the submission folder: the status command
-# (pbs_status.py) reads it there, because neither Torque-style qstat nor PBS Pro's qstat
-# (after its history window) can say how a finished job ended.
+# `cd WORKDIR && python -m snakemake ... one job ...`). A login shell (`-l`), as ALCF's
+# example scripts are, so that `module` works: PBS Pro passes no variable of the submitting
+# shell without -V, so the job first sources its set-up file ($PRISM_SETUP, the one variable
+# the submit command always passes: the study's cluster.setup lines, e.g. `module load
+# frameworks` and the venv, and its caches under the study folder); a failing line fails the
+# job. PRISM_JOB_START and PRISM_SETUP_END (Unix seconds) tell the job's own timing (the
+# probe's) what the set-up took. The job records its own exit status in
+# logs/pbs/status/<job id> under the submission folder: the status command (pbs_status.py)
+# reads it there, because neither Torque-style qstat nor PBS Pro's qstat (after its history
+# window) can say how a finished job ended.
 # properties = {properties}
-status_dir="${{PBS_O_WORKDIR:-$PWD}}/logs/pbs/status"
+export PRISM_JOB_START=$(date +%s.%N)
+cd "${{PBS_O_WORKDIR:-$PWD}}" || exit 2
+status_dir="$PWD/logs/pbs/status"
 job_id="${{PBS_JOBID%%.*}}"
 mkdir -p "$status_dir"
-( {exec_job} )
-rc=$?
+rc=0
+if [ -n "${{PRISM_SETUP:-}}" ]; then
+  source "$PRISM_SETUP"
+  rc=$?
+fi
+export PRISM_SETUP_END=$(date +%s.%N)
+if [ "$rc" -eq 0 ]; then
+  ( {exec_job} )
+  rc=$?
+fi
 echo "$rc" > "$status_dir/.$job_id.tmp" && mv -f "$status_dir/.$job_id.tmp" "$status_dir/$job_id"
 exit "$rc"

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 import yaml
-from workflow.wfhelpers import SMOKE, SNAKEMAKE, STUDY, env, make_workdir, planned_run_ids, snakemake
+from workflow.wfhelpers import BIN, SMOKE, SNAKEMAKE, STUDY, env, make_workdir, planned_run_ids, snakemake
 
 from prism.ids import format_budget, run_id
 from prism.perf.reader import read_perf
@@ -34,6 +34,9 @@ CLUSTER = {
     "walltime": "02:00:00",
     "min_walltime": "00:01:00",
     "nodes": 1,
+    # No qsub -V: the Torque-style qsub passes only the -v list then, as PBS Pro does; each job sets
+    # itself up (a login shell, these lines: the venv; two threads at most, as the tests' own shell).
+    "setup": [f"source {BIN}/activate", "export OMP_NUM_THREADS=2"],
 }
 MORE_BUDGETS = "budgets=[1e10,2e10,3e10,4e10]"
 # `--quiet=host`: the job blocks (the profile leaves them out), which map Snakemake's job ids to runs.

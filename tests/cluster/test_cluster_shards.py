@@ -8,12 +8,14 @@ import re
 import pytest
 from workflow.wfhelpers import make_workdir, planned_run_ids, snakemake
 
+from .test_cluster import CLUSTER as SETUP
 from .test_cluster import PBS_ARGS
 
 pytestmark = [pytest.mark.cluster, pytest.mark.slow]
 
 # A fixed walltime: this test is about the shards, not about walltimes from the plan.
-CLUSTER = {"account": "prismtest", "queue": "debug", "filesystems": "flare:home", "walltime": "00:10:00", "nodes": 1}
+CLUSTER = {"account": "prismtest", "queue": "debug", "filesystems": "flare:home", "walltime": "00:10:00", "nodes": 1,
+           "setup": SETUP["setup"]}  # fmt: skip
 
 
 def test_study_on_own_shards_through_the_cluster_profile(scheduler, tmp_path_factory, shape_shards):

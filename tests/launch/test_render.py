@@ -75,8 +75,8 @@ def test_rendered_command_round_trips_to_the_same_run_config():
 def test_aurora_daos_body(tmp_path):
     body = render_aurora(AURORA_RUN, nodes=2, storage="daos", workdir="/lus/flare/projects/p x", venv="/home/u/venv")
     lines = body.splitlines()
-    assert lines[0] == "#!/bin/bash" and "#PBS -l select=2" in lines
-    assert "#PBS -l filesystems=flare:daos_user_fs" in lines
+    assert lines[0] == "#!/bin/bash -l" and "#PBS -l select=2" in lines
+    assert "#PBS -l filesystems=flare:home:daos_user_fs" in lines
     assert "cd '/lus/flare/projects/p x' || exit 2" in lines
     assert "module load frameworks || exit 2" in lines and "source /home/u/venv/bin/activate || exit 2" in lines
     for var in (

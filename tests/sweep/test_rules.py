@@ -49,4 +49,4 @@ def test_sweep_dag_one_job_per_cell(tmp_path):
         "prism perf report --sweep-dir sw/w1 --out sw/w1/per_modality_sweep.md --presets text_image,text_ts,vla" in text
     )
     # The 2-node design's cells ask PBS for two nodes and the DAOS filesystem.
-    assert "nodes=2" in text and "filesystems=flare:daos_user_fs" in text
+    assert "nodes=2" in text and "filesystems=flare:home:daos_user_fs" in text

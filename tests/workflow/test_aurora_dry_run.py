@@ -137,6 +137,10 @@ def test_aurora_dry_run_on_an_index_prints_the_plan_determined_and_node_hours(tm
     for line in summary:
         assert " ".join(line.split()) in header, f"config/aurora.yaml's header does not quote: {line}"
 
+    # Every PBS job sets itself up (no qsub -V): a login shell runs the study's set-up lines, puts every
+    # cache in the study folder (on flare, which every job requests), and gets the DAOS variables by name.
+    assert_jobs_set_themselves_up(out, config, study)
+
     # Every training job's PBS body, written as the job writes it: a run of a pack is one rank on the
     # tile it holds, bound to that tile's cores (cluster.pack).
     bodies = job_bodies(out, workdir)
@@ -194,3 +198,31 @@ def job_bodies(listing: str, workdir: Path) -> list[str]:
             os.chdir(cwd)
         bodies.append(text.getvalue())
     return bodies
+
+
+def assert_jobs_set_themselves_up(out: str, config: dict, study: Path) -> None:
+    profile = yaml.safe_load((REPO / "profiles" / "aurora" / "config.yaml").read_text())
+    submit = profile["cluster-generic-submit-cmd"]
+    assert "qsub -v " in submit and "-V" not in submit.split()
+    assert (REPO / "profiles" / "aurora" / "jobscript.sh").read_text().startswith("#!/bin/bash -l\n")
+    assert config["train"]["storage"] == "lustre" and "daos" not in config["cluster"]["filesystems"]
+    requested = config["cluster"]["filesystems"].split(":")
+    blocks = [b for b in out.split("\nrule ")[1:] if b.split(":")[0] in ("speed", "train", "wsd_segment", "wsd_branch")]
+    assert blocks
+    for block in blocks:
+        resources = re.search(r"^\s+resources: (.*)$", block, flags=re.M).group(1)
+        setup = json.loads(re.search(r"setup=(\[.*?\]), env=", resources).group(1))
+        assert (
+            setup[: len(config["cluster"]["setup"])]
+            == config["cluster"]["setup"]
+            == [
+                "module load frameworks",
+                "source .venv/bin/activate",
+            ]
+        )
+        assert re.search(r"env=DAOS_POOL DAOS_CONT(,|$)", resources), resources
+        caches = dict(line.removeprefix("export ").split("=", 1) for line in setup if line.startswith("export "))
+        assert {"PRISM_CACHE_DIR", "TORCHINDUCTOR_CACHE_DIR", "MPLCONFIGDIR", "WANDB_DIR"} <= set(caches)
+        # In the study folder, which lies on flare here (the clone in the project folder, docs/cluster.md).
+        assert all(Path(path).is_relative_to(study.resolve()) for path in caches.values()), caches
+        assert "flare" in requested

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import shlex
 import subprocess
@@ -81,6 +82,7 @@ def test_submit_command_quotes_every_resource():
 
     class Resources:
         nodes, walltime, filesystems, place, account, queue = 2, "01:00:00", "flare:home", "scatter", evil, "debug"
+        setup, env = "[]", "DAOS_POOL"
 
     command = sm_format(template, resources=Resources, rule="train", jobid=3)
     # The shell sees the account as one word, whatever it holds.
@@ -98,3 +100,68 @@ def test_every_profile_key_is_commented():
         for i, line in enumerate(lines):
             if line and not line.startswith((" ", "#")) and ":" in line:
                 assert i > 0 and lines[i - 1].startswith("#"), f"profiles/{name}: key without comment: {line}"
+
+
+def submit(tmp_path: Path, setup: list[str], names: str, environ: dict) -> tuple[list[str], Path]:
+    """Run the profile's submit command with a `qsub` that records its arguments; (those, the job script)."""
+    from snakemake.utils import format as sm_format
+
+    class Resources:
+        nodes, walltime, filesystems, place, account, queue = 1, "00:10:00", "flare:home", "scatter", "p", "debug"
+        env = names
+
+    Resources.setup = json.dumps(setup)
+    bindir = tmp_path / "bin"
+    bindir.mkdir(exist_ok=True)
+    (bindir / "qsub").write_text('#!/bin/sh\nprintf "%s\\n" "$@" > qsub.args\necho 42.pbs\n')
+    (bindir / "qsub").chmod(0o755)
+    profile = yaml.safe_load((AURORA / "config.yaml").read_text())
+    command = sm_format(profile["cluster-generic-submit-cmd"], resources=Resources, rule="train", jobid=3)
+    script = tmp_path / "job.sh"
+    if not (tmp_path / "profiles").exists():  # Snakemake runs in the clone, where the profile lies
+        (tmp_path / "profiles").symlink_to(REPO / "profiles")
+    sidecar = tmp_path / "registry"
+    env = {**environ, "PATH": f"{bindir}:{os.environ['PATH']}", "SNAKEMAKE_CLUSTER_SIDECAR_VARS": str(sidecar)}
+    out = subprocess.run(
+        ["sh", "-c", command + ' "$1"', "sh", str(script)], cwd=tmp_path, env=env, capture_output=True, text=True
+    )
+    assert out.returncode == 0 and out.stdout.strip() == "42.pbs", out.stderr
+    return (tmp_path / "qsub.args").read_text().splitlines(), tmp_path / "logs" / "pbs" / "setup" / "train.3.sh"
+
+
+def test_submit_passes_named_variables_with_v_and_never_the_environment(tmp_path):
+    args, setup_file = submit(tmp_path, ["export A=1"], "DAOS_POOL DAOS_CONT", {**os.environ, "DAOS_POOL": "pool1"})
+    assert "-V" not in args
+    listed = args[args.index("-v") + 1].split(",")
+    # The set-up file's path always; DAOS_POOL as set; DAOS_CONT, unset, left out.
+    assert listed == [f"PRISM_SETUP={setup_file.resolve()}", "DAOS_POOL=pool1"]
+    assert "export A=1 ||" in setup_file.read_text()
+
+
+def test_submit_refuses_a_value_qsub_v_would_cut(tmp_path):
+    with pytest.raises(AssertionError, match="DAOS_POOL=.*comma"):
+        submit(tmp_path, [], "DAOS_POOL", {**os.environ, "DAOS_POOL": "a,b"})
+
+
+def job_script(tmp_path: Path, exec_job: str) -> Path:
+    body = (AURORA / "jobscript.sh").read_text().format(properties="{}", exec_job=exec_job)
+    path = tmp_path / "jobscript.sh"
+    path.write_text(body)
+    path.chmod(0o755)
+    return path
+
+
+@pytest.mark.parametrize(("line", "rc"), [("export PRISM_PROBE_VALUE=set-up", 0), ("false", 2)])
+def test_job_is_a_login_shell_that_sources_its_set_up_first(tmp_path, line, rc):
+    script = job_script(tmp_path, "echo $PRISM_PROBE_VALUE > seen; shopt -q login_shell && echo login >> seen")
+    assert script.read_text().startswith("#!/bin/bash -l\n")
+    _, setup_file = submit(tmp_path, [line], "", dict(os.environ))
+    # What PBS Pro gives a job without -V: nothing of the submitting shell but the -v list.
+    env = {"PBS_JOBID": "42.pbs", "PBS_O_WORKDIR": str(tmp_path), "PRISM_SETUP": str(setup_file), "HOME": str(tmp_path)}
+    result = subprocess.run([str(script)], cwd="/", env=env, capture_output=True, text=True)
+    assert result.returncode == rc, result.stderr
+    assert (tmp_path / "logs" / "pbs" / "status" / "42").read_text().strip() == str(rc)
+    if rc == 0:
+        assert (tmp_path / "seen").read_text().split() == ["set-up", "login"]
+    else:
+        assert "prism: set-up line failed: false" in result.stderr and not (tmp_path / "seen").exists()

@@ -149,7 +149,7 @@ def test_plan_dry_run_shows_time_and_node_hours(tiny_study):
     assert re.search(
         r"time here \(one run after another\): [0-9.]+ (s|min|h) \[estimate of the training steps alone", out
     )
-    assert "node-hours [estimate: assumed MFU 0.3 (plan.mfu, not measured) x node peak 5e+15 FLOP/s" in out
+    assert "node-hours [estimate: assumed MFU 0.3 (plan.mfu, not measured) x the vendor's node peak 5e+15 FLOP/s" in out
 
 
 def test_deleted_run_retrains_only_that_run(tiny_study):

@@ -43,6 +43,7 @@ from prism.isoflop.design.centre import DEFAULT_PRIOR_A, DEFAULT_PRIOR_K, Centre
 from prism.isoflop.design.gate import plan_notes, plan_stop, plan_summary
 from prism.isoflop.design.placement import Devices, place_rows
 from prism.isoflop.design.plantext import cost_text, forecast_text, plan_csv_text, plan_table, short_budgets_text
+from prism.isoflop.design.pricing import priced
 from prism.isoflop.design.trajectories import DEFAULT_COOLDOWN_FRACTION, DEFAULT_MIN_STEPS, saving_text, schedule_costs
 from prism.isoflop.records import PlanRow, Surface
 from prism.launch.ranks import check_batch
@@ -242,6 +243,11 @@ class Cost:
     node_source: str = ""
     ranks_per_node: int | None = None  # measured samples/s are one rank's of a node's this many
     node_peak_flops: float | None = None  # what a measured speed's MFU is of
+    # Which peak that is: the vendor's figure (plan.node_peak_flops) until the probe measured one (prism.peak).
+    peak_label: str = "the vendor's node peak plan.node_peak_flops"
+    # The probe's samples/s per rank over the speed job's (prism.isoflop.design.pricing), and what it says.
+    factor: float = 1.0
+    probe_note: str = ""
 
     @classmethod
     def from_options(cls, options: PlanOptions, ranks_per_node: int | None = None) -> Cost:
@@ -249,7 +255,7 @@ class Cost:
             return cls(ranks_per_node=ranks_per_node)
         return cls(
             options.node_peak_flops * options.mfu,
-            f"estimate: assumed MFU {options.mfu:g} (plan.mfu, not measured) x node peak "
+            f"estimate: assumed MFU {options.mfu:g} (plan.mfu, not measured) x the vendor's node peak "
             f"{options.node_peak_flops:.3g} FLOP/s (plan.node_peak_flops)",
             ranks_per_node,
             options.node_peak_flops,
@@ -269,16 +275,21 @@ class Cost:
         if self.node_peak_flops:
             mfus = [r.flops / (r.node_hours * 3600.0) / self.node_peak_flops for r in runs if r.node_hours]
             if mfus:
-                text += f"; MFU {min(mfus):.2f}-{max(mfus):.2f} of plan.node_peak_flops {self.node_peak_flops:.3g}"
+                text += f"; MFU {min(mfus):.2f}-{max(mfus):.2f} of {self.peak_label} {self.node_peak_flops:.3g}"
         if interpolated:
             text += f"; the speed of {', '.join(interpolated)} {INTERPOLATED}"
-        return text
+        return text + (f"; {self.probe_note}" if self.probe_note else "")
+
+    def assumed_source(self) -> str:
+        """The label of node-hours without measured speeds (with the probe's word, where there is one)."""
+        text = self.node_source or "not estimated (set plan.node_peak_flops, and plan.mfu)"
+        return text + (f"; {self.probe_note}" if self.probe_note and self.node_source else "")
 
     def node_hours(self, cand: Candidate, samples: int, flops: float) -> float | None:
         """A run's node-hours: at its measured (or interpolated) speed where the ranks are known, else
         at the assumed node throughput; None when neither is."""
         if self.ranks_per_node and cand.samples_per_s:
-            return samples / (cand.samples_per_s * self.ranks_per_node) / 3600.0
+            return samples / (cand.samples_per_s * self.factor * self.ranks_per_node) / 3600.0
         return flops / self.node_flops / 3600.0 if self.node_flops else None
 
 
@@ -502,6 +513,32 @@ def check_data_spec(family: str, data: str | Path | None, spec: FamilySpec | Non
         check_same_spec(family_spec(family, spec), spec_from_manifest(manifest, data), f"data {data}")
 
 
+def budget_candidates(
+    family: str,
+    budgets: list[float],
+    calibration_dir: str | Path | None,
+    options: PlanOptions,
+    *,
+    regime: str,
+    backbones: list[str] | None,
+    variants: list[str] | None,
+    centre: Centre,
+    spec: FamilySpec | None,
+) -> tuple[list[Candidate], dict[float, list[Candidate]]]:
+    """Every calibrated candidate, and each budget's: a size of the shape rule is a candidate of the
+    budgets that picked it, a given backbone of all of them."""
+    by_budget = rule_sizes(family, budgets, options, regime=regime, variants=variants, centre=centre, spec=spec)
+    if not by_budget:
+        cands = load_candidates(calibration_dir, family, regime, backbones, variants, spec)
+        return cands, {b: cands for b in set(budgets)}
+    from prism.isoflop.design.ladder import union  # noqa: PLC0415 lazy: the CLI's parser imports this module
+
+    given = list(backbones or [])
+    names = list(dict.fromkeys(given + union(by_budget)))
+    cands = load_candidates(calibration_dir, family, regime, names, list(variants or ["BASE"]), spec)
+    return cands, {b: [c for c in cands if c.backbone in given or c.backbone in by_budget[b]] for b in set(budgets)}
+
+
 def plan_runs(
     family: str,
     budgets: list[float],
@@ -519,6 +556,7 @@ def plan_runs(
     spec: FamilySpec | None = None,
     devices: Devices | None = None,
     lr_rule: LrRule | None = None,
+    probe: str | Path | None = None,
 ) -> StudyPlan:
     """The planned runs: a function of these arguments and the files they name (calibrations, speed
     files, an existing plan at `out`, prior files), nothing else.
@@ -541,29 +579,16 @@ def plan_runs(
     if options.global_batch is not None:
         check_batch(options.global_batch, job_ranks, "plan.global_batch", ranks_text(job_ranks))
     centre = study_centre(family, regime, options, out, scaling_study_dir)
-    by_budget = rule_sizes(family, budgets, options, regime=regime, variants=variants, centre=centre, spec=spec)
-    if by_budget:
-        from prism.isoflop.design.ladder import union  # noqa: PLC0415 lazy: the CLI's parser imports this module
-
-        # A rule size is a candidate of the budgets that picked it; given backbones are candidates of all.
-        given = list(backbones or [])
-        variants = list(variants or ["BASE"])
-        cands = load_candidates(
-            calibration_dir, family, regime, list(dict.fromkeys(given + union(by_budget))), variants, spec
-        )
-    else:
-        cands = load_candidates(calibration_dir, family, regime, backbones, variants, spec)
-
-    def budget_candidates(budget: float) -> list[Candidate]:
-        if not by_budget:
-            return cands
-        return [c for c in cands if c.backbone in given or c.backbone in by_budget[budget]]
-
-    cost = Cost.from_options(options, ranks_per_node)
+    cands, per_budget = budget_candidates(
+        family, budgets, calibration_dir, options, regime=regime, backbones=backbones, variants=variants,
+        centre=centre, spec=spec,
+    )  # fmt: skip
+    # `probe`: the probe record a cluster study prices its jobs by, once it exists (pricing.priced).
+    cost = priced(Cost.from_options(options, ranks_per_node), probe, cands)
     split = None if data is None else train_samples(data)
     plans = [
         plan_budget(
-            c, budget_candidates(c), family, regime, centre, options.window, options.global_batch,
+            c, per_budget[c], family, regime, centre, options.window, options.global_batch,
             options.min_steps, split, options.max_epochs, cost, job_ranks,
         )
         for c in sorted(set(budgets))
@@ -622,7 +647,7 @@ def cost_summary(runs: list[PlanRow], cost: Cost, speed_sources: list[str], inte
         "node_hours_source": (
             cost.measured_source(runs, speed_sources, guessed)
             if cost.measured(speed_sources)
-            else cost.node_source or "not estimated (set plan.node_peak_flops, and plan.mfu)"
+            else cost.assumed_source()
         ),
     }
 
@@ -644,6 +669,7 @@ def make_plan(
     spec: FamilySpec | None = None,
     devices: Devices | None = None,
     lr_rule: LrRule | None = None,
+    probe: str | Path | None = None,
     **overrides,
 ) -> dict:
     """The whole plan as a dict (the plan.yaml content): `plan_runs` plus the forecast. `cooldown_fraction`:
@@ -654,7 +680,8 @@ def make_plan(
     options = replace(options or PlanOptions(), **overrides)
     study = plan_runs(family, budgets, calibration_dir, options, regime=regime, backbones=backbones, variants=variants,
                       out=out, scaling_study_dir=scaling_study_dir, data=data, job_ranks=job_ranks,
-                      ranks_per_node=ranks_per_node, spec=spec, devices=devices, lr_rule=lr_rule)  # fmt: skip
+                      ranks_per_node=ranks_per_node, spec=spec, devices=devices, lr_rule=lr_rule,
+                      probe=probe)  # fmt: skip
     centre, plans, runs = study.centre, study.plans, study.runs
     refused = [{"budget": p.budget, "reason": p.refused} for p in plans if p.refused]
     fc = fc_mod.forecast_plan(

@@ -419,7 +419,7 @@ def test_node_hours_from_the_speed_measured_on_a_rank(tmp_path):
     assert source.startswith("measured: samples/s of one rank") and "x 12 ranks a node" in source
     assert "Max 1550 (bf16, compiled (static)) on x4102c5s0b0n0" in source and "60k" in source
     mfu = [r["flops"] / (r["node_hours"] * 3600) / 1e12 for r in plan["runs"]]
-    assert f"MFU {min(mfu):.2f}-{max(mfu):.2f} of plan.node_peak_flops" in source
+    assert f"MFU {min(mfu):.2f}-{max(mfu):.2f} of the vendor's node peak plan.node_peak_flops" in source
     assert not [note for note in plan_notes(plan) if "assume MFU" in note]
 
     # Without the ranks (a study that does not time on its cluster's ranks): the stated peak x the assumed MFU.

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from types import SimpleNamespace
 
 from prism.workflow import resources
@@ -35,6 +36,15 @@ def test_the_plans_request_line_names_jobs_over_the_cap():
 
 def test_a_speed_job_is_a_short_one_node_job_of_the_studys_account_and_queue():
     cluster = {"account": "proj", "queue": "debug", "filesystems": "flare:home", "place": "scatter", "nodes": 4}
-    job = resources.speed_job(cluster)
+    job = resources.speed_job({**cluster, "setup": ["module load frameworks"], "env": ["DAOS_POOL"]}, "/lus/s")
+    setup = json.loads(job.pop("setup"))
     assert job == {"nodes": 1, "walltime": "00:10:00", "runtime": 10, "account": "proj", "queue": "debug",
-                   "filesystems": "flare:home", "place": "scatter"}  # fmt: skip
+                   "filesystems": "flare:home", "place": "scatter", "env": "DAOS_POOL"}  # fmt: skip
+    # The study's set-up first, then every cache in the study folder.
+    assert setup[0] == "module load frameworks" and "export PRISM_CACHE_DIR=/lus/s/cache/prism" in setup
+
+
+def test_start_up_is_in_every_walltime_and_said_so():
+    assert resources.train_walltime(CLUSTER, 1200.0, "g1e7", startup_s=300.0) == "00:50:00"
+    text = resources.requested_text(CLUSTER, "text_image", [("g1e7", 4, 1200.0)], (300.0, "start-up 300 s assumed"))
+    assert text.endswith("; estimate + start-up 300 s assumed)")

@@ -1,0 +1,246 @@
+"""`prism cluster probe`: a few minutes of the real job body on one node, before the grid is spent.
+
+A cluster study's node-hours and walltimes rest on what one of its jobs costs, and the speed jobs
+time synthetic batches on one tile: no loader, no collectives, no start-up, no compile time. The
+probe runs what a training job runs (the aurora body: `mpiexec` over a node's ranks, the
+collective backend, the streamed loader) for the study's largest size, twice, eager and compiled,
+each stopped with SIGTERM (what PBS sends at the walltime) after `seconds` of steps, so it writes
+its checkpoint; a second job resumes the eager run from that checkpoint. Its record
+(`<study>/probe/<family>.json`) gives, in seconds: the job's set-up (module load, venv), the
+Snakemake job's own start (its DAG, prism's imports), each body's launch to its first step
+(mpiexec, the ranks' imports, process group, model build, the loader's first batch, the first
+step), the compile time and its gain in samples/s, the checkpoint at SIGTERM and the resume;
+and the samples/s of one rank with the loader. The plan prices the study from it
+(prism.isoflop.design.pricing), and the training jobs compile only where it measured a gain.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import signal
+import subprocess
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from statistics import median
+from typing import Any
+
+from prism.atomic import write_json_atomic
+from prism.errors import PrismError
+from prism.launch.aurora import render_aurora
+from prism.train.config import RunConfig
+
+# Steps no probe reaches: SIGTERM ends every body; evaluations and periodic checkpoints never come due.
+NEVER = 10**7
+# Compiling pays on jobs of fewer nodes only: the earlier tools' "compile storm" at 10 nodes and more.
+COMPILE_MAX_NODES = 9
+# The least gain in samples/s for which a study compiles (below it, the compile time is not won back).
+COMPILE_MIN_GAIN = 1.05
+POLL_S = 0.2
+# The trainer's line when SIGTERM stopped it (prism.train.trainer): the step its checkpoint holds.
+STOPPED_LINE = re.compile(r"stopped \(SIGTERM during step \d+\): checkpoint at step (\d+)")
+
+
+@dataclass(frozen=True)
+class Probe:
+    """What the probe runs: the study's largest size on one node, as its training jobs would."""
+
+    family: str
+    backbone: str
+    regime: str
+    data: str
+    calibration_dir: str
+    global_batch: int
+    device: str
+    strategy: str
+    procs_per_node: int
+    storage: str
+    seconds: float
+    folder: str  # the probe's run directories and part records
+    eval_samples: int = 8
+    workers: int = 2
+    precision: str = "auto"
+
+    def run(self, mode: str) -> RunConfig:
+        """The run of one compile `mode` (its own run directory, so the two never resume each other)."""
+        return RunConfig(
+            family=self.family, backbone=self.backbone, variant="BASE", regime=self.regime, budget=1e30,
+            data=self.data, out=str(Path(self.folder, f"compile-{mode}")), strategy=self.strategy,
+            device=self.device, precision=self.precision, compile=mode, global_batch=self.global_batch, loader="stream",
+            workers=self.workers, max_steps=NEVER, eval_every=NEVER, checkpoint_every=NEVER,
+            eval_samples=self.eval_samples, log_every=1, calibration_dir=self.calibration_dir,
+        )  # fmt: skip
+
+
+def perf_rows(path: Path) -> list[dict]:
+    try:
+        lines = path.read_text().splitlines()
+    except OSError:
+        return []
+    rows = []
+    for line in lines:
+        try:
+            rows.append(json.loads(line))
+        except ValueError:
+            continue  # a line being written
+    return rows
+
+
+def run_body(run: RunConfig, procs_per_node: int, storage: str, seconds: float, deadline_s: float) -> dict:
+    """Render the run's aurora body, run it, SIGTERM it `seconds` after its first step; what it took.
+
+    Only the perf rows and log lines this body appends count (a resumed run's directory has earlier ones).
+    """
+    out = Path(run.out)
+    out.mkdir(parents=True, exist_ok=True)
+    body, perf, log_path = out / "probe.sh", out / "perf.jsonl", out / "probe.log"
+    body.write_text(render_aurora(run, 1, procs_per_node, storage))
+    rows_before = len(perf_rows(perf))
+    log_before = log_path.stat().st_size if log_path.exists() else 0
+    with open(log_path, "a") as log:
+        t0 = time.monotonic()
+        proc = subprocess.Popen(["bash", str(body)], stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+        first = stop_at = None
+        while proc.poll() is None and time.monotonic() - t0 < deadline_s:
+            if first is None and len(perf_rows(perf)) > rows_before:
+                first = time.monotonic() - t0
+                stop_at = first + seconds
+            if stop_at is not None and time.monotonic() - t0 >= stop_at:
+                break
+            time.sleep(POLL_S)
+        signalled = time.monotonic()
+        if proc.poll() is None:
+            terminate_launcher(proc.pid)
+        status = proc.wait()
+        stopped_s = time.monotonic() - signalled
+    if first is None:
+        raise PrismError(f"probe: {body} ended with exit status {status} before its first step: see {log_path}")
+    rows = perf_rows(perf)[rows_before:]
+    with open(log_path, errors="replace") as handle:
+        handle.seek(log_before)
+        stopped = STOPPED_LINE.search(handle.read())
+    return {
+        "first_step_s": first, "exit_status": status, "checkpoint_s": stopped_s,
+        "first_new_step": rows[0].get("step") if rows else None,
+        "checkpoint_step": int(stopped.group(1)) if stopped else None,
+        **steady(rows, run.global_batch),
+    }  # fmt: skip
+
+
+def terminate_launcher(body_pid: int) -> None:
+    """SIGTERM to the body's launcher (`mpiexec`), which passes it to every rank, as at a walltime; the
+    ranks' loader workers are left to end with their rank (signalled themselves, a rank's DataLoader
+    would fail instead of checkpointing). Without a child to signal, the whole body's group."""
+    try:
+        with open(f"/proc/{body_pid}/task/{body_pid}/children") as handle:
+            children = [int(pid) for pid in handle.read().split()]
+    except OSError:
+        children = []
+    for pid in children:
+        try:
+            os.kill(pid, signal.SIGTERM)
+        except ProcessLookupError:
+            continue
+    if not children:
+        os.killpg(body_pid, signal.SIGTERM)
+
+
+def steady(rows: list[dict], global_batch: int) -> dict:
+    """Samples/s of one rank over the rows after the first (the first carries the start-up and compile)."""
+    later = [r for r in rows[1:] if r.get("samples_per_s")]
+    world = rows[0].get("world_size") if rows else None
+    out: dict[str, Any] = {
+        "steps": rows[-1]["step"] if rows else 0,
+        "startup_s": rows[0].get("startup_s") if rows else None,
+    }
+    if later and world:
+        out["samples_per_s_per_rank"] = median(r["samples_per_s"] for r in later) / world
+        out["world_size"] = world
+    return out
+
+
+def job_phases(now: float | None = None) -> dict:
+    """The job's set-up and its Snakemake start, from the times jobscript.sh exported (None outside one)."""
+    start, setup_end = os.environ.get("PRISM_JOB_START"), os.environ.get("PRISM_SETUP_END")
+    if not (start and setup_end):
+        return {"setup_s": None, "job_start_s": None}
+    now = time.time() if now is None else now
+    return {"setup_s": float(setup_end) - float(start), "job_start_s": now - float(setup_end)}
+
+
+def rank_peak(device: str, precision: str) -> dict:
+    """The measured dense matmul peak of one rank's device in the runs' precision (prism.peak): the one
+    denominator of every MFU, the plan's included, once the probe has run."""
+    from prism.peak import peak_record  # noqa: PLC0415 lazy: torch
+    from prism.train.precision import resolve  # noqa: PLC0415 lazy: the CLI stays light
+
+    record = peak_record(device, resolve(precision, device))
+    return {"peak_flops_per_rank": float(record["flops"]), "peak_key": record["key"]}
+
+
+def compile_decision(eager: dict, compiled: dict) -> dict:
+    """Compile time, gain and the study's choice: compile only where it measured a gain worth it."""
+    rate, fast = eager.get("samples_per_s_per_rank"), compiled.get("samples_per_s_per_rank")
+    gain = fast / rate if rate and fast else None
+    first = compiled.get("first_step_s")
+    compile_s = None if first is None else max(0.0, first - eager["first_step_s"])
+    choice = "static" if gain is not None and gain >= COMPILE_MIN_GAIN else "none"
+    # A job shorter than this loses more to compiling than it wins.
+    payback = compile_s / (1 - 1 / gain) if compile_s is not None and gain and gain > 1 else None
+    return {"compile_s": compile_s, "compile_gain": gain, "compile": choice, "compile_payback_s": payback}
+
+
+def probe_first(probe: Probe, out: Path) -> dict:
+    """The first job: eager, then compiled, each stopped by SIGTERM; its part record."""
+    started = job_phases()
+    peak = rank_peak(probe.device, probe.precision)
+    deadline = max(600.0, 10 * probe.seconds)
+    eager = run_body(probe.run("none"), probe.procs_per_node, probe.storage, probe.seconds, deadline)
+    try:
+        compiled = run_body(probe.run("static"), probe.procs_per_node, probe.storage, probe.seconds, deadline)
+    except PrismError as err:  # a compiler that fails here is a finding: the study does not compile
+        compiled = {"error": str(err), "first_step_s": None}
+    record = {
+        "family": probe.family, "backbone": probe.backbone, "device": probe.device, "nodes": 1,
+        "ranks_per_node": probe.procs_per_node, "global_batch": probe.global_batch, "loader": "stream",
+        "strategy": probe.strategy, "storage": probe.storage, "seconds_per_body": probe.seconds,
+        **started, **peak, "eager": eager, "compiled": compiled, **compile_decision(eager, compiled),
+    }  # fmt: skip
+    write_json_atomic(out, record, indent=1, sort_keys=True)
+    return record
+
+
+def probe_resume(probe: Probe, first: Path, out: Path) -> dict:
+    """The second job: the eager run resumed from its SIGTERM checkpoint; the full record."""
+    record = json.loads(first.read_text())
+    started = job_phases()
+    resumed = run_body(
+        probe.run("none"), probe.procs_per_node, probe.storage, probe.seconds, max(600.0, 10 * probe.seconds)
+    )
+    record["resume"] = {"resume_s": resumed["first_step_s"], **started, **resumed}
+    record["measured_at"] = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+    record["startup_s"] = startup_s(record)
+    write_json_atomic(out, record, indent=1, sort_keys=True)
+    return record
+
+
+def startup_s(record: dict) -> float:
+    """What every training job spends before its first step, as the probe measured it: set-up, the
+    Snakemake job's start, and the body's launch to its first step in the chosen compile mode."""
+    body = record["compiled" if record.get("compile") == "static" else "eager"]
+    return (record.get("setup_s") or 0.0) + (record.get("job_start_s") or 0.0) + body["first_step_s"]
+
+
+def largest(family: str, backbones: list[str], regime: str, spec=None) -> str:
+    """The study's largest size (trainable parameters): the probe's run, the one most likely not to fit.
+
+    Every job of a study runs on one node today (cluster.nodes), so the largest size is the largest that
+    fits a node; a size whose job needs more nodes is refused by the plan before any probe.
+    """
+    from prism.model.paramcount import trainable_params  # noqa: PLC0415 lazy: the model registry
+
+    if not backbones:
+        raise PrismError(f"probe {family}: no size to probe (the study plans none)")
+    return max(backbones, key=lambda b: trainable_params(family, b, "BASE", regime, spec))

@@ -1,0 +1,92 @@
+"""The probe's place in a cluster study (rules/probe.smk): its files, flags, resources, and what it decides.
+
+A study whose training jobs are aurora bodies is probed: two short jobs in the debug queue run
+the real body of its largest size (prism.launch.probe), and the plan reads their record, so the
+plan (and every training job after it) waits for them. Until the record exists the start-up of a
+job is assumed (ASSUMED_STARTUP_S) and said to be; once it exists, every training job's
+walltime adds the start-up it measured, and its compile choice (never on 10 nodes or more)
+becomes each training job's `--compile`.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from prism.isoflop.design.pricing import read_probe
+from prism.launch.jobenv import job_env, job_setup
+from prism.launch.probe import COMPILE_MAX_NODES, largest
+from prism.workflow.resources import walltime_minutes
+from prism.workflow.study import Study
+
+# The probe's two jobs: each runs its bodies for `cluster.probe_seconds` of steps after their start-up.
+PROBE_QUEUE = "debug"
+PROBE_WALLTIME = "00:30:00"
+# What a job spends before its first step until the probe has measured it: module load, imports in
+# every rank, Snakemake's DAG in the job, the collective backend's start and a compile.
+ASSUMED_STARTUP_S = 300.0
+
+
+def probed(study: Study) -> bool:
+    """Whether the study's training jobs are aurora bodies (the probe runs one)."""
+    return study.train.launcher == "aurora"
+
+
+def probe_file(study: Study, family: str) -> str:
+    return f"{study.dir}/probe/{family}.json"
+
+
+def probe_first_file(study: Study, family: str) -> str:
+    return f"{study.dir}/probe/{family}.first.json"
+
+
+def probe_inputs(study: Study, backbones: list[str], family: str) -> list[str]:
+    """The data and the probed size's calibration (its FLOPs per sample), as a training job reads them."""
+    backbone = largest(family, backbones, study.regime, study.specs[family])
+    return [study.data_dir(family), study.calibration_file(family, backbone, "BASE", study.regime)]
+
+
+def probe_args(study: Study, backbones: list[str], family: str) -> list[str]:
+    """`prism cluster probe` flags (but --part, --first, --out): the study's largest size, as its jobs run."""
+    train, cluster = study.train, study.cluster
+    batch = study.plan.global_batch or study.job_ranks * 4
+    return [
+        "--family", family, "--backbone", largest(family, backbones, study.regime, study.specs[family]),
+        "--regime", study.regime, "--data", study.data_dir(family), "--calibration-dir", study.calibration_dir(),
+        "--device", train.device, "--strategy", train.strategy, "--storage", train.storage,
+        "--folder", f"{study.dir}/probe/{family}", "--global-batch", str(batch),
+        "--procs-per-node", str(study.ranks_per_node), "--seconds", str(cluster["probe_seconds"]),
+        "--workers", str(study.loader.workers), "--precision", train.precision,
+    ]  # fmt: skip
+
+
+def probe_resources(study: Study) -> dict[str, Any]:
+    """One node of the debug queue for half an hour, set up as every job of the study."""
+    cluster = study.cluster
+    return {
+        "nodes": 1,
+        "walltime": PROBE_WALLTIME,
+        "runtime": walltime_minutes(PROBE_WALLTIME),
+        "queue": PROBE_QUEUE,
+        **{key: cluster[key] for key in ("account", "filesystems", "place")},
+        "setup": job_setup(cluster, study.dir),
+        "env": job_env(cluster),
+    }
+
+
+def job_startup(study: Study, family: str) -> tuple[float, str]:
+    """(seconds a training job spends before its first step, where that figure comes from); (0, "") unprobed."""
+    if not probed(study):
+        return 0.0, ""
+    record = read_probe(probe_file(study, family))
+    if record is None or record.get("startup_s") is None:
+        return ASSUMED_STARTUP_S, f"start-up {ASSUMED_STARTUP_S:.0f} s a job assumed until the probe has run"
+    return float(record["startup_s"]), f"start-up {record['startup_s']:.0f} s a job measured by the probe"
+
+
+def compile_flag(study: Study, family: str, nodes: int) -> str:
+    """A training job's `--compile` from the probe's choice (none on 10 nodes or more); "" unprobed."""
+    if not probed(study):
+        return ""
+    record = read_probe(probe_file(study, family)) or {}
+    choice = record.get("compile", "none") if nodes <= COMPILE_MAX_NODES else "none"
+    return f" --compile {choice}"

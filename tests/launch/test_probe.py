@@ -1,0 +1,37 @@
+"""The probe's arithmetic on what its bodies measured: compile's time, gain and choice; start-up by phase."""
+
+from __future__ import annotations
+
+import pytest
+
+from prism.launch.probe import compile_decision, job_phases, startup_s, steady
+
+
+def test_compile_is_chosen_only_for_a_measured_gain():
+    eager = {"first_step_s": 20.0, "samples_per_s_per_rank": 100.0}
+    fast = {"first_step_s": 80.0, "samples_per_s_per_rank": 150.0}
+    decided = compile_decision(eager, fast)
+    assert decided["compile"] == "static" and decided["compile_s"] == 60.0 and decided["compile_gain"] == 1.5
+    assert decided["compile_payback_s"] == pytest.approx(60.0 / (1 - 1 / 1.5))  # shorter jobs lose
+    slow = compile_decision(eager, {"first_step_s": 80.0, "samples_per_s_per_rank": 102.0})
+    assert slow["compile"] == "none"  # 2% does not pay for a minute of compiling
+    failed = compile_decision(eager, {"error": "no compiler", "first_step_s": None})
+    assert failed["compile"] == "none" and failed["compile_s"] is None
+
+
+def test_steady_speed_leaves_out_the_first_step_and_is_per_rank():
+    rows = [{"step": 1, "samples_per_s": 10.0, "world_size": 2, "startup_s": 9.0}] + [
+        {"step": s, "samples_per_s": 200.0, "world_size": 2} for s in range(2, 6)
+    ]
+    out = steady(rows, 8)
+    assert out == {"steps": 5, "startup_s": 9.0, "samples_per_s_per_rank": 100.0, "world_size": 2}
+
+
+def test_start_up_adds_the_set_up_the_job_start_and_the_chosen_body(monkeypatch):
+    monkeypatch.setenv("PRISM_JOB_START", "100.0")
+    monkeypatch.setenv("PRISM_SETUP_END", "112.5")
+    assert job_phases(now=120.0) == {"setup_s": 12.5, "job_start_s": 7.5}
+    record = {"setup_s": 12.5, "job_start_s": 7.5, "compile": "none", "eager": {"first_step_s": 30.0}}
+    assert startup_s(record) == 50.0
+    monkeypatch.delenv("PRISM_JOB_START")
+    assert job_phases() == {"setup_s": None, "job_start_s": None}
