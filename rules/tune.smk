@@ -17,6 +17,8 @@ rule tune_run:
         run=W.tune.run_args,
         body=W.tune.run_body,
     threads: S.train.threads
+    # With cluster.pack the sweep's runs are packed as the grid's (one scheduler job for a node's devices).
+    group: W.tune.group()
     resources:
         **W.tune.run_resources(),
     shell:

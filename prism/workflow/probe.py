@@ -24,6 +24,9 @@ PROBE_WALLTIME = "00:30:00"
 # What a job spends before its first step until the probe has measured it: module load, imports in
 # every rank, Snakemake's DAG in the job, the collective backend's start and a compile.
 ASSUMED_STARTUP_S = 300.0
+# Of it, what each run of a pack spends again (mpiexec, every rank's imports, the process group, the
+# model, the loader's first batch, a compile): the set-up and Snakemake's start are the pack's, once.
+ASSUMED_RUN_STARTUP_S = 120.0
 
 
 def probed(study: Study) -> bool:
@@ -81,6 +84,25 @@ def job_startup(study: Study, family: str) -> tuple[float, str]:
     if record is None or record.get("startup_s") is None:
         return ASSUMED_STARTUP_S, f"start-up {ASSUMED_STARTUP_S:.0f} s a job assumed until the probe has run"
     return float(record["startup_s"]), f"start-up {record['startup_s']:.0f} s a job measured by the probe"
+
+
+def pack_startup(study: Study, family: str) -> tuple[float, float, str]:
+    """(seconds a packed job spends once before its runs: set-up and Snakemake's start; seconds each run of
+    it spends before its first step; the words that say so); (0, 0, "") unprobed. Assumed until the probe
+    has run."""
+    if not probed(study):
+        return 0.0, 0.0, ""
+    record = read_probe(probe_file(study, family))
+    if record is None or record.get("startup_s") is None:
+        once, run, source = (
+            ASSUMED_STARTUP_S - ASSUMED_RUN_STARTUP_S,
+            ASSUMED_RUN_STARTUP_S,
+            "assumed until the probe has run",
+        )
+    else:
+        once = (record.get("setup_s") or 0.0) + (record.get("job_start_s") or 0.0)
+        run, source = max(0.0, float(record["startup_s"]) - once), "measured by the probe"
+    return once, run, f"start-up {once:.0f} s a job + {run:.0f} s a run, {source}"
 
 
 def compile_flag(study: Study, family: str, nodes: int) -> str:

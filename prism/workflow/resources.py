@@ -119,10 +119,12 @@ def queue_for(cluster: dict, nodes: int, walltime_s: int) -> tuple[str, int]:
     return chosen.name, fit_walltime(walltime_s, chosen)
 
 
-def pack_request(cluster: dict, pack: Pack) -> tuple[str, int]:
-    """(queue, walltime seconds) of a pack: its busiest slot's seconds x walltime_factor, whole minutes,
-    at least min_walltime, at most cluster.walltime (the cap packs are split to keep within)."""
-    wanted = requested_seconds(pack.seconds, cluster["walltime_factor"], cluster["min_walltime"], cluster["walltime"])
+def pack_request(cluster: dict, pack: Pack, once_s: float = 0.0) -> tuple[str, int]:
+    """(queue, walltime seconds) of a pack: its start-up (`once_s`: set-up, Snakemake's start) and its
+    busiest slot's seconds, x walltime_factor, whole minutes, at least min_walltime, at most
+    cluster.walltime (the cap packs are split to keep within)."""
+    seconds = None if pack.seconds is None else pack.seconds + once_s
+    wanted = requested_seconds(seconds, cluster["walltime_factor"], cluster["min_walltime"], cluster["walltime"])
     return queue_for(cluster, pack.nodes, wanted)
 
 
@@ -144,9 +146,11 @@ def speed_pack(cluster: dict, jobs: int, slots: int, study_dir: str) -> dict:
     }
 
 
-def packs_text(cluster: dict, family: str, runs: int, packs: list[Pack]) -> str:
-    """One line: the runs in jobs on nodes, their queues, node-hours requested beside those estimated."""
-    requests = [pack_request(cluster, p) for p in packs]
+def packs_text(cluster: dict, family: str, runs: int, packs: list[Pack], once_s: float = 0.0, startup: str = "") -> str:
+    """One line: the runs in jobs on nodes, their queues, node-hours requested beside those estimated.
+
+    `once_s`: each pack's start-up before its runs (the runs' own is in their units); `startup` says so."""
+    requests = [pack_request(cluster, p, once_s) for p in packs]
     requested = sum(p.nodes * seconds for p, (_, seconds) in zip(packs, requests)) / 3600
     known = [p.nodes * sum(u.seconds for u in p.units) / p.slots for p in packs if p.seconds is not None]
     estimated = f"{sum(known) / 3600:.3g}" if len(known) == len(packs) else "unknown"
@@ -156,5 +160,7 @@ def packs_text(cluster: dict, family: str, runs: int, packs: list[Pack]) -> str:
         f"plan {family}: {summary(runs, packs)} (up to {cluster['ranks_per_node']} one-device runs a node, queues: "
         f"{queues}, longest {walltime_text(longest)}): the training jobs request {requested:.3g} node-hours as "
         f"cluster jobs for {estimated} node-hours estimated (walltime = busiest device x "
-        f"{cluster['walltime_factor']:g}, >= {cluster['min_walltime']}, <= {cluster['walltime']})"
+        f"{cluster['walltime_factor']:g}, >= {cluster['min_walltime']}, <= {cluster['walltime']}"
+        + (f"; {startup}" if startup else "")
+        + ")"
     )

@@ -150,7 +150,8 @@ class Schedule:
         try:
             if self.packing:
                 packs = list({id(p): p for p in self.packs_by_job(family, rows).values()}.values())
-                return resources.packs_text(cluster, family, len(rows), packs)
+                once_s, _, said = probe.pack_startup(self.study, family)
+                return resources.packs_text(cluster, family, len(rows), packs, once_s, said)
             for backbone, nodes, estimate in self.training_jobs(rows):  # each job's queue holds it
                 resources.queue_for(cluster, nodes, resources.request_s(cluster, estimate, backbone, startup[0]))
         except PrismError as err:  # a job no queue holds: refused before anything is submitted
@@ -169,7 +170,7 @@ class Schedule:
         cached = self._packs.get(family)
         if cached is None or cached[0] is not rows:
             cluster = self.study.cluster
-            units = self.units(rows, probe.job_startup(self.study, family)[0])
+            units = self.units(rows, probe.pack_startup(self.study, family)[1])
             packs = make_packs(units, int(cluster["ranks_per_node"]), resources.pack_limit_s(cluster),
                                prefix=f"{family}-pack")  # fmt: skip
             cached = (rows, {job: pack for pack in packs for job in pack.jobs})
@@ -212,7 +213,8 @@ class Schedule:
 
         def request(wildcards: Any) -> tuple[str, int]:
             try:
-                return resources.pack_request(self.study.cluster, self.pack_of(wildcards))
+                once_s = probe.pack_startup(self.study, wildcards.family)[0]
+                return resources.pack_request(self.study.cluster, self.pack_of(wildcards), once_s)
             except Exception:  # noqa: BLE001 - the plan is pending
                 return self.study.cluster["queue"], resources.walltime_seconds(self.study.cluster["walltime"])
 

@@ -8,13 +8,15 @@ prism.isoflop.design.tuning.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from prism.ids import run_id
 from prism.isoflop.design.tuning import lr_label, sweep_lrs, sweep_sizes
 from prism.model.config import backbone_config
-from prism.workflow import resources
+from prism.workflow import probe, resources
 from prism.workflow.commands import training_command
+from prism.workflow.packing import Pack, Unit, make_packs
 from prism.workflow.plan import StudyPlan
 from prism.workflow.schedule import Schedule
 from prism.workflow.study import Study
@@ -74,8 +76,68 @@ class TuneStage:
         return f"{self.run_dir(wildcards.family, wildcards.run_id, wildcards.lr)}/launch.sh"
 
     def run_resources(self) -> dict[str, Any]:
-        """A training job's resources, its walltime the cap of its backbone (no plan estimate)."""
-        return self.schedule.resources(retrain=self.retrain) | {"walltime": self.walltime, "runtime": self.runtime}
+        """A training job's resources, its walltime the cap of its backbone (no plan estimate); with
+        cluster.pack, its pack's (the sweep's runs are one-device runs, packed as the grid's)."""
+        base = self.schedule.resources(retrain=self.retrain)
+        if not self.schedule.packing:
+            return base | {"walltime": self.walltime, "runtime": self.runtime}
+        return base | {
+            "walltime": lambda w: resources.walltime_text(self.pack_request(w)[1]),
+            "runtime": lambda w: -(-self.pack_request(w)[1] // 60),
+            "queue": lambda w: self.pack_request(w)[0],
+        }
+
+    # ---- packs (cluster.pack) ------------------------------------------------------
+
+    def run_seconds(self, family: str, row: dict[str, Any], start_s: float) -> float | None:
+        """A sweep run's seconds on one device: its samples at the plan's seconds per sample of its
+        backbone on one device, plus its start-up; None where the plan has no estimate of it."""
+        try:
+            rows = [r for r in self.plan.rows(family).values() if r["backbone"] == row["backbone"] and r["samples"]]
+        except Exception:  # noqa: BLE001 - the plan is pending
+            return None
+        for r in rows:
+            seconds = self.schedule.device_seconds(r.get("node_hours"), r.get("hours_here"), 1)
+            if seconds is not None:
+                return seconds / r["samples"] * self.study.tune.steps * row["global_batch"] + start_s
+        return None
+
+    def packs(self, family: str) -> dict[str, Pack]:
+        """{run key: its pack} of the family's sweep, as the grid's runs are packed (longest first over a
+        node's devices, split where a pack would exceed the cap)."""
+        cluster, start_s = self.study.cluster, probe.pack_startup(self.study, family)[1]
+        units = []
+        for row, lr in self.runs(family):
+            key = f"{run_id(row['backbone'], row['variant'], row['regime'], row['budget'])}/{lr_label(lr)}"
+            units.append(Unit(key, (key,), self.run_seconds(family, row, start_s)))
+        packs = make_packs(units, int(cluster["ranks_per_node"]), resources.pack_limit_s(cluster), f"{family}-tune")
+        return {job: pack for pack in packs for job in pack.jobs}
+
+    def pack_of(self, wildcards: Any) -> Pack:
+        return self.packs(wildcards.family)[f"{wildcards.run_id}/lr{wildcards.lr}"]
+
+    def pack_request(self, wildcards: Any) -> tuple[str, int]:
+        cluster = self.study.cluster
+        try:
+            once_s = probe.pack_startup(self.study, wildcards.family)[0]
+            return resources.pack_request(cluster, self.pack_of(wildcards), once_s)
+        except Exception:  # noqa: BLE001 - the plan is pending
+            return cluster["queue"], resources.walltime_seconds(cluster["walltime"])
+
+    def group(self) -> Callable[[Any], str | None] | None:
+        """tune_run's `group:` (None without cluster.pack): a sweep run's pack, one scheduler job."""
+        if not self.schedule.packing:
+            return None
+
+        def group(wildcards: Any) -> str | None:
+            try:
+                name = self.pack_of(wildcards).name
+            except Exception:  # noqa: BLE001 - the plan is pending: the job is evaluated again after it
+                return None
+            self.schedule.engine.group_parent(name, resources.PACK_GROUP)
+            return name
+
+        return group
 
     def walltime(self, wildcards: Any) -> str:
         return resources.train_walltime(self.study.cluster, None, resources.backbone_of(wildcards))
