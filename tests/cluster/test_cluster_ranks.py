@@ -21,6 +21,8 @@ import pytest
 import yaml
 from workflow.wfhelpers import BIN, env, make_workdir, planned_run_ids, snakemake
 
+from prism.isoflop.design.pricing import probe_factor
+
 from .test_cluster import PBS_ARGS
 
 pytestmark = [pytest.mark.cluster, pytest.mark.slow]
@@ -94,15 +96,19 @@ def test_four_ranks_a_node_train_through_the_scheduler_to_a_fit(scheduler, tmp_p
         path.name.split("__")[1]: json.loads(path.read_text())["samples_per_s"]
         for path in (study / "calibration").glob("*.speed.json")
     }
-    # Every training job and every speed job (the timed steps of one rank) went through the scheduler.
-    assert len(re.findall(r"Submitted job \d+ with external jobid", out)) == len(runs) + len(speeds) > len(runs) > 0
+    # Every training job, every speed job (the timed steps of one rank) and the probe's two jobs (the real
+    # job body before the grid) went through the scheduler.
+    submitted = len(re.findall(r"Submitted job \d+ with external jobid", out))
+    assert submitted == len(runs) + len(speeds) + 2 and len(speeds) > 0 and len(runs) > 0
+    # The probe's samples/s per rank over the timed speed of its size scales every size's speed.
+    factor = probe_factor(json.loads((study / "probe" / "text_image.json").read_text()), speeds) or 1.0
     plan = yaml.safe_load((study / "text_image" / "plan.yaml").read_text())
     assert all(row["global_batch"] % RANKS == 0 for row in plan["runs"])
     # Node-hours from the measured speed of one of a node's RANKS ranks, and said to be.
     assert plan["cost"]["node_hours_source"].startswith("measured: samples/s of one rank")
     assert f"x {RANKS} ranks a node" in plan["cost"]["node_hours_source"]
     for row in plan["runs"]:
-        assert row["node_hours"] == pytest.approx(row["samples"] / (speeds[row["backbone"]] * RANKS) / 3600)
+        assert row["node_hours"] == pytest.approx(row["samples"] / (speeds[row["backbone"]] * RANKS * factor) / 3600)
     for run in runs:
         body = (study / "text_image" / "runs" / run / "launch.sh").read_text()
         assert f"mpiexec -n {RANKS} --ppn {RANKS} --cpu-bind=verbose,list:4-7:8-11:12-15:16-19 " in body
