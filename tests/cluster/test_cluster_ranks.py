@@ -115,6 +115,8 @@ def test_four_ranks_a_node_train_through_the_scheduler_to_a_fit(scheduler, tmp_p
         assert "module load frameworks" in body and "--strategy ddp" in body
         metrics = json.loads((study / "text_image" / "runs" / run / "metrics.json").read_text())
         assert metrics["world_size"] == RANKS and metrics["strategy"] == "ddp", metrics
+    # Every run's body, and the probe's three (eager, compiled, resumed), went through mpiexec.
     calls = (shims / "calls.log").read_text().splitlines()
-    assert len(calls) == len(runs)
+    assert len([c for c in calls if "/text_image/runs/" in c]) == len(runs)
+    assert len([c for c in calls if "/probe/text_image/" in c]) == 3 == len(calls) - len(runs)
     assert (study / "text_image" / "fit" / "e2e.json").is_file()
