@@ -4,7 +4,8 @@
 Slurm (slurmctld + slurmd) with munge authentication, everything - keys, sockets,
 state, logs, pid files - in one private folder, and Slurm's Torque-compatible
 `qsub`/`qstat`/`qdel` (Debian package `slurm-wlm-torque`) in front of it. Jobs
-really queue and run; nothing is faked. See docs/local-pbs.md of the shared notes.
+really queue and run; nothing is faked. The Torque wrapper honours only the last `-l`,
+exports the whole environment and has no `qstat -x`: jobs record their own exit status.
 
     tools/local_pbs.py start DIR      # prints `export SLURM_CONF=DIR/slurm.conf`
     eval "$(tools/local_pbs.py start DIR)"; qsub ...; tools/local_pbs.py stop DIR

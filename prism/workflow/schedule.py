@@ -186,14 +186,16 @@ class Schedule:
     def pack_of(self, wildcards: Any) -> Pack:
         return self.packs_by_job(wildcards.family)[self.job_key(wildcards)]
 
-    def group(self) -> Callable[[Any], str | None] | None:
-        """The training rules' `group:` (None without cluster.pack): a job's pack, one scheduler job."""
+    def group(self, pack_of: Callable[[Any], Pack] | None = None) -> Callable[[Any], str | None] | None:
+        """The training rules' `group:` (None without cluster.pack): a job's pack (`pack_of`, the grid's by
+        default), one scheduler job."""
         if not self.packing:
             return None
+        pack_of = pack_of or self.pack_of
 
         def group(wildcards: Any) -> str | None:
             try:
-                name = self.pack_of(wildcards).name
+                name = pack_of(wildcards).name
             except Exception:  # noqa: BLE001 - the plan is pending: the job is evaluated again after it
                 return None
             self.engine.group_parent(name, resources.PACK_GROUP)

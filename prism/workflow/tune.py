@@ -126,18 +126,7 @@ class TuneStage:
 
     def group(self) -> Callable[[Any], str | None] | None:
         """tune_run's `group:` (None without cluster.pack): a sweep run's pack, one scheduler job."""
-        if not self.schedule.packing:
-            return None
-
-        def group(wildcards: Any) -> str | None:
-            try:
-                name = self.pack_of(wildcards).name
-            except Exception:  # noqa: BLE001 - the plan is pending: the job is evaluated again after it
-                return None
-            self.schedule.engine.group_parent(name, resources.PACK_GROUP)
-            return name
-
-        return group
+        return self.schedule.group(self.pack_of)
 
     def walltime(self, wildcards: Any) -> str:
         return resources.train_walltime(self.study.cluster, None, resources.backbone_of(wildcards))
