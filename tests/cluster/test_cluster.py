@@ -1,27 +1,23 @@
 """The workflow through profiles/aurora against a real local scheduler (Slurm + Torque qsub).
 
-The tests run in order on one study: a full run, an interrupted one, a failing one, the
-rerun that finishes it, and a run longer than its walltime that resumes.
+The tests run in order on one study: a full run, an interrupted one, a failing one, and the
+rerun that finishes it. A job stopped at its walltime and resumed is test_cluster_pack.py's last
+test (the pack is how a cluster study's one-device runs go out).
 """
 
 from __future__ import annotations
 
-import json
 import math
 import os
 import re
 import signal
-import statistics
 import subprocess
 import time
 from pathlib import Path
 
 import pytest
 import yaml
-from workflow.wfhelpers import BIN, SMOKE, SNAKEMAKE, STUDY, env, make_workdir, planned_run_ids, snakemake
-
-from prism.ids import format_budget, run_id
-from prism.perf.reader import read_perf
+from workflow.wfhelpers import BIN, SNAKEMAKE, STUDY, env, make_workdir, planned_run_ids, snakemake
 
 pytestmark = [pytest.mark.cluster, pytest.mark.slow]
 
@@ -226,62 +222,3 @@ def test_rerun_resubmits_only_what_is_missing(study):
         p.parent.name: p.stat().st_mtime_ns for p in runs_dir.glob("*/metrics.json") if p.parent.name in done
     } == done
     assert all((runs_dir / r / "metrics.json").exists() for r in planned)
-
-
-def step_seconds(runs_dir: Path, backbone: str) -> float:
-    """The median training step of `backbone`'s runs in this study: this host's speed, minutes ago."""
-    times = [
-        row["step_time_s"]
-        for path in runs_dir.glob(f"{backbone}-*/perf.jsonl")
-        for row in read_perf(path)[0]
-        if row.get("step", 0) > 5 and "step_time_s" in row
-    ]
-    assert times, f"no perf rows of {backbone} under {runs_dir}"
-    return statistics.median(times)
-
-
-def test_a_job_longer_than_its_walltime_resumes_from_its_checkpoint(study):
-    """A run whose estimate (minutes of steps) exceeds the cap asks for the cap, is stopped there
-    (SIGTERM: a checkpoint, exit 143) and the profile's retries resume it to the end."""
-    workdir, client_env = study
-    runs_dir = workdir / STUDY / "runs"
-    # About 4 minutes of steps at this host's speed, from the 30k runs the study has trained. Slurm
-    # looks for jobs past their time limit every 30 s, so a 1-minute job gets its SIGTERM 60-90 s in:
-    # the run must take well over that, or it ends before it is stopped, and it must end within the
-    # retries, here even at half or twice the speed measured. A fixed budget is 80 s on one CPU and
-    # 13 minutes on another.
-    fps = json.loads(next(runs_dir.glob("30k-*/metrics.json")).read_text())["flops_per_sample"]
-    samples = 240 / step_seconds(runs_dir, "30k") * SMOKE["plan"]["global_batch"]
-    budget = float(f"{samples * fps:.1e}")
-    run = run_id("30k", "BASE", "e2e", budget)
-    target = f"{STUDY}/runs/{run}/metrics.json"
-    # The grid is centred between 30k and 60k (N_opt = k C^a = 6.5e4, a the smoke study's) at any
-    # budget; max_epochs is raised because the tiny build is a few thousand steps an epoch.
-    prior_k = 6.5e4 / budget ** SMOKE["plan"]["prior_a"]
-    out = pbs(
-        study,
-        target,
-        "--config",
-        f"budgets=[{format_budget(budget)}]",
-        f'plan={{"prior_k": {prior_k:.6g}, "max_epochs": 50}}',
-        'cluster={"walltime": "00:01:00", "walltime_factor": 1}',
-        "--retries",
-        "12",
-        timeout=2400,
-    ).stdout
-    # Every attempt is a `rule train:` block of its own with its submission (a retry keeps its job number).
-    jobs = [
-        re.search(r"with external jobid '([^']+)'", block).group(1)
-        for block in out.split("rule train:")[1:]
-        if f"runs/{run}/metrics.json" in block and "with external jobid" in block
-    ]
-    assert len(jobs) >= 2, out[-3000:]  # stopped at least once, then resubmitted
-    assert {requested_walltime(client_env, job) for job in jobs} == {"00:01:00"}
-    records = status_records(workdir)
-    # The scheduler ended the first attempt before its job body recorded a status; the last one recorded 0.
-    assert records.get(jobs[0].split(".")[0]) != "0" and records.get(jobs[-1].split(".")[0]) == "0"
-    assert "stopped (SIGTERM during step" in out  # the failed attempt's log, shown by the profile
-    log = (workdir / "scaling-study" / "logs" / "train" / "text_image" / f"{run}.log").read_text()
-    metrics = json.loads((workdir / target).read_text())
-    assert metrics["status"] == "ok" and metrics["steps"] == metrics["planned_steps"]
-    assert "resuming from" in log and f"done: {metrics['steps']} steps" in log

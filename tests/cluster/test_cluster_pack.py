@@ -14,6 +14,7 @@ import json
 import math
 import re
 import shutil
+import statistics
 import sys
 from pathlib import Path
 
@@ -22,8 +23,9 @@ from local_pbs import completed_jobs
 from workflow.wfhelpers import SMOKE, STUDY, make_workdir, planned_run_ids, snakemake
 
 from prism.ids import format_budget, run_id
+from prism.perf.reader import read_perf
 
-from .test_cluster import PBS_ARGS, status_records, step_seconds
+from .test_cluster import PBS_ARGS, status_records
 
 pytestmark = [pytest.mark.cluster, pytest.mark.slow]
 
@@ -55,6 +57,18 @@ def packed(scheduler, tmp_path_factory):
     client_env = {k: v for k, v in scheduler.items() if k != "folder"} | KERNELS
     out = snakemake(workdir, *PBS_ARGS, "fit_text_image", extra_env=client_env, timeout=1800).stdout
     return workdir, client_env, scheduler["folder"], out
+
+
+def step_seconds(runs_dir: Path, backbone: str) -> float:
+    """The median training step of `backbone`'s runs in this study: this host's speed, minutes ago."""
+    times = [
+        row["step_time_s"]
+        for path in runs_dir.glob(f"{backbone}-*/perf.jsonl")
+        for row in read_perf(path)[0]
+        if row.get("step", 0) > 5 and "step_time_s" in row
+    ]
+    assert times, f"no perf rows of {backbone} under {runs_dir}"
+    return statistics.median(times)
 
 
 def study_jobs(folder: str, workdir: Path) -> list[dict[str, str]]:

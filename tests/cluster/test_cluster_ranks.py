@@ -35,6 +35,8 @@ CLUSTER = {
     "walltime": "00:20:00",
     "nodes": 1,
     "ranks_per_node": RANKS,
+    # The probe's bodies run a few seconds of steps each (tests/cluster/test_cluster_probe.py times them).
+    "probe_seconds": 4,
 }
 TRAIN = {
     "launcher": "aurora",
