@@ -153,9 +153,13 @@ def render_aurora(
     if daos:  # train on the staged copy: the one argument the shell must expand
         data_at = argv.index("--data") + 1
         command = " ".join([shlex.join(argv[:data_at]), f'"${DATA_VAR}"', shlex.join(argv[data_at + 1 :])])
-    if ranks == 1:  # packing: a one-device run of a pack binds to the cores of the slot it holds (prism.launch.slots)
-        slot_bind = f'--cpu-bind=verbose,list:"${{PRISM_SLOT_CORES:-{CPU_CORES[0]}}}"'
+    if nodes == 1 and ppn < len(CPU_CORES):
+        # packing: a run of a pack binds its ranks to the cores of the slots it holds (prism.launch.slots), and
+        # two runs of several ranks on one node meet at ports of their own (the first slot's)
+        slot_bind = f'--cpu-bind=verbose,list:"${{PRISM_SLOT_CORES:-{":".join(CPU_CORES[:ppn])}}}"'
         command = command.replace(" " + shlex.quote(mpiexec[5]) + " ", f" {slot_bind} ", 1)
+        port = lines.index(f"export MASTER_PORT={MASTER_PORT}")
+        lines[port] = f"export MASTER_PORT=$(({MASTER_PORT} + ${{PRISM_SLOT:-0}}))"
     lines += [
         command,
         "status=$?",

@@ -103,10 +103,11 @@ def requested_text(cluster: dict, family: str, jobs: list[Job], startup: tuple[f
 PACK_GROUP = "prism_pack"
 
 
-def pin_prefix(slots: int, device: str) -> str:
-    """What a packed job's command starts with: claim a free one of the node's `slots` devices and pin to it
-    (prism.launch.slots; a module call, so that the lock is held by this process, not a worker's fork)."""
-    return f"python -m prism.launch.slots --slots {int(slots)} --device {device} -- "
+def pin_prefix(slots: int, device: str, devices: int = 1) -> str:
+    """What a packed job's command starts with: claim `devices` free ones of the node's `slots` devices and pin
+    to them (prism.launch.slots; a module call, so that the lock is held by this process, not a worker's fork)."""
+    many = f" --devices {int(devices)}" if devices > 1 else ""
+    return f"python -m prism.launch.slots --slots {int(slots)}{many} --device {device} -- "
 
 
 def queue_for(cluster: dict, nodes: int, walltime_s: int) -> tuple[str, int]:
@@ -146,18 +147,29 @@ def speed_pack(cluster: dict, jobs: int, slots: int, study_dir: str) -> dict:
     }
 
 
+def spread_text(packs: list[Pack], cluster: dict) -> str:
+    """What of the packs spreads over several devices, e.g. "; 5 spread: g35e6 x2, g5e7 x2 (assumed 90% per
+    doubling)" ("" where none does): the devices column of the packed dry run."""
+    spread = sorted((u for p in packs if p.shared for u in p.units if u.devices > 1), key=lambda u: (-u.devices, u.key))
+    if not spread:
+        return ""
+    names = ", ".join(f"{u.key.split('-')[0]} x{u.devices}" for u in spread)
+    return f"; {len(spread)} spread: {names}, speed k x {cluster['pack_efficiency']:g}^log2(k) assumed"
+
+
 def packs_text(cluster: dict, family: str, runs: int, packs: list[Pack], once_s: float = 0.0, startup: str = "") -> str:
     """One line: the runs in jobs on nodes, their queues, node-hours requested beside those estimated.
 
     `once_s`: each pack's start-up before its runs (the runs' own is in their units); `startup` says so."""
     requests = [pack_request(cluster, p, once_s) for p in packs]
     requested = sum(p.nodes * seconds for p, (_, seconds) in zip(packs, requests)) / 3600
-    known = [p.nodes * sum(u.seconds for u in p.units) / p.slots for p in packs if p.seconds is not None]
+    known = [p.nodes * sum(u.seconds * u.devices for u in p.units) / p.slots for p in packs if p.seconds is not None]
     estimated = f"{sum(known) / 3600:.3g}" if len(known) == len(packs) else "unknown"
     queues = ", ".join(f"{q} {n}" for q, n in Counter(q for q, _ in requests).items())
     longest = max((s for _, s in requests), default=0)
     return (
-        f"plan {family}: {summary(runs, packs)} (up to {cluster['ranks_per_node']} one-device runs a node, queues: "
+        f"plan {family}: {summary(runs, packs)} (up to {cluster['ranks_per_node']} one-device runs a node"
+        f"{spread_text(packs, cluster)}, queues: "
         f"{queues}, longest {walltime_text(longest)}): the training jobs request {requested:.3g} node-hours as "
         f"cluster jobs for {estimated} node-hours estimated (walltime = busiest device x "
         f"{cluster['walltime_factor']:g}, >= {cluster['min_walltime']}, <= {cluster['walltime']}"
