@@ -24,6 +24,7 @@ scheduler was asked for) and checked against `$PBS_NODEFILE` at run time.
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import shlex
 import sys
@@ -105,6 +106,10 @@ def render_aurora(
             f"{ranks} ranks with --strategy none would train separate copies; choose --strategy ddp, fsdp or hsdp"
         )
     check_batch(run.global_batch, ranks, "--global-batch", f"this job ({nodes} node(s) x {ppn} ranks)")
+    if ranks == 1 and run.strategy != "none":
+        # One rank has nothing to shard or replicate: it trains unwrapped. (A pack's jobs share one strategy
+        # text, Snakemake's rule for a group's resources: its one-tile runs get the spread runs' here.)
+        run = dataclasses.replace(run, strategy="none", replicate=None, shard=None)
     q = shlex.quote
     workdir = workdir or os.getcwd()
     venv = venv if venv is not None else _venv()

@@ -5,18 +5,19 @@ at once. Each job's command starts with
 
     python -m prism.launch.slots --slots N --device xpu -- COMMAND...
 
-which takes the first free of the node's N slots (`--devices K`: K of them, for a run spread over K
-devices): slot i is an `flock`ed file in a folder of this scheduler job (keyed by $PBS_JOBID, else
-$SLURM_JOB_ID, else the host), held while the command runs and released when it exits, however it
-exits (the kernel drops the lock with the process). No two running commands of a job ever hold one
-slot. A command that finds too few free waits its turn: claims are served in arrival order (a ticket
-in the folder's queue, taken and served under one lock), so the order Snakemake starts jobs in (their
-priority) is the order they get devices, and a run waiting for K devices is not overtaken by later
-one-device runs. Slot i is device i: `ZE_AFFINITY_MASK=i` (xpu: tile i in Aurora's flat device
-hierarchy; `i,j` for two), `CUDA_VISIBLE_DEVICES=i` (cuda), and its own cores: Aurora's per-tile
-`--cpu-bind` list for xpu (`$PRISM_SLOT_CORES`, one list a rank, which a one-node aurora body binds
-its ranks to), else an even share of the cores this process may use; the command runs on them
-(sched_setaffinity). `$PRISM_SLOT` is the first slot held.
+which takes the first free of the node's N slots (`--devices K`, else $PRISM_SLOT_DEVICES: K of
+them, for a run spread over K devices): slot i is an `flock`ed file in a folder of this scheduler
+job (keyed by $PBS_JOBID, else $SLURM_JOB_ID, else the host), held while the command runs and
+released when it exits, however it exits (the kernel drops the lock with the process). No two
+running commands of a job ever hold one slot. A command that finds too few free waits its turn:
+claims are served in arrival order (a ticket in the folder's queue, taken and served under one
+lock), so the order Snakemake starts jobs in (their priority) is the order they get devices, and a
+run waiting for K devices is not overtaken by later one-device runs. Slot i is device i:
+`ZE_AFFINITY_MASK=i` (xpu: tile i in Aurora's flat device hierarchy; `i,j` for two),
+`CUDA_VISIBLE_DEVICES=i` (cuda), and its own cores: Aurora's per-tile `--cpu-bind` list for xpu
+(`$PRISM_SLOT_CORES`, one list a rank, which a one-node aurora body binds its ranks to), else an
+even share of the cores this process may use; the command runs on them (sched_setaffinity).
+`$PRISM_SLOT` is the first slot held.
 
 Each claim is recorded in the run's directory (`slots.jsonl` beside a job body `bash DIR/launch.sh`,
 else `OUT.slots.jsonl` of the command's `--out OUT`): slot, device, cores, scheduler job, host, start
@@ -49,6 +50,8 @@ DEVICE_VARS = {
     "auto": ("CUDA_VISIBLE_DEVICES", "ZE_AFFINITY_MASK"),
 }
 POLL_S = 1.0
+# The devices a packed job claims when --devices is not given: its ranks (rules/training.smk sets it).
+DEVICES_ENV = "PRISM_SLOT_DEVICES"
 
 
 def job_key() -> str:
@@ -225,7 +228,12 @@ def run_pinned(command: list[str], slots: int, device: str, folder: Path | None 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m prism.launch.slots", description=__doc__.splitlines()[0])
     parser.add_argument("--slots", type=int, required=True, help="devices of the node (cluster.ranks_per_node)")
-    parser.add_argument("--devices", type=int, default=1, help="slots the command holds at once (a spread run)")
+    parser.add_argument(
+        "--devices",
+        type=int,
+        default=int(os.environ.get(DEVICES_ENV) or 1),
+        help=f"slots the command holds at once, a spread run's ranks (default: ${DEVICES_ENV}, else 1)",
+    )
     parser.add_argument("--device", default="cpu", help="xpu, cuda, cpu or auto: which variable pins the device")
     parser.add_argument("command", nargs=argparse.REMAINDER, help="-- COMMAND ...")
     args = parser.parse_args(argv)

@@ -104,15 +104,14 @@ def slot_loads(units: list[Unit], slots: int) -> list[float]:
 def spread_units(units: list[Unit], slots: int, efficiency: float) -> list[Unit]:
     """`units` (one device each) with the device counts that end their pack first.
 
-    For each target T (every unit's time on each of its widths, at least the pack's work a slot), each unit
-    takes the fewest devices that finish it within T; the list schedule of those decides. Ties go to fewer
-    devices in all (less work lost to scaling). Unknown estimates: unchanged."""
+    For each target T (every unit's time on each of its widths), each unit takes the fewest devices that
+    finish it within T; the list schedule of those decides. Ties go to fewer devices in all (less work lost
+    to scaling). Unknown estimates: unchanged."""
     if any(u.seconds is None for u in units) or not units:
         return units
     best, best_key = units, (max(slot_loads(units, slots)), len(units))
-    floor = sum(u.seconds for u in units) / slots
     targets = sorted({u.seconds / speedup(k, efficiency) for u in units for k in u.widths if k <= slots})
-    for target in (t for t in targets if t >= floor * (1 - 1e-9)):
+    for target in targets:
         fitted = []
         for u in units:
             k = next((k for k in sorted(u.widths) if k <= slots and u.seconds / speedup(k, efficiency) <= target), 1)

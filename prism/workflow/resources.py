@@ -103,11 +103,11 @@ def requested_text(cluster: dict, family: str, jobs: list[Job], startup: tuple[f
 PACK_GROUP = "prism_pack"
 
 
-def pin_prefix(slots: int, device: str, devices: int = 1) -> str:
-    """What a packed job's command starts with: claim `devices` free ones of the node's `slots` devices and pin
-    to them (prism.launch.slots; a module call, so that the lock is held by this process, not a worker's fork)."""
-    many = f" --devices {int(devices)}" if devices > 1 else ""
-    return f"python -m prism.launch.slots --slots {int(slots)}{many} --device {device} -- "
+def pin_prefix(slots: int, device: str) -> str:
+    """What a packed job's command starts with: claim free ones of the node's `slots` devices ($PRISM_SLOT_DEVICES
+    of them, the job's ranks, else one) and pin to them (prism.launch.slots; a module call, so that the lock is
+    held by this process, not a worker's fork)."""
+    return f"python -m prism.launch.slots --slots {int(slots)} --device {device} -- "
 
 
 def queue_for(cluster: dict, nodes: int, walltime_s: int) -> tuple[str, int]:
@@ -148,13 +148,15 @@ def speed_pack(cluster: dict, jobs: int, slots: int, study_dir: str) -> dict:
 
 
 def spread_text(packs: list[Pack], cluster: dict) -> str:
-    """What of the packs spreads over several devices, e.g. "; 5 spread: g35e6 x2, g5e7 x2 (assumed 90% per
-    doubling)" ("" where none does): the devices column of the packed dry run."""
+    """Which units of the packs spread over several devices, and over how many ("" where none does): the
+    devices column of the packed dry run's summary."""
     spread = sorted((u for p in packs if p.shared for u in p.units if u.devices > 1), key=lambda u: (-u.devices, u.key))
     if not spread:
         return ""
     names = ", ".join(f"{u.key.split('-')[0]} x{u.devices}" for u in spread)
-    return f"; {len(spread)} spread: {names}, speed k x {cluster['pack_efficiency']:g}^log2(k) assumed"
+    efficiency = f"{cluster['pack_efficiency']:g}"
+    speed = f"k devices at k x {efficiency}^log2(k) one's speed, assumed"
+    return f"; {len(spread)} spread over devices of their pack: {names} ({speed})"
 
 
 def packs_text(cluster: dict, family: str, runs: int, packs: list[Pack], once_s: float = 0.0, startup: str = "") -> str:

@@ -183,9 +183,15 @@ class Schedule:
 
     @property
     def spreading(self) -> bool:
-        """Whether a pack's long units may spread over several of its devices (cluster.pack_spread > 1, and a
-        strategy that shards: its memory on k devices is at most its one-device placement's)."""
-        return int(self.study.cluster.get("pack_spread") or 1) > 1 and self.study.train.strategy in SHARDED
+        """Whether a pack's long units may spread over several of its devices: cluster.pack_spread > 1, a
+        strategy that shards (its memory on k devices is at most its one-device placement's), and a job body
+        of several ranks bound to the slots it holds (the aurora launcher's)."""
+        train = self.study.train
+        return (
+            int(self.study.cluster.get("pack_spread") or 1) > 1
+            and train.strategy in SHARDED
+            and train.launcher == "aurora"
+        )
 
     def widths(self, rows: Rows, unit: Unit) -> tuple[int, ...]:
         """The device counts `unit` may spread over: those that keep every run of it at its batch and micro-batch."""
@@ -197,8 +203,20 @@ class Schedule:
         return tuple(sorted(set.intersection(*counts))) if counts else (1,)
 
     def job_devices(self, wildcards: Any) -> int:
-        """The devices of its pack a packed job runs on (1 unless its unit spreads)."""
+        """The devices of its pack a packed job runs on (1 unless its unit spreads). A run of the lr sweep
+        (tune_run, its `lr`) shares its run id with a grid run but is one of the sweep's packs: one device."""
+        if getattr(wildcards, "lr", None):
+            return 1
         return self.pack_of(wildcards).devices_of(self.job_key(wildcards))
+
+    def pack_spreads(self, wildcards: Any) -> bool:
+        """Whether a packed job's pack holds a spread unit (never a sweep run's: its own packs do not spread)."""
+        if getattr(wildcards, "lr", None):
+            return False
+        try:
+            return any(u.devices > 1 for u in self.pack_of(wildcards).units)
+        except Exception:  # noqa: BLE001 - the plan is pending
+            return False
 
     def job_key(self, wildcards: Any) -> str:
         """A training job's key in its pack: its run id, or a wsd segment's `TRAJ/to-END`."""
@@ -267,9 +285,12 @@ class Schedule:
             "walltime": lambda w: resources.walltime_text(request(w)[1]),
             "runtime": lambda w: -(-request(w)[1] // 60),
             "queue": lambda w: request(w)[0],
-            "pin": lambda w: resources.pin_prefix(slots, device, devices(w)) if shared(w) else "",
-            # one rank: nothing to shard or replicate
-            "strategy": lambda w: "none" if shared(w) and devices(w) == 1 else strategy,
+            # the devices a job claims are its ranks (PRISM_SLOT_DEVICES, rules/training.smk): Snakemake wants the
+            # text resources of a group's jobs equal
+            "pin": lambda w: resources.pin_prefix(slots, device) if shared(w) else "",
+            # a pack of one-rank runs: nothing to shard or replicate; with spread runs the study's strategy
+            # (a one-rank body trains unwrapped whatever it says: prism.launch.aurora)
+            "strategy": lambda w: strategy if not shared(w) or self.pack_spreads(w) else "none",
             "retrain": lambda w: int(retrain(w)),
         }
 
