@@ -89,6 +89,16 @@ def _venv() -> str | None:
     return sys.prefix if sys.prefix != sys.base_prefix else None
 
 
+def bind_to_slots(lines: list[str], command: str, bind: str, ppn: int) -> str:
+    """`command` with its ranks bound to the cores of the slots a pack's run holds (prism.launch.slots:
+    `$PRISM_SLOT_CORES`, else the first cores); `lines`' rendezvous port made the first slot's, so that two
+    runs of several ranks on one node meet at ports of their own."""
+    slot_bind = f'--cpu-bind=verbose,list:"${{PRISM_SLOT_CORES:-{":".join(CPU_CORES[:ppn])}}}"'
+    port = lines.index(f"export MASTER_PORT={MASTER_PORT}")
+    lines[port] = f"export MASTER_PORT=$(({MASTER_PORT} + ${{PRISM_SLOT:-0}}))"
+    return command.replace(" " + shlex.quote(bind) + " ", f" {slot_bind} ", 1)
+
+
 def render_aurora(
     run: RunConfig,
     nodes: int = 1,
@@ -159,12 +169,7 @@ def render_aurora(
         data_at = argv.index("--data") + 1
         command = " ".join([shlex.join(argv[:data_at]), f'"${DATA_VAR}"', shlex.join(argv[data_at + 1 :])])
     if nodes == 1 and ppn < len(CPU_CORES):
-        # packing: a run of a pack binds its ranks to the cores of the slots it holds (prism.launch.slots), and
-        # two runs of several ranks on one node meet at ports of their own (the first slot's)
-        slot_bind = f'--cpu-bind=verbose,list:"${{PRISM_SLOT_CORES:-{":".join(CPU_CORES[:ppn])}}}"'
-        command = command.replace(" " + shlex.quote(mpiexec[5]) + " ", f" {slot_bind} ", 1)
-        port = lines.index(f"export MASTER_PORT={MASTER_PORT}")
-        lines[port] = f"export MASTER_PORT=$(({MASTER_PORT} + ${{PRISM_SLOT:-0}}))"
+        command = bind_to_slots(lines, command, mpiexec[5], ppn)
     lines += [
         command,
         "status=$?",
