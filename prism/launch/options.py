@@ -104,8 +104,8 @@ class ClusterOptions:
     pack_spread: int = option(
         1,
         "The most devices of its pack a one-device run (or wsd trajectory) may spread over when that ends the "
-        "pack sooner: one multi-rank run pinned to those devices (train.strategy fsdp or hsdp; its global "
-        "batch and micro-batch unchanged, fewer micro-batches a device). 1: never.",
+        "pack sooner: one multi-rank run pinned to those devices (train.launcher aurora, train.strategy fsdp or "
+        "hsdp; its global batch and micro-batch unchanged, fewer micro-batches a device). 1: never.",
         minimum=1,
         maximum=12,
     )
