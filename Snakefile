@@ -45,6 +45,8 @@ include: "rules/common.smk"
 
 # The terminal shows each step's progress and errors, not every job's block (the profiles' `quiet`).
 ENGINE.terse_terminal()
+# A pack (one group job of many runs) keeps going past a failed run when the call does (--keep-going).
+ENGINE.keep_going_in_groups()
 
 
 include: "rules/data.smk"

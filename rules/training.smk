@@ -5,8 +5,8 @@
 # PBS job, with the DAOS mount when storage is daos), which then runs.
 
 # With cluster.pack a one-device job is one of a pack (one scheduler job, a Snakemake group: the
-# rules' `group:`) and its body runs pinned to a free device of the node (`resources.pin`, empty
-# otherwise: prism.launch.slots).
+# rules' `group:`) and its body runs pinned to free devices of the node, as many as its ranks
+# (`resources.pin`, empty otherwise: prism.launch.slots).
 #
 # The job body written by `--dry-run`, then run; a rule whose output a failed run still writes
 # (a collapsed run's metrics.json) appends TRAINING_KEEPS_OUTPUT.
@@ -15,6 +15,7 @@ TRAINING_SHELL = (
     " --strategy {resources.strategy:q} --launcher {resources.launcher:q} --nodes {resources.nodes:q}"
     " --procs-per-node {resources.procs_per_node:q}"
     " --storage {resources.storage:q} --dry-run > {params.body:q} 2> {log:q}"
-    " && PRISM_RETRAIN={resources.retrain:q} {resources.pin}bash {params.body:q} >> {log:q} 2>&1"
+    " && PRISM_RETRAIN={resources.retrain:q} PRISM_SLOT_DEVICES={resources.procs_per_node:q}"
+    " {resources.pin}bash {params.body:q} >> {log:q} 2>&1"
 )
 TRAINING_KEEPS_OUTPUT = " || test -f {output:q}"

@@ -24,6 +24,7 @@ scheduler was asked for) and checked against `$PBS_NODEFILE` at run time.
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import shlex
 import sys
@@ -88,6 +89,16 @@ def _venv() -> str | None:
     return sys.prefix if sys.prefix != sys.base_prefix else None
 
 
+def bind_to_slots(lines: list[str], command: str, bind: str, ppn: int) -> str:
+    """`command` with its ranks bound to the cores of the slots a pack's run holds (prism.launch.slots:
+    `$PRISM_SLOT_CORES`, else the first cores); `lines`' rendezvous port made the first slot's, so that two
+    runs of several ranks on one node meet at ports of their own."""
+    slot_bind = f'--cpu-bind=verbose,list:"${{PRISM_SLOT_CORES:-{":".join(CPU_CORES[:ppn])}}}"'
+    port = lines.index(f"export MASTER_PORT={MASTER_PORT}")
+    lines[port] = f"export MASTER_PORT=$(({MASTER_PORT} + ${{PRISM_SLOT:-0}}))"
+    return command.replace(" " + shlex.quote(bind) + " ", f" {slot_bind} ", 1)
+
+
 def render_aurora(
     run: RunConfig,
     nodes: int = 1,
@@ -105,6 +116,10 @@ def render_aurora(
             f"{ranks} ranks with --strategy none would train separate copies; choose --strategy ddp, fsdp or hsdp"
         )
     check_batch(run.global_batch, ranks, "--global-batch", f"this job ({nodes} node(s) x {ppn} ranks)")
+    if ranks == 1 and run.strategy != "none":
+        # One rank has nothing to shard or replicate: it trains unwrapped. (A pack's jobs share one strategy
+        # text, Snakemake's rule for a group's resources: its one-tile runs get the spread runs' here.)
+        run = dataclasses.replace(run, strategy="none", replicate=None, shard=None)
     q = shlex.quote
     workdir = workdir or os.getcwd()
     venv = venv if venv is not None else _venv()
@@ -153,9 +168,8 @@ def render_aurora(
     if daos:  # train on the staged copy: the one argument the shell must expand
         data_at = argv.index("--data") + 1
         command = " ".join([shlex.join(argv[:data_at]), f'"${DATA_VAR}"', shlex.join(argv[data_at + 1 :])])
-    if ranks == 1:  # packing: a one-device run of a pack binds to the cores of the slot it holds (prism.launch.slots)
-        slot_bind = f'--cpu-bind=verbose,list:"${{PRISM_SLOT_CORES:-{CPU_CORES[0]}}}"'
-        command = command.replace(" " + shlex.quote(mpiexec[5]) + " ", f" {slot_bind} ", 1)
+    if nodes == 1 and ppn < len(CPU_CORES):
+        command = bind_to_slots(lines, command, mpiexec[5], ppn)
     lines += [
         command,
         "status=$?",

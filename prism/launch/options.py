@@ -101,6 +101,21 @@ class ClusterOptions:
         "branches in series inside it, and the timed steps (speed) likewise; runs of several devices or nodes "
         "keep a job each.",
     )
+    pack_spread: int = option(
+        1,
+        "The most devices of its pack a one-device run (or wsd trajectory) may spread over when that ends the "
+        "pack sooner: one multi-rank run pinned to those devices (train.launcher aurora, train.strategy fsdp or "
+        "hsdp; its global batch and micro-batch unchanged, fewer micro-batches a device). 1: never.",
+        minimum=1,
+        maximum=12,
+    )
+    pack_efficiency: float = option(
+        0.9,
+        "The ASSUMED share of a device's speed a spread run keeps per doubling of its devices (k devices run "
+        "it k x this^log2(k) times as fast): what the pack's walltime is priced with until measured.",
+        exclusive_minimum=0,
+        maximum=1,
+    )
     queues: dict[str, dict] = option(
         {},
         "Each queue's limits, name -> {min_nodes, max_nodes, min_walltime, max_walltime, max_queued, "

@@ -5,14 +5,19 @@ at once. Each job's command starts with
 
     python -m prism.launch.slots --slots N --device xpu -- COMMAND...
 
-which takes the first free of the node's N slots: slot i is an `flock`ed file in a folder of this
-scheduler job (keyed by $PBS_JOBID, else $SLURM_JOB_ID, else the host), held while the command runs
-and released when it exits, however it exits (the kernel drops the lock with the process). No two
-running commands of a job ever hold one slot; a command that finds none free waits for one. Slot i
-is device i: `ZE_AFFINITY_MASK=i` (xpu: tile i in Aurora's flat device hierarchy),
+which takes the first free of the node's N slots (`--devices K`, else $PRISM_SLOT_DEVICES: K of
+them, for a run spread over K devices): slot i is an `flock`ed file in a folder of this scheduler
+job (keyed by $PBS_JOBID, else $SLURM_JOB_ID, else the host), held while the command runs and
+released when it exits, however it exits (the kernel drops the lock with the process). No two
+running commands of a job ever hold one slot. A command that finds too few free waits its turn:
+claims are served in arrival order (a ticket in the folder's queue, taken and served under one
+lock), so the order Snakemake starts jobs in (their priority) is the order they get devices, and a
+run waiting for K devices is not overtaken by later one-device runs. Slot i is device i:
+`ZE_AFFINITY_MASK=i` (xpu: tile i in Aurora's flat device hierarchy; `i,j` for two),
 `CUDA_VISIBLE_DEVICES=i` (cuda), and its own cores: Aurora's per-tile `--cpu-bind` list for xpu
-(`$PRISM_SLOT_CORES`, which a one-rank aurora body binds to), else an even share of the cores this
-process may use; the command runs on them (sched_setaffinity).
+(`$PRISM_SLOT_CORES`, one list a rank, which a one-node aurora body binds its ranks to), else an
+even share of the cores this process may use; the command runs on them (sched_setaffinity).
+`$PRISM_SLOT` is the first slot held.
 
 Each claim is recorded in the run's directory (`slots.jsonl` beside a job body `bash DIR/launch.sh`,
 else `OUT.slots.jsonl` of the command's `--out OUT`): slot, device, cores, scheduler job, host, start
@@ -44,7 +49,9 @@ DEVICE_VARS = {
     "cuda": ("CUDA_VISIBLE_DEVICES",),
     "auto": ("CUDA_VISIBLE_DEVICES", "ZE_AFFINITY_MASK"),
 }
-POLL_S = 2.0
+POLL_S = 1.0
+# The devices a packed job claims when --devices is not given: its ranks (rules/training.smk sets it).
+DEVICES_ENV = "PRISM_SLOT_DEVICES"
 
 
 def job_key() -> str:
@@ -72,29 +79,97 @@ def slot_cores(slot: int, slots: int, device: str, available: list[int]) -> list
 
 
 def core_set(cores: list[int] | str) -> set[int]:
-    """A core list or `a-b` text as a set of core numbers."""
+    """A core list or `a-b,c:d-e` text (one list a rank) as a set of core numbers."""
     if isinstance(cores, list):
         return set(cores)
     out: set[int] = set()
-    for part in cores.split(","):
+    for part in cores.replace(":", ",").split(","):
         low, _, high = part.partition("-")
         out.update(range(int(low), int(high or low) + 1))
     return out
 
 
-def claim(slots: int, folder: Path, poll_s: float = POLL_S) -> tuple[int, int]:
-    """(slot, open locked file descriptor) of the first free slot; waits while all are held."""
+class _Locked:
+    """The folder's queue lock, held for a ticket's taking or serving (a blocking flock)."""
+
+    def __init__(self, folder: Path) -> None:
+        self.fd = os.open(folder / "queue.lock", os.O_RDWR | os.O_CREAT, 0o644)
+
+    def __enter__(self) -> None:
+        fcntl.flock(self.fd, fcntl.LOCK_EX)
+
+    def __exit__(self, *exc: object) -> None:
+        os.close(self.fd)  # drops the lock
+
+
+def take_ticket(folder: Path) -> Path:
+    """This claim's place in the queue: a file named by the next number of the folder's counter."""
+    queue = folder / "queue"
+    queue.mkdir(parents=True, exist_ok=True)
+    with _Locked(folder):
+        counter = folder / "tickets"
+        number = int(counter.read_text() or 0) + 1 if counter.is_file() else 1
+        counter.write_text(str(number))
+        ticket = queue / f"{number:012d}-{os.getpid()}"
+        ticket.touch()
+    return ticket
+
+
+def alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def first_waiting(queue: Path) -> str | None:
+    """The earliest ticket whose process still waits (a killed claimant's ticket is dropped)."""
+    for ticket in sorted(p.name for p in queue.iterdir()):
+        if alive(int(ticket.rsplit("-", 1)[1])):
+            return ticket
+        (queue / ticket).unlink(missing_ok=True)
+    return None
+
+
+def free_slots(slots: int, folder: Path, wanted: int) -> list[tuple[int, int]] | None:
+    """`wanted` free slots, locked: [(slot, fd)], or None (and none kept) when fewer are free."""
+    held: list[tuple[int, int]] = []
+    for slot in range(slots):
+        fd = os.open(folder / f"slot-{slot}.lock", os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            os.close(fd)
+            continue
+        held.append((slot, fd))
+        if len(held) == wanted:
+            return held
+    for _, fd in held:
+        os.close(fd)
+    return None
+
+
+def claim(slots: int, folder: Path, poll_s: float = POLL_S, devices: int = 1) -> list[tuple[int, int]]:
+    """[(slot, open locked file descriptor)] of `devices` free slots, served in arrival order: waits while
+    an earlier claim waits or too few are free."""
+    if not 1 <= devices <= slots:
+        raise ValueError(f"--devices {devices}: a node of {slots} slots holds 1 to {slots}")
     folder.mkdir(parents=True, exist_ok=True)
-    while True:
-        for slot in range(slots):
-            fd = os.open(folder / f"slot-{slot}.lock", os.O_RDWR | os.O_CREAT, 0o644)
-            try:
-                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            except BlockingIOError:
-                os.close(fd)
-                continue
-            return slot, fd
-        time.sleep(poll_s)
+    ticket = take_ticket(folder)
+    try:
+        while True:
+            with _Locked(folder):
+                if first_waiting(ticket.parent) == ticket.name:
+                    held = free_slots(slots, folder, devices)
+                    if held is not None:
+                        ticket.unlink()
+                        return held
+            time.sleep(poll_s)
+    finally:
+        ticket.unlink(missing_ok=True)
 
 
 def record_path(command: list[str]) -> Path | None:
@@ -106,25 +181,35 @@ def record_path(command: list[str]) -> Path | None:
     return None
 
 
-def environment(slot: int, device: str, cores: list[int] | str) -> dict[str, str]:
-    """The variables that pin the command: its device, and its slot and cores for the job body."""
-    env = {var: str(slot) for var in DEVICE_VARS.get(device, ())}
-    text = cores if isinstance(cores, str) else ",".join(map(str, cores))
-    return {**env, "PRISM_SLOT": str(slot), "PRISM_SLOT_CORES": text}
+def cores_text(cores: list[int] | str) -> str:
+    return cores if isinstance(cores, str) else ",".join(map(str, cores))
 
 
-def run_pinned(command: list[str], slots: int, device: str, folder: Path | None = None) -> int:
-    """Run `command` on a free slot (see the module's docstring); its exit status (128 + signal if killed)."""
+def environment(held: list[int] | int, device: str, cores: list[list[int] | str] | list[int] | str) -> dict[str, str]:
+    """The variables that pin the command: its devices, its first slot, and its cores (one list a slot, `:`
+    between them, as mpiexec's --cpu-bind list takes one a rank) for the job body."""
+    held = [held] if isinstance(held, int) else held
+    per_slot = [cores] if len(held) == 1 else cores
+    env = {var: ",".join(map(str, held)) for var in DEVICE_VARS.get(device, ())}
+    return {**env, "PRISM_SLOT": str(held[0]), "PRISM_SLOT_CORES": ":".join(cores_text(c) for c in per_slot)}
+
+
+def run_pinned(command: list[str], slots: int, device: str, folder: Path | None = None, devices: int = 1) -> int:
+    """Run `command` on `devices` free slots (see the module's docstring); its exit status (128 + signal if killed)."""
     folder = folder or slot_folder()
-    slot, fd = claim(slots, folder)
-    cores = slot_cores(slot, slots, device, sorted(os.sched_getaffinity(0)))
-    record = {"slot": slot, "slots": slots, "device": device, "cores": cores, "job": job_key(),
+    held = claim(slots, folder, devices=devices)
+    numbers = [slot for slot, _ in held]
+    available = sorted(os.sched_getaffinity(0))
+    per_slot = [slot_cores(slot, slots, device, available) for slot in numbers]
+    cores = set().union(*(core_set(c) for c in per_slot))
+    record = {"slot": numbers[0], "held": numbers, "slots": slots, "device": device,
+              "cores": per_slot[0] if len(per_slot) == 1 else per_slot, "job": job_key(),
               "host": socket.gethostname(), "start": time.time()}  # fmt: skip
-    print(f"prism: slot {slot} of {slots} ({device}, cores {cores}) in job {record['job']}", file=sys.stderr)
+    print(f"prism: slot(s) {numbers} of {slots} ({device}, cores {per_slot}) in job {record['job']}", file=sys.stderr)
     child = subprocess.Popen(
         command,
-        env={**os.environ, **environment(slot, device, cores)},
-        preexec_fn=lambda: os.sched_setaffinity(0, core_set(cores)),  # noqa: PLW1509 - only sets the affinity
+        env={**os.environ, **environment(numbers, device, per_slot)},
+        preexec_fn=lambda: os.sched_setaffinity(0, cores),  # noqa: PLW1509 - only sets the affinity
     )
     for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
         signal.signal(sig, lambda signum, frame: child.send_signal(signum))
@@ -135,20 +220,29 @@ def run_pinned(command: list[str], slots: int, device: str, folder: Path | None 
         path.parent.mkdir(parents=True, exist_ok=True)
         with open(path, "a") as f:
             f.write(json.dumps({**record, "end": time.time(), "exit": status}) + "\n")
-    os.close(fd)  # the slot is free again
+    for _, fd in held:
+        os.close(fd)  # the slots are free again
     return status
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m prism.launch.slots", description=__doc__.splitlines()[0])
     parser.add_argument("--slots", type=int, required=True, help="devices of the node (cluster.ranks_per_node)")
+    parser.add_argument(
+        "--devices",
+        type=int,
+        default=int(os.environ.get(DEVICES_ENV) or 1),
+        help=f"slots the command holds at once, a spread run's ranks (default: ${DEVICES_ENV}, else 1)",
+    )
     parser.add_argument("--device", default="cpu", help="xpu, cuda, cpu or auto: which variable pins the device")
     parser.add_argument("command", nargs=argparse.REMAINDER, help="-- COMMAND ...")
     args = parser.parse_args(argv)
     command = args.command[1:] if args.command[:1] == ["--"] else args.command
     if args.slots < 1 or not command:
         parser.error("give --slots N (N >= 1) and a command after --")
-    return run_pinned(command, args.slots, args.device)
+    if not 1 <= args.devices <= args.slots:
+        parser.error(f"--devices {args.devices}: give 1 to --slots ({args.slots})")
+    return run_pinned(command, args.slots, args.device, devices=args.devices)
 
 
 if __name__ == "__main__":

@@ -23,6 +23,8 @@ from prism.worker import ENV as WORKER_ENV
 # environment, which a local job inherits and a cluster job gets from its set-up file
 # (profiles/aurora/pbs_env.py), and read when they evaluate this again without the flags.
 FORCED_ENV = "PRISM_FORCED_TARGETS"
+# Whether the Snakemake call keeps going after a failed job ("1"), passed to its jobs the same way.
+KEEP_GOING_ENV = "PRISM_KEEP_GOING"
 
 
 class Unrecorded:
@@ -92,6 +94,26 @@ class Engine:
             forced = ["--forceall"] * bool(settings.forceall) + sorted(map(str, settings.forcerun))
             os.environ[FORCED_ENV] = "\n".join(forced)
         return set(os.environ.get(FORCED_ENV, "").split("\n")) - {""}
+
+    def keep_going_in_groups(self) -> None:
+        """Give a group job's own Snakemake the call's --keep-going, so that one failed run of a pack (a group
+        job, cluster.pack) does not stop the rest of it: Snakemake passes no --keep-going to the Snakemake a
+        group job runs, and a profile is not read there. The call records it in KEEP_GOING_ENV (a local job
+        inherits it, a cluster job's set-up file exports it: profiles/aurora/pbs_env.py); a job reads it back.
+        Both when the workflow executes: Snakemake sets its execution settings after reading the Snakefile.
+        The pack's job still ends failed (its Snakemake exits non-zero), naming the failed run."""
+        workflow, in_job = self.workflow, self.in_job
+        execute = workflow.execute
+
+        def keeping_going(*args: Any, **kwargs: Any) -> Any:
+            settings = workflow.execution_settings
+            if not in_job:
+                os.environ[KEEP_GOING_ENV] = "1" if settings.keep_going else "0"
+            elif os.environ.get(KEEP_GOING_ENV) == "1":
+                settings.keep_going = True
+            return execute(*args, **kwargs)
+
+        workflow.execute = keeping_going
 
     def force_rule(self, rule_name: str) -> None:
         """Make every job of `rule_name` rerun, as `--forcerun RULE` does (called while the DAG is built)."""

@@ -104,8 +104,9 @@ PACK_GROUP = "prism_pack"
 
 
 def pin_prefix(slots: int, device: str) -> str:
-    """What a packed job's command starts with: claim a free one of the node's `slots` devices and pin to it
-    (prism.launch.slots; a module call, so that the lock is held by this process, not a worker's fork)."""
+    """What a packed job's command starts with: claim free ones of the node's `slots` devices ($PRISM_SLOT_DEVICES
+    of them, the job's ranks, else one) and pin to them (prism.launch.slots; a module call, so that the lock is
+    held by this process, not a worker's fork)."""
     return f"python -m prism.launch.slots --slots {int(slots)} --device {device} -- "
 
 
@@ -146,18 +147,31 @@ def speed_pack(cluster: dict, jobs: int, slots: int, study_dir: str) -> dict:
     }
 
 
+def spread_text(packs: list[Pack], cluster: dict) -> str:
+    """Which units of the packs spread over several devices, and over how many ("" where none does): the
+    devices column of the packed dry run's summary."""
+    spread = sorted((u for p in packs if p.shared for u in p.units if u.devices > 1), key=lambda u: (-u.devices, u.key))
+    if not spread:
+        return ""
+    names = ", ".join(f"{u.key.split('-')[0]} x{u.devices}" for u in spread)
+    efficiency = f"{cluster['pack_efficiency']:g}"
+    speed = f"k devices at k x {efficiency}^log2(k) one's speed, assumed"
+    return f"; {len(spread)} spread over devices of their pack: {names} ({speed})"
+
+
 def packs_text(cluster: dict, family: str, runs: int, packs: list[Pack], once_s: float = 0.0, startup: str = "") -> str:
     """One line: the runs in jobs on nodes, their queues, node-hours requested beside those estimated.
 
     `once_s`: each pack's start-up before its runs (the runs' own is in their units); `startup` says so."""
     requests = [pack_request(cluster, p, once_s) for p in packs]
     requested = sum(p.nodes * seconds for p, (_, seconds) in zip(packs, requests)) / 3600
-    known = [p.nodes * sum(u.seconds for u in p.units) / p.slots for p in packs if p.seconds is not None]
+    known = [p.nodes * sum(u.seconds * u.devices for u in p.units) / p.slots for p in packs if p.seconds is not None]
     estimated = f"{sum(known) / 3600:.3g}" if len(known) == len(packs) else "unknown"
     queues = ", ".join(f"{q} {n}" for q, n in Counter(q for q, _ in requests).items())
     longest = max((s for _, s in requests), default=0)
     return (
-        f"plan {family}: {summary(runs, packs)} (up to {cluster['ranks_per_node']} one-device runs a node, queues: "
+        f"plan {family}: {summary(runs, packs)} (up to {cluster['ranks_per_node']} one-device runs a node"
+        f"{spread_text(packs, cluster)}, queues: "
         f"{queues}, longest {walltime_text(longest)}): the training jobs request {requested:.3g} node-hours as "
         f"cluster jobs for {estimated} node-hours estimated (walltime = busiest device x "
         f"{cluster['walltime_factor']:g}, >= {cluster['min_walltime']}, <= {cluster['walltime']}"

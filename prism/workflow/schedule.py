@@ -14,19 +14,21 @@ method here; nothing outside this module asks which schedule a study has.
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 import yaml
 
 from prism.errors import PrismError
+from prism.isoflop.design.placement import SHARDED
 from prism.isoflop.design.trajectories import Trajectory, plan_trajectories
 from prism.isoflop.runs.status import lost_finals
 from prism.launch.walltime import run_estimate_s
 from prism.train.rundir.layout import kept_checkpoint, kept_origin
 from prism.workflow import probe, resources
 from prism.workflow.commands import tracker_command, training_command
-from prism.workflow.packing import Pack, Unit, make_packs, packable
+from prism.workflow.packing import Pack, Unit, make_packs, packable, widths
 from prism.workflow.plan import Rows, StudyPlan
 from prism.workflow.study import Study, budget_str
 
@@ -170,12 +172,51 @@ class Schedule:
         cached = self._packs.get(family)
         if cached is None or cached[0] is not rows:
             cluster = self.study.cluster
-            units = self.units(rows, probe.pack_startup(self.study, family)[1])
+            units = [replace(u, widths=self.widths(rows, u)) for u in self.units(rows, probe.pack_startup(
+                self.study, family)[1])]  # fmt: skip
+            efficiency = float(cluster.get("pack_efficiency", 1.0)) if self.spreading else None
             packs = make_packs(units, int(cluster["ranks_per_node"]), resources.pack_limit_s(cluster),
-                               prefix=f"{family}-pack")  # fmt: skip
+                               prefix=f"{family}-pack", efficiency=efficiency)  # fmt: skip
             cached = (rows, {job: pack for pack in packs for job in pack.jobs})
             self._packs[family] = cached
         return cached[1]
+
+    @property
+    def spreading(self) -> bool:
+        """Whether a pack's long units may spread over several of its devices: cluster.pack_spread > 1, a
+        strategy that shards (its memory on k devices is at most its one-device placement's), and a job body
+        of several ranks bound to the slots it holds (the aurora launcher's)."""
+        train = self.study.train
+        return (
+            int(self.study.cluster.get("pack_spread") or 1) > 1
+            and train.strategy in SHARDED
+            and train.launcher == "aurora"
+        )
+
+    def widths(self, rows: Rows, unit: Unit) -> tuple[int, ...]:
+        """The device counts `unit` may spread over: those that keep every run of it at its batch and micro-batch."""
+        if not self.spreading or not packable(unit):
+            return (1,)
+        most = min(int(self.study.cluster["pack_spread"]), int(self.study.cluster["ranks_per_node"]))
+        runs = [rows[job] for job in unit.jobs if job in rows]
+        counts = [set(widths(int(r["global_batch"]), int(r.get("accum_steps") or 1), most)) for r in runs]
+        return tuple(sorted(set.intersection(*counts))) if counts else (1,)
+
+    def job_devices(self, wildcards: Any) -> int:
+        """The devices of its pack a packed job runs on (1 unless its unit spreads). A run of the lr sweep
+        (tune_run, its `lr`) shares its run id with a grid run but is one of the sweep's packs: one device."""
+        if getattr(wildcards, "lr", None):
+            return 1
+        return self.pack_of(wildcards).devices_of(self.job_key(wildcards))
+
+    def pack_spreads(self, wildcards: Any) -> bool:
+        """Whether a packed job's pack holds a spread unit (never a sweep run's: its own packs do not spread)."""
+        if getattr(wildcards, "lr", None):
+            return False
+        try:
+            return any(u.devices > 1 for u in self.pack_of(wildcards).units)
+        except Exception:  # noqa: BLE001 - the plan is pending
+            return False
 
     def job_key(self, wildcards: Any) -> str:
         """A training job's key in its pack: its run id, or a wsd segment's `TRAJ/to-END`."""
@@ -220,22 +261,36 @@ class Schedule:
             except Exception:  # noqa: BLE001 - the plan is pending
                 return self.study.cluster["queue"], resources.walltime_seconds(self.study.cluster["walltime"])
 
-        def one_device(wildcards: Any) -> bool:
+        def shared(wildcards: Any) -> bool:
             try:
-                return packable(self.pack_of(wildcards).units[0])
+                return self.pack_of(wildcards).shared
             except Exception:  # noqa: BLE001 - the plan is pending
                 return True
 
-        slots, device = int(self.study.cluster["ranks_per_node"]), self.study.train.device
+        def devices(wildcards: Any) -> int:
+            try:
+                return self.job_devices(wildcards)
+            except Exception:  # noqa: BLE001 - the plan is pending
+                return 1
+
+        slots, device, strategy = (
+            int(self.study.cluster["ranks_per_node"]),
+            self.study.train.device,
+            self.study.train.strategy,
+        )
         return {
-            "nodes": lambda w: str(self.pack_of(w).nodes) if not one_device(w) else "1",
-            "procs_per_node": lambda w: 1 if one_device(w) else self.study.ranks_per_node,
+            "nodes": lambda w: "1" if shared(w) else str(self.pack_of(w).nodes),
+            # a run of a pack: one rank on each device it holds
+            "procs_per_node": lambda w: devices(w) if shared(w) else self.study.ranks_per_node,
             "walltime": lambda w: resources.walltime_text(request(w)[1]),
             "runtime": lambda w: -(-request(w)[1] // 60),
             "queue": lambda w: request(w)[0],
-            "pin": lambda w: resources.pin_prefix(slots, device) if one_device(w) else "",
-            # one rank: nothing to shard or replicate
-            "strategy": lambda w: "none" if one_device(w) else self.study.train.strategy,
+            # the devices a job claims are its ranks (PRISM_SLOT_DEVICES, rules/training.smk): Snakemake wants the
+            # text resources of a group's jobs equal
+            "pin": lambda w: resources.pin_prefix(slots, device) if shared(w) else "",
+            # a pack of one-rank runs: nothing to shard or replicate; with spread runs the study's strategy
+            # (a one-rank body trains unwrapped whatever it says: prism.launch.aurora)
+            "strategy": lambda w: strategy if not shared(w) or self.pack_spreads(w) else "none",
             "retrain": lambda w: int(retrain(w)),
         }
 

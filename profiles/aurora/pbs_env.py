@@ -20,9 +20,10 @@ import sys
 from pathlib import Path
 
 UNSAFE = (",", '"', "'", "\n")
-# Set by the Snakemake call itself for its jobs (prism.workflow.engine: `--forcerun` targets); their
-# values may hold newlines, which qsub -v cannot carry, so the set-up file exports them.
-OWN = ("PRISM_FORCED_TARGETS",)
+# Set by the Snakemake call itself for its jobs (prism.workflow.engine: `--forcerun` targets, and
+# --keep-going for a pack's own Snakemake); their values may hold newlines, which qsub -v cannot
+# carry, so the set-up file exports them.
+OWN = ("PRISM_FORCED_TARGETS", "PRISM_KEEP_GOING")
 
 
 def setup_text(lines: list[str], environ: dict) -> str:

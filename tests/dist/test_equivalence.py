@@ -57,6 +57,8 @@ def check_matches(out: Path, reference: dict[int, float], strategy: str, mesh: s
         # gradient accumulation: 2 micro-batches of 2 rows a rank (no_sync / the replicas' all-reduce deferred)
         ("ddp", ["--micro-batch", "2"], "2x1"),
         ("hsdp", ["--replicate", "2", "--micro-batch", "2"], "2x1"),
+        # a run of a pack spread over two devices of one node (sharded, reduce-scattered every micro-step)
+        ("hsdp", ["--shard", "2", "--micro-batch", "2"], "1x2"),
     ],
 )
 def test_torchrun_two_processes_match_one(shards, tiny, tmp_path, reference, strategy, extra, mesh):

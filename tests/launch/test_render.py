@@ -198,7 +198,8 @@ def test_a_batch_the_job_ranks_cannot_split_is_refused_when_the_body_is_written(
 
 def test_fewer_ranks_per_node_bind_the_first_cores():
     body = render("aurora", AURORA_RUN, nodes=1, procs_per_node=4)
-    assert "mpiexec -n 4 --ppn 4 --cpu-bind=verbose,list:4-7:8-11:12-15:16-19 " in body
+    # (the slots' cores where a pack's slots pinned it: prism.launch.slots)
+    assert 'mpiexec -n 4 --ppn 4 --cpu-bind=verbose,list:"${PRISM_SLOT_CORES:-4-7:8-11:12-15:16-19}" ' in body
     with pytest.raises(PrismError, match="at most 12 ranks"):
         render("aurora", AURORA_RUN, nodes=1, procs_per_node=16)
 

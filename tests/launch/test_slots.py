@@ -7,23 +7,35 @@ import json
 import os
 import sys
 import threading
+import time
 
 from prism.launch import slots
 from prism.launch.aurora import CPU_CORES
 
 
 def test_each_claim_takes_a_free_slot_and_a_held_slot_is_never_given_twice(tmp_path):
-    first, fd0 = slots.claim(3, tmp_path)
-    second, fd1 = slots.claim(3, tmp_path)
+    [(first, fd0)] = slots.claim(3, tmp_path)
+    [(second, fd1)] = slots.claim(3, tmp_path)
     assert (first, second) == (0, 1)
     os.close(fd0)  # released: the next claim takes it again
-    third, fd2 = slots.claim(3, tmp_path)
+    [(third, fd2)] = slots.claim(3, tmp_path)
     assert third == 0
     os.close(fd1), os.close(fd2)
 
 
+def test_a_spread_run_holds_several_slots_at_once_and_frees_them_all(tmp_path):
+    [(_, fd0)] = slots.claim(4, tmp_path)
+    held = slots.claim(4, tmp_path, devices=2)
+    assert [slot for slot, _ in held] == [1, 2]
+    assert [slot for slot, _ in slots.claim(4, tmp_path)] == [3]
+    for _, fd in held:
+        os.close(fd)
+    assert [slot for slot, _ in slots.claim(4, tmp_path, devices=2)] == [1, 2]
+    os.close(fd0)
+
+
 def test_a_claim_waits_while_every_slot_is_held(tmp_path):
-    held, fd = slots.claim(1, tmp_path)
+    [(held, fd)] = slots.claim(1, tmp_path)
     got = []
     waiter = threading.Thread(target=lambda: got.append(slots.claim(1, tmp_path, poll_s=0.05)))
     waiter.start()
@@ -31,8 +43,42 @@ def test_a_claim_waits_while_every_slot_is_held(tmp_path):
     assert waiter.is_alive() and not got
     os.close(fd)
     waiter.join(5)
-    assert got and got[0][0] == held
-    os.close(got[0][1])
+    assert got and got[0][0][0] == held
+    os.close(got[0][0][1])
+
+
+def test_waiting_claims_are_served_in_arrival_order_a_spread_one_not_overtaken(tmp_path):
+    """Snakemake starts a pack's jobs in priority order: they get devices in that order, even when a later
+    one-device claim could fit where an earlier two-device one cannot yet."""
+    first = slots.claim(2, tmp_path, devices=2)
+    order, waiters = [], []
+    for name, devices in (("wide", 2), ("a", 1), ("b", 1)):
+
+        def wait(name=name, devices=devices):
+            held = slots.claim(2, tmp_path, poll_s=0.02, devices=devices)
+            order.append(name)
+            time.sleep(0.2)
+            for _, fd in held:
+                os.close(fd)
+
+        waiters.append(threading.Thread(target=wait))
+        waiters[-1].start()
+        time.sleep(0.2)  # arrival order: wide, a, b
+    os.close(first[0][1])  # one slot free: "a" fits, but "wide" came first
+    time.sleep(0.3)
+    assert order == []
+    os.close(first[1][1])
+    for waiter in waiters:
+        waiter.join(10)
+    assert order[0] == "wide" and sorted(order[1:]) == ["a", "b"]
+
+
+def test_a_dead_claimants_ticket_does_not_block_the_queue(tmp_path):
+    (tmp_path / "queue").mkdir()
+    (tmp_path / "queue" / "000000000000-999999999").touch()  # no such process
+    [(slot, fd)] = slots.claim(1, tmp_path, poll_s=0.02)
+    assert slot == 0 and not list((tmp_path / "queue").iterdir())
+    os.close(fd)
 
 
 def test_a_slot_pins_the_device_variable_and_the_cores():
@@ -45,6 +91,10 @@ def test_a_slot_pins_the_device_variable_and_the_cores():
     assert slots.slot_cores(1, 4, "cpu", list(range(8))) == [2, 3]
     assert slots.slot_cores(3, 4, "cpu", [0, 1]) == [1]
     assert slots.core_set("4-7,9") == {4, 5, 6, 7, 9}
+    # a spread run: its devices listed, and one core list a rank for mpiexec's --cpu-bind
+    two = slots.environment([2, 3], "xpu", [CPU_CORES[2], CPU_CORES[3]])
+    assert two["ZE_AFFINITY_MASK"] == "2,3" and two["PRISM_SLOT"] == "2"
+    assert two["PRISM_SLOT_CORES"] == "12-15:16-19" and slots.core_set(two["PRISM_SLOT_CORES"]) == set(range(12, 20))
 
 
 def test_a_pinned_command_runs_on_its_slot_and_is_recorded_in_its_run_directory(tmp_path, monkeypatch):
@@ -74,5 +124,10 @@ def test_a_one_rank_aurora_body_binds_to_the_cores_of_the_slot_it_holds():
                     data="d", out="o", global_batch=8)  # fmt: skip
     body = render_aurora(run, nodes=1, procs_per_node=1, workdir="/w", venv="")
     assert 'mpiexec -n 1 --ppn 1 --cpu-bind=verbose,list:"${PRISM_SLOT_CORES:-4-7}" python -m prism train' in body
-    whole = render_aurora(dataclasses.replace(run, strategy="ddp"), nodes=1, procs_per_node=4, workdir="/w", venv="")
-    assert "--cpu-bind=verbose,list:4-7:8-11:12-15:16-19 " in whole and "PRISM_SLOT_CORES" not in whole
+    assert "export MASTER_PORT=$((29500 + ${PRISM_SLOT:-0}))" in body
+    # A run spread over two slots of a pack: its ranks on the slots' cores, at a port of its own.
+    two = render_aurora(dataclasses.replace(run, strategy="hsdp"), nodes=1, procs_per_node=2, workdir="/w", venv="")
+    assert 'mpiexec -n 2 --ppn 2 --cpu-bind=verbose,list:"${PRISM_SLOT_CORES:-4-7:8-11}" python' in two
+    whole = render_aurora(dataclasses.replace(run, strategy="ddp", global_batch=24), nodes=1, procs_per_node=12,
+                          workdir="/w", venv="")  # fmt: skip
+    assert "--cpu-bind=verbose,list:4-7:8-11:12-15:16-19:" in whole and "PRISM_SLOT" not in whole

@@ -141,13 +141,23 @@ def test_aurora_dry_run_on_an_index_prints_the_plan_determined_and_node_hours(tm
     # cache in the study folder (on flare, which every job requests), and gets the DAOS variables by name.
     assert_jobs_set_themselves_up(out, config, study)
 
-    # Every training job's PBS body, written as the job writes it: a run of a pack is one rank on the
-    # tile it holds, bound to that tile's cores (cluster.pack).
+    # Every training job's PBS body, written as the job writes it: a run of a pack is one rank on each
+    # tile it holds, bound to those tiles' cores (cluster.pack); the longest trajectories hold several
+    # tiles (cluster.pack_spread), one hsdp run over them at the global batch of the rest.
     bodies = job_bodies(out, workdir)
     # (config/aurora.yaml fits its lr rule first: the sweep's runs are training jobs too)
     assert len(bodies) == sum(counts.get(r, 0) for r in ("train", "wsd_segment", "wsd_branch", "tune_run")) > 0
+    ranks = []
     for body in bodies:
-        assert re.search(r'^mpiexec -n 1 --ppn 1 --cpu-bind=verbose,list:"\$\{PRISM_SLOT_CORES:-4-7\}" ', body, re.M)
+        found = re.search(r'^mpiexec -n (\d+) --ppn \1 --cpu-bind=verbose,list:"\$\{PRISM_SLOT_CORES:-4-7[-:\d]*\}" ',
+                          body, re.M)  # fmt: skip
+        assert found, body
+        ranks.append(int(found.group(1)))
+        assert (int(found.group(1)) > 1) == ("--strategy hsdp" in body) and "--global-batch 384" in body
+    assert min(ranks) == 1 and 1 < max(ranks) <= config["cluster"]["pack_spread"]
+    # each job claims as many tiles of its pack as its body runs ranks
+    claims = [int(k) for k in re.findall(r"PRISM_SLOT_DEVICES=(\d+) python -m prism.launch.slots --slots 12 ", out)]
+    assert sorted(claims) == sorted(ranks)
     check_packed_jobs(out, counts, config)
 
     # The batch that stopped every job at its first step is refused by the dry run, in one line.
@@ -159,7 +169,7 @@ def test_aurora_dry_run_on_an_index_prints_the_plan_determined_and_node_hours(tm
 def check_packed_jobs(listing: str, counts: dict[str, int], config: dict) -> None:
     """The study's scheduler jobs: packs (Snakemake group jobs) of every training and speed job, at most 10,
     each within its queue's published limits, no more than the per-user limit queued at once, and a
-    quarter of the unpacked study's 18.3 node-hours requested at most, each job's assumed start-up
+    fifth of the unpacked study's 18.3 node-hours requested at most, each job's assumed start-up
     included."""
     from prism.launch.queues import parse_queues
     from prism.launch.walltime import walltime_seconds
@@ -179,7 +189,7 @@ def check_packed_jobs(listing: str, counts: dict[str, int], config: dict) -> Non
     profile = yaml.safe_load((REPO / "profiles" / "aurora" / "config.yaml").read_text())
     assert all(profile["jobs"] <= (queues[q].max_queued or profile["jobs"]) for _, _, q in asked)
     requested = re.search(r"training jobs request ([\d.]+) node-hours", listing).group(1)
-    assert float(requested) <= 18.3 / 4
+    assert float(requested) <= 18.3 / 5
 
 
 def job_bodies(listing: str, workdir: Path) -> list[str]:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 
 from prism.workflow.plan import StudyPlan
@@ -91,3 +93,36 @@ def test_unpacked_jobs_go_to_the_queue_their_size_fits(smoke_config):
     res = schedule.resources(retrain=lambda w: "0")
     assert res["queue"](wildcards(family="text_image", run_id="30k-BASE-e2e-C1e10")) == "small"
     assert res["queue"](wildcards(family="text_image", run_id="120k-BASE-e2e-C1e10")) == "big"
+
+
+def test_a_run_longer_than_its_packs_share_spreads_over_devices_of_its_pack(smoke_config, monkeypatch):
+    """cluster.pack_spread: the longest run takes two of the pack's devices (one two-rank run pinned to both,
+    its batch and micro-batch unchanged), so the pack's walltime is its load, not that one run."""
+    spread = {**PACKED, "pack_spread": 2, "pack_efficiency": 0.9}
+    schedule = schedule_of(smoke_config(cluster=spread, train={"strategy": "fsdp", "launcher": "aurora"}))
+    units = schedule.units
+
+    def timed(rows, startup_s=0.0):  # the smoke plan has no speed: give the runs estimates, one 6x the others
+        return [replace(u, seconds=600.0 if u.key == max(rows) else 100.0) for u in units(rows, startup_s)]
+
+    monkeypatch.setattr(schedule, "units", timed)
+    rows = schedule.plan.rows("text_image")
+    longest = max(rows)
+    jobs = {r: evaluated(schedule.resources(retrain=lambda w: "0"), wildcards(family="text_image", run_id=r))
+            for r in rows}  # fmt: skip
+    # A job's ranks are the devices it claims (PRISM_SLOT_DEVICES); every text resource is the pack's, as
+    # Snakemake requires of a group: one pin, one strategy (a one-rank body trains unwrapped).
+    assert jobs[longest]["procs_per_node"] == 2 and min(j["procs_per_node"] for j in jobs.values()) == 1
+    [(nodes, _, queue, pin, strategy)] = {(j["nodes"], j["walltime"], j["queue"], j["pin"], j["strategy"])
+                                          for j in jobs.values()}  # fmt: skip
+    assert (nodes, queue, pin, strategy) == (
+        "1",
+        "debug",
+        "python -m prism.launch.slots --slots 4 --device cpu -- ",
+        "fsdp",
+    )
+    line = schedule.requested("text_image", rows)
+    assert f"1 spread over devices of their pack: {longest.split('-')[0]} x2" in line and "0.9^log2(k)" in line
+    # Without a sharding strategy, or with a one-process launcher, nothing spreads.
+    assert not schedule_of(smoke_config(cluster=spread, train={"launcher": "aurora"})).spreading
+    assert not schedule_of(smoke_config(cluster=spread, train={"strategy": "fsdp"})).spreading
