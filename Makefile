@@ -24,7 +24,7 @@ study: setup
 
 ## Everything the tests need (venv, scheduler and MPI packages when root), then lint and the whole suite.
 test: setup system-deps lint
-	PATH=$(CURDIR)/$(BIN):$$PATH $(BIN)/python -m pytest -n $(CORES) --dist loadgroup --no-loadscope-reorder --durations=15
+	PATH=$(CURDIR)/$(BIN):$$PATH $(BIN)/python -m pytest -n $(CORES) --dist loadgroup --no-loadscope-reorder
 
 ## Unit tests only: no Snakemake runs, no scheduler.
 test-fast: setup
