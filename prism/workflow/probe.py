@@ -14,7 +14,8 @@ from typing import Any
 
 from prism.isoflop.design.pricing import read_probe
 from prism.launch.jobenv import job_env, job_setup
-from prism.launch.probe import COMPILE_MAX_NODES, largest
+from prism.isoflop.design.placement import study_devices
+from prism.launch.probe import job_compile, probe_size
 from prism.workflow.resources import walltime_minutes
 from prism.workflow.study import Study
 
@@ -42,21 +43,33 @@ def probe_first_file(study: Study, family: str) -> str:
     return f"{study.dir}/probe/{family}.first.json"
 
 
+def probe_batch(study: Study) -> int:
+    """The probe's global batch: the study's, else 4 rows a rank of a job."""
+    return study.plan.global_batch or study.job_ranks * 4
+
+
+def probed_size(study: Study, backbones: list[str], family: str) -> tuple[str, str]:
+    """(the size the probe runs, why): the largest planned size that fits one node (prism.launch.probe)."""
+    train = study.train
+    devices = study_devices(study.cluster, train.launcher, train.device, train.precision, train.strategy)
+    return probe_size(family, backbones, study.regime, study.specs[family], devices, probe_batch(study))
+
+
 def probe_inputs(study: Study, backbones: list[str], family: str) -> list[str]:
     """The data and the probed size's calibration (its FLOPs per sample), as a training job reads them."""
-    backbone = largest(family, backbones, study.regime, study.specs[family])
+    backbone = probed_size(study, backbones, family)[0]
     return [study.data_dir(family), study.calibration_file(family, backbone, "BASE", study.regime)]
 
 
 def probe_args(study: Study, backbones: list[str], family: str) -> list[str]:
     """`prism cluster probe` flags (but --part, --first, --out): the study's largest size, as its jobs run."""
     train, cluster = study.train, study.cluster
-    batch = study.plan.global_batch or study.job_ranks * 4
+    backbone, why = probed_size(study, backbones, family)
     return [
-        "--family", family, "--backbone", largest(family, backbones, study.regime, study.specs[family]),
+        "--family", family, "--backbone", backbone, "--why", why,
         "--regime", study.regime, "--data", study.data_dir(family), "--calibration-dir", study.calibration_dir(),
         "--device", train.device, "--strategy", train.strategy, "--storage", train.storage,
-        "--folder", f"{study.dir}/probe/{family}", "--global-batch", str(batch),
+        "--folder", f"{study.dir}/probe/{family}", "--global-batch", str(probe_batch(study)),
         "--procs-per-node", str(study.ranks_per_node), "--seconds", str(cluster["probe_seconds"]),
         "--workers", str(study.loader.workers), "--precision", train.precision,
     ]  # fmt: skip
@@ -83,7 +96,14 @@ def job_startup(study: Study, family: str) -> tuple[float, str]:
     record = read_probe(probe_file(study, family))
     if record is None or record.get("startup_s") is None:
         return ASSUMED_STARTUP_S, f"start-up {ASSUMED_STARTUP_S:.0f} s a job assumed until the probe has run"
-    return float(record["startup_s"]), f"start-up {record['startup_s']:.0f} s a job measured by the probe"
+    said = f"start-up {record['startup_s']:.0f} s a job measured by the probe"
+    return float(record["startup_s"]), said + sigterm_said(record)
+
+
+def sigterm_said(record: dict) -> str:
+    """The probe's finding that SIGTERM did not reach the ranks, for the plan's line ("" when it did)."""
+    warning = record.get("sigterm_warning")
+    return f"; WARNING: {warning}" if warning else ""
 
 
 def pack_startup(study: Study, family: str) -> tuple[float, float, str]:
@@ -101,14 +121,13 @@ def pack_startup(study: Study, family: str) -> tuple[float, float, str]:
         )
     else:
         once = (record.get("setup_s") or 0.0) + (record.get("job_start_s") or 0.0)
-        run, source = max(0.0, float(record["startup_s"]) - once), "measured by the probe"
+        run, source = max(0.0, float(record["startup_s"]) - once), "measured by the probe" + sigterm_said(record)
     return once, run, f"start-up {once:.0f} s a job + {run:.0f} s a run, {source}"
 
 
-def compile_flag(study: Study, family: str, nodes: int) -> str:
-    """A training job's `--compile` from the probe's choice (none on 10 nodes or more); "" unprobed."""
+def compile_flag(study: Study, family: str, nodes: int, steps_s: float | None) -> str:
+    """A training job's `--compile`, decided per job from the probe's compile seconds and gain and the job's
+    estimated steps (`steps_s`; prism.launch.probe.job_compile); "" unprobed."""
     if not probed(study):
         return ""
-    record = read_probe(probe_file(study, family)) or {}
-    choice = record.get("compile", "none") if nodes <= COMPILE_MAX_NODES else "none"
-    return f" --compile {choice}"
+    return f" --compile {job_compile(read_probe(probe_file(study, family)), nodes, steps_s)}"
