@@ -214,10 +214,9 @@ def sigterm_warning(record: dict) -> str | None:
     probe signals `mpiexec`, and a launcher that does not pass SIGTERM on to the ranks (PALS' forwarding
     is untested by prism) leaves them killed without a checkpoint, so a job stopped at its walltime
     would lose everything since its last periodic checkpoint."""
-    lost = [
-        part for part in ("eager", "compiled", "resume")
-        if isinstance(record.get(part), dict) and "error" not in record[part] and record[part].get("checkpoint_step") is None
-    ]  # fmt: skip
+    bodies = {part: record.get(part) for part in ("eager", "compiled", "resume")}
+    ran = {part: body for part, body in bodies.items() if isinstance(body, dict) and "error" not in body}
+    lost = [part for part, body in ran.items() if body.get("checkpoint_step") is None]
     if not lost:
         return None
     return (

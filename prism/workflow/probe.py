@@ -12,9 +12,9 @@ from __future__ import annotations
 
 from typing import Any
 
+from prism.isoflop.design.placement import study_devices
 from prism.isoflop.design.pricing import read_probe
 from prism.launch.jobenv import job_env, job_setup
-from prism.isoflop.design.placement import study_devices
 from prism.launch.probe import job_compile, probe_size
 from prism.workflow.resources import walltime_minutes
 from prism.workflow.study import Study
