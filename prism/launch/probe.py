@@ -3,15 +3,18 @@
 A cluster study's node-hours and walltimes rest on what one of its jobs costs, and the speed jobs
 time synthetic batches on one tile: no loader, no collectives, no start-up, no compile time. The
 probe runs what a training job runs (the aurora body: `mpiexec` over a node's ranks, the
-collective backend, the streamed loader) for the study's largest size, twice, eager and compiled,
-each stopped with SIGTERM (what PBS sends at the walltime) after `seconds` of steps, so it writes
-its checkpoint; a second job resumes the eager run from that checkpoint. Its record
-(`<study>/probe/<family>.json`) gives, in seconds: the job's set-up (module load, venv), the
-Snakemake job's own start (its DAG, prism's imports), each body's launch to its first step
-(mpiexec, the ranks' imports, process group, model build, the loader's first batch, the first
-step), the compile time and its gain in samples/s, the checkpoint at SIGTERM and the resume;
-and the samples/s of one rank with the loader. The plan prices the study from it
-(prism.isoflop.design.pricing), and the training jobs compile only where it measured a gain.
+collective backend, the streamed loader) for the study's largest size that fits a node (by the
+plan's memory estimate), twice, eager and compiled, each stopped with SIGTERM (what PBS sends at
+the walltime) after `seconds` of steps, so it writes its checkpoint; a second job resumes the
+eager run from that checkpoint. Its record (`<study>/probe/<family>.json`) gives, in seconds: the
+job's set-up (module load, venv), the Snakemake job's own start (its DAG, prism's imports), each
+body's launch to its first step and, from the trainer (prism.train.startup), the slowest rank's
+imports, process group, model build, loader, first batch and first step; the compile time and
+its gain in samples/s, the checkpoint at SIGTERM and the resume; and the samples/s of one rank
+with the loader. The plan prices the study from it (prism.isoflop.design.pricing), and each
+training job compiles only where it measured a gain that the job is long enough to win back.
+A body whose ranks wrote no checkpoint at SIGTERM (a launcher that does not forward it) is said
+plainly in the record (`sigterm_warning`) and the plan.
 """
 
 from __future__ import annotations
@@ -46,7 +49,7 @@ STOPPED_LINE = re.compile(r"stopped \(SIGTERM during step \d+\): checkpoint at s
 
 @dataclass(frozen=True)
 class Probe:
-    """What the probe runs: the study's largest size on one node, as its training jobs would."""
+    """What the probe runs: the study's largest size that fits one node, as its training jobs would."""
 
     family: str
     backbone: str

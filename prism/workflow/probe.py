@@ -1,11 +1,11 @@
 """The probe's place in a cluster study (rules/probe.smk): its files, flags, resources, and what it decides.
 
 A study whose training jobs are aurora bodies is probed: two short jobs in the debug queue run
-the real body of its largest size (prism.launch.probe), and the plan reads their record, so the
-plan (and every training job after it) waits for them. Until the record exists the start-up of a
-job is assumed (ASSUMED_STARTUP_S) and said to be; once it exists, every training job's
-walltime adds the start-up it measured, and its compile choice (never on 10 nodes or more)
-becomes each training job's `--compile`.
+the real body of its largest size that fits a node (prism.launch.probe), and the plan reads their
+record, so the plan (and every training job after it) waits for them. Until the record exists the
+start-up of a job is assumed (ASSUMED_STARTUP_S) and said to be; once it exists, every training
+job's walltime adds the start-up it measured, and each job's `--compile` follows from the
+probe's compile seconds and gain and the job's own length (never on 10 nodes or more).
 """
 
 from __future__ import annotations
@@ -62,7 +62,7 @@ def probe_inputs(study: Study, backbones: list[str], family: str) -> list[str]:
 
 
 def probe_args(study: Study, backbones: list[str], family: str) -> list[str]:
-    """`prism cluster probe` flags (but --part, --first, --out): the study's largest size, as its jobs run."""
+    """`prism cluster probe` flags (but --part, --first, --out): the study's largest size that fits a node, as its jobs run."""
     train, cluster = study.train, study.cluster
     backbone, why = probed_size(study, backbones, family)
     return [
