@@ -37,9 +37,9 @@ def _register_probe(verbs: argparse._SubParsersAction) -> None:
         help="Run the real job body for a few minutes (eager, compiled, SIGTERM, resume) and record what it took.",
         description=(
             "Inside a cluster job (the workflow's probe rules: snakemake probe_FAMILY): renders the aurora body "
-            "of the study's largest size that fits a node, runs it eager and compiled for --seconds of steps each, stops each with "
-            "SIGTERM (it checkpoints), and writes a JSON record; `--part resume` resumes the eager run in a "
-            "second job and completes the record the plan prices the study from."
+            "of the study's largest size that fits a node, runs it eager and compiled for --seconds of steps "
+            "each, stops each with SIGTERM (it checkpoints), and writes a JSON record; `--part resume` resumes "
+            "the eager run in a second job and completes the record the plan prices the study from."
         ),
     )
     p.add_argument("--part", choices=("first", "resume"), required=True)

@@ -285,34 +285,3 @@ def startup_by_phase(record: dict) -> dict:
     age = phases.get("to_first_step_s")
     launch = max(0.0, body["first_step_s"] - age) if age is not None and body.get("first_step_s") is not None else None
     return {"setup_s": record.get("setup_s"), "job_start_s": record.get("job_start_s"), "launch_s": launch, **phases}
-
-
-def probe_size(family: str, backbones: list[str], regime: str, spec, devices, global_batch: int) -> tuple[str, str]:
-    """(the size the probe runs, why): the study's largest size (trainable parameters) whose run fits one
-    node at the probe's global batch by the plan's memory estimate (prism.isoflop.design.placement), so
-    the probe's one job runs and measures the size the grid's jobs cost most on. Larger sizes, which need
-    more nodes, are named in the why; none fitting a node is refused with the fix."""
-    from prism.families import family_spec  # noqa: PLC0415 lazy: the model registry
-    from prism.isoflop.design.placement import GIB, place, run_shape  # noqa: PLC0415 lazy: beside its use
-    from prism.model.paramcount import component_params, trainable_params  # noqa: PLC0415 lazy: the model registry
-
-    if not backbones:
-        raise PrismError(f"probe {family}: no size to probe (the study plans none)")
-    spec = family_spec(family, spec)
-    trained = {b: trainable_params(family, b, "BASE", regime, spec) for b in backbones}
-    too_big = []
-    for backbone in sorted(backbones, key=trained.__getitem__, reverse=True):
-        total = sum(component_params(family, backbone, "BASE", spec).values())
-        shape = run_shape(backbone, spec, total, trained[backbone], spec.tokens_per_sample)
-        where = place(shape, global_batch, devices, max_nodes=1)
-        if where is not None:
-            gib = where.memory.total / GIB
-            need = f"~{gib:.3g} GiB a device on {where.devices} of a node's {devices.per_node}"
-            skipped = f"; larger, needing more than a node: {', '.join(too_big)}" if too_big else ""
-            return backbone, f"{backbone}: the largest planned size that fits one node ({need}){skipped}"
-        too_big.append(backbone)
-    raise PrismError(
-        f"probe {family}: no planned size ({', '.join(backbones)}) fits one node of {devices.per_node} device(s) of "
-        f"{devices.memory_bytes / GIB:.3g} GiB at global batch {global_batch}; check cluster.device_memory_gb "
-        "and cluster.ranks_per_node, or plan a smaller backbone"
-    )

@@ -12,10 +12,13 @@ from __future__ import annotations
 
 from typing import Any
 
-from prism.isoflop.design.placement import study_devices
+from prism.errors import PrismError
+from prism.families import FamilySpec, family_spec
+from prism.isoflop.design.placement import GIB, Devices, place, run_shape, study_devices
 from prism.isoflop.design.pricing import read_probe
 from prism.launch.jobenv import job_env, job_setup
-from prism.launch.probe import job_compile, probe_size
+from prism.launch.probe import job_compile
+from prism.model.paramcount import component_params, trainable_params
 from prism.workflow.resources import walltime_minutes
 from prism.workflow.study import Study
 
@@ -43,6 +46,35 @@ def probe_first_file(study: Study, family: str) -> str:
     return f"{study.dir}/probe/{family}.first.json"
 
 
+def probe_size(
+    family: str, backbones: list[str], regime: str, spec: FamilySpec | None, devices: Devices, global_batch: int
+) -> tuple[str, str]:
+    """(the size the probe runs, why): the study's largest size (trainable parameters) whose run fits one
+    node at the probe's global batch by the plan's memory estimate (prism.isoflop.design.placement), so
+    the probe's one job runs and measures the size the grid's jobs cost most on. Larger sizes, which need
+    more nodes, are named in the why; none fitting a node is refused with the fix."""
+    if not backbones:
+        raise PrismError(f"probe {family}: no size to probe (the study plans none)")
+    spec = family_spec(family, spec)
+    trained = {b: trainable_params(family, b, "BASE", regime, spec) for b in backbones}
+    too_big = []
+    for backbone in sorted(backbones, key=trained.__getitem__, reverse=True):
+        total = sum(component_params(family, backbone, "BASE", spec).values())
+        shape = run_shape(backbone, spec, total, trained[backbone], spec.tokens_per_sample)
+        where = place(shape, global_batch, devices, max_nodes=1)
+        if where is not None:
+            gib = where.memory.total / GIB
+            need = f"~{gib:.3g} GiB a device on {where.devices} of a node's {devices.per_node}"
+            skipped = f"; larger, needing more than a node: {', '.join(too_big)}" if too_big else ""
+            return backbone, f"{backbone}: the largest planned size that fits one node ({need}){skipped}"
+        too_big.append(backbone)
+    raise PrismError(
+        f"probe {family}: no planned size ({', '.join(backbones)}) fits one node of {devices.per_node} device(s) of "
+        f"{devices.memory_bytes / GIB:.3g} GiB at global batch {global_batch}; check cluster.device_memory_gb "
+        "and cluster.ranks_per_node, or plan a smaller backbone"
+    )
+
+
 def probe_batch(study: Study) -> int:
     """The probe's global batch: the study's, else 4 rows a rank of a job."""
     return study.plan.global_batch or study.job_ranks * 4
@@ -62,7 +94,8 @@ def probe_inputs(study: Study, backbones: list[str], family: str) -> list[str]:
 
 
 def probe_args(study: Study, backbones: list[str], family: str) -> list[str]:
-    """`prism cluster probe` flags (but --part, --first, --out): the study's largest size that fits a node, as its jobs run."""
+    """`prism cluster probe` flags (but --part, --first, --out): the study's largest size that fits a node,
+    as its jobs run."""
     train, cluster = study.train, study.cluster
     backbone, why = probed_size(study, backbones, family)
     return [

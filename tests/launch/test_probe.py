@@ -4,13 +4,10 @@ from __future__ import annotations
 
 import pytest
 
-from prism.errors import PrismError
-from prism.isoflop.design.placement import Devices
 from prism.launch.probe import (
     compile_decision,
     job_compile,
     job_phases,
-    probe_size,
     sigterm_warning,
     startup_by_phase,
     startup_s,
@@ -70,19 +67,6 @@ def test_compile_is_decided_per_job_by_its_length_against_the_payback():
     assert job_compile(record, nodes=1, steps_s=None) == "none"  # the plan is pending
     assert job_compile({"compile": "none", "compile_payback_s": None}, nodes=1, steps_s=3600.0) == "none"
     assert job_compile(None, nodes=1, steps_s=3600.0) == "none"
-
-
-def test_the_probe_runs_the_largest_size_that_fits_one_node():
-    sizes = ["120k", "30k", "1m"]
-    roomy = Devices(memory_gb=64.0, per_node=2, precision="fp32", strategy="ddp")
-    backbone, why = probe_size("text_image", sizes, "e2e", None, roomy, global_batch=8)
-    assert backbone == "1m" and "largest planned size that fits one node" in why
-    # A device so small that only the smallest size fits: the larger ones are named as needing more nodes.
-    small = Devices(memory_gb=0.003, per_node=1, precision="fp32", strategy="ddp")
-    backbone, why = probe_size("text_image", sizes, "e2e", None, small, global_batch=8)
-    assert backbone == "30k" and "larger, needing more than a node: 1m, 120k" in why
-    with pytest.raises(PrismError, match="no planned size .* fits one node .* cluster.device_memory_gb"):
-        probe_size("text_image", sizes, "e2e", None, Devices(memory_gb=1e-6), global_batch=8)
 
 
 def test_a_body_that_did_not_checkpoint_at_sigterm_is_said_plainly():

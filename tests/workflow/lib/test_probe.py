@@ -5,7 +5,11 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from prism.workflow.probe import compile_flag, job_startup, probe_args, probe_file
+import pytest
+
+from prism.errors import PrismError
+from prism.isoflop.design.placement import Devices
+from prism.workflow.probe import compile_flag, job_startup, probe_args, probe_file, probe_size
 from prism.workflow.study import Study
 
 
@@ -45,3 +49,16 @@ def test_the_plan_says_plainly_when_sigterm_did_not_reach_the_ranks(smoke_config
     write_record(study, startup_s=90.0, sigterm_warning="SIGTERM was not forwarded to the ranks (eager)")
     seconds, said = job_startup(study, "text_image")
     assert seconds == 90.0 and said.endswith("WARNING: SIGTERM was not forwarded to the ranks (eager)")
+
+
+def test_the_probe_runs_the_largest_size_that_fits_one_node():
+    sizes = ["120k", "30k", "1m"]
+    roomy = Devices(memory_gb=64.0, per_node=2, precision="fp32", strategy="ddp")
+    backbone, why = probe_size("text_image", sizes, "e2e", None, roomy, global_batch=8)
+    assert backbone == "1m" and "largest planned size that fits one node" in why
+    # A device so small that only the smallest size fits: the larger ones are named as needing more nodes.
+    small = Devices(memory_gb=0.003, per_node=1, precision="fp32", strategy="ddp")
+    backbone, why = probe_size("text_image", sizes, "e2e", None, small, global_batch=8)
+    assert backbone == "30k" and "larger, needing more than a node: 1m, 120k" in why
+    with pytest.raises(PrismError, match="no planned size .* fits one node .* cluster.device_memory_gb"):
+        probe_size("text_image", sizes, "e2e", None, Devices(memory_gb=1e-6), global_batch=8)
