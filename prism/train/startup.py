@@ -11,7 +11,8 @@ slowest rank's seconds per phase (`slowest`): the job waits for the last rank to
 Phases, in seconds (None where this job did not have the phase, e.g. a resume in a fresh run):
 `imports` (process start to the trainer's modules imported), `process_group`, `model_build` (the
 model, its budget, activation checkpointing, wrapping, the optimizer), `loader` (opening it),
-`resume` (loading a checkpoint), `first_batch` (waiting for it), `first_step` (forward, backward
+`kernel_build` (the fused CPU kernels' build or cached load), `resume` (loading a checkpoint),
+`first_eval` (the evaluation at step 0 of a fresh run), `first_batch` (waiting for it), `first_step` (forward, backward
 and update of the first batch: the compile, where compiling), and `to_first_step` (process start to
 the end of the first step: all of the above and what lies between them).
 """
@@ -22,7 +23,10 @@ import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 
-PHASES = ("imports", "process_group", "model_build", "loader", "resume", "first_batch", "first_step", "to_first_step")
+PHASES = (
+    "imports", "process_group", "model_build", "loader", "kernel_build", "resume", "first_eval", "first_batch",
+    "first_step", "to_first_step",
+)  # fmt: skip
 
 
 class StartupClock:

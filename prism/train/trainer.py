@@ -210,8 +210,8 @@ class Trainer:
         self.meter: PerfMeter | None = None
         self.clock.add("setup", time.perf_counter() - self.wall_start)
         if self.device.type == "cpu" and self.precision == "fp32":  # steps that may take the fused kernels
-            with self.clock.phase("kernel_build"):  # else built by the first evaluation, and booked there
-                kernels.prepare()
+            with self.clock.phase("kernel_build"), self.startup.phase("kernel_build"):  # else built by the
+                kernels.prepare()  # first evaluation, and booked there
 
     # --- set-up ----------------------------------------------------------------------
 
@@ -385,7 +385,8 @@ class Trainer:
             self.first_step = self.step
             self._open_logs()
         if self.step == 0:
-            self.evaluate()
+            with self.startup.phase("first_eval"):
+                self.evaluate()
         self.model.train()
         with StopRequest() as stop:
             outcome = self.run_steps(stop)

@@ -32,8 +32,8 @@ def test_phases_add_up_until_the_first_step_closes_the_clock():
     record = clock.record()
     assert set(record) == {f"{name}_s" for name in PHASES}
     assert record == {
-        "imports_s": 4.0, "process_group_s": 2.0, "model_build_s": 2.0, "loader_s": None, "resume_s": None,
-        "first_batch_s": 0.25, "first_step_s": 3.0, "to_first_step_s": 12.0,
+        "imports_s": 4.0, "process_group_s": 2.0, "model_build_s": 2.0, "loader_s": None, "kernel_build_s": None,
+        "resume_s": None, "first_eval_s": None, "first_batch_s": 0.25, "first_step_s": 3.0, "to_first_step_s": 12.0,
     }  # fmt: skip
     with pytest.raises(ValueError, match="unknown start-up phase"):
         StartupClock(None).add("compile", 1.0)
@@ -66,7 +66,7 @@ def test_a_run_records_its_start_up_in_metrics_and_its_first_perf_row(shards, tm
         trainer.close()
     startup = metrics["startup"]
     assert startup["resume_s"] is None  # a fresh run loads no checkpoint
-    for phase in ("imports", "process_group", "model_build", "loader", "first_batch", "first_step"):
+    for phase in ("imports", "process_group", "model_build", "loader", "kernel_build", "first_eval", "first_batch"):
         assert startup[f"{phase}_s"] >= 0, phase
     assert startup["to_first_step_s"] >= startup["first_step_s"] > 0
     first = json.loads((out / "perf.jsonl").read_text().splitlines()[0])
