@@ -69,6 +69,8 @@ class RunMetrics:
     step: int | None = None
     # This job's wall seconds by phase and the FLOPs it trained itself (prism.train.timing).
     time: dict[str, Any] | None = None
+    # This job's seconds before its first step by phase, the slowest rank's (prism.train.startup).
+    startup: dict[str, Any] | None = None
 
     @property
     def ok(self) -> bool:

@@ -1,6 +1,7 @@
 # Before the grid: a cluster study's probe (prism cluster probe, prism/launch/probe.py). Two short
-# jobs in the debug queue run the real job body of the study's largest size: eager and compiled,
-# each stopped with SIGTERM (checkpointed), then the eager run resumed in a second job. Its record
+# jobs in the debug queue run the real job body of the study's largest size that fits a node:
+# eager and compiled, each stopped with SIGTERM (checkpointed), then the eager run resumed in a
+# second job. Its record
 # prices the plan (the loader, the collectives, start-up, compile), so the plan and every training
 # job wait for it. `snakemake --profile profiles/aurora probe_F --configfile config/aurora.yaml`
 # runs it alone.

@@ -37,9 +37,9 @@ def _register_probe(verbs: argparse._SubParsersAction) -> None:
         help="Run the real job body for a few minutes (eager, compiled, SIGTERM, resume) and record what it took.",
         description=(
             "Inside a cluster job (the workflow's probe rules: snakemake probe_FAMILY): renders the aurora body "
-            "of the study's largest size, runs it eager and compiled for --seconds of steps each, stops each with "
-            "SIGTERM (it checkpoints), and writes a JSON record; `--part resume` resumes the eager run in a "
-            "second job and completes the record the plan prices the study from."
+            "of the study's largest size that fits a node, runs it eager and compiled for --seconds of steps "
+            "each, stops each with SIGTERM (it checkpoints), and writes a JSON record; `--part resume` resumes "
+            "the eager run in a second job and completes the record the plan prices the study from."
         ),
     )
     p.add_argument("--part", choices=("first", "resume"), required=True)
@@ -50,6 +50,7 @@ def _register_probe(verbs: argparse._SubParsersAction) -> None:
     p.add_argument("--seconds", type=float, default=120.0, help="seconds of steps per body (default: 120)")
     p.add_argument("--workers", type=int, default=2, help="the streamed loader's workers per rank")
     p.add_argument("--precision", default="auto", help="the runs' precision (train.precision)")
+    p.add_argument("--why", default="", help="why this size: the workflow's words (the record keeps them)")
     p.add_argument("--first", help="--part resume: the first part's record")
     p.add_argument("--out", required=True, help="the record (JSON) to write")
     p.set_defaults(func=_probe)
@@ -63,7 +64,7 @@ def _probe(args: argparse.Namespace) -> int:
 
     probe = Probe(args.family, args.backbone, args.regime, args.data, args.calibration_dir, args.global_batch,
                   args.device, args.strategy, args.procs_per_node, args.storage, args.seconds, args.folder,
-                  workers=args.workers, precision=args.precision)  # fmt: skip
+                  workers=args.workers, precision=args.precision, why=args.why)  # fmt: skip
     if args.part == "first":
         record = probe_first(probe, Path(args.out))
     elif not args.first:

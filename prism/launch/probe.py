@@ -3,15 +3,18 @@
 A cluster study's node-hours and walltimes rest on what one of its jobs costs, and the speed jobs
 time synthetic batches on one tile: no loader, no collectives, no start-up, no compile time. The
 probe runs what a training job runs (the aurora body: `mpiexec` over a node's ranks, the
-collective backend, the streamed loader) for the study's largest size, twice, eager and compiled,
-each stopped with SIGTERM (what PBS sends at the walltime) after `seconds` of steps, so it writes
-its checkpoint; a second job resumes the eager run from that checkpoint. Its record
-(`<study>/probe/<family>.json`) gives, in seconds: the job's set-up (module load, venv), the
-Snakemake job's own start (its DAG, prism's imports), each body's launch to its first step
-(mpiexec, the ranks' imports, process group, model build, the loader's first batch, the first
-step), the compile time and its gain in samples/s, the checkpoint at SIGTERM and the resume;
-and the samples/s of one rank with the loader. The plan prices the study from it
-(prism.isoflop.design.pricing), and the training jobs compile only where it measured a gain.
+collective backend, the streamed loader) for the study's largest size that fits a node (by the
+plan's memory estimate), twice, eager and compiled, each stopped with SIGTERM (what PBS sends at
+the walltime) after `seconds` of steps, so it writes its checkpoint; a second job resumes the
+eager run from that checkpoint. Its record (`<study>/probe/<family>.json`) gives, in seconds: the
+job's set-up (module load, venv), the Snakemake job's own start (its DAG, prism's imports), each
+body's launch to its first step and, from the trainer (prism.train.startup), the slowest rank's
+imports, process group, model build, loader, first batch and first step; the compile time and
+its gain in samples/s, the checkpoint at SIGTERM and the resume; and the samples/s of one rank
+with the loader. The plan prices the study from it (prism.isoflop.design.pricing), and each
+training job compiles only where it measured a gain that the job is long enough to win back.
+A body whose ranks wrote no checkpoint at SIGTERM (a launcher that does not forward it) is said
+plainly in the record (`sigterm_warning`) and the plan.
 """
 
 from __future__ import annotations
@@ -21,6 +24,7 @@ import os
 import re
 import signal
 import subprocess
+import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -45,7 +49,7 @@ STOPPED_LINE = re.compile(r"stopped \(SIGTERM during step \d+\): checkpoint at s
 
 @dataclass(frozen=True)
 class Probe:
-    """What the probe runs: the study's largest size on one node, as its training jobs would."""
+    """What the probe runs: the study's largest size that fits one node, as its training jobs would."""
 
     family: str
     backbone: str
@@ -62,6 +66,7 @@ class Probe:
     eval_samples: int = 8
     workers: int = 2
     precision: str = "auto"
+    why: str = ""  # why this size (prism.workflow.probe.probed_size)
 
     def run(self, mode: str) -> RunConfig:
         """The run of one compile `mode` (its own run directory, so the two never resume each other)."""
@@ -154,6 +159,8 @@ def steady(rows: list[dict], global_batch: int) -> dict:
     out: dict[str, Any] = {
         "steps": rows[-1]["step"] if rows else 0,
         "startup_s": rows[0].get("startup_s") if rows else None,
+        # The slowest rank's seconds by phase before its first step (prism.train.startup).
+        "startup_phases": rows[0].get("startup") if rows else None,
     }
     if later and world:
         out["samples_per_s_per_rank"] = median(r["samples_per_s"] for r in later) / world
@@ -192,8 +199,39 @@ def compile_decision(eager: dict, compiled: dict) -> dict:
     return {"compile_s": compile_s, "compile_gain": gain, "compile": choice, "compile_payback_s": payback}
 
 
+def job_compile(record: dict | None, nodes: int, steps_s: float | None) -> str:
+    """One training job's compile mode from the probe's record: `static` only where the probe measured a gain
+    worth it and the job's steps (`steps_s`, the plan's estimate) outlast compiling's payback, so a short job
+    does not spend more on compiling than it wins; `none` on COMPILE_MAX_NODES + 1 nodes or more, where the
+    job's length is unknown (the plan pending), and without a record."""
+    if record is None or nodes > COMPILE_MAX_NODES or steps_s is None:
+        return "none"
+    payback = record.get("compile_payback_s")
+    if record.get("compile") != "static" or payback is None:
+        return "none"
+    return "static" if steps_s >= float(payback) else "none"
+
+
+def sigterm_warning(record: dict) -> str | None:
+    """The plain words when a body's ranks did not checkpoint at SIGTERM (None when every body did): the
+    probe signals `mpiexec`, and a launcher that does not pass SIGTERM on to the ranks (PALS' forwarding
+    is untested by prism) leaves them killed without a checkpoint, so a job stopped at its walltime
+    would lose everything since its last periodic checkpoint."""
+    bodies = {part: record.get(part) for part in ("eager", "compiled", "resume")}
+    ran = {part: body for part, body in bodies.items() if isinstance(body, dict) and "error" not in body}
+    lost = [part for part, body in ran.items() if body.get("checkpoint_step") is None]
+    if not lost:
+        return None
+    return (
+        f"SIGTERM was not forwarded to the ranks ({', '.join(lost)}: no checkpoint at SIGTERM, exit status "
+        f"{record[lost[0]].get('exit_status')}): a job stopped at its walltime loses its steps since the last "
+        "periodic checkpoint (train.checkpoint_every); the resume measured a fresh start"
+    )
+
+
 def probe_first(probe: Probe, out: Path) -> dict:
     """The first job: eager, then compiled, each stopped by SIGTERM; its part record."""
+    print(f"probe {probe.family}: {probe.why or probe.backbone}", file=sys.stderr, flush=True)
     started = job_phases()
     peak = rank_peak(probe.device, probe.precision)
     deadline = max(600.0, 10 * probe.seconds)
@@ -205,7 +243,7 @@ def probe_first(probe: Probe, out: Path) -> dict:
     record = {
         "family": probe.family, "backbone": probe.backbone, "device": probe.device, "nodes": 1,
         "ranks_per_node": probe.procs_per_node, "global_batch": probe.global_batch, "loader": "stream",
-        "strategy": probe.strategy, "storage": probe.storage, "seconds_per_body": probe.seconds,
+        "strategy": probe.strategy, "storage": probe.storage, "seconds_per_body": probe.seconds, "size": probe.why,
         **started, **peak, "eager": eager, "compiled": compiled, **compile_decision(eager, compiled),
     }  # fmt: skip
     write_json_atomic(out, record, indent=1, sort_keys=True)
@@ -222,6 +260,10 @@ def probe_resume(probe: Probe, first: Path, out: Path) -> dict:
     record["resume"] = {"resume_s": resumed["first_step_s"], **started, **resumed}
     record["measured_at"] = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
     record["startup_s"] = startup_s(record)
+    record["startup_by_phase"] = startup_by_phase(record)
+    record["sigterm_warning"] = sigterm_warning(record)
+    if record["sigterm_warning"]:
+        print(f"probe {probe.family}: WARNING: {record['sigterm_warning']}", file=sys.stderr, flush=True)
     write_json_atomic(out, record, indent=1, sort_keys=True)
     return record
 
@@ -233,14 +275,13 @@ def startup_s(record: dict) -> float:
     return (record.get("setup_s") or 0.0) + (record.get("job_start_s") or 0.0) + body["first_step_s"]
 
 
-def largest(family: str, backbones: list[str], regime: str, spec=None) -> str:
-    """The study's largest size (trainable parameters): the probe's run, the one most likely not to fit.
-
-    Every job of a study runs on one node today (cluster.nodes), so the largest size is the largest that
-    fits a node; a size whose job needs more nodes is refused by the plan before any probe.
-    """
-    from prism.model.paramcount import trainable_params  # noqa: PLC0415 lazy: the model registry
-
-    if not backbones:
-        raise PrismError(f"probe {family}: no size to probe (the study plans none)")
-    return max(backbones, key=lambda b: trainable_params(family, b, "BASE", regime, spec))
+def startup_by_phase(record: dict) -> dict:
+    """A training job's start-up by phase, as the probe measured it: the job's set-up and Snakemake start,
+    then the chosen body's slowest rank's phases (imports, process group, model build, loader, first batch,
+    first step ...), and `launch_s`, the body's launch to its first step less the ranks' own age then
+    (mpiexec starting the ranks)."""
+    body = record["compiled" if record.get("compile") == "static" else "eager"]
+    phases = dict(body.get("startup_phases") or {})
+    age = phases.get("to_first_step_s")
+    launch = max(0.0, body["first_step_s"] - age) if age is not None and body.get("first_step_s") is not None else None
+    return {"setup_s": record.get("setup_s"), "job_start_s": record.get("job_start_s"), "launch_s": launch, **phases}

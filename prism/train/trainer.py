@@ -61,6 +61,7 @@ from prism.train.rundir import finished as finished_run
 from prism.train.rundir.lock import RunLock
 from prism.train.schedule import build_optimizer, build_scheduler
 from prism.train.spikes import eval_warnings
+from prism.train.startup import StartupClock, slowest
 from prism.train.timing import JobClock
 from prism.train.trackers import Tracking, open_tracking
 
@@ -87,6 +88,10 @@ def process_age_s() -> float | None:
         return uptime - start_ticks / os.sysconf("SC_CLK_TCK")
     except (OSError, ValueError, IndexError):
         return None
+
+
+# Process start to the trainer's modules imported (the interpreter, torch, prism): a rank's first phase.
+IMPORTS_S = process_age_s()
 
 
 def open_loader(config: RunConfig, env: DistEnv):
@@ -165,11 +170,15 @@ class Trainer:
         self.config, self.env, self.is_main = config, env, env.is_main
         self.wall_start = time.perf_counter()
         self.clock = JobClock(process_age_s())  # this job's wall time by phase (metrics.json `time`)
+        self.startup = StartupClock(IMPORTS_S)  # its seconds to the first step by phase (metrics.json `startup`)
+        self.startup_record: dict[str, float | None] | None = None
         self._setup_process()
         # Rows of a forward and backward, and how many make this rank's share of a step (accumulation).
         self.micro_rows, self.accum_steps = micro_steps(config.global_batch, env.world_size, config.micro_batch)
-        self._build()
-        self.loader = open_loader(config, env)
+        with self.startup.phase("model_build"):
+            self._build()
+        with self.startup.phase("loader"):
+            self.loader = open_loader(config, env)
         self.evaluator = Evaluator(
             self.loader.eval_batches,
             self.to_device,
@@ -201,8 +210,8 @@ class Trainer:
         self.meter: PerfMeter | None = None
         self.clock.add("setup", time.perf_counter() - self.wall_start)
         if self.device.type == "cpu" and self.precision == "fp32":  # steps that may take the fused kernels
-            with self.clock.phase("kernel_build"):  # else built by the first evaluation, and booked there
-                kernels.prepare()
+            with self.clock.phase("kernel_build"), self.startup.phase("kernel_build"):  # else built by the
+                kernels.prepare()  # first evaluation, and booked there
 
     # --- set-up ----------------------------------------------------------------------
 
@@ -223,7 +232,8 @@ class Trainer:
         self.compile = compile_mode(config.compile, device_type)  # none, static or dynamic
         # No torch.use_deterministic_algorithms: it costs seconds of start-up, and the CPU kernels
         # used here are deterministic for a fixed thread count (what bit-identical resume relies on).
-        self.parallel.init_process_group(env)
+        with self.startup.phase("process_group"):
+            self.parallel.init_process_group(env)
 
     def _build(self) -> None:
         config = self.config
@@ -367,13 +377,16 @@ class Trainer:
             self.inputs = resume.input_fingerprint(config, calibration, run_order(config, self.env.world_size))
             start = resume.prepare(config, self.inputs, budget.steps, self.is_main, log=log)
             if start.checkpoint is not None:
-                self.resume(start.checkpoint)
+                with self.startup.phase("resume"):
+                    self.resume(start.checkpoint)
             elif config.init_from:
-                self.start_from(resume.init_checkpoint(Path(config.init_from), config.init_step))
+                with self.startup.phase("resume"):
+                    self.start_from(resume.init_checkpoint(Path(config.init_from), config.init_step))
             self.first_step = self.step
             self._open_logs()
         if self.step == 0:
-            self.evaluate()
+            with self.startup.phase("first_eval"):
+                self.evaluate()
         self.model.train()
         with StopRequest() as stop:
             outcome = self.run_steps(stop)
@@ -417,6 +430,8 @@ class Trainer:
                 self.collapse_reason = result.collapsed
                 return "collapsed"
             t2 = time.perf_counter()
+            if not self.startup.closed:
+                self.close_startup(t1 - t0, t2 - t1)
             meter.update(result.samples, t2 - t0, t1 - t0, time.process_time() - c0)
             self.clock.add("data", t1 - t0)
             self.clock.add("step", t2 - t1)
@@ -429,6 +444,18 @@ class Trainer:
             if self.checkpoint_due(result.step):
                 self.checkpoint()
         return "ok"
+
+    def close_startup(self, first_batch_s: float, first_step_s: float) -> None:
+        """The job's first step is done: its start-up by phase, the slowest rank's (every rank calls this
+        after the same step, so the one all-reduce meets)."""
+        self.startup.close(first_batch_s, first_step_s, process_age_s())
+        record = self.startup.record()
+        self.startup_record = slowest(record, self._reduce_max) if self.distributed else record
+
+    def _reduce_max(self, values: list[float]) -> list[float]:
+        tensor = torch.tensor(values, dtype=torch.float32, device=self.device)
+        dist.all_reduce(tensor, op=dist.ReduceOp.MAX)
+        return tensor.tolist()
 
     def _batches(self) -> Iterator[dict]:
         """The loader's batches, epoch after epoch."""
@@ -468,6 +495,8 @@ class Trainer:
             }
             if result.step == 1:
                 row["startup_s"] = self.startup_s
+            if result.step == self.first_step + 1 and self.startup_record is not None:
+                row["startup"] = self.startup_record  # the job's start-up by phase (the probe reads it)
             self.perf.write(row)
             self.tracking.train(row)
         line = meter.progress(result.step, result.loss, self.config.run_id)
@@ -697,6 +726,7 @@ class Trainer:
             reason=reason,
             step=None if status == "ok" else self.step,
             time=self.time_record(),
+            startup=self.startup_record,
         )
 
     def time_record(self) -> dict[str, Any]:

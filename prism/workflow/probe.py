@@ -1,20 +1,24 @@
 """The probe's place in a cluster study (rules/probe.smk): its files, flags, resources, and what it decides.
 
 A study whose training jobs are aurora bodies is probed: two short jobs in the debug queue run
-the real body of its largest size (prism.launch.probe), and the plan reads their record, so the
-plan (and every training job after it) waits for them. Until the record exists the start-up of a
-job is assumed (ASSUMED_STARTUP_S) and said to be; once it exists, every training job's
-walltime adds the start-up it measured, and its compile choice (never on 10 nodes or more)
-becomes each training job's `--compile`.
+the real body of its largest size that fits a node (prism.launch.probe), and the plan reads their
+record, so the plan (and every training job after it) waits for them. Until the record exists the
+start-up of a job is assumed (ASSUMED_STARTUP_S) and said to be; once it exists, every training
+job's walltime adds the start-up it measured, and each job's `--compile` follows from the
+probe's compile seconds and gain and the job's own length (never on 10 nodes or more).
 """
 
 from __future__ import annotations
 
 from typing import Any
 
+from prism.errors import PrismError
+from prism.families import FamilySpec, family_spec
+from prism.isoflop.design.placement import GIB, Devices, place, run_shape, study_devices
 from prism.isoflop.design.pricing import read_probe
 from prism.launch.jobenv import job_env, job_setup
-from prism.launch.probe import COMPILE_MAX_NODES, largest
+from prism.launch.probe import job_compile
+from prism.model.paramcount import component_params, trainable_params
 from prism.workflow.resources import walltime_minutes
 from prism.workflow.study import Study
 
@@ -42,21 +46,63 @@ def probe_first_file(study: Study, family: str) -> str:
     return f"{study.dir}/probe/{family}.first.json"
 
 
+def probe_size(
+    family: str, backbones: list[str], regime: str, spec: FamilySpec | None, devices: Devices, global_batch: int
+) -> tuple[str, str]:
+    """(the size the probe runs, why): the study's largest size (trainable parameters) whose run fits one
+    node at the probe's global batch by the plan's memory estimate (prism.isoflop.design.placement), so
+    the probe's one job runs and measures the size the grid's jobs cost most on. Larger sizes, which need
+    more nodes, are named in the why; none fitting a node is refused with the fix."""
+    if not backbones:
+        raise PrismError(f"probe {family}: no size to probe (the study plans none)")
+    spec = family_spec(family, spec)
+    trained = {b: trainable_params(family, b, "BASE", regime, spec) for b in backbones}
+    too_big = []
+    for backbone in sorted(backbones, key=trained.__getitem__, reverse=True):
+        total = sum(component_params(family, backbone, "BASE", spec).values())
+        shape = run_shape(backbone, spec, total, trained[backbone], spec.tokens_per_sample)
+        where = place(shape, global_batch, devices, max_nodes=1)
+        if where is not None:
+            gib = where.memory.total / GIB
+            need = f"~{gib:.3g} GiB a device on {where.devices} of a node's {devices.per_node}"
+            skipped = f"; larger, needing more than a node: {', '.join(too_big)}" if too_big else ""
+            return backbone, f"{backbone}: the largest planned size that fits one node ({need}){skipped}"
+        too_big.append(backbone)
+    raise PrismError(
+        f"probe {family}: no planned size ({', '.join(backbones)}) fits one node of {devices.per_node} device(s) of "
+        f"{devices.memory_bytes / GIB:.3g} GiB at global batch {global_batch}; check cluster.device_memory_gb "
+        "and cluster.ranks_per_node, or plan a smaller backbone"
+    )
+
+
+def probe_batch(study: Study) -> int:
+    """The probe's global batch: the study's, else 4 rows a rank of a job."""
+    return study.plan.global_batch or study.job_ranks * 4
+
+
+def probed_size(study: Study, backbones: list[str], family: str) -> tuple[str, str]:
+    """(the size the probe runs, why): the largest planned size that fits one node (prism.launch.probe)."""
+    train = study.train
+    devices = study_devices(study.cluster, train.launcher, train.device, train.precision, train.strategy)
+    return probe_size(family, backbones, study.regime, study.specs[family], devices, probe_batch(study))
+
+
 def probe_inputs(study: Study, backbones: list[str], family: str) -> list[str]:
     """The data and the probed size's calibration (its FLOPs per sample), as a training job reads them."""
-    backbone = largest(family, backbones, study.regime, study.specs[family])
+    backbone = probed_size(study, backbones, family)[0]
     return [study.data_dir(family), study.calibration_file(family, backbone, "BASE", study.regime)]
 
 
 def probe_args(study: Study, backbones: list[str], family: str) -> list[str]:
-    """`prism cluster probe` flags (but --part, --first, --out): the study's largest size, as its jobs run."""
+    """`prism cluster probe` flags (but --part, --first, --out): the study's largest size that fits a node,
+    as its jobs run."""
     train, cluster = study.train, study.cluster
-    batch = study.plan.global_batch or study.job_ranks * 4
+    backbone, why = probed_size(study, backbones, family)
     return [
-        "--family", family, "--backbone", largest(family, backbones, study.regime, study.specs[family]),
+        "--family", family, "--backbone", backbone, "--why", why,
         "--regime", study.regime, "--data", study.data_dir(family), "--calibration-dir", study.calibration_dir(),
         "--device", train.device, "--strategy", train.strategy, "--storage", train.storage,
-        "--folder", f"{study.dir}/probe/{family}", "--global-batch", str(batch),
+        "--folder", f"{study.dir}/probe/{family}", "--global-batch", str(probe_batch(study)),
         "--procs-per-node", str(study.ranks_per_node), "--seconds", str(cluster["probe_seconds"]),
         "--workers", str(study.loader.workers), "--precision", train.precision,
     ]  # fmt: skip
@@ -83,7 +129,14 @@ def job_startup(study: Study, family: str) -> tuple[float, str]:
     record = read_probe(probe_file(study, family))
     if record is None or record.get("startup_s") is None:
         return ASSUMED_STARTUP_S, f"start-up {ASSUMED_STARTUP_S:.0f} s a job assumed until the probe has run"
-    return float(record["startup_s"]), f"start-up {record['startup_s']:.0f} s a job measured by the probe"
+    said = f"start-up {record['startup_s']:.0f} s a job measured by the probe"
+    return float(record["startup_s"]), said + sigterm_said(record)
+
+
+def sigterm_said(record: dict) -> str:
+    """The probe's finding that SIGTERM did not reach the ranks, for the plan's line ("" when it did)."""
+    warning = record.get("sigterm_warning")
+    return f"; WARNING: {warning}" if warning else ""
 
 
 def pack_startup(study: Study, family: str) -> tuple[float, float, str]:
@@ -101,14 +154,13 @@ def pack_startup(study: Study, family: str) -> tuple[float, float, str]:
         )
     else:
         once = (record.get("setup_s") or 0.0) + (record.get("job_start_s") or 0.0)
-        run, source = max(0.0, float(record["startup_s"]) - once), "measured by the probe"
+        run, source = max(0.0, float(record["startup_s"]) - once), "measured by the probe" + sigterm_said(record)
     return once, run, f"start-up {once:.0f} s a job + {run:.0f} s a run, {source}"
 
 
-def compile_flag(study: Study, family: str, nodes: int) -> str:
-    """A training job's `--compile` from the probe's choice (none on 10 nodes or more); "" unprobed."""
+def compile_flag(study: Study, family: str, nodes: int, steps_s: float | None) -> str:
+    """A training job's `--compile`, decided per job from the probe's compile seconds and gain and the job's
+    estimated steps (`steps_s`; prism.launch.probe.job_compile); "" unprobed."""
     if not probed(study):
         return ""
-    record = read_probe(probe_file(study, family)) or {}
-    choice = record.get("compile", "none") if nodes <= COMPILE_MAX_NODES else "none"
-    return f" --compile {choice}"
+    return f" --compile {job_compile(read_probe(probe_file(study, family)), nodes, steps_s)}"

@@ -113,8 +113,9 @@ class Schedule:
         )
 
     def compile(self, wildcards: Any) -> str:
-        """` --compile MODE` as the probe decided it (a resource: compiling changes no result), "" unprobed."""
-        return probe.compile_flag(self.study, wildcards.family, self.nodes(wildcards))
+        """` --compile MODE` as the probe's figures decide it for this job's length (a resource: compiling
+        changes no result), "" unprobed."""
+        return probe.compile_flag(self.study, wildcards.family, self.nodes(wildcards), self.job_estimate_s(wildcards))
 
     def runtime(self, wildcards: Any) -> int:
         return resources.walltime_minutes(self.walltime(wildcards))

@@ -1,0 +1,64 @@
+"""prism.workflow.probe: the size a cluster study's probe runs, each job's compile, and what the plan says."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from prism.errors import PrismError
+from prism.isoflop.design.placement import Devices
+from prism.workflow.probe import compile_flag, job_startup, probe_args, probe_file, probe_size
+from prism.workflow.study import Study
+
+
+def aurora_study(smoke_config, **cluster) -> Study:
+    return Study(smoke_config(train={"launcher": "aurora", "device": "cpu"}, cluster={"probe_seconds": 60, **cluster}))
+
+
+def write_record(study: Study, **record) -> None:
+    path = Path(probe_file(study, "text_image"))
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(record))
+
+
+def test_each_jobs_compile_follows_its_length_and_nodes(smoke_config):
+    study = aurora_study(smoke_config)
+    assert compile_flag(study, "text_image", 1, 3600.0) == " --compile none"  # not probed yet
+    write_record(study, compile="static", compile_payback_s=300.0, startup_s=90.0)
+    assert compile_flag(study, "text_image", 1, 3600.0) == " --compile static"
+    assert compile_flag(study, "text_image", 1, 200.0) == " --compile none"  # shorter than the payback
+    assert compile_flag(study, "text_image", 10, 3600.0) == " --compile none"
+    local = Study(smoke_config())
+    assert compile_flag(local, "text_image", 1, 3600.0) == ""  # not an aurora study: its commands unchanged
+
+
+def test_the_probe_runs_the_largest_size_that_fits_a_node_and_says_why(smoke_config):
+    sizes = ["30k", "120k"]
+    args = probe_args(aurora_study(smoke_config, device_memory_gb=64), sizes, "text_image")
+    flags = dict(zip(args[::2], args[1::2]))
+    assert flags["--backbone"] == "120k" and "largest planned size that fits one node" in flags["--why"]
+    args = probe_args(aurora_study(smoke_config, device_memory_gb=0.003), sizes, "text_image")
+    flags = dict(zip(args[::2], args[1::2]))
+    assert flags["--backbone"] == "30k" and "needing more than a node: 120k" in flags["--why"]
+
+
+def test_the_plan_says_plainly_when_sigterm_did_not_reach_the_ranks(smoke_config):
+    study = aurora_study(smoke_config)
+    write_record(study, startup_s=90.0, sigterm_warning="SIGTERM was not forwarded to the ranks (eager)")
+    seconds, said = job_startup(study, "text_image")
+    assert seconds == 90.0 and said.endswith("WARNING: SIGTERM was not forwarded to the ranks (eager)")
+
+
+def test_the_probe_runs_the_largest_size_that_fits_one_node():
+    sizes = ["120k", "30k", "1m"]
+    roomy = Devices(memory_gb=64.0, per_node=2, precision="fp32", strategy="ddp")
+    backbone, why = probe_size("text_image", sizes, "e2e", None, roomy, global_batch=8)
+    assert backbone == "1m" and "largest planned size that fits one node" in why
+    # A device so small that only the smallest size fits: the larger ones are named as needing more nodes.
+    small = Devices(memory_gb=0.003, per_node=1, precision="fp32", strategy="ddp")
+    backbone, why = probe_size("text_image", sizes, "e2e", None, small, global_batch=8)
+    assert backbone == "30k" and "larger, needing more than a node: 1m, 120k" in why
+    with pytest.raises(PrismError, match="no planned size .* fits one node .* cluster.device_memory_gb"):
+        probe_size("text_image", sizes, "e2e", None, Devices(memory_gb=1e-6), global_batch=8)
