@@ -245,6 +245,15 @@ def _add_lr_rule_arguments(p) -> None:
     p.add_argument("--lr-q", type=float, default=0.0, metavar="Q", help="given: exponent of tokens (default 0)")
     p.add_argument("--lr-rule-file", metavar="FILE", help="fitted: the rule `prism isoflop tune` wrote")
     p.add_argument(
+        "--batch-law", type=float, nargs=2, metavar=("C", "B"),
+        help="where the plan chooses the batch: at most the critical batch C x budget^B tokens (default: none)",
+    )  # fmt: skip
+    p.add_argument(
+        "--lr-tokens", default="run", choices=("run", "size"),
+        help="the tokens the rule sees: each run's own (default), or a size's geometric mean over its budgets "
+        "(one lr per wsd trajectory)",
+    )  # fmt: skip
+    p.add_argument(
         "--lr-margin", type=float, default=0.3, metavar="DECADES",
         help="fitted: decades of d_model beyond the swept widths the rule may extrapolate (default 0.3)",
     )  # fmt: skip
@@ -310,6 +319,8 @@ def _plan(args: argparse.Namespace) -> int:
             devices=_placement_devices(args),
             lr_rule=_lr_rule(args),
             probe=args.probe,
+            lr_tokens=args.lr_tokens,
+            batch_law=tuple(args.batch_law) if args.batch_law else None,
         )
     except PlanStopped as stopped:
         # The whole plan first (the log), then the one line: the error, last, is what the workflow shows.

@@ -26,9 +26,10 @@ from prism.train.lr_rule import LrRule
 Z = 1.2816  # the normal quantile of the 80% interval's upper end (CI_LEVEL)
 
 
-def lr_penalty(rule: LrRule, d_model: float) -> float | None:
-    """The loss a run of this width loses with its lr off by the rule's 80% half-interval (None: no sweep)."""
-    sd = rule.ln_sd(d_model)
+def lr_penalty(rule: LrRule, d_model: float, tokens: float | None = None) -> float | None:
+    """The loss a run of this width (and tokens) loses with its lr off by the rule's 80% half-interval
+    (None: no sweep)."""
+    sd = rule.ln_sd(d_model, tokens)
     if sd is None or not rule.curves:
         return None
     xs = [math.log(c["d_model"]) for c in rule.curves]
@@ -52,7 +53,7 @@ class LrSensitivity:
 
 def lr_sensitivity(records: list[RunRecord], widths: list[float], rule: LrRule) -> LrSensitivity | None:
     """Approach 2's a, and its a with every run's loss raised by `lr_penalty` at its width (None: no sweep or no a)."""
-    penalties = [lr_penalty(rule, w) for w in widths]
+    penalties = [lr_penalty(rule, w, r.tokens) for w, r in zip(widths, records, strict=True)]
     if not records or any(p is None for p in penalties):
         return None
     cols = [np.array([getattr(r, k) for r in records], float) for k in ("params", "tokens", "loss", "budget")]

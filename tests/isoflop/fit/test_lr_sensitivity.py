@@ -78,3 +78,19 @@ def test_family_lines_read_the_plans_rule_and_the_runs(tmp_path):
     )
     (tmp_path / "plan.yaml").write_text(yaml.safe_dump({"lr_rule": rule.to_json()}))
     assert "moves a by" in family_lr_lines(tmp_path, (0.4, 0.6))[-1]
+
+
+def test_the_fit_report_has_the_learning_rate_section(tmp_path):
+    import yaml
+
+    from prism.isoflop.fit.fit import fit_csv
+    from prism.isoflop.synthetic import write_csv
+
+    records, _ = _study()
+    write_csv(records, tmp_path / "runs.csv")
+    fit_csv(tmp_path / "runs.csv", tmp_path / "fit.json", tmp_path / "fit.md", bootstrap=50)
+    assert "## Learning rate" not in (tmp_path / "fit.md").read_text()  # no plan beside the table: nothing said
+    (tmp_path / "plan.yaml").write_text(yaml.safe_dump({"lr_rule": LrRule().to_json()}))
+    fit_csv(tmp_path / "runs.csv", tmp_path / "fit.json", tmp_path / "fit.md", bootstrap=50)
+    section = (tmp_path / "fit.md").read_text().split("## Learning rate", 1)[1]
+    assert "lr rule hand" in section and "not tuned" in section
