@@ -14,8 +14,8 @@ final loss under both and whether the fitted rule is at least as low at every si
 STUDY/bench_lr_rule/ (a rerun resumes or reuses them).
 
 `--sensitivity-only`: no training; the shift of Approach 2's a on the default study's planned grid
-(losses from config/round0's fitted surface) with every run's lr off by the rule's own 80% interval
-(prism.isoflop.fit.lr_sensitivity).
+(losses from config/round0's fitted surface) with every run's lr off by the rule's own 80% interval,
+and with the hand rule's lrs moved to the rule's optimum (prism.isoflop.fit.lr_sensitivity).
 """
 
 from __future__ import annotations
@@ -29,7 +29,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from prism.model.config import backbone_config
-from prism.train.lr_rule import read_rule
+from prism.train.lr_rule import LrRule, read_rule
 from prism.train.schedule import default_lr
 
 
@@ -66,7 +66,7 @@ def default_grid() -> list:
 
 def sensitivity(rule) -> None:
     """a's shift on the default grid (its planned runs, round0's surface) from the rule's uncertainty."""
-    from prism.isoflop.fit.lr_sensitivity import lr_sensitivity  # noqa: PLC0415
+    from prism.isoflop.fit.lr_sensitivity import lr_offset, lr_sensitivity  # noqa: PLC0415
     from prism.isoflop.records import RunRecord, Surface  # noqa: PLC0415
 
     runs = default_grid()
@@ -77,6 +77,9 @@ def sensitivity(rule) -> None:
     found = lr_sensitivity(records, widths, rule)
     print(f"default grid ({len(runs)} runs), round0 surface: a {found.a:.4f} -> {found.a_shifted:.4f} "
           f"(shift {found.shift:+.4f}); loss penalties {found.penalty_min:.3g}-{found.penalty_max:.3g}")  # fmt: skip
+    off = lr_offset(records, widths, LrRule(), rule)  # the default study's hand rule against the sweep's optimum
+    print(f"hand rule against it: lrs x{off.ratio_min:.3g}-x{off.ratio_max:.3g} of the optimum, loss penalties "
+          f"{off.penalty_min:.3g}-{off.penalty_max:.3g}; at the optimum a would move by {off.shift:+.4f}")  # fmt: skip
 
 
 def bench_lrs(rule, runs: list[str]) -> dict[str, dict]:

@@ -40,6 +40,8 @@ class LrRule:
     # fitted: [min, max] d_model swept, the decades beyond it the rule may extrapolate, and the
     # covariance of (ln c, p) or, with a tokens exponent, of (ln c, p, q) (None: not measured).
     widths: tuple[float, float] | None = None
+    # fitted with a tokens exponent: [min, max] tokens of the swept runs (None: one length, or not measured).
+    tokens: tuple[float, float] | None = None
     margin: float = DEFAULT_MARGIN
     cov: tuple[tuple[float, ...], ...] | None = None
     # fitted: the sweep's curves per swept width (d_model, ln lr optimum, loss curvature per (ln lr)^2)
@@ -73,8 +75,26 @@ class LrRule:
         var = sum(grad[i] * self.cov[i][j] * grad[j] for i in range(k) for j in range(k))
         return math.sqrt(max(0.0, var))
 
-    def check_covers(self, widths: list[float], source: str = "the plan") -> None:
-        """Refuse, in one line, a grid whose widths lie beyond the fitted range by more than `margin` decades."""
+    def covered_tokens(self, tokens: float) -> float:
+        """`tokens` within the swept lengths widened by `margin` decades: where q was measured (a sensitivity
+        read beyond it would extrapolate the exponent)."""
+        if self.tokens is None:
+            return tokens
+        lo, hi = self.tokens
+        return min(max(tokens, lo / 10**self.margin), hi * 10**self.margin)
+
+    def check_covers(self, widths: list[float], source: str = "the plan", tokens: list[float] = ()) -> None:
+        """Refuse, in one line, a grid whose widths (or, for a rule with a tokens exponent, the tokens its lrs
+        are taken at) lie beyond the fitted range by more than `margin` decades."""
+        if self.tokens is not None and self.q and tokens:
+            lo, hi = self.tokens
+            beyond = max(math.log10(lo / min(tokens)), math.log10(max(tokens) / hi))
+            if beyond > self.margin + 1e-9:
+                raise PrismError(
+                    f"{source}: the lr rule ({self.source}) was fitted on runs of {lo:.3g}-{hi:.3g} tokens, but the "
+                    f"grid's lrs are taken at {min(tokens):.3g}-{max(tokens):.3g}, more than tune.margin "
+                    f"{self.margin:g} decades beyond; sweep longer (tune.long_steps) or widen tune.margin"
+                )
         if self.widths is None or not widths:
             return
         lo, hi = self.widths
@@ -109,8 +129,9 @@ def read_rule(path: str | Path) -> LrRule:
         raise PrismError(f"lr rule {path}: no such file (the tuning stage writes it: `prism isoflop tune`)")
     try:
         data = json.loads(path.read_text())
-        widths = tuple(data.pop("widths")) if data.get("widths") else None
-        cov = tuple(tuple(r) for r in data.pop("cov")) if data.get("cov") else None
-        return LrRule(**{k: v for k, v in data.items() if k not in ("widths", "cov")}, widths=widths, cov=cov)
+        pairs = {k: tuple(data[k]) if data.get(k) else None for k in ("widths", "tokens")}
+        cov = tuple(tuple(r) for r in data["cov"]) if data.get("cov") else None
+        rest = {k: v for k, v in data.items() if k not in ("widths", "tokens", "cov")}
+        return LrRule(**rest, **pairs, cov=cov)
     except (ValueError, TypeError, KeyError, AttributeError) as err:
         raise PrismError(f"lr rule {path}: not a rule file ({err}); write it again with `prism isoflop tune`") from None

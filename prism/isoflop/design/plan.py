@@ -48,7 +48,7 @@ from prism.isoflop.design.trajectories import DEFAULT_COOLDOWN_FRACTION, DEFAULT
 from prism.isoflop.records import PlanRow, Surface
 from prism.launch.ranks import check_batch
 from prism.options import option, validate
-from prism.train.lr_rule import LrRule
+from prism.train.lr_rule import LrRule, read_rule
 
 DEFAULT_WINDOW = 0.6
 DEFAULT_MFU = 0.4
@@ -656,6 +656,7 @@ def with_lr(plans: list[BudgetPlan], rule: LrRule, lr_tokens: str = "run") -> No
     for p in plans:
         p.runs = [replace(r, lr=float(f"{rule.lr(_width(r.backbone), tokens(r)):.4g}"), lr_rule=rule.kind)
                   for r in p.runs]  # fmt: skip
+    rule.check_covers([], "plan", [tokens(r) for p in plans if not p.refused for r in p.runs])
 
 
 def lr_covers(runs: list[PlanRow], rule: LrRule) -> None:
@@ -750,6 +751,9 @@ def make_plan(
         "schedules": schedule_costs(runs, cooldown_fraction, min_steps=options.min_steps),
         "runs": [r.to_json() for r in runs],
         "lr_rule": (lr_rule or LrRule()).to_json(),
+        # A sweep measured on this design (a previous round's lr_rule.json): what the fit weighs an untuned
+        # rule against (prism.isoflop.fit.lr_sensitivity).
+        "lr_reference": lr_reference(options.previous_round, family),
         "dropped": [d for p in plans for d in p.dropped],
         "refused": refused,
         "forecast": fc.to_json()
@@ -764,6 +768,14 @@ def make_plan(
     }
 
 
+def lr_reference(previous_round: str | None, family: str) -> dict | None:
+    """The previous round's fitted lr rule of `family` ({"file", "rule"}), or None where it has none."""
+    if not previous_round:
+        return None
+    path = Path(previous_round) / family / "lr_rule.json"
+    return {"file": str(path), "rule": read_rule(path).to_json()} if path.is_file() else None
+
+
 def lr_rule_text(plan: dict) -> list[str]:
     """The plan's lines on its lr rule and, for a fitted one, what its tuning stage cost."""
     from prism.isoflop.design.tuning import tuning_cost_line  # noqa: PLC0415 lazy: numpy
@@ -771,6 +783,9 @@ def lr_rule_text(plan: dict) -> list[str]:
     rule = LrRule(**{k: v for k, v in (plan.get("lr_rule") or {}).items()})
     sched = plan.get("schedules") or {}
     lines = [rule.describe()]
+    if plan.get("lr_reference") and rule.kind != "fitted":
+        where = plan["lr_reference"]["file"]
+        lines.append(f"lr sweep of this design measured in {where}: the fit weighs the rule against it")
     cost = tuning_cost_line(rule, float(sched.get("cosine_flops") or sum(r["flops"] for r in plan["runs"])))
     if cost:
         wsd = sched.get("wsd_flops")

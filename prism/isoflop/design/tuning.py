@@ -320,7 +320,8 @@ def fit_rule(curves: list[SizeCurve], bootstrap: int = 200, seed: int = 0, margi
     if k == 3:
         text += f", q {coef[2]:.3g} [{lo[2]:.3g}, {hi[2]:.3g}]"
     text += f" on d_model {widths[0]:g}-{widths[1]:g}"
-    return LrRule("fitted", math.exp(coef[0]), float(coef[1]), float(coef[2]), t_ref, widths, margin,
+    swept = (float(tokens.min()), float(tokens.max())) if k == 3 else None
+    return LrRule("fitted", math.exp(coef[0]), float(coef[1]), float(coef[2]), t_ref, widths, swept, margin,
                   tuple(tuple(float(v) for v in row[:k]) for row in cov[:k]),
                   [curve_json(c) for c in curves], flops, text)  # fmt: skip
 

@@ -135,6 +135,7 @@ def test_tune_rules_reach_the_plan_only_when_a_study_sets_them(smoke_config):
         Study(smoke_config(train={"schedule": "wsd"}, tune={"batch_rule": "compute"}))
     given = {"rule": "given", "lr_q": 0.3}
     assert commands.plan_command(Study(smoke_config(train={"schedule": "wsd"}, tune=given)), "text_image")[-2:] == [
-        "--lr-tokens", "size"
+        "--lr-tokens",
+        "size",
     ]
     assert "--lr-tokens" not in commands.plan_command(Study(smoke_config(train=cosine, tune=given)), "text_image")
