@@ -1,5 +1,5 @@
 # Stage 2a (tune.rule: fitted): a short sweep of peak learning rate at a few widths spanning the
-# grid, then the lr rule fitted to it, which the plan reads (prism.isoflop.design.tuning). Each
+# grid (the smallest also at the grid's length), then the lr rule fitted to it, which the plan reads (prism.isoflop.design.tuning). Each
 # sweep run is an ordinary training job (the grid's shell line and resources: it runs on the
 # cluster profile like them), resumable, and only metrics.json is its output.
 
@@ -8,11 +8,12 @@ rule tune_run:
     input:
         unpack(W.tune.run_inputs),
     output:
-        f"{STUDY}/{{family}}/tune/{{run_id}}/lr{{lr}}/metrics.json",
+        f"{STUDY}/{{family}}/tune/s{{steps}}/{{run_id}}/lr{{lr}}/metrics.json",
     wildcard_constraints:
         lr=r"[0-9.]+(e-?[0-9]+)?",
+        steps=r"[0-9]+",
     log:
-        S.logfile("tune", "{family}", "{run_id}", "lr{lr}"),
+        S.logfile("tune", "{family}", "s{steps}", "{run_id}", "lr{lr}"),
     params:
         run=W.tune.run_args,
         body=W.tune.run_body,

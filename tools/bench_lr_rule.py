@@ -8,13 +8,14 @@ with its data and calibrations. For each BACKBONE@BUDGET (by default the smalles
 width of the default grid and one between that the sweep did not visit, each at a budget whose grid
 holds it; a size without a calibration file has its FLOPs counted in-process) and seed it trains two
 cosine runs of the budget at the plan's batch and warm-up, one at the hand rule's peak lr, one at the fitted
-rule's (`prism train`, one after the other, one thread each), and prints each size's median
+rule's at the run's tokens (its row of the default plan; `prism train`, one after the other, one thread
+each; `--jobs 2`: two at a time), and prints each size's median
 final loss under both and whether the fitted rule is at least as low at every size. Runs go to
 STUDY/bench_lr_rule/ (a rerun resumes or reuses them).
 
 `--sensitivity-only`: no training; the shift of Approach 2's a on the default study's planned grid
-(losses from config/round0's fitted surface) with every run's lr off by the rule's own 80% interval
-(prism.isoflop.fit.lr_sensitivity).
+(losses from config/round0's fitted surface) with every run's lr off by the rule's own 80% interval,
+and with the hand rule's lrs moved to the rule's optimum (prism.isoflop.fit.lr_sensitivity).
 """
 
 from __future__ import annotations
@@ -24,16 +25,17 @@ import json
 import statistics
 import subprocess
 import sys
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from prism.model.config import backbone_config
-from prism.train.lr_rule import read_rule
+from prism.train.lr_rule import LrRule, read_rule
 from prism.train.schedule import default_lr
 
 
 def train(study: Path, backbone: str, budget: float, seed: int, lr: float, tag: str, batch: int, warmup: int) -> float:
     """One run's final loss (trained unless its metrics.json exists)."""
-    out = study / "bench_lr_rule" / f"{backbone}-{tag}-s{seed}"
+    out = study / "bench_lr_rule" / f"{backbone}-{tag}-lr{lr:.4g}-s{seed}"
     metrics = out / "metrics.json"
     if not metrics.is_file():
         cal = study / "calibration" / f"text_image__{backbone}__BASE__e2e.json"
@@ -48,20 +50,26 @@ def train(study: Path, backbone: str, budget: float, seed: int, lr: float, tag: 
     return float(json.loads(metrics.read_text())["loss"])
 
 
-def sensitivity(rule) -> None:
-    """a's shift on the default grid (its planned runs, round0's surface) from the rule's uncertainty."""
+def default_grid() -> list:
+    """The default study's planned runs (its config, no data or calibrations: counted sizes)."""
     import yaml  # noqa: PLC0415
     from snakemake.utils import validate  # noqa: PLC0415
 
     from prism.isoflop.design.plan import plan_runs  # noqa: PLC0415
-    from prism.isoflop.fit.lr_sensitivity import lr_sensitivity  # noqa: PLC0415
-    from prism.isoflop.records import RunRecord, Surface  # noqa: PLC0415
     from prism.workflow.commands import plan_arguments  # noqa: PLC0415
     from prism.workflow.study import Study  # noqa: PLC0415
 
     config = yaml.safe_load(Path("config/config.yaml").read_text())
     validate(config, "config/schema.yaml")
-    runs = plan_runs(**plan_arguments(Study(config), "text_image") | {"data": None, "calibration_dir": None}).runs
+    return plan_runs(**plan_arguments(Study(config), "text_image") | {"data": None, "calibration_dir": None}).runs
+
+
+def sensitivity(rule) -> None:
+    """a's shift on the default grid (its planned runs, round0's surface) from the rule's uncertainty."""
+    from prism.isoflop.fit.lr_sensitivity import lr_offset, lr_sensitivity  # noqa: PLC0415
+    from prism.isoflop.records import RunRecord, Surface  # noqa: PLC0415
+
+    runs = default_grid()
     prior = json.loads(Path("config/round0/text_image/prior.json").read_text())["e2e"]
     surface = Surface(*(prior[k] for k in ("E", "A", "B", "alpha", "beta")))
     records = [RunRecord(r.run_id, r.params, r.tokens, float(surface.loss(r.params, r.tokens)), r.budget) for r in runs]
@@ -69,6 +77,25 @@ def sensitivity(rule) -> None:
     found = lr_sensitivity(records, widths, rule)
     print(f"default grid ({len(runs)} runs), round0 surface: a {found.a:.4f} -> {found.a_shifted:.4f} "
           f"(shift {found.shift:+.4f}); loss penalties {found.penalty_min:.3g}-{found.penalty_max:.3g}")  # fmt: skip
+    off = lr_offset(records, widths, LrRule(), rule)  # the default study's hand rule against the sweep's optimum
+    print(f"hand rule against it: lrs x{off.ratio_min:.3g}-x{off.ratio_max:.3g} of the optimum, loss penalties "
+          f"{off.penalty_min:.3g}-{off.penalty_max:.3g}; at the optimum a would move by {off.shift:+.4f}")  # fmt: skip
+
+
+def bench_lrs(rule, runs: list[str]) -> dict[str, dict]:
+    """{BACKBONE@BUDGET: its width, budget and the two rules' lrs}; the fitted rule's at the run's tokens."""
+    grid = {(r.backbone, r.budget): r for r in default_grid()} if rule.q else {}
+    out = {}
+    for run in runs:
+        backbone, budget = run.split("@")
+        width = backbone_config(backbone).d_model
+        row = grid.get((backbone, float(budget)))
+        if rule.q and row is None:
+            raise SystemExit(f"{run}: not a run of the default grid (a rule with a tokens exponent needs its tokens)")
+        fitted = rule.lr(width, row.tokens if row else None)
+        out[run] = {"backbone": backbone, "budget": float(budget), "width": width,
+                    "lrs": {"hand": default_lr(width), "fitted": float(f"{fitted:.4g}")}}  # fmt: skip
+    return out
 
 
 def main() -> int:
@@ -78,6 +105,7 @@ def main() -> int:
     p.add_argument("--seeds", default="0,1")
     p.add_argument("--batch", type=int, default=32)
     p.add_argument("--warmup", type=int, default=50)
+    p.add_argument("--jobs", type=int, default=1, help="runs trained at a time (one thread each)")
     p.add_argument("--sensitivity-only", action="store_true", help="only a's shift on the default grid (no training)")
     args = p.parse_args()
     study = Path(args.study)
@@ -87,22 +115,22 @@ def main() -> int:
         sensitivity(rule)
         return 0
     seeds = [int(s) for s in args.seeds.split(",")]
+    sizes = bench_lrs(rule, args.runs.split(","))
+    tasks = [(run, tag, s) for run, size in sizes.items() for tag in size["lrs"] for s in seeds]
+    with ThreadPoolExecutor(args.jobs) as pool:
+        losses = dict(zip(tasks, pool.map(lambda t: train(
+            study, sizes[t[0]]["backbone"], sizes[t[0]]["budget"], t[2], sizes[t[0]]["lrs"][t[1]], t[1],
+            args.batch, args.warmup), tasks)))  # fmt: skip
     worse = []
-    print(f"{'backbone':<8} {'d_model':>7} {'hand lr':>8} {'fitted lr':>9} {'hand loss':>9} {'fitted loss':>11}")
-    for run in args.runs.split(","):
-        backbone, budget = run.split("@")
-        width = backbone_config(backbone).d_model
-        lrs = {"hand": default_lr(width), "fitted": rule.lr(width)}
-        med = {
-            tag: statistics.median(
-                train(study, backbone, float(budget), s, lr, tag, args.batch, args.warmup) for s in seeds
-            )
-            for tag, lr in lrs.items()
-        }
-        row = f"{backbone:<8} {width:>7} {lrs['hand']:>8.3g} {lrs['fitted']:>9.3g}"
-        print(f"{row} {med['hand']:>9.4f} {med['fitted']:>11.4f}")
+    print(f"{'backbone':<8} {'d_model':>7} {'hand lr':>8} {'fitted lr':>9} {'hand loss':>9} {'fitted loss':>11}  seeds")
+    for run, size in sizes.items():
+        per = {tag: [losses[(run, tag, s)] for s in seeds] for tag in size["lrs"]}
+        med = {tag: statistics.median(v) for tag, v in per.items()}
+        row = f"{size['backbone']:<8} {size['width']:>7} {size['lrs']['hand']:>8.3g} {size['lrs']['fitted']:>9.4g}"
+        seeds_text = " | ".join(f"{tag} " + " ".join(f"{v:.3f}" for v in vals) for tag, vals in per.items())
+        print(f"{row} {med['hand']:>9.4f} {med['fitted']:>11.4f}  {seeds_text}")
         if med["fitted"] > med["hand"]:
-            worse.append(backbone)
+            worse.append(size["backbone"])
     print(
         f"fitted at least as low as hand at every size: {not worse}"
         + (f" (not at {', '.join(worse)})" if worse else "")

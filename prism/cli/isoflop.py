@@ -245,6 +245,15 @@ def _add_lr_rule_arguments(p) -> None:
     p.add_argument("--lr-q", type=float, default=0.0, metavar="Q", help="given: exponent of tokens (default 0)")
     p.add_argument("--lr-rule-file", metavar="FILE", help="fitted: the rule `prism isoflop tune` wrote")
     p.add_argument(
+        "--batch-law", type=float, nargs=2, metavar=("C", "B"),
+        help="where the plan chooses the batch: at most the critical batch C x budget^B tokens (default: none)",
+    )  # fmt: skip
+    p.add_argument(
+        "--lr-tokens", default="run", choices=("run", "size"),
+        help="the tokens the rule sees: each run's own (default), or a size's geometric mean over its budgets "
+        "(one lr per wsd trajectory)",
+    )  # fmt: skip
+    p.add_argument(
         "--lr-margin", type=float, default=0.3, metavar="DECADES",
         help="fitted: decades of d_model beyond the swept widths the rule may extrapolate (default 0.3)",
     )  # fmt: skip
@@ -310,6 +319,8 @@ def _plan(args: argparse.Namespace) -> int:
             devices=_placement_devices(args),
             lr_rule=_lr_rule(args),
             probe=args.probe,
+            lr_tokens=args.lr_tokens,
+            batch_law=tuple(args.batch_law) if args.batch_law else None,
         )
     except PlanStopped as stopped:
         # The whole plan first (the log), then the one line: the error, last, is what the workflow shows.
@@ -349,7 +360,8 @@ def _tune(args: argparse.Namespace) -> int:
     backbones = {Path(m).parent.parent.name.split("-", 1)[0] for m in args.metrics}
     curves, flops = read_sweep(args.metrics, {b: backbone_config(b).d_model for b in backbones})
     lrs = len(args.metrics) // max(1, len(curves))
-    source = f"tuning stage: {len(curves)} widths x {lrs} lrs"
+    widths, lengths = len({c.d_model for c in curves}), len({c.tokens for c in curves})
+    source = f"tuning stage: {len(curves)} sweeps of {lrs} lrs at {widths} widths and {lengths} lengths"
     print(write_rule(fit_rule(curves, args.bootstrap, args.seed, args.margin, flops, source), args.out))
     return 0
 

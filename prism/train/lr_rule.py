@@ -1,6 +1,6 @@
 """The peak learning rate of a run, by a stated rule: hand, given or fitted, never silent.
 
-    lr = c * (d_model / D_REF)^-p * (tokens / TOKENS_REF)^-q
+    lr = c * (d_model / D_REF)^-p * (tokens / tokens_ref)^-q
 
 - `hand`: today's rule (prism.train.schedule.default_lr: c = 3e-3, p = 1, q = 0), nothing measured;
 - `given`: the study's own constants (config `tune:` lr_c, lr_p, lr_q), nothing measured;
@@ -35,11 +35,15 @@ class LrRule:
     c: float = BASE_LR
     p: float = 1.0
     q: float = 0.0
+    # The tokens at which c is the lr (a fitted rule's: the sweep's geometric mean, so c is measured there).
+    tokens_ref: float = TOKENS_REF
     # fitted: [min, max] d_model swept, the decades beyond it the rule may extrapolate, and the
-    # covariance [[var ln c, cov], [cov, var p]] of the fit (None: not measured).
+    # covariance of (ln c, p) or, with a tokens exponent, of (ln c, p, q) (None: not measured).
     widths: tuple[float, float] | None = None
+    # fitted with a tokens exponent: [min, max] tokens of the swept runs (None: one length, or not measured).
+    tokens: tuple[float, float] | None = None
     margin: float = DEFAULT_MARGIN
-    cov: tuple[tuple[float, float], tuple[float, float]] | None = None
+    cov: tuple[tuple[float, ...], ...] | None = None
     # fitted: the sweep's curves per swept width (d_model, ln lr optimum, loss curvature per (ln lr)^2)
     # and what the sweep cost, for the sensitivity of the answer and the plan's cost line.
     curves: list[dict] = field(default_factory=list)
@@ -58,19 +62,39 @@ class LrRule:
         if self.q:
             if not tokens:
                 raise PrismError(f"lr rule ({self.kind}): q = {self.q:g} needs the run's tokens")
-            value *= (tokens / TOKENS_REF) ** -self.q
+            value *= (tokens / self.tokens_ref) ** -self.q
         return value
 
-    def ln_sd(self, d_model: float) -> float | None:
-        """Standard deviation of ln lr the rule predicts at this width (None: not measured)."""
+    def ln_sd(self, d_model: float, tokens: float | None = None) -> float | None:
+        """Standard deviation of ln lr the rule predicts at this width and tokens (None: not measured;
+        no tokens: at `tokens_ref`)."""
         if self.cov is None:
             return None
-        x = math.log(d_model / D_REF)
-        (v_c, cv), (_, v_p) = self.cov
-        return math.sqrt(max(0.0, v_c + x * x * v_p - 2.0 * x * cv))
+        grad = [1.0, -math.log(d_model / D_REF), -math.log(tokens / self.tokens_ref) if tokens else 0.0]
+        k = len(self.cov)
+        var = sum(grad[i] * self.cov[i][j] * grad[j] for i in range(k) for j in range(k))
+        return math.sqrt(max(0.0, var))
 
-    def check_covers(self, widths: list[float], source: str = "the plan") -> None:
-        """Refuse, in one line, a grid whose widths lie beyond the fitted range by more than `margin` decades."""
+    def covered_tokens(self, tokens: float) -> float:
+        """`tokens` within the swept lengths widened by `margin` decades: where q was measured (a sensitivity
+        read beyond it would extrapolate the exponent)."""
+        if self.tokens is None:
+            return tokens
+        lo, hi = self.tokens
+        return min(max(tokens, lo / 10**self.margin), hi * 10**self.margin)
+
+    def check_covers(self, widths: list[float], source: str = "the plan", tokens: list[float] = ()) -> None:
+        """Refuse, in one line, a grid whose widths (or, for a rule with a tokens exponent, the tokens its lrs
+        are taken at) lie beyond the fitted range by more than `margin` decades."""
+        if self.tokens is not None and self.q and tokens:
+            lo, hi = self.tokens
+            beyond = max(math.log10(lo / min(tokens)), math.log10(max(tokens) / hi))
+            if beyond > self.margin + 1e-9:
+                raise PrismError(
+                    f"{source}: the lr rule ({self.source}) was fitted on runs of {lo:.3g}-{hi:.3g} tokens, but the "
+                    f"grid's lrs are taken at {min(tokens):.3g}-{max(tokens):.3g}, more than tune.margin "
+                    f"{self.margin:g} decades beyond; sweep longer (tune.long_steps) or widen tune.margin"
+                )
         if self.widths is None or not widths:
             return
         lo, hi = self.widths
@@ -87,7 +111,7 @@ class LrRule:
         """One line naming the rule and where it comes from."""
         law = f"lr = {self.c:.3g} x (d_model/{D_REF})^-{self.p:.3g}"
         if self.q:
-            law += f" x (tokens/{TOKENS_REF:.0e})^-{self.q:.3g}"
+            law += f" x (tokens/{self.tokens_ref:.3g})^-{self.q:.3g}"
         return f"lr rule {self.kind}: {law} ({self.source})"
 
     def to_json(self) -> dict:
@@ -105,8 +129,9 @@ def read_rule(path: str | Path) -> LrRule:
         raise PrismError(f"lr rule {path}: no such file (the tuning stage writes it: `prism isoflop tune`)")
     try:
         data = json.loads(path.read_text())
-        widths = tuple(data.pop("widths")) if data.get("widths") else None
-        cov = tuple(tuple(r) for r in data.pop("cov")) if data.get("cov") else None
-        return LrRule(**{k: v for k, v in data.items() if k not in ("widths", "cov")}, widths=widths, cov=cov)
+        pairs = {k: tuple(data[k]) if data.get(k) else None for k in ("widths", "tokens")}
+        cov = tuple(tuple(r) for r in data["cov"]) if data.get("cov") else None
+        rest = {k: v for k, v in data.items() if k not in ("widths", "tokens", "cov")}
+        return LrRule(**rest, **pairs, cov=cov)
     except (ValueError, TypeError, KeyError, AttributeError) as err:
         raise PrismError(f"lr rule {path}: not a rule file ({err}); write it again with `prism isoflop tune`") from None

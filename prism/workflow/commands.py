@@ -37,13 +37,22 @@ def data_threads(study: Study, family: str) -> int:
     return 8 if study.shards_dir(family) else 1
 
 
+def lr_tokens(study: Study) -> str:
+    """The tokens a rule's lr is taken at: a size's mean under wsd (one lr per trajectory), else the run's.
+    The hand rule has no tokens exponent: its runs' own."""
+    return "size" if study.tune.rule != "hand" and study.train.schedule == "wsd" else "run"
+
+
 def lr_rule_flags(study: Study, family: str) -> list[str]:
     """The plan's lr-rule flags: none for the hand rule (a default study's plan job is unchanged)."""
     tune = study.tune
+    per_size = ["--lr-tokens", "size"] if lr_tokens(study) == "size" else []
     if tune.rule == "given":
-        return ["--lr-rule", "given", "--lr-c", str(tune.lr_c), "--lr-p", str(tune.lr_p), "--lr-q", str(tune.lr_q)]
+        return ["--lr-rule", "given", "--lr-c", str(tune.lr_c), "--lr-p", str(tune.lr_p), "--lr-q", str(tune.lr_q),
+                *per_size]  # fmt: skip
     if tune.rule == "fitted":
-        return ["--lr-rule", "fitted", "--lr-rule-file", study.lr_rule_file(family), "--lr-margin", str(tune.margin)]
+        return ["--lr-rule", "fitted", "--lr-rule-file", study.lr_rule_file(family), "--lr-margin", str(tune.margin),
+                *per_size]  # fmt: skip
     return []
 
 
@@ -69,6 +78,8 @@ def plan_arguments(study: Study, family: str, read_rule: bool = True) -> dict[st
         lr_rule=study_rule(study.tune, study.lr_rule_file(family)) if read_rule else None,
         # A probed cluster study's plan prices its jobs by the probe's record (once it exists).
         probe=probe_file(study, family) if probed(study) else None,
+        lr_tokens=lr_tokens(study),
+        batch_law=study.tune.batch_law,
     )
 
 
@@ -95,6 +106,8 @@ def plan_command(study: Study, family: str) -> list[str]:
         # Where each run trains (the devices' memory, the nodes a run may take): none for a local study.
         *args["devices"].flags(),
         *lr_rule_flags(study, family),
+        # The critical-batch law, only where the study chooses it (tune.batch_rule compute).
+        *(["--batch-law", *map(str, args["batch_law"])] if args["batch_law"] else []),
     ]  # fmt: skip
 
 

@@ -77,10 +77,10 @@ class Study:
         except PrismError as err:
             raise PrismError(f"config: {err}") from None
         self.spec_flags = {name: spec_flags(spec) for name, spec in self.specs.items()}
-        if self.tune.rule == "given" and self.tune.lr_q and self.train.schedule == "wsd":
+        if self.tune.batch_law and self.train.schedule == "wsd":
             raise PrismError(
-                f"config tune.lr_q: {self.tune.lr_q:g} makes the lr depend on a run's tokens, but a wsd trajectory "
-                "serves every budget at one lr; set tune.lr_q to 0 or train.schedule to cosine"
+                "config tune.batch_rule: compute gives each budget its own batch, but a wsd trajectory serves all "
+                "its budgets at one batch; set train.schedule to cosine or tune.batch_rule to largest"
             )
 
     def conflict(self) -> str | None:

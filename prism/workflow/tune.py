@@ -1,9 +1,9 @@
 """The tuning stage's jobs (rules/tune.smk): a short peak-lr sweep at a few widths, then the fitted rule.
 
 Each sweep run is an ordinary training job (the same `prism train` flags and resources as the
-grid's runs, so it runs on the cluster profile like them), of `tune.steps` steps at the study's
-smallest budget's run id, in STUDY/FAMILY/tune/RUN_ID/lrLR/. Which widths and lrs:
-prism.isoflop.design.tuning.
+grid's runs, so it runs on the cluster profile like them), of `tune.steps` steps (the smallest
+width's also of `tune.long_steps`) at the study's smallest budget's run id, in
+STUDY/FAMILY/tune/sSTEPS/RUN_ID/lrLR/. Which widths and lrs: prism.isoflop.design.tuning.
 """
 
 from __future__ import annotations
@@ -39,23 +39,32 @@ class TuneStage:
                 "regime": study.regime, "budget": float(study.budgets[0]),
                 "global_batch": study.plan.global_batch or 32}  # fmt: skip
 
-    def runs(self, family: str) -> list[tuple[dict[str, Any], float]]:
-        """(row, lr) of every sweep run."""
+    def runs(self, family: str) -> list[tuple[dict[str, Any], float, int]]:
+        """(row, lr, steps) of every sweep run: each width at `tune.steps`, the smallest also at `tune.long_steps`."""
         tune, widths = self.study.tune, self.widths(family)
         out = []
-        for backbone in sweep_sizes(widths, tune.sizes):
-            row = self.row(family, backbone)
-            out += [(row, lr) for lr in sweep_lrs(widths[backbone], tune.lr_points, tune.lr_step)]
+        sizes = sweep_sizes(widths, tune.sizes)
+        for backbone in sizes:
+            row, lrs = self.row(family, backbone), sweep_lrs(widths[backbone], tune.lr_points, tune.lr_step)
+            lengths = [tune.steps] + ([tune.long_steps] if tune.long_steps and backbone == sizes[0] else [])
+            out += [(row, lr, steps) for steps in lengths for lr in lrs]
         return out
 
-    def run_dir(self, family: str, run_id: str, lr: str) -> str:
-        return f"{self.study.tune_dir(family)}/{run_id}/lr{lr}"
+    def run_dir(self, family: str, steps: str, run_id: str, lr: str) -> str:
+        return f"{self.study.tune_dir(family)}/s{steps}/{run_id}/lr{lr}"
+
+    def _dir(self, wildcards: Any) -> str:
+        return self.run_dir(wildcards.family, wildcards.steps, wildcards.run_id, wildcards.lr)
 
     def metrics(self, wildcards: Any) -> list[str]:
         """The tune job's inputs: every sweep run's metrics.json."""
-        family, tune_dir = wildcards.family, self.study.tune_dir(wildcards.family)
-        ids = [(run_id(r["backbone"], r["variant"], r["regime"], r["budget"]), lr) for r, lr in self.runs(family)]
-        return [f"{tune_dir}/{rid}/{lr_label(lr)}/metrics.json" for rid, lr in ids]
+        family = wildcards.family
+        return [f"{self.run_dir(family, str(steps), self._id(r), lr_label(lr)[2:])}/metrics.json"
+                for r, lr, steps in self.runs(family)]  # fmt: skip
+
+    @staticmethod
+    def _id(row: dict[str, Any]) -> str:
+        return run_id(row["backbone"], row["variant"], row["regime"], row["budget"])
 
     def _row_of(self, wildcards: Any) -> dict[str, Any]:
         return self.row(wildcards.family, resources.backbone_of(wildcards))
@@ -66,14 +75,13 @@ class TuneStage:
         return {"data": study.data_dir(wildcards.family), "calibration": calibration}
 
     def run_args(self, wildcards: Any, input: Any) -> str:
-        """The sweep run's `prism train` flags: its row at `lr`, `tune.steps` steps, the study's warm-up."""
-        out = self.run_dir(wildcards.family, wildcards.run_id, wildcards.lr)
-        return training_command(self.study, self._row_of(wildcards), input.data, out, input.calibration,
-                                lr=float(wildcards.lr), max_steps=self.study.tune.steps,
+        """The sweep run's `prism train` flags: its row at `lr`, its steps, the study's warm-up."""
+        return training_command(self.study, self._row_of(wildcards), input.data, self._dir(wildcards),
+                                input.calibration, lr=float(wildcards.lr), max_steps=int(wildcards.steps),
                                 warmup=self.study.warmup)  # fmt: skip
 
     def run_body(self, wildcards: Any) -> str:
-        return f"{self.run_dir(wildcards.family, wildcards.run_id, wildcards.lr)}/launch.sh"
+        return f"{self._dir(wildcards)}/launch.sh"
 
     def run_resources(self) -> dict[str, Any]:
         """A training job's resources, its walltime the cap of its backbone (no plan estimate); with
@@ -89,7 +97,7 @@ class TuneStage:
 
     # ---- packs (cluster.pack) ------------------------------------------------------
 
-    def run_seconds(self, family: str, row: dict[str, Any], start_s: float) -> float | None:
+    def run_seconds(self, family: str, row: dict[str, Any], steps: int, start_s: float) -> float | None:
         """A sweep run's seconds on one device: its samples at the plan's seconds per sample of its
         backbone on one device, plus its start-up; None where the plan has no estimate of it."""
         try:
@@ -99,7 +107,7 @@ class TuneStage:
         for r in rows:
             seconds = self.schedule.device_seconds(r.get("node_hours"), r.get("hours_here"), 1)
             if seconds is not None:
-                return seconds / r["samples"] * self.study.tune.steps * row["global_batch"] + start_s
+                return seconds / r["samples"] * steps * row["global_batch"] + start_s
         return None
 
     def packs(self, family: str) -> dict[str, Pack]:
@@ -107,14 +115,14 @@ class TuneStage:
         node's devices, split where a pack would exceed the cap)."""
         cluster, start_s = self.study.cluster, probe.pack_startup(self.study, family)[1]
         units = []
-        for row, lr in self.runs(family):
-            key = f"{run_id(row['backbone'], row['variant'], row['regime'], row['budget'])}/{lr_label(lr)}"
-            units.append(Unit(key, (key,), self.run_seconds(family, row, start_s)))
+        for row, lr, steps in self.runs(family):
+            key = f"s{steps}/{self._id(row)}/{lr_label(lr)}"
+            units.append(Unit(key, (key,), self.run_seconds(family, row, steps, start_s)))
         packs = make_packs(units, int(cluster["ranks_per_node"]), resources.pack_limit_s(cluster), f"{family}-tune")
         return {job: pack for pack in packs for job in pack.jobs}
 
     def pack_of(self, wildcards: Any) -> Pack:
-        return self.packs(wildcards.family)[f"{wildcards.run_id}/lr{wildcards.lr}"]
+        return self.packs(wildcards.family)[f"s{wildcards.steps}/{wildcards.run_id}/lr{wildcards.lr}"]
 
     def pack_request(self, wildcards: Any) -> tuple[str, int]:
         cluster = self.study.cluster
@@ -135,7 +143,7 @@ class TuneStage:
         return resources.walltime_minutes(self.walltime(wildcards))
 
     def retrain(self, wildcards: Any) -> str:
-        out = f"{self.run_dir(wildcards.family, wildcards.run_id, wildcards.lr)}/metrics.json"
+        out = f"{self._dir(wildcards)}/metrics.json"
         return self.schedule.retrain_flag("tune_run", out)
 
     def fit_args(self, wildcards: Any) -> list[str]:

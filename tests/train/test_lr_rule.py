@@ -55,3 +55,15 @@ def test_rule_file_round_trips_and_bad_files_say_so(tmp_path):
     (tmp_path / "bad.json").write_text("[1, 2]")
     with pytest.raises(PrismError, match="not a rule file"):
         read_rule(tmp_path / "bad.json")
+
+
+def test_a_tokens_exponent_covers_the_swept_lengths_only():
+    """q is measured between the sweep's lengths: the plan refuses lrs taken far beyond them, and a sensitivity
+    reads the rule no further than its margin."""
+    rule = LrRule("fitted", 2e-3, 1.4, 0.4, 1e6, widths=(16, 80), tokens=(4e5, 1.6e6), margin=0.3, source="sweep")
+    assert rule.covered_tokens(1e6) == 1e6 and rule.covered_tokens(1e9) == pytest.approx(1.6e6 * 10**0.3)
+    rule.check_covers([16, 80], "plan", [3e5, 3e6])
+    with pytest.raises(PrismError, match=r"fitted on runs of 4e\+05-1.6e\+06 tokens.*tune.long_steps") as err:
+        rule.check_covers([16, 80], "plan", [3e5, 8e6])
+    assert "\n" not in str(err.value)
+    assert rule.ln_sd(16) is None  # no covariance: not measured

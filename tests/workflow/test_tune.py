@@ -15,23 +15,24 @@ from .wfhelpers import STUDY, job_counts, make_workdir, snakemake
 
 pytestmark = [pytest.mark.workflow, pytest.mark.slow]
 
-TUNE = {"tune": {"rule": "fitted", "steps": 40, "lr_step": 3.0}}
+TUNE = {"tune": {"rule": "fitted", "steps": 40, "long_steps": 120, "lr_step": 3.0}}
 
 
 def test_tuning_stage_fits_a_rule_the_plan_uses(tmp_path):
     work = make_workdir(tmp_path / "tune", TUNE)
     counts = job_counts(snakemake(work, "-n", "plan_text_image").stdout)
-    assert counts["tune_run"] == 15 and counts["tune"] == 1  # 3 sizes x 5 lrs, then the fit
+    assert counts["tune_run"] == 20 and counts["tune"] == 1  # 3 sizes x 5 lrs, the smallest again longer; the fit
 
     snakemake(work, "plan_text_image", "--cores", "2")
     rule = read_rule(work / STUDY / "tune" / "lr_rule.json")
-    assert rule.kind == "fitted" and rule.flops > 0 and len(rule.curves) == 3
+    assert rule.kind == "fitted" and rule.flops > 0 and len(rule.curves) == 4 and len(rule.cov) == 3
     for curve in rule.curves:  # each width's optimum inside its swept lrs
         assert min(curve["lrs"]) < math.exp(curve["ln_opt"]) < max(curve["lrs"])
     plan = yaml.safe_load((work / STUDY / "plan.yaml").read_text())
     for row in plan["runs"]:
         assert row["lr_rule"] == "fitted"
-        assert row["lr"] == pytest.approx(rule.lr(backbone_config(row["backbone"]).d_model), rel=1e-3)
+        width = backbone_config(row["backbone"]).d_model  # the smoke study is cosine: each run at its own tokens
+        assert row["lr"] == pytest.approx(rule.lr(width, row["tokens"]), rel=1e-3)
     log = (work / "scaling-study" / "logs" / "plan" / "text_image.log").read_text()
     assert "lr rule fitted" in log and "% of the grid's" in log
 

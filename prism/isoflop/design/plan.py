@@ -48,7 +48,7 @@ from prism.isoflop.design.trajectories import DEFAULT_COOLDOWN_FRACTION, DEFAULT
 from prism.isoflop.records import PlanRow, Surface
 from prism.launch.ranks import check_batch
 from prism.options import option, validate
-from prism.train.lr_rule import LrRule
+from prism.train.lr_rule import LrRule, read_rule
 
 DEFAULT_WINDOW = 0.6
 DEFAULT_MFU = 0.4
@@ -302,12 +302,24 @@ class BudgetPlan:
     refused: str | None = None
 
 
-def choose_batch(samples: float, min_steps: int, global_batch: int | None, job_ranks: int = 1) -> int | None:
-    """The given batch, or the largest `job_ranks` x 2^k (<= MAX_AUTO_BATCH, or `job_ranks` itself) leaving
-    >= min_steps steps: every rank of the job then takes the same power-of-two share."""
+def law_batch(budget: float, tokens_per_sample: float, law: tuple[float, float]) -> int:
+    """The batch in samples that a critical-batch law B_tokens = c C^b gives at this budget (at least 1).
+
+    The critical batch grows with compute (DeepSeek LLM's fit: c 0.292, b 0.3271, B in tokens, C in
+    FLOPs): a fixed batch trains the large budgets' runs with too many small steps, the small ones'
+    with too few."""
+    c, b = law
+    return max(1, int(c * budget**b / tokens_per_sample))
+
+
+def choose_batch(samples: float, min_steps: int, global_batch: int | None, job_ranks: int = 1,
+                 cap: int | None = None) -> int | None:  # fmt: skip
+    """The given batch, or the largest `job_ranks` x 2^k (<= MAX_AUTO_BATCH and `cap`, a batch law's, or
+    `job_ranks` itself) leaving >= min_steps steps: every rank of the job then takes the same
+    power-of-two share, so the batch stays divisible among them."""
     if global_batch is not None:
         return global_batch
-    rows_per_rank = MAX_AUTO_BATCH // job_ranks
+    rows_per_rank = min(MAX_AUTO_BATCH, cap or MAX_AUTO_BATCH) // job_ranks
     batch = job_ranks * 2 ** max(0, rows_per_rank.bit_length() - 1)
     while batch >= job_ranks:
         if round(samples / batch) >= min_steps:
@@ -329,8 +341,10 @@ def plan_budget(
     max_epochs: float = MAX_EPOCHS,
     cost: Cost = Cost(),
     job_ranks: int = 1,
+    batch_law: tuple[float, float] | None = None,
 ) -> BudgetPlan:
-    """The runs of one budget (pure: depends on this budget and the candidates only)."""
+    """The runs of one budget (pure: depends on this budget and the candidates only); where the plan
+    chooses the batch, `batch_law` (c, b) caps it at the critical batch c C^b tokens."""
     n_opt = centre.n_opt(budget)
     out = BudgetPlan(budget=budget, n_opt=n_opt)
     for cand in candidates:
@@ -341,7 +355,8 @@ def plan_budget(
             out.dropped.append(_dropped(rid, budget, cand, reason))
             continue
         samples = budget / cand.flops_per_sample
-        batch = choose_batch(samples, min_steps, global_batch, job_ranks)
+        cap = law_batch(budget, cand.tokens_per_sample, batch_law) if batch_law else None
+        batch = choose_batch(samples, min_steps, global_batch, job_ranks, cap)
         steps = 0 if batch is None else round(samples / batch)
         if batch is None or steps < min_steps:
             reason = (
@@ -557,6 +572,8 @@ def plan_runs(
     devices: Devices | None = None,
     lr_rule: LrRule | None = None,
     probe: str | Path | None = None,
+    lr_tokens: str = "run",
+    batch_law: tuple[float, float] | None = None,
 ) -> StudyPlan:
     """The planned runs: a function of these arguments and the files they name (calibrations, speed
     files, an existing plan at `out`, prior files), nothing else.
@@ -572,12 +589,20 @@ def plan_runs(
     sizes are counted at it, and data or calibrations made at another are refused. Each run is
     placed on `devices` (None: one device of this host; prism.isoflop.design.placement), a run
     none holds refused. Each run's peak lr is `lr_rule`'s (None: the hand rule), recorded in its
-    row; a fitted rule that does not cover the grid's widths is refused.
+    row, at its own tokens (`lr_tokens` run) or, where one wsd trajectory serves a size's budgets at
+    one lr (`lr_tokens` size), at the geometric mean tokens of that size's runs; a fitted rule that
+    does not cover the grid's widths is refused. `batch_law` (c, b): where the plan chooses the batch
+    (`options.global_batch` null), each run's is at most the critical batch c C^b tokens of its budget.
     """
     check_data_spec(family, data, spec)
     validate(options)
     if options.global_batch is not None:
         check_batch(options.global_batch, job_ranks, "plan.global_batch", ranks_text(job_ranks))
+        if batch_law:
+            raise PrismError(
+                f"tune.batch_rule compute: plan.global_batch is {options.global_batch}, so no batch is chosen; "
+                "set plan.global_batch to null for the rule to choose each run's, or tune.batch_rule to largest"
+            )
     centre = study_centre(family, regime, options, out, scaling_study_dir)
     cands, per_budget = budget_candidates(
         family, budgets, calibration_dir, options, regime=regime, backbones=backbones, variants=variants,
@@ -589,12 +614,13 @@ def plan_runs(
     plans = [
         plan_budget(
             c, per_budget[c], family, regime, centre, options.window, options.global_batch,
-            options.min_steps, split, options.max_epochs, cost, job_ranks,
+            options.min_steps, split, options.max_epochs, cost, job_ranks, batch_law,
         )
         for c in sorted(set(budgets))
     ]  # fmt: skip
     for p in plans:
-        p.runs = with_lr(place_rows(p.runs, devices or Devices(), family_spec(family, spec)), lr_rule or LrRule())
+        p.runs = place_rows(p.runs, devices or Devices(), family_spec(family, spec))
+    with_lr(plans, lr_rule or LrRule(), lr_tokens)
     lr_covers([r for p in plans if not p.refused for r in p.runs], lr_rule or LrRule())
     study = StudyPlan(
         centre,
@@ -614,9 +640,23 @@ def _width(backbone: str) -> int:
     return backbone_config(backbone).d_model
 
 
-def with_lr(runs: list[PlanRow], rule: LrRule) -> list[PlanRow]:
-    """The runs with the peak lr `rule` gives each (its width and tokens) and the rule's kind."""
-    return [replace(r, lr=float(f"{rule.lr(_width(r.backbone), r.tokens):.4g}"), lr_rule=rule.kind) for r in runs]
+def with_lr(plans: list[BudgetPlan], rule: LrRule, lr_tokens: str = "run") -> None:
+    """Set each run's peak lr, `rule`'s at its width and tokens (`lr_tokens` size: at the geometric mean
+    tokens of its size's runs over the budgets, one lr per wsd trajectory), and the rule's kind."""
+    if lr_tokens not in ("run", "size"):
+        raise PrismError(f"plan: lr_tokens {lr_tokens!r}; valid: run, size")
+    logs: dict[tuple, list[float]] = {}
+    for r in (r for p in plans if not p.refused for r in p.runs):
+        logs.setdefault((r.backbone, r.variant, r.regime), []).append(math.log(r.tokens))
+
+    def tokens(r: PlanRow) -> float:
+        found = logs.get((r.backbone, r.variant, r.regime)) or [math.log(r.tokens)]
+        return math.exp(sum(found) / len(found)) if lr_tokens == "size" else r.tokens
+
+    for p in plans:
+        p.runs = [replace(r, lr=float(f"{rule.lr(_width(r.backbone), tokens(r)):.4g}"), lr_rule=rule.kind)
+                  for r in p.runs]  # fmt: skip
+    rule.check_covers([], "plan", [tokens(r) for p in plans if not p.refused for r in p.runs])
 
 
 def lr_covers(runs: list[PlanRow], rule: LrRule) -> None:
@@ -670,6 +710,8 @@ def make_plan(
     devices: Devices | None = None,
     lr_rule: LrRule | None = None,
     probe: str | Path | None = None,
+    lr_tokens: str = "run",
+    batch_law: tuple[float, float] | None = None,
     **overrides,
 ) -> dict:
     """The whole plan as a dict (the plan.yaml content): `plan_runs` plus the forecast. `cooldown_fraction`:
@@ -681,7 +723,7 @@ def make_plan(
     study = plan_runs(family, budgets, calibration_dir, options, regime=regime, backbones=backbones, variants=variants,
                       out=out, scaling_study_dir=scaling_study_dir, data=data, job_ranks=job_ranks,
                       ranks_per_node=ranks_per_node, spec=spec, devices=devices, lr_rule=lr_rule,
-                      probe=probe)  # fmt: skip
+                      probe=probe, lr_tokens=lr_tokens, batch_law=batch_law)  # fmt: skip
     centre, plans, runs = study.centre, study.plans, study.runs
     refused = [{"budget": p.budget, "reason": p.refused} for p in plans if p.refused]
     fc = fc_mod.forecast_plan(
@@ -709,6 +751,9 @@ def make_plan(
         "schedules": schedule_costs(runs, cooldown_fraction, min_steps=options.min_steps),
         "runs": [r.to_json() for r in runs],
         "lr_rule": (lr_rule or LrRule()).to_json(),
+        # A sweep measured on this design (a previous round's lr_rule.json): what the fit weighs an untuned
+        # rule against (prism.isoflop.fit.lr_sensitivity).
+        "lr_reference": lr_reference(options.previous_round, family),
         "dropped": [d for p in plans for d in p.dropped],
         "refused": refused,
         "forecast": fc.to_json()
@@ -723,6 +768,14 @@ def make_plan(
     }
 
 
+def lr_reference(previous_round: str | None, family: str) -> dict | None:
+    """The previous round's fitted lr rule of `family` ({"file", "rule"}), or None where it has none."""
+    if not previous_round:
+        return None
+    path = Path(previous_round) / family / "lr_rule.json"
+    return {"file": str(path), "rule": read_rule(path).to_json()} if path.is_file() else None
+
+
 def lr_rule_text(plan: dict) -> list[str]:
     """The plan's lines on its lr rule and, for a fitted one, what its tuning stage cost."""
     from prism.isoflop.design.tuning import tuning_cost_line  # noqa: PLC0415 lazy: numpy
@@ -730,6 +783,9 @@ def lr_rule_text(plan: dict) -> list[str]:
     rule = LrRule(**{k: v for k, v in (plan.get("lr_rule") or {}).items()})
     sched = plan.get("schedules") or {}
     lines = [rule.describe()]
+    if plan.get("lr_reference") and rule.kind != "fitted":
+        where = plan["lr_reference"]["file"]
+        lines.append(f"lr sweep of this design measured in {where}: the fit weighs the rule against it")
     cost = tuning_cost_line(rule, float(sched.get("cosine_flops") or sum(r["flops"] for r in plan["runs"])))
     if cost:
         wsd = sched.get("wsd_flops")

@@ -202,7 +202,7 @@ def trajectories(
         if groups.get(key) and groups[key][0].lr != row.lr:
             raise PrismError(
                 f"{row.run_id}: its lr {row.lr} differs from {groups[key][0].run_id}'s {groups[key][0].lr}, "
-                "so they cannot share a wsd trajectory; use an lr rule of width only (tune.lr_q 0)"
+                "so they cannot share a wsd trajectory; plan with --lr-tokens size (one lr per size)"
             )
         groups.setdefault(key, []).append(row)
     out = []

@@ -7,14 +7,17 @@ exponent drifts with it (Porian et al. 2024). So, before the grid (config `tune:
 1. `sweep_sizes` picks `tune.sizes` widths spanning the grid's candidates (smallest, largest and
    evenly between in log d_model); `sweep_lrs` gives each `tune.lr_points` peak lrs, `tune.lr_step`
    apart, centred on today's hand rule; every (size, lr) is an ordinary training run of
-   `tune.steps` steps (rules/tune.smk).
+   `tune.steps` steps (rules/tune.smk). The optimal lr falls as a run gets longer, and the grid's
+   runs are longer than a cheap sweep's: the smallest width is swept again at `tune.long_steps`
+   (the grid's length; cheap at that width), which measures the tokens exponent q.
 2. `size_curve` fits, per width, a parabola of loss in ln lr around the lowest point: its vertex
    (the optimum), the vertex's standard error (delta method) and the curvature (the loss a
    misplaced lr costs). A vertex outside the swept lrs (or a parabola that is not convex) is
    refused: the range must bracket the optimum.
-3. `fit_rule` fits ln lr* = ln c - p ln(d_model / 128) (weighted by the vertices' errors, one
-   width: p kept at the hand rule's 1) and its covariance by a parametric bootstrap over the
-   vertices; the result is an `LrRule` the plan reads (its runs then record their lr).
+3. `fit_rule` fits ln lr* = ln c - p ln(d_model / 128) - q ln(tokens / T0) (weighted by the
+   vertices' errors; one width: p kept at the hand rule's 1; one length: q = 0; T0 the sweep's
+   geometric mean tokens) and its covariance by a parametric bootstrap over the vertices; the
+   result is an `LrRule` the plan reads (its runs then record their lr).
 
 Pure maths on plain records (numpy only).
 """
@@ -36,7 +39,9 @@ from prism.train.lr_rule import DEFAULT_MARGIN, RULE_KINDS, LrRule, given_rule, 
 from prism.train.schedule import BASE_LR, D_REF, default_lr
 
 LEVEL = 0.8
+BATCH_RULES = ("largest", "compute")
 LR_DIR = re.compile(r"^lr([0-9.]+(?:e-?[0-9]+)?)$")
+STEPS_DIR = re.compile(r"^s([0-9]+)$")
 
 
 @dataclass(frozen=True)
@@ -64,9 +69,12 @@ class TuneOptions:
     lr_p: float = option(1.0, "given: exponent of width", metavar="P", doc="given: the exponent of d_model.")
     lr_q: float = option(
         0.0,
-        "given: exponent of the run's tokens (0 under wsd)",
+        "given: exponent of the run's tokens",
         metavar="Q",
-        doc="given: the exponent of the run's tokens; a wsd study needs 0 (a trajectory serves every budget).",
+        doc=(
+            "given: the exponent of the run's tokens; under wsd a size's one trajectory takes the lr at the "
+            "geometric mean tokens of its budgets."
+        ),
     )
     margin: float = option(
         DEFAULT_MARGIN,
@@ -106,6 +114,18 @@ class TuneOptions:
         minimum=10,
         doc="fitted: optimizer steps of each sweep run (at plan.global_batch, the study's schedule and warm-up).",
     )
+    long_steps: int = option(
+        800,
+        "fitted: steps of the smallest width's second sweep (0: none)",
+        metavar="N",
+        minimum=0,
+        doc=(
+            "fitted: the smallest swept width is swept again at this many steps (about the grid's runs' length; "
+            "0: no second length, q = 0). The two lengths measure how the optimal lr falls with a run's tokens "
+            "(q), which a short sweep alone would miss; under wsd each trajectory's lr is the rule's at the "
+            "geometric mean tokens of its budgets."
+        ),
+    )
     bootstrap: int = option(
         200,
         "fitted: bootstrap draws of the rule's interval",
@@ -114,10 +134,41 @@ class TuneOptions:
         doc="fitted: parametric bootstrap draws over the swept optima: the rule's interval and covariance.",
     )
     seed: int = option(0, "fitted: seed of the bootstrap", metavar="S", minimum=0, doc="fitted: seed of the bootstrap.")
+    batch_rule: str = option(
+        "largest",
+        "where the plan chooses the batch: largest or compute",
+        choices=BATCH_RULES,
+        doc=(
+            "Where the plan chooses each run's global batch (plan.global_batch null): largest (today's: the "
+            "largest power of two, at most 512, that leaves plan.min_steps steps) or compute (at most the "
+            "critical batch batch_c x C^batch_b tokens of the run's budget, DeepSeek LLM's law by default; "
+            "a power of two times the job's ranks, so it stays divisible among them). compute needs "
+            "plan.global_batch null and the cosine schedule (a wsd trajectory serves its budgets at one batch)."
+        ),
+    )
+    batch_c: float = option(
+        0.292,
+        "compute: the critical batch in tokens at C = 1 FLOP",
+        metavar="C",
+        exclusive_minimum=0,
+        doc="compute: B_tokens = batch_c x C^batch_b (DeepSeek LLM's fit: 0.292).",
+    )
+    batch_b: float = option(
+        0.3271,
+        "compute: the exponent of the budget",
+        metavar="B",
+        minimum=0,
+        doc="compute: the exponent of the budget C in FLOPs (DeepSeek LLM's fit: 0.3271).",
+    )
 
     @property
     def fitted(self) -> bool:
         return self.rule == "fitted"
+
+    @property
+    def batch_law(self) -> tuple[float, float] | None:
+        """(c, b) of the critical-batch law the plan caps each chosen batch at (None: today's largest)."""
+        return (self.batch_c, self.batch_b) if self.batch_rule == "compute" else None
 
 
 def study_rule(options: TuneOptions, rule_file: str | Path | None) -> LrRule:
@@ -174,6 +225,7 @@ class SizeCurve:
 
     backbone: str
     d_model: int
+    tokens: float
     lrs: list[float]
     losses: list[float]
     ln_opt: float
@@ -182,7 +234,8 @@ class SizeCurve:
     inside: bool
 
 
-def size_curve(backbone: str, d_model: int, lrs: list[float], losses: list[float], noise: float = 1e-3) -> SizeCurve:
+def size_curve(backbone: str, d_model: int, lrs: list[float], losses: list[float], noise: float = 1e-3,
+               tokens: float = 0.0) -> SizeCurve:  # fmt: skip
     """The parabola in ln lr through the lowest loss and up to two points each side of it.
 
     `noise` is the floor of the loss noise (a run's loss_se) where the parabola leaves no residual.
@@ -206,7 +259,8 @@ def size_curve(backbone: str, d_model: int, lrs: list[float], losses: list[float
     resid = ys - design @ coef
     s = max(noise, math.sqrt(float(resid @ resid) / dof) if dof > 0 else 0.0)
     if c2 <= 0:
-        return SizeCurve(backbone, d_model, list(np.exp(x)), list(y), float(x[best]), float("inf"), 0.0, False)
+        return SizeCurve(backbone, d_model, tokens, list(np.exp(x)), list(y), float(x[best]), float("inf"), 0.0,
+                         False)  # fmt: skip
     x_opt = -c1 / (2 * c2)
     cov = s * s * np.linalg.pinv(design.T @ design)
     grad = np.array([0.0, -1 / (2 * c2), c1 / (2 * c2 * c2)])
@@ -214,21 +268,24 @@ def size_curve(backbone: str, d_model: int, lrs: list[float], losses: list[float
     # Inside: the convex parabola's vertex within the swept lrs (the lowest point may be an edge one when
     # the curve is flat there; the vertex says where it turns up).
     inside = bool(x[0] < x_opt < x[-1])
-    return SizeCurve(backbone, d_model, [float(v) for v in np.exp(x)], [float(v) for v in y], float(x_opt), sd,
+    return SizeCurve(backbone, d_model, tokens, [float(v) for v in np.exp(x)], [float(v) for v in y], float(x_opt), sd,
                      float(c2), inside)  # fmt: skip
 
 
-def _line(ln_w: np.ndarray, ln_opt: np.ndarray, weight: np.ndarray) -> tuple[float, float]:
-    """(ln c, p) of ln lr* = ln c - p ln w (weighted); one width keeps p = 1."""
-    if len(np.unique(ln_w)) < 2:
-        return float(np.average(ln_opt + ln_w, weights=weight)), 1.0
-    slope, icpt = np.polyfit(ln_w, ln_opt, 1, w=np.sqrt(weight))
-    return float(icpt), float(-slope)
+def _line(ln_w: np.ndarray, ln_t: np.ndarray, ln_opt: np.ndarray, weight: np.ndarray) -> np.ndarray:
+    """(ln c, p, q) of ln lr* = ln c - p ln w - q ln t (weighted least squares); one width keeps p = 1,
+    one length q = 0."""
+    fit_p, fit_q = len(np.unique(ln_w)) > 1, len(np.unique(ln_t)) > 1
+    target = ln_opt + (0.0 if fit_p else ln_w)
+    cols = [np.ones_like(ln_w)] + ([-ln_w] if fit_p else []) + ([-ln_t] if fit_q else [])
+    root = np.sqrt(weight)
+    coef, *_ = np.linalg.lstsq(np.column_stack(cols) * root[:, None], target * root, rcond=None)
+    out = [float(coef[0]), float(coef[1]) if fit_p else 1.0, float(coef[-1]) if fit_q else 0.0]
+    return np.array(out)
 
 
-def fit_rule(curves: list[SizeCurve], bootstrap: int = 200, seed: int = 0, margin: float = DEFAULT_MARGIN,
-             flops: float | None = None, source: str = "tuning stage") -> LrRule:  # fmt: skip
-    """The fitted `LrRule` of the sweep's curves; refuses (one line) a width whose optimum is outside its swept lrs."""
+def _unmeasured(curves: list[SizeCurve]) -> None:
+    """Refuse, in one line, a sweep whose optimum at some width is not inside its swept lrs, or too few curves."""
     edge = [c for c in curves if not c.inside]
     if edge:
         names = ", ".join(f"{c.backbone} (vertex at lr {math.exp(c.ln_opt):.3g})" for c in edge)
@@ -236,27 +293,41 @@ def fit_rule(curves: list[SizeCurve], bootstrap: int = 200, seed: int = 0, margi
             f"tuning: the optimum of {names} is not inside its swept lrs; widen the sweep (tune.lr_points or "
             "tune.lr_step)"
         )
-    ln_w = np.log([c.d_model / D_REF for c in curves])
+
+
+def fit_rule(curves: list[SizeCurve], bootstrap: int = 200, seed: int = 0, margin: float = DEFAULT_MARGIN,
+             flops: float | None = None, source: str = "tuning stage") -> LrRule:  # fmt: skip
+    """The fitted `LrRule` of the sweep's curves; refuses (one line) a width whose optimum is outside its swept lrs."""
+    _unmeasured(curves)
+    tokens = np.array([c.tokens or 1.0 for c in curves], float)
+    t_ref = float(np.exp(np.mean(np.log(tokens))))
+    ln_w, ln_t = np.log([c.d_model / D_REF for c in curves]), np.log(tokens / t_ref)
     ln_opt = np.array([c.ln_opt for c in curves])
     sd = np.array([max(c.ln_sd, 1e-3) for c in curves])
-    ln_c, p = _line(ln_w, ln_opt, 1 / sd**2)
-    # The vertices scatter about the line more than their own errors say: widen them by that factor.
-    if len(curves) > 2 and len(np.unique(ln_w)) > 1:
-        chi2 = float(np.sum(((ln_opt - (ln_c - p * ln_w)) / sd) ** 2)) / (len(curves) - 2)
-        sd = sd * math.sqrt(max(1.0, chi2))
+    coef = _line(ln_w, ln_t, ln_opt, 1 / sd**2)
+    free = 1 + (len(np.unique(ln_w)) > 1) + (len(np.unique(ln_t)) > 1)
+    # The vertices scatter about the law more than their own errors say: widen them by that factor.
+    if len(curves) > free:
+        resid = ln_opt - (coef[0] - coef[1] * ln_w - coef[2] * ln_t)
+        sd = sd * math.sqrt(max(1.0, float(np.sum((resid / sd) ** 2)) / (len(curves) - free)))
     rng = np.random.default_rng(seed)
-    draws = np.array([_line(ln_w, ln_opt + rng.normal(0, sd), 1 / sd**2) for _ in range(bootstrap)])
-    cov = np.cov(draws.T) if len(np.unique(ln_w)) > 1 else np.array([[np.var(draws[:, 0]), 0.0], [0.0, 0.0]])
+    draws = np.array([_line(ln_w, ln_t, ln_opt + rng.normal(0, sd), 1 / sd**2) for _ in range(bootstrap)])
+    cov = np.cov(draws.T)
+    k = 3 if len(np.unique(ln_t)) > 1 else 2
     widths = (float(min(c.d_model for c in curves)), float(max(c.d_model for c in curves)))
-    lo, hi = np.quantile(draws[:, 1], [(1 - LEVEL) / 2, (1 + LEVEL) / 2])
-    text = f"{source}: p {p:.3g} [{lo:.3g}, {hi:.3g}] on d_model {widths[0]:g}-{widths[1]:g}"
-    return LrRule("fitted", math.exp(ln_c), p, 0.0, widths, margin,
-                  ((float(cov[0, 0]), float(cov[0, 1])), (float(cov[1, 0]), float(cov[1, 1]))),
+    lo, hi = np.quantile(draws, [(1 - LEVEL) / 2, (1 + LEVEL) / 2], axis=0)
+    text = f"{source}: p {coef[1]:.3g} [{lo[1]:.3g}, {hi[1]:.3g}]"
+    if k == 3:
+        text += f", q {coef[2]:.3g} [{lo[2]:.3g}, {hi[2]:.3g}]"
+    text += f" on d_model {widths[0]:g}-{widths[1]:g}"
+    swept = (float(tokens.min()), float(tokens.max())) if k == 3 else None
+    return LrRule("fitted", math.exp(coef[0]), float(coef[1]), float(coef[2]), t_ref, widths, swept, margin,
+                  tuple(tuple(float(v) for v in row[:k]) for row in cov[:k]),
                   [curve_json(c) for c in curves], flops, text)  # fmt: skip
 
 
 def curve_json(c: SizeCurve) -> dict:
-    return {"backbone": c.backbone, "d_model": c.d_model, "lrs": c.lrs, "losses": c.losses,
+    return {"backbone": c.backbone, "d_model": c.d_model, "tokens": c.tokens, "lrs": c.lrs, "losses": c.losses,
             "ln_opt": c.ln_opt, "ln_sd": c.ln_sd, "curvature": c.curvature}  # fmt: skip
 
 
@@ -264,34 +335,38 @@ def curve_json(c: SizeCurve) -> dict:
 
 
 def read_sweep(metrics_files: list[str | Path], widths: dict[str, int]) -> tuple[list[SizeCurve], float]:
-    """Each width's curve from the sweep runs' metrics.json (.../RUN_ID/lrLR/metrics.json), and their FLOPs."""
-    by_size: dict[str, list[tuple[float, float, float]]] = {}
+    """Each (width, length)'s curve from the sweep runs' metrics.json (.../sSTEPS/RUN_ID/lrLR/metrics.json),
+    and their FLOPs."""
+    by_size: dict[tuple[str, str], list[tuple[float, float, float, float]]] = {}
     flops = 0.0
     for f in metrics_files:
         path = Path(f)
-        match = LR_DIR.match(path.parent.name)
-        if not match:
-            raise PrismError(f"tuning: {path} is not a sweep run's metrics (…/RUN_ID/lrLR/metrics.json)")
+        match, steps = LR_DIR.match(path.parent.name), STEPS_DIR.match(path.parent.parent.parent.name)
+        if not (match and steps):
+            raise PrismError(f"tuning: {path} is not a sweep run's metrics (…/sSTEPS/RUN_ID/lrLR/metrics.json)")
         metrics = json.loads(path.read_text())
         backbone = path.parent.parent.name.split("-", 1)[0]
         loss = metrics.get("loss")
         loss = float("nan") if loss is None or metrics.get("status") == "collapsed" else float(loss)
-        by_size.setdefault(backbone, []).append((float(match.group(1)), loss, float(metrics.get("loss_se") or 0)))
+        row = (float(match.group(1)), loss, float(metrics.get("loss_se") or 0), float(metrics.get("tokens") or 0))
+        by_size.setdefault((backbone, steps.group(1)), []).append(row)
         flops += float(metrics.get("flops") or 0.0)
     curves = []
-    for backbone, rows in sorted(by_size.items(), key=lambda kv: widths.get(kv[0], 0)):
+    for (backbone, steps), rows in sorted(by_size.items(), key=lambda kv: (widths.get(kv[0][0], 0), int(kv[0][1]))):
         if backbone not in widths:
             raise PrismError(f"tuning: sweep run of {backbone!r}, whose d_model is unknown")
         noise = max([r[2] for r in rows] + [1e-4])
-        curves.append(size_curve(backbone, widths[backbone], [r[0] for r in rows], [r[1] for r in rows], noise))
+        lrs, losses, tokens = [r[0] for r in rows], [r[1] for r in rows], max(r[3] for r in rows)
+        curves.append(size_curve(f"{backbone} at {steps} steps", widths[backbone], lrs, losses, noise, tokens))
     return curves, flops
 
 
 def write_rule(rule: LrRule, out: str | Path) -> str:
     """Write the rule file the plan reads; return the lines the tune job prints."""
     write_text_atomic(Path(out), json.dumps(rule.to_json(), indent=1) + "\n")
-    lines = [f"{c['backbone']} (d_model {c['d_model']}): optimum lr {math.exp(c['ln_opt']):.3g} "
-             f"(x/ e^{c['ln_sd']:.2f}) in {min(c['lrs']):.3g}-{max(c['lrs']):.3g}" for c in rule.curves]  # fmt: skip
+    lines = [f"{c['backbone']} (d_model {c['d_model']}, {c.get('tokens', 0):.3g} tokens): optimum lr "
+             f"{math.exp(c['ln_opt']):.3g} (x/ e^{c['ln_sd']:.2f}) in {min(c['lrs']):.3g}-{max(c['lrs']):.3g}"
+             for c in rule.curves]  # fmt: skip
     return "\n".join([*lines, rule.describe(), f"wrote {out}"])
 
 

@@ -29,8 +29,9 @@ def _noise(diag) -> str:
     return f"{diag.noise:.3g}"
 
 
-def fit_markdown(result: FitResult | dict) -> str:
-    """The fit report: verdict, noise, exclusions, each approach, the per-budget table."""
+def fit_markdown(result: FitResult | dict, lr_lines: list[str] | None = None) -> str:
+    """The fit report: verdict, noise, exclusions, each approach, the per-budget table; `lr_lines`, the
+    study's learning-rate rule and a's sensitivity to it (prism.isoflop.fit.lr_sensitivity), its own section."""
     if isinstance(result, dict):
         result = FitResult.from_json(result)
     r, diag = result, result.diagnostics
@@ -40,6 +41,8 @@ def fit_markdown(result: FitResult | dict) -> str:
     if agree.get("difference") is not None:
         lines += ["## Agreement of the approaches", "", agree["note"], ""]
     lines += _sensitivity(r)
+    if lr_lines:
+        lines += ["## Learning rate", "", *(f"- {line.strip()}" for line in lr_lines), ""]
     if r.approach2 is not None:
         lines += _per_budget(r) + _lack_of_fit(r)
     if diag.size_offsets:

@@ -439,3 +439,28 @@ def test_node_hours_are_assumed_until_a_speed_is_measured(ladder):
     assert plan["cost"]["node_hours_source"].startswith("estimate: assumed MFU 0.5")
     for row in plan["runs"]:
         assert row["node_hours"] == pytest.approx(row["flops"] / 5e14 / 3600)
+
+
+def test_a_critical_batch_law_caps_the_chosen_batch_and_grows_with_the_budget():
+    """DeepSeek's B = 0.292 C^0.3271 tokens: 2.5e3 tokens (38 samples of 64) at 1e12, 1.1e4 at 1e14."""
+    from prism.isoflop.design.plan import law_batch
+
+    law = (0.292, 0.3271)
+    assert law_batch(1e12, 64, law) == 38 and law_batch(1e14, 64, law) == 173
+    assert choose_batch(1e6, 50, None, cap=law_batch(1e12, 64, law)) == 32  # a power of two under the cap
+    assert choose_batch(1e6, 50, None, job_ranks=12, cap=173) == 96  # 12 x 8: divisible among the ranks
+    assert choose_batch(1e6, 50, None, job_ranks=12, cap=5) == 12  # below one row a rank: one row a rank
+    cands = [Candidate(f"b{i}", "BASE", n, n, 6 * n * 64, 64, None) for i, n in enumerate((5e4, 1.2e5, 2.5e5))]
+    centre, wide = Centre(0.5, 0.1, "test"), 2.0  # every candidate in every budget's window
+    small = plan_budget(1e12, cands, "text_image", "e2e", centre, wide, batch_law=law)
+    large = plan_budget(1e14, cands, "text_image", "e2e", centre, wide, batch_law=law)
+    assert {r.global_batch for r in small.runs} == {32} and {r.global_batch for r in large.runs} == {128}
+    assert {r.global_batch for r in plan_budget(1e14, cands, "text_image", "e2e", centre, wide).runs} == {512}
+
+
+def test_a_batch_law_with_a_given_batch_is_refused_in_one_line(ladder):
+    with pytest.raises(PrismError, match=r"tune.batch_rule compute: plan.global_batch is 32") as err:
+        _plan(ladder, [1e12], global_batch=32, batch_law=(0.292, 0.3271))
+    assert "\n" not in str(err.value)
+    plan = _plan(ladder, [1e12, 1e13], batch_law=(0.292, 0.3271))
+    assert plan["runs"] and max(r["global_batch"] for r in plan["runs"]) <= 0.292 * 1e13**0.3271 / 64

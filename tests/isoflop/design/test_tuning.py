@@ -90,13 +90,15 @@ def test_sweep_read_from_metrics_files_and_written_for_the_plan(tmp_path):
     files = []
     for width, name in ((32, "n11e3"), (64, "n36e3")):
         for lr in sweep_lrs(width, 5, 2.0):
-            run = tmp_path / f"{name}-BASE-e2e-C1e10" / lr_label(lr)
+            run = tmp_path / "s200" / f"{name}-BASE-e2e-C1e10" / lr_label(lr)
             run.mkdir(parents=True)
             loss = _curve_losses([lr], default_lr(width) * 1.5)[0]
-            (run / "metrics.json").write_text(json.dumps({"loss": loss, "loss_se": 1e-3, "flops": 1e9}))
+            metrics = {"loss": loss, "loss_se": 1e-3, "flops": 1e9, "tokens": 4e5}
+            (run / "metrics.json").write_text(json.dumps(metrics))
             files.append(run / "metrics.json")
     curves, flops = read_sweep(files, {"n11e3": 32, "n36e3": 64})
     assert [c.d_model for c in curves] == [32, 64] and flops == pytest.approx(10e9)
+    assert [c.tokens for c in curves] == [4e5, 4e5]
     rule = fit_rule(curves, bootstrap=50, flops=flops)
     text = write_rule(rule, tmp_path / "lr_rule.json")
     assert "wrote" in text
@@ -112,3 +114,29 @@ def test_study_rule_hand_and_given():
     given = study_rule(TuneOptions(rule="given", lr_c=1e-2, lr_p=0.5), None)
     assert given.kind == "given" and given.lr(512) == pytest.approx(5e-3)
     assert tuning_cost_line(given, 1e12) is None
+
+
+def test_a_second_length_at_one_width_measures_the_tokens_exponent():
+    """The optimal lr falls with a run's length: a short sweep at three widths and a long one at the smallest
+    recover lr = c w^-p t^-q, and the rule's lr at the grid's length is the long sweep's, not the short's."""
+    rng = np.random.default_rng(2)
+    c, p, q, t0 = 3e-3, 1.2, 0.4, 1e6
+    curves = []
+    for width, tokens in ((16, 4e5), (32, 4e5), (80, 4e5), (16, 1.6e6)):
+        lrs = sweep_lrs(width, 5, 2.0)
+        truth = c * (width / 128) ** -p * (tokens / t0) ** -q
+        losses = _curve_losses(lrs, truth, noise=1e-3, rng=rng)
+        curves.append(size_curve(f"w{width}", width, lrs, losses, 1e-3, tokens))
+    rule = fit_rule(curves, bootstrap=100, seed=0)
+    assert rule.p == pytest.approx(p, abs=0.15) and rule.q == pytest.approx(q, abs=0.15)
+    assert rule.lr(16, 1.6e6) == pytest.approx(c * (16 / 128) ** -p * 1.6**-q, rel=0.2)
+    assert rule.lr(16, 1.6e6) < rule.lr(16, 4e5)
+    assert len(rule.cov) == 3 and 0 < rule.ln_sd(16, 1.6e6) < rule.ln_sd(16, 1e8)
+    assert "q 0." in rule.source
+
+
+def test_one_length_keeps_q_zero_and_its_lr_needs_no_tokens():
+    curves = [size_curve(f"w{w}", w, sweep_lrs(w, 5, 2.0), _curve_losses(sweep_lrs(w, 5, 2.0), 0.01), 1e-3, 4e5)
+              for w in (32, 64)]  # fmt: skip
+    rule = fit_rule(curves, bootstrap=20)
+    assert rule.q == 0.0 and len(rule.cov) == 2 and rule.lr(48) > 0

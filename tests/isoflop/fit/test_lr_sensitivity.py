@@ -78,3 +78,48 @@ def test_family_lines_read_the_plans_rule_and_the_runs(tmp_path):
     )
     (tmp_path / "plan.yaml").write_text(yaml.safe_dump({"lr_rule": rule.to_json()}))
     assert "moves a by" in family_lr_lines(tmp_path, (0.4, 0.6))[-1]
+
+
+def test_the_fit_report_has_the_learning_rate_section(tmp_path):
+    import yaml
+
+    from prism.isoflop.fit.fit import fit_csv
+    from prism.isoflop.synthetic import write_csv
+
+    records, _ = _study()
+    write_csv(records, tmp_path / "runs.csv")
+    fit_csv(tmp_path / "runs.csv", tmp_path / "fit.json", tmp_path / "fit.md", bootstrap=50)
+    assert "## Learning rate" not in (tmp_path / "fit.md").read_text()  # no plan beside the table: nothing said
+    (tmp_path / "plan.yaml").write_text(yaml.safe_dump({"lr_rule": LrRule().to_json()}))
+    fit_csv(tmp_path / "runs.csv", tmp_path / "fit.json", tmp_path / "fit.md", bootstrap=50)
+    section = (tmp_path / "fit.md").read_text().split("## Learning rate", 1)[1]
+    assert "lr rule hand" in section and "not tuned" in section
+
+
+def test_an_untuned_study_is_weighed_against_its_designs_sweep(tmp_path):
+    """The hand rule's runs against a previous round's sweep: how far off, and how a moves at the optimum."""
+    from dataclasses import replace
+
+    import yaml
+
+    from prism.isoflop.fit.lr_sensitivity import family_lr_lines, lr_offset
+    from prism.isoflop.synthetic import write_csv
+
+    records, widths = _study()
+    names = ["n11e3", "n2e4", "n32e3", "n45e3", "n63e3", "n1e5", "n2e5"]  # ascending width: 16 ... 80
+    ns = sorted({r.params for r in records})
+    records = [replace(r, run_id=f"{names[ns.index(r.params) % 7]}-BASE-e2e-C{r.budget:g}") for r in records]
+    sweep = [{"d_model": 16, "curvature": 0.1}, {"d_model": 80, "curvature": 0.1}]
+    # Optimum = the hand rule's at every width: nothing to correct.
+    same = LrRule("fitted", 3e-3, 1.0, cov=((0.01, 0.0), (0.0, 0.01)), curves=sweep)
+    assert lr_offset(records, widths, LrRule(), same).shift == pytest.approx(0.0, abs=1e-6)
+    # A steeper optimum: the hand rule is off by more at some sizes than others, and a moves.
+    steep = LrRule("fitted", 1e-3, 2.0, cov=((0.01, 0.0), (0.0, 0.01)), curves=sweep)
+    off = lr_offset(records, widths, LrRule(), steep)
+    assert off.ratio_max > off.ratio_min and abs(off.shift) > 1e-3 and off.penalty_max > 0
+    write_csv(records, tmp_path / "runs.csv")
+    reference = {"file": "config/round0/text_image/lr_rule.json", "rule": steep.to_json()}
+    (tmp_path / "plan.yaml").write_text(yaml.safe_dump({"lr_rule": LrRule().to_json(), "lr_reference": reference}))
+    lines = family_lr_lines(tmp_path, (0.4, 0.6))
+    assert "lr rule hand" in lines[0]
+    assert "against the sweep in config/round0/text_image/lr_rule.json" in lines[-1] and "a would move by" in lines[-1]

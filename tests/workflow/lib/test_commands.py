@@ -115,3 +115,27 @@ def test_the_tokenizer_file_is_an_input_of_the_data_and_calibrate_jobs_and_bytes
     assert flow.spec_inputs(family) == [] and flow.data_inputs(family) == []
     flow = StudyWorkflow(smoke_config(data={"tokenizer": str(bpe_file)}), FakeEngine(), lambda family: "")
     assert flow.spec_inputs(family) == [str(bpe_file.resolve())] == flow.data_inputs(family)
+
+
+def test_tune_rules_reach_the_plan_only_when_a_study_sets_them(smoke_config):
+    """The hand rule and today's batch leave the plan's command as it was; a batch law is passed where the plan
+    chooses the batch, and a rule with a tokens exponent is taken per size under wsd (one lr a trajectory)."""
+    import pytest
+
+    from prism.errors import PrismError
+
+    plain = commands.plan_command(Study(smoke_config()), "text_image")
+    assert "--batch-law" not in plain and "--lr-rule" not in plain and "--lr-tokens" not in plain
+    cosine = {"schedule": "cosine"}
+    study = Study(smoke_config(train=cosine, plan={"global_batch": None}, tune={"batch_rule": "compute"}))
+    args = commands.plan_command(study, "text_image")
+    assert args[args.index("--batch-law") + 1 :][:2] == ["0.292", "0.3271"]
+    assert commands.plan_arguments(study, "text_image")["batch_law"] == (0.292, 0.3271)
+    with pytest.raises(PrismError, match="wsd trajectory serves all its budgets at one batch"):
+        Study(smoke_config(train={"schedule": "wsd"}, tune={"batch_rule": "compute"}))
+    given = {"rule": "given", "lr_q": 0.3}
+    assert commands.plan_command(Study(smoke_config(train={"schedule": "wsd"}, tune=given)), "text_image")[-2:] == [
+        "--lr-tokens",
+        "size",
+    ]
+    assert "--lr-tokens" not in commands.plan_command(Study(smoke_config(train=cosine, tune=given)), "text_image")
