@@ -113,7 +113,9 @@ def test_four_ranks_a_node_train_through_the_scheduler_to_a_fit(scheduler, tmp_p
         assert row["node_hours"] == pytest.approx(row["samples"] / (speeds[row["backbone"]] * RANKS * factor) / 3600)
     for run in runs:
         body = (study / "text_image" / "runs" / run / "launch.sh").read_text()
-        assert f"mpiexec -n {RANKS} --ppn {RANKS} --cpu-bind=verbose,list:4-7:8-11:12-15:16-19 " in body
+        # Bound to a node's first cores (a job of its own: no pack's slot cores in PRISM_SLOT_CORES).
+        bind = '--cpu-bind=verbose,list:"${PRISM_SLOT_CORES:-4-7:8-11:12-15:16-19}"'
+        assert f"mpiexec -n {RANKS} --ppn {RANKS} {bind} " in body
         assert "module load frameworks" in body and "--strategy ddp" in body
         metrics = json.loads((study / "text_image" / "runs" / run / "metrics.json").read_text())
         assert metrics["world_size"] == RANKS and metrics["strategy"] == "ddp", metrics
