@@ -22,9 +22,11 @@ $(STAMP): pyproject.toml
 study: setup
 	$(BIN)/snakemake --cores $(CORES) fit_text_image
 
-## Everything the tests need (venv, scheduler and MPI packages when root), then lint and the whole suite.
+## Everything the tests need (venv, scheduler and MPI packages when root), then lint and the whole suite:
+## in parallel, then the tests marked `alone` (a Ctrl-C's timing that a busy host upsets).
 test: setup system-deps lint
-	PATH=$(CURDIR)/$(BIN):$$PATH $(BIN)/python -m pytest -n $(CORES) --dist loadgroup --no-loadscope-reorder
+	PATH=$(CURDIR)/$(BIN):$$PATH $(BIN)/python -m pytest -n $(CORES) --dist loadgroup --no-loadscope-reorder -m "not alone"
+	PATH=$(CURDIR)/$(BIN):$$PATH $(BIN)/python -m pytest -m alone
 
 ## Unit tests only: no Snakemake runs, no scheduler.
 test-fast: setup
