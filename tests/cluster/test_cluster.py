@@ -147,8 +147,9 @@ def test_every_training_job_goes_through_qsub(study):
     assert len(set(asked.values())) > 1  # the estimates, not one fixed walltime
 
 
-# Alone (make test runs it after the parallel suite): on a host busy with other tests, Snakemake stopped
-# handling its jobs' events after the sidecar's qdels and heard no Ctrl-C (24 presses, 2 minutes).
+# Not in `make test` (`make test-alone` runs it): at times, on a busy host and once alone, Snakemake stopped
+# handling its jobs' events after the sidecar's qdels and heard no further Ctrl-C (24 presses, 2 minutes);
+# at others it stops at the first. The cause is not yet found.
 @pytest.mark.alone
 def test_sigint_cancels_queued_jobs(study):
     workdir, client_env = study
