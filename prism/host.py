@@ -1,7 +1,7 @@
 """Process-wide settings that make a CPU training process fast; call `tune_host()`
 first thing, before torch is imported.
 
-Both settings are measured on this repository's 3M-parameter step (docs/measurements.md,
+Both settings are measured on this repository's 3M-parameter step (docs/measurements-archive.md,
 "Speed of the pieces"); neither changes a single number the model computes.
 """
 

@@ -1,5 +1,5 @@
 #!/usr/bin/env python
-"""Benchmark of the IsoFLOP fit (the issue's targets; not a test): medians of a few repeats.
+"""Benchmark of the IsoFLOP fit (its targets below; not a test): medians of a few repeats.
 
     .venv/bin/python tools/bench_fit.py [--repeats 5] [--json out.json]
 

@@ -29,7 +29,7 @@ from prism.isoflop.records import SURFACE_KEYS, RunRecord, Surface
 from prism.options import from_mapping
 
 REPO = Path(__file__).resolve().parents[1]
-# The default study's eight seeds (docs/measurements.md, "Seeds 1-7 with these kernels"): width, "!" = NOT identifiable.
+# The default study's eight seeds (docs/measurements.md, "Eight seeds"): width, "!" = NOT identifiable.
 SEEDS = "0.118,0.098,0.144,0.164!,0.130,0.145,0.120,0.184!"
 
 

@@ -11,7 +11,7 @@
 # model and row length, which a cluster study's plan prices node-hours with. Then one table (tools/gpu_check.py table) of the step times and MFU, each
 # against the peak of the precision it computes in. Everything lands in OUTDIR: perf.jsonl,
 # llama.json, train-*/ run directories, speed.json, one .txt log per part and table.md.
-# Not yet run on an accelerator: none was lent to the sessions that wrote it.
+# Not yet run on an accelerator (docs/measurements.md, "Training speed").
 set -uo pipefail
 out=${1:?usage: tools/gpu-check.sh OUTDIR}
 mkdir -p "$out"

@@ -117,9 +117,9 @@ class DataOptions:
     seed: int = option(0, "Seed of the shard build; the same seed gives the same bytes.", minimum=0)
     lm_ratio: float = option(
         0.0,
-        "Share of each split that is text-only Python documentation (held-out documents in eval). The default "
-        "study uses 0.5: captions alone saturate the smallest backbones and give no IsoFLOP minimum; language "
-        "text gives the loss a capacity-limited part, so larger models pay off at larger budgets.",
+        "Share of each split that is text-only Python documentation (held-out documents in eval). Captions "
+        "alone saturate the smallest backbones and give no IsoFLOP minimum; language text gives the loss a "
+        "capacity-limited part, so larger models pay off at larger budgets.",
         minimum=0,
         exclusive_maximum=1,
     )

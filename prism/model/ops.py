@@ -4,7 +4,7 @@ In eager mode every op is a separate pass over memory, and autograd's generated
 backward for RMSNorm and SwiGLU takes about twice as many passes as the maths
 needs (plus a `cat` to reassemble the fused gate/up gradient). These Functions
 compute the same values with the minimal passes; on this repository's 3M-parameter
-step on a CPU they are worth several points of MFU (docs/measurements.md).
+step on a CPU they are worth several points of MFU (docs/measurements-archive.md).
 Under `torch.compile` the plain forms are used instead: inductor fuses those itself.
 `tests/model/test_ops.py` checks both against the composite definitions.
 """

@@ -21,7 +21,7 @@ Two rules, by where the sizes train:
   keep the head dimension constant at the price of speed: a CPU's attention kernel pays
   per head (a tile of scores and its softmax for every head, whatever its width), and a
   step of these sizes with 8-wide heads spends a third of its time in attention
-  (docs/measurements.md);
+  (docs/measurements-archive.md);
 - `g`: accelerator sizes, Llama-2's proportions: head dimension 128, `d_model = 128 *
   n_layers`, MLP 8/3 d_model in multiples of 64 (the registry's 7b is the rule's size of
   its N), the same byte table.

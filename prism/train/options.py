@@ -49,8 +49,8 @@ class TrainOptions:
         doc=(
             "Learning-rate schedule after the warm-up - cosine (decay to 10%) or wsd (constant, then a "
             "cooldown): with wsd every model trains one constant-rate trajectory and each run is a cooldown "
-            "branch off it (rules/wsd.smk). A rerun trigger. The default study uses wsd: one trajectory per "
-            "size serves all its budgets, about 60% of the FLOPs of independent cosine runs on its grid."
+            "branch off it (rules/wsd.smk). A rerun trigger. wsd pays where sizes take several budgets: one "
+            "trajectory per size serves them all, for a fraction of the FLOPs of independent cosine runs."
         ),
     )
     # 0 is a one-step cooldown whose only update is at the peak, i.e. constant after the warm-up
@@ -71,8 +71,8 @@ class TrainOptions:
         minimum=1,
         doc=(
             "Held-out samples of each intermediate evaluation (about 10 a run; the training curve only, not the"
-            " run's loss). A rerun trigger. The default study uses 64: its runs of a few hundred steps would "
-            "otherwise spend a large share of their time evaluating."
+            " run's loss). A rerun trigger. Runs of a few hundred steps want a few dozen: they would otherwise "
+            "spend a large share of their time evaluating."
         ),
     )
     final_eval_samples: int | None = option(
@@ -83,8 +83,8 @@ class TrainOptions:
         doc=(
             "Held-out samples of the final evaluation, the run's loss and its loss_se (null - the whole "
             "held-out split). Every run is evaluated on the same samples, so their sampling error is shared and"
-            " mostly cancels between the runs of a budget. A rerun trigger. The default study uses 2048 of its "
-            "8,640: both evaluations then stay under about 5% of a run's time."
+            " mostly cancels between the runs of a budget. A rerun trigger. A fixed subset keeps the final "
+            "evaluation a small share of a short run's time; its size sets the runs' loss_se."
         ),
     )
     device: str = option(
@@ -93,7 +93,8 @@ class TrainOptions:
         choices=DEVICES,
         doc=(
             "Device of the training runs (auto - cuda, then xpu, then cpu). Not a rerun trigger (moving a study"
-            " does not retrain it). The default study uses cpu: it is sized and timed for this CPU."
+            " does not retrain it). A study sized and timed for a CPU names cpu, so an accelerator that "
+            "happens to be present does not move its runs."
         ),
     )
     precision: str = option(

@@ -119,16 +119,38 @@ def test_a_nested_disagreement_is_seen():
     assert found == {"config.plan.window": (_prop("plan.window")["default"], 9.0)}
 
 
+def _comment_above(text: str, key: str) -> str:
+    """The comment lines above `key` (dotted, under `config.`) in config.yaml's text, over the sibling
+    keys between them (`prior_k` shares `prior_a`'s comment); empty where there is none."""
+    lines, start, indent = text.splitlines(), 0, ""
+    for part in key.removeprefix("config.").split("."):
+        start = next(i for i in range(start, len(lines)) if lines[i].startswith(f"{indent}{part}:"))
+        start, indent = start + 1, indent + "  "
+    i, found = start - 2, []
+    while i >= 0 and lines[i].startswith(indent[:-2]) and not lines[i][len(indent) - 2 :].startswith(" "):
+        if lines[i].lstrip().startswith("#"):
+            found.insert(0, lines[i].strip())
+        elif found or not lines[i].strip():
+            break
+        i -= 1
+    return "\n".join(found)
+
+
 def test_config_yaml_says_why_where_it_differs_from_the_default():
-    """config.yaml is the default study's choice; where it differs from the library's default, the schema's
-    description gives the default study's reason. Keys without a default (budgets, backbones) are the
-    study's alone."""
+    """config.yaml is the default study's choice; where it differs from the library's default, its own
+    comment above the key says why (the library's descriptions say what a choice trades, not one study's
+    value). Keys without a default (budgets, backbones) are the study's alone."""
+    text = (REPO / "config" / "config.yaml").read_text()
     unexplained = [
-        (k, d, c)
-        for k, d, c in _defaults(SCHEMA, CONFIG, "config")
-        if not _same(d, c) and "default study" not in _prop(k.removeprefix("config."))["description"]
+        (k, d, c) for k, d, c in _defaults(SCHEMA, CONFIG, "config") if not _same(d, c) and not _comment_above(text, k)
     ]
     assert unexplained == []
+
+
+def test_a_key_without_a_comment_is_seen():
+    text = "plan:\n  # why a\n  a: 1\n  b: 2\n\n  c: 3\ntrain:\n  d: 4\n"
+    assert _comment_above(text, "config.plan.a") == _comment_above(text, "config.plan.b") == "# why a"
+    assert _comment_above(text, "config.plan.c") == _comment_above(text, "config.train.d") == ""
 
 
 def test_schema_enums_are_the_registries():

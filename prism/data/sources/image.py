@@ -3,8 +3,8 @@
 Each of the 1797 images gives `VIEWS` views: the image itself and `VIEWS - 1`
 seeded affine variants of it (a small rotation, scale, shear and shift, bilinear,
 drawn per image and view from the build seed), so the training split holds tens of
-thousands of unique samples and no run of the default study sees an epoch more than
-a few times. Three captions (facets) per view, computed from that view's pixels: the
+thousands of unique samples: a CPU study's longest runs pass over them only a few
+times. Three captions (facets) per view, computed from that view's pixels: the
 digit; its ink and where the ink sits; its shape (symmetry, extent). The split unit
 is the source image: every view of one drawing is on the same side.
 """

@@ -38,7 +38,7 @@ class CalibrateOptions:
             "Time a few real training steps per candidate, on the study's device in its precision and compiled "
             "as its runs are: the plan's estimate of each run's wall time, and on a cluster (the aurora "
             "launcher) of its node-hours. Under a cluster profile each timing is a short job on a compute node. "
-            "The default study does (true)."
+            "Without it those estimates rest on plan.mfu, an assumption."
         ),
     )
     batch_size: int = option(32, "samples per timed step", metavar="B", minimum=1, doc="Samples per timed step.")

@@ -66,9 +66,9 @@ class PlanOptions:
         metavar="B",
         minimum=1,
         doc=(
-            "Samples per optimizer step of every run (null lets the planner choose per run). The default study "
-            "uses 32 for every run: a wsd trajectory serves all its budgets only at one batch, and a smaller "
-            "batch flattens its IsoFLOP curves."
+            "Samples per optimizer step of every run (null lets the planner choose per run). One batch for "
+            "every run: a wsd trajectory serves all its budgets only at one batch. A smaller batch lowers short "
+            "runs' losses but can flatten the IsoFLOP curves of the larger budgets."
         ),
     )
     min_steps: int = option(
@@ -77,9 +77,8 @@ class PlanOptions:
         metavar="N",
         minimum=1,
         doc=(
-            "Drop runs with fewer optimizer steps than this; every run warms up over half of it. The default "
-            "study uses 100: its runs warm up over 50 steps, and none spends more than half of its steps "
-            "warming up."
+            "Drop runs with fewer optimizer steps than this; every run warms up over half of it, so no run "
+            "spends more than half of its steps warming up."
         ),
     )
     window: float = option(
@@ -88,9 +87,9 @@ class PlanOptions:
         metavar="DECADES",
         exclusive_minimum=0,
         doc=(
-            "Keep candidates within this many decades of the predicted N_opt (either side). The default study "
-            "uses 0.42: 6-8 sizes of its ladder per budget, so each parabola has 3-5 residual degrees of "
-            "freedom and its curvature stands out of the noise."
+            "Keep candidates within this many decades of the predicted N_opt (either side). Wide enough for 6-8 "
+            "sizes a budget, each parabola has 3-5 residual degrees of freedom and its curvature stands out of "
+            "the noise; the outer sizes carry the curvature."
         ),
     )
     prior_a: float | None = option(
@@ -100,8 +99,8 @@ class PlanOptions:
         exclusive_minimum=0,
         doc=(
             "Prior exponent a of N_opt = k C^a that centres each budget's grid (null - a previous round's fit, "
-            "else 0.5). The default study uses 0.53, with prior_k 0.0258: what a pilot of its design on this "
-            "CPU measured."
+            "else 0.5). Best taken, with prior_k, from a pilot of the study's own design on its own hardware: "
+            "a grid centred off the optimum loses its minimum at the edge."
         ),
     )
     prior_k: float | None = option(
@@ -110,8 +109,8 @@ class PlanOptions:
         metavar="K",
         exclusive_minimum=0,
         doc=(
-            "Prior coefficient k of N_opt = k C^a (null - a previous round's fit, else 0.1). The default study "
-            "uses 0.0258, as prior_a."
+            "Prior coefficient k of N_opt = k C^a (null - a previous round's fit, else 0.1); from the same "
+            "pilot as prior_a."
         ),
     )
     previous_round: str | None = option(
@@ -123,10 +122,10 @@ class PlanOptions:
             "Folder of an earlier round (a study or family folder, e.g. scaling-study-round1/text_image) whose "
             "prior.json or identifiable fit/REGIME.json centres the grids instead of the prior; with prior_a "
             "and prior_k given, the grids keep that centre and the round lends the forecast its loss surface "
-            "and noise. Never this study's own folder, whose fit is downstream of the plan. The default study "
-            "names config/round0: its own seed 0's fitted surface, with the noise at which studies simulated on"
-            " it come out as its eight seeds did (docs/measurements.md). A path as in definitions/path, or "
-            "null."
+            "and noise. Never this study's own folder, whose fit is downstream of the plan. A round made from "
+            "one seed of the same design calibrates the forecast on it: its fitted surface, with the noise at "
+            "which studies simulated on it come out as its seeds did (config/round0, docs/measurements.md). A "
+            "path as in definitions/path, or null."
         ),
         schema={"anyOf": [{"type": "null"}, {"$ref": "#/definitions/path"}], "type": None},
     )
@@ -186,8 +185,8 @@ class PlanOptions:
         doc=(
             "Take backbones from the shape rule (prism.model.sizes): per budget at least this many sizes inside"
             " its window, evenly spaced in log N, computed from the config alone so every calibration job is "
-            "known in advance; beside the `backbones` list. null: that list only. e2e only. The default study "
-            "uses 6 (6-9 sizes per budget, 13 in all) and no `backbones` of its own."
+            "known in advance; beside the `backbones` list. null: that list only. e2e only. 6 or more leave "
+            "each budget's parabola residual degrees of freedom to measure its noise."
         ),
     )
     size_rule: str = option(

@@ -8,9 +8,8 @@ One bad budget therefore cannot set every budget's noise. The runs' own standard
 error (`loss_se`) is not a floor under that: every run of a study is evaluated on the
 same held-out samples, so most of that sampling error is common to the runs of a
 budget (a hard sample is hard for every size) and cancels in the comparisons that
-place its minimum; the residuals already hold the part that does not cancel. (On the
-default study the runs' loss_se over 2,048 held-out samples is 0.018-0.024, 2-4x the
-residual std of its quietest budgets.)
+place its minimum; the residuals already hold the part that does not cancel, which is
+why a run's loss_se can be several times the residual std of a quiet budget.
 Only without residuals (fewer than MIN_NOISE_DOF degrees of freedom in all) is the
 median `loss_se` the noise; without either, REL_NOISE of the median loss is assumed:
 relative to the data's loss scale.

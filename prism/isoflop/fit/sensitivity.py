@@ -5,8 +5,8 @@ minimum is fitted on (every size against the sizes around the minimum), Approach
 Huber threshold (least squares against delta 1e-3), and each budget's smallest and
 largest size dropped. Approach 2 refits its parabolas (each budget left out only drops a
 point of the power law: the minima are fitted budget by budget); Approach 3 reoptimises
-from its own optimum with the runs weighted 0 or 1, so all of it costs a few tenths of a
-second on the default study.
+from its own optimum with the runs weighted 0 or 1, so all of it costs a small share of
+the fit's bootstrap.
 
 Two kinds of move: an alternative analysis of the same runs (the window, the Huber
 threshold) is as much the methods' answer as the chosen one, so the verdict's interval is

@@ -29,7 +29,7 @@ def _fit_cli(tmp_path, csv_path, *extra):
     return rc, out_json, out_md
 
 
-def test_json_has_the_issue_keys_and_markdown_a_table(tmp_path):
+def test_json_has_the_report_keys_and_markdown_a_table(tmp_path):
     recs = isoflop_study(SYMMETRIC, BUDGETS, per_budget=5, spread=1.0, noise=0.005, seed=1)
     write_csv(recs, tmp_path / "runs.csv")
     rc, out_json, out_md = _fit_cli(tmp_path, tmp_path / "runs.csv", "--bootstrap", "20", "--seed", "3")
