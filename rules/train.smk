@@ -8,8 +8,9 @@
 # instead of retraining; `--config retrain=true` (either schedule) or `--forcerun train`
 # retrains (PRISM_RETRAIN=1, see Schedule.retraining in prism/workflow/schedule.py).
 #
-# Rerun triggers are the data, the run's calibration and its plan row (params); where
-# and how it runs (launcher, nodes, device, storage) are resources, so moving a study
+# Rerun triggers are the data, the run's calibration, its plan row and its identity (params:
+# every value that decides what it computes, library defaults included, prism.train.identity);
+# where and how it runs (launcher, nodes, device, storage) are resources, so moving a study
 # to the cluster or changing its node count retrains nothing.
 
 include: "training.smk"
@@ -25,6 +26,9 @@ rule train:
     params:
         # The run's `prism train` flags from its plan row (the same mapping `prism isoflop launch` uses).
         run=SCHEDULE.train_args,
+        # Every value that decides what the run computes, defaults included (prism.train.identity): a
+        # changed library default (the lr rule, the warm-up fraction) retrains, as a changed flag does.
+        identity=SCHEDULE.identity_param(SCHEDULE.train_run),
         body=SCHEDULE.run_body,
     threads: S.train.threads
     # Longest runs first (steps stand in for time): the study ends sooner than when the

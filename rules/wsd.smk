@@ -28,7 +28,8 @@
 #   are then plain inputs, so what follows a retrained segment reruns too.
 #
 # Rerun triggers as for `train`: the data, the calibration, and the params (the model, the
-# batch, the warm-up, the cooldown fraction, the seed).
+# batch, the warm-up, the cooldown fraction, the seed, and the run's identity: every value that
+# decides what it computes, library defaults included, prism.train.identity).
 
 include: "training.smk"
 
@@ -48,6 +49,8 @@ rule wsd_segment:
         # rerun trigger: see the header) ...
         run=SCHEDULE.segment_args,
         body=SCHEDULE.segment_body,
+        # Every value that decides what it computes, defaults included (prism.train.identity).
+        identity=SCHEDULE.identity_param(SCHEDULE.segment_run),
         # ... and what makes it another segment (rerun triggers).
         backbone=SCHEDULE.traj_value("backbone"),
         variant=SCHEDULE.traj_value("variant"),
@@ -75,6 +78,7 @@ rule wsd_branch:
     params:
         run=SCHEDULE.branch_args,
         body=SCHEDULE.run_body,
+        identity=SCHEDULE.identity_param(SCHEDULE.branch_run),
         backbone=SCHEDULE.row_value("backbone"),
         variant=SCHEDULE.row_value("variant"),
         regime=SCHEDULE.row_value("regime"),
