@@ -49,8 +49,6 @@ rule wsd_segment:
         # rerun trigger: see the header) ...
         run=SCHEDULE.segment_args,
         body=SCHEDULE.segment_body,
-        # Every value that decides what it computes, defaults included (prism.train.identity).
-        identity=SCHEDULE.identity_param(SCHEDULE.segment_run),
         # ... and what makes it another segment (rerun triggers).
         backbone=SCHEDULE.traj_value("backbone"),
         variant=SCHEDULE.traj_value("variant"),
@@ -58,6 +56,9 @@ rule wsd_segment:
         global_batch=SCHEDULE.traj_value("global_batch"),
         warmup=SCHEDULE.traj_value("warmup"),
         seed=S.train.seed,
+        # Every value that decides what it computes, defaults included (prism.train.identity); where
+        # it started is the one its run directory recorded, so a finished segment's stays the same.
+        identity=SCHEDULE.identity_param(SCHEDULE.segment_run, SCHEDULE.segment_inputs),
     threads: S.train.threads
     priority: SCHEDULE.segment_priority
     # cluster.pack: the job's pack (one scheduler job of one-device runs); None otherwise.
@@ -78,7 +79,6 @@ rule wsd_branch:
     params:
         run=SCHEDULE.branch_args,
         body=SCHEDULE.run_body,
-        identity=SCHEDULE.identity_param(SCHEDULE.branch_run),
         backbone=SCHEDULE.row_value("backbone"),
         variant=SCHEDULE.row_value("variant"),
         regime=SCHEDULE.row_value("regime"),
@@ -87,6 +87,7 @@ rule wsd_branch:
         warmup=SCHEDULE.branch_warmup,
         cooldown_fraction=SCHEDULE.cooldown_fraction,
         seed=S.train.seed,
+        identity=SCHEDULE.identity_param(SCHEDULE.branch_run, SCHEDULE.branch_inputs),
     threads: S.train.threads
     priority: SCHEDULE.branch_priority
     # cluster.pack: the job's pack (one scheduler job of one-device runs); None otherwise.

@@ -93,11 +93,15 @@ class Schedule:
         return budget_str(self.plan.row(wildcards)["budget"])
 
     @staticmethod
-    def identity_param(run_of: Callable[[Any, Any], RunConfig]) -> Callable[[Any, Any], str]:
-        """A params function: the identity hash of the run `run_of(wildcards, input)` builds
-        (prism.train.identity), a rerun trigger that holds every value deciding what the run computes,
-        defaults included: a changed library default reruns the job, where its flags would not change."""
-        return lambda wildcards, input: run_hash(run_of(wildcards, input))
+    def identity_param(
+        run_of: Callable[[Any, Any], RunConfig], inputs_of: Callable[[Any], dict[str, Any]]
+    ) -> Callable[[Any], str]:
+        """A params function of the wildcards alone: the identity hash (prism.train.identity) of the run that
+        `run_of(wildcards, input)` builds from the job's inputs (`inputs_of`). It holds every value that decides
+        what the run computes, defaults included, so a changed library default reruns the job. Snakemake
+        compares only params that do not read a job's input, so this one must not: the flags (`run`) do, and
+        are not a rerun trigger."""
+        return lambda wildcards: run_hash(run_of(wildcards, JobInputs(inputs_of(wildcards))))
 
     # ---- resources of a training job (no rerun triggers) -----------------------
 
@@ -398,6 +402,16 @@ class CosineSchedule(Schedule):
             seconds = None if seconds is None else seconds + startup_s
             out.append(Unit(r["run_id"], (r["run_id"],), seconds, devices, nodes if devices > 1 else 1))
         return out
+
+
+class JobInputs(dict):
+    """A job's named inputs as its params functions read them (`input.data`, `input.keys()`)."""
+
+    def __getattr__(self, name: str) -> Any:
+        try:
+            return self[name]
+        except KeyError:
+            raise AttributeError(name) from None
 
 
 def run_devices(row: dict) -> int:
