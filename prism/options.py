@@ -112,7 +112,9 @@ def add_arguments(
                 help=f"{meta['help']} (default: {f.default})",
             )
             continue
-        shown = "none" if f.default is None else f.default
+        # A help that says what None means (`(default: cores / processes)`) says the default itself.
+        said = f.default is None and "(default:" in meta["help"]
+        shown = "" if said else f" (default: {'none' if f.default is None else f.default})"
         parser.add_argument(
             flag(f.name),
             dest=f.name,
@@ -120,7 +122,7 @@ def add_arguments(
             default=f.default,
             choices=meta.get("choices"),
             metavar=meta.get("metavar"),
-            help=f"{meta['help']} (default: {shown})".replace("%", "%%"),
+            help=f"{meta['help']}{shown}".replace("%", "%%"),
         )
     add_renamed_flags(parser, cls, names)
 

@@ -8,9 +8,10 @@
 # instead of retraining; `--config retrain=true` (either schedule) or `--forcerun train`
 # retrains (PRISM_RETRAIN=1, see Schedule.retraining in prism/workflow/schedule.py).
 #
-# Rerun triggers are the data, the run's calibration and its plan row (params); where
-# and how it runs (launcher, nodes, device, storage) are resources, so moving a study
-# to the cluster or changing its node count retrains nothing.
+# Rerun triggers are the data, the run's calibration and its identity (a param: every value
+# that decides what it computes, its plan row's and the library's defaults included,
+# prism.train.identity); where and how it runs (launcher, nodes, device, storage) are
+# resources, so moving a study to the cluster or changing its node count retrains nothing.
 
 include: "training.smk"
 
@@ -23,8 +24,12 @@ rule train:
     log:
         S.logfile("train", "{family}", "{run_id}"),
     params:
-        # The run's `prism train` flags from its plan row (the same mapping `prism isoflop launch` uses).
+        # The run's `prism train` flags from its plan row (the same mapping `prism isoflop launch` uses);
+        # they read the job's input, so Snakemake does not compare them: the identity is the trigger.
         run=SCHEDULE.train_args,
+        # Every value that decides what the run computes, defaults included (prism.train.identity): a
+        # changed library default (the lr rule, the warm-up fraction) retrains, as a changed setting does.
+        identity=SCHEDULE.identity_param(SCHEDULE.train_run, SCHEDULE.train_inputs),
         body=SCHEDULE.run_body,
     threads: S.train.threads
     # Longest runs first (steps stand in for time): the study ends sooner than when the

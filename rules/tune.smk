@@ -17,6 +17,7 @@ rule tune_run:
     params:
         run=W.tune.run_args,
         body=W.tune.run_body,
+        identity=SCHEDULE.identity_param(W.tune.sweep_run, W.tune.run_inputs),
     threads: S.train.threads
     # With cluster.pack the sweep's runs are packed as the grid's (one scheduler job for a node's devices).
     group: W.tune.group()

@@ -28,7 +28,8 @@
 #   are then plain inputs, so what follows a retrained segment reruns too.
 #
 # Rerun triggers as for `train`: the data, the calibration, and the params (the model, the
-# batch, the warm-up, the cooldown fraction, the seed).
+# batch, the warm-up, the cooldown fraction, the seed, and the run's identity: every value that
+# decides what it computes, library defaults included, prism.train.identity).
 
 include: "training.smk"
 
@@ -55,6 +56,9 @@ rule wsd_segment:
         global_batch=SCHEDULE.traj_value("global_batch"),
         warmup=SCHEDULE.traj_value("warmup"),
         seed=S.train.seed,
+        # Every value that decides what it computes, defaults included (prism.train.identity); where
+        # it started is the one its run directory recorded, so a finished segment's stays the same.
+        identity=SCHEDULE.identity_param(SCHEDULE.segment_run, SCHEDULE.segment_inputs),
     threads: S.train.threads
     priority: SCHEDULE.segment_priority
     # cluster.pack: the job's pack (one scheduler job of one-device runs); None otherwise.
@@ -83,6 +87,7 @@ rule wsd_branch:
         warmup=SCHEDULE.branch_warmup,
         cooldown_fraction=SCHEDULE.cooldown_fraction,
         seed=S.train.seed,
+        identity=SCHEDULE.identity_param(SCHEDULE.branch_run, SCHEDULE.branch_inputs),
     threads: S.train.threads
     priority: SCHEDULE.branch_priority
     # cluster.pack: the job's pack (one scheduler job of one-device runs); None otherwise.

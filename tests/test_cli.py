@@ -47,9 +47,13 @@ def test_bad_names_get_one_line_listing_valid_names(tmp_path, flag, kind, valid)
     assert list(tmp_path.iterdir()) == []
 
 
-def test_bad_device_is_a_user_error(tmp_path, capsys):
-    assert main([*CALIBRATE, "--device", "tpu", "--out", str(tmp_path / "x.json")]) == 2
-    assert "unknown device 'tpu'" in capsys.readouterr().err
+def test_bad_device_is_a_user_error_as_in_prism_train(tmp_path, capsys):
+    with pytest.raises(SystemExit) as exit:
+        main([*CALIBRATE, "--device", "tpu", "--out", str(tmp_path / "x.json")])
+    assert exit.value.code == 2
+    said = capsys.readouterr().err.strip().splitlines()[-1]
+    assert said.endswith("argument --device: invalid choice: 'tpu' (choose from 'auto', 'cpu', 'cuda', 'xpu')")
+    assert list(tmp_path.iterdir()) == []
 
 
 def test_calibrate_writes_json(tmp_path, capsys):

@@ -6,13 +6,12 @@ import argparse
 
 from prism.cli.renamed import LauncherName, add_renamed
 from prism.cli.spec import add_spec_arguments, spec_from_args
-from prism.isoflop.design.calibrate import CalibrateOptions
+from prism.isoflop.design.calibrate import TIMED_RUN_SETTINGS, CalibrateOptions
 from prism.isoflop.design.plan import PlanOptions
 from prism.isoflop.present.options import PlotOptions
 from prism.isoflop.runs.collect import CollectOptions
 from prism.options import add_arguments, from_namespace, validate
-from prism.train.config import COMPILE_MODES
-from prism.train.precision import PRECISIONS
+from prism.train.config import RunConfig
 from prism.train.schedule import COOLDOWN_FRACTION
 
 
@@ -48,22 +47,9 @@ def _register_calibrate(verbs: argparse._SubParsersAction) -> None:
     p.add_argument("--family", required=True, help="modality family, e.g. text_image")
     p.add_argument("--regime", default="e2e", help="projector_only, encoder_projector or e2e (default: e2e)")
     p.add_argument("--seq-len", type=int, default=None, help="tokens per sample (default: the family's padded length)")
-    p.add_argument(
-        "--device", default="auto", help="auto|cpu|cuda|xpu: where --measure-throughput runs (default: auto)"
-    )
-    p.add_argument("--threads", type=int, default=None, help="CPU threads for the timed steps (default: torch's)")
-    p.add_argument(
-        "--precision",
-        default="auto",
-        choices=PRECISIONS,
-        help="the timed steps' precision, as `prism train --precision` (config train.precision; default: auto)",
-    )
-    p.add_argument(
-        "--compile",
-        default="auto",
-        choices=COMPILE_MODES,
-        help="compile the timed model's blocks, as `prism train --compile` (default: auto)",
-    )
+    # The settings the timed steps share with the runs they price: `prism train`'s flags, generated alike.
+    shared = p.add_argument_group("the timed steps' run settings (as `prism train`; the workflow passes the study's)")
+    add_arguments(shared, RunConfig, TIMED_RUN_SETTINGS)
     add_arguments(p.add_argument_group("timed steps (config `calibrate:`)"), CalibrateOptions)
     add_spec_arguments(p)
     out = p.add_mutually_exclusive_group(required=True)

@@ -21,7 +21,7 @@ from prism.errors import PrismError
 from prism.families import spec_record
 from prism.model.config import expected_shape
 from prism.peak import cache_dir
-from prism.train.config import RunConfig
+from prism.train.config import EVALS_PER_RUN, RunConfig
 from prism.train.schedule import Schedule, default_lr, default_warmup
 
 
@@ -171,7 +171,7 @@ def step_budget(config: RunConfig, model: Any, world_size: int, log=print) -> St
         steps=steps,
         lr=config.lr if config.lr is not None else default_lr(model.backbone_config.d_model),
         warmup=warmup,
-        eval_every=config.eval_every or max(1, steps // 10),
+        eval_every=config.eval_every or max(1, steps // EVALS_PER_RUN),
         checkpoint_every=config.checkpoint_every or max(1, steps // 10),
         params=sum(p.numel() for p in params if p.requires_grad),
         params_total=sum(p.numel() for p in params),

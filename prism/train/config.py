@@ -36,6 +36,8 @@ LAYOUTS = ("padded", "packed")
 
 # Keys a run writes beside its settings in RUNDIR/config.yaml: derived, informational.
 RESOLVED_KEY = "resolved"
+# Evaluations of a run without --eval-every (at step 0 and the end besides).
+EVALS_PER_RUN = 10
 
 # Settings that change a run's numbers: a rerun on an existing RUNDIR must agree on them.
 RESULT_FIELDS = (

@@ -55,6 +55,7 @@ from prism.train.budget import find_calibration, step_budget
 from prism.train.collapse import CollapseDetector
 from prism.train.config import RunConfig, compile_mode
 from prism.train.evaluator import EvalResult, Evaluator, split_rows
+from prism.train.identity import run_identity
 from prism.train.meter import PerfMeter
 from prism.train.rundir import checkpoint, resume, runfiles
 from prism.train.rundir import finished as finished_run
@@ -656,6 +657,8 @@ class Trainer:
             "threads": self.threads,
             "torch_version": str(torch.__version__),
             "inputs": self.inputs,
+            # Every value that decides what it computes, defaults included: a rerun under another is another run.
+            "identity": run_identity(self.config),
         }
 
     def _context(self) -> dict[str, Any]:
@@ -775,6 +778,7 @@ def finished(config: RunConfig) -> RunMetrics | None:
         return None
     if existing.get("status") == "ok" and finished_run.missing_kept(config.out_dir, config, existing.get("steps")):
         return None
+    finished_run.check_identity(config.out_dir, config)
     log(
         f"[{config.run_id}] {path} exists (status {existing.get('status')}): the run is finished, nothing to "
         "do; delete the run directory to train it again"

@@ -13,8 +13,9 @@ from typing import Any
 
 from prism.isoflop.design.placement import study_devices
 from prism.isoflop.design.tuning import study_rule
-from prism.isoflop.runs.launch import run_args
+from prism.isoflop.runs.launch import run_config, run_flags
 from prism.options import as_args
+from prism.train.config import RunConfig
 from prism.workflow.probe import probe_file, probed
 from prism.workflow.study import Study
 
@@ -111,15 +112,22 @@ def plan_command(study: Study, family: str) -> list[str]:
     ]  # fmt: skip
 
 
+def training_run(
+    study: Study, row: Mapping[str, Any], data: str, out: str, calibration: str, **settings: Any
+) -> RunConfig:
+    """A training job's run: its plan row (or a wsd segment's), with the settings of the study's `train:`
+    that decide its numbers and the job's own `settings` over them. Its flags (`run_flags`) and its identity
+    hash (`prism.train.identity.run_hash`) are params: rerun triggers (the loader's settings too: they decide
+    the sample order). Where and how the job runs are its resources (`tracker_command`, rules/training.smk)."""
+    shared = {**study.train.run_settings(), **study.loader.run_settings()}
+    return run_config(row, data=data, out=out, calibration=calibration, **{**shared, **settings})
+
+
 def training_command(
     study: Study, row: Mapping[str, Any], data: str, out: str, calibration: str, **settings: Any
 ) -> str:
-    """A training job's run, as `prism train` flags: its plan row (or a wsd segment's), with the settings
-    of the study's `train:` that decide its numbers and the job's own `settings` over them. A param: a
-    rerun trigger (the loader's settings too: they decide the sample order). Where and how the job runs
-    are its resources (`tracker_command`, rules/training.smk)."""
-    shared = {**study.train.run_settings(), **study.loader.run_settings()}
-    return run_args(row, data=data, out=out, calibration=calibration, **{**shared, **settings})
+    """`training_run`'s `prism train` flags."""
+    return run_flags(training_run(study, row, data, out, calibration, **settings))
 
 
 def tracker_command(study: Study, family: str) -> str:

@@ -23,11 +23,14 @@ import yaml
 from prism.errors import PrismError
 from prism.isoflop.design.placement import SHARDED
 from prism.isoflop.design.trajectories import Trajectory, plan_trajectories
+from prism.isoflop.runs.launch import run_flags
 from prism.isoflop.runs.status import lost_finals
 from prism.launch.walltime import run_estimate_s
+from prism.train.config import RunConfig
+from prism.train.identity import run_hash
 from prism.train.rundir.layout import kept_checkpoint, kept_origin
 from prism.workflow import probe, resources
-from prism.workflow.commands import tracker_command, training_command
+from prism.workflow.commands import tracker_command, training_run
 from prism.workflow.packing import Pack, Unit, make_packs, packable, widths
 from prism.workflow.plan import Rows, StudyPlan
 from prism.workflow.study import Study, budget_str
@@ -88,6 +91,17 @@ class Schedule:
 
     def run_budget(self, wildcards: Any) -> str:
         return budget_str(self.plan.row(wildcards)["budget"])
+
+    @staticmethod
+    def identity_param(
+        run_of: Callable[[Any, Any], RunConfig], inputs_of: Callable[[Any], dict[str, Any]]
+    ) -> Callable[[Any], str]:
+        """A params function of the wildcards alone: the identity hash (prism.train.identity) of the run that
+        `run_of(wildcards, input)` builds from the job's inputs (`inputs_of`). It holds every value that decides
+        what the run computes, defaults included, so a changed library default reruns the job. Snakemake
+        compares only params that do not read a job's input, so this one must not: the flags (`run`) do, and
+        are not a rerun trigger."""
+        return lambda wildcards: run_hash(run_of(wildcards, JobInputs(inputs_of(wildcards))))
 
     # ---- resources of a training job (no rerun triggers) -----------------------
 
@@ -352,10 +366,14 @@ class CosineSchedule(Schedule):
             "calibration": study.calibration_file(family, row["backbone"], row["variant"], row["regime"]),
         }
 
+    def train_run(self, wildcards: Any, input: Any) -> RunConfig:
+        """The run of its plan row (the same mapping `prism isoflop launch` uses)."""
+        return training_run(self.study, self.plan.row(wildcards), input.data, self.run_dir(wildcards),
+                            input.calibration, warmup=self.study.warmup)  # fmt: skip
+
     def train_args(self, wildcards: Any, input: Any) -> str:
-        """The run's `prism train` flags from its plan row (the same mapping `prism isoflop launch` uses)."""
-        return training_command(self.study, self.plan.row(wildcards), input.data, self.run_dir(wildcards),
-                                input.calibration, warmup=self.study.warmup)  # fmt: skip
+        """The run's `prism train` flags."""
+        return run_flags(self.train_run(wildcards, input))
 
     def priority(self, wildcards: Any) -> int:
         """Longer runs first (their planned steps); 0 while the plan is not there yet."""
@@ -384,6 +402,16 @@ class CosineSchedule(Schedule):
             seconds = None if seconds is None else seconds + startup_s
             out.append(Unit(r["run_id"], (r["run_id"],), seconds, devices, nodes if devices > 1 else 1))
         return out
+
+
+class JobInputs(dict):
+    """A job's named inputs as its params functions read them (`input.data`, `input.keys()`)."""
+
+    def __getattr__(self, name: str) -> Any:
+        try:
+            return self[name]
+        except KeyError:
+            raise AttributeError(name) from None
 
 
 def run_devices(row: dict) -> int:
@@ -503,7 +531,11 @@ class WsdSchedule(Schedule):
         return inputs
 
     def segment_args(self, wildcards: Any, input: Any) -> str:
-        """The segment's `prism train` flags: constant rate after the warm-up to END, kept there."""
+        """The segment's `prism train` flags."""
+        return run_flags(self.segment_run(wildcards, input))
+
+    def segment_run(self, wildcards: Any, input: Any) -> RunConfig:
+        """The segment's run: constant rate after the warm-up to END, kept there."""
         t = self.trajectory(wildcards)
         end = int(wildcards.end)
         row = {"family": wildcards.family, "backbone": t.backbone, "variant": t.variant, "regime": t.regime,
@@ -516,11 +548,11 @@ class WsdSchedule(Schedule):
             init_from, init_step = kept_origin(input.start)
             init = {"init_from": init_from, "init_step": init_step}
         out = self.segment_dir(wildcards.family, wildcards.traj, end)
-        return training_command(self.study, row, input.data, out, input.calibration,
-                                cooldown_fraction=0.0, warmup=t.warmup, max_steps=end, checkpoint_at=str(end),
-                                # A segment's own final loss is one more point of the stable curve, not a result
-                                # the fit reads: the intermediate evaluations' sample count is enough for it.
-                                final_eval_samples=self.study.train.eval_samples, **init)  # fmt: skip
+        return training_run(self.study, row, input.data, out, input.calibration,
+                            cooldown_fraction=0.0, warmup=t.warmup, max_steps=end, checkpoint_at=str(end),
+                            # A segment's own final loss is one more point of the stable curve, not a result
+                            # the fit reads: the intermediate evaluations' sample count is enough for it.
+                            final_eval_samples=self.study.train.eval_samples, **init)  # fmt: skip
 
     def traj_value(self, key: str) -> Callable[[Any], Any]:
         """A params function: one attribute of the segment's trajectory (a rerun trigger when it changes)."""
@@ -549,12 +581,16 @@ class WsdSchedule(Schedule):
                 "start": self.start_input(start)}  # fmt: skip
 
     def branch_args(self, wildcards: Any, input: Any) -> str:
-        """The branch's `prism train` flags: its plan row as a wsd run, from the point at its cooldown start."""
+        """The branch's `prism train` flags."""
+        return run_flags(self.branch_run(wildcards, input))
+
+    def branch_run(self, wildcards: Any, input: Any) -> RunConfig:
+        """The branch's run: its plan row as a wsd run, from the point at its cooldown start."""
         t = self.run_trajectory(wildcards)
         init_from, init_step = kept_origin(input.start)
         init = {"warmup": t.warmup, "init_from": init_from, "init_step": init_step}
         row = self.plan.row(wildcards)
-        return training_command(self.study, row, input.data, self.run_dir(wildcards), input.calibration, **init)
+        return training_run(self.study, row, input.data, self.run_dir(wildcards), input.calibration, **init)
 
     def branch_warmup(self, wildcards: Any) -> int:
         return self.run_trajectory(wildcards).warmup

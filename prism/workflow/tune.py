@@ -13,9 +13,11 @@ from typing import Any
 
 from prism.ids import run_id
 from prism.isoflop.design.tuning import lr_label, sweep_lrs, sweep_sizes
+from prism.isoflop.runs.launch import run_flags
 from prism.model.config import backbone_config
+from prism.train.config import RunConfig
 from prism.workflow import probe, resources
-from prism.workflow.commands import training_command
+from prism.workflow.commands import training_run
 from prism.workflow.packing import Pack, Unit, make_packs
 from prism.workflow.plan import StudyPlan
 from prism.workflow.schedule import Schedule
@@ -75,10 +77,14 @@ class TuneStage:
         return {"data": study.data_dir(wildcards.family), "calibration": calibration}
 
     def run_args(self, wildcards: Any, input: Any) -> str:
-        """The sweep run's `prism train` flags: its row at `lr`, its steps, the study's warm-up."""
-        return training_command(self.study, self._row_of(wildcards), input.data, self._dir(wildcards),
-                                input.calibration, lr=float(wildcards.lr), max_steps=int(wildcards.steps),
-                                warmup=self.study.warmup)  # fmt: skip
+        """The sweep run's `prism train` flags."""
+        return run_flags(self.sweep_run(wildcards, input))
+
+    def sweep_run(self, wildcards: Any, input: Any) -> RunConfig:
+        """The sweep run: its row at `lr`, its steps, the study's warm-up."""
+        return training_run(self.study, self._row_of(wildcards), input.data, self._dir(wildcards),
+                            input.calibration, lr=float(wildcards.lr), max_steps=int(wildcards.steps),
+                            warmup=self.study.warmup)  # fmt: skip
 
     def run_body(self, wildcards: Any) -> str:
         return f"{self._dir(wildcards)}/launch.sh"

@@ -25,6 +25,9 @@ from prism.options import option
 from prism.progress import progress
 from prism.train.schedule import build_optimizer
 
+# The `prism train` settings the timed steps take from the study's runs (their flags are RunConfig's).
+TIMED_RUN_SETTINGS = ("device", "threads", "precision", "compile")
+
 
 @dataclass(frozen=True)
 class CalibrateOptions:

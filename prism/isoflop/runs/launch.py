@@ -51,9 +51,14 @@ def run_config(row: Mapping[str, Any], data: str | Path, out: str | Path, **sett
     return run
 
 
+def run_flags(run: RunConfig) -> str:
+    """The run's `prism train` flags, shell-quoted (what the workflow's training rules pass)."""
+    return shlex.join(train_args(run)[1:])
+
+
 def run_args(row: Mapping[str, Any], data: str | Path, out: str | Path, **settings: Any) -> str:
-    """`run_config`'s `prism train` flags, shell-quoted (what the workflow's train rule passes)."""
-    return shlex.join(train_args(run_config(row, data, out, **settings))[1:])
+    """`run_config`'s `prism train` flags, shell-quoted."""
+    return run_flags(run_config(row, data, out, **settings))
 
 
 def _read_plan(plan_path: Path) -> dict:

@@ -7,11 +7,13 @@ Three rules, checked by `prism train` before it writes anything in a run directo
   touched; a finished run's records (metrics, eval, perf, final weights) stay.
 - `restore`: a finished run keeps a copy of its `metrics.json` in `final/finished.json`
   together with the content hashes of its inputs (data manifest, calibration; see
-  `prism.train.rundir.resume.input_fingerprint`) and its result-deciding settings. When
+  `prism.train.rundir.resume.input_fingerprint`), its result-deciding settings and its
+  identity (every value that decided what it computed, library defaults included:
+  `prism.train.identity`; a finished run under another identity is refused). When
   `metrics.json` is gone (Snakemake deletes a job's output before rerunning it: a
   rebuilt data directory, a calibration rewritten, a plan row edited and restored)
-  and the inputs and settings hash the same, the copy is put back and nothing
-  retrains. Changed content retrains as before.
+  and the inputs, settings and identity are the same, the copy is put back and nothing
+  retrains. Changed content or identity retrains.
 - `forget`: an explicit retrain (`prism train --retrain`, `PRISM_RETRAIN=1`; the
   workflow sets it for `snakemake --forcerun train`, `--forcerun` of the run's
   metrics.json, or `--forceall`) drops the copy and trains from scratch.
@@ -36,6 +38,7 @@ from typing import Any
 from prism.atomic import json_safe, write_json_atomic
 from prism.errors import PrismError
 from prism.train.config import RESULT_FIELDS, RunConfig, read_yaml
+from prism.train.identity import identity_changes, run_identity
 from prism.train.rundir import runfiles
 from prism.train.rundir.layout import KEEP_DIR, filename, final_dir
 
@@ -133,6 +136,19 @@ def check_same_run(run_dir: Path, config: Any) -> None:
     )
 
 
+def check_identity(run_dir: Path, config: Any) -> None:
+    """Refuse a finished run whose identity (prism.train.identity) is not this config's: it was trained under
+    other values (a library default since changed), so its metrics are not this run's."""
+    path = Path(run_dir) / runfiles.CONFIG
+    old = runfiles.resolved_of(path).get("identity") if path.is_file() else None
+    changes = identity_changes(old, run_identity(config)) if isinstance(old, dict) else []
+    if changes:
+        raise PrismError(
+            f"{run_dir} finished under other values ({'; '.join(changes)}): it is not this run; rerun this "
+            "command with --retrain to train it again (a workflow reruns it by itself), or use another --out"
+        )
+
+
 def settings_of(config: Any) -> dict[str, Any]:
     """The result-deciding settings (the ones a rerun must agree on)."""
     return {name: getattr(config, name) for name in RESULT_FIELDS}
@@ -142,7 +158,7 @@ def keep(run_dir: Path, config: Any, inputs: dict[str, Any], metrics: dict[str, 
     """After a run ended ok (and its checkpoints became final/): the copy `restore` reads."""
     write_json_atomic(
         record_path(run_dir),
-        {"inputs": inputs, "settings": settings_of(config), "metrics": metrics},
+        {"inputs": inputs, "settings": settings_of(config), "identity": run_identity(config), "metrics": metrics},
         indent=2,
         sort_keys=True,
     )
@@ -160,6 +176,8 @@ def restore(run_dir: Path, config: Any, inputs: dict[str, Any]) -> dict[str, Any
         return None
     metrics = record["metrics"]
     if metrics.get("run_id") != config.run_id or record.get("settings") != json_safe(settings_of(config)):
+        return None
+    if _other_identity(record, run_dir, config):
         return None
     if record.get("inputs") != inputs:
         changed = [k for k in inputs if (record.get("inputs") or {}).get(k) != inputs[k]]
@@ -195,6 +213,24 @@ def restore(run_dir: Path, config: Any, inputs: dict[str, Any]) -> dict[str, Any
         flush=True,
     )
     return metrics
+
+
+def _other_identity(record: dict[str, Any], run_dir: Path, config: Any) -> bool:
+    """Whether the finished run was trained under another identity (said in one line). A record from before
+    identities were kept takes this run's: its settings matched, and retraining every such run would cost a
+    study's whole budget for defaults that most likely never changed."""
+    identity = run_identity(config)
+    if "identity" not in record:
+        write_json_atomic(record_path(run_dir), {**record, "identity": identity}, indent=2, sort_keys=True)
+        return False
+    changes = identity_changes(record["identity"] or {}, identity)
+    if changes:
+        print(
+            f"[{config.run_id}] finished under other values ({'; '.join(changes)}): training again",
+            file=sys.stderr,
+            flush=True,
+        )
+    return bool(changes)
 
 
 def forget(run_dir: Path, config: Any, why: str = "--retrain") -> None:

@@ -3,7 +3,8 @@
 A rerun of `prism train` on an existing directory resumes from its newest
 checkpoint, but only when that checkpoint was trained on the same inputs (the
 shards' manifest and the calibration: see `input_fingerprint`) and describes the
-same run (the result-changing settings and the steps). Changed inputs start over;
+same run (the result-changing settings and the steps). Changed inputs start over, as does
+a changed identity (a library default that changed since it started: prism.train.identity);
 changed settings are refused, naming them.
 """
 
@@ -17,6 +18,7 @@ from prism.atomic import write_text_atomic
 from prism.errors import PrismError
 from prism.fingerprint import file_digest, record_digest
 from prism.train.config import TRAJECTORY_FIELDS, RunConfig
+from prism.train.identity import identity_changes, run_identity
 from prism.train.rundir import checkpoint, runfiles
 
 
@@ -45,6 +47,15 @@ def changed_inputs(out: Path, inputs: dict[str, str | None]) -> list[str]:
         return []
     names = list(inputs) + [name for name in old if name not in inputs]
     return [name for name in names if old.get(name) != inputs.get(name)]
+
+
+def changed_identity(config: RunConfig, out: Path) -> list[str]:
+    """`["identity (name: old -> new; ...)"]` when the run directory was started under another identity
+    (prism.train.identity: a library default changed since), else []: its checkpoints are another run's."""
+    path = out / runfiles.CONFIG
+    old = runfiles.resolved_of(path).get("identity") if path.exists() else None
+    changes = identity_changes(old, run_identity(config)) if isinstance(old, dict) else []
+    return [f"identity ({'; '.join(changes)})"] if changes else []
 
 
 def check_same_run(config: RunConfig, out: Path, steps: int, steps_may_change: bool) -> None:
@@ -84,6 +95,7 @@ def prepare(config: RunConfig, inputs: dict[str, str | None], steps: int, is_mai
     out = config.out_dir
     changed = changed_inputs(out, inputs)
     check_same_run(config, out, steps, steps_may_change=bool(changed))  # refuse before touching any file
+    changed += changed_identity(config, out)
     if is_main:
         checkpoint.remove_partial(out)
         if changed:

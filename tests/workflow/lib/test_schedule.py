@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import inspect
 import shlex
 from pathlib import Path
 from types import SimpleNamespace
@@ -9,9 +10,10 @@ from types import SimpleNamespace
 import pytest
 import yaml
 
+from prism.train.identity import run_hash
 from prism.train.rundir.layout import kept_checkpoint, kept_origin
 from prism.workflow.plan import StudyPlan
-from prism.workflow.schedule import CosineSchedule, WsdSchedule, make_schedule, recorded_start
+from prism.workflow.schedule import CosineSchedule, JobInputs, WsdSchedule, make_schedule, recorded_start
 from prism.workflow.study import Study
 
 from .conftest import FakeEngine, wildcards
@@ -147,3 +149,34 @@ def test_a_wsd_branch_starts_at_its_cooldown_and_a_lost_point_is_said(smoke_conf
     assert lost in schedule.lost_points("text_image")
     schedule.study_metrics("text_image")
     assert any(line.startswith(f"{lost} is gone") for line in engine.said)
+
+
+def test_a_training_jobs_identity_is_a_trigger_snakemake_compares_and_is_its_runs(smoke_config):
+    """Snakemake compares only the params that read no job input: the identity reads the wildcards alone,
+    and is the hash of the very run whose flags the job passes."""
+    cosine = schedule_of(smoke_config())
+    wc = wildcards(family="text_image", run_id="30k-BASE-e2e-C1e10")
+    param = cosine.identity_param(cosine.train_run, cosine.train_inputs)
+    assert list(inspect.signature(param).parameters) == ["wildcards"]
+    run = cosine.train_run(wc, SimpleNamespace(**cosine.train_inputs(wc)))
+    assert param(wc) == run_hash(run)
+    assert flags(cosine.train_args(wc, SimpleNamespace(**cosine.train_inputs(wc))))["--out"] == run.out
+    # A setting of the study's runs changes it; where they run does not.
+    seeded = schedule_of(smoke_config(train={"seed": 1}))
+    assert seeded.identity_param(seeded.train_run, seeded.train_inputs)(wc) != param(wc)
+    moved = schedule_of(smoke_config(train={"device": "cuda", "threads": 4}))
+    assert moved.identity_param(moved.train_run, moved.train_inputs)(wc) == param(wc)
+
+
+def test_a_wsd_jobs_identity_holds_where_it_starts(smoke_config):
+    config = smoke_config(train={"schedule": "wsd"})
+    schedule = schedule_of(config)
+    schedule.ancient = str  # Snakemake's ancient() is the path, flagged
+    t = wsd_first_trajectory(schedule)
+    branch = wildcards(family="text_image", run_id=t.branches[0].run_id)
+    identity = schedule.identity_param(schedule.branch_run, schedule.branch_inputs)(branch)
+    assert identity == run_hash(schedule.branch_run(branch, JobInputs(schedule.branch_inputs(branch))))
+    second = wildcards(family="text_image", traj=t.traj_id, end=f"{t.points[1]:08d}")
+    segment = schedule.identity_param(schedule.segment_run, schedule.segment_inputs)
+    run = schedule.segment_run(second, JobInputs(schedule.segment_inputs(second)))
+    assert segment(second) == run_hash(run) and run.init_step == t.points[0]
