@@ -232,6 +232,16 @@ def manifest_fields(spec: FamilySpec, tokenizer_file: str = TOKENIZER_FILE) -> d
     return out
 
 
+def check_row_length(where: str, seq_len: int, family: str, n_modality_tokens: int, text_len: int | None) -> None:
+    """Refuse a row too short for a `family` sample: a training row holds one whole sample (its modality
+    tokens and `text_len`); a timed row (`text_len` None: its text may be cut) at least the modality, BOS
+    and EOS. `where` names the setting (e.g. "--seq-len")."""
+    least = n_modality_tokens + (2 if text_len is None else int(text_len))
+    if seq_len < least:
+        needs = "its modality tokens + BOS + EOS" if text_len is None else "one whole sample"
+        raise PrismError(f"{where} {seq_len} is shorter than a {family} row needs: {least} tokens ({needs})")
+
+
 def check_same_spec(expected: FamilySpec, data: FamilySpec, where: str) -> None:
     """Refuse data made at another shape or tokenizer than the study's, naming the key."""
     mine, theirs = shape_of(expected), shape_of(data)

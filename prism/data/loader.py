@@ -32,10 +32,11 @@ import numpy as np
 import torch
 
 from prism.data import packing
+from prism.data.batching import check_batch
 from prism.data.decoded import load_split
 from prism.data.manifest import read_manifest
 from prism.errors import PrismError
-from prism.families import spec_from_manifest
+from prism.families import check_row_length, spec_from_manifest
 from prism.tokenizer import TextEncoder
 
 # Variables other tools use to decide where shards come from; prism only lets them agree.
@@ -47,16 +48,14 @@ def check_batching(rank: int, world_size: int, global_batch: int) -> None:
     """Refuse a rank outside its world, or a global batch its ranks cannot split evenly."""
     if world_size < 1 or not 0 <= rank < world_size:
         raise PrismError(f"rank {rank} is not in a world of size {world_size}")
-    if global_batch < 1 or global_batch % world_size:
-        raise PrismError(f"global batch {global_batch} must be a positive multiple of the world size {world_size}")
+    check_batch(global_batch, world_size, "--global-batch", f"this run ({world_size} processes)")
 
 
 def row_length(manifest: dict, seq_len: int | None) -> tuple[int, int]:
     """(one sample's tokens, the row length: `seq_len`, else one sample), refusing a row shorter than a sample."""
     width = int(manifest["n_modality_tokens"]) + int(manifest["text_len"])
     length = width if seq_len is None else int(seq_len)
-    if length < width:
-        raise PrismError(f"seq_len {length} is shorter than one {manifest['family']} sample ({width} tokens)")
+    check_row_length("seq_len", length, manifest["family"], int(manifest["n_modality_tokens"]), manifest["text_len"])
     return width, length
 
 

@@ -7,7 +7,14 @@ on hand-made values without Snakemake, torch or matplotlib.
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field
+import math
+from dataclasses import MISSING, asdict, dataclass, field, fields
+from typing import Any
+
+from prism.errors import PrismError
+from prism.families import FAMILIES
+from prism.ids import run_id as make_run_id
+from prism.model.config import REGIMES, is_backbone, projector_variant
 
 # Loss-surface parameters of the Chinchilla form L = E + A / N^alpha + B / D^beta.
 SURFACE_KEYS = ("E", "A", "B", "alpha", "beta")
@@ -192,3 +199,97 @@ class PlanRow:
 
     def to_json(self) -> dict:
         return asdict(self)
+
+    @classmethod
+    def from_dict(cls, row: Any, where: str = "plan.yaml: a row") -> PlanRow:
+        """The row of a read-back plan (plan.yaml), checked once: its keys, their types and its run id.
+
+        `where` names the row (e.g. "STUDY/F/plan.yaml: runs[3]"); every refusal is one PrismError
+        naming it, the run id and the key. Keys an older plan lacks take their defaults; the cost
+        fields without one (params, flops, hours, ...) are None there.
+        """
+        if not isinstance(row, dict):
+            raise PrismError(f"{where} is not a mapping of run settings: {row!r}")
+        where = f"{where} ({row.get('run_id', 'no run_id')})"
+        unknown = sorted(set(row) - set(PLAN_ROW_FIELDS))
+        if unknown:
+            raise PrismError(f"{where}: unknown key(s) {', '.join(map(str, unknown))}; a plan row has "
+                             f"{', '.join(PLAN_ROW_FIELDS)} (re-plan with `prism isoflop plan`)")  # fmt: skip
+        for key in PLAN_ROW_REQUIRED:
+            if row.get(key) is None:
+                raise PrismError(f"{where}: no {key}")
+        _check_names(row, where)
+        values = {key: _typed(key, value, where) for key, value in row.items()}
+        missing = {f.name: None for f in fields(cls) if f.default is MISSING and f.name not in values}
+        out = cls(**values, **missing)
+        expected = make_run_id(out.backbone, out.variant, out.regime, out.budget)
+        if out.run_id != expected:
+            raise PrismError(f"{where}: run_id does not match its backbone, variant, regime and budget "
+                             f"(they give {expected}); re-plan, or correct the row")  # fmt: skip
+        return out
+
+
+def plan_rows(runs: Any, source: str) -> list[PlanRow]:
+    """A read-back plan's `runs:` list (plan.yaml at `source`) as checked rows; PlanRow.from_dict says why not."""
+    if not isinstance(runs, list):
+        raise PrismError(f"{source}: `runs:` is not a list of plan rows; re-plan with `prism isoflop plan`")
+    return [PlanRow.from_dict(row, f"{source}: runs[{i}]") for i, row in enumerate(runs)]
+
+
+PLAN_ROW_FIELDS = tuple(PlanRow.__dataclass_fields__)
+# What a run is made from: a row without one of them cannot train.
+PLAN_ROW_REQUIRED = ("run_id", "family", "backbone", "variant", "regime", "budget", "global_batch", "steps")
+_STRINGS = ("run_id", "family", "backbone", "variant", "regime", "lr_rule")
+_POSITIVE_INTS = ("global_batch", "steps", "devices", "micro_batch", "accum_steps")
+_POSITIVE_NUMBERS = ("budget", "lr")
+_COUNTS = ("samples",)  # integers, 0 allowed
+_NULLABLE = tuple(f.name for f in fields(PlanRow) if "None" in str(f.type))
+
+
+def _check_names(row: dict, where: str) -> None:
+    """Refuse a family, regime, backbone or projector variant that no registry or rule knows."""
+    registries = {"family": FAMILIES, "regime": REGIMES}
+    for key, registry in registries.items():
+        if row[key] not in registry:
+            raise PrismError(f"{where}: {key} {row[key]!r} is not one of {', '.join(registry)}")
+    if not isinstance(row["backbone"], str) or not is_backbone(row["backbone"]):
+        raise PrismError(
+            f"{where}: backbone {row['backbone']!r} is neither a registry backbone "
+            "(`prism model list`) nor a rule size (e.g. n32e3)"
+        )
+    try:
+        projector_variant(str(row["variant"]))
+    except PrismError as err:
+        raise PrismError(f"{where}: {err}") from None
+
+
+def _typed(key: str, value: Any, where: str) -> Any:
+    """`value` as the field `key` holds it (numbers as int or float), or a PrismError naming the key."""
+    if key in _STRINGS:
+        if not isinstance(value, str) or not value:
+            raise PrismError(f"{where}: {key} must be a non-empty string, got {value!r}")
+        return value
+    if value is None and key in _NULLABLE:
+        return None
+    number = _number(value)
+    if key in _POSITIVE_INTS + _COUNTS:
+        least = 0 if key in _COUNTS else 1
+        if number is None or number < least or not number.is_integer():
+            kind = "a positive integer" if least else "an integer of at least 0"
+            raise PrismError(f"{where}: {key} must be {kind}, got {value!r}")
+        return int(number)
+    if number is None or (key in _POSITIVE_NUMBERS and number <= 0):
+        kind = "a positive number" if key in _POSITIVE_NUMBERS else "a number"
+        raise PrismError(f"{where}: {key} must be {kind}, got {value!r}")
+    return value if isinstance(value, int | float) else number
+
+
+def _number(value: Any) -> float | None:
+    """A finite float of a number or a numeric string (YAML reads `1e12` as a string); None otherwise."""
+    if isinstance(value, bool):
+        return None
+    try:
+        out = float(value)
+    except (TypeError, ValueError):
+        return None
+    return out if math.isfinite(out) else None

@@ -29,9 +29,10 @@ import os
 import shlex
 import sys
 
+from prism.data.batching import check_batch
 from prism.errors import PrismError
 from prism.launch.command import train_args
-from prism.launch.ranks import RANKS_PER_NODE, check_batch
+from prism.launch.ranks import RANKS_PER_NODE
 from prism.train.config import RunConfig
 
 PROCS_PER_NODE = RANKS_PER_NODE["aurora"]

@@ -21,10 +21,11 @@ from pathlib import Path
 
 import yaml
 
+from prism.data.batching import check_batch
 from prism.dist.env import free_port
 from prism.dist.parallel import BACKENDS
 from prism.errors import PrismError
-from prism.launch.ranks import check_batch, cluster_ranks
+from prism.launch.ranks import cluster_ranks
 from prism.launch.sitepbs import Check, check_daos, check_filesystems, check_queue
 
 PLACEHOLDER = "FILL_IN"

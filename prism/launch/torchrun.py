@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
+from prism.data.batching import check_batch
 from prism.errors import PrismError
 from prism.launch.command import join, train_args
-from prism.launch.ranks import check_batch
 from prism.train.config import RunConfig
 
 

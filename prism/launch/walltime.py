@@ -35,13 +35,13 @@ def walltime_text(seconds: int) -> str:
     return f"{seconds // 3600:02d}:{seconds % 3600 // 60:02d}:{seconds % 60:02d}"
 
 
-def run_estimate_s(row: dict, nodes: int) -> float | None:
+def run_estimate_s(node_hours: float | None, hours_here: float | None, nodes: int) -> float | None:
     """A plan row's estimated seconds of training steps on `nodes` nodes: its node-hours spread over
     the nodes where the plan has them (the cluster's estimate), else its time here, else None."""
-    if row.get("node_hours"):
-        return float(row["node_hours"]) * 3600.0 / max(int(nodes), 1)
-    if row.get("hours_here"):
-        return float(row["hours_here"]) * 3600.0
+    if node_hours:
+        return float(node_hours) * 3600.0 / max(int(nodes), 1)
+    if hours_here:
+        return float(hours_here) * 3600.0
     return None
 
 

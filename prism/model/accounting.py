@@ -16,6 +16,7 @@ from __future__ import annotations
 import torch
 from torch.utils.flop_counter import FlopCounterMode
 
+from prism.families import check_row_length
 from prism.model.prism import COMPONENTS, PrismModel
 from prism.tokenizer import IGNORE
 
@@ -44,8 +45,7 @@ def example_batch(model: PrismModel, seq_len: int | None = None, batch_size: int
     spec = model.family
     seq_len = spec.tokens_per_sample if seq_len is None else seq_len
     n_mod = spec.n_modality_tokens
-    if seq_len < n_mod + 2:
-        raise ValueError(f"seq_len {seq_len} is shorter than {n_mod} modality tokens + BOS + EOS")
+    check_row_length("seq_len", seq_len, spec.name, n_mod, None)
     text_end = min(seq_len, spec.tokens_per_sample)
     v = spec.vocab
     MOD, BOS, EOS, PAD = v.mod, v.bos, v.eos, v.pad  # noqa: N806 - the layout's names

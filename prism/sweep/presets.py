@@ -10,7 +10,7 @@ import yaml
 
 from prism.dist.parallel import DEVICES, STRATEGIES
 from prism.errors import PrismError, check_name
-from prism.families import FAMILIES
+from prism.families import FAMILIES, check_row_length
 from prism.launch import LAUNCHERS
 from prism.model.config import REGIMES, check_backbone, check_variant
 
@@ -74,15 +74,13 @@ def _build(kind, cls, name: str, data, path: Path):
 
 def _validate_preset(p: Preset, path: Path) -> None:
     check_name(f"family (preset {p.name} in {path})", p.family, FAMILIES)
-    width = FAMILIES[p.family].tokens_per_sample  # the sweep measures the laptop shapes, whatever a study's `shapes`
+    spec = FAMILIES[p.family]  # the sweep measures the laptop shapes, whatever a study's `shapes`
     for key, value in (("global_batch", p.global_batch), ("packed_seq_len", p.packed_seq_len)):
         if not isinstance(value, int) or value < 1:
             raise PrismError(f"{path}: preset {p.name}: {key} must be a positive integer, got {value!r}")
     for key, value in (("seq_len", p.seq_len), ("packed_seq_len", p.packed_seq_len)):
-        if value is not None and value < width:
-            raise PrismError(
-                f"{path}: preset {p.name}: {key} {value} is shorter than one {p.family} sample ({width} tokens)"
-            )
+        if value is not None:
+            check_row_length(f"{path}: preset {p.name}: {key}", value, p.family, spec.n_modality_tokens, spec.text_len)
 
 
 def _validate_design(d: Design, path: Path) -> None:

@@ -21,11 +21,12 @@ from prism.isoflop.design.gate import plan_notes, plan_stop, plan_summary
 from prism.isoflop.design.ladder import union
 from prism.isoflop.design.plan import make_plan, plan_runs, rule_sizes
 from prism.isoflop.design.plantext import dropped_lines
+from prism.isoflop.records import PlanRow, plan_rows
 from prism.workflow.commands import plan_arguments
 from prism.workflow.probe import probe_file, probed
 from prism.workflow.study import Study
 
-Rows = dict[str, dict[str, Any]]
+Rows = dict[str, PlanRow]
 
 
 class StudyPlan:
@@ -99,7 +100,7 @@ class StudyPlan:
         if key not in self._plans:
             try:
                 runs = plan_runs(**self.arguments(family)).runs
-                rows: Rows | None = {row.run_id: row.to_json() for row in runs}
+                rows: Rows | None = {row.run_id: row for row in runs}
             except PrismError as err:  # the plan job fails with the same line; a dry run says it now
                 self.engine.say_once(f"plan {family}: {err}")
                 rows = None
@@ -139,18 +140,15 @@ class StudyPlan:
         the plan job (Snakemake re-evaluates the DAG once it exists). Either way plan.yaml is no input
         of training: adding a budget re-plans, but runs whose plan rows did not change are not retrained.
         """
-        from prism.train.planrow import check_row  # noqa: PLC0415
-
         rows = self.computed_rows(family)
         if rows is not None:
             return rows
         plan_file = self.wait_for_plan(family)
         with open(plan_file) as f:
             plan = yaml.safe_load(f) or {}
-        checked = [check_row(row, i, plan_file) for i, row in enumerate(plan.get("runs") or [])]
-        return {row["run_id"]: row for row in checked}
+        return {row.run_id: row for row in plan_rows(plan.get("runs") or [], plan_file)}
 
-    def row(self, wildcards: Any) -> dict[str, Any]:
+    def row(self, wildcards: Any) -> PlanRow:
         """The plan row of a job's `family` and `run_id` wildcards."""
         rows = self.rows(wildcards.family)
         if wildcards.run_id not in rows:

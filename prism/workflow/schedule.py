@@ -23,6 +23,7 @@ import yaml
 from prism.errors import PrismError
 from prism.isoflop.design.placement import SHARDED
 from prism.isoflop.design.trajectories import Trajectory, plan_trajectories
+from prism.isoflop.records import PlanRow
 from prism.isoflop.runs.launch import run_flags
 from prism.isoflop.runs.status import lost_finals
 from prism.launch.walltime import run_estimate_s
@@ -87,10 +88,10 @@ class Schedule:
 
     def row_value(self, key: str) -> Callable[[Any], Any]:
         """A params function returning one field of this run's plan row (a rerun trigger when it changes)."""
-        return lambda wildcards: self.plan.row(wildcards)[key]
+        return lambda wildcards: getattr(self.plan.row(wildcards), key)
 
     def run_budget(self, wildcards: Any) -> str:
-        return budget_str(self.plan.row(wildcards)["budget"])
+        return budget_str(self.plan.row(wildcards).budget)
 
     @staticmethod
     def identity_param(
@@ -214,7 +215,7 @@ class Schedule:
             return (1,)
         most = min(int(self.study.cluster["pack_spread"]), int(self.study.cluster["ranks_per_node"]))
         runs = [rows[job] for job in unit.jobs if job in rows]
-        counts = [set(widths(int(r["global_batch"]), int(r.get("accum_steps") or 1), most)) for r in runs]
+        counts = [set(widths(int(r.global_batch), int(r.accum_steps or 1), most)) for r in runs]
         return tuple(sorted(set.intersection(*counts))) if counts else (1,)
 
     def job_devices(self, wildcards: Any) -> int:
@@ -363,7 +364,7 @@ class CosineSchedule(Schedule):
         study, family = self.study, wildcards.family
         return {
             "data": study.data_dir(family),
-            "calibration": study.calibration_file(family, row["backbone"], row["variant"], row["regime"]),
+            "calibration": study.calibration_file(family, row.backbone, row.variant, row.regime),
         }
 
     def train_run(self, wildcards: Any, input: Any) -> RunConfig:
@@ -378,29 +379,30 @@ class CosineSchedule(Schedule):
     def priority(self, wildcards: Any) -> int:
         """Longer runs first (their planned steps); 0 while the plan is not there yet."""
         try:
-            return int(self.plan.row(wildcards)["steps"])
+            return int(self.plan.row(wildcards).steps)
         except Exception:  # noqa: BLE001 - the checkpoint is still pending: any order will do
             return 0
 
     def estimate_s(self, wildcards: Any) -> float | None:
-        return run_estimate_s(self.plan.row(wildcards), self.nodes(wildcards))
+        row = self.plan.row(wildcards)
+        return run_estimate_s(row.node_hours, row.hours_here, self.nodes(wildcards))
 
     def training_jobs(self, rows: Rows) -> list[resources.Job]:
         cluster = self.study.cluster
         jobs = []
         for r in rows.values():
-            nodes = resources.backbone_nodes(cluster, r["backbone"])
-            jobs.append((r["backbone"], nodes, run_estimate_s(r, nodes)))
+            nodes = resources.backbone_nodes(cluster, r.backbone)
+            jobs.append((r.backbone, nodes, run_estimate_s(r.node_hours, r.hours_here, nodes)))
         return jobs
 
     def units(self, rows: Rows, startup_s: float = 0.0) -> list[Unit]:
         """One unit a run: on one device (packed) unless its plan row says more devices or nodes."""
         out = []
         for r in rows.values():
-            devices, nodes = run_devices(r), resources.backbone_nodes(self.study.cluster, r["backbone"])
-            seconds = self.device_seconds(r.get("node_hours"), r.get("hours_here"), devices)
+            devices, nodes = run_devices(r), resources.backbone_nodes(self.study.cluster, r.backbone)
+            seconds = self.device_seconds(r.node_hours, r.hours_here, devices)
             seconds = None if seconds is None else seconds + startup_s
-            out.append(Unit(r["run_id"], (r["run_id"],), seconds, devices, nodes if devices > 1 else 1))
+            out.append(Unit(r.run_id, (r.run_id,), seconds, devices, nodes if devices > 1 else 1))
         return out
 
 
@@ -414,9 +416,9 @@ class JobInputs(dict):
             raise AttributeError(name) from None
 
 
-def run_devices(row: dict) -> int:
+def run_devices(row: PlanRow) -> int:
     """The devices a plan row trains on (its `devices` once the plan places runs; 1 until then)."""
-    return int(row.get("devices") or 1)
+    return int(row.devices or 1)
 
 
 def step_seconds(t: Trajectory, nodes: int) -> float | None:
@@ -476,9 +478,9 @@ class WsdSchedule(Schedule):
         """The trajectory a planned run branches off."""
         row = self.plan.row(wildcards)
         for t in self.family_trajectories(wildcards.family).values():
-            if any(b.run_id == row["run_id"] for b in t.branches):
+            if any(b.run_id == row.run_id for b in t.branches):
                 return t
-        raise ValueError(f"run {row['run_id']} is in no trajectory")
+        raise ValueError(f"run {row.run_id} is in no trajectory")
 
     # ---- files ------------------------------------------------------------------
 
@@ -597,7 +599,7 @@ class WsdSchedule(Schedule):
 
     def branch_priority(self, wildcards: Any) -> int:
         try:
-            return self.run_trajectory(wildcards).branch_priority(self.plan.row(wildcards)["run_id"])
+            return self.run_trajectory(wildcards).branch_priority(self.plan.row(wildcards).run_id)
         except Exception:  # noqa: BLE001
             return 0
 

@@ -107,13 +107,13 @@ class TuneStage:
         """A sweep run's seconds on one device: its samples at the plan's seconds per sample of its
         backbone on one device, plus its start-up; None where the plan has no estimate of it."""
         try:
-            rows = [r for r in self.plan.rows(family).values() if r["backbone"] == row["backbone"] and r["samples"]]
+            rows = [r for r in self.plan.rows(family).values() if r.backbone == row["backbone"] and r.samples]
         except Exception:  # noqa: BLE001 - the plan is pending
             return None
         for r in rows:
-            seconds = self.schedule.device_seconds(r.get("node_hours"), r.get("hours_here"), 1)
+            seconds = self.schedule.device_seconds(r.node_hours, r.hours_here, 1)
             if seconds is not None:
-                return seconds / r["samples"] * steps * row["global_batch"] + start_s
+                return seconds / r.samples * steps * row["global_batch"] + start_s
         return None
 
     def packs(self, family: str) -> dict[str, Pack]:

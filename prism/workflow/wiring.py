@@ -155,7 +155,7 @@ class StudyWorkflow:
         line = too_few_budgets(family, study.budgets)  # fewer in the config than a fit needs: said before the plan
         if not line:
             rows = self.plan.rows(family)
-            line = too_few_budgets(family, sorted({budget_str(row["budget"]) for row in rows.values()}, key=float))
+            line = too_few_budgets(family, sorted({budget_str(row.budget) for row in rows.values()}, key=float))
             line = line or table_problem(csv, {run_id: study.run_metrics(family, run_id) for run_id in rows})
         if line:
             self.engine.stop(line)

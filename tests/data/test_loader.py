@@ -170,9 +170,12 @@ def test_eval_batches_cover_the_eval_split_deterministically(built):
 @pytest.mark.parametrize(
     "kwargs, match",
     [
-        (dict(global_batch=9, world_size=2), "multiple of the world size"),
+        (dict(global_batch=9, world_size=2), "--global-batch 9 does not divide among the 2 ranks"),
         (dict(global_batch=8, rank=2, world_size=2), "rank 2"),
-        (dict(global_batch=8, seq_len=10), "shorter than one text_image sample"),
+        (
+            dict(global_batch=8, seq_len=10),
+            r"seq_len 10 is shorter than a text_image row needs: 64 tokens \(one whole",
+        ),
         (dict(global_batch=8, layout="ragged"), "unknown layout"),
     ],
 )

@@ -25,10 +25,9 @@ def test_request_is_the_estimate_times_the_factor_in_whole_minutes_within_floor_
 
 
 def test_estimate_prefers_the_clusters_node_hours_spread_over_the_nodes():
-    row = {"node_hours": 2.0, "hours_here": 50.0}
-    assert run_estimate_s(row, 4) == pytest.approx(1800)
-    assert run_estimate_s({"node_hours": None, "hours_here": 0.5}, 4) == pytest.approx(1800)
-    assert run_estimate_s({"node_hours": None, "hours_here": None}, 1) is None
+    assert run_estimate_s(2.0, 50.0, 4) == pytest.approx(1800)
+    assert run_estimate_s(None, 0.5, 4) == pytest.approx(1800)
+    assert run_estimate_s(None, None, 1) is None
 
 
 def test_a_job_longer_than_the_cap_needs_that_many_walltimes():

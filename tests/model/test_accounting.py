@@ -1,6 +1,7 @@
 import pytest
 import torch
 
+from prism.errors import PrismError
 from prism.model.accounting import count_training_flops, example_batch, input_embedding_params, param_counts
 from prism.model.config import BACKBONES, VARIANTS
 from prism.model.prism import build_model
@@ -82,6 +83,6 @@ def test_example_batch_layout():
     spec = model.family
     assert tokens.shape == labels.shape == (2, 70) and modality.shape == (2, *spec.modality_shape)
     assert (tokens[:, spec.tokens_per_sample :] == 256).all()
-    with pytest.raises(ValueError, match="shorter"):
+    with pytest.raises(PrismError, match="is shorter than a text_image row needs"):
         example_batch(model, seq_len=spec.n_modality_tokens)
     assert torch.isfinite(model(tokens, modality, labels))

@@ -19,7 +19,7 @@ from typing import Any
 from prism.atomic import write_json_atomic
 from prism.calibration import CALIBRATION_VERSION, calibration_filename
 from prism.errors import PrismError
-from prism.families import FamilySpec, family_spec, spec_record
+from prism.families import FamilySpec, check_row_length, family_spec, spec_record
 from prism.model.config import backbone_config, backbone_shape, projector_variant, regime_parts
 from prism.options import option
 from prism.progress import progress
@@ -151,11 +151,7 @@ def calibrate(
 def _row_length(spec, seq_len: int | None) -> int:
     """The timed row length: one padded sample unless given, never shorter than the modality and BOS/EOS."""
     seq_len = spec.tokens_per_sample if seq_len is None else int(seq_len)
-    if seq_len < spec.n_modality_tokens + 2:
-        raise PrismError(
-            f"--seq-len {seq_len} is too short for family {spec.name}: it needs at least "
-            f"{spec.n_modality_tokens} modality tokens + BOS + EOS = {spec.n_modality_tokens + 2}"
-        )
+    check_row_length("--seq-len", seq_len, spec.name, spec.n_modality_tokens, None)
     return seq_len
 
 

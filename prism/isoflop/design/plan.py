@@ -34,6 +34,7 @@ from pathlib import Path
 import yaml
 
 from prism.atomic import write_text_atomic
+from prism.data.batching import check_batch
 from prism.data.volume import MAX_EPOCHS, epochs_refusal, train_samples
 from prism.errors import PrismError
 from prism.families import FamilySpec, check_same_spec, family_spec, spec_from_manifest
@@ -46,7 +47,6 @@ from prism.isoflop.design.plantext import cost_text, forecast_text, plan_csv_tex
 from prism.isoflop.design.pricing import priced
 from prism.isoflop.design.trajectories import DEFAULT_COOLDOWN_FRACTION, DEFAULT_MIN_STEPS, saving_text, schedule_costs
 from prism.isoflop.records import PlanRow, Surface
-from prism.launch.ranks import check_batch
 from prism.options import option, validate
 from prism.train.lr_rule import LrRule, read_rule
 

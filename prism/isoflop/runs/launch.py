@@ -26,6 +26,7 @@ import yaml
 from prism.atomic import write_text_atomic
 from prism.errors import PrismError
 from prism.isoflop.design.trajectories import DEFAULT_MIN_STEPS, plan_warmup
+from prism.isoflop.records import PlanRow, plan_rows
 from prism.launch import render
 from prism.launch.command import train_args
 from prism.train.config import RunConfig
@@ -36,19 +37,18 @@ LEDGER_COLUMNS = ("time", "run_id", "launcher", "job_id", "state", "detail")
 ROW_FIELDS = ("family", "backbone", "variant", "regime", "budget", "global_batch")
 
 
-def run_config(row: Mapping[str, Any], data: str | Path, out: str | Path, **settings: Any) -> RunConfig:
+def run_config(row: PlanRow | Mapping[str, Any], data: str | Path, out: str | Path, **settings: Any) -> RunConfig:
     """The run of one plan row: the row's model, budget and batch, with `settings` (calibration, seed, ...).
 
-    Refuses a row whose run id does not match its fields (an edited plan).
+    `row` is a checked plan row (PlanRow.from_dict refuses an edited row whose run id does not match its
+    fields), or the same keys for a run the plan does not list (a wsd segment, a sweep run).
     """
+    row = row.to_json() if isinstance(row, PlanRow) else row
     # The plan's micro-batch only where it accumulates: an unaccumulated run's command is unchanged.
     micro = {"micro_batch": int(row["micro_batch"])} if int(row.get("accum_steps") or 1) > 1 else {}
     # The plan's lr where a given or fitted rule set it: a hand-rule run's command is unchanged.
     lr = {"lr": float(row["lr"])} if row.get("lr") and row.get("lr_rule", "hand") != "hand" else {}
-    run = RunConfig(**{key: row[key] for key in ROW_FIELDS}, data=str(data), out=str(out), **micro, **lr, **settings)
-    if "run_id" in row and run.run_id != row["run_id"]:
-        raise PrismError(f"plan row {row['run_id']} does not match its fields (expected id {run.run_id})")
-    return run
+    return RunConfig(**{key: row[key] for key in ROW_FIELDS}, data=str(data), out=str(out), **micro, **lr, **settings)
 
 
 def run_flags(run: RunConfig) -> str:
@@ -56,7 +56,7 @@ def run_flags(run: RunConfig) -> str:
     return shlex.join(train_args(run)[1:])
 
 
-def run_args(row: Mapping[str, Any], data: str | Path, out: str | Path, **settings: Any) -> str:
+def run_args(row: PlanRow | Mapping[str, Any], data: str | Path, out: str | Path, **settings: Any) -> str:
     """`run_config`'s `prism train` flags, shell-quoted."""
     return run_flags(run_config(row, data, out, **settings))
 
@@ -124,11 +124,12 @@ def launch_plan(
     runs_root = Path(runs_dir) if runs_dir else plan_path.parent / "runs"
     cal = calibration_dir or content.get("calibration_dir")
     warmup = plan_warmup(int(content.get("min_steps") or DEFAULT_MIN_STEPS))
+    rows = plan_rows(content["runs"], str(plan_path))  # every row checked before anything is launched
     ledger = Ledger(None if dry_run else Path(ledger_csv))
     results = []
     try:
-        for row in content["runs"]:
-            run_id = row["run_id"]
+        for row in rows:
+            run_id = row.run_id
             out = runs_root / run_id
             try:
                 cfg = run_config(

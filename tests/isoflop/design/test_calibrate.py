@@ -43,7 +43,7 @@ def test_out_file_and_seq_len(tmp_path):
     cal.run_calibrate("text_image", "30k", "BASE", "e2e", seq_len=96, device="cpu", out=out)
     rec = json.loads(out.read_text())
     assert rec["seq_len"] == rec["tokens_per_sample"] == 96
-    with pytest.raises(PrismError, match="too short"):
+    with pytest.raises(PrismError, match=r"^--seq-len 10 is shorter than a text_image row needs: 18 tokens"):
         cal.run_calibrate("text_image", "30k", "BASE", "e2e", seq_len=10, device="cpu", out=out)
     with pytest.raises(PrismError, match="exactly one"):
         cal.run_calibrate("text_image", "30k", "BASE", "e2e", device="cpu")

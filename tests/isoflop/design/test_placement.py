@@ -6,6 +6,7 @@ import dataclasses
 
 import pytest
 
+from prism.data.batching import check_batch
 from prism.data.loader import check_batching
 from prism.errors import PrismError
 from prism.families import family_spec
@@ -27,7 +28,6 @@ from prism.isoflop.design.trajectories import trajectories
 from prism.isoflop.records import PlanRow
 from prism.isoflop.runs.launch import run_config
 from prism.launch.command import train_args
-from prism.launch.ranks import check_batch
 from prism.model.config import backbone_config
 
 from ..conftest import plan_row

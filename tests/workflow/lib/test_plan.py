@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 import yaml
 
+from prism.errors import PrismError
 from prism.isoflop.design.plan import plan_runs
 from prism.workflow.plan import StudyPlan
 from prism.workflow.study import Study
@@ -29,7 +30,7 @@ def test_a_dry_run_plans_in_process_before_any_calibration(smoke_config):
     expected = plan_runs(
         "text_image", [1e10, 2e10], None, study.plan, backbones=["30k", "60k", "120k"], variants=["BASE"]
     )
-    assert rows == {row.run_id: row.to_json() for row in expected.runs}
+    assert rows == {row.run_id: row for row in expected.runs}
     # Its summary and what its jobs request are said where Snakemake runs.
     said = [text for _, text in engine.logger.lines]
     assert any("data is not built yet" in t for t in said) and "plan text_image: 6 training jobs request" in said
@@ -51,9 +52,23 @@ def test_a_run_waits_for_the_plan_job_until_the_data_is_built(smoke_config, tmp_
     waited = []
     plan = make_plan(smoke_config(), FakeEngine(dryrun=False), lambda family: waited.append(family) or str(plan_file))
     assert list(plan.rows("text_image")) == ["30k-BASE-e2e-C1e10"] and waited == ["text_image"]
-    assert plan.row(wildcards(family="text_image", run_id="30k-BASE-e2e-C1e10"))["steps"] == 66
+    assert plan.row(wildcards(family="text_image", run_id="30k-BASE-e2e-C1e10")).steps == 66
     with pytest.raises(ValueError, match=r"60k-BASE-e2e-C1e10.*plan\.yaml; planned: 30k-BASE-e2e-C1e10"):
         plan.row(wildcards(family="text_image", run_id="60k-BASE-e2e-C1e10"))
+
+
+def test_a_bad_row_of_plan_yaml_is_refused_in_one_line_naming_the_file_run_and_key(smoke_config, tmp_path):
+    """A hand-edited plan.yaml read back by the workflow: the row's own check, not a traceback later."""
+    plan_file = tmp_path / "plan.yaml"
+    row = {"run_id": "30k-BASE-e2e-C1e10", "family": "text_image", "backbone": "30k", "variant": "BASE",
+           "regime": "e2e", "budget": 1e10, "global_batch": "eight", "steps": 66}  # fmt: skip
+    plan_file.write_text(yaml.safe_dump({"runs": [row]}))
+    plan = make_plan(smoke_config(), FakeEngine(dryrun=False), lambda family: str(plan_file))
+    with pytest.raises(PrismError) as err:
+        plan.rows("text_image")
+    assert str(err.value) == (
+        f"{plan_file}: runs[0] (30k-BASE-e2e-C1e10): global_batch must be a positive integer, got 'eight'"
+    )
 
 
 def test_a_plan_that_cannot_answer_waits_for_the_plan_job(smoke_config):

@@ -48,7 +48,7 @@ def test_a_cosine_run_trains_its_plan_row_with_the_studys_warmup(smoke_config):
     args = flags(schedule.train_args(wc, SimpleNamespace(**inputs)))
     assert args["--warmup"] == "5" and args["--out"] == schedule.study.run_dir("text_image", wc.run_id)
     assert "--cooldown-fraction" not in args  # a cosine run has none
-    assert schedule.priority(wc) == schedule.plan.row(wc)["steps"] > 0
+    assert schedule.priority(wc) == schedule.plan.row(wc).steps > 0
     assert schedule.run_body(wc).endswith("/runs/30k-BASE-e2e-C1e10/launch.sh")
     assert len(schedule.training_jobs(schedule.plan.rows("text_image"))) == 6
 
