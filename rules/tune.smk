@@ -1,5 +1,6 @@
 # Stage 2a (tune.rule: fitted): a short sweep of peak learning rate at a few widths spanning the
-# grid (the smallest also at the grid's length), then the lr rule fitted to it, which the plan reads (prism.isoflop.design.tuning). Each
+# grid (the smallest, or the first tune.long_sizes, also at the grid's length), then the lr rule fitted
+# to it, which the plan reads (prism.isoflop.design.tuning). Each
 # sweep run is an ordinary training job (the grid's shell line and resources: it runs on the
 # cluster profile like them), resumable, and only metrics.json is its output.
 

@@ -84,13 +84,13 @@ def sensitivity(rule) -> None:
 
 def bench_lrs(rule, runs: list[str]) -> dict[str, dict]:
     """{BACKBONE@BUDGET: its width, budget and the two rules' lrs}; the fitted rule's at the run's tokens."""
-    grid = {(r.backbone, r.budget): r for r in default_grid()} if rule.q else {}
+    grid = {(r.backbone, r.budget): r for r in default_grid()} if rule.has_q else {}
     out = {}
     for run in runs:
         backbone, budget = run.split("@")
         width = backbone_config(backbone).d_model
         row = grid.get((backbone, float(budget)))
-        if rule.q and row is None:
+        if rule.has_q and row is None:
             raise SystemExit(f"{run}: not a run of the default grid (a rule with a tokens exponent needs its tokens)")
         fitted = rule.lr(width, row.tokens if row else None)
         out[run] = {"backbone": backbone, "budget": float(budget), "width": width,

@@ -345,7 +345,8 @@ def _tune(args: argparse.Namespace) -> int:
 
     backbones = {Path(m).parent.parent.name.split("-", 1)[0] for m in args.metrics}
     curves, flops = read_sweep(args.metrics, {b: backbone_config(b).d_model for b in backbones})
-    lrs = len(args.metrics) // max(1, len(curves))
+    points = sorted({len(c.lrs) for c in curves})
+    lrs = f"{points[0]}" if len(points) == 1 else f"{points[0]}-{points[-1]}"
     widths, lengths = len({c.d_model for c in curves}), len({c.tokens for c in curves})
     source = f"tuning stage: {len(curves)} sweeps of {lrs} lrs at {widths} widths and {lengths} lengths"
     print(write_rule(fit_rule(curves, args.bootstrap, args.seed, args.margin, flops, source), args.out))

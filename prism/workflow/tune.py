@@ -2,7 +2,7 @@
 
 Each sweep run is an ordinary training job (the same `prism train` flags and resources as the
 grid's runs, so it runs on the cluster profile like them), of `tune.steps` steps (the smallest
-width's also of `tune.long_steps`) at the study's smallest budget's run id, in
+widths' also of `tune.long_steps`) at the study's smallest budget's run id, in
 STUDY/FAMILY/tune/sSTEPS/RUN_ID/lrLR/. Which widths and lrs: prism.isoflop.design.tuning.
 """
 
@@ -42,14 +42,14 @@ class TuneStage:
                 "global_batch": study.plan.global_batch or 32}  # fmt: skip
 
     def runs(self, family: str) -> list[tuple[dict[str, Any], float, int]]:
-        """(row, lr, steps) of every sweep run: each width at `tune.steps`, the smallest also at `tune.long_steps`."""
+        """(row, lr, steps) of every sweep run: each width at `tune.steps`, the first `tune.long_sizes` also at
+        `tune.long_steps` (TuneOptions.lengths)."""
         tune, widths = self.study.tune, self.widths(family)
         out = []
-        sizes = sweep_sizes(widths, tune.sizes)
-        for backbone in sizes:
-            row, lrs = self.row(family, backbone), sweep_lrs(widths[backbone], tune.lr_points, tune.lr_step)
-            lengths = [tune.steps] + ([tune.long_steps] if tune.long_steps and backbone == sizes[0] else [])
-            out += [(row, lr, steps) for steps in lengths for lr in lrs]
+        for backbone, lengths in tune.lengths(sweep_sizes(widths, tune.sizes)).items():
+            row = self.row(family, backbone)
+            for steps, points in lengths:
+                out += [(row, lr, steps) for lr in sweep_lrs(widths[backbone], points, tune.lr_step)]
         return out
 
     def run_dir(self, family: str, steps: str, run_id: str, lr: str) -> str:

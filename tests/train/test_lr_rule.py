@@ -67,3 +67,18 @@ def test_a_tokens_exponent_covers_the_swept_lengths_only():
         rule.check_covers([16, 80], "plan", [3e5, 8e6])
     assert "\n" not in str(err.value)
     assert rule.ln_sd(16) is None  # no covariance: not measured
+
+
+def test_a_width_dependent_q_round_trips_and_its_sd_grows_with_its_slope(tmp_path):
+    cov = ((0.01, 0, 0, 0), (0, 0.01, 0, 0), (0, 0, 0.01, 0), (0, 0, 0, 0.04))
+    rule = LrRule("fitted", 2e-3, 1.4, 0.3, 1e6, (16, 80), (4e5, 1.6e6), -0.2, (16, 32), cov=cov, source="sweep")
+    assert rule.has_q and rule.q_at(16) == pytest.approx(0.3 + 0.2 * math.log(2) / 2)
+    assert rule.q_at(64) == rule.q_at(32) == pytest.approx(0.3 - 0.2 * math.log(2) / 2)
+    path = tmp_path / "lr_rule.json"
+    path.write_text(json.dumps(rule.to_json()))
+    back = read_rule(path)
+    assert back.q_widths == (16, 32) and back.lr(48, 2e6) == pytest.approx(rule.lr(48, 2e6))
+    flat = LrRule("fitted", 2e-3, 1.4, 0.3, 1e6, (16, 80), (4e5, 1.6e6), cov=tuple(r[:3] for r in cov[:3]))
+    assert rule.ln_sd(32, 4e6) > flat.ln_sd(32, 4e6)  # the slope's own uncertainty adds at a held width
+    with pytest.raises(PrismError, match="tokens"):
+        rule.check_covers([16, 80], "plan", [3e5, 8e6])

@@ -9,15 +9,18 @@ exponent drifts with it (Porian et al. 2024). So, before the grid (config `tune:
    apart, centred on today's hand rule; every (size, lr) is an ordinary training run of
    `tune.steps` steps (rules/tune.smk). The optimal lr falls as a run gets longer, and the grid's
    runs are longer than a cheap sweep's: the smallest width is swept again at `tune.long_steps`
-   (the grid's length; cheap at that width), which measures the tokens exponent q.
+   (the grid's length; cheap at that width), which measures the tokens exponent q; with
+   `tune.long_sizes` > 1 the next widths too (with `tune.long_points` lrs), so that q is measured where
+   the grid's FLOPs are and may change with width.
 2. `size_curve` fits, per width, a parabola of loss in ln lr around the lowest point: its vertex
    (the optimum), the vertex's standard error (delta method) and the curvature (the loss a
    misplaced lr costs). A vertex outside the swept lrs (or a parabola that is not convex) is
    refused: the range must bracket the optimum.
-3. `fit_rule` fits ln lr* = ln c - p ln(d_model / 128) - q ln(tokens / T0) (weighted by the
+3. `fit_rule` fits ln lr* = ln c - p ln(d_model / 128) - q(d_model) ln(tokens / T0) (weighted by the
    vertices' errors; one width: p kept at the hand rule's 1; one length: q = 0; T0 the sweep's
-   geometric mean tokens) and its covariance by a parametric bootstrap over the vertices; the
-   result is an `LrRule` the plan reads (its runs then record their lr).
+   geometric mean tokens; q one number where measured at one width, else linear in log width between
+   the widths measured at two lengths and held beyond them) and its covariance by a parametric
+   bootstrap over the vertices; the result is an `LrRule` the plan reads (its runs then record their lr).
 
 Pure maths on plain records (numpy only).
 """
@@ -126,6 +129,29 @@ class TuneOptions:
             "geometric mean tokens of its budgets."
         ),
     )
+    long_sizes: int = option(
+        1,
+        "fitted: swept widths, smallest first, swept again at long_steps",
+        metavar="K",
+        minimum=1,
+        doc=(
+            "fitted: how many of the swept widths, smallest first, are swept again at `long_steps`. At one, q is "
+            "one number measured at the smallest width; at two or more, q is measured at each and the rule lets it "
+            "change linearly in log width between them (held at its end values beyond): how fast the optimal lr "
+            "falls with a run's tokens need not be the same at every width."
+        ),
+    )
+    long_points: int = option(
+        0,
+        "fitted: peak lrs of the second length above the smallest width (0: lr_points)",
+        metavar="N",
+        minimum=0,
+        doc=(
+            "fitted: peak lrs of the second-length sweep at the widths after the smallest (0: `lr_points`), "
+            "centred on the hand rule's: these runs cost the most of the stage (the smallest width keeps "
+            "`lr_points`), so fewer lrs there keep the stage within its share of the study's FLOPs. At least 3."
+        ),
+    )
     bootstrap: int = option(
         200,
         "fitted: bootstrap draws of the rule's interval",
@@ -161,9 +187,25 @@ class TuneOptions:
         doc="compute: the exponent of the budget C in FLOPs (DeepSeek LLM's fit: 0.3271).",
     )
 
+    def __post_init__(self) -> None:
+        if self.long_points in (1, 2):
+            raise PrismError(f"tune.long_points {self.long_points}: a parabola needs 3 lrs or more (0: lr_points)")
+
     @property
     def fitted(self) -> bool:
         return self.rule == "fitted"
+
+    def lengths(self, sizes: list[str]) -> dict[str, list[tuple[int, int]]]:
+        """{backbone: [(steps, lr points), ...]} of the sweep at `sizes` (smallest first): every width at
+        `steps`; the first `long_sizes` also at `long_steps`, the smallest with `lr_points`, the others with
+        `long_points`."""
+        out = {}
+        for i, backbone in enumerate(sizes):
+            out[backbone] = [(self.steps, self.lr_points)]
+            if self.long_steps and i < self.long_sizes:
+                points = self.lr_points if i == 0 else self.long_points or self.lr_points
+                out[backbone].append((self.long_steps, points))
+        return out
 
     @property
     def batch_law(self) -> tuple[float, float] | None:
@@ -272,16 +314,57 @@ def size_curve(backbone: str, d_model: int, lrs: list[float], losses: list[float
                      float(c2), inside)  # fmt: skip
 
 
-def _line(ln_w: np.ndarray, ln_t: np.ndarray, ln_opt: np.ndarray, weight: np.ndarray) -> np.ndarray:
-    """(ln c, p, q) of ln lr* = ln c - p ln w - q ln t (weighted least squares); one width keeps p = 1,
-    one length q = 0."""
-    fit_p, fit_q = len(np.unique(ln_w)) > 1, len(np.unique(ln_t)) > 1
-    target = ln_opt + (0.0 if fit_p else ln_w)
-    cols = [np.ones_like(ln_w)] + ([-ln_w] if fit_p else []) + ([-ln_t] if fit_q else [])
+@dataclass(frozen=True)
+class _Design:
+    """The law's columns: ln w, ln t and, where q was measured at several widths, ln of the width held within
+    them about their middle (q's slope in log width)."""
+
+    ln_w: np.ndarray
+    ln_t: np.ndarray
+    q_off: np.ndarray | None
+
+    @property
+    def fit_p(self) -> bool:
+        return len(np.unique(self.ln_w)) > 1
+
+    @property
+    def fit_q(self) -> bool:
+        return len(np.unique(self.ln_t)) > 1
+
+    @property
+    def free(self) -> int:
+        return 1 + self.fit_p + self.fit_q + (self.q_off is not None)
+
+    def predict(self, coef: np.ndarray) -> np.ndarray:
+        slope = coef[3] * self.q_off if self.q_off is not None else 0.0
+        return coef[0] - coef[1] * self.ln_w - (coef[2] + slope) * self.ln_t
+
+
+def _design(curves: list[SizeCurve], ln_t: np.ndarray) -> tuple[_Design, tuple[float, float] | None]:
+    """The law's design, and the widths q was measured on when they are two or more (None: q one number)."""
+    ln_w = np.log([c.d_model / D_REF for c in curves])
+    lengths: dict[int, set[float]] = {}
+    for c in curves:
+        lengths.setdefault(c.d_model, set()).add(c.tokens)
+    measured = sorted(w for w, t in lengths.items() if len(t) > 1)
+    if len(measured) < 2:
+        return _Design(ln_w, ln_t, None), None
+    lo, hi = float(measured[0]), float(measured[-1])
+    held = np.clip([c.d_model for c in curves], lo, hi)
+    return _Design(ln_w, ln_t, np.log(held / math.sqrt(lo * hi))), (lo, hi)
+
+
+def _line(d: _Design, ln_opt: np.ndarray, weight: np.ndarray) -> np.ndarray:
+    """(ln c, p, q, q_slope) of ln lr* = ln c - p ln w - (q + q_slope s) ln t (weighted least squares); one
+    width keeps p = 1, one length q = 0, q measured at one width q_slope = 0."""
+    target = ln_opt + (0.0 if d.fit_p else d.ln_w)
+    cols = [np.ones_like(d.ln_w)] + ([-d.ln_w] if d.fit_p else []) + ([-d.ln_t] if d.fit_q else [])
+    cols += [-d.ln_t * d.q_off] if d.q_off is not None else []
     root = np.sqrt(weight)
     coef, *_ = np.linalg.lstsq(np.column_stack(cols) * root[:, None], target * root, rcond=None)
-    out = [float(coef[0]), float(coef[1]) if fit_p else 1.0, float(coef[-1]) if fit_q else 0.0]
-    return np.array(out)
+    coef = list(coef)
+    out = [coef.pop(0), coef.pop(0) if d.fit_p else 1.0, coef.pop(0) if d.fit_q else 0.0, coef.pop(0) if coef else 0.0]
+    return np.array([float(v) for v in out])
 
 
 def _unmeasured(curves: list[SizeCurve]) -> None:
@@ -301,28 +384,29 @@ def fit_rule(curves: list[SizeCurve], bootstrap: int = 200, seed: int = 0, margi
     _unmeasured(curves)
     tokens = np.array([c.tokens or 1.0 for c in curves], float)
     t_ref = float(np.exp(np.mean(np.log(tokens))))
-    ln_w, ln_t = np.log([c.d_model / D_REF for c in curves]), np.log(tokens / t_ref)
+    design, q_widths = _design(curves, np.log(tokens / t_ref))
     ln_opt = np.array([c.ln_opt for c in curves])
     sd = np.array([max(c.ln_sd, 1e-3) for c in curves])
-    coef = _line(ln_w, ln_t, ln_opt, 1 / sd**2)
-    free = 1 + (len(np.unique(ln_w)) > 1) + (len(np.unique(ln_t)) > 1)
+    coef = _line(design, ln_opt, 1 / sd**2)
     # The vertices scatter about the law more than their own errors say: widen them by that factor.
-    if len(curves) > free:
-        resid = ln_opt - (coef[0] - coef[1] * ln_w - coef[2] * ln_t)
-        sd = sd * math.sqrt(max(1.0, float(np.sum((resid / sd) ** 2)) / (len(curves) - free)))
+    if len(curves) > design.free:
+        resid = ln_opt - design.predict(coef)
+        sd = sd * math.sqrt(max(1.0, float(np.sum((resid / sd) ** 2)) / (len(curves) - design.free)))
     rng = np.random.default_rng(seed)
-    draws = np.array([_line(ln_w, ln_t, ln_opt + rng.normal(0, sd), 1 / sd**2) for _ in range(bootstrap)])
-    cov = np.cov(draws.T)
-    k = 3 if len(np.unique(ln_t)) > 1 else 2
+    draws = np.array([_line(design, ln_opt + rng.normal(0, sd), 1 / sd**2) for _ in range(bootstrap)])
+    k = 4 if q_widths else 3 if design.fit_q else 2
+    cov = np.cov(draws[:, :k].T)
     widths = (float(min(c.d_model for c in curves)), float(max(c.d_model for c in curves)))
     lo, hi = np.quantile(draws, [(1 - LEVEL) / 2, (1 + LEVEL) / 2], axis=0)
     text = f"{source}: p {coef[1]:.3g} [{lo[1]:.3g}, {hi[1]:.3g}]"
-    if k == 3:
+    if k >= 3:
         text += f", q {coef[2]:.3g} [{lo[2]:.3g}, {hi[2]:.3g}]"
+    if k == 4:
+        text += f", q_slope {coef[3]:.3g} [{lo[3]:.3g}, {hi[3]:.3g}]"
     text += f" on d_model {widths[0]:g}-{widths[1]:g}"
-    swept = (float(tokens.min()), float(tokens.max())) if k == 3 else None
-    return LrRule("fitted", math.exp(coef[0]), float(coef[1]), float(coef[2]), t_ref, widths, swept, margin,
-                  tuple(tuple(float(v) for v in row[:k]) for row in cov[:k]),
+    swept = (float(tokens.min()), float(tokens.max())) if k >= 3 else None
+    return LrRule("fitted", math.exp(coef[0]), float(coef[1]), float(coef[2]), t_ref, widths, swept,
+                  float(coef[3]), q_widths, margin, tuple(tuple(float(v) for v in row) for row in cov),
                   [curve_json(c) for c in curves], flops, text)  # fmt: skip
 
 

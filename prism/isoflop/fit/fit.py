@@ -414,14 +414,15 @@ def fit_csv(
             f"{(a2.reason if a2 else '') or (a3.reason if a3 else '')}" + (f"; rejected budgets: {per}" if per else "")
         )
     write_text_atomic(output_json, json.dumps(result.to_json(), indent=2) + "\n")
-    write_text_atomic(output_md, fit_markdown(result, lr_lines=_lr_lines(Path(csv).parent, result)))
+    lr = _lr_share(Path(csv).parent, result)
+    write_text_atomic(output_md, fit_markdown(result, lr_lines=lr.lines, lr_note=lr.verdict_note()))
     return result
 
 
-def _lr_lines(folder: Path, result: FitResult) -> list[str]:
+def _lr_share(folder: Path, result: FitResult):
     """The learning rate's lines of the study whose runs table this is (its plan.yaml beside it): which rule,
-    and a's sensitivity to it; none where no plan lies beside the table."""
-    from prism.isoflop.fit.lr_sensitivity import family_lr_lines  # noqa: PLC0415 lazy: yaml, the runs reader
+    and a's sensitivity to it (none where no plan lies beside the table), and whether it dominates a's interval."""
+    from prism.isoflop.fit.lr_sensitivity import family_lr_share  # noqa: PLC0415 lazy: yaml, the runs reader
 
     a2 = result.approach2
-    return family_lr_lines(folder, tuple(a2.a_ci) if a2 is not None and a2.a_ci else None)
+    return family_lr_share(folder, tuple(a2.a_ci) if a2 is not None and a2.a_ci else None)

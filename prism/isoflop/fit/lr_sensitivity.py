@@ -144,8 +144,40 @@ def sensitivity_lines(rule: LrRule, found: LrSensitivity | None, a_ci: tuple[flo
     return lines
 
 
+@dataclass(frozen=True)
+class LrShare:
+    """A family's lr lines, and the lr's share of a's interval each side against a's statistical half-width
+    (None: not computed), so that the verdict can say when the learning rate, not the noise, dominates."""
+
+    lines: list[str]
+    half: float | None = None
+    a_ci: tuple[float, float] | None = None
+
+    @property
+    def dominates(self) -> bool:
+        if self.half is None or self.a_ci is None or not all(math.isfinite(x) for x in self.a_ci):
+            return False
+        return self.half > (self.a_ci[1] - self.a_ci[0]) / 2
+
+    def verdict_note(self) -> str:
+        """The verdict's clause when the lr dominates a's interval ("" otherwise)."""
+        if not self.dominates:
+            return ""
+        lo, hi = self.a_ci
+        return (
+            f"; the learning rate DOMINATES a's interval (its share +/-{self.half:.3f} against the noise's "
+            f"+/-{(hi - lo) / 2:.3f}: a depends on each size's lr more than on the seeds; see the lr lines)"
+        )
+
+
 def family_lr_lines(folder: Path, a_ci: tuple[float, float] | None) -> list[str]:
-    """The summary's lr lines of a family folder: its plan's rule (plan.yaml) and the runs (runs.csv).
+    """The summary's lr lines of a family folder (`family_lr_share`'s)."""
+    return family_lr_share(folder, a_ci).lines
+
+
+def family_lr_share(folder: Path, a_ci: tuple[float, float] | None) -> LrShare:
+    """The lr lines of a family folder, its plan's rule (plan.yaml) and the runs (runs.csv), with the lr's
+    share of a's interval.
 
     A study planned before plans recorded their rule has no line (nothing to say about it).
     """
@@ -154,21 +186,24 @@ def family_lr_lines(folder: Path, a_ci: tuple[float, float] | None) -> list[str]
 
     plan_file = folder / "plan.yaml"
     if not plan_file.is_file():
-        return []
+        return LrShare([])
     plan = yaml.safe_load(plan_file.read_text()) or {}
     if not plan.get("lr_rule"):
-        return []
+        return LrShare([])
     rule, ref = LrRule(**plan["lr_rule"]), plan.get("lr_reference")
     if rule.kind != "fitted" and not ref:
-        return sensitivity_lines(rule, None, a_ci)
+        return LrShare(sensitivity_lines(rule, None, a_ci))
     try:
         records = load_runs(folder / "runs.csv").records
     except PrismError:
         records = []
     widths = [backbone_config(r.run_id.split("-", 1)[0]).d_model for r in records]
     if rule.kind == "fitted":
-        return sensitivity_lines(rule, lr_sensitivity(records, widths, rule), a_ci)
+        found = lr_sensitivity(records, widths, rule)
+        return LrShare(sensitivity_lines(rule, found, a_ci), abs(found.shift) if found else None, a_ci)
     # Not tuned here, but the design's sweep was measured (a previous round's): how far off, and what it does to a.
     reference = LrRule(**ref["rule"])
     offset, found = lr_offset(records, widths, rule, reference), lr_sensitivity(records, widths, reference)
-    return sensitivity_lines(rule, None, a_ci)[:1] + reference_lines(reference, ref["file"], offset, found, a_ci)
+    lines = sensitivity_lines(rule, None, a_ci)[:1] + reference_lines(reference, ref["file"], offset, found, a_ci)
+    half = abs(offset.shift) + abs(found.shift) if offset and found else None
+    return LrShare(lines, half, a_ci)

@@ -29,14 +29,14 @@ def _noise(diag) -> str:
     return f"{diag.noise:.3g}"
 
 
-def fit_markdown(result: FitResult | dict, lr_lines: list[str] | None = None) -> str:
+def fit_markdown(result: FitResult | dict, lr_lines: list[str] | None = None, lr_note: str = "") -> str:
     """The fit report: verdict, noise, exclusions, each approach, the per-budget table; `lr_lines`, the
     study's learning-rate rule and a's sensitivity to it (prism.isoflop.fit.lr_sensitivity), its own section."""
     if isinstance(result, dict):
         result = FitResult.from_json(result)
     r, diag = result, result.diagnostics
     lines = ["# IsoFLOP fit", ""]
-    lines += _input(r) + _verdict(r) + _settings(r) + _excluded(r) + _power_laws(r) + _approach3(r.approach3)
+    lines += _input(r) + _verdict(r, lr_note) + _settings(r) + _excluded(r) + _power_laws(r) + _approach3(r.approach3)
     agree = diag.approach_agreement
     if agree.get("difference") is not None:
         lines += ["## Agreement of the approaches", "", agree["note"], ""]
@@ -63,12 +63,12 @@ def _input(r: FitResult) -> list[str]:
     ]
 
 
-def _verdict(r: FitResult) -> list[str]:
-    """The verdict, its reasons and its interval."""
+def _verdict(r: FitResult, lr_note: str = "") -> list[str]:
+    """The verdict, its reasons and its interval; `lr_note`, its clause when the lr dominates a's interval."""
     v = r.verdict
     verdict = "**identifiable**" if v.identifiable else "**NOT identifiable**"
     used = {"approach2": "Approach 2", "approach3": "Approach 3", "both": "Approach 2 and Approach 3"}[v.method]
-    lines = [f"Verdict: the exponent a is {verdict} (method: {used}).", ""]
+    lines = [f"Verdict: the exponent a is {verdict} (method: {used}){lr_note}.", ""]
     lines += [f"- {reason}" for reason in v.reasons]
     lines.append("")
     if v.interval is not None:

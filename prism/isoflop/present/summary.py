@@ -53,10 +53,11 @@ def _budgets(values) -> str:
     return ", ".join(out) or "none"
 
 
-def fit_lines(fit) -> list[str]:
+def fit_lines(fit, lr_note: str = "") -> list[str]:
     """The exponents with their intervals, the verdict and its main reason, the budgets and runs left out.
 
-    `fit` is a `FitResult` (prism.isoflop.fit.result).
+    `fit` is a `FitResult` (prism.isoflop.fit.result); `lr_note`, the verdict's clause when the learning
+    rate's share dominates a's interval (`LrShare.verdict_note`).
     """
     pct = f"{100 * fit.ci_level:.0f}%"
     lines = []
@@ -76,6 +77,7 @@ def fit_lines(fit) -> list[str]:
     lines.append(
         f"  verdict: {'identifiable' if v.identifiable else 'NOT identifiable'}"
         + (f": {v.reasons[0]}" if v.reasons else "")
+        + lr_note
     )
     interval = v.interval
     if interval and all(isinstance(x, (int, float)) and math.isfinite(x) for x in interval):
@@ -134,12 +136,13 @@ def verdict_robustness_lines(fit) -> list[str]:
     return lines
 
 
-def lr_lines(folder: Path, fit) -> list[str]:
-    """The learning-rate rule of the study and, for a fitted one, a's sensitivity to it (fit.lr_sensitivity)."""
-    from prism.isoflop.fit.lr_sensitivity import family_lr_lines  # noqa: PLC0415 lazy: numpy
+def lr_share(folder: Path, fit):
+    """The learning-rate rule of the study and, for a fitted one or against a previous round's sweep, a's
+    sensitivity to it: an `LrShare` (prism.isoflop.fit.lr_sensitivity), its lines and whether it dominates."""
+    from prism.isoflop.fit.lr_sensitivity import family_lr_share  # noqa: PLC0415 lazy: numpy
 
     a2 = fit.approach2
-    return family_lr_lines(folder, tuple(a2.a_ci) if a2 is not None and a2.a_ci else None)
+    return family_lr_share(folder, tuple(a2.a_ci) if a2 is not None and a2.a_ci else None)
 
 
 def runs_lines(csv_path: Path) -> list[str]:
@@ -209,8 +212,9 @@ def summarize(family_dirs: list[str | Path]) -> str:
                 out.append(f"  unreadable: {type(err).__name__}: {err}")
                 continue
             try:
-                out += fit_lines(fit)
-                out += lr_lines(folder, fit)
+                lr = lr_share(folder, fit)
+                out += fit_lines(fit, lr.verdict_note())
+                out += lr.lines
                 out += runs_lines(folder / "runs.csv")
             except (KeyError, TypeError, ValueError, AttributeError, OSError, csv.Error) as err:
                 out.append(f"  (not summarised: {type(err).__name__}: {err}; see {path.with_suffix('.md')})")

@@ -140,3 +140,37 @@ def test_one_length_keeps_q_zero_and_its_lr_needs_no_tokens():
               for w in (32, 64)]  # fmt: skip
     rule = fit_rule(curves, bootstrap=20)
     assert rule.q == 0.0 and len(rule.cov) == 2 and rule.lr(48) > 0
+
+
+def test_q_measured_at_two_widths_changes_with_width_and_is_held_beyond():
+    """Where the optimal lr falls with a run's tokens at one width and not at a wider one, the rule follows it
+    between them and holds the wider one's q beyond it (no extrapolated slope), so a wide grid's long runs are
+    not given the small width's fall."""
+    rng = np.random.default_rng(3)
+    c, p, t0 = 3e-3, 1.2, 8e5
+
+    def q_true(width):
+        return float(np.interp(math.log(width), [math.log(16), math.log(32)], [0.4, 0.1]))
+
+    curves = []
+    for width, tokens in ((16, 4e5), (32, 4e5), (80, 4e5), (16, 1.6e6), (32, 1.6e6)):
+        lrs = sweep_lrs(width, 5 if width == 16 or tokens < 1e6 else 3, 2.0)
+        truth = c * (width / 128) ** -p * (tokens / t0) ** -q_true(width)
+        curves.append(size_curve(f"w{width}", width, lrs, _curve_losses(lrs, truth, noise=5e-4, rng=rng), 5e-4,
+                                 tokens))  # fmt: skip
+    rule = fit_rule(curves, bootstrap=100, seed=0)
+    assert rule.q_widths == (16.0, 32.0) and len(rule.cov) == 4
+    assert rule.q_at(16) == pytest.approx(0.4, abs=0.1) and rule.q_at(32) == pytest.approx(0.1, abs=0.1)
+    assert rule.q_at(80) == rule.q_at(32) and rule.q_at(8) == rule.q_at(16)  # held beyond the measured widths
+    assert rule.lr(80, 1.6e6) == pytest.approx(c * (80 / 128) ** -p * 2 ** -q_true(32), rel=0.2)
+    assert "q_slope" in rule.source and "held in 16-32" in rule.describe()
+    assert 0 < rule.ln_sd(80, 1.6e6) < 1
+
+
+def test_the_long_sweep_reaches_the_next_widths_with_fewer_lrs():
+    tune = TuneOptions(long_sizes=2, long_points=3)
+    assert tune.lengths(["a", "b", "c"]) == {"a": [(200, 5), (800, 5)], "b": [(200, 5), (800, 3)], "c": [(200, 5)]}
+    assert TuneOptions().lengths(["a", "b"]) == {"a": [(200, 5), (800, 5)], "b": [(200, 5)]}
+    assert TuneOptions(long_steps=0).lengths(["a"]) == {"a": [(200, 5)]}
+    with pytest.raises(PrismError, match="long_points 2"):
+        TuneOptions(long_points=2)

@@ -215,3 +215,44 @@ def test_summary_names_the_sizes_the_plan_dropped_from_a_budget(tmp_path):
     assert "3m-BASE" not in text  # outside the budget's window: the grid's design
     (family / "plan.yaml").unlink()
     assert "drops" not in summarize([family])
+
+
+def test_the_verdict_says_when_the_learning_rate_dominates_as_interval(tmp_path):
+    """A fitted lr rule whose own uncertainty moves a further than the seeds' interval: the verdict line, not
+    only the lr lines below it, says so; a rule that moves a little leaves the verdict as it was."""
+    from dataclasses import replace
+
+    import yaml
+
+    from prism.isoflop.fit.fit import FitOptions, fit_csv
+    from prism.isoflop.records import CHINCHILLA_EPOCH
+    from prism.isoflop.synthetic import isoflop_study, write_csv
+    from prism.train.lr_rule import LrRule
+
+    family = tmp_path / "text_image"
+    (family / "fit").mkdir(parents=True)
+    records = isoflop_study(CHINCHILLA_EPOCH, [1e18, 1e19, 1e20], per_budget=7, noise=0.002, seed=1)
+    names = ["n11e3", "n2e4", "n32e3", "n45e3", "n63e3", "n1e5", "n2e5"]  # ascending width: 16 ... 80
+    ns = sorted({r.params for r in records})
+    records = [replace(r, run_id=f"{names[ns.index(r.params) % 7]}-BASE-e2e-C{r.budget:g}") for r in records]
+    write_csv(records, family / "runs.csv")
+
+    def verdict(rule: LrRule) -> tuple[str, str]:
+        (family / "plan.yaml").write_text(yaml.safe_dump({"lr_rule": rule.to_json()}))
+        fit_csv(family / "runs.csv", family / "fit" / "e2e.json", family / "fit" / "e2e.md",
+                options=FitOptions(bootstrap=50))  # fmt: skip
+        line = next(x for x in summarize([family]).splitlines() if x.strip().startswith("verdict:"))
+        md = next(x for x in (family / "fit" / "e2e.md").read_text().splitlines() if x.startswith("Verdict:"))
+        return line, md
+
+    # p uncertain (the rule surest at d_model 128) and the curve steep at the smallest width: the small sizes'
+    # losses rise more than the others', a moves by 0.004 against the seeds' half-width of about 0.002.
+    wide = LrRule("fitted", cov=((0.0, 0.0), (0.0, 0.01)),
+                  curves=[{"d_model": 16, "curvature": 0.5}, {"d_model": 80, "curvature": 0.0}])  # fmt: skip
+    line, md = verdict(wide)
+    assert "the learning rate DOMINATES a's interval" in line and "DOMINATES" in md
+    # The same penalty at every size leaves a where it is: the noise dominates, the verdict says nothing more.
+    flat = LrRule("fitted", cov=((0.01, 0.0), (0.0, 0.0)),
+                  curves=[{"d_model": 16, "curvature": 0.05}, {"d_model": 80, "curvature": 0.05}])  # fmt: skip
+    line, md = verdict(flat)
+    assert "learning rate" not in line and "DOMINATES" not in md
