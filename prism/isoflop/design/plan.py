@@ -308,6 +308,20 @@ def budget_candidates(
     return cands, {b: [c for c in cands if c.backbone in given or c.backbone in by_budget[b]] for b in set(budgets)}
 
 
+def check_batch_settings(options: PlanOptions, job_ranks: int, batch_law: tuple[float, float] | None) -> None:
+    """Refuse, before any planning, settings that cannot give every run a batch: bad option values, a
+    given batch the job's ranks cannot split, a batch law beside a given batch."""
+    validate(options)
+    if options.global_batch is None:
+        return
+    check_batch(options.global_batch, job_ranks, "plan.global_batch", ranks_text(job_ranks))
+    if batch_law:
+        raise PrismError(
+            f"tune.batch_rule compute: plan.global_batch is {options.global_batch}, so no batch is chosen; "
+            "set plan.global_batch to null for the rule to choose each run's, or tune.batch_rule to largest"
+        )
+
+
 def plan_runs(
     family: str,
     budgets: list[float],
@@ -349,14 +363,7 @@ def plan_runs(
     (`options.global_batch` null), each run's is at most the critical batch c C^b tokens of its budget.
     """
     check_data_spec(family, data, spec)
-    validate(options)
-    if options.global_batch is not None:
-        check_batch(options.global_batch, job_ranks, "plan.global_batch", ranks_text(job_ranks))
-        if batch_law:
-            raise PrismError(
-                f"tune.batch_rule compute: plan.global_batch is {options.global_batch}, so no batch is chosen; "
-                "set plan.global_batch to null for the rule to choose each run's, or tune.batch_rule to largest"
-            )
+    check_batch_settings(options, job_ranks, batch_law)
     centre = study_centre(family, regime, options, out, scaling_study_dir)
     cands, per_budget = budget_candidates(
         family, budgets, calibration_dir, options, regime=regime, backbones=backbones, variants=variants,
@@ -443,8 +450,6 @@ def make_plan(
     """The whole plan as a dict (the plan.yaml content): `plan_runs` plus the forecast. `cooldown_fraction`:
     the wsd cooldown the study trains with, what the grid costs as trajectories (`schedules`), not which runs
     it holds. `overrides` replace fields of `options` (e.g. `window=0.3`), for tests and scripts."""
-    from prism.isoflop.design import forecast as fc_mod  # noqa: PLC0415 lazy: the CLI's parser imports this module
-
     options = replace(options or PlanOptions(), **overrides)
     study = plan_runs(family, budgets, calibration_dir, options, regime=regime, backbones=backbones, variants=variants,
                       out=out, scaling_study_dir=scaling_study_dir, data=data, job_ranks=job_ranks,
@@ -452,17 +457,6 @@ def make_plan(
                       probe=probe, lr_tokens=lr_tokens, batch_law=batch_law)  # fmt: skip
     centre, plans, runs = study.centre, study.plans, study.runs
     refused = [{"budget": p.budget, "reason": p.refused} for p in plans if p.refused]
-    fc = fc_mod.forecast_plan(
-        [r.params for r in runs],
-        [r.tokens for r in runs],
-        [r.budget for r in runs],
-        centre.a,
-        centre.k,
-        surface=Surface(**centre.surface) if centre.surface else None,
-        noise=options.noise if options.noise is not None else centre.noise,
-        n_sims=options.simulations,
-        seed=options.forecast_seed,
-    )
     return {
         "family": family,
         "regime": regime,
@@ -482,13 +476,30 @@ def make_plan(
         "lr_reference": lr_reference(options.previous_round, family),
         "dropped": [d for p in plans for d in p.dropped],
         "refused": refused,
-        "forecast": fc.to_json()
-        | {
-            "surface_source": (
-                f"fitted surface of {centre.source}"
-                if centre.surface
-                else f"{fc.scenarios} plausible surfaces through the centre (first round; a previous round's fit in "
-                "prior.json gives its own surface and noise)"
-            )
-        },
+        "forecast": plan_forecast(runs, centre, options),
     }
+
+
+def plan_forecast(runs: list[PlanRow], centre: Centre, options: PlanOptions) -> dict:
+    """The identifiability forecast of the planned grid, on the centre's fitted surface where it has one,
+    else on plausible surfaces through the centre, with the surface's source."""
+    from prism.isoflop.design import forecast as fc_mod  # noqa: PLC0415 lazy: the CLI's parser imports this module
+
+    fc = fc_mod.forecast_plan(
+        [r.params for r in runs],
+        [r.tokens for r in runs],
+        [r.budget for r in runs],
+        centre.a,
+        centre.k,
+        surface=Surface(**centre.surface) if centre.surface else None,
+        noise=options.noise if options.noise is not None else centre.noise,
+        n_sims=options.simulations,
+        seed=options.forecast_seed,
+    )
+    surface_source = (
+        f"fitted surface of {centre.source}"
+        if centre.surface
+        else f"{fc.scenarios} plausible surfaces through the centre (first round; a previous round's fit in "
+        "prior.json gives its own surface and noise)"
+    )
+    return fc.to_json() | {"surface_source": surface_source}

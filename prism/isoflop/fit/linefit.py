@@ -53,34 +53,7 @@ def line_fit(log_c, log_y, level: float = CI_LEVEL, within_var=None, within_dof:
     w2 = float(np.mean(within_var)) if within_var is not None and within_dof > 0 else None
     if s2 is None and w2 is None:
         return LineFit(slope, icpt, None, None, None, None, None, "no degree of freedom to measure the scatter")
-    if w2 is None:
-        var, dof, source = s2, res_dof, f"the minima's scatter around the line ({res_dof} degrees of freedom)"
-    elif s2 is None:
-        measured = f"{within_dof} degrees of freedom" if within_dof < ASSUMED_DOF else "an assumed noise"
-        var, dof, source = (
-            w2,
-            within_dof,
-            (f"each minimum's noise from its parabola ({measured}; 2 budgets leave the line no scatter to measure)"),
-        )
-    else:
-        pooled = (res_dof * s2 + within_dof * w2) / (res_dof + within_dof)
-        dof = res_dof + within_dof
-        if s2 > pooled:
-            var, source = (
-                s2,
-                (
-                    f"the minima's scatter around the line ({res_dof} degrees of freedom), larger than "
-                    "their noise within budgets"
-                ),
-            )
-        else:
-            var, source = (
-                pooled,
-                (
-                    f"the minima's scatter around the line ({res_dof} degrees of freedom) pooled "
-                    f"with each minimum's noise from its parabola ({within_dof})"
-                ),
-            )
+    var, dof, source = scatter_variance(s2, res_dof, w2, within_dof)
     t = float(stats.t.ppf((1 + level) / 2, dof))
     se_slope = math.sqrt(var / sxx)
     se_icpt = math.sqrt(var * (1 / m + xbar**2 / sxx))
@@ -119,3 +92,38 @@ def power_law_curvature(log_c, log_y) -> dict | None:
     se = math.sqrt(max(s2, 1e-300) * float(np.linalg.pinv(design.T @ design)[2, 2]))
     t = float(coef[2]) / se
     return {"c2": float(coef[2]), "t": t, "p": float(2 * stats.t.sf(abs(t), dof)), "dof": dof}
+
+
+def scatter_variance(s2: float | None, res_dof: int, w2: float | None, within_dof: int) -> tuple[float, int, str]:
+    """The variance of the minima around the line that `line_fit`'s interval uses, its degrees of freedom
+    and what it is: the residuals' (`s2`), the minima's own noise (`w2`), or both pooled, unless the
+    residuals scatter more (the power law misses the minima by more than their noise)."""
+    if w2 is None:
+        var, dof, source = s2, res_dof, f"the minima's scatter around the line ({res_dof} degrees of freedom)"
+    elif s2 is None:
+        measured = f"{within_dof} degrees of freedom" if within_dof < ASSUMED_DOF else "an assumed noise"
+        var, dof, source = (
+            w2,
+            within_dof,
+            (f"each minimum's noise from its parabola ({measured}; 2 budgets leave the line no scatter to measure)"),
+        )
+    else:
+        pooled = (res_dof * s2 + within_dof * w2) / (res_dof + within_dof)
+        dof = res_dof + within_dof
+        if s2 > pooled:
+            var, source = (
+                s2,
+                (
+                    f"the minima's scatter around the line ({res_dof} degrees of freedom), larger than "
+                    "their noise within budgets"
+                ),
+            )
+        else:
+            var, source = (
+                pooled,
+                (
+                    f"the minima's scatter around the line ({res_dof} degrees of freedom) pooled "
+                    f"with each minimum's noise from its parabola ({within_dof})"
+                ),
+            )
+    return var, dof, source
