@@ -23,7 +23,7 @@ from typing import Any
 from prism.data.options import DataOptions, LoaderOptions
 from prism.families import FAMILIES, ShapeOptions
 from prism.isoflop.design.calibrate import CalibrateOptions
-from prism.isoflop.design.plan import PlanOptions
+from prism.isoflop.design.planoptions import PlanOptions
 from prism.isoflop.design.tuning import TuneOptions
 from prism.isoflop.fit.fit import FitOptions
 from prism.isoflop.present.options import PlotOptions

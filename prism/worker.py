@@ -151,7 +151,7 @@ def preload(build_parser: Callable[[], object]) -> None:
     import torch.distributed.checkpoint.state_dict  # noqa: F401
 
     import prism.isoflop.design.calibrate  # noqa: F401
-    import prism.train.trainer  # noqa: F401
+    import prism.train.lifecycle  # noqa: F401
     from prism.model import kernels
 
     kernels.load()  # the compiled CPU kernels (a shared library; no torch operation runs)

@@ -23,7 +23,8 @@ import numpy as np
 import yaml
 
 from prism.isoflop.design.forecast import forecast
-from prism.isoflop.design.plan import PlanOptions, make_plan, study_centre
+from prism.isoflop.design.plan import make_plan, study_centre
+from prism.isoflop.design.planoptions import PlanOptions
 from prism.isoflop.fit.fit import fit_records
 from prism.isoflop.records import SURFACE_KEYS, RunRecord, Surface
 from prism.options import from_mapping

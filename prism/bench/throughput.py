@@ -23,321 +23,28 @@ kernels (the ops `FlopCounterMode` counts: matmuls, attention, convolutions),
 each read or written once. It is the roofline intensity of the step's compute
 kernels; it grows with the tokens per step (batch x sequence), which is why
 few-token samples leave the matmuls memory-bound.
+
+This module runs the tests and prints their table; the invocation is `benchconfig.py`, the
+timed steps `steps.py`, a row and its rates `rows.py`, the memory check `memory.py`, and
+`ddp_overhead`'s processes `ddp.py`.
 """
 
 from __future__ import annotations
 
-import contextlib
 import json
-import os
-import socket
 import statistics
-import tempfile
 import time
-from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from prism.dist.env import free_port
+from prism.bench.benchconfig import BenchConfig
+from prism.bench.ddp import ddp_overhead
+from prism.bench.memory import check_memory
+from prism.bench.rows import base_row, rates
+from prism.bench.steps import Bench
 from prism.errors import PrismError
 from prism.model.config import backbone_config
 from prism.peak import peak_now
 from prism.progress import Bar
-from prism.revision import git_rev
-from prism.tokenizer import PAD
-from prism.train.config import compile_mode
-from prism.train.schedule import build_optimizer
-
-TESTS: tuple[str, ...] = ("forward_only", "batch_scaling", "fwd_bwd", "sync_overhead", "ddp_overhead")
-# Tests outside `all`: they need shards (`--data`).
-DATA_TESTS: tuple[str, ...] = ("packing",)
-DEFAULT_BATCH_SIZES: tuple[int, ...] = (1, 2, 4, 8, 16, 32, 64)
-
-
-@dataclass
-class BenchConfig:
-    """One `prism bench throughput` invocation."""
-
-    test: str = "fwd_bwd"
-    model: str = "30k"
-    seq_len: int = 128
-    family: str = "text_image"
-    variant: str = "BASE"
-    regime: str = "e2e"
-    batch: int = 16
-    batch_sizes: tuple[int, ...] = DEFAULT_BATCH_SIZES
-    device: str = "cpu"
-    dtype: str = "fp32"
-    warmup: int = 3
-    repeats: int = 10
-    max_seconds: float = 10.0  # per measurement: fewer repeats (at least 3) for slow steps
-    procs: int = 2  # ddp_overhead
-    compile: str = "none"  # torch.compile the model: `prism train`'s modes (inductor fuses the element-wise ops)
-    threads: int | None = None  # CPU threads (None: torch's default, the cores)
-    data: str | None = None  # shard directory for `packing`
-    out: str | None = None
-    extra: dict = field(default_factory=dict)
-
-    def tests(self) -> list[str]:
-        if self.test == "all":
-            return list(TESTS)
-        if self.test not in TESTS + DATA_TESTS:
-            raise PrismError(f"unknown test {self.test!r}; valid: {', '.join(TESTS + DATA_TESTS)}, all")
-        return [self.test]
-
-
-# --- small helpers -------------------------------------------------------------------------------------------
-
-
-def spread(times: list[float]) -> dict:
-    """Median, min, max and IQR of step times (seconds)."""
-    if len(times) >= 2:
-        q = statistics.quantiles(times, n=4, method="inclusive")
-        iqr = q[2] - q[0]
-    else:
-        iqr = 0.0
-    return {
-        "step_time_s": statistics.median(times),
-        "step_time_min_s": min(times),
-        "step_time_max_s": max(times),
-        "step_time_iqr_s": iqr,
-        "repeats": len(times),
-    }
-
-
-def _autocast(device, dtype: str):
-    import torch  # noqa: PLC0415 lazy: torch
-
-    if dtype == "fp32":
-        return contextlib.nullcontext()
-    return torch.autocast(device.type, dtype={"bf16": torch.bfloat16, "fp16": torch.float16}[dtype])
-
-
-def _bytes_mode():
-    """A dispatch mode summing the bytes of every FLOP-counted op's tensor inputs and outputs."""
-    import torch  # noqa: PLC0415 lazy: torch
-    from torch.utils._python_dispatch import TorchDispatchMode  # noqa: PLC0415 lazy: torch
-    from torch.utils._pytree import tree_flatten  # noqa: PLC0415 lazy: torch
-    from torch.utils.flop_counter import flop_registry  # noqa: PLC0415 lazy: torch
-
-    class BytesMode(TorchDispatchMode):
-        def __init__(self):
-            super().__init__()
-            self.bytes = 0
-
-        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
-            out = func(*args, **(kwargs or {}))
-            if func._overloadpacket in flop_registry:
-                flat, _ = tree_flatten((args, kwargs or {}, out))
-                self.bytes += sum(t.numel() * t.element_size() for t in flat if isinstance(t, torch.Tensor))
-            return out
-
-    return BytesMode()
-
-
-# --- memory check for the real sizes -------------------------------------------------------------------------
-
-
-def _available_bytes(device) -> int | None:
-    from prism.device import memory_capacity  # noqa: PLC0415 lazy: torch
-
-    cap = memory_capacity(device)
-    if device.type == "cpu":
-        try:
-            for line in Path("/proc/meminfo").read_text().splitlines():
-                if line.startswith("MemAvailable:"):
-                    avail = int(line.split()[1]) * 1024
-                    return min(cap, avail) if cap else avail
-        except OSError:
-            pass
-    return cap
-
-
-def required_bytes(cfg: BenchConfig, batch: int, train: bool) -> int:
-    """A lower bound on the memory one step needs: weights (+ grads + AdamW state) + a rough activation term."""
-    from prism.model.prism import build_model  # noqa: PLC0415 lazy: torch
-
-    model = build_model(cfg.family, cfg.model, cfg.variant, cfg.regime, device="meta")
-    total = sum(p.numel() for p in model.parameters())
-    trainable = sum(p.numel() for p in model.parameters() if p.requires_grad)
-    bc = model.backbone_config
-    act_bytes = 2 if cfg.dtype != "fp32" else 4
-    # Weights fp32 (autocast keeps fp32 masters); training adds grads and two Adam moments.
-    weights = 4 * total + (3 * 4 * trainable if train else 0)
-    # Per token and layer: ~16 d_model-wide tensors saved for backward (norms, q/k/v, MLP) in training.
-    acts = batch * cfg.seq_len * bc.n_layers * bc.d_model * act_bytes * (16 if train else 2)
-    logits = batch * cfg.seq_len * bc.vocab_size * 4 * (3 if train else 1)
-    return weights + acts + logits
-
-
-def check_memory(cfg: BenchConfig, device, batch: int, train: bool) -> None:
-    need = required_bytes(cfg, batch, train)
-    have = _available_bytes(device)
-    if have is not None and need > 0.9 * have:
-        raise PrismError(
-            f"--model {cfg.model} at batch {batch}, seq_len {cfg.seq_len} ({'training' if train else 'forward'}, "
-            f"{cfg.dtype}) needs at least {need / 2**30:.1f} GiB but {device} has {have / 2**30:.1f} GiB available; "
-            f"use a smaller --model/--batch/--seq-len or a device with more memory"
-        )
-
-
-# --- the measured steps --------------------------------------------------------------------------------------
-
-
-class Bench:
-    """One model on one device with helpers to time its forward and training steps."""
-
-    def __init__(self, cfg: BenchConfig):
-        import torch  # noqa: PLC0415 lazy: torch
-
-        from prism.device import resolve_device  # noqa: PLC0415 lazy: torch
-        from prism.model.prism import build_model  # noqa: PLC0415 lazy: torch
-
-        self.cfg = cfg
-        self.device = resolve_device(cfg.device)
-        torch.manual_seed(0)
-        self.model = build_model(cfg.family, cfg.model, cfg.variant, cfg.regime, device=self.device)
-        # The optimizer `prism train` uses, so a bench step is a training step.
-        self.opt = (
-            build_optimizer(self.model.trainable_parameters(), 1e-4) if self.model.trainable_parameters() else None
-        )
-        self._flops: dict[tuple, tuple[int, int]] = {}
-        # The timed calls go through `step_model`; FLOPs are always counted on the plain model's meta copy.
-        self.compile = compile_mode(cfg.compile, self.device.type)
-        self.step_model = (
-            torch.compile(self.model, dynamic=self.compile == "dynamic") if self.compile != "none" else self.model
-        )
-
-    def batch(self, batch: int):
-        from prism.model.accounting import example_batch  # noqa: PLC0415 lazy: torch
-
-        return example_batch(self.model, self.cfg.seq_len, batch, device=self.device)
-
-    def _fwd(self, tokens, modality, labels):
-        import torch  # noqa: PLC0415 lazy: torch
-
-        with torch.no_grad(), _autocast(self.device, self.cfg.dtype):
-            return self.step_model(tokens, modality, labels)
-
-    def _train(self, tokens, modality, labels, segment_ids=None):
-        with _autocast(self.device, self.cfg.dtype):
-            loss = self.step_model(tokens, modality, labels, segment_ids)
-        loss.backward()
-        if self.opt is not None:
-            self.opt.step()
-            self.opt.zero_grad(set_to_none=True)
-        return loss
-
-    def step_fn(self, train: bool):
-        return self._train if train else self._fwd
-
-    def flops_and_bytes(self, batch: int, train: bool) -> tuple[int, int]:
-        """FLOPs and kernel operand bytes of one step at this batch, counted once per shape."""
-        import torch  # noqa: PLC0415 lazy: torch
-        from torch.utils.flop_counter import FlopCounterMode  # noqa: PLC0415 lazy: torch
-
-        from prism.model.accounting import example_batch, meta_copy  # noqa: PLC0415 lazy: torch
-
-        key = (batch, train)
-        if key not in self._flops:
-            # Counted on a meta copy: the fused CPU attention kernel is invisible to FlopCounterMode,
-            # and the meta device allocates nothing (so real sizes count cheaply).
-            meta = meta_copy(self.model)
-            tokens, modality, labels = example_batch(meta, self.cfg.seq_len, batch, device="meta")
-            dtype = {"bf16": torch.bfloat16, "fp16": torch.float16}.get(self.cfg.dtype)
-            if dtype is not None:  # autocast runs the matmuls in the low precision: count bytes at that width
-                meta = meta.to(dtype)
-            with FlopCounterMode(display=False) as counter, _bytes_mode() as bm:
-                with torch.set_grad_enabled(train):
-                    loss = meta(tokens, modality, labels)
-                    if train and loss.requires_grad:
-                        loss.backward()
-            self._flops[key] = (int(counter.get_total_flops()), int(bm.bytes))
-        return self._flops[key]
-
-    def time_steps(self, fn, batch_args, on_step=None) -> list[float]:
-        """Warm up, then time individual synchronised steps (at least 3, up to `repeats` or `max_seconds`)."""
-        from prism.device import synchronize  # noqa: PLC0415 lazy: torch
-
-        started = time.perf_counter()
-        for _ in range(self.cfg.warmup):
-            fn(*batch_args)
-            if time.perf_counter() - started > self.cfg.max_seconds / 2:
-                break  # slow steps warm up within one or two calls; keep `--test all` bounded
-        synchronize(self.device)
-        times: list[float] = []
-        self.cpu_times: list[float] = []
-        started = time.perf_counter()
-        while len(times) < self.cfg.repeats:
-            t0, c0 = time.perf_counter(), time.process_time()
-            out = fn(*batch_args)
-            if on_step is not None:
-                on_step(out)
-            synchronize(self.device)
-            times.append(time.perf_counter() - t0)
-            self.cpu_times.append(time.process_time() - c0)
-            if len(times) >= 3 and time.perf_counter() - started > self.cfg.max_seconds:
-                break
-        return times
-
-
-def _base_row(cfg: BenchConfig, bench: Bench, test: str, batch: int, peak: float) -> dict:
-    import torch  # noqa: PLC0415 lazy: torch
-
-    from prism.device import device_name  # noqa: PLC0415 lazy: torch
-
-    n_real = int((bench.batch(1)[0] != PAD).sum())  # the tokens of one sample that are not padding
-    return {
-        "test": test,
-        "model": cfg.model,
-        "family": cfg.family,
-        "variant": cfg.variant,
-        "regime": cfg.regime,
-        "seq_len": cfg.seq_len,
-        "batch": batch,
-        "dtype": cfg.dtype,
-        "tokens_per_sample": cfg.seq_len,
-        "real_tokens_per_sample": n_real,
-        "device": str(bench.device),
-        "device_name": device_name(bench.device),
-        "threads": torch.get_num_threads(),
-        "compile": bench.compile,
-        "strategy": "single",
-        "world_size": 1,
-        "peak_flops": peak,
-        "torch_version": torch.__version__,
-        "git_rev": git_rev(),
-        "host": socket.gethostname(),
-        "timestamp": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
-    }
-
-
-def _rates(
-    row: dict,
-    times: list[float],
-    flops: int,
-    nbytes: int,
-    peak: float,
-    samples_per_step: int,
-    cpu_times: list[float] | None = None,
-) -> dict:
-    sp = spread(times)
-    t = sp["step_time_s"]
-    row.update(sp)
-    row["samples_per_s"] = samples_per_step / t
-    row["tokens_per_s"] = samples_per_step * row["seq_len"] / t
-    row["flops_per_step"] = flops
-    row["flops_per_s"] = flops / t
-    row["mfu"] = flops / t / peak
-    # The fastest step: what the device did when nothing else ran (a shared machine's medians drift).
-    row["mfu_best"] = flops / sp["step_time_min_s"] / peak
-    row["arithmetic_intensity"] = flops / nbytes if nbytes else None
-    if cpu_times and row.get("device", "cpu").startswith("cpu"):
-        # CPU seconds the process got per step, per thread: on a shared machine the wall clock also counts
-        # the time other tenants held the cores; with one thread this is the step's own cost.
-        cpu = statistics.median(cpu_times) / max(1, row.get("threads") or 1)
-        row["cpu_time_s"] = cpu
-        row["mfu_cpu"] = flops / cpu / peak if cpu > 0 else None
-    return row
 
 
 def measure(bench: Bench, test: str, batch: int, peak: float) -> dict:
@@ -349,7 +56,7 @@ def measure(bench: Bench, test: str, batch: int, peak: float) -> dict:
     before = peak_now(bench.device, bench.cfg.dtype)
     times = bench.time_steps(bench.step_fn(train), args)
     now = max(before, peak_now(bench.device, bench.cfg.dtype))
-    row = _rates(_base_row(bench.cfg, bench, test, batch, peak), times, flops, nbytes, peak, batch, bench.cpu_times)
+    row = rates(base_row(bench.cfg, bench, test, batch, peak), times, flops, nbytes, peak, batch, bench.cpu_times)
     row["peak_flops_now"] = now
     row["mfu_now"] = row["flops_per_s"] / now
     return row
@@ -400,7 +107,7 @@ def sync_overhead(bench: Bench, peak: float) -> dict:
             queue_s.append(t2 - t1)
             sync_s.append(t3 - t2)
             total_s.append(t3 - t0)
-    row = _rates(_base_row(cfg, bench, "sync_overhead", batch, peak), total_s, flops, nbytes, peak, batch)
+    row = rates(base_row(cfg, bench, "sync_overhead", batch, peak), total_s, flops, nbytes, peak, batch)
     row["copy_in_s"] = statistics.median(copy_s)
     row["host_queue_s"] = statistics.median(queue_s)
     row["sync_s"] = statistics.median(sync_s)
@@ -451,8 +158,8 @@ def packing(bench: Bench, peak: float) -> list[dict]:
                 samples[lay] += int(batch["n_samples"])
     rows = []
     for lay in loaders:
-        row = _rates(
-            _base_row(cfg, bench, "packing", cfg.batch, peak), times[lay], flops, nbytes, peak, cfg.batch, cpu[lay]
+        row = rates(
+            base_row(cfg, bench, "packing", cfg.batch, peak), times[lay], flops, nbytes, peak, cfg.batch, cpu[lay]
         )
         total = sum(times[lay])
         row.update(
@@ -465,124 +172,6 @@ def packing(bench: Bench, peak: float) -> list[dict]:
         )
         rows.append(row)
     rows[1]["packing_speedup"] = rows[1]["samples_per_s"] / rows[0]["samples_per_s"]
-    return rows
-
-
-# --- ddp_overhead: N real processes -------------------------------------------------------------------------
-
-
-def _ddp_worker(rank: int, world: int, cfg_dict: dict, port: int, outdir: str) -> None:
-    """One rank: time the plain step, then the DDP step, then a bare all-reduce of the gradient size."""
-    import torch  # noqa: PLC0415 lazy: torch
-    import torch.distributed as dist  # noqa: PLC0415 lazy: torch
-    from torch.nn.parallel import DistributedDataParallel as DDP  # noqa: PLC0415 lazy: torch
-
-    from prism.device import synchronize  # noqa: PLC0415 lazy: torch
-    from prism.dist.parallel import BACKENDS  # noqa: PLC0415 lazy: torch
-
-    cfg = BenchConfig(**{**cfg_dict, "batch_sizes": tuple(cfg_dict["batch_sizes"]), "compile": "none"})
-    kind = cfg.device.split(":")[0]
-    if kind != "cpu":  # one accelerator per rank
-        getattr(torch, kind).set_device(rank)
-        cfg = BenchConfig(**{**asdict(cfg), "device": f"{kind}:{rank}"})
-    torch.set_num_threads(max(1, (cfg.threads or os.cpu_count() or 1) // world))
-    os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
-    dist.init_process_group(BACKENDS[kind], rank=rank, world_size=world)
-    try:
-        bench = Bench(cfg)
-        args = bench.batch(cfg.batch)
-        # Every rank runs the plain step at the same time, so both figures see the same core contention.
-        dist.barrier()
-        plain = bench.time_steps(bench._train, args)
-        dist.barrier()
-        ddp = DDP(bench.model, device_ids=None if kind == "cpu" else [rank])
-        opt = build_optimizer([p for p in ddp.parameters() if p.requires_grad], 1e-4)
-
-        def ddp_step(tokens, modality, labels):
-            with _autocast(bench.device, cfg.dtype):
-                loss = ddp(tokens, modality, labels)
-            loss.backward()
-            opt.step()
-            opt.zero_grad(set_to_none=True)
-            return loss
-
-        timed = bench.time_steps(ddp_step, args)
-        n_grad = sum(p.numel() for p in bench.model.parameters() if p.requires_grad)
-        flat = torch.zeros(n_grad, device=bench.device)
-        dist.barrier()
-        ar = []
-        for i in range(cfg.warmup + cfg.repeats):
-            t0 = time.perf_counter()
-            dist.all_reduce(flat)
-            synchronize(bench.device)
-            if i >= cfg.warmup:
-                ar.append(time.perf_counter() - t0)
-        with open(Path(outdir) / f"rank{rank}.json", "w") as fh:
-            json.dump(
-                {
-                    "plain": plain,
-                    "ddp": timed,
-                    "allreduce": ar,
-                    "threads": torch.get_num_threads(),
-                    "grad_params": n_grad,
-                },
-                fh,
-            )
-    finally:
-        dist.destroy_process_group()
-
-
-def ddp_overhead(bench: Bench, peak: float) -> list[dict]:
-    """Rows for 1 process (the plain step, timed inside the N-process job) and N processes under DDP."""
-    import torch.multiprocessing as mp  # noqa: PLC0415 lazy: torch
-
-    from prism.dist.parallel import BACKENDS  # noqa: PLC0415 lazy: torch
-
-    cfg = bench.cfg
-    kind = bench.device.type
-    if kind != "cpu":
-        import torch  # noqa: PLC0415 lazy: torch
-
-        if getattr(torch, kind).device_count() < cfg.procs:
-            raise PrismError(
-                f"ddp_overhead with --procs {cfg.procs} on {kind} needs one device per process; "
-                f"{getattr(torch, kind).device_count()} here: lower --procs"
-            )
-    else:
-        check_memory(cfg, bench.device, cfg.batch * cfg.procs, True)
-    cfg = BenchConfig(**{**asdict(cfg), "device": kind})  # each rank takes its own index of an accelerator
-    flops, nbytes = bench.flops_and_bytes(cfg.batch, True)
-    with tempfile.TemporaryDirectory(prefix="prism-ddp-") as tmp:
-        cfg_dict = asdict(cfg)
-        mp.spawn(_ddp_worker, args=(cfg.procs, cfg_dict, free_port(), tmp), nprocs=cfg.procs, join=True)
-        results = [json.loads((Path(tmp) / f"rank{r}.json").read_text()) for r in range(cfg.procs)]
-    # A step ends when the slowest rank ends: take per-step maxima across ranks.
-    plain = [max(vals) for vals in zip(*(r["plain"] for r in results))]
-    ddp = [max(vals) for vals in zip(*(r["ddp"] for r in results))]
-    ar = [max(vals) for vals in zip(*(r["allreduce"] for r in results))]
-    rows = []
-    for strategy, world, times in (("single", 1, plain), ("ddp", cfg.procs, ddp)):
-        row = _base_row(cfg, bench, "ddp_overhead", cfg.batch, peak)
-        row.update(
-            strategy=strategy,
-            world_size=world,
-            threads=results[0]["threads"],
-            backend=BACKENDS[kind],
-            procs_started=cfg.procs,
-        )
-        # Per-rank batch is fixed (weak scaling): N ranks process N x batch samples per step. The CPU ranks
-        # share the machine's cores, so one rank's MFU is against its share of the peak, N ranks' against all
-        # of it; on accelerators each rank has a device of its own.
-        share = peak * world / cfg.procs if kind == "cpu" else peak * world
-        row["peak_flops"] = share
-        _rates(row, times, flops * world, nbytes * world, share, cfg.batch * world)
-        rows.append(row)
-    t_plain, t_ddp = rows[0]["step_time_s"], rows[1]["step_time_s"]
-    rows[1]["comm_share"] = max(0.0, 1.0 - t_plain / t_ddp)
-    rows[1]["allreduce_s"] = statistics.median(ar)
-    rows[1]["allreduce_share"] = statistics.median(ar) / t_ddp
-    rows[1]["grad_bytes"] = 4 * results[0]["grad_params"]
-    rows[0]["comm_share"] = 0.0
     return rows
 
 

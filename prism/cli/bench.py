@@ -43,7 +43,8 @@ def _throughput(args: argparse.Namespace) -> int:
     from prism.host import tune_host
 
     tune_host()  # the process settings `prism train` runs with, so the figures compare
-    from prism.bench.throughput import BenchConfig, format_table, run
+    from prism.bench.benchconfig import BenchConfig
+    from prism.bench.throughput import format_table, run
 
     cfg = BenchConfig(
         test=args.test,
@@ -72,7 +73,7 @@ def _throughput(args: argparse.Namespace) -> int:
 
 
 def register_throughput(verbs: argparse._SubParsersAction) -> None:
-    from prism.bench.throughput import DATA_TESTS, DEFAULT_BATCH_SIZES, TESTS
+    from prism.bench.benchconfig import DATA_TESTS, DEFAULT_BATCH_SIZES, TESTS
     from prism.train.config import COMPILE_MODES
 
     p = verbs.add_parser(

@@ -7,7 +7,7 @@ import argparse
 from prism.cli.renamed import LauncherName, add_renamed
 from prism.cli.spec import add_spec_arguments, spec_from_args
 from prism.isoflop.design.calibrate import TIMED_RUN_SETTINGS, CalibrateOptions
-from prism.isoflop.design.plan import PlanOptions
+from prism.isoflop.design.planoptions import PlanOptions
 from prism.isoflop.present.options import PlotOptions
 from prism.isoflop.runs.collect import CollectOptions
 from prism.options import add_arguments, from_namespace, validate
@@ -282,7 +282,8 @@ def _placement_devices(args: argparse.Namespace):
 
 
 def _plan(args: argparse.Namespace) -> int:
-    from prism.isoflop.design.plan import PlanStopped, parse_budgets, run_plan
+    from prism.isoflop.design.planoptions import parse_budgets
+    from prism.isoflop.design.planwrite import PlanStopped, run_plan
 
     spec = spec_from_args(args.family, args, args.data)  # no shape flags: the data's
     try:

@@ -35,6 +35,6 @@ def launch(
     if launcher == "torchrun":
         os.execv(argv[0], argv)
     # Imported here: torch's import is most of a dry run's start-up, which the workflow pays per job.
-    from prism.train.trainer import exit_code, train  # noqa: PLC0415 lazy: torch
+    from prism.train.lifecycle import exit_code, train  # noqa: PLC0415 lazy: torch
 
     return exit_code(train(run))

@@ -8,9 +8,13 @@ per batch and shared by all layers). Rotary positions keep running across a pack
 row: attention scores depend only on the distance between two tokens, so a sample
 that sees only itself gets the same scores at any offset in its row.
 
-Nothing here is device-specific: it runs on cpu, cuda, xpu and meta alike. On a CPU in
-fp32 a block of padded rows runs as one fused kernel forward and one backward
-(`prism.model.kernels`): the same maths as the modules below, which every other case runs.
+Nothing here is device-specific: it runs on cpu, cuda, xpu and meta alike.
+
+This module is the one reference for the block's maths (`rms_norm`, `swiglu`, `rotary` and
+the modules built on them); `torch.compile` runs it as written. Two faster forms compute
+the same values: in eager mode, `prism.model.ops` (hand-written backwards, complex rotary
+positions); on a CPU in fp32, a block of padded rows as one fused kernel forward and one
+backward (`prism.model.kernels`). `tests/model/test_block_forms.py` checks both against it.
 """
 
 from __future__ import annotations
@@ -21,19 +25,20 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from prism.model import kernels
+from prism.model import kernels, ops
 from prism.model.config import BackboneConfig
-from prism.model.ops import rms_norm, swiglu
 
 
-class RMSNorm(nn.Module):
-    def __init__(self, dim: int, eps: float = 1e-5):
-        super().__init__()
-        self.eps = eps
-        self.weight = nn.Parameter(torch.ones(dim))
+def rms_norm(x: torch.Tensor, weight: torch.Tensor, eps: float) -> torch.Tensor:
+    """`x / rms(x) * weight` over the last dimension, the statistics in at least fp32."""
+    xf = ops.wide(x)
+    return (xf * torch.rsqrt(xf.square().mean(-1, keepdim=True) + eps)).type_as(x) * weight
 
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return rms_norm(x, self.weight, self.eps)
+
+def swiglu(h: torch.Tensor) -> torch.Tensor:
+    """`silu(gate) * up` for `h = [gate | up]` along the last dimension (one fused projection)."""
+    gate, up = h.chunk(2, dim=-1)
+    return F.silu(gate) * up
 
 
 def rope_angles(seq_len: int, head_dim: int, theta: float, device) -> torch.Tensor:
@@ -43,34 +48,28 @@ def rope_angles(seq_len: int, head_dim: int, theta: float, device) -> torch.Tens
     return torch.outer(torch.arange(seq_len, device=device, dtype=torch.float32), inv_freq)
 
 
-def rope_rotation(angles: torch.Tensor) -> torch.Tensor:
-    """The unit complex numbers `[seq_len, 1, head_dim/2]` that `rope_complex` multiplies by:
-    computed once per forward and shared by every layer."""
-    return torch.polar(torch.ones_like(angles), angles)[:, None, :]
-
-
-def apply_rope(x: torch.Tensor, rope: torch.Tensor) -> torch.Tensor:
-    """Rotate `x` `[B, L, heads, hd]` by position, pairing adjacent features (RoFormer/Meta Llama).
-
-    `rope` is `rope_angles` or (eager mode, precomputed) their `rope_rotation`.
-    """
-    if torch.compiler.is_compiling() and not rope.is_complex():
-        return rope_real(x, rope)
-    return rope_complex(x, rope)
-
-
-def rope_complex(x: torch.Tensor, rope: torch.Tensor) -> torch.Tensor:
-    """One complex multiply forward and one backward: in eager mode 3x faster than the
-    real form's four multiplies, two adds and a stack (inductor cannot compile it)."""
-    rot = rope if rope.is_complex() else rope_rotation(rope)
-    return torch.view_as_real(torch.view_as_complex(x.float().unflatten(-1, (-1, 2))) * rot).flatten(-2).type_as(x)
-
-
-def rope_real(x: torch.Tensor, angles: torch.Tensor) -> torch.Tensor:
-    """The same rotation in real arithmetic, which inductor fuses into one kernel."""
+def rotary(x: torch.Tensor, angles: torch.Tensor) -> torch.Tensor:
+    """Rotate `x` `[B, L, heads, hd]` by position, pairing adjacent features (RoFormer/Meta Llama)."""
     x1, x2 = x.float().unflatten(-1, (-1, 2)).unbind(-1)
     cos, sin = angles.cos()[:, None, :], angles.sin()[:, None, :]
     return torch.stack((x1 * cos - x2 * sin, x1 * sin + x2 * cos), dim=-1).flatten(-2).type_as(x)
+
+
+def apply_rope(x: torch.Tensor, rope: torch.Tensor) -> torch.Tensor:
+    """`rotary` of `x`: `rope` is `rope_angles` (the reference form, which inductor fuses into one
+    kernel) or, in eager mode, their `ops.rope_rotation` (the fast complex form)."""
+    return ops.rotary(x, rope) if rope.is_complex() else rotary(x, rope)
+
+
+class RMSNorm(nn.Module):
+    def __init__(self, dim: int, eps: float = 1e-5):
+        super().__init__()
+        self.eps = eps
+        self.weight = nn.Parameter(torch.ones(dim))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        norm = ops.rms_norm if ops.usable() else rms_norm
+        return norm(x, self.weight, self.eps)
 
 
 def segment_mask(segment_ids: torch.Tensor) -> torch.Tensor:
@@ -121,7 +120,8 @@ class SwiGLU(nn.Module):
         self.down = nn.Linear(ffn_dim, d_model, bias=False)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return self.down(swiglu(self.gate_up(x)))
+        act = ops.swiglu if ops.usable() else swiglu
+        return self.down(act(self.gate_up(x)))
 
 
 class Block(nn.Module):
@@ -196,8 +196,8 @@ class Backbone(nn.Module):
     def hidden(self, x: torch.Tensor, segment_ids: torch.Tensor | None = None) -> torch.Tensor:
         """The normed last hidden states `[B, L, d_model]`: `lm_head` of them is the logits."""
         rope = rope_angles(x.shape[1], self.cfg.head_dim, self.cfg.rope_theta, x.device)
-        if not (torch.compiler.is_compiling() or self.blocks_compiled):
-            rope = rope_rotation(rope)  # once here, not once per layer
+        if ops.usable() and not self.blocks_compiled:
+            rope = ops.rope_rotation(rope)  # once here, not once per layer
         mask = None if segment_ids is None else segment_mask(segment_ids)
         for block in self.blocks:
             x = block(x, rope, mask)

@@ -14,6 +14,6 @@ if TYPE_CHECKING:
 
 
 def train(config: RunConfig) -> RunMetrics:
-    from prism.train.trainer import train as _train  # lazy: keeps torch out of `import prism.train`  # noqa: PLC0415 lazy: torch
+    from prism.train.lifecycle import train as _train  # lazy: keeps torch out of `import prism.train`  # noqa: PLC0415 lazy: torch
 
     return _train(config)

@@ -71,7 +71,7 @@ def loop_samples_per_s(
     threads: int,
     out: Path,
 ) -> tuple[float, float, list[dict]]:
-    from prism.train.trainer import train  # noqa: PLC0415 lazy: torch
+    from prism.train.lifecycle import train  # noqa: PLC0415 lazy: torch
 
     config = RunConfig(
         family=family,

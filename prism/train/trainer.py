@@ -4,7 +4,10 @@
 evaluate at step 0, `train_step()` until the budget's steps, then one final
 evaluation over the held-out split and the metrics. Deciding *when* to act lives
 with the helpers: `PerfMeter` (perf rows, progress lines), `Evaluator`
-(evaluations), `CollapseDetector` (a run gone bad), the checkpoint interval here.
+(evaluations), `CollapseDetector` (a run gone bad), the checkpoint interval.
+This module is the set-up, the step and the loop; checkpoints and resuming are
+`checkpointing.py`, what the run writes `runrecord.py`, its batches `batches.py`, and
+the command's life around it (finished runs, the lock, the exit status) `lifecycle.py`.
 
 Every rank weights its loss by its share of the global batch's label tokens, so the
 gradient (and the logged loss) is the global batch's mean whatever the layout:
@@ -22,9 +25,6 @@ NaN (the collapse tests use it; nothing else should set it).
 from __future__ import annotations
 
 import os
-import signal
-import sys
-import threading
 import time
 from collections.abc import Iterator
 from contextlib import nullcontext
@@ -35,92 +35,40 @@ from typing import Any
 import torch
 import torch.distributed as dist
 
-from prism.atomic import write_json_atomic
-from prism.data.loader import ShardLoader
-from prism.data.manifest import read_manifest
-from prism.data.options import resolve
-from prism.data.order import data_order
 from prism.device import max_memory_allocated, resolve_device, synchronize
-from prism.dist.env import DistEnv, discover
+from prism.dist.env import DistEnv
 from prism.dist.parallel import ParallelConfig, destroy, local_device
 from prism.errors import PrismError
 from prism.model import build_model, kernels
 from prism.peak import peak_flops
-from prism.revision import git_rev
 from prism.run_metrics import RunMetrics
 from prism.tokenizer import IGNORE
-from prism.train import precision, preflight
+from prism.train import precision
 from prism.train.accumulate import micro_steps
+from prism.train.batches import open_loader, run_order
 from prism.train.budget import find_calibration, step_budget
+from prism.train.checkpointing import Checkpointing
 from prism.train.collapse import CollapseDetector
 from prism.train.config import RunConfig, compile_mode
-from prism.train.evaluator import EvalResult, Evaluator, split_rows
-from prism.train.identity import run_identity
+from prism.train.evaluator import Evaluator, split_rows
 from prism.train.meter import PerfMeter
-from prism.train.rundir import checkpoint, resume, runfiles
-from prism.train.rundir import finished as finished_run
-from prism.train.rundir.lock import RunLock
+from prism.train.process import StopRequest, log, process_age_s
+from prism.train.rundir import resume, runfiles
+from prism.train.runrecord import RunRecording
 from prism.train.schedule import build_optimizer, build_scheduler
-from prism.train.spikes import eval_warnings
 from prism.train.startup import StartupClock, slowest
 from prism.train.timing import JobClock
-from prism.train.trackers import Tracking, open_tracking
+from prism.train.trackers import Tracking
 
 MAX_GRAD_NORM = 1.0
 INJECT_NAN_ENV = "PRISM_TEST_INJECT_NAN_AT_STEP"
-COLLAPSED_EXIT = 3
 # Steps of a job left out of its steady-state throughput under torch.compile: the first compiles the
 # blocks forward and backward, the second may recompile them (automatic dynamic shapes, guards).
 COMPILE_WARMUP_STEPS = 2
-STOPPED_EXIT = 128 + 15  # the shell's status for a SIGTERM-ended process
-
-
-def log(message: str) -> None:
-    print(message, file=sys.stderr, flush=True)
-
-
-def process_age_s() -> float | None:
-    """Seconds since this process started (Linux /proc), for the start-up figure."""
-    try:
-        with open("/proc/self/stat") as handle:
-            start_ticks = int(handle.read().rsplit(")", 1)[1].split()[19])
-        with open("/proc/uptime") as handle:
-            uptime = float(handle.read().split()[0])
-        return uptime - start_ticks / os.sysconf("SC_CLK_TCK")
-    except (OSError, ValueError, IndexError):
-        return None
 
 
 # Process start to the trainer's modules imported (the interpreter, torch, prism): a rank's first phase.
 IMPORTS_S = process_age_s()
-
-
-def open_loader(config: RunConfig, env: DistEnv):
-    """This rank's training batches: the preloaded split, or streamed from the shards (`config.loader`)."""
-    common = dict(rank=env.rank, world_size=env.world_size, layout=config.layout, seq_len=config.seq_len)
-    kind = resolve(read_manifest(config.data), "train", config.loader, config.preload_max_mb, config.data)
-    if kind == "preload":
-        return ShardLoader(config.data, "train", config.global_batch, config.seed, family=config.family, **common)
-    from prism.data.stream import StreamLoader  # noqa: PLC0415 lazy: only streamed runs need it
-
-    warn = log if env.is_main else None
-    return StreamLoader(
-        config.data,
-        "train",
-        config.global_batch,
-        config.seed,
-        family=config.family,
-        workers=config.workers,
-        shuffle_buffer=config.shuffle_buffer,
-        warn=warn,
-        **common,
-    )
-
-
-def run_order(config: RunConfig, world_size: int) -> str | None:
-    """The streamed split's order beyond the seed (None when preloaded): part of the run's inputs."""
-    settings = (config.loader, config.preload_max_mb, config.seed, world_size, config.workers, config.shuffle_buffer)
-    return data_order(config.data, *settings)
 
 
 def _inject_nan_step() -> int:
@@ -130,26 +78,6 @@ def _inject_nan_step() -> int:
         raise PrismError(
             f"{INJECT_NAN_ENV}={os.environ[INJECT_NAN_ENV]!r} is not a step number (it is a test hook; unset it)"
         ) from None
-
-
-class StopRequest:
-    """Set by SIGTERM while installed; the loop reads it once per step (a handler must not do more)."""
-
-    def __init__(self) -> None:
-        self.requested = False
-        self._previous: Any = None
-
-    def __enter__(self) -> StopRequest:
-        if threading.current_thread() is threading.main_thread():  # handlers only install there
-            self._previous = signal.signal(signal.SIGTERM, self._handle)
-        return self
-
-    def _handle(self, signum: int, frame: Any) -> None:
-        self.requested = True
-
-    def __exit__(self, *exc: Any) -> None:
-        if self._previous is not None:
-            signal.signal(signal.SIGTERM, self._previous)
 
 
 @dataclass(frozen=True)
@@ -164,7 +92,7 @@ class StepResult:
     collapsed: str | None = None  # why the run collapsed at this step (no update was made)
 
 
-class Trainer:
+class Trainer(Checkpointing, RunRecording):
     """Set-up in the constructor; `train_step()` is one step; `train()` is the run."""
 
     def __init__(self, config: RunConfig, env: DistEnv):
@@ -506,320 +434,5 @@ class Trainer:
 
     # --- evaluation, checkpoints, files ----------------------------------------------
 
-    def evaluate(self, final: bool = False) -> EvalResult:
-        """Evaluate now and log the row; `final`: the loss at the budget, over the held-out split."""
-        with self.clock.phase("eval"):
-            result = self.evaluator.evaluate(self.eval_model, final=final)
-        self.last_eval, self.last_eval_step = result.loss, self.step
-        if self.first_eval is None:
-            self.first_eval = result.loss
-        row = {
-            "step": self.step,
-            **self.counters(self.step),
-            "loss": result.loss,
-            "eval_samples": result.samples,
-            "eval_s": result.seconds,
-            "run_id": self.config.run_id,
-        }
-        if final:
-            row.update(loss_se=result.loss_se, final=True)
-        self.evals.write(row)
-        self.tracking.eval(row)
-        return result
-
-    def checkpoint(self) -> None:
-        with self.clock.phase("checkpoint"):
-            path = checkpoint.save(
-                self.config.out_dir,
-                self.step,
-                self.model,
-                self.optimizer,
-                self.scheduler,
-                self.loader.state_dict(),
-                self.state(),
-                self.device,
-                self.is_main,
-            )
-            if self.is_main and self.step in self.config.keep_steps:
-                checkpoint.keep(path)
-
-    def checkpoint_due(self, step: int) -> bool:
-        return step % self.budget.checkpoint_every == 0 or step in self.config.keep_steps
-
-    def state(self) -> dict[str, Any]:
-        """The trainer's counters, as a checkpoint carries them."""
-        return {
-            "collapse": self.detector.state_dict(),
-            "wall_s": self.wall_s(),
-            "samples": self.samples,
-            "first_eval": self.first_eval,
-            "last_eval": self.last_eval,
-            "last_eval_step": self.last_eval_step,
-            "warnings": self.warnings,
-            "started_from": self.started_from,
-            "precision": self.precision,
-        }
-
-    def _restore(self, step: int, loader_state: Any, extra: dict[str, Any]) -> None:
-        trained_in = extra.get("precision", "fp32")  # checkpoints from before the setting are fp32
-        if trained_in != self.precision:
-            raise PrismError(
-                f"[{self.config.run_id}] the checkpoint at step {step} was trained in {trained_in}, this run computes "
-                f"in {self.precision} (--precision {self.config.precision} on {self.device.type}): pass --precision "
-                f"{trained_in} to continue it, or delete the run directory to train it again"
-            )
-        self.loader.load_state_dict(loader_state)
-        self.detector.load_state_dict(extra["collapse"])
-        self.step = step
-        self.prior_wall, self.samples = extra["wall_s"], extra["samples"]
-        self.first_eval, self.last_eval = extra["first_eval"], extra["last_eval"]
-        self.last_eval_step = extra["last_eval_step"]
-        self.warnings = list(extra.get("warnings", []))
-        self.started_from = extra.get("started_from")
-
-    def resume(self, path: Path) -> None:
-        step, loader_state, extra = checkpoint.load(
-            path, self.model, self.optimizer, self.scheduler, self.device, self.env.rank
-        )
-        self._restore(step, loader_state, extra)
-        self.resumed_from = step
-        if self.is_main:
-            resume.truncate_logs(self.config.out_dir, step)
-            log(f"[{self.config.run_id}] resuming from {path} (step {step}/{self.budget.steps})")
-
-    def start_from(self, path: Path) -> None:
-        """Continue another run's trajectory from its checkpoint, under this run's schedule.
-
-        Weights, optimizer state, data position, RNG and counters come from the
-        checkpoint, so a run that branches off at step S continues exactly as a run
-        of this config that never stopped at S would (given the same warm-up and lr).
-        """
-        source = Path(self.config.init_from)
-        resume.check_trajectory(self.config, source, self.inputs, self.budget.lr, self.budget.warmup)
-        # A kept checkpoint that went bad is rewritten by the run that kept it: without it, that run
-        # is no longer finished and trains again from its own start (prism.train.rundir.finished).
-        fix = (
-            f"delete it and rerun the run that wrote it ({source}; in a study, rerun the workflow), "
-            "which trains it again from its own start, then this run"
-        )
-        step, loader_state, extra = checkpoint.load(
-            path, self.model, self.optimizer, self.scheduler, self.device, self.env.rank, fix=fix
-        )
-        if step >= self.budget.steps:
-            raise PrismError(
-                f"--init-from {path} is at step {step}, not before this run's last step {self.budget.steps}"
-            )
-        self._restore(step, loader_state, extra)
-        # The learning rate of the next update is this run's schedule's, not the source run's.
-        for group, base in zip(self.optimizer.param_groups, self.scheduler.base_lrs):
-            group["lr"] = base * self.budget.schedule.factor(step)
-        self.scheduler._last_lr = [group["lr"] for group in self.optimizer.param_groups]
-        self.started_from = f"{source}@{step}"
-        if self.is_main:
-            resume.copy_logs(source, self.config.out_dir, step)
-            log(f"[{self.config.run_id}] starting from {path} (step {step}/{self.budget.steps})")
-
-    def _open_logs(self) -> None:
-        config, out = self.config, self.config.out_dir
-        if self.is_main:
-            config.to_yaml(out / runfiles.CONFIG, resolved=self._resolved())
-            log(
-                f"[{config.run_id}] {self.budget.steps} steps x {config.global_batch} samples "
-                f"({self.budget.flops_per_sample:.4g} FLOPs/sample, {self.budget.flops_source}); "
-                f"lr {self.budget.lr:.3g}, warm-up {self.budget.warmup}; {self.parallel.describe()} on "
-                f"{self.device}, {self.threads} threads"
-            )
-        self.perf = runfiles.JsonlWriter(out / runfiles.PERF, self.is_main)
-        self.evals = runfiles.JsonlWriter(out / runfiles.EVAL, self.is_main)
-        self.tracking = open_tracking(config, self.step, self._resolved(), enabled=self.is_main)
-
     def wall_s(self) -> float:
         return self.prior_wall + time.perf_counter() - self.wall_start
-
-    def counters(self, step: int) -> dict[str, Any]:
-        """Units are samples (padded) or rows (packed): what global_batch counts and FLOPs are per."""
-        units = step * self.config.global_batch
-        return {
-            "samples": self.samples,
-            "tokens": units * self.budget.tokens_per_sample,
-            "flops": units * self.budget.flops_per_sample,
-        }
-
-    def _resolved(self) -> dict[str, Any]:
-        return {
-            "run_id": self.config.run_id,
-            **self.budget.to_dict(),
-            "strategy": self.parallel.strategy,
-            "world_size": self.parallel.world_size,
-            "mesh": [self.parallel.replicate, self.parallel.shard],
-            "device": str(self.device),
-            "precision": self.precision,
-            "threads": self.threads,
-            "torch_version": str(torch.__version__),
-            "inputs": self.inputs,
-            # Every value that decides what it computes, defaults included: a rerun under another is another run.
-            "identity": run_identity(self.config),
-        }
-
-    def _context(self) -> dict[str, Any]:
-        """The keys every perf row repeats, so a row read alone says what it measured."""
-        config = self.config
-        context = {
-            "run_id": config.run_id,
-            "family": config.family,
-            "backbone": config.backbone,
-            "variant": config.variant,
-            "regime": config.regime,
-            "layout": config.layout,
-            "strategy": self.parallel.strategy,
-            "world_size": self.parallel.world_size,
-            "mesh": f"{self.parallel.replicate}x{self.parallel.shard}",
-            "device": self.device.type,
-            "threads": self.threads,
-            "global_batch": config.global_batch,
-            "torch_version": str(torch.__version__),
-            "compile": self.compile,
-            "precision": self.precision,
-            "grad_checkpoint": config.grad_checkpoint,
-            "git_rev": git_rev(),
-        }
-        if self.resumed_from is not None:
-            context["resumed_from"] = self.resumed_from
-        return context
-
-    def metrics(self, status: str, reason: str | None = None, final: EvalResult | None = None) -> RunMetrics:
-        config, budget = self.config, self.budget
-        return RunMetrics(
-            status=status,
-            run_id=config.run_id,
-            family=config.family,
-            backbone=config.backbone,
-            variant=config.variant,
-            regime=config.regime,
-            budget=config.budget,
-            loss=final.loss if final else None,
-            loss_se=final.loss_se if final else None,
-            eval_samples=final.samples if final else None,
-            final_eval_loss=final.loss if final else None,
-            initial_eval_loss=self.first_eval,
-            last_eval_loss=self.last_eval,
-            epochs=self.samples / self.loader.state_dict()["samples"],
-            warnings=list(self.warnings),
-            params=budget.params,
-            params_total=budget.params_total,
-            flops_per_sample=budget.flops_per_sample,
-            flops_source=budget.flops_source,
-            tokens_per_sample=budget.tokens_per_sample,
-            global_batch=config.global_batch,
-            steps=self.step,
-            planned_steps=budget.steps,
-            budget_steps=budget.budget_steps,
-            **self.counters(self.step),
-            lr=budget.lr,
-            warmup=budget.warmup,
-            schedule=budget.schedule.kind,
-            strategy=self.parallel.strategy,
-            world_size=self.parallel.world_size,
-            device=self.device.type,
-            precision=self.precision,
-            wall_s=self.wall_s(),
-            resumed_from=self.resumed_from,
-            started_from=self.started_from,
-            git_rev=git_rev(),
-            reason=reason,
-            step=None if status == "ok" else self.step,
-            time=self.time_record(),
-            startup=self.startup_record,
-        )
-
-    def time_record(self) -> dict[str, Any]:
-        """This job's wall time by phase and the FLOPs it trained (prism.train.timing)."""
-        trained = (self.step - self.first_step) * self.config.global_batch * self.budget.flops_per_sample
-        record = self.clock.record(trained_flops=trained, steps=self.step - self.first_step)
-        record["threads"] = self.threads
-        record["precision"] = self.precision  # the dtype of the peak every MFU is against
-        if self.device.type == "cpu":  # the cached peak every MFU is against (measured at the first perf row)
-            record["peak_flops"] = peak_flops(self.device.type, self.precision) * self.parallel.world_size
-        if self.meter is not None:
-            record.update(self.meter.steady())
-        return record
-
-    def finish(self, status: str, final: EvalResult | None) -> RunMetrics:
-        """metrics.json (last, atomically: its presence means finished); an ok run retires its checkpoints."""
-        if self.is_main:
-            with self.clock.phase("finish"):
-                spikes = eval_warnings(runfiles.read_jsonl(self.config.out_dir / runfiles.EVAL))
-            self.warnings += [w for w in spikes if w not in self.warnings]
-            for warning in spikes:
-                log(f"[{self.config.run_id}] warning: {warning}")
-        metrics = self.metrics(status, self.collapse_reason, final)
-        if self.is_main:
-            write_json_atomic(self.config.out_dir / runfiles.METRICS, metrics.to_json(), indent=2, sort_keys=True)
-            if metrics.ok:
-                checkpoint.retire(self.config.out_dir)
-                finished_run.keep(self.config.out_dir, self.config, self.inputs, metrics.to_json())
-                se = f" +- {metrics.loss_se:.4f}" if metrics.loss_se is not None else ""
-                log(
-                    f"[{self.config.run_id}] done: {self.step} steps, eval loss {self.first_eval:.4f} -> "
-                    f"{metrics.loss:.4f}{se} ({metrics.eval_samples} samples), {metrics.flops:.3g} FLOPs, "
-                    f"{metrics.wall_s:.1f} s"
-                )
-        return metrics
-
-
-def finished(config: RunConfig) -> RunMetrics | None:
-    """The metrics of a run whose metrics.json exists (nothing to do), else None.
-
-    An ok run missing a kept checkpoint is not finished (see prism.train.rundir.finished).
-    """
-    path = config.out_dir / runfiles.METRICS
-    existing = runfiles.read_json(path)
-    if existing is None:
-        return None
-    if existing.get("status") == "ok" and finished_run.missing_kept(config.out_dir, config, existing.get("steps")):
-        return None
-    finished_run.check_identity(config.out_dir, config)
-    log(
-        f"[{config.run_id}] {path} exists (status {existing.get('status')}): the run is finished, nothing to "
-        "do; delete the run directory to train it again"
-    )
-    return RunMetrics.from_json(existing)
-
-
-def train(config: RunConfig, retrain: bool | None = None, wait_lock: bool | None = None) -> RunMetrics:
-    """Train (or resume, or skip when finished, or restore an unchanged finished run); returns its metrics.
-
-    Nothing in the run directory is touched until the settings, the inputs and the
-    memory have been checked (prism.train.rundir.finished, prism.train.preflight); then rank 0
-    holds the directory's lock (prism.train.rundir.lock) for the rest of the run.
-    """
-    retrain = finished_run.retrain_requested(retrain)
-    finished_run.check_same_run(config.out_dir, config)
-    if not retrain and (done := finished(config)) is not None:
-        return done
-    env = discover()
-    # A missing calibration stops here.
-    inputs = resume.input_fingerprint(config, find_calibration(config), run_order(config, env.world_size))
-    preflight.check(config, env.world_size)
-    with RunLock(config.out_dir, wait=wait_lock) if env.is_main else nullcontext():
-        if env.is_main:
-            if retrain:
-                finished_run.forget(config.out_dir, config)
-            else:
-                if (done := finished(config)) is not None:
-                    return done  # another trainer finished it while this one waited
-                if (restored := finished_run.restore(config.out_dir, config, inputs)) is not None:
-                    return RunMetrics.from_json(restored)
-                if (config.out_dir / runfiles.METRICS).exists():  # finished, but a kept checkpoint is gone
-                    finished_run.forget(config.out_dir, config, why="a kept checkpoint is missing")
-        trainer = Trainer(config, env)
-        try:
-            return trainer.train()
-        finally:
-            trainer.close()
-
-
-def exit_code(metrics: RunMetrics) -> int:
-    """0 for a finished run; COLLAPSED_EXIT for a collapsed one (also on a rerun); STOPPED_EXIT
-    for one that SIGTERM stopped (resumable)."""
-    return {"ok": 0, "stopped": STOPPED_EXIT}.get(metrics.status, COLLAPSED_EXIT)

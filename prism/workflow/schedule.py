@@ -14,14 +14,12 @@ method here; nothing outside this module asks which schedule a study has.
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 import yaml
 
 from prism.errors import PrismError
-from prism.isoflop.design.placement import SHARDED
 from prism.isoflop.design.trajectories import Trajectory, plan_trajectories
 from prism.isoflop.records import PlanRow
 from prism.isoflop.runs.launch import run_flags
@@ -32,13 +30,14 @@ from prism.train.identity import run_hash
 from prism.train.rundir.layout import kept_checkpoint, kept_origin
 from prism.workflow import probe, resources
 from prism.workflow.commands import tracker_command, training_run
-from prism.workflow.packing import Pack, Unit, make_packs, packable, widths
+from prism.workflow.packing import Pack, Unit
+from prism.workflow.packs import Packs
 from prism.workflow.plan import Rows, StudyPlan
 from prism.workflow.study import Study, budget_str
 
 
-class Schedule:
-    """What every schedule shares: retraining, a run's files, a training job's resources."""
+class Schedule(Packs):
+    """What every schedule shares: retraining, a run's files, a training job's resources, packs (`Packs`)."""
 
     name = ""
     rules_file = ""
@@ -176,139 +175,11 @@ class Schedule:
             self.engine.stop(f"plan {family}: {err}")
         return resources.requested_text(cluster, family, self.training_jobs(rows), startup)
 
-    # ---- packs (cluster.pack): one-device runs many to a node, one Snakemake group each ------------
-
-    @property
-    def packing(self) -> bool:
-        return bool(self.study.cluster.get("pack"))
-
-    def packs_by_job(self, family: str, rows: Rows | None = None) -> dict[str, Pack]:
-        """{job key: its pack} of the family's plan (computed once per plan)."""
-        rows = self.plan.rows(family) if rows is None else rows
-        cached = self._packs.get(family)
-        if cached is None or cached[0] is not rows:
-            cluster = self.study.cluster
-            units = [replace(u, widths=self.widths(rows, u)) for u in self.units(rows, probe.pack_startup(
-                self.study, family)[1])]  # fmt: skip
-            efficiency = float(cluster.get("pack_efficiency", 1.0)) if self.spreading else None
-            packs = make_packs(units, int(cluster["ranks_per_node"]), resources.pack_limit_s(cluster),
-                               prefix=f"{family}-pack", efficiency=efficiency)  # fmt: skip
-            cached = (rows, {job: pack for pack in packs for job in pack.jobs})
-            self._packs[family] = cached
-        return cached[1]
-
-    @property
-    def spreading(self) -> bool:
-        """Whether a pack's long units may spread over several of its devices: cluster.pack_spread > 1, a
-        strategy that shards (its memory on k devices is at most its one-device placement's), and a job body
-        of several ranks bound to the slots it holds (the aurora launcher's)."""
-        train = self.study.train
-        return (
-            int(self.study.cluster.get("pack_spread") or 1) > 1
-            and train.strategy in SHARDED
-            and train.launcher == "aurora"
-        )
-
-    def widths(self, rows: Rows, unit: Unit) -> tuple[int, ...]:
-        """The device counts `unit` may spread over: those that keep every run of it at its batch and micro-batch."""
-        if not self.spreading or not packable(unit):
-            return (1,)
-        most = min(int(self.study.cluster["pack_spread"]), int(self.study.cluster["ranks_per_node"]))
-        runs = [rows[job] for job in unit.jobs if job in rows]
-        counts = [set(widths(int(r.global_batch), int(r.accum_steps or 1), most)) for r in runs]
-        return tuple(sorted(set.intersection(*counts))) if counts else (1,)
-
-    def job_devices(self, wildcards: Any) -> int:
-        """The devices of its pack a packed job runs on (1 unless its unit spreads). A run of the lr sweep
-        (tune_run, its `lr`) shares its run id with a grid run but is one of the sweep's packs: one device."""
-        if getattr(wildcards, "lr", None):
-            return 1
-        return self.pack_of(wildcards).devices_of(self.job_key(wildcards))
-
-    def pack_spreads(self, wildcards: Any) -> bool:
-        """Whether a packed job's pack holds a spread unit (never a sweep run's: its own packs do not spread)."""
-        if getattr(wildcards, "lr", None):
-            return False
-        try:
-            return any(u.devices > 1 for u in self.pack_of(wildcards).units)
-        except Exception:  # noqa: BLE001 - the plan is pending
-            return False
-
-    def job_key(self, wildcards: Any) -> str:
-        """A training job's key in its pack: its run id, or a wsd segment's `TRAJ/to-END`."""
-        if getattr(wildcards, "traj", None):
-            return f"{wildcards.traj}/to-{int(wildcards.end):08d}"
-        return wildcards.run_id
-
-    def pack_of(self, wildcards: Any) -> Pack:
-        return self.packs_by_job(wildcards.family)[self.job_key(wildcards)]
-
-    def group(self, pack_of: Callable[[Any], Pack] | None = None) -> Callable[[Any], str | None] | None:
-        """The training rules' `group:` (None without cluster.pack): a job's pack (`pack_of`, the grid's by
-        default), one scheduler job."""
-        if not self.packing:
-            return None
-        pack_of = pack_of or self.pack_of
-
-        def group(wildcards: Any) -> str | None:
-            try:
-                name = pack_of(wildcards).name
-            except Exception:  # noqa: BLE001 - the plan is pending: the job is evaluated again after it
-                return None
-            self.engine.group_parent(name, resources.PACK_GROUP)
-            return name
-
-        return group
-
     def device_seconds(self, hours_per_node: float | None, hours_here: float | None, devices: int) -> float | None:
         """Seconds of work on `devices` of a node: node-hours x the node's devices over the run's, else time here."""
         if hours_per_node:
             return hours_per_node * 3600.0 * int(self.study.cluster["ranks_per_node"]) / max(devices, 1)
         return hours_here * 3600.0 if hours_here else None
-
-    def pack_resources(self, retrain: Callable[[Any], str]) -> dict[str, Any]:
-        """A packed job's resources: its pack's node, queue and walltime (the same text for every job of a
-        pack, as Snakemake requires of a group), one rank pinned to a free slot when it needs one device."""
-
-        def request(wildcards: Any) -> tuple[str, int]:
-            try:
-                once_s = probe.pack_startup(self.study, wildcards.family)[0]
-                return resources.pack_request(self.study.cluster, self.pack_of(wildcards), once_s)
-            except Exception:  # noqa: BLE001 - the plan is pending
-                return self.study.cluster["queue"], resources.walltime_seconds(self.study.cluster["walltime"])
-
-        def shared(wildcards: Any) -> bool:
-            try:
-                return self.pack_of(wildcards).shared
-            except Exception:  # noqa: BLE001 - the plan is pending
-                return True
-
-        def devices(wildcards: Any) -> int:
-            try:
-                return self.job_devices(wildcards)
-            except Exception:  # noqa: BLE001 - the plan is pending
-                return 1
-
-        slots, device, strategy = (
-            int(self.study.cluster["ranks_per_node"]),
-            self.study.train.device,
-            self.study.train.strategy,
-        )
-        return {
-            "nodes": lambda w: "1" if shared(w) else str(self.pack_of(w).nodes),
-            # a run of a pack: one rank on each device it holds
-            "procs_per_node": lambda w: devices(w) if shared(w) else self.study.ranks_per_node,
-            "walltime": lambda w: resources.walltime_text(request(w)[1]),
-            "runtime": lambda w: -(-request(w)[1] // 60),
-            "queue": lambda w: request(w)[0],
-            # the devices a job claims are its ranks (PRISM_SLOT_DEVICES, rules/training.smk): Snakemake wants the
-            # text resources of a group's jobs equal
-            "pin": lambda w: resources.pin_prefix(slots, device) if shared(w) else "",
-            # a pack of one-rank runs: nothing to shard or replicate; with spread runs the study's strategy
-            # (a one-rank body trains unwrapped whatever it says: prism.launch.aurora)
-            "strategy": lambda w: strategy if not shared(w) or self.pack_spreads(w) else "none",
-            "retrain": lambda w: int(retrain(w)),
-        }
 
     # ---- what the named targets need -------------------------------------------
 

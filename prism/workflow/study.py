@@ -12,7 +12,7 @@ from prism.errors import PrismError
 from prism.families import FAMILIES, spec_flags, study_specs
 from prism.ids import format_budget
 from prism.isoflop.design.calibrate import CalibrateOptions, speed_filename
-from prism.isoflop.design.plan import PlanOptions
+from prism.isoflop.design.planoptions import PlanOptions
 from prism.isoflop.design.trajectories import plan_warmup
 from prism.isoflop.design.tuning import TuneOptions
 from prism.isoflop.fit.fit import FitOptions

@@ -3,6 +3,8 @@ import json
 import pytest
 
 from prism.bench import throughput as tp
+from prism.bench.benchconfig import BenchConfig
+from prism.bench.steps import Bench
 from prism.cli import build_parser, main
 from prism.errors import PrismError
 
@@ -41,7 +43,7 @@ def fixed_peak(monkeypatch):
 
 def _cfg(**kw):
     base = dict(model="30k", seq_len=32, batch=2, batch_sizes=(1, 2), warmup=1, repeats=3)
-    return tp.BenchConfig(**{**base, **kw})
+    return BenchConfig(**{**base, **kw})
 
 
 def test_rows_have_the_schema_and_counted_flops(tmp_path):
@@ -59,7 +61,7 @@ def test_rows_have_the_schema_and_counted_flops(tmp_path):
         assert r["arithmetic_intensity"] > 0
     # The training step is counted, not estimated: about 3x the forward, and twice the batch is twice the FLOPs.
     assert 2.5 < fb["flops_per_step"] / fo["flops_per_step"] < 3.5
-    bench = tp.Bench(_cfg())
+    bench = Bench(_cfg())
     assert bench.flops_and_bytes(4, True)[0] == 2 * bench.flops_and_bytes(2, True)[0]
 
 

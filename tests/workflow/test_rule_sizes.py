@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 from prism.isoflop.design.ladder import union
-from prism.isoflop.design.plan import PlanOptions, plan_runs, rule_sizes
+from prism.isoflop.design.plan import plan_runs, rule_sizes
+from prism.isoflop.design.planoptions import PlanOptions
 
 from .wfhelpers import TINY_CONFIG, job_counts, make_workdir, rule_outputs, snakemake, train_run_ids
 

@@ -17,7 +17,7 @@ from prism.cli import build_parser
 from prism.data.options import LoaderOptions
 from prism.families import FAMILIES
 from prism.isoflop.design.calibrate import CalibrateOptions
-from prism.isoflop.design.plan import PlanOptions
+from prism.isoflop.design.planoptions import PlanOptions
 from prism.isoflop.design.tuning import TuneOptions
 from prism.isoflop.fit.fit import METHODS as FIT_METHODS
 from prism.isoflop.fit.fit import FitOptions

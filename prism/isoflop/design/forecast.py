@@ -38,7 +38,7 @@ from dataclasses import asdict, dataclass
 import numpy as np
 
 from prism.ids import format_budget
-from prism.isoflop.fit import approach2, diagnostics
+from prism.isoflop.fit import approach2, diagnostics, parabola
 from prism.isoflop.fit.result import FitResult
 from prism.isoflop.records import CI_LEVEL, Surface
 
@@ -132,16 +132,16 @@ def forecast(
         sel = budget == c
         x = np.log10(params[sel])
         y = truth[sel][None, :] + noise * rng.standard_normal((n_sims, int(sel.sum())))
-        coef, distinct = approach2.parabola_batch(x, y)
+        coef, distinct = parabola.parabola_batch(x, y)
         lo, hi = np.full(n_sims, x.min()), np.full(n_sims, x.max())
-        xv, _, code = approach2.vertex_and_verdict(coef, distinct, lo, hi)
-        ok = code == approach2.OK
+        xv, _, code = parabola.vertex_and_verdict(coef, distinct, lo, hi)
+        ok = code == parabola.OK
         vertices.append(np.where(ok, xv, np.nan))
         accepted.append(ok)
-        clean, dclean = approach2.parabola_batch(x, truth[sel][None, :])
+        clean, dclean = parabola.parabola_batch(x, truth[sel][None, :])
         grid = np.linspace(x.min(), x.max(), 64)
         curve = clean[0, 0] + clean[0, 1] * grid + clean[0, 2] * grid**2 if dclean[0] >= 3 else np.zeros(1)
-        xv0, _, code0 = approach2.vertex_and_verdict(clean, dclean, lo[:1], hi[:1])
+        xv0, _, code0 = parabola.vertex_and_verdict(clean, dclean, lo[:1], hi[:1])
         per_budget.append(
             BudgetForecast(
                 budget=float(c),
@@ -149,12 +149,12 @@ def forecast(
                 n_spread_decades=float(x.max() - x.min()),
                 accept_rate=float(ok.mean()),
                 snr=float((curve.max() - curve.min()) / noise),
-                n_opt_true=float(10 ** xv0[0]) if code0[0] == approach2.OK else None,
+                n_opt_true=float(10 ** xv0[0]) if code0[0] == parabola.OK else None,
             )
         )
     log_c = np.log10(budgets)
     xv, ok = np.stack(vertices, 1), np.stack(accepted, 1)
-    _, a = approach2.power_law_batch(log_c, xv, ok)
+    _, a = parabola.power_law_batch(log_c, xv, ok)
     usable = np.isfinite(a)
     clean_fit = approach2.fit_approach2(params, tokens, truth, budget)
     a0 = clean_fit.n_law.exponent if clean_fit.n_law else None

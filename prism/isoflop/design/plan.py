@@ -22,274 +22,40 @@ loss surface: a previous round's Approach 3 surface and measured noise when the
 centre came from that fit (or prior.json gives `E, A, B, alpha, beta`), else a range
 of plausible surfaces through the centre (one Chinchilla-shaped surface overstated
 the loss differences of a small ladder: forecast 32-48x the noise, measured 3.6-7.5x).
+
+The planning maths only: the settings are `planoptions.py`, a run's price `pricing.py`, the
+files it reads `planinputs.py`, and its text and files `plantext.py` and `planwrite.py`.
 """
 
 from __future__ import annotations
 
-import json
 import math
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
-import yaml
-
-from prism.atomic import write_text_atomic
 from prism.data.batching import check_batch
 from prism.data.volume import MAX_EPOCHS, epochs_refusal, train_samples
 from prism.errors import PrismError
-from prism.families import FamilySpec, check_same_spec, family_spec, spec_from_manifest
+from prism.families import FamilySpec, family_spec
 from prism.ids import format_budget, run_id
-from prism.isoflop.design.candidates import INTERPOLATED, Candidate, load_candidates
-from prism.isoflop.design.centre import DEFAULT_PRIOR_A, DEFAULT_PRIOR_K, Centre, find_centre
-from prism.isoflop.design.gate import plan_notes, plan_stop, plan_summary
+from prism.isoflop.design.candidates import Candidate, load_candidates
+from prism.isoflop.design.centre import Centre, find_centre
 from prism.isoflop.design.placement import Devices, place_rows
-from prism.isoflop.design.plantext import cost_text, forecast_text, plan_csv_text, plan_table, short_budgets_text
-from prism.isoflop.design.pricing import priced
-from prism.isoflop.design.trajectories import DEFAULT_COOLDOWN_FRACTION, DEFAULT_MIN_STEPS, saving_text, schedule_costs
+from prism.isoflop.design.planinputs import check_data_spec, lr_reference
+from prism.isoflop.design.planoptions import DEFAULT_WINDOW, PlanOptions
+from prism.isoflop.design.pricing import Cost, cost_summary, priced
+from prism.isoflop.design.trajectories import DEFAULT_COOLDOWN_FRACTION, DEFAULT_MIN_STEPS, schedule_costs
 from prism.isoflop.records import PlanRow, Surface
-from prism.options import option, validate
-from prism.train.lr_rule import LrRule, read_rule
+from prism.options import validate
+from prism.train.lr_rule import LrRule
 
-DEFAULT_WINDOW = 0.6
-DEFAULT_MFU = 0.4
 MAX_AUTO_BATCH = 512
 FLOP_TOLERANCE = 0.01
-
-
-@dataclass(frozen=True)
-class PlanOptions:
-    """The planner's settings: `prism isoflop plan` flags and the config's `plan:` section, one field each."""
-
-    global_batch: int | None = option(
-        None,
-        "samples per optimizer step of every run (none: per run, the largest power of 2 leaving min_steps steps)",
-        metavar="B",
-        minimum=1,
-        doc=(
-            "Samples per optimizer step of every run (null lets the planner choose per run). One batch for "
-            "every run: a wsd trajectory serves all its budgets only at one batch. A smaller batch lowers short "
-            "runs' losses but can flatten the IsoFLOP curves of the larger budgets."
-        ),
-    )
-    min_steps: int = option(
-        DEFAULT_MIN_STEPS,
-        "drop runs with fewer optimizer steps (50 keeps FLOPs within 1%); half of it is every run's warm-up",
-        metavar="N",
-        minimum=1,
-        doc=(
-            "Drop runs with fewer optimizer steps than this; every run warms up over half of it, so no run "
-            "spends more than half of its steps warming up."
-        ),
-    )
-    window: float = option(
-        DEFAULT_WINDOW,
-        "keep candidates within this many decades of the predicted N_opt",
-        metavar="DECADES",
-        exclusive_minimum=0,
-        doc=(
-            "Keep candidates within this many decades of the predicted N_opt (either side). Wide enough for 6-8 "
-            "sizes a budget, each parabola has 3-5 residual degrees of freedom and its curvature stands out of "
-            "the noise; the outer sizes carry the curvature."
-        ),
-    )
-    prior_a: float | None = option(
-        None,
-        f"prior exponent a of N_opt = k C^a (none: a previous round's fit, else {DEFAULT_PRIOR_A})",
-        metavar="A",
-        exclusive_minimum=0,
-        doc=(
-            "Prior exponent a of N_opt = k C^a that centres each budget's grid (null - a previous round's fit, "
-            "else 0.5). Best taken, with prior_k, from a pilot of the study's own design on its own hardware: "
-            "a grid centred off the optimum loses its minimum at the edge."
-        ),
-    )
-    prior_k: float | None = option(
-        None,
-        f"prior coefficient k of N_opt = k C^a (none: a previous round's fit, else {DEFAULT_PRIOR_K})",
-        metavar="K",
-        exclusive_minimum=0,
-        doc=(
-            "Prior coefficient k of N_opt = k C^a (null - a previous round's fit, else 0.1); from the same "
-            "pilot as prior_a."
-        ),
-    )
-    previous_round: str | None = option(
-        None,
-        "folder of an earlier round (a study or family folder): its prior.json or identifiable "
-        "fit/REGIME.json centres the grids and gives the forecast its loss surface",
-        metavar="DIR",
-        doc=(
-            "Folder of an earlier round (a study or family folder, e.g. scaling-study-round1/text_image) whose "
-            "prior.json or identifiable fit/REGIME.json centres the grids instead of the prior; with prior_a "
-            "and prior_k given, the grids keep that centre and the round lends the forecast its loss surface "
-            "and noise. Never this study's own folder, whose fit is downstream of the plan. A round made from "
-            "one seed of the same design calibrates the forecast on it: its fitted surface, with the noise at "
-            "which studies simulated on it come out as its seeds did (config/round0, docs/measurements.md). A "
-            "path as in definitions/path, or null."
-        ),
-        schema={"anyOf": [{"type": "null"}, {"$ref": "#/definitions/path"}], "type": None},
-    )
-    node_peak_flops: float | None = option(
-        None,
-        "peak FLOP/s of one cluster node in the training precision; with mfu it gives each run's "
-        "estimated node-hours (none: no cluster estimate)",
-        metavar="FLOPS",
-        exclusive_minimum=0,
-        doc=(
-            "Peak FLOP/s of one cluster node in the training precision; with mfu, each run's estimated "
-            "node-hours (null - no estimate)."
-        ),
-    )
-    mfu: float = option(
-        DEFAULT_MFU,
-        "model FLOPs utilisation assumed for the cluster estimate",
-        metavar="FRACTION",
-        exclusive_minimum=0,
-        doc="Model FLOPs utilisation assumed for the node-hours estimate.",
-        schema={"maximum": 1},
-    )
-    noise: float | None = option(
-        None,
-        "loss noise (std) the identifiability forecast assumes (none: a previous "
-        "round's measured noise, else a share of the loss)",
-        metavar="STD",
-        exclusive_minimum=0,
-        doc=(
-            "Loss noise (std) the identifiability forecast assumes (null - a previous round's measured noise, "
-            "else 0.5-2% of the simulated loss)."
-        ),
-    )
-    simulations: int = option(
-        200,
-        "simulated studies in the forecast",
-        metavar="N",
-        minimum=1,
-        doc="Simulated studies in the identifiability forecast.",
-    )
-    forecast_seed: int = option(
-        0, "seed of the forecast's simulations", metavar="S", minimum=0, doc="Seed of the forecast's simulations."
-    )
-    max_epochs: float = option(
-        MAX_EPOCHS,
-        "drop runs that would pass over their training split more often than this (repeated data bends the loss curve)",
-        metavar="EPOCHS",
-        exclusive_minimum=0,
-        doc="Drop runs that would pass over their training split more often than this.",
-    )
-    sizes_per_budget: int | None = option(
-        None,
-        "take backbones from the shape rule: per budget at least this many sizes inside its window, evenly "
-        "spaced in log N, beside any given backbones (none: the given backbones only; e2e only)",
-        metavar="K",
-        minimum=1,
-        doc=(
-            "Take backbones from the shape rule (prism.model.sizes): per budget at least this many sizes inside"
-            " its window, evenly spaced in log N, computed from the config alone so every calibration job is "
-            "known in advance; beside the `backbones` list. null: that list only. e2e only. 6 or more leave "
-            "each budget's parabola residual degrees of freedom to measure its noise."
-        ),
-    )
-    size_rule: str = option(
-        "n",
-        "the shape rule of sizes_per_budget: n (CPU shapes) or g (accelerator shapes, Llama-2 proportions)",
-        choices=("n", "g"),
-        doc=(
-            "The shape rule of sizes_per_budget: n (CPU shapes, two heads up to width 128) or g (accelerator "
-            "shapes, Llama-2 proportions)."
-        ),
-    )
-    allow_undetermined: bool = option(
-        False,
-        "write the plan (and train it) even when a budget is refused or the forecast is UNDETERMINED: "
-        "a pilot; otherwise the plan fails with one line naming what to change",
-        doc=(
-            "Train even when a budget is refused or the forecast is UNDETERMINED (a pilot); otherwise the plan "
-            "job fails, before any training job starts, with one line naming what to change."
-        ),
-    )
 
 
 def ranks_text(job_ranks: int) -> str:
     """Where a study's ranks per job come from, for the line that refuses a batch."""
     return f"each training job (--job-ranks {job_ranks}: the launcher's ranks per node x a job's nodes)"
-
-
-def parse_budgets(text: str) -> list[float]:
-    """`1e17,3e17` -> [1e17, 3e17], ascending, no duplicates; a clear error for anything else."""
-    out = []
-    for part in str(text).replace(" ", "").split(","):
-        if not part:
-            continue
-        try:
-            value = float(part)
-        except ValueError:
-            raise PrismError(f"--budgets: {part!r} is not a number (use e.g. 1e17,3e17)") from None
-        if not (value > 0 and math.isfinite(value)):
-            raise PrismError(f"--budgets: {part!r} must be a positive FLOP count")
-        out.append(value)
-    if not out:
-        raise PrismError("--budgets: no budget given (use e.g. 1e17,3e17)")
-    return sorted(set(out))
-
-
-@dataclass(frozen=True)
-class Cost:
-    """How the plan turns a run into cluster node-hours: the speed the calibration measured on one rank
-    of a node (`ranks_per_node` of them; what a cluster study's timed steps are), else a stated node
-    throughput (the peak x an assumed MFU)."""
-
-    node_flops: float | None = None  # sustained FLOP/s of one cluster node (peak x MFU), assumed
-    node_source: str = ""
-    ranks_per_node: int | None = None  # measured samples/s are one rank's of a node's this many
-    node_peak_flops: float | None = None  # what a measured speed's MFU is of
-    # Which peak that is: the vendor's figure (plan.node_peak_flops) until the probe measured one (prism.peak).
-    peak_label: str = "the vendor's node peak plan.node_peak_flops"
-    # The probe's samples/s per rank over the speed job's (prism.isoflop.design.pricing), and what it says.
-    factor: float = 1.0
-    probe_note: str = ""
-
-    @classmethod
-    def from_options(cls, options: PlanOptions, ranks_per_node: int | None = None) -> Cost:
-        if options.node_peak_flops is None:
-            return cls(ranks_per_node=ranks_per_node)
-        return cls(
-            options.node_peak_flops * options.mfu,
-            f"estimate: assumed MFU {options.mfu:g} (plan.mfu, not measured) x the vendor's node peak "
-            f"{options.node_peak_flops:.3g} FLOP/s (plan.node_peak_flops)",
-            ranks_per_node,
-            options.node_peak_flops,
-        )
-
-    def measured(self, speed_sources: list[str]) -> bool:
-        """Whether node-hours come from measured speeds (ranks known and some size timed)."""
-        return bool(self.ranks_per_node and speed_sources)
-
-    def measured_source(self, runs: list[PlanRow], speed_sources: list[str], interpolated: list[str]) -> str:
-        """The label of node-hours from measured speeds, with the MFU they imply of the stated node peak."""
-        text = (
-            f"measured: samples/s of one rank (`prism isoflop calibrate --measure-throughput` on "
-            f"{', '.join(speed_sources)}) x {self.ranks_per_node} ranks a node (cluster.ranks_per_node); "
-            "the steps alone: start-up, evaluations and the collectives between ranks not counted"
-        )
-        if self.node_peak_flops:
-            mfus = [r.flops / (r.node_hours * 3600.0) / self.node_peak_flops for r in runs if r.node_hours]
-            if mfus:
-                text += f"; MFU {min(mfus):.2f}-{max(mfus):.2f} of {self.peak_label} {self.node_peak_flops:.3g}"
-        if interpolated:
-            text += f"; the speed of {', '.join(interpolated)} {INTERPOLATED}"
-        return text + (f"; {self.probe_note}" if self.probe_note else "")
-
-    def assumed_source(self) -> str:
-        """The label of node-hours without measured speeds (with the probe's word, where there is one)."""
-        text = self.node_source or "not estimated (set plan.node_peak_flops, and plan.mfu)"
-        return text + (f"; {self.probe_note}" if self.probe_note and self.node_source else "")
-
-    def node_hours(self, cand: Candidate, samples: int, flops: float) -> float | None:
-        """A run's node-hours: at its measured (or interpolated) speed where the ranks are known, else
-        at the assumed node throughput; None when neither is."""
-        if self.ranks_per_node and cand.samples_per_s:
-            return samples / (cand.samples_per_s * self.factor * self.ranks_per_node) / 3600.0
-        return flops / self.node_flops / 3600.0 if self.node_flops else None
 
 
 @dataclass
@@ -516,17 +282,6 @@ def rule_sizes(
     )
 
 
-def check_data_spec(family: str, data: str | Path | None, spec: FamilySpec | None = None) -> None:
-    """Refuse data made at another shape or tokenizer than the plan's `spec` (a manifest without the
-    fields: none to check)."""
-    path = Path(data, "manifest.json") if data is not None else None
-    if path is None or not path.is_file():
-        return
-    manifest = json.loads(path.read_text())
-    if isinstance(manifest, dict) and {"family", "modality_shape", "n_modality_tokens", "text_len"} <= manifest.keys():
-        check_same_spec(family_spec(family, spec), spec_from_manifest(manifest, data), f"data {data}")
-
-
 def budget_candidates(
     family: str,
     budgets: list[float],
@@ -551,6 +306,20 @@ def budget_candidates(
     names = list(dict.fromkeys(given + union(by_budget)))
     cands = load_candidates(calibration_dir, family, regime, names, list(variants or ["BASE"]), spec)
     return cands, {b: [c for c in cands if c.backbone in given or c.backbone in by_budget[b]] for b in set(budgets)}
+
+
+def check_batch_settings(options: PlanOptions, job_ranks: int, batch_law: tuple[float, float] | None) -> None:
+    """Refuse, before any planning, settings that cannot give every run a batch: bad option values, a
+    given batch the job's ranks cannot split, a batch law beside a given batch."""
+    validate(options)
+    if options.global_batch is None:
+        return
+    check_batch(options.global_batch, job_ranks, "plan.global_batch", ranks_text(job_ranks))
+    if batch_law:
+        raise PrismError(
+            f"tune.batch_rule compute: plan.global_batch is {options.global_batch}, so no batch is chosen; "
+            "set plan.global_batch to null for the rule to choose each run's, or tune.batch_rule to largest"
+        )
 
 
 def plan_runs(
@@ -594,14 +363,7 @@ def plan_runs(
     (`options.global_batch` null), each run's is at most the critical batch c C^b tokens of its budget.
     """
     check_data_spec(family, data, spec)
-    validate(options)
-    if options.global_batch is not None:
-        check_batch(options.global_batch, job_ranks, "plan.global_batch", ranks_text(job_ranks))
-        if batch_law:
-            raise PrismError(
-                f"tune.batch_rule compute: plan.global_batch is {options.global_batch}, so no batch is chosen; "
-                "set plan.global_batch to null for the rule to choose each run's, or tune.batch_rule to largest"
-            )
+    check_batch_settings(options, job_ranks, batch_law)
     centre = study_centre(family, regime, options, out, scaling_study_dir)
     cands, per_budget = budget_candidates(
         family, budgets, calibration_dir, options, regime=regime, backbones=backbones, variants=variants,
@@ -663,34 +425,6 @@ def lr_covers(runs: list[PlanRow], rule: LrRule) -> None:
     rule.check_covers([_width(r.backbone) for r in runs], "plan")
 
 
-def _total(values: list[float | None]) -> float | None:
-    return None if not values or any(v is None for v in values) else sum(values)
-
-
-def cost_summary(runs: list[PlanRow], cost: Cost, speed_sources: list[str], interpolated: list[str] = ()) -> dict:
-    """Totals of the estimated wall time here and node-hours on the cluster, each with its source."""
-    guessed = sorted({r.backbone for r in runs if r.backbone in set(interpolated)}, key=list(interpolated).index)
-    source = (
-        "estimate of the training steps alone (start-up and evaluations not included): samples/s "
-        "measured by `prism isoflop calibrate --measure-throughput` on " + ", ".join(speed_sources)
-        if speed_sources
-        else "not measured (no calibration/*.speed.json; config calibrate.measure_throughput)"
-    )
-    if guessed:
-        source += f"; {len(guessed)} size(s) not measured yet, their speed {INTERPOLATED}: {', '.join(guessed)}"
-    return {
-        "hours_here_total": _total([r.hours_here for r in runs]),
-        "hours_here_source": source,
-        "hours_here_interpolated": guessed,
-        "node_hours_total": _total([r.node_hours for r in runs]),
-        "node_hours_source": (
-            cost.measured_source(runs, speed_sources, guessed)
-            if cost.measured(speed_sources)
-            else cost.assumed_source()
-        ),
-    }
-
-
 def make_plan(
     family: str,
     budgets: list[float],
@@ -716,8 +450,6 @@ def make_plan(
     """The whole plan as a dict (the plan.yaml content): `plan_runs` plus the forecast. `cooldown_fraction`:
     the wsd cooldown the study trains with, what the grid costs as trajectories (`schedules`), not which runs
     it holds. `overrides` replace fields of `options` (e.g. `window=0.3`), for tests and scripts."""
-    from prism.isoflop.design import forecast as fc_mod  # noqa: PLC0415 lazy: the CLI's parser imports this module
-
     options = replace(options or PlanOptions(), **overrides)
     study = plan_runs(family, budgets, calibration_dir, options, regime=regime, backbones=backbones, variants=variants,
                       out=out, scaling_study_dir=scaling_study_dir, data=data, job_ranks=job_ranks,
@@ -725,17 +457,6 @@ def make_plan(
                       probe=probe, lr_tokens=lr_tokens, batch_law=batch_law)  # fmt: skip
     centre, plans, runs = study.centre, study.plans, study.runs
     refused = [{"budget": p.budget, "reason": p.refused} for p in plans if p.refused]
-    fc = fc_mod.forecast_plan(
-        [r.params for r in runs],
-        [r.tokens for r in runs],
-        [r.budget for r in runs],
-        centre.a,
-        centre.k,
-        surface=Surface(**centre.surface) if centre.surface else None,
-        noise=options.noise if options.noise is not None else centre.noise,
-        n_sims=options.simulations,
-        seed=options.forecast_seed,
-    )
     return {
         "family": family,
         "regime": regime,
@@ -755,87 +476,30 @@ def make_plan(
         "lr_reference": lr_reference(options.previous_round, family),
         "dropped": [d for p in plans for d in p.dropped],
         "refused": refused,
-        "forecast": fc.to_json()
-        | {
-            "surface_source": (
-                f"fitted surface of {centre.source}"
-                if centre.surface
-                else f"{fc.scenarios} plausible surfaces through the centre (first round; a previous round's fit in "
-                "prior.json gives its own surface and noise)"
-            )
-        },
+        "forecast": plan_forecast(runs, centre, options),
     }
 
 
-def lr_reference(previous_round: str | None, family: str) -> dict | None:
-    """The previous round's fitted lr rule of `family` ({"file", "rule"}), or None where it has none."""
-    if not previous_round:
-        return None
-    path = Path(previous_round) / family / "lr_rule.json"
-    return {"file": str(path), "rule": read_rule(path).to_json()} if path.is_file() else None
+def plan_forecast(runs: list[PlanRow], centre: Centre, options: PlanOptions) -> dict:
+    """The identifiability forecast of the planned grid, on the centre's fitted surface where it has one,
+    else on plausible surfaces through the centre, with the surface's source."""
+    from prism.isoflop.design import forecast as fc_mod  # noqa: PLC0415 lazy: the CLI's parser imports this module
 
-
-def lr_rule_text(plan: dict) -> list[str]:
-    """The plan's lines on its lr rule and, for a fitted one, what its tuning stage cost."""
-    from prism.isoflop.design.tuning import tuning_cost_line  # noqa: PLC0415 lazy: numpy
-
-    rule = LrRule(**{k: v for k, v in (plan.get("lr_rule") or {}).items()})
-    sched = plan.get("schedules") or {}
-    lines = [rule.describe()]
-    if plan.get("lr_reference") and rule.kind != "fitted":
-        where = plan["lr_reference"]["file"]
-        lines.append(f"lr sweep of this design measured in {where}: the fit weighs the rule against it")
-    cost = tuning_cost_line(rule, float(sched.get("cosine_flops") or sum(r["flops"] for r in plan["runs"])))
-    if cost:
-        wsd = sched.get("wsd_flops")
-        lines.append(cost + (f"; {100 * rule.flops / wsd:.1f}% of its {wsd:.3g} as wsd trajectories" if wsd else ""))
-    return lines
-
-
-class PlanStopped(PrismError):
-    """A plan that cannot answer its question (and no `allow_undetermined`): nothing was written.
-
-    The message is the one line saying why and what to change; `text` is the whole plan, for the log.
-    """
-
-    def __init__(self, line: str, text: str):
-        super().__init__(line)
-        self.text = text
-
-
-def run_plan(out: str | Path | None, dry_run: bool, **kwargs) -> str:
-    """`prism isoflop plan`: make the plan; write plan.yaml and plan.csv (atomically) unless dry run.
-
-    Returns the text to print (the table, its cost, refusals, the forecast, and last its summary
-    line). A refused budget or an UNDETERMINED forecast raises PlanStopped before anything is
-    written, unless `allow_undetermined`; a dry run says it would stop.
-    """
-    if not dry_run and not out:
-        raise PrismError("--out PLAN.yaml is required unless --dry-run")
-    plan = make_plan(out=out, **kwargs)
-    rows = [PlanRow(**r) for r in plan["runs"]]
-    text = [plan_table(rows, set(plan["cost"]["hours_here_interpolated"])), ""]
-    text.append(
-        f"{len(rows)} runs on {len(plan['budgets'])} budget(s); centre N_opt = {plan['centre']['k']:.3g} C^"
-        f"{plan['centre']['a']:.3g} ({plan['centre']['source']})"
+    fc = fc_mod.forecast_plan(
+        [r.params for r in runs],
+        [r.tokens for r in runs],
+        [r.budget for r in runs],
+        centre.a,
+        centre.k,
+        surface=Surface(**centre.surface) if centre.surface else None,
+        noise=options.noise if options.noise is not None else centre.noise,
+        n_sims=options.simulations,
+        seed=options.forecast_seed,
     )
-    text += cost_text(plan["cost"])
-    text += lr_rule_text(plan)
-    text += [f"dropped {d['run_id']}: {d['reason']}" for d in plan["dropped"]]
-    text += short_budgets_text(rows, plan["budgets"], plan["options"].get("sizes_per_budget"))
-    text += plan_notes(plan)
-    text += ["", forecast_text(plan["forecast"])]
-
-    text += ["", saving_text(rows, plan["schedules"]["cooldown_fraction"], min_steps=plan["min_steps"])]
-    stop = plan_stop(plan)
-    if stop and not plan["options"]["allow_undetermined"]:
-        if not dry_run:
-            raise PlanStopped(stop, "\n".join(text))
-        text.append(f"the plan job would stop: {stop}")
-    if not dry_run:
-        out = Path(out)
-        write_text_atomic(out.with_suffix(".csv"), plan_csv_text(rows))
-        write_text_atomic(out, yaml.safe_dump(plan, sort_keys=False))
-        text.append(f"wrote {out} and {out.with_suffix('.csv')}")
-    text.append(plan_summary(plan))
-    return "\n".join(text)
+    surface_source = (
+        f"fitted surface of {centre.source}"
+        if centre.surface
+        else f"{fc.scenarios} plausible surfaces through the centre (first round; a previous round's fit in "
+        "prior.json gives its own surface and noise)"
+    )
+    return fc.to_json() | {"surface_source": surface_source}

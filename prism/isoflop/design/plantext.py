@@ -7,6 +7,7 @@ import io
 
 from prism.ids import format_budget
 from prism.isoflop.records import PlanRow
+from prism.train.lr_rule import LrRule
 
 PLAN_CSV_COLUMNS = list(PlanRow.__dataclass_fields__)
 
@@ -112,3 +113,20 @@ def dropped_lines(plan: dict) -> list[str]:
         f"plan {plan.get('family', '?')}: budget {format_budget(b)} drops {', '.join(sizes)}"
         for b, sizes in sorted(by_budget.items())
     ]
+
+
+def lr_rule_text(plan: dict) -> list[str]:
+    """The plan's lines on its lr rule and, for a fitted one, what its tuning stage cost."""
+    from prism.isoflop.design.tuning import tuning_cost_line  # noqa: PLC0415 lazy: numpy
+
+    rule = LrRule(**{k: v for k, v in (plan.get("lr_rule") or {}).items()})
+    sched = plan.get("schedules") or {}
+    lines = [rule.describe()]
+    if plan.get("lr_reference") and rule.kind != "fitted":
+        where = plan["lr_reference"]["file"]
+        lines.append(f"lr sweep of this design measured in {where}: the fit weighs the rule against it")
+    cost = tuning_cost_line(rule, float(sched.get("cosine_flops") or sum(r["flops"] for r in plan["runs"])))
+    if cost:
+        wsd = sched.get("wsd_flops")
+        lines.append(cost + (f"; {100 * rule.flops / wsd:.1f}% of its {wsd:.3g} as wsd trajectories" if wsd else ""))
+    return lines

@@ -1,4 +1,8 @@
-"""What the probe's record (`prism cluster probe`, prism/launch/probe.py) changes in a plan's price.
+"""How the plan prices a run: its node-hours (`Cost`), the plan's totals, and what the probe's record
+(`prism cluster probe`, prism/launch/probe.py) changes in them.
+
+Node-hours come from the calibration's measured speed of one rank where a node's ranks are known,
+else from a stated node throughput (the vendor's peak x an assumed MFU).
 
 The speed jobs time one rank on synthetic batches: no loader, no collectives between a node's
 ranks. The probe ran the real job body for the study's largest size, so its samples/s per rank
@@ -11,13 +15,75 @@ its node-hours leave both out. Pure functions on plain records.
 from __future__ import annotations
 
 import json
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any
 
 from prism.errors import PrismError
+from prism.isoflop.design.candidates import INTERPOLATED, Candidate
+from prism.isoflop.design.planoptions import PlanOptions
+from prism.isoflop.records import PlanRow
 
 NOT_PROBED = "the loader, the collectives and start-up assumed away (no probe record yet: snakemake probe_FAMILY)"
+
+
+@dataclass(frozen=True)
+class Cost:
+    """How the plan turns a run into cluster node-hours: the speed the calibration measured on one rank
+    of a node (`ranks_per_node` of them; what a cluster study's timed steps are), else a stated node
+    throughput (the peak x an assumed MFU)."""
+
+    node_flops: float | None = None  # sustained FLOP/s of one cluster node (peak x MFU), assumed
+    node_source: str = ""
+    ranks_per_node: int | None = None  # measured samples/s are one rank's of a node's this many
+    node_peak_flops: float | None = None  # what a measured speed's MFU is of
+    # Which peak that is: the vendor's figure (plan.node_peak_flops) until the probe measured one (prism.peak).
+    peak_label: str = "the vendor's node peak plan.node_peak_flops"
+    # The probe's samples/s per rank over the speed job's (prism.isoflop.design.pricing), and what it says.
+    factor: float = 1.0
+    probe_note: str = ""
+
+    @classmethod
+    def from_options(cls, options: PlanOptions, ranks_per_node: int | None = None) -> Cost:
+        if options.node_peak_flops is None:
+            return cls(ranks_per_node=ranks_per_node)
+        return cls(
+            options.node_peak_flops * options.mfu,
+            f"estimate: assumed MFU {options.mfu:g} (plan.mfu, not measured) x the vendor's node peak "
+            f"{options.node_peak_flops:.3g} FLOP/s (plan.node_peak_flops)",
+            ranks_per_node,
+            options.node_peak_flops,
+        )
+
+    def measured(self, speed_sources: list[str]) -> bool:
+        """Whether node-hours come from measured speeds (ranks known and some size timed)."""
+        return bool(self.ranks_per_node and speed_sources)
+
+    def measured_source(self, runs: list[PlanRow], speed_sources: list[str], interpolated: list[str]) -> str:
+        """The label of node-hours from measured speeds, with the MFU they imply of the stated node peak."""
+        text = (
+            f"measured: samples/s of one rank (`prism isoflop calibrate --measure-throughput` on "
+            f"{', '.join(speed_sources)}) x {self.ranks_per_node} ranks a node (cluster.ranks_per_node); "
+            "the steps alone: start-up, evaluations and the collectives between ranks not counted"
+        )
+        if self.node_peak_flops:
+            mfus = [r.flops / (r.node_hours * 3600.0) / self.node_peak_flops for r in runs if r.node_hours]
+            if mfus:
+                text += f"; MFU {min(mfus):.2f}-{max(mfus):.2f} of {self.peak_label} {self.node_peak_flops:.3g}"
+        if interpolated:
+            text += f"; the speed of {', '.join(interpolated)} {INTERPOLATED}"
+        return text + (f"; {self.probe_note}" if self.probe_note else "")
+
+    def assumed_source(self) -> str:
+        """The label of node-hours without measured speeds (with the probe's word, where there is one)."""
+        text = self.node_source or "not estimated (set plan.node_peak_flops, and plan.mfu)"
+        return text + (f"; {self.probe_note}" if self.probe_note and self.node_source else "")
+
+    def node_hours(self, cand: Candidate, samples: int, flops: float) -> float | None:
+        """A run's node-hours: at its measured (or interpolated) speed where the ranks are known, else
+        at the assumed node throughput; None when neither is."""
+        if self.ranks_per_node and cand.samples_per_s:
+            return samples / (cand.samples_per_s * self.factor * self.ranks_per_node) / 3600.0
+        return flops / self.node_flops / 3600.0 if self.node_flops else None
 
 
 def read_probe(path: str | Path | None) -> dict | None:
@@ -43,7 +109,7 @@ def probe_factor(record: dict, speeds: dict[str, float]) -> float | None:
     return measured / timed if measured and timed else None
 
 
-def measured_peak(cost: Any, record: dict) -> Any:
+def measured_peak(cost: Cost, record: dict) -> Cost:
     """`cost` whose MFU is quoted of the node peak the probe measured (prism.peak on a compute node's rank x
     its ranks), where it measured one: one denominator for the plan and the runs' own MFU."""
     peak = record.get("peak_flops_per_rank")
@@ -56,8 +122,8 @@ def measured_peak(cost: Any, record: dict) -> Any:
     )
 
 
-def priced(cost: Any, path: str | Path | None, candidates: list) -> Any:
-    """`cost` (prism.isoflop.design.plan.Cost) with the probe's record applied, and its label saying so."""
+def priced(cost: Cost, path: str | Path | None, candidates: list[Candidate]) -> Cost:
+    """`cost` with the probe's record applied, and its label saying so."""
     if path is None:
         return cost
     record = read_probe(path)
@@ -77,3 +143,31 @@ def priced(cost: Any, path: str | Path | None, candidates: list) -> Any:
         note = f"measured: {record['backbone']}'s FLOP/s a node in its real job body, by {where}"
         return replace(cost, node_flops=node_flops, node_source=note, probe_note="")
     return replace(cost, probe_note=f"{where} measured no speed of {record['backbone']}")
+
+
+def _total(values: list[float | None]) -> float | None:
+    return None if not values or any(v is None for v in values) else sum(values)
+
+
+def cost_summary(runs: list[PlanRow], cost: Cost, speed_sources: list[str], interpolated: list[str] = ()) -> dict:
+    """Totals of the estimated wall time here and node-hours on the cluster, each with its source."""
+    guessed = sorted({r.backbone for r in runs if r.backbone in set(interpolated)}, key=list(interpolated).index)
+    source = (
+        "estimate of the training steps alone (start-up and evaluations not included): samples/s "
+        "measured by `prism isoflop calibrate --measure-throughput` on " + ", ".join(speed_sources)
+        if speed_sources
+        else "not measured (no calibration/*.speed.json; config calibrate.measure_throughput)"
+    )
+    if guessed:
+        source += f"; {len(guessed)} size(s) not measured yet, their speed {INTERPOLATED}: {', '.join(guessed)}"
+    return {
+        "hours_here_total": _total([r.hours_here for r in runs]),
+        "hours_here_source": source,
+        "hours_here_interpolated": guessed,
+        "node_hours_total": _total([r.node_hours for r in runs]),
+        "node_hours_source": (
+            cost.measured_source(runs, speed_sources, guessed)
+            if cost.measured(speed_sources)
+            else cost.assumed_source()
+        ),
+    }

@@ -21,188 +21,44 @@ locally (`reference_noise`: third differences of neighbouring sizes, which no sm
 curve survives), and with `window="auto"` the minimum is fitted on the largest window
 of sizes around the lowest loss (at least WINDOW_MIN_SIZES) where that test no longer
 detects misfit. `window="full"` is the parabola through every size.
+
+Here: the window, the per-budget fits, the C-laws and their bootstrap, and the summary. The
+batched solvers are `parabola.py`, the misfit tests `misfit.py`, the line through the minima
+`linefit.py`.
 """
 
 from __future__ import annotations
 
-import functools
 import math
 from dataclasses import dataclass
 
 import numpy as np
 
+from prism.isoflop.fit.linefit import line_fit, power_law_curvature
+from prism.isoflop.fit.misfit import (
+    LACK_OF_FIT_LEVEL,
+    WINDOW_MIN_SIZES,
+    lack_of_fit_p,
+    reference_noise,
+    runs_test,
+    size_means,
+)
+from prism.isoflop.fit.parabola import (
+    MIN_POINTS,
+    NOT_CONVEX,
+    OK,
+    TOO_FEW,
+    parabola,
+    parabola_batch,
+    power_law_batch,
+    vertex_and_verdict,
+)
 from prism.isoflop.fit.result import Approach2Summary, Band, Minimum
 from prism.isoflop.records import CI_LEVEL, BudgetFit, PowerLaw
 
-MIN_POINTS = 3
-# Degrees of freedom that mark a noise as assumed (no residuals measured it): treated as known.
-ASSUMED_DOF = 1000
-
-# Reason codes of the batched acceptance test (index into REASON_TEXT).
-OK, TOO_FEW, NOT_CONVEX, OUTSIDE = 0, 1, 2, 3
-
 WINDOWS = ("auto", "full")
-# The fewest sizes a windowed minimum rests on: a parabola's 3 coefficients and 2 to check them.
-WINDOW_MIN_SIZES = 5
-# Lack of fit is detected when the parabola's extra residual over a quartic has p below this.
-LACK_OF_FIT_LEVEL = 0.01
 # A wider window is kept while its vertex stays within this many standard errors of every smaller one's.
 WINDOW_K = 2.0
-
-
-def parabola(coef, x):
-    """The parabola `coef` (c0, c1, c2) at x = log10 N: a float or an array, as x is."""
-    return coef[0] + coef[1] * x + coef[2] * x * x
-
-
-def parabola_batch(x: np.ndarray, y: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Least-squares parabolas y = c0 + c1 x + c2 x^2 for a batch of point sets.
-
-    x and y are (R, n) (x may be (n,), shared). Returns (coef (R, 3), distinct (R,)),
-    where `distinct` counts the distinct x of each row; rows with fewer than 3
-    distinct x get NaN coefficients instead of a singular solve.
-    """
-    y = np.atleast_2d(np.asarray(y, dtype=float))
-    x = np.broadcast_to(np.asarray(x, dtype=float), y.shape)
-    xs = np.sort(x, axis=1)
-    distinct = 1 + (np.diff(xs, axis=1) > 1e-12).sum(axis=1)
-    ok = distinct >= MIN_POINTS
-    # Powers of x: sums for the 3x3 normal equations, all rows at once.
-    p = np.stack([np.ones_like(x), x, x * x, x**3, x**4], axis=-1).sum(axis=1)  # (R, 5)
-    m = np.stack(
-        [p[:, [0, 1, 2]], p[:, [1, 2, 3]], p[:, [2, 3, 4]]],
-        axis=1,
-    )  # (R, 3, 3)
-    rhs = np.stack([y.sum(axis=1), (x * y).sum(axis=1), (x * x * y).sum(axis=1)], axis=-1)
-    m[~ok] = np.eye(3)
-    coef = np.linalg.solve(m, rhs[..., None])[..., 0]
-    coef[~ok] = np.nan
-    return coef, distinct
-
-
-def vertex_and_verdict(
-    coef: np.ndarray, distinct: np.ndarray, x_lo: np.ndarray, x_hi: np.ndarray
-) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Vertex x*, loss at the vertex, and a reason code (OK, TOO_FEW, NOT_CONVEX, OUTSIDE) per row."""
-    c0, c1, c2 = coef[:, 0], coef[:, 1], coef[:, 2]
-    with np.errstate(divide="ignore", invalid="ignore"):
-        xv = -c1 / (2 * c2)
-        lv = c0 - c1 * c1 / (4 * c2)
-    code = np.full(len(coef), OK)
-    code[~(c2 > 0)] = NOT_CONVEX
-    code[(c2 > 0) & ((xv < x_lo) | (xv > x_hi))] = OUTSIDE
-    code[distinct < MIN_POINTS] = TOO_FEW
-    return xv, lv, code
-
-
-def power_law_batch(log_c: np.ndarray, log_y: np.ndarray, mask: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """OLS of log10 y = log10 k + e log10 C over the masked budgets of each row: (log10 k, e).
-
-    Rows with fewer than 2 usable budgets (or one distinct C) give NaN.
-    """
-    w = mask.astype(float)
-    y = np.where(mask, log_y, 0.0)
-    x = np.broadcast_to(log_c, y.shape)
-    sw, sx, sy = w.sum(1), (w * x).sum(1), (w * y).sum(1)
-    sxx, sxy = (w * x * x).sum(1), (w * x * y).sum(1)
-    den = sw * sxx - sx * sx
-    with np.errstate(divide="ignore", invalid="ignore"):
-        slope = np.where(den > 1e-12, (sw * sxy - sx * sy) / den, np.nan)
-        icpt = np.where(den > 1e-12, (sy - slope * sx) / sw, np.nan)
-    return icpt, slope
-
-
-def _sizes(x: np.ndarray, y: np.ndarray):
-    """Distinct sizes (ascending log10 N), their mean loss, run counts, and each run's size index."""
-    ux, inv, counts = np.unique(np.round(x, 12), return_inverse=True, return_counts=True)
-    return ux, np.bincount(inv, weights=y) / counts, counts, inv
-
-
-def difference_noise(x: np.ndarray, y: np.ndarray) -> tuple[float, int]:
-    """(sum of squares, count) of one budget's model-free noise terms.
-
-    Replicates of a size give pure error; each 4 neighbouring sizes give a third divided
-    difference of their mean losses, scaled to the noise's variance. It vanishes on any
-    parabola and is tiny on any smooth curve sampled this densely, so misfit of a
-    parabola over the whole grid does not enter it.
-    """
-    ux, means, counts, inv = _sizes(x, y)
-    ss = float(((y - means[inv]) ** 2).sum())
-    n = len(y) - len(ux)
-    for i in range(len(ux) - 3):
-        xs = ux[i : i + 4]
-        w = np.array([1.0 / np.prod([xs[j] - xs[k] for k in range(4) if k != j]) for j in range(4)])
-        e = float(w @ means[i : i + 4]) / math.sqrt(float((w * w / counts[i : i + 4]).sum()))
-        ss += e * e
-        n += 1
-    return ss, n
-
-
-def reference_noise(params, loss, budget) -> tuple[float | None, int]:
-    """(sigma, degrees of freedom) the lack-of-fit test compares with: the median over budgets
-    of `difference_noise` (robust to one noisy budget); None where no budget has 4 sizes.
-
-    The degrees of freedom are half the terms': neighbouring differences share runs.
-    """
-    x_all, y_all = np.log10(np.asarray(params, float)), np.asarray(loss, float)
-    per = []
-    for c in np.unique(budget):
-        sel = budget == c
-        ss, n = difference_noise(x_all[sel], y_all[sel])
-        if n > 0:
-            per.append((math.sqrt(ss / n), n))
-    if not per:
-        return None, 0
-    scale = max(float(np.median(np.abs(y_all))), 1e-300)
-    # each budget's std over its median for Gaussian noise, so that the median is unbiased
-    sigma = float(np.median([s / chi_median_factor(n) for s, n in per]))
-    return max(sigma, 1e-9 * scale), max(1, sum(n for _, n in per) // 2)
-
-
-@functools.lru_cache(maxsize=256)
-def chi_median_factor(dof: int) -> float:
-    """median(s) / sigma for a residual std s with `dof` degrees of freedom (Gaussian noise)."""
-    from scipy import stats  # noqa: PLC0415 lazy: scipy
-
-    return math.sqrt(stats.chi2.median(dof) / dof)
-
-
-def lack_of_fit_p(x: np.ndarray, y: np.ndarray, sigma: float | None, dof: int) -> float | None:
-    """p of the parabola's misfit: its residual sum of squares beyond a quartic's, over 2 sigma^2,
-    against F(2, dof). None with under WINDOW_MIN_SIZES sizes or no reference noise."""
-    from scipy import special  # noqa: PLC0415 lazy: scipy
-
-    if sigma is None or dof < 1 or len(np.unique(np.round(x, 12))) < WINDOW_MIN_SIZES:
-        return None
-    xc = x - x.mean()
-    rss = []
-    for deg in (2, 4):
-        if deg == 4 and len(np.unique(np.round(x, 12))) == WINDOW_MIN_SIZES:
-            rss.append(0.0)  # a quartic through 5 sizes fits them exactly
-            break
-        design = np.vander(xc, deg + 1)
-        coef = np.linalg.lstsq(design, y, rcond=None)[0]
-        rss.append(float(((y - design @ coef) ** 2).sum()))
-    f = max(rss[0] - rss[1], 0.0) / 2.0 / (sigma * sigma)
-    return float(special.fdtrc(2, dof, f))
-
-
-def runs_test(x: np.ndarray, resid: np.ndarray) -> tuple[str, float | None]:
-    """The residuals' signs ordered by N, and the p of so few runs of one sign (Wald-Wolfowitz,
-    normal approximation): long runs mean the curve bends away from the parabola."""
-    from scipy import special  # noqa: PLC0415 lazy: scipy
-
-    signs = "".join("+" if r > 0 else "-" for r in resid[np.argsort(x, kind="stable")])
-    n_pos, n_neg = signs.count("+"), signs.count("-")
-    n = n_pos + n_neg
-    if n_pos == 0 or n_neg == 0 or n < 3:
-        return signs, None
-    runs = 1 + sum(a != b for a, b in zip(signs, signs[1:]))
-    mu = 2.0 * n_pos * n_neg / n + 1
-    var = (mu - 1) * (mu - 2) / (n - 1)
-    if var <= 0:
-        return signs, None
-    return signs, float(special.ndtr((runs - mu) / math.sqrt(var)))
 
 
 def _centred(ux: np.ndarray, j: int, k: int) -> tuple[float, float]:
@@ -228,7 +84,7 @@ def choose_window(
     a vertex the tail moves leaves the smaller windows' intervals before the misfit shows in
     the residuals).
     """
-    ux, means, _, _ = _sizes(x, y)
+    ux, means, _, _ = size_means(x, y)
     m = len(ux)
     if p_full is None:
         p_full = lack_of_fit_p(x, y, sigma, dof)
@@ -487,94 +343,6 @@ def fit_approach2(
     return Approach2Result(per_budget, n_law, d_law, n_boot, n_used, "ok", boot, window=mode, reference=reference)
 
 
-@dataclass(frozen=True)
-class LineFit:
-    """OLS of log10 y on log10 C over the accepted budgets, with its t intervals."""
-
-    slope: float
-    icpt: float
-    slope_ci: tuple[float, float] | None
-    icpt_ci: tuple[float, float] | None
-    band_lo: np.ndarray | None  # log10 y interval of the line at each budget
-    band_hi: np.ndarray | None
-    loo: tuple[float, float] | None  # slope range with each budget left out
-    var_source: str = ""
-
-
-def line_fit(log_c, log_y, level: float = CI_LEVEL, within_var=None, within_dof: int = 0) -> LineFit:
-    """The power law through the minima and how far their errors let it move.
-
-    The minima scatter around the line by their own noise and by any misfit of the power
-    law. Two estimates of that scatter's variance: the residuals around the line (m - 2
-    degrees of freedom) and `within_var`, each minimum's variance propagated from the noise
-    of its parabola (`within_dof`: the parabolas' residual degrees of freedom). The interval
-    uses their pooled estimate, or the residuals' alone when they scatter more (the power
-    law then misses the minima by more than their noise), with t at the pooled degrees of
-    freedom. Over simulated studies this covers the true exponent at close to its nominal
-    rate (tests/isoflop/fit/test_intervals.py); either estimate alone did not.
-    """
-    from scipy import stats  # noqa: PLC0415 lazy: scipy
-
-    x, y = np.asarray(log_c, float), np.asarray(log_y, float)
-    m = len(x)
-    xbar = x.mean()
-    sxx = float(((x - xbar) ** 2).sum())
-    slope = float(((x - xbar) * (y - y.mean())).sum() / sxx)
-    icpt = float(y.mean() - slope * xbar)
-    res_dof = m - 2
-    s2 = float(((y - icpt - slope * x) ** 2).sum()) / res_dof if res_dof > 0 else None
-    w2 = float(np.mean(within_var)) if within_var is not None and within_dof > 0 else None
-    if s2 is None and w2 is None:
-        return LineFit(slope, icpt, None, None, None, None, None, "no degree of freedom to measure the scatter")
-    if w2 is None:
-        var, dof, source = s2, res_dof, f"the minima's scatter around the line ({res_dof} degrees of freedom)"
-    elif s2 is None:
-        measured = f"{within_dof} degrees of freedom" if within_dof < ASSUMED_DOF else "an assumed noise"
-        var, dof, source = (
-            w2,
-            within_dof,
-            (f"each minimum's noise from its parabola ({measured}; 2 budgets leave the line no scatter to measure)"),
-        )
-    else:
-        pooled = (res_dof * s2 + within_dof * w2) / (res_dof + within_dof)
-        dof = res_dof + within_dof
-        if s2 > pooled:
-            var, source = (
-                s2,
-                (
-                    f"the minima's scatter around the line ({res_dof} degrees of freedom), larger than "
-                    "their noise within budgets"
-                ),
-            )
-        else:
-            var, source = (
-                pooled,
-                (
-                    f"the minima's scatter around the line ({res_dof} degrees of freedom) pooled "
-                    f"with each minimum's noise from its parabola ({within_dof})"
-                ),
-            )
-    t = float(stats.t.ppf((1 + level) / 2, dof))
-    se_slope = math.sqrt(var / sxx)
-    se_icpt = math.sqrt(var * (1 / m + xbar**2 / sxx))
-    se_line = np.sqrt(var * (1 / m + (x - xbar) ** 2 / sxx))
-    line = icpt + slope * x
-    loo = None
-    if m >= 3:
-        slopes = [float(np.polyfit(x[np.arange(m) != i], y[np.arange(m) != i], 1)[0]) for i in range(m)]
-        loo = (min(slopes), max(slopes))
-    return LineFit(
-        slope,
-        icpt,
-        (slope - t * se_slope, slope + t * se_slope),
-        (icpt - t * se_icpt, icpt + t * se_icpt),
-        line - t * se_line,
-        line + t * se_line,
-        loo,
-        source,
-    )
-
-
 def summarize(res: Approach2Result, level: float = CI_LEVEL, noise: float | None = None, noise_dof: int = 0):
     """The typed Approach 2 record: power laws with intervals that cover the line's uncertainty.
 
@@ -674,25 +442,6 @@ def _summary_band(res: Approach2Result, n_line, d_line) -> Band:
     if res.n_law.band_lo:
         return Band([f.budget for f in acc], res.n_law.band_lo, res.n_law.band_hi, res.d_law.band_lo, res.d_law.band_hi)
     return Band()
-
-
-def power_law_curvature(log_c, log_y) -> dict | None:
-    """The quadratic term of log y in log C over the minima, with its t and two-sided p (m - 3
-    degrees of freedom); None under 4 budgets."""
-    from scipy import stats  # noqa: PLC0415 lazy: scipy
-
-    x, y = np.asarray(log_c, float), np.asarray(log_y, float)
-    m = len(x)
-    if m < 4:
-        return None
-    xc = x - x.mean()
-    design = np.stack([np.ones_like(xc), xc, xc * xc], 1)
-    coef, *_ = np.linalg.lstsq(design, y, rcond=None)
-    dof = m - 3
-    s2 = float(((y - design @ coef) ** 2).sum()) / dof
-    se = math.sqrt(max(s2, 1e-300) * float(np.linalg.pinv(design.T @ design)[2, 2]))
-    t = float(coef[2]) / se
-    return {"c2": float(coef[2]), "t": t, "p": float(2 * stats.t.sf(abs(t), dof)), "dof": dof}
 
 
 def _finite_interval(v: np.ndarray, level: float):

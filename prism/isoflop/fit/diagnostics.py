@@ -41,8 +41,9 @@ import numpy as np
 
 from prism.ids import format_budget
 from prism.isoflop.fit import sensitivity
-from prism.isoflop.fit.approach2 import LACK_OF_FIT_LEVEL, chi_median_factor, parabola, parabola_batch
 from prism.isoflop.fit.approach2 import budget_text as _bt
+from prism.isoflop.fit.misfit import LACK_OF_FIT_LEVEL, chi_median_factor
+from prism.isoflop.fit.parabola import parabola, parabola_batch
 from prism.isoflop.fit.result import BudgetDiagnostics, Move, SizeOffset, Verdict
 from prism.isoflop.records import BudgetFit
 
@@ -97,7 +98,7 @@ def noise_estimate(
 
     Budgets whose parabola still misfits where it was fitted are left out (`skip_misfit`):
     their residuals measure the misfit, not the noise. Where no budget is left, the
-    model-free `reference` noise (`approach2.reference_noise`) stands in.
+    model-free `reference` noise (`misfit.reference_noise`) stands in.
     """
     per = [(f, *window_noise(f)) for f in per_budget]
     usable = [(f, s, dof) for f, s, dof in per if s is not None]

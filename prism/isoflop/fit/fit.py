@@ -18,7 +18,7 @@ import numpy as np
 
 from prism.atomic import write_text_atomic
 from prism.errors import PrismError
-from prism.isoflop.fit import approach2, approach3, checks, diagnostics, sensitivity
+from prism.isoflop.fit import approach2, approach3, checks, diagnostics, linefit, sensitivity
 from prism.isoflop.fit.result import (
     Approach3Summary,
     Diagnostics,
@@ -288,7 +288,7 @@ def _fits(kept: list[RunRecord], loss_se: np.ndarray, has_se: bool, options: Fit
         # A measured noise (enough residual degrees of freedom) is pooled with the minima's scatter;
         # an assumed one only stands in where 2 budgets leave the line no scatter to measure.
         accepted = sum(f.accepted for f in a2.per_budget)
-        within_dof = dof if dof >= diagnostics.MIN_NOISE_DOF else (approach2.ASSUMED_DOF if accepted == 2 else 0)
+        within_dof = dof if dof >= diagnostics.MIN_NOISE_DOF else (linefit.ASSUMED_DOF if accepted == 2 else 0)
         a2_summary = approach2.summarize(a2, CI_LEVEL, sigma, within_dof)
     agreement = diagnostics.approach_agreement(
         a2.n_law.exponent if (uses2 and a2.n_law) else None,

@@ -22,8 +22,8 @@ import numpy as np
 
 from prism.atomic import write_atomic
 from prism.errors import PrismError
-from prism.isoflop.fit.approach2 import parabola
 from prism.isoflop.fit.fit import fit_records
+from prism.isoflop.fit.parabola import parabola
 from prism.isoflop.fit.result import Exclusion, FitResult
 from prism.isoflop.runs.table import load_runs
 from prism.palette import OKABE_ITO

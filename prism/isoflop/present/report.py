@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 from prism.isoflop.fit import diagnostics
-from prism.isoflop.fit.approach2 import LACK_OF_FIT_LEVEL, budget_text
+from prism.isoflop.fit.approach2 import budget_text
+from prism.isoflop.fit.misfit import LACK_OF_FIT_LEVEL
 from prism.isoflop.fit.result import FitResult
 from prism.isoflop.records import SURFACE_KEYS
 

@@ -11,7 +11,7 @@ encoder's block likewise (with ATen's LayerNorm and GELU kernels), and the
 next-token loss as one pass each way.
 
 The maths is `Block`'s, `EncoderBlock`'s and `F.cross_entropy`'s; only the order
-of float sums differs, so values agree to rounding (`tests/model/test_kernels.py`),
+of float sums differs, so values agree to rounding (`tests/model/test_block_forms.py`),
 and a run's losses are those of the reference path to a few units in the last
 place at first, not bit for bit.
 
@@ -218,7 +218,7 @@ def block(x: torch.Tensor, weights: tuple[torch.Tensor, ...], rope: torch.Tensor
     """A pre-norm block (`Block.forward`, padded rows, causal) on `x` [B, L, D].
 
     `weights`: attn_norm, qkv, o, mlp_norm, gate_up, down, as the modules hold them;
-    `rope`: the complex rotation `[L, 1, hd/2]` of `backbone.rope_rotation`.
+    `rope`: the complex rotation `[L, 1, hd/2]` of `ops.rope_rotation`.
     """
     return _Block.apply(x, *weights, torch.view_as_real(rope), heads, eps)
 

@@ -11,7 +11,8 @@ import yaml
 
 from prism.errors import PrismError
 from prism.isoflop.design.ladder import budget_sizes, study_sizes, union
-from prism.isoflop.design.plan import PlanOptions, plan_runs, rule_sizes
+from prism.isoflop.design.plan import plan_runs, rule_sizes
+from prism.isoflop.design.planoptions import PlanOptions
 from prism.model.paramcount import trainable_params
 from prism.options import as_args, from_mapping
 

@@ -6,7 +6,8 @@ from __future__ import annotations
 import pytest
 
 from prism.errors import PrismError
-from prism.isoflop.design.plan import lr_rule_text, make_plan
+from prism.isoflop.design.plan import make_plan
+from prism.isoflop.design.plantext import lr_rule_text
 from prism.isoflop.runs.launch import run_args
 from prism.model.config import backbone_config
 from prism.train.lr_rule import LrRule, given_rule
@@ -66,7 +67,7 @@ def test_a_tokens_exponent_gives_longer_runs_a_lower_lr_and_one_per_size_under_w
 
 
 def test_a_previous_rounds_sweep_is_the_reference_of_an_untuned_plan(ladder, tmp_path):
-    from prism.isoflop.design.plan import PlanOptions
+    from prism.isoflop.design.planoptions import PlanOptions
 
     (tmp_path / "text_image").mkdir()
     sweep = LrRule("fitted", 2e-3, 1.4, widths=(16, 80), source="sweep")

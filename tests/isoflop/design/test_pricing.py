@@ -5,8 +5,8 @@ from __future__ import annotations
 import json
 
 from prism.isoflop.design.candidates import Candidate
-from prism.isoflop.design.plan import Cost, PlanOptions
-from prism.isoflop.design.pricing import NOT_PROBED, priced
+from prism.isoflop.design.planoptions import PlanOptions
+from prism.isoflop.design.pricing import NOT_PROBED, Cost, priced
 
 CANDS = [Candidate("big", "BASE", 1e8, 1e8, 6e8, 324, 100.0, "xpu on x1"),
          Candidate("small", "BASE", 1e7, 1e7, 6e7, 324, 800.0, "xpu on x1")]  # fmt: skip

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from prism.isoflop.fit import approach2
+from prism.isoflop.fit import approach2, misfit, parabola
 from prism.isoflop.records import Surface
 from prism.isoflop.synthetic import isoflop_study
 
@@ -15,15 +15,6 @@ BUDGETS = [1e18, 3e18, 1e19, 3e19, 1e20]
 
 def _arrays(recs):
     return [np.array([getattr(r, k) for r in recs]) for k in ("params", "tokens", "loss", "budget")]
-
-
-def test_parabola_batch_recovers_coefficients_row_by_row():
-    x = np.array([[0.0, 1.0, 2.0, 3.0], [1.0, 1.0, 2.0, 2.0]])
-    y = np.stack([1 - 2 * x[0] + 0.5 * x[0] ** 2, 3 + 0 * x[1]])
-    coef, distinct = approach2.parabola_batch(x, y)
-    assert np.allclose(coef[0], [1, -2, 0.5])
-    assert distinct.tolist() == [4, 2]
-    assert np.all(np.isnan(coef[1]))  # two distinct x: no parabola, no singular solve
 
 
 def test_symmetric_surface_centred_grid_is_exact():
@@ -77,15 +68,6 @@ def test_one_accepted_budget_gives_no_power_law():
     assert res.n_law is None and "at least 2" in res.reason
 
 
-def test_power_law_batch_masks():
-    log_c = np.array([18.0, 19.0, 20.0])
-    y = np.array([[9.0, 9.5, 10.0], [9.0, np.nan, 10.0], [9.0, 1.0, 2.0]])
-    mask = np.array([[True, True, True], [True, False, True], [True, False, False]])
-    icpt, slope = approach2.power_law_batch(log_c, y, mask)
-    assert slope[:2] == pytest.approx([0.5, 0.5])
-    assert np.isnan(slope[2])
-
-
 # A wide grid (13 sizes over 1.8 decades a budget) whose largest sizes at the small budgets are
 # far from converged: no parabola fits those budgets' full curves.
 WIDE_BUDGETS = [1e18, 3e18, 1e19, 3e19, 1e20, 3e20]
@@ -98,29 +80,6 @@ def _wide(noise=0.015, seed=100, **kw):
     return undertrained_study(CHINCHILLA_EPOCH, WIDE_BUDGETS, per_budget=13, spread=1.8, noise=noise, seed=seed, **kw)
 
 
-def test_difference_noise_ignores_the_curve_and_measures_the_noise():
-    x = np.linspace(7.0, 9.0, 13)
-    curve = 2.0 + 0.3 * (x - 8) ** 2 + 0.2 * np.exp(3 * (x - 9))  # steep tail: no parabola
-    ss, n = approach2.difference_noise(x, curve)
-    assert n == 10 and np.sqrt(ss / n) < 2e-3
-    rng = np.random.default_rng(0)
-    est = [
-        np.sqrt(np.divide(*approach2.difference_noise(x, curve + 0.01 * rng.standard_normal(13)))) for _ in range(300)
-    ]
-    assert np.sqrt(np.mean(np.square(est))) == pytest.approx(0.01, rel=0.1)
-    # replicates of a size give pure error
-    ss, n = approach2.difference_noise(np.array([1.0, 1.0, 2.0, 2.0]), np.array([1.0, 1.2, 3.0, 3.2]))
-    assert n == 2 and ss == pytest.approx(0.04)
-
-
-def test_runs_test_flags_long_runs_of_one_sign():
-    x = np.arange(12.0)
-    signs, p = approach2.runs_test(x, np.array([-1, -1, -1, 1, 1, 1, 1, 1, 1, -1, -1, -1.0]))
-    assert signs == "---++++++---" and p < 0.01
-    _, p = approach2.runs_test(x, np.array([(-1.0) ** i for i in range(12)]))
-    assert p > 0.5
-
-
 def test_wide_grid_lack_of_fit_is_not_noise_and_the_tail_no_longer_moves_the_vertex():
     from prism.isoflop.records import CHINCHILLA_EPOCH
 
@@ -128,8 +87,8 @@ def test_wide_grid_lack_of_fit_is_not_noise_and_the_tail_no_longer_moves_the_ver
     auto = approach2.fit_approach2(*arrays, window="auto")
     full = approach2.fit_approach2(*arrays, window="full")
     small = auto.per_budget[0]
-    assert small.lack_of_fit_p < approach2.LACK_OF_FIT_LEVEL and small.runs_p < 0.05
-    assert approach2.WINDOW_MIN_SIZES <= small.window_sizes < small.n_sizes == 13
+    assert small.lack_of_fit_p < misfit.LACK_OF_FIT_LEVEL and small.runs_p < 0.05
+    assert misfit.WINDOW_MIN_SIZES <= small.window_sizes < small.n_sizes == 13
     # its residuals over the window are the noise (0.015); over the full grid, misfit
     from prism.isoflop.fit.diagnostics import budget_noise, window_noise
 
@@ -195,25 +154,17 @@ def test_drifting_centres_bias_the_full_grid_and_the_window_removes_most_of_it(l
 
 def test_rejections_say_whether_the_tail_drove_the_vertex_or_there_is_no_minimum():
     x_lo, x_hi = 7.0, 9.0
-    tail = approach2._reason(approach2.OUTSIDE, 1e19, 6.5, 0.1, x_lo, x_hi, 13, 13, windowed=False, p_full=1e-9)
+    tail = approach2._reason(parabola.OUTSIDE, 1e19, 6.5, 0.1, x_lo, x_hi, 13, 13, windowed=False, p_full=1e-9)
     assert "tail-driven vertex" in tail and "--span auto" in tail
-    flat = approach2._reason(approach2.OUTSIDE, 1e19, 6.5, 0.1, x_lo, x_hi, 13, 13, windowed=False, p_full=0.4)
+    flat = approach2._reason(parabola.OUTSIDE, 1e19, 6.5, 0.1, x_lo, x_hi, 13, 13, windowed=False, p_full=0.4)
     assert "loss still falls toward the edge" in flat and "add smaller N" in flat
-    edge = approach2._reason(approach2.OUTSIDE, 1e19, 6.5, 0.1, x_lo, x_hi, 5, 5, windowed=True, p_full=1e-9)
+    edge = approach2._reason(parabola.OUTSIDE, 1e19, 6.5, 0.1, x_lo, x_hi, 5, 5, windowed=True, p_full=1e-9)
     assert "no minimum inside it" in edge and "add smaller N" in edge
-    none = approach2._reason(approach2.NOT_CONVEX, 4.373448e17, 0, -0.1, x_lo, x_hi, 5, 5, windowed=True)
+    none = approach2._reason(parabola.NOT_CONVEX, 4.373448e17, 0, -0.1, x_lo, x_hi, 5, 5, windowed=True)
     assert none.startswith("4.37e17: no minimum: curvature -0.1 <= 0 over the 5 sizes around the lowest loss")
 
 
-def test_a_bend_in_log_n_opt_against_log_c_is_measured():
-    rng = np.random.default_rng(0)
-    log_c = np.linspace(18, 21, 7)
-    straight = 0.5 * log_c - 1 + 0.01 * rng.standard_normal(7)
-    assert approach2.power_law_curvature(log_c, straight)["p"] > 0.01
-    bent = straight + 0.05 * (log_c - 19.5) ** 2
-    cv = approach2.power_law_curvature(log_c, bent)
-    assert cv["p"] < 0.01 and cv["c2"] == pytest.approx(0.05, abs=0.02) and cv["dof"] == 4
-    assert approach2.power_law_curvature(log_c[:3], straight[:3]) is None
+def test_the_fit_reports_the_bend_of_its_power_law():
     from prism.isoflop.fit.fit import fit_records
     from prism.isoflop.present.report import fit_markdown
 
