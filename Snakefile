@@ -11,14 +11,14 @@ from functools import partial
 
 from snakemake.utils import min_version, validate
 
-from prism.configtypes import check, check_config_file, check_targets, typed
-from prism.interrupt import stop_on_first_interrupt
+from prism.core.configtypes import check, check_config_file, check_targets, typed
+from prism.core.interrupt import stop_on_first_interrupt
 
 min_version("9.0")
 
 # A config file that does not parse stops here naming its line (Snakemake's error names no file).
 check_config_file("config/config.yaml")
-# One Ctrl-C stops the study, even while Snakemake runs one of its asyncio loops (prism/interrupt.py).
+# One Ctrl-C stops the study, even while Snakemake runs one of its asyncio loops (prism/core/interrupt.py).
 stop_on_first_interrupt()
 
 
@@ -56,7 +56,7 @@ include: "rules/probe.smk"
 include: "rules/plan.smk"
 # Training: one job per planned run (cosine: rules/train.smk), or per model one stable
 # trajectory cut at its branch points plus one cooldown branch per run (wsd: rules/wsd.smk);
-# the schedule's object (prism.workflow.schedule) names its rules file.
+# the schedule's object (prism.workflow.jobs) names its rules file.
 include: SCHEDULE.rules_file
 # The lr sweep before the grid and its fitted rule (tune.rule: fitted; nothing asks for it otherwise).
 include: "rules/tune.smk"

@@ -6,7 +6,7 @@ import shlex
 import sys
 from pathlib import Path
 
-from prism.families import FAMILIES
+from prism.core.families import FAMILIES
 from prism.workflow import commands
 from prism.workflow.engine import Engine
 from prism.workflow.wiring import StudyWorkflow

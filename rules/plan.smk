@@ -1,6 +1,6 @@
 # Stage 2: the plan: which runs (backbone x variant) each budget trains, their cost, and
 # the identifiability forecast. A checkpoint for a new study only: once its inputs (the
-# calibrations, and the speed files when measured) exist, prism.workflow.plan computes the
+# calibrations, and the speed files when measured) exist, prism.workflow.planfile computes the
 # same plan with the same function, so the DAG knows the runs before this job has run.
 # Its flags are params, so changing a budget, a candidate or a `plan:` key re-plans; the
 # plan row of a run does not depend on the other budgets, so re-planning retrains nothing
@@ -8,7 +8,7 @@
 #
 # A plan that cannot answer its question (a refused budget, an UNDETERMINED forecast) fails
 # this job without writing it, unless plan.allow_undetermined; the DAG of a study whose plan
-# prism.workflow.plan can compute waits for this job then, so nothing trains. The log's last line
+# prism.workflow.planfile can compute waits for this job then, so nothing trains. The log's last line
 # (the summary, or the line saying why it stopped and what to change) goes to the terminal.
 
 

@@ -17,38 +17,24 @@ PRISM = Path(__file__).resolve().parents[1] / "prism"
 
 LAYERS: dict[str, int] = {
     "prism": 0,
-    "prism.errors": 0,
-    "prism.atomic": 0,
-    "prism.families": 0,
-    # The sample layout's token ids: what the family's spec is made of (pure Python).
-    "prism.tokenizer": 0,
-    "prism.ids": 0,
-    "prism.calibration": 0,
-    "prism.run_metrics": 0,
-    "prism.revision": 0,
-    "prism.fingerprint": 0,
-    "prism.configtypes": 0,
-    "prism.progress": 0,
-    "prism.palette": 0,
-    "prism.host": 1,
-    "prism.device": 1,
-    "prism.peak": 1,
+    # Records and names every stage shares, and the file habits they are written with (no torch).
+    "prism.core": 0,
+    # The machine a process runs on: host tuning, device choice, measured peaks.
+    "prism.runtime": 1,
     "prism.model": 1,
     "prism.data": 1,
-    "prism.dist": 1,
+    "prism.parallel": 1,
     "prism.train": 2,
     "prism.launch": 3,
     "prism.isoflop": 4,
     "prism.sweep": 4,
     "prism.bench": 4,
     "prism.perf": 4,
-    # The config schema, from every stage's options.
-    "prism.configschema": 4,
-    # The entry point, and the fork server that runs it for a study's jobs.
+    # The entry point.
     "prism.cli": 5,
     "prism.__main__": 5,
-    "prism.worker": 5,
-    # The workflow's logic, which the Snakefile and rules/*.smk call.
+    # The workflow's logic, which the Snakefile and rules/*.smk call: the config schema from every
+    # stage's options, the fork server that runs a study's commands, the job schedule.
     "prism.workflow": 5,
 }
 

@@ -28,8 +28,8 @@ ROOT = Path(__file__).resolve().parents[1]
 def worker(args: argparse.Namespace) -> None:
     """One revision's step, run once per line on stdin; prints its seconds."""
     try:
-        from prism.host import tune_host
-    except ImportError:  # a revision before prism.host: its settings were the OpenMP policy alone
+        from prism.runtime.host import tune_host
+    except ImportError:  # a revision before prism.runtime.host: its settings were the OpenMP policy alone
         os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
     else:
         tune_host()
@@ -38,7 +38,7 @@ def worker(args: argparse.Namespace) -> None:
     from prism.data.loader import ShardLoader
     from prism.model import build_model
     from prism.model.config import backbone_config
-    from prism.train.schedule import build_optimizer, default_lr
+    from prism.train.lr_schedule import build_optimizer, default_lr
 
     torch.set_num_threads(args.threads)
     torch.manual_seed(0)

@@ -45,7 +45,7 @@ def measure(args: argparse.Namespace, backbone: str) -> dict:
     from prism.model import build_model
     from prism.model.accounting import count_training_flops
     from prism.model.config import backbone_config
-    from prism.train.schedule import build_optimizer, default_lr
+    from prism.train.lr_schedule import build_optimizer, default_lr
 
     batches = sorted(set(args.batches) | {args.batch})
     torch.manual_seed(0)
@@ -87,7 +87,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if len(set(args.batches) | {args.batch}) < 2:
         parser.error("--batches: give at least two batch sizes to separate fixed from per-sample cost")
-    from prism.host import tune_host
+    from prism.runtime.host import tune_host
 
     tune_host()  # as `prism train` does
     torch.set_num_threads(args.threads)

@@ -31,14 +31,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--steps", type=int, default=30, help="timed step pairs per backbone")
     parser.add_argument("--warmup", type=int, default=3)
     args = parser.parse_args(argv)
-    from prism.host import tune_host
+    from prism.runtime.host import tune_host
 
     tune_host()
     import torch
 
     from prism.data.loader import ShardLoader
     from prism.model import build_model
-    from prism.train.schedule import build_optimizer, default_lr
+    from prism.train.lr_schedule import build_optimizer, default_lr
 
     torch.set_num_threads(1)
     batch = next(iter(ShardLoader(args.data, "train", args.global_batch, 0, family=args.family)))

@@ -30,7 +30,7 @@ from pathlib import Path
 
 from prism.model.config import backbone_config
 from prism.train.lr_rule import LrRule, read_rule
-from prism.train.schedule import default_lr
+from prism.train.lr_schedule import default_lr
 
 
 def train(study: Path, backbone: str, budget: float, seed: int, lr: float, tag: str, batch: int, warmup: int) -> float:

@@ -18,7 +18,7 @@ import statistics
 import torch
 
 from prism.model.config import BackboneConfig, backbone_config
-from prism.peak import measure_peak, timings
+from prism.runtime.peak import measure_peak, timings
 
 DEFAULT_BACKBONES = "n32e3,n1e5,3m"
 

@@ -38,7 +38,7 @@ def train_steps(backbone: str, micro: int, row: int, steps: int) -> None:
 
     from prism.model import build_model  # noqa: PLC0415
     from prism.model.accounting import example_batch  # noqa: PLC0415
-    from prism.train.schedule import build_optimizer  # noqa: PLC0415
+    from prism.train.lr_schedule import build_optimizer  # noqa: PLC0415
 
     model = build_model(FAMILY, backbone, VARIANT, REGIME)
     opt = build_optimizer(model.trainable_parameters(), 1e-3)
@@ -64,7 +64,7 @@ def measure_one(backbone: str, micro: int, row: int, steps: int) -> dict:
 
 
 def estimate(backbone: str, micro: int, row: int) -> dict:
-    from prism.families import family_spec  # noqa: PLC0415
+    from prism.core.families import family_spec  # noqa: PLC0415
     from prism.isoflop.design.placement import memory_bytes, run_shape  # noqa: PLC0415
     from prism.model.paramcount import component_params  # noqa: PLC0415
 

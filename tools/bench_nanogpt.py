@@ -111,7 +111,7 @@ def build_pair(args: argparse.Namespace, backbone: str):
     from prism.data.loader import ShardLoader
     from prism.model import build_model
     from prism.model.config import backbone_config
-    from prism.train.schedule import build_optimizer, default_lr
+    from prism.train.lr_schedule import build_optimizer, default_lr
 
     cfg = backbone_config(backbone)
     torch.manual_seed(0)
@@ -171,7 +171,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--profile", action="store_true", help="profile the prism step instead of comparing")
     parser.add_argument("--rows", type=int, default=25, help="--profile: ops listed")
     args = parser.parse_args(argv)
-    from prism.host import tune_host
+    from prism.runtime.host import tune_host
 
     tune_host()  # as `prism train` does; process-wide, so both models get it
     torch.set_num_threads(args.threads)

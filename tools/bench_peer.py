@@ -37,11 +37,11 @@ import torch
 from torch import nn
 from torch.utils.flop_counter import FlopCounterMode
 
+from prism.core.tokenizer import IGNORE
 from prism.model import kernels
 from prism.model.backbone import Backbone
 from prism.model.config import BackboneConfig, backbone_config
-from prism.tokenizer import IGNORE
-from prism.train.schedule import BETAS, EPS, WEIGHT_DECAY, build_optimizer, default_lr
+from prism.train.lr_schedule import BETAS, EPS, WEIGHT_DECAY, build_optimizer, default_lr
 
 from benchlib import flops_ratios, interleaved, make_step, print_profile
 
@@ -190,7 +190,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     import transformers
 
-    from prism.host import tune_host
+    from prism.runtime.host import tune_host
 
     tune_host()  # as `prism train` does; process-wide, so both models get it
     torch.set_num_threads(args.threads)

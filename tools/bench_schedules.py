@@ -34,8 +34,8 @@ from pathlib import Path
 
 import yaml
 
+from prism.core.options import from_mapping
 from prism.isoflop.design.trajectories import plan_warmup
-from prism.options import from_mapping
 from prism.train.options import TrainOptions
 
 SCHEDULES = ("cosine", "wsd")
@@ -101,7 +101,7 @@ def train(args: argparse.Namespace, cell: str, schedule: str, seed: int) -> dict
         cmd += ["--warmup", str(warmup)]
     if args.lr_scale != 1:
         from prism.model.config import backbone_config
-        from prism.train.schedule import default_lr
+        from prism.train.lr_schedule import default_lr
 
         cmd += ["--lr", repr(args.lr_scale * default_lr(backbone_config(backbone).d_model))]
     log = out.parent / f"{out.name}.log"

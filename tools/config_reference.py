@@ -5,7 +5,7 @@
     python tools/config_reference.py --write                  # both files, in place
     python tools/config_reference.py > docs/configuration.md  # the reference alone
 
-The schema is prism.configschema's: every section's dataclass, one field per key (a new
+The schema is prism.workflow.configschema's: every section's dataclass, one field per key (a new
 field with `option(...)` is a new key). The reference gives
 every key of the schema, in its order: its type and allowed values, the library's default
 (the schema's, which tests/workflow/test_schema.py holds equal to the option dataclasses and
@@ -23,7 +23,7 @@ from pathlib import Path
 
 import yaml
 
-from prism.configtypes import kind
+from prism.core.configtypes import kind
 
 REPO = Path(__file__).resolve().parents[1]
 HEADER = """# Configuration reference
@@ -41,7 +41,7 @@ key for one call with `--config key=value`, or a nested one with
 
 Generated with config/schema.yaml from the option dataclasses by `python
 tools/config_reference.py --write`; do not edit by hand. A key is a field of its section's
-options class (`prism.configschema.SECTIONS` names each; the top-level keys are
+options class (`prism.workflow.configschema.SECTIONS` names each; the top-level keys are
 `StudyOptions`): to add one, add the field with `option(default, help, ...)` (its type,
 choices and bounds are the schema's; `doc=` a longer description, `schema=` what differs
 from the flag), give it in config/config.yaml, and run the command above.
@@ -156,7 +156,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     args = parser.parse_args(argv)
     if args.write:
-        from prism.configschema import schema_yaml
+        from prism.workflow.configschema import schema_yaml
 
         args.schema.write_text(schema_yaml())
         config = yaml.safe_load(args.config.read_text())

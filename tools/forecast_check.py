@@ -22,12 +22,12 @@ from pathlib import Path
 import numpy as np
 import yaml
 
+from prism.core.options import from_mapping
 from prism.isoflop.design.forecast import forecast
 from prism.isoflop.design.plan import make_plan, study_centre
 from prism.isoflop.design.planoptions import PlanOptions
 from prism.isoflop.fit.fit import fit_records
 from prism.isoflop.records import SURFACE_KEYS, RunRecord, Surface
-from prism.options import from_mapping
 
 REPO = Path(__file__).resolve().parents[1]
 # The default study's eight seeds (docs/measurements.md, "Eight seeds"): width, "!" = NOT identifiable.

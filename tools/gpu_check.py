@@ -29,9 +29,9 @@ def llama(args: argparse.Namespace) -> int:
     import torch
     from bench_peer import LlamaLM, llama_optimizer
 
-    from prism.device import resolve_device, synchronize
     from prism.model.config import backbone_config
-    from prism.train.schedule import default_lr
+    from prism.runtime.device import resolve_device, synchronize
+    from prism.train.lr_schedule import default_lr
 
     device = resolve_device(args.device)
     cfg = backbone_config(args.model)

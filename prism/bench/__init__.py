@@ -1,1 +1,1 @@
-"""Micro-benchmarks: the throughput tests (the device's matmul peak they divide by is `prism.peak`)."""
+"""Micro-benchmarks: the throughput tests (the device's matmul peak they divide by is `prism.runtime.peak`)."""

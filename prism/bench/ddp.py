@@ -16,9 +16,9 @@ from prism.bench.benchconfig import BenchConfig
 from prism.bench.memory import check_memory
 from prism.bench.rows import base_row, rates
 from prism.bench.steps import Bench, autocast
-from prism.dist.env import free_port
-from prism.errors import PrismError
-from prism.train.schedule import build_optimizer
+from prism.core.errors import PrismError
+from prism.parallel.env import free_port
+from prism.train.lr_schedule import build_optimizer
 
 
 def _ddp_worker(rank: int, world: int, cfg_dict: dict, port: int, outdir: str) -> None:
@@ -27,8 +27,8 @@ def _ddp_worker(rank: int, world: int, cfg_dict: dict, port: int, outdir: str) -
     import torch.distributed as dist  # noqa: PLC0415 lazy: torch
     from torch.nn.parallel import DistributedDataParallel as DDP  # noqa: PLC0415 lazy: torch
 
-    from prism.device import synchronize  # noqa: PLC0415 lazy: torch
-    from prism.dist.parallel import BACKENDS  # noqa: PLC0415 lazy: torch
+    from prism.parallel.config import BACKENDS  # noqa: PLC0415 lazy: torch
+    from prism.runtime.device import synchronize  # noqa: PLC0415 lazy: torch
 
     cfg = BenchConfig(**{**cfg_dict, "batch_sizes": tuple(cfg_dict["batch_sizes"]), "compile": "none"})
     kind = cfg.device.split(":")[0]
@@ -86,7 +86,7 @@ def ddp_overhead(bench: Bench, peak: float) -> list[dict]:
     """Rows for 1 process (the plain step, timed inside the N-process job) and N processes under DDP."""
     import torch.multiprocessing as mp  # noqa: PLC0415 lazy: torch
 
-    from prism.dist.parallel import BACKENDS  # noqa: PLC0415 lazy: torch
+    from prism.parallel.config import BACKENDS  # noqa: PLC0415 lazy: torch
 
     cfg = bench.cfg
     kind = bench.device.type

@@ -6,11 +6,11 @@ from __future__ import annotations
 from pathlib import Path
 
 from prism.bench.benchconfig import BenchConfig
-from prism.errors import PrismError
+from prism.core.errors import PrismError
 
 
 def available_bytes(device) -> int | None:
-    from prism.device import memory_capacity  # noqa: PLC0415 lazy: torch
+    from prism.runtime.device import memory_capacity  # noqa: PLC0415 lazy: torch
 
     cap = memory_capacity(device)
     if device.type == "cpu":

@@ -9,8 +9,8 @@ import time
 
 from prism.bench.benchconfig import BenchConfig
 from prism.bench.steps import Bench
-from prism.revision import git_rev
-from prism.tokenizer import PAD
+from prism.core.revision import git_rev
+from prism.core.tokenizer import PAD
 
 
 def spread(times: list[float]) -> dict:
@@ -32,7 +32,7 @@ def spread(times: list[float]) -> dict:
 def base_row(cfg: BenchConfig, bench: Bench, test: str, batch: int, peak: float) -> dict:
     import torch  # noqa: PLC0415 lazy: torch
 
-    from prism.device import device_name  # noqa: PLC0415 lazy: torch
+    from prism.runtime.device import device_name  # noqa: PLC0415 lazy: torch
 
     n_real = int((bench.batch(1)[0] != PAD).sum())  # the tokens of one sample that are not padding
     return {

@@ -8,7 +8,7 @@ import time
 
 from prism.bench.benchconfig import BenchConfig
 from prism.train.config import compile_mode
-from prism.train.schedule import build_optimizer
+from prism.train.lr_schedule import build_optimizer
 
 
 def autocast(device, dtype: str):
@@ -47,8 +47,8 @@ class Bench:
     def __init__(self, cfg: BenchConfig):
         import torch  # noqa: PLC0415 lazy: torch
 
-        from prism.device import resolve_device  # noqa: PLC0415 lazy: torch
         from prism.model.prism import build_model  # noqa: PLC0415 lazy: torch
+        from prism.runtime.device import resolve_device  # noqa: PLC0415 lazy: torch
 
         self.cfg = cfg
         self.device = resolve_device(cfg.device)
@@ -114,7 +114,7 @@ class Bench:
 
     def time_steps(self, fn, batch_args, on_step=None) -> list[float]:
         """Warm up, then time individual synchronised steps (at least 3, up to `repeats` or `max_seconds`)."""
-        from prism.device import synchronize  # noqa: PLC0415 lazy: torch
+        from prism.runtime.device import synchronize  # noqa: PLC0415 lazy: torch
 
         started = time.perf_counter()
         for _ in range(self.cfg.warmup):

@@ -10,7 +10,7 @@ communication share of the step).
 Every figure is a median over timed steps after warm-up, with min, max and IQR
 beside it. Achieved FLOP/s uses the FLOPs of the measured step itself, counted
 once per shape with `FlopCounterMode` (not 6ND), so MFU = achieved / measured
-peak (`prism.peak`). Two more views for a shared machine, where other
+peak (`prism.runtime.peak`). Two more views for a shared machine, where other
 tenants stretch the wall clock: `mfu_best` (the fastest step) and, on a CPU,
 `mfu_cpu` (FLOPs over the CPU seconds the process got per thread; exact with
 `--threads 1`, pessimistic with more, where idle OpenMP threads spin), and for
@@ -41,10 +41,10 @@ from prism.bench.ddp import ddp_overhead
 from prism.bench.memory import check_memory
 from prism.bench.rows import base_row, rates
 from prism.bench.steps import Bench
-from prism.errors import PrismError
+from prism.core.errors import PrismError
+from prism.core.progress import Bar
 from prism.model.config import backbone_config
-from prism.peak import peak_now
-from prism.progress import Bar
+from prism.runtime.peak import peak_now
 
 
 def measure(bench: Bench, test: str, batch: int, peak: float) -> dict:
@@ -82,7 +82,7 @@ def sync_overhead(bench: Bench, peak: float) -> dict:
     The batch starts on the host (as it does from a loader) and is copied in each
     step; the loss is read back (`.item()`), as a training loop logging it would.
     """
-    from prism.device import synchronize  # noqa: PLC0415 lazy: torch
+    from prism.runtime.device import synchronize  # noqa: PLC0415 lazy: torch
 
     cfg = bench.cfg
     batch = cfg.batch
@@ -127,7 +127,7 @@ def packing(bench: Bench, peak: float) -> list[dict]:
     import torch  # noqa: PLC0415 lazy: torch
 
     from prism.data.loader import ShardLoader  # noqa: PLC0415 lazy: torch
-    from prism.device import synchronize  # noqa: PLC0415 lazy: torch
+    from prism.runtime.device import synchronize  # noqa: PLC0415 lazy: torch
 
     cfg = bench.cfg
     if not cfg.data:
@@ -180,13 +180,13 @@ def packing(bench: Bench, peak: float) -> list[dict]:
 
 def run(cfg: BenchConfig) -> list[dict]:
     """Run the requested tests; rows are appended to `cfg.out` (JSON lines) as each test finishes."""
-    from prism.peak import peak_flops  # noqa: PLC0415 looked up per run: tests fix prism.peak.peak_flops
+    from prism.runtime.peak import peak_flops  # noqa: PLC0415 looked up per run: tests fix prism.runtime.peak.peak_flops
 
     tests = cfg.tests()
     backbone_config(cfg.model)  # a bad name fails before anything is built
     if cfg.seq_len < 1 or cfg.batch < 1 or any(b < 1 for b in cfg.batch_sizes):
         raise PrismError("--seq-len, --batch and --batch-sizes must be positive")
-    from prism.device import resolve_device  # noqa: PLC0415 lazy: torch
+    from prism.runtime.device import resolve_device  # noqa: PLC0415 lazy: torch
 
     if cfg.threads is not None:
         import torch  # noqa: PLC0415 lazy: torch

@@ -11,7 +11,7 @@ import argparse
 import importlib
 import sys
 
-from prism.errors import PrismError
+from prism.core.errors import PrismError
 
 GROUPS: dict[str, str] = {
     "model": "Model registry: backbones, projector variants, families, regimes.",
@@ -41,8 +41,8 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
-    if argv is None:  # the `prism` command itself: a worker of this study may run it (prism.worker)
-        from prism.worker import run
+    if argv is None:  # the `prism` command itself: a worker of this study may run it (prism.workflow.worker)
+        from prism.workflow.worker import run
 
         status = run(sys.argv[1:])
         if status is not None:
@@ -54,7 +54,7 @@ def main(argv: list[str] | None = None) -> int:
     except PrismError as err:
         return _error(command, str(err))
     except OSError as err:  # a full disk anywhere (a log, a shard, a cache): one line, not a traceback
-        from prism.atomic import disk_full, is_disk_full
+        from prism.core.atomic import disk_full, is_disk_full
 
         if not is_disk_full(err):
             raise

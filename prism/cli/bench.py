@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import argparse
 
-# The dtypes the peak and the throughput bench time (prism.peak reads each).
+# The dtypes the peak and the throughput bench time (prism.runtime.peak reads each).
 DTYPES = ("fp32", "bf16", "fp16")
 
 
 def _peak(args: argparse.Namespace) -> int:
-    from prism.peak import format_peak, peak_record
+    from prism.runtime.peak import format_peak, peak_record
 
     print(format_peak(peak_record(args.device, args.dtype, refresh=args.refresh)))
     return 0
@@ -40,7 +40,7 @@ def _ints(text: str) -> tuple[int, ...]:
 
 
 def _throughput(args: argparse.Namespace) -> int:
-    from prism.host import tune_host
+    from prism.runtime.host import tune_host
 
     tune_host()  # the process settings `prism train` runs with, so the figures compare
     from prism.bench.benchconfig import BenchConfig

@@ -59,7 +59,7 @@ def _register_probe(verbs: argparse._SubParsersAction) -> None:
 def _probe(args: argparse.Namespace) -> int:
     from pathlib import Path
 
-    from prism.errors import PrismError
+    from prism.core.errors import PrismError
     from prism.launch.probe import Probe, probe_first, probe_resume
 
     probe = Probe(args.family, args.backbone, args.regime, args.data, args.calibration_dir, args.global_batch,
@@ -78,7 +78,7 @@ def _probe(args: argparse.Namespace) -> int:
 def _check(args: argparse.Namespace) -> int:
     from pathlib import Path
 
-    from prism.errors import PrismError
+    from prism.core.errors import PrismError
     from prism.launch.sitecheck import load_study_config, run_checks
 
     if args.ranks < 1:

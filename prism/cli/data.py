@@ -6,9 +6,9 @@ import argparse
 import os
 
 from prism.cli.spec import add_spec_arguments, spec_from_args
+from prism.core.families import FAMILIES
 from prism.data.index import EVAL_FRACTION, MAX_BAD_FRACTION
 from prism.data.options import DECODED_MAX_MB
-from prism.families import FAMILIES
 
 
 def register(verbs: argparse._SubParsersAction) -> None:
@@ -202,7 +202,7 @@ def _shape(text: str) -> tuple[int, ...]:
 
 
 def _bench(args: argparse.Namespace) -> int:
-    from prism.data.bench import bench, bench_stream, format_result, step_rate
+    from prism.bench.loader import bench, bench_stream, format_result, step_rate
 
     if args.stream:
         rate = step_rate(args.throughput) if args.throughput else args.step_samples_per_s

@@ -6,13 +6,13 @@ import argparse
 
 from prism.cli.renamed import LauncherName, add_renamed
 from prism.cli.spec import add_spec_arguments, spec_from_args
+from prism.core.options import add_arguments, from_namespace, validate
 from prism.isoflop.design.calibrate import TIMED_RUN_SETTINGS, CalibrateOptions
 from prism.isoflop.design.planoptions import PlanOptions
 from prism.isoflop.present.options import PlotOptions
 from prism.isoflop.runs.collect import CollectOptions
-from prism.options import add_arguments, from_namespace, validate
 from prism.train.config import RunConfig
-from prism.train.schedule import COOLDOWN_FRACTION
+from prism.train.lr_schedule import COOLDOWN_FRACTION
 
 
 def register(verbs: argparse._SubParsersAction) -> None:
@@ -62,7 +62,7 @@ def _calibrate(args: argparse.Namespace) -> int:
     opts = from_namespace(CalibrateOptions, args)
     spec = spec_from_args(args.family, args)
     if opts.measure_throughput:
-        from prism.host import tune_host
+        from prism.runtime.host import tune_host
 
         tune_host()  # the process settings training runs with, so the measured samples/s plan its cost
     from prism.isoflop.design.calibrate import run_calibrate
@@ -485,7 +485,7 @@ def _plot(args: argparse.Namespace) -> int:
     if args.fit_json:
         from pathlib import Path
 
-        from prism.atomic import write_text_atomic
+        from prism.core.atomic import write_text_atomic
         from prism.isoflop.present.summary import ANSWER, answer_html
 
         print(write_text_atomic(Path(args.outdir) / ANSWER, answer_html(args.fit_json, args.outdir)))
@@ -525,7 +525,7 @@ def _summary(args: argparse.Namespace) -> int:
 
     unfitted = [d for d in args.family_dirs if not any(Path(d, "fit").glob("*.json"))]
     if args.html:
-        from prism.atomic import write_text_atomic
+        from prism.core.atomic import write_text_atomic
 
         write_text_atomic(args.html, summary_html(args.family_dirs))
         print(f"wrote {args.html}")

@@ -5,10 +5,10 @@ from __future__ import annotations
 
 from dataclasses import fields
 
+from prism.core.families import FamilySpec, ShapeOptions, resolve_spec
+from prism.core.options import add_arguments
+from prism.core.tokenizer import BYTES
 from prism.data.manifest import data_spec
-from prism.families import FamilySpec, ShapeOptions, resolve_spec
-from prism.options import add_arguments
-from prism.tokenizer import BYTES
 
 
 def add_spec_arguments(parser) -> None:

@@ -19,7 +19,7 @@ LAUNCH_KEYS = ("launcher", "nodes", "procs_per_node", "storage", "dry_run")
 
 
 def _train(args: argparse.Namespace) -> int:
-    from prism.host import tune_host
+    from prism.runtime.host import tune_host
 
     tune_host()  # before torch is imported: process settings that only take effect then
     # Imported here, after tune_host (they import torch when training starts).
@@ -42,7 +42,7 @@ def _train(args: argparse.Namespace) -> int:
 
 def configure(parser: argparse.ArgumentParser) -> None:
     """`prism train` is a group without verbs: its flags live on the group's parser."""
-    from prism.options import add_arguments
+    from prism.core.options import add_arguments
     from prism.train.config import RunConfig
     from prism.train.options import LAUNCH_SETTINGS, TrainOptions
 

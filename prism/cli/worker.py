@@ -10,7 +10,7 @@ def register(verbs: argparse._SubParsersAction) -> None:
         "serve",
         help="Serve prism commands from one process that has imported torch (a local study's jobs).",
         description="Import torch and prism once, then run every `prism` command whose environment names "
-        "this socket in $PRISM_WORKER in a child forked from here (prism.worker).",
+        "this socket in $PRISM_WORKER in a child forked from here (prism.workflow.worker).",
     )
     p.add_argument("--socket", required=True, help="Unix socket path to listen on")
     p.add_argument("--parent", type=int, default=None, help="exit when this process id is no longer the parent")
@@ -20,7 +20,7 @@ def register(verbs: argparse._SubParsersAction) -> None:
 
 def _serve(args: argparse.Namespace) -> int:
     from prism.cli import build_parser, main
-    from prism.worker import serve
+    from prism.workflow.worker import serve
 
     serve(args.socket, main, build_parser, parent=args.parent, idle_timeout=args.idle_timeout)
     return 0

@@ -8,7 +8,7 @@ when it starts (a job started by hand). Pure Python, no torch.
 
 from __future__ import annotations
 
-from prism.errors import PrismError
+from prism.core.errors import PrismError
 
 
 def nearest_multiples(batch: int, ranks: int) -> tuple[int, int]:

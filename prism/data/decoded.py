@@ -30,7 +30,7 @@ from pathlib import Path
 
 import numpy as np
 
-from prism.atomic import write_atomic
+from prism.core.atomic import write_atomic
 from prism.data.manifest import Records, read_split, shard_path
 from prism.data.options import has_decoded_copy, no_copy_error
 

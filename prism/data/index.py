@@ -37,12 +37,12 @@ from pathlib import Path
 
 import numpy as np
 
+from prism.core.errors import PrismError
+from prism.core.families import TOKENIZER_FILE, FamilySpec, spec_from_manifest
+from prism.core.tokenizer import TextEncoder, Vocab
 from prism.data.format import MANIFEST, Records, sha256
 from prism.data.reindex import reindex_command
 from prism.data.tarreader import TarCut, iter_tar
-from prism.errors import PrismError
-from prism.families import TOKENIZER_FILE, FamilySpec, spec_from_manifest
-from prism.tokenizer import TextEncoder, Vocab
 
 KIND = "index"
 EVAL_FRACTION = 0.05

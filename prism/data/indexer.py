@@ -20,7 +20,10 @@ from pathlib import Path
 
 import numpy as np
 
-from prism.atomic import DiskFullError, disk_full, folder_kept, free_bytes, is_disk_full, replace_dir
+from prism.core.atomic import DiskFullError, disk_full, folder_kept, free_bytes, is_disk_full, replace_dir
+from prism.core.errors import PrismError
+from prism.core.families import FamilySpec, family_spec, manifest_fields
+from prism.core.progress import progress
 from prism.data.format import FORMAT_VERSION, MANIFEST
 from prism.data.index import (
     EVAL_FRACTION,
@@ -42,9 +45,6 @@ from prism.data.index import (
 from prism.data.options import DECODED_MAX_MB, decoded_mb, sample_bytes
 from prism.data.reindex import spec_change
 from prism.data.shardcount import shard_loss
-from prism.errors import PrismError
-from prism.families import FamilySpec, family_spec, manifest_fields
-from prism.progress import progress
 
 
 def _read_task(task: tuple) -> ShardRead:

@@ -31,13 +31,13 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from prism.core.errors import PrismError
+from prism.core.families import check_row_length, spec_from_manifest
+from prism.core.tokenizer import TextEncoder
 from prism.data import packing
 from prism.data.batching import check_batch
 from prism.data.decoded import load_split
 from prism.data.manifest import read_manifest
-from prism.errors import PrismError
-from prism.families import check_row_length, spec_from_manifest
-from prism.tokenizer import TextEncoder
 
 # Variables other tools use to decide where shards come from; prism only lets them agree.
 DATA_ENV_VARS = ("WEBDATASET_LOCAL_PATH", "WDS_LOCAL_PATH", "PRISM_DATA_DIR")

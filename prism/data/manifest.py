@@ -16,10 +16,10 @@ from pathlib import Path
 
 import numpy as np
 
+from prism.core.errors import PrismError
 from prism.data.format import FORMAT_VERSION, MANIFEST, Records, sha256
 from prism.data.index import read_index_split, verify_index
 from prism.data.tarreader import TarCut, iter_tar
-from prism.errors import PrismError
 
 SPLITS = ("train", "eval")
 SHARD_RE = re.compile(r"^(train|eval)-\d{6}\.tar$")
@@ -208,6 +208,6 @@ def verify_lm_text(data_dir: str | Path, manifest: dict, captions: list[str]) ->
 
 def data_spec(data_dir: str | Path, family: str | None = None):
     """The family spec (shape, tokenizer) a data directory was made at, from its manifest."""
-    from prism.families import spec_from_manifest  # noqa: PLC0415 lazy: families imports the tokenizer
+    from prism.core.families import spec_from_manifest  # noqa: PLC0415 lazy: families imports the tokenizer
 
     return spec_from_manifest(read_manifest(data_dir, family), data_dir)

@@ -19,10 +19,10 @@ from dataclasses import dataclass, fields
 from math import ceil, prod
 from typing import Any
 
+from prism.core.errors import PrismError
+from prism.core.families import FAMILIES
+from prism.core.options import from_mapping, option
 from prism.data.index import EVAL_FRACTION, MAX_BAD_FRACTION
-from prism.errors import PrismError
-from prism.families import FAMILIES
-from prism.options import from_mapping, option
 
 LOADERS = ("auto", "preload", "stream")
 DECODED_MAX_MB = 1024  # the default of data.preload_max_mb and of `prism data index --decoded-max-mb`

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import numpy as np
 
-from prism.errors import PrismError
+from prism.core.errors import PrismError
 
 
 @dataclasses.dataclass(frozen=True)

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from prism.tokenizer import BYTE_VOCAB, IGNORE, PAD, TextEncoder, Vocab
+from prism.core.tokenizer import BYTE_VOCAB, IGNORE, PAD, TextEncoder, Vocab
 
 
 def sample_table(

@@ -13,7 +13,7 @@ import hashlib
 import shlex
 from pathlib import Path
 
-from prism.families import SHAPE_KEYS, TOKENIZER_FILE, FamilySpec, shape_of, spec_from_manifest
+from prism.core.families import SHAPE_KEYS, TOKENIZER_FILE, FamilySpec, shape_of, spec_from_manifest
 
 
 def tokenizer_path(data_dir: str | Path, manifest: dict) -> str | None:

@@ -22,15 +22,15 @@ from pathlib import Path
 
 import numpy as np
 
-from prism.atomic import DiskFullError, disk_full, folder_kept, free_bytes, is_disk_full, replace_dir
+from prism.core.atomic import DiskFullError, disk_full, folder_kept, free_bytes, is_disk_full, replace_dir
+from prism.core.errors import PrismError
+from prism.core.families import FAMILIES, FamilySpec, family_spec, manifest_fields
+from prism.core.progress import progress
 from prism.data import decoded
 from prism.data.format import FORMAT_VERSION, MANIFEST, sha256
 from prism.data.index import keep_tokenizer, text_encoder
 from prism.data.sources import Sample, lm_text, source_module
 from prism.data.tarwriter import write_tar
-from prism.errors import PrismError
-from prism.families import FAMILIES, FamilySpec, family_spec, manifest_fields
-from prism.progress import progress
 
 EVAL_FRACTION = 0.1
 SHARD_SAMPLES = 2000  # samples per tar shard

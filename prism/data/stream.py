@@ -45,14 +45,14 @@ import numpy as np
 import torch
 import torch.utils.data
 
+from prism.core.errors import PrismError
+from prism.core.families import spec_from_manifest
 from prism.data import packing
 from prism.data.index import BadSample, SplitOf, _HashingReader, decode_sample, iter_samples, text_encoder
 from prism.data.loader import check_batching, check_environment, row_length
 from prism.data.manifest import MANIFEST, read_manifest, shard_path
 from prism.data.order import plan_streams
 from prism.data.reindex import reindex_command
-from prism.errors import PrismError
-from prism.families import spec_from_manifest
 
 # What a resumed stream must share with the one that saved its position.
 RESUME_KEYS = (

@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from prism.errors import PrismError
+from prism.core.errors import PrismError
 
 MAX_EPOCHS = 4.0
 

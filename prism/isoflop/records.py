@@ -11,9 +11,9 @@ import math
 from dataclasses import MISSING, asdict, dataclass, field, fields
 from typing import Any
 
-from prism.errors import PrismError
-from prism.families import FAMILIES
-from prism.ids import run_id as make_run_id
+from prism.core.errors import PrismError
+from prism.core.families import FAMILIES
+from prism.core.ids import run_id as make_run_id
 from prism.model.config import REGIMES, is_backbone, projector_variant
 
 # Loss-surface parameters of the Chinchilla form L = E + A / N^alpha + B / D^beta.

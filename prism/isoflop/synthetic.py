@@ -13,7 +13,7 @@ from collections.abc import Callable
 
 import numpy as np
 
-from prism.ids import format_budget
+from prism.core.ids import format_budget
 from prism.isoflop.records import RunRecord, Surface
 
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import sys
 
-from prism.errors import PrismError, check_name
+from prism.core.errors import PrismError, check_name
 from prism.launch.aurora import render_aurora
 from prism.launch.command import train_args
 from prism.launch.local import render_local

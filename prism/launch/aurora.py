@@ -29,8 +29,8 @@ import os
 import shlex
 import sys
 
+from prism.core.errors import PrismError
 from prism.data.batching import check_batch
-from prism.errors import PrismError
 from prism.launch.command import train_args
 from prism.launch.ranks import RANKS_PER_NODE
 from prism.train.config import RunConfig

@@ -5,7 +5,7 @@ from __future__ import annotations
 import dataclasses
 import shlex
 
-from prism.ids import format_budget
+from prism.core.ids import format_budget
 from prism.train.config import RunConfig
 
 

@@ -17,7 +17,7 @@ import shlex
 
 # Variables that move a library's cache, and the folder under `<study>/cache` each gets.
 CACHE_DIRS = (
-    ("PRISM_CACHE_DIR", "prism"),  # the measured peak (prism/peak.py)
+    ("PRISM_CACHE_DIR", "prism"),  # the measured peak (prism/runtime/peak.py)
     ("XDG_CACHE_HOME", "xdg"),  # pip, torch hub and whatever else follows the XDG rule
     ("TORCHINDUCTOR_CACHE_DIR", "torchinductor"),
     ("TRITON_CACHE_DIR", "triton"),

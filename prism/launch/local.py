@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from prism.errors import PrismError
+from prism.core.errors import PrismError
 from prism.launch.command import join, train_args
 from prism.train.config import RunConfig
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from prism.options import option
+from prism.core.options import option
 
 PLACES = ("scatter", "pack", "free", "scatter:excl", "pack:excl")
 WALLTIME = {"$ref": "#/definitions/walltime"}

@@ -31,8 +31,8 @@ from pathlib import Path
 from statistics import median
 from typing import Any
 
-from prism.atomic import write_json_atomic
-from prism.errors import PrismError
+from prism.core.atomic import write_json_atomic
+from prism.core.errors import PrismError
 from prism.launch.aurora import render_aurora
 from prism.train.config import RunConfig
 
@@ -178,9 +178,9 @@ def job_phases(now: float | None = None) -> dict:
 
 
 def rank_peak(device: str, precision: str) -> dict:
-    """The measured dense matmul peak of one rank's device in the runs' precision (prism.peak): the one
+    """The measured dense matmul peak of one rank's device in the runs' precision (prism.runtime.peak): the one
     denominator of every MFU, the plan's included, once the probe has run."""
-    from prism.peak import peak_record  # noqa: PLC0415 lazy: torch
+    from prism.runtime.peak import peak_record  # noqa: PLC0415 lazy: torch
     from prism.train.precision import resolve  # noqa: PLC0415 lazy: the CLI stays light
 
     record = peak_record(device, resolve(precision, device))

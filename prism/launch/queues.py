@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from prism.errors import PrismError
+from prism.core.errors import PrismError
 from prism.launch.walltime import walltime_seconds, walltime_text
 
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import os
 
-from prism.errors import PrismError
+from prism.core.errors import PrismError
 from prism.launch import command, render
 from prism.train.config import RunConfig
 

@@ -21,12 +21,12 @@ from pathlib import Path
 
 import yaml
 
+from prism.core.errors import PrismError
 from prism.data.batching import check_batch
-from prism.dist.env import free_port
-from prism.dist.parallel import BACKENDS
-from prism.errors import PrismError
 from prism.launch.ranks import cluster_ranks
 from prism.launch.sitepbs import Check, check_daos, check_filesystems, check_queue
+from prism.parallel.config import BACKENDS
+from prism.parallel.env import free_port
 
 PLACEHOLDER = "FILL_IN"
 
@@ -55,7 +55,7 @@ def load_study_config(path: str | Path, default: str | Path | None = "config/con
 
 def check_schema(config: dict, schema: str | Path = "config/schema.yaml") -> Check:
     """The config as the workflow would validate it (skipped where the schema is not beside it)."""
-    from prism.configtypes import problem  # noqa: PLC0415 lazy: jsonschema
+    from prism.core.configtypes import problem  # noqa: PLC0415 lazy: jsonschema
 
     if not Path(schema).is_file():
         return Check("config", True, f"not validated ({schema} not found: run from the repository)")
@@ -156,7 +156,7 @@ def _all_reduce(
 def mpi_rank(device: str) -> int:
     """One rank started by `mpiexec` (`python -m prism.launch.sitecheck DEVICE`): its place from the launcher's
     environment (PMI/PALS, as a job's ranks read it), then the all-reduce; 0 when the sum is right."""
-    from prism.dist.env import discover  # noqa: PLC0415 lazy: in the rank
+    from prism.parallel.env import discover  # noqa: PLC0415 lazy: in the rank
 
     env = discover()
     _all_reduce(env.rank, env.world_size, device, env.master_port, env.master_addr, env.local_rank)

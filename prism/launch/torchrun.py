@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
+from prism.core.errors import PrismError
 from prism.data.batching import check_batch
-from prism.errors import PrismError
 from prism.launch.command import join, train_args
 from prism.train.config import RunConfig
 

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import math
 
-from prism.errors import PrismError
+from prism.core.errors import PrismError
 
 
 def walltime_seconds(text: str) -> int:

@@ -16,9 +16,9 @@ from __future__ import annotations
 import torch
 from torch.utils.flop_counter import FlopCounterMode
 
-from prism.families import check_row_length
+from prism.core.families import check_row_length
+from prism.core.tokenizer import IGNORE
 from prism.model.prism import COMPONENTS, PrismModel
-from prism.tokenizer import IGNORE
 
 
 def _count(params) -> dict[str, int]:

@@ -10,11 +10,11 @@ import dataclasses
 import functools
 from dataclasses import dataclass
 
-from prism.errors import PrismError, unknown_name
-from prism.families import FamilySpec, family_spec, spec_record
+from prism.core.errors import PrismError, unknown_name
+from prism.core.families import FamilySpec, family_spec, spec_record
 from prism.model import sizes
 
-# Byte tokenizer: 256 bytes + PAD, BOS, EOS, MOD (see prism.tokenizer).
+# Byte tokenizer: 256 bytes + PAD, BOS, EOS, MOD (see prism.core.tokenizer).
 BYTE_VOCAB = 260
 # The small backbones pad the embedding table to 264 rows (a multiple of 8) so the
 # LM-head matmul has aligned shapes; the 4 extra ids never occur in the data.

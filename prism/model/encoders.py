@@ -1,4 +1,4 @@
-"""Modality encoders, one per family in `prism.families.FAMILIES`.
+"""Modality encoders, one per family in `prism.core.families.FAMILIES`.
 
 Each maps the family's float32 `[S, *modality_shape]` to `[S, n_modality_tokens,
 encoder_width]`: a family-appropriate tokeniser (patches, graph message passing,
@@ -13,8 +13,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from prism.errors import unknown_name
-from prism.families import FamilySpec
+from prism.core.errors import unknown_name
+from prism.core.families import FamilySpec
 from prism.model import kernels
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 
-from prism.families import FAMILIES
+from prism.core.families import FAMILIES
 from prism.model.config import BACKBONES, REGIMES, VARIANTS
 from prism.model.sizes import RULES
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from functools import lru_cache
 
-from prism.families import FamilySpec, family_spec
+from prism.core.families import FamilySpec, family_spec
 from prism.model.config import backbone_config, projector_variant, regime_parts
 
 ENCODER_HEAD_MLP = 2  # EncoderBlock's mlp_mult

@@ -16,13 +16,13 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from prism.families import FamilySpec, family_spec
+from prism.core.families import FamilySpec, family_spec
+from prism.core.tokenizer import IGNORE
 from prism.model import kernels
 from prism.model.backbone import Backbone
 from prism.model.config import BackboneConfig, ProjectorVariant, backbone_config, projector_variant, regime_parts
 from prism.model.encoders import build_encoder
 from prism.model.projector import Projector
-from prism.tokenizer import IGNORE
 
 COMPONENTS: tuple[str, ...] = ("backbone", "encoder", "projector")
 # The most an evaluation's logits take at once (fp32): a chunk of tokens, not the whole batch.

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from prism.atomic import write_atomic
-from prism.palette import OKABE_ITO
+from prism.core.atomic import write_atomic
+from prism.core.palette import OKABE_ITO
 
 HATCHES = ("", "//", "..", "xx")
 

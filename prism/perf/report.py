@@ -16,8 +16,8 @@ import statistics
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from prism.atomic import write_text_atomic
-from prism.errors import PrismError
+from prism.core.atomic import write_text_atomic
+from prism.core.errors import PrismError
 from prism.perf import markdown, summary
 from prism.perf.aggregate import collect_runs
 from prism.perf.chart import bar_chart

@@ -12,7 +12,7 @@ import math
 import statistics
 from collections.abc import Iterable
 
-from prism.errors import PrismError
+from prism.core.errors import PrismError
 
 # Columns first in the CSV, in this order, when present.
 LEADING = (

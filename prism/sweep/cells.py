@@ -26,12 +26,12 @@ import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from prism.atomic import write_json_atomic
+from prism.core.atomic import write_json_atomic
+from prism.core.errors import PrismError, check_name
+from prism.core.progress import Bar
 from prism.data.manifest import read_manifest
 from prism.data.shards import build
-from prism.errors import PrismError, check_name
 from prism.launch import STORAGES, command, render
-from prism.progress import Bar
 from prism.sweep.presets import LAYOUTS, Design, Preset, PresetFile
 from prism.train.config import RunConfig
 

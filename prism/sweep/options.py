@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from prism.options import option
+from prism.core.options import option
 from prism.train.options import STORAGES
 
 NAMES = {

@@ -8,11 +8,11 @@ from pathlib import Path
 
 import yaml
 
-from prism.dist.parallel import DEVICES, STRATEGIES
-from prism.errors import PrismError, check_name
-from prism.families import FAMILIES, check_row_length
+from prism.core.errors import PrismError, check_name
+from prism.core.families import FAMILIES, check_row_length
 from prism.launch import LAUNCHERS
 from prism.model.config import REGIMES, check_backbone, check_variant
+from prism.parallel.config import DEVICES, STRATEGIES
 
 LAYOUTS: tuple[str, ...] = ("padded", "packed")
 PRESETS_ENV = "PRISM_MODALITY_PRESETS"

@@ -9,7 +9,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from prism.run_metrics import RunMetrics
+    from prism.core.run_metrics import RunMetrics
     from prism.train.config import RunConfig
 
 

@@ -10,7 +10,7 @@ Pure Python: the CLI and the planner check the numbers without torch.
 
 from __future__ import annotations
 
-from prism.errors import PrismError
+from prism.core.errors import PrismError
 
 
 def micro_steps(global_batch: int, world_size: int, micro_batch: int | None) -> tuple[int, int]:

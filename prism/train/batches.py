@@ -7,7 +7,7 @@ from prism.data.loader import ShardLoader
 from prism.data.manifest import read_manifest
 from prism.data.options import resolve
 from prism.data.order import data_order
-from prism.dist.env import DistEnv
+from prism.parallel.env import DistEnv
 from prism.train.config import RunConfig
 from prism.train.process import log
 

@@ -15,14 +15,14 @@ from pathlib import Path
 from typing import Any
 
 import prism.model
-from prism.atomic import write_json_atomic
-from prism.calibration import load_calibration, load_calibration_file
-from prism.errors import PrismError
-from prism.families import spec_record
+from prism.core.atomic import write_json_atomic
+from prism.core.calibration import load_calibration, load_calibration_file
+from prism.core.errors import PrismError
+from prism.core.families import spec_record
 from prism.model.config import expected_shape
-from prism.peak import cache_dir
+from prism.runtime.peak import cache_dir
 from prism.train.config import EVALS_PER_RUN, RunConfig
-from prism.train.schedule import Schedule, default_lr, default_warmup
+from prism.train.lr_schedule import Schedule, default_lr, default_warmup
 
 
 @dataclass(frozen=True)

@@ -7,7 +7,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from prism.errors import PrismError
+from prism.core.errors import PrismError
 from prism.train.process import log
 from prism.train.rundir import checkpoint, resume
 

@@ -20,15 +20,15 @@ from typing import Any
 
 import yaml
 
-from prism.atomic import write_text_atomic
+from prism.core.atomic import write_text_atomic
+from prism.core.errors import PrismError, check_name
+from prism.core.families import FAMILIES, FamilySpec
+from prism.core.ids import run_id
+from prism.core.options import check_field, option
 from prism.data.options import LoaderOptions
-from prism.errors import PrismError, check_name
-from prism.families import FAMILIES, FamilySpec
-from prism.ids import run_id
 from prism.model.config import REGIMES, check_backbone, check_variant
-from prism.options import check_field, option
+from prism.train.lr_schedule import COOLDOWN_SHAPES
 from prism.train.options import TrainOptions
-from prism.train.schedule import COOLDOWN_SHAPES
 from prism.train.trackers import parse_trackers
 
 COMPILE_MODES = ("auto", "none", "static", "dynamic")
@@ -83,7 +83,7 @@ def _f(
     required: bool = False,
     **bounds: float,
 ) -> Any:
-    """A `prism.options.option` (its `minimum`/`exclusive_minimum`/`maximum` checked by `validate`)
+    """A `prism.core.options.option` (its `minimum`/`exclusive_minimum`/`maximum` checked by `validate`)
     that may be required: a flag, or a key of the run's YAML file."""
     spec = option(default, help, choices=choices, metavar=metavar, **bounds)
     return field(default=default, metadata={**spec.metadata, "required": required})
@@ -152,7 +152,10 @@ class RunConfig:
         minimum=1,
     )
     lr: float | None = _f(
-        None, "peak learning rate (default: width-scaled, see prism.train.schedule)", metavar="LR", exclusive_minimum=0
+        None,
+        "peak learning rate (default: width-scaled, see prism.train.lr_schedule)",
+        metavar="LR",
+        exclusive_minimum=0,
     )
     warmup: int | None = _f(None, "warm-up steps (default: 5% of the steps, at least 1)", metavar="N", minimum=0)
     schedule: str = _shared("schedule")

@@ -30,8 +30,8 @@ from typing import Any
 
 import torch
 
-from prism.errors import PrismError
-from prism.tokenizer import IGNORE, MOD
+from prism.core.errors import PrismError
+from prism.core.tokenizer import IGNORE, MOD
 
 EVAL_BATCH = 64
 Batch = tuple[torch.Tensor, torch.Tensor, torch.Tensor]

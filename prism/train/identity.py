@@ -26,9 +26,9 @@ import json
 from dataclasses import fields
 from typing import Any
 
-from prism.atomic import json_safe
+from prism.core.atomic import json_safe
 from prism.model.config import backbone_config
-from prism.train import schedule
+from prism.train import lr_schedule
 from prism.train.config import EVALS_PER_RUN, RunConfig
 
 # The RunConfig fields that are not part of a run's identity, and why. Every other field is, so a
@@ -71,9 +71,9 @@ def _resolved_defaults(config: RunConfig) -> dict[str, Any]:
     """The value (or, where the value needs an input, the rule's constant) of each setting left to its default."""
     out: dict[str, Any] = {}
     if config.lr is None:  # the hand rule at this width (prism.train.budget.step_budget uses the same)
-        out["lr"] = schedule.default_lr(backbone_config(config.backbone).d_model)
+        out["lr"] = lr_schedule.default_lr(backbone_config(config.backbone).d_model)
     if config.warmup is None:  # a fraction of the steps, which the calibration's FLOPs decide
-        out["warmup_fraction"] = schedule.WARMUP_FRACTION
+        out["warmup_fraction"] = lr_schedule.WARMUP_FRACTION
     if config.eval_every is None:
         out["evals_per_run"] = EVALS_PER_RUN
     return out
@@ -82,12 +82,12 @@ def _resolved_defaults(config: RunConfig) -> dict[str, Any]:
 def _constants(config: RunConfig) -> dict[str, Any]:
     """The constants of the run's maths that no setting names: the optimizer's, the cosine decay's floor."""
     out: dict[str, Any] = {
-        "adamw_betas": list(schedule.BETAS),
-        "adamw_eps": schedule.EPS,
-        "weight_decay": schedule.WEIGHT_DECAY,
+        "adamw_betas": list(lr_schedule.BETAS),
+        "adamw_eps": lr_schedule.EPS,
+        "weight_decay": lr_schedule.WEIGHT_DECAY,
     }
     if config.schedule == "cosine":
-        out["final_lr_fraction"] = schedule.FINAL_LR_FRACTION
+        out["final_lr_fraction"] = lr_schedule.FINAL_LR_FRACTION
     return out
 
 

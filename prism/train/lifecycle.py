@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from contextlib import nullcontext
 
-from prism.dist.env import discover
-from prism.run_metrics import RunMetrics
+from prism.core.run_metrics import RunMetrics
+from prism.parallel.env import discover
 from prism.train import preflight
 from prism.train.batches import run_order
 from prism.train.budget import find_calibration

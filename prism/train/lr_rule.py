@@ -7,7 +7,7 @@ lengths; q_mid their geometric middle): measured at one width, q is one number; 
 fast the optimal lr falls with a run's tokens may change with width, and beyond the widths where it
 was measured q is held at its last measured value, not extrapolated.
 
-- `hand`: today's rule (prism.train.schedule.default_lr: c = 3e-3, p = 1, q = 0), nothing measured;
+- `hand`: today's rule (prism.train.lr_schedule.default_lr: c = 3e-3, p = 1, q = 0), nothing measured;
 - `given`: the study's own constants (config `tune:` lr_c, lr_p, lr_q), nothing measured;
 - `fitted`: what the tuning stage measured (prism.isoflop.design.tuning writes it as JSON): its
   constants, the widths it swept, and the covariance of (ln c, p[, q[, q_slope]]), so that the rule's own
@@ -24,8 +24,8 @@ import math
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from prism.errors import PrismError
-from prism.train.schedule import BASE_LR, D_REF
+from prism.core.errors import PrismError
+from prism.train.lr_schedule import BASE_LR, D_REF
 
 RULE_KINDS = ("hand", "given", "fitted")
 TOKENS_REF = 1e8
@@ -58,7 +58,7 @@ class LrRule:
     # and what the sweep cost, for the sensitivity of the answer and the plan's cost line.
     curves: list[dict] = field(default_factory=list)
     flops: float | None = None
-    source: str = "prism.train.schedule (3e-3 x 128 / d_model), not tuned"
+    source: str = "prism.train.lr_schedule (3e-3 x 128 / d_model), not tuned"
 
     def __post_init__(self) -> None:
         if self.kind not in RULE_KINDS:

@@ -11,7 +11,7 @@ A third window, `steady`, runs over the whole job after its first `warmup_steps`
 steps (torch.compile's compilation, the allocator's first requests): the job's
 steady-state throughput and MFU, which metrics.json records beside the peak and its
 dtype. Every MFU is against the measured peak of the precision the run computes in
-(`prism.peak`: bf16's on an accelerator in mixed precision, many times fp32's).
+(`prism.runtime.peak`: bf16's on an accelerator in mixed precision, many times fp32's).
 
 Units are what `global_batch` counts: samples (padded) or rows (packed); FLOPs
 and tokens are per unit, `samples` counts real samples.

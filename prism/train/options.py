@@ -14,10 +14,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from prism.dist.parallel import DEVICES, STRATEGIES
-from prism.options import option
+from prism.core.options import option
+from prism.parallel.config import DEVICES, STRATEGIES
+from prism.train.lr_schedule import COOLDOWN_FRACTION, SCHEDULES
 from prism.train.precision import PRECISIONS
-from prism.train.schedule import COOLDOWN_FRACTION, SCHEDULES
 from prism.train.trackers import DEFAULT_PROJECT, TRACKERS, parse_trackers
 
 LAUNCHERS = ("local", "torchrun", "aurora")

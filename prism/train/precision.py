@@ -33,7 +33,7 @@ def resolve(precision: str, device_type: str) -> str:
     if precision == "auto":
         return "bf16" if device_type in ACCELERATORS else "fp32"
     if precision not in PRECISIONS:
-        from prism.errors import PrismError  # noqa: PLC0415 lazy: keeps this module's import light
+        from prism.core.errors import PrismError  # noqa: PLC0415 lazy: keeps this module's import light
 
         raise PrismError(f"unknown precision {precision!r}; valid: {', '.join(PRECISIONS)}")
     return precision

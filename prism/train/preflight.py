@@ -11,8 +11,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from prism.atomic import human_bytes
-from prism.errors import PrismError
+from prism.core.atomic import human_bytes
+from prism.core.errors import PrismError
 from prism.model.config import backbone_config
 from prism.train import precision
 
@@ -79,7 +79,7 @@ def check_memory(config: Any, world_size: int = 1) -> None:
     """Refuse a global batch whose activations alone exceed the memory available."""
     device = config.device
     if device == "auto":
-        from prism.device import resolve_device  # noqa: PLC0415 lazy: torch
+        from prism.runtime.device import resolve_device  # noqa: PLC0415 lazy: torch
 
         device = resolve_device("auto").type
     need = step_bytes_lower_bound(config, world_size, device)

@@ -7,10 +7,10 @@ from typing import Any
 
 import torch
 
-from prism.atomic import write_json_atomic
-from prism.peak import peak_flops
-from prism.revision import git_rev
-from prism.run_metrics import RunMetrics
+from prism.core.atomic import write_json_atomic
+from prism.core.revision import git_rev
+from prism.core.run_metrics import RunMetrics
+from prism.runtime.peak import peak_flops
 from prism.train.evaluator import EvalResult
 from prism.train.identity import run_identity
 from prism.train.process import log

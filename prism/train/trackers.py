@@ -32,8 +32,8 @@ from typing import Any, Protocol
 
 import yaml
 
-from prism.errors import PrismError
-from prism.ids import format_budget
+from prism.core.errors import PrismError
+from prism.core.ids import format_budget
 
 TRACKERS = ("tensorboard", "wandb")
 DEFAULT_PROJECT = "prism"
@@ -162,7 +162,7 @@ def _import_wandb(scratch: Path) -> ModuleType:
     """wandb, its scratch folders made under `scratch` rather than the system's temp folder.
 
     wandb makes them when imported and removes them at interpreter exit, which a job
-    forked by the local worker (`prism.worker`) never reaches: it ends with os._exit.
+    forked by the local worker (`prism.workflow.worker`) never reaches: it ends with os._exit.
     Beside the runs they stay with the study instead of piling up in /tmp.
     """
     before = tempfile.tempdir

@@ -35,14 +35,14 @@ from typing import Any
 import torch
 import torch.distributed as dist
 
-from prism.device import max_memory_allocated, resolve_device, synchronize
-from prism.dist.env import DistEnv
-from prism.dist.parallel import ParallelConfig, destroy, local_device
-from prism.errors import PrismError
+from prism.core.errors import PrismError
+from prism.core.run_metrics import RunMetrics
+from prism.core.tokenizer import IGNORE
 from prism.model import build_model, kernels
-from prism.peak import peak_flops
-from prism.run_metrics import RunMetrics
-from prism.tokenizer import IGNORE
+from prism.parallel.config import ParallelConfig, destroy, local_device
+from prism.parallel.env import DistEnv
+from prism.runtime.device import max_memory_allocated, resolve_device, synchronize
+from prism.runtime.peak import peak_flops
 from prism.train import precision
 from prism.train.accumulate import micro_steps
 from prism.train.batches import open_loader, run_order
@@ -51,11 +51,11 @@ from prism.train.checkpointing import Checkpointing
 from prism.train.collapse import CollapseDetector
 from prism.train.config import RunConfig, compile_mode
 from prism.train.evaluator import Evaluator, split_rows
+from prism.train.lr_schedule import build_optimizer, build_scheduler
 from prism.train.meter import PerfMeter
 from prism.train.process import StopRequest, log, process_age_s
 from prism.train.rundir import resume, runfiles
 from prism.train.runrecord import RunRecording
-from prism.train.schedule import build_optimizer, build_scheduler
 from prism.train.startup import StartupClock, slowest
 from prism.train.timing import JobClock
 from prism.train.trackers import Tracking

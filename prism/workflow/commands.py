@@ -11,10 +11,10 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from prism.core.options import as_args
 from prism.isoflop.design.placement import study_devices
 from prism.isoflop.design.tuning import study_rule
 from prism.isoflop.runs.launch import run_config, run_flags
-from prism.options import as_args
 from prism.train.config import RunConfig
 from prism.workflow.probe import probe_file, probed
 from prism.workflow.study import Study

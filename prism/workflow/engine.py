@@ -15,7 +15,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from prism.worker import ENV as WORKER_ENV
+from prism.workflow.worker import ENV as WORKER_ENV
 
 # `snakemake --forcerun train` (or --forcerun of a run's metrics.json, or --forceall) is an
 # explicit retrain: `prism train` then trains a finished run from scratch instead of restoring
@@ -148,7 +148,7 @@ class Engine:
 
     def start_worker(self, enabled: bool, log_path: str) -> None:
         """Jobs that run here get one `prism worker serve`: their `prism` commands run in children
-        forked from it, torch imported once per invocation instead of once per job (prism/worker.py).
+        forked from it, torch imported once per invocation instead of once per job (prism/workflow/worker.py).
         A job that cannot reach it runs in its own process, as on a cluster, where none is started."""
         if not enabled or not self.workflow.local_exec:
             return

@@ -1,7 +1,7 @@
 """Packs (cluster.pack): a study's one-device training jobs many to a node, one Snakemake group and one
 scheduler job each, with the node, queue, walltime and device pinning the group's jobs share.
 
-The pack half of `prism.workflow.schedule.Schedule`: its attributes (`study`, `plan`, `engine`, the
+The pack half of `prism.workflow.jobs.Schedule`: its attributes (`study`, `plan`, `engine`, the
 cache `_packs`) and `units` are the schedule's."""
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from typing import Any
 from prism.isoflop.design.placement import SHARDED
 from prism.workflow import probe, resources
 from prism.workflow.packing import Pack, Unit, make_packs, packable, widths
-from prism.workflow.plan import Rows
+from prism.workflow.planfile import Rows
 
 
 class Packs:

@@ -12,8 +12,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from prism.errors import PrismError
-from prism.families import FamilySpec, family_spec
+from prism.core.errors import PrismError
+from prism.core.families import FamilySpec, family_spec
 from prism.isoflop.design.placement import GIB, Devices, place, run_shape, study_devices
 from prism.isoflop.design.pricing import read_probe
 from prism.launch.jobenv import job_env, job_setup

@@ -6,11 +6,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from prism.calibration import calibration_filename
+from prism.core.calibration import calibration_filename
+from prism.core.errors import PrismError
+from prism.core.families import FAMILIES, spec_flags, study_specs
+from prism.core.ids import format_budget
+from prism.core.options import from_mapping
 from prism.data.options import loader_options
-from prism.errors import PrismError
-from prism.families import FAMILIES, spec_flags, study_specs
-from prism.ids import format_budget
 from prism.isoflop.design.calibrate import CalibrateOptions, speed_filename
 from prism.isoflop.design.planoptions import PlanOptions
 from prism.isoflop.design.trajectories import plan_warmup
@@ -21,7 +22,6 @@ from prism.isoflop.runs.collect import CollectOptions
 from prism.launch.ranks import cluster_ranks
 from prism.model.config import BACKBONES, REGIMES, VARIANTS
 from prism.model.sizes import RULE_NAME_PATTERN, VARIANT_NAME_PATTERN
-from prism.options import from_mapping
 from prism.train.options import TrainOptions
 from prism.train.rundir.finished import study_conflict
 
@@ -47,7 +47,7 @@ class Study:
         config = self.config
         self.dir = config["study_dir"].rstrip("/")
         self.regime = config["regime"]
-        # Each config section of a verb's options is that verb's dataclass (prism.options): a key is
+        # Each config section of a verb's options is that verb's dataclass (prism.core.options): a key is
         # a field, and the section becomes the verb's flags with `as_args` (prism.workflow.commands).
         self.calibrate = from_mapping(CalibrateOptions, config["calibrate"], "config calibrate")
         self.plan = from_mapping(PlanOptions, config["plan"], "config plan")

@@ -11,16 +11,16 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from prism.ids import run_id
+from prism.core.ids import run_id
 from prism.isoflop.design.tuning import lr_label, sweep_lrs, sweep_sizes
 from prism.isoflop.runs.launch import run_flags
 from prism.model.config import backbone_config
 from prism.train.config import RunConfig
 from prism.workflow import probe, resources
 from prism.workflow.commands import training_run
+from prism.workflow.jobs import Schedule
 from prism.workflow.packing import Pack, Unit, make_packs
-from prism.workflow.plan import StudyPlan
-from prism.workflow.schedule import Schedule
+from prism.workflow.planfile import StudyPlan
 from prism.workflow.study import Study
 
 

@@ -9,13 +9,13 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from prism.errors import PrismError
+from prism.core.errors import PrismError
 from prism.isoflop.fit.fit import too_few_budgets
 from prism.isoflop.runs.table import table_problem
 from prism.workflow import commands, probe, resources
 from prism.workflow.engine import UNRECORDED, Unrecorded
-from prism.workflow.plan import StudyPlan
-from prism.workflow.schedule import Schedule, make_schedule
+from prism.workflow.jobs import Schedule, make_schedule
+from prism.workflow.planfile import StudyPlan
 from prism.workflow.study import Study, budget_str
 from prism.workflow.tune import TuneStage
 

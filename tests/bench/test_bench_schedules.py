@@ -61,7 +61,7 @@ def test_trains_both_schedules_and_reports(tmp_path, capsys, shards):
     import json
 
     from prism.model.config import backbone_config
-    from prism.train.schedule import default_lr
+    from prism.train.lr_schedule import default_lr
 
     assert tool.main(argv[:5] + ["0"] + argv[6:] + ["--lr-scale", "2"]) == 0
     scaled = sorted((tmp_path / "out").glob("*-lr2-s0/metrics.json"))

@@ -6,7 +6,7 @@ from prism.bench import throughput as tp
 from prism.bench.benchconfig import BenchConfig
 from prism.bench.steps import Bench
 from prism.cli import build_parser, main
-from prism.errors import PrismError
+from prism.core.errors import PrismError
 
 SCHEMA = {
     "test",
@@ -37,7 +37,7 @@ SCHEMA = {
 def fixed_peak(monkeypatch):
     # The real peak is measured by `prism bench peak` (and beside every measurement, for `mfu_now`);
     # here a fixed one keeps the test quick and MFU checkable.
-    monkeypatch.setattr("prism.peak.peak_flops", lambda device, dtype: 1e12)
+    monkeypatch.setattr("prism.runtime.peak.peak_flops", lambda device, dtype: 1e12)
     monkeypatch.setattr("prism.bench.throughput.peak_now", lambda device, dtype: 1e12)
 
 

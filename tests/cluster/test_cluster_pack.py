@@ -22,7 +22,7 @@ import pytest
 from local_pbs import completed_jobs
 from workflow.wfhelpers import SMOKE, STUDY, make_workdir, planned_run_ids, snakemake
 
-from prism.ids import format_budget, run_id
+from prism.core.ids import format_budget, run_id
 from prism.perf.reader import read_perf
 
 from .test_cluster import PBS_ARGS, status_records

@@ -8,7 +8,7 @@ Slurm's qsub wrapper does not (a `$PBS_NODEFILE`; `module`, a shell function the
 from a `BASH_ENV` file, and an `mpiexec` that takes PALS's flags and runs MPICH's Hydra
 (`mpiexec.mpich`), which gives each rank its place as PMI variables, as PALS does. Everything else
 is the real body, scheduler and trainer. The strategy is ddp: hsdp's evaluation on 4 CPU ranks of a
-2-core machine spends minutes in gloo all-gathers (tests/dist covers hsdp itself).
+2-core machine spends minutes in gloo all-gathers (tests/parallel covers hsdp itself).
 """
 
 from __future__ import annotations

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
+from prism.core.errors import PrismError
 from prism.data.batching import check_batch, nearest_multiples
-from prism.errors import PrismError
 
 
 def test_nearest_multiples():

@@ -8,10 +8,10 @@ import numpy as np
 import pytest
 from PIL import Image
 
+from prism.core.errors import PrismError
 from prism.data.index import decode_image, iter_samples
 from prism.data.indexer import index
 from prism.data.tarwriter import write_tar
-from prism.errors import PrismError
 
 RAMP = np.linspace(0.0, 1.0, 64 * 64).reshape(64, 64)  # black at the top left, white at the bottom right
 

@@ -10,12 +10,12 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from prism.core.errors import PrismError
+from prism.core.fingerprint import file_digest
 from prism.data.index import decode_image, is_eval_key
 from prism.data.indexer import index
 from prism.data.loader import ShardLoader
 from prism.data.manifest import verify
-from prism.errors import PrismError
-from prism.fingerprint import file_digest
 
 
 @pytest.fixture(scope="module")
@@ -359,9 +359,9 @@ def test_tar_reader_takes_what_tarfile_writes(fmt):
 def test_index_at_a_configured_shape_and_tokenizer_is_what_runs_read(shape_dir, bpe_file, tmp_path):
     """64x64 RGB images, captions in a BPE tokenizer: the manifest records the spec (and keeps the
     tokenizer's copy), the token counts are the tokenizer's, and the loader serves its ids."""
+    from prism.core.families import resolve_spec
+    from prism.core.tokenizer import TextEncoder
     from prism.data.manifest import data_spec
-    from prism.families import resolve_spec
-    from prism.tokenizer import TextEncoder
 
     spec = resolve_spec("text_image", {"image_size": 64, "channels": 3, "patch": 8, "text_len": 24}, str(bpe_file))
     manifest = index(shape_dir, "text_image", tmp_path / "idx", eval_fraction=0.2, spec=spec)

@@ -10,10 +10,10 @@ import numpy as np
 import pytest
 import torch
 
+from prism.core.errors import PrismError
+from prism.core.families import FAMILIES
+from prism.core.tokenizer import MOD, PAD
 from prism.data.loader import ShardLoader
-from prism.errors import PrismError
-from prism.families import FAMILIES
-from prism.tokenizer import MOD, PAD
 
 
 def raw_modality(data_dir, key):

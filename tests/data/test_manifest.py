@@ -7,9 +7,9 @@ import json
 import pytest
 
 from prism.cli import main
+from prism.core.errors import PrismError
 from prism.data.loader import ShardLoader
 from prism.data.manifest import read_manifest, sha256, verify
-from prism.errors import PrismError
 
 
 def flip(path, at: int) -> None:

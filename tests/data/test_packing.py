@@ -6,10 +6,10 @@ import numpy as np
 import pytest
 import torch
 
+from prism.core.families import FAMILIES
+from prism.core.tokenizer import BOS, EOS, MOD, PAD
 from prism.data import packing
 from prism.data.loader import ShardLoader
-from prism.families import FAMILIES
-from prism.tokenizer import BOS, EOS, MOD, PAD
 
 
 def test_greedy_rows_keeps_order_and_never_splits():

@@ -10,10 +10,10 @@ from pathlib import Path
 
 import pytest
 
+from prism.core.errors import PrismError
+from prism.core.families import resolve_spec
 from prism.data.indexer import index
 from prism.data.manifest import verify
-from prism.errors import PrismError
-from prism.families import resolve_spec
 
 
 @pytest.fixture

@@ -8,11 +8,11 @@ import tarfile
 import pytest
 
 from prism.cli import main
+from prism.core.errors import PrismError
+from prism.core.families import FAMILIES
 from prism.data import shards
 from prism.data.manifest import read_manifest
 from prism.data.shards import build, split_sources
-from prism.errors import PrismError
-from prism.families import FAMILIES
 
 
 def shard_keys(data_dir, split):

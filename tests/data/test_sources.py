@@ -7,9 +7,9 @@ import re
 import numpy as np
 import pytest
 
+from prism.core.errors import PrismError
+from prism.core.families import FAMILIES
 from prism.data.sources import graph, image, lm_text, source_module, table, ts, video, vla
-from prism.errors import PrismError
-from prism.families import FAMILIES
 
 
 @pytest.fixture(scope="module")

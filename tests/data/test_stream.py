@@ -5,10 +5,10 @@ from __future__ import annotations
 import pytest
 import torch
 
+from prism.core.errors import PrismError
 from prism.data.options import LoaderOptions, decoded_mb, loader_options, resolve
 from prism.data.order import plan_streams
 from prism.data.stream import StreamLoader
-from prism.errors import PrismError
 
 
 def same(a: dict, b: dict) -> bool:

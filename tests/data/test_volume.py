@@ -6,8 +6,8 @@ import json
 
 import pytest
 
+from prism.core.errors import PrismError
 from prism.data.volume import MAX_EPOCHS, epochs, epochs_refusal, train_samples
-from prism.errors import PrismError
 
 
 def test_epochs_and_refusal(tmp_path):

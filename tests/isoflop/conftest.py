@@ -90,7 +90,7 @@ def write_calibration(
     samples_per_s: float | None = None,
 ) -> Path:
     """A calibration JSON with the fields `prism isoflop calibrate` writes (FLOPs per sample default: 6 N tokens)."""
-    from prism.calibration import CALIBRATION_VERSION, calibration_filename
+    from prism.core.calibration import CALIBRATION_VERSION, calibration_filename
 
     fps = flops_per_sample if flops_per_sample is not None else 6.0 * params * tokens_per_sample
     record = {

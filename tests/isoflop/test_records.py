@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from prism.errors import PrismError
+from prism.core.errors import PrismError
 from prism.isoflop.records import PlanRow, plan_rows
 
 from .conftest import plan_row

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from prism.errors import PrismError
+from prism.core.errors import PrismError
 from prism.launch.queues import choose_queue, fit_walltime, parse_queues, per_user_limit
 
 AURORA = yaml.safe_load((Path(__file__).resolve().parents[2] / "config" / "aurora.yaml").read_text())

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from prism.errors import PrismError
+from prism.core.errors import PrismError
 from prism.launch import render
 from prism.launch.aurora import CPU_BIND, render_aurora
 from prism.train.config import RunConfig

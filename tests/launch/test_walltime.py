@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from prism.errors import PrismError
+from prism.core.errors import PrismError
 from prism.launch.walltime import pieces, requested_seconds, run_estimate_s, walltime_seconds, walltime_text
 
 

@@ -1,7 +1,7 @@
 import pytest
 import torch
 
-from prism.errors import PrismError
+from prism.core.errors import PrismError
 from prism.model.accounting import count_training_flops, example_batch, input_embedding_params, param_counts
 from prism.model.config import BACKBONES, VARIANTS
 from prism.model.prism import build_model

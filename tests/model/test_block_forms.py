@@ -172,7 +172,7 @@ def test_the_fused_kernel_computes_the_reference_blocks_values_and_gradients(sha
 @pytest.mark.parametrize("family", ["text_image", "text_graph"])
 @pytest.mark.parametrize("length", [None, 260])  # the family's tokens; 260: past explicit attention, the flash kernel
 def test_the_fused_encoder_block_computes_the_modules_values_and_gradients(family, length):
-    from prism.families import family_spec
+    from prism.core.families import family_spec
     from prism.model.encoders import build_encoder
 
     spec = family_spec(family)

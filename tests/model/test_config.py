@@ -1,6 +1,6 @@
 import pytest
 
-from prism.errors import PrismError
+from prism.core.errors import PrismError
 from prism.model.config import (
     BACKBONES,
     REGIMES,

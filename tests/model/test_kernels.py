@@ -11,10 +11,10 @@ import pytest
 import torch
 import torch.nn.functional as F
 
+from prism.core.tokenizer import IGNORE
 from prism.model import build_model, kernels
 from prism.model.backbone import Backbone
 from prism.model.config import BackboneConfig
-from prism.tokenizer import IGNORE
 
 pytestmark = pytest.mark.skipif(kernels.load() is None, reason="no C++ toolchain to build the kernels")
 

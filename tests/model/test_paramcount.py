@@ -1,6 +1,6 @@
 import pytest
 
-from prism.families import FAMILIES
+from prism.core.families import FAMILIES
 from prism.model.paramcount import component_params, trainable_params
 
 torch = pytest.importorskip("torch")
@@ -25,7 +25,7 @@ def test_trainable_counts_follow_the_regime():
 def test_the_shape_and_the_tokenizer_are_counted(bpe_file):
     """The configured shape changes the encoder's patch embedding and the FLOPs per sample; the tokenizer's
     vocabulary sets the embedding rows, counted in N, for rule and registry sizes alike."""
-    from prism.families import resolve_spec
+    from prism.core.families import resolve_spec
     from prism.model.accounting import count_training_flops
     from prism.model.config import backbone_config
     from prism.model.prism import build_model

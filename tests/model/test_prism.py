@@ -1,10 +1,10 @@
 import pytest
 import torch
 
-from prism.errors import PrismError
-from prism.families import FAMILIES
+from prism.core.errors import PrismError
+from prism.core.families import FAMILIES
+from prism.core.tokenizer import MOD, sample_ids, sample_labels
 from prism.model.prism import build_model
-from prism.tokenizer import MOD, sample_ids, sample_labels
 
 
 @pytest.fixture(autouse=True)

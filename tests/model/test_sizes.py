@@ -2,7 +2,7 @@ import math
 
 import pytest
 
-from prism.errors import PrismError
+from prism.core.errors import PrismError
 from prism.model.config import BACKBONES, VARIANTS, backbone_config, backbone_shape, check_backbone, projector_variant
 from prism.model.sizes import RULES, rule_grid, rule_name, rule_target
 

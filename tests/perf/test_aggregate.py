@@ -4,7 +4,7 @@ import json
 import pytest
 
 from prism.cli import main
-from prism.errors import PrismError
+from prism.core.errors import PrismError
 from prism.perf.aggregate import aggregate, parse_filters
 from prism.perf.reader import read_perf
 from prism.perf.summary import steady_state, summarize_run

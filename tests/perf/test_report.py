@@ -8,7 +8,7 @@ import re
 import pytest
 
 from prism.cli import main
-from prism.errors import PrismError
+from prism.core.errors import PrismError
 from prism.perf.report import COLUMNS, CPU_COLUMNS, write_report
 
 PRESETS = ("text_graph", "text_image", "text_ts", "vla", "text_table", "text_video")

@@ -6,7 +6,7 @@ import pytest
 import yaml
 
 from prism.cli import main
-from prism.errors import PrismError
+from prism.core.errors import PrismError
 from prism.sweep import cells as sc
 from prism.sweep.presets import load, split_names
 
@@ -38,7 +38,7 @@ def presets_file(tmp_path):
 
 
 def test_repository_presets_cover_every_family():
-    from prism.families import FAMILIES
+    from prism.core.families import FAMILIES
 
     pf = load()
     assert {p.family for p in pf.presets.values()} == set(FAMILIES)

@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 import torch
 
-from prism.dist.env import discover
-from prism.errors import PrismError
+from prism.core.errors import PrismError
+from prism.parallel.env import discover
 from prism.train.accumulate import micro_steps
 from prism.train.config import RunConfig
 from prism.train.trainer import Trainer

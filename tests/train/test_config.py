@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from prism.errors import PrismError
+from prism.core.errors import PrismError
 from prism.train.config import RunConfig, compile_mode, merge
 
 BASE = dict(family="text_image", backbone="30k", variant="BASE", regime="e2e", budget=3e11, data="d", out="o")

@@ -8,12 +8,12 @@ from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_flatten
 
 import prism.model.prism as prism_model
-from prism.families import family_spec
+from prism.core.families import family_spec
+from prism.core.tokenizer import IGNORE, MOD
 from prism.model import kernels
 from prism.model.accounting import example_batch
 from prism.model.config import BackboneConfig, projector_variant
 from prism.model.prism import PrismModel
-from prism.tokenizer import IGNORE, MOD
 from prism.train.evaluator import Evaluator, split_rows
 
 # A large vocabulary and long rows: the logits dominate memory, as at 1b on 2048-token rows.

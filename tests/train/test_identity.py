@@ -8,7 +8,7 @@ import sys
 
 import pytest
 
-from prism.train import schedule
+from prism.train import lr_schedule
 from prism.train.config import RunConfig
 from prism.train.identity import NOT_IDENTITY, identity_changes, run_hash, run_identity
 
@@ -58,7 +58,7 @@ def test_a_setting_that_changes_the_numbers_changes_the_hash(change):
 )
 def test_a_changed_library_default_changes_the_hash_and_is_named(monkeypatch, constant, value, named):
     before, before_hash = run_identity(RUN), run_hash(RUN)
-    monkeypatch.setattr(schedule, constant, value)
+    monkeypatch.setattr(lr_schedule, constant, value)
     assert run_hash(RUN) != before_hash
     assert [change.split(":")[0] for change in identity_changes(before, run_identity(RUN))] == [named]
 
@@ -69,11 +69,11 @@ def test_a_library_default_the_run_does_not_use_changes_nothing(monkeypatch):
     given = dataclasses.replace(RUN, lr=0.01, warmup=5)
     wsd = dataclasses.replace(given, schedule="wsd")
     before = run_hash(given), run_hash(wsd)
-    monkeypatch.setattr(schedule, "WARMUP_FRACTION", 0.1)
+    monkeypatch.setattr(lr_schedule, "WARMUP_FRACTION", 0.1)
     assert run_hash(given) == before[0]
-    monkeypatch.setattr(schedule, "BASE_LR", 4e-3)
+    monkeypatch.setattr(lr_schedule, "BASE_LR", 4e-3)
     assert run_hash(given) == before[0]
-    monkeypatch.setattr(schedule, "FINAL_LR_FRACTION", 0.05)
+    monkeypatch.setattr(lr_schedule, "FINAL_LR_FRACTION", 0.05)
     assert run_hash(wsd) == before[1]
     assert run_hash(dataclasses.replace(RUN, cooldown_fraction=0.5, cooldown_shape="linear")) == run_hash(RUN)
 

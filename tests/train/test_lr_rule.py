@@ -8,9 +8,9 @@ import math
 
 import pytest
 
-from prism.errors import PrismError
+from prism.core.errors import PrismError
 from prism.train.lr_rule import LrRule, given_rule, read_rule
-from prism.train.schedule import default_lr
+from prism.train.lr_schedule import default_lr
 
 
 def test_hand_rule_is_the_trainers_default():

@@ -9,8 +9,8 @@ import re
 import pytest
 
 from prism.cli import build_parser
-from prism.errors import PrismError
-from prism.options import add_arguments, from_mapping
+from prism.core.errors import PrismError
+from prism.core.options import add_arguments, from_mapping
 from prism.train.config import RunConfig
 from prism.train.options import LAUNCH_SETTINGS, RESULT_SETTINGS, TrainOptions
 

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from prism.errors import PrismError
+from prism.core.errors import PrismError
 from prism.isoflop.runs.launch import run_args
 from prism.train import precision
 from prism.train.config import RunConfig

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from prism.errors import PrismError
+from prism.core.errors import PrismError
 from prism.train.rundir.runfiles import read_jsonl
 
 pytestmark = pytest.mark.slow
@@ -284,7 +284,7 @@ def test_disk_full_at_the_decoded_copy_counts_it_and_says_the_build_was_removed(
 
 
 def test_disk_full_in_write_atomic_keeps_the_old_file(small_disk):
-    from prism.atomic import DiskFullError, write_text_atomic
+    from prism.core.atomic import DiskFullError, write_text_atomic
 
     path = small_disk / "big.json"
     write_text_atomic(path, "old\n")

@@ -51,7 +51,7 @@ def test_the_record_is_the_slowest_ranks_and_keeps_phases_no_rank_had():
 
 
 def test_a_run_records_its_start_up_in_metrics_and_its_first_perf_row(shards, tmp_path):
-    from prism.dist.env import discover
+    from prism.parallel.env import discover
     from prism.train.config import RunConfig
     from prism.train.trainer import Trainer
 

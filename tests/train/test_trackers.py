@@ -8,7 +8,7 @@ import sys
 
 import pytest
 
-from prism.errors import PrismError
+from prism.core.errors import PrismError
 from prism.train.config import RunConfig
 from prism.train.rundir.runfiles import read_jsonl
 from prism.train.trackers import eval_scalars, parse_trackers, run_name, train_scalars, wandb_id

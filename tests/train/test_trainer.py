@@ -8,7 +8,7 @@ import math
 import pytest
 import torch
 
-from prism.dist.env import discover
+from prism.parallel.env import discover
 from prism.train.config import RunConfig
 from prism.train.evaluator import mean_and_se
 from prism.train.trainer import INJECT_NAN_ENV, Trainer

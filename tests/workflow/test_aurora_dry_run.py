@@ -27,9 +27,9 @@ import pytest
 import yaml
 
 from prism.cli import main as prism
+from prism.core.errors import PrismError
+from prism.core.families import resolve_spec, spec_flags
 from prism.data.manifest import verify
-from prism.errors import PrismError
-from prism.families import resolve_spec, spec_flags
 
 from .wfhelpers import REPO, job_counts, make_workdir, rule_outputs, snakemake
 

@@ -14,8 +14,9 @@ import yaml
 from jsonschema import Draft202012Validator
 
 from prism.cli import build_parser
+from prism.core.families import FAMILIES
+from prism.core.options import from_mapping
 from prism.data.options import LoaderOptions
-from prism.families import FAMILIES
 from prism.isoflop.design.calibrate import CalibrateOptions
 from prism.isoflop.design.planoptions import PlanOptions
 from prism.isoflop.design.tuning import TuneOptions
@@ -26,9 +27,8 @@ from prism.isoflop.runs.collect import CollectOptions
 from prism.launch import LAUNCHERS, STORAGES
 from prism.model.config import BACKBONES, REGIMES, VARIANTS
 from prism.model.sizes import RULE_NAME_PATTERN, VARIANT_NAME_PATTERN
-from prism.options import from_mapping
+from prism.train.lr_schedule import SCHEDULES
 from prism.train.options import DEVICES, STRATEGIES, TrainOptions
-from prism.train.schedule import SCHEDULES
 
 from .wfhelpers import REPO
 

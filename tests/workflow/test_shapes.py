@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from prism.families import resolve_spec
-from prism.fingerprint import file_digest
+from prism.core.families import resolve_spec
+from prism.core.fingerprint import file_digest
 from prism.train.rundir.runfiles import resolved_of
 
 from .wfhelpers import make_workdir, snakemake

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from prism.fingerprint import file_digest
+from prism.core.fingerprint import file_digest
 from prism.train.rundir.runfiles import resolved_of
 
 from .wfhelpers import job_counts, make_workdir, planned_run_ids, snakemake

@@ -144,7 +144,7 @@ def test_killed_segment_resumes_from_its_checkpoint(wsd_study):
     target = str(Path(STUDY, "stable", t.traj_id, f"to-{end:08d}", "final", "keep", f"step-{end:08d}.pt"))
     shutil.rmtree(segdir)
     # worker=false: the training process is the job's own, as on a node (the worker's children
-    # stop on their own when their job is killed: tests/test_worker.py).
+    # stop on their own when their job is killed: tests/workflow/lib/test_worker.py).
     proc = subprocess.Popen(
         [SNAKEMAKE, target, "--config", "worker=false"],
         cwd=copy,

@@ -15,7 +15,7 @@ from types import ModuleType
 
 import numpy as np
 
-from prism.errors import unknown_name
+from prism.core.errors import unknown_name
 
 # family -> module under prism.data.sources
 SOURCE_MODULES: dict[str, str] = {

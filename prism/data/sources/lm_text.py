@@ -28,8 +28,8 @@ import sys
 import warnings
 from pathlib import Path
 
+from prism.core.errors import PrismError
 from prism.data.sources import package_versions
-from prism.errors import PrismError
 
 SOURCE = "pydoc_data.topics + stdlib docstrings of the running Python + numpy's public docstrings"
 PACKAGES = ("numpy",)  # third-party documentation walked (public submodules); versions recorded

@@ -4,7 +4,7 @@ For one (family, backbone, projector variant, regime) this counts parameters by
 component and the FLOPs of one padded sample's forward + backward on the meta
 device (exact, allocation-free, so real sizes calibrate anywhere), puts the 6·N·D
 estimate beside it, and optionally times real training steps on a device.
-The planner divides budgets by `flops_per_sample`; `prism.calibration` reads the records back.
+The planner divides budgets by `flops_per_sample`; `prism.core.calibration` reads the records back.
 """
 
 from __future__ import annotations
@@ -16,14 +16,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from prism.atomic import write_json_atomic
-from prism.calibration import CALIBRATION_VERSION, calibration_filename
-from prism.errors import PrismError
-from prism.families import FamilySpec, check_row_length, family_spec, spec_record
+from prism.core.atomic import write_json_atomic
+from prism.core.calibration import CALIBRATION_VERSION, calibration_filename
+from prism.core.errors import PrismError
+from prism.core.families import FamilySpec, check_row_length, family_spec, spec_record
+from prism.core.options import option
+from prism.core.progress import progress
 from prism.model.config import backbone_config, backbone_shape, projector_variant, regime_parts
-from prism.options import option
-from prism.progress import progress
-from prism.train.schedule import build_optimizer
+from prism.train.lr_schedule import build_optimizer
 
 # The `prism train` settings the timed steps take from the study's runs (their flags are RunConfig's).
 TIMED_RUN_SETTINGS = ("device", "threads", "precision", "compile")
@@ -98,9 +98,9 @@ def calibrate(
     _validate(family, backbone, variant, regime, spec)
     import torch  # noqa: PLC0415 lazy: torch
 
-    from prism.device import device_name, resolve_device  # noqa: PLC0415 lazy: torch
     from prism.model.accounting import count_training_flops, input_embedding_params, param_counts  # noqa: PLC0415 lazy: torch
     from prism.model.prism import build_model  # noqa: PLC0415 lazy: torch
+    from prism.runtime.device import device_name, resolve_device  # noqa: PLC0415 lazy: torch
 
     dev = resolve_device(device)
     model = build_model(family, backbone, variant, regime, device="meta", spec=spec)
@@ -157,7 +157,7 @@ def _row_length(spec, seq_len: int | None) -> int:
 
 def _available_bytes(device) -> int | None:
     """Memory we may use: MemAvailable on cpu (the host is shared), device capacity otherwise."""
-    from prism.device import memory_capacity  # noqa: PLC0415 lazy: torch
+    from prism.runtime.device import memory_capacity  # noqa: PLC0415 lazy: torch
 
     if device.type == "cpu":
         try:
@@ -208,9 +208,9 @@ def measure_training_throughput(
     """
     import torch  # noqa: PLC0415 lazy: torch
 
-    from prism.device import max_memory_allocated, reset_peak_memory, synchronize  # noqa: PLC0415 lazy: torch
     from prism.model.accounting import example_batch  # noqa: PLC0415 lazy: torch
     from prism.model.prism import build_model  # noqa: PLC0415 lazy: torch
+    from prism.runtime.device import max_memory_allocated, reset_peak_memory, synchronize  # noqa: PLC0415 lazy: torch
     from prism.train import precision as policy  # noqa: PLC0415 lazy: torch
     from prism.train.config import compile_mode  # noqa: PLC0415 lazy: torch
 

@@ -16,9 +16,9 @@ from dataclasses import dataclass, replace
 from functools import cache
 from pathlib import Path
 
-from prism.calibration import calibration_filename, load_calibration
-from prism.errors import PrismError
-from prism.families import FamilySpec, family_spec
+from prism.core.calibration import calibration_filename, load_calibration
+from prism.core.errors import PrismError
+from prism.core.families import FamilySpec, family_spec
 from prism.isoflop.design.calibrate import load_speed
 from prism.model.config import check_backbone, check_variant, expected_shape
 

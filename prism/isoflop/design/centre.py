@@ -14,7 +14,7 @@ from pathlib import Path
 
 import yaml
 
-from prism.errors import PrismError
+from prism.core.errors import PrismError
 from prism.isoflop.records import SURFACE_KEYS
 from prism.model.config import REGIMES
 

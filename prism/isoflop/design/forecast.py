@@ -37,7 +37,7 @@ from dataclasses import asdict, dataclass
 
 import numpy as np
 
-from prism.ids import format_budget
+from prism.core.ids import format_budget
 from prism.isoflop.fit import approach2, diagnostics, parabola
 from prism.isoflop.fit.result import FitResult
 from prism.isoflop.records import CI_LEVEL, Surface

@@ -9,7 +9,7 @@ Pure functions of the plan dict (`make_plan`'s result, plan.yaml's content).
 
 from __future__ import annotations
 
-from prism.ids import format_budget
+from prism.core.ids import format_budget
 from prism.isoflop.design.plantext import hours_text
 
 ALLOW_KEY = "plan.allow_undetermined"

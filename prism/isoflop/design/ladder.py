@@ -19,8 +19,8 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 
-from prism.errors import PrismError
-from prism.families import FamilySpec
+from prism.core.errors import PrismError
+from prism.core.families import FamilySpec
 from prism.model.config import smallest_rule_size
 from prism.model.paramcount import trainable_params
 from prism.model.sizes import GRID_PER_DECADE, RULES, rule_grid, rule_target

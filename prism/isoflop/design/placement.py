@@ -30,8 +30,8 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass, field, replace
 
-from prism.errors import PrismError
-from prism.families import FamilySpec
+from prism.core.errors import PrismError
+from prism.core.families import FamilySpec
 from prism.model.config import backbone_config
 
 GIB = 2**30

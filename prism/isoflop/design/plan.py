@@ -33,11 +33,12 @@ import math
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
+from prism.core.errors import PrismError
+from prism.core.families import FamilySpec, family_spec
+from prism.core.ids import format_budget, run_id
+from prism.core.options import validate
 from prism.data.batching import check_batch
 from prism.data.volume import MAX_EPOCHS, epochs_refusal, train_samples
-from prism.errors import PrismError
-from prism.families import FamilySpec, family_spec
-from prism.ids import format_budget, run_id
 from prism.isoflop.design.candidates import Candidate, load_candidates
 from prism.isoflop.design.centre import Centre, find_centre
 from prism.isoflop.design.placement import Devices, place_rows
@@ -46,7 +47,6 @@ from prism.isoflop.design.planoptions import DEFAULT_WINDOW, PlanOptions
 from prism.isoflop.design.pricing import Cost, cost_summary, priced
 from prism.isoflop.design.trajectories import DEFAULT_COOLDOWN_FRACTION, DEFAULT_MIN_STEPS, schedule_costs
 from prism.isoflop.records import PlanRow, Surface
-from prism.options import validate
 from prism.train.lr_rule import LrRule
 
 MAX_AUTO_BATCH = 512

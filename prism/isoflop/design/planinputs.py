@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from prism.families import FamilySpec, check_same_spec, family_spec, spec_from_manifest
+from prism.core.families import FamilySpec, check_same_spec, family_spec, spec_from_manifest
 from prism.train.lr_rule import read_rule
 
 

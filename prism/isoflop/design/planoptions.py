@@ -8,11 +8,11 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+from prism.core.errors import PrismError
+from prism.core.options import option
 from prism.data.volume import MAX_EPOCHS
-from prism.errors import PrismError
 from prism.isoflop.design.centre import DEFAULT_PRIOR_A, DEFAULT_PRIOR_K
 from prism.isoflop.design.trajectories import DEFAULT_MIN_STEPS
-from prism.options import option
 
 DEFAULT_WINDOW = 0.6
 DEFAULT_MFU = 0.4

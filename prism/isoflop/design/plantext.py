@@ -5,7 +5,7 @@ from __future__ import annotations
 import csv
 import io
 
-from prism.ids import format_budget
+from prism.core.ids import format_budget
 from prism.isoflop.records import PlanRow
 from prism.train.lr_rule import LrRule
 

@@ -7,8 +7,8 @@ from pathlib import Path
 
 import yaml
 
-from prism.atomic import write_text_atomic
-from prism.errors import PrismError
+from prism.core.atomic import write_text_atomic
+from prism.core.errors import PrismError
 from prism.isoflop.design.gate import plan_notes, plan_stop, plan_summary
 from prism.isoflop.design.plan import make_plan
 from prism.isoflop.design.plantext import (

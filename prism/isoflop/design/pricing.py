@@ -18,7 +18,7 @@ import json
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from prism.errors import PrismError
+from prism.core.errors import PrismError
 from prism.isoflop.design.candidates import INTERPOLATED, Candidate
 from prism.isoflop.design.planoptions import PlanOptions
 from prism.isoflop.records import PlanRow
@@ -36,7 +36,7 @@ class Cost:
     node_source: str = ""
     ranks_per_node: int | None = None  # measured samples/s are one rank's of a node's this many
     node_peak_flops: float | None = None  # what a measured speed's MFU is of
-    # Which peak that is: the vendor's figure (plan.node_peak_flops) until the probe measured one (prism.peak).
+    # Which peak that is: the vendor's figure (plan.node_peak_flops) until the probe measured one (prism.runtime.peak).
     peak_label: str = "the vendor's node peak plan.node_peak_flops"
     # The probe's samples/s per rank over the speed job's (prism.isoflop.design.pricing), and what it says.
     factor: float = 1.0
@@ -110,7 +110,7 @@ def probe_factor(record: dict, speeds: dict[str, float]) -> float | None:
 
 
 def measured_peak(cost: Cost, record: dict) -> Cost:
-    """`cost` whose MFU is quoted of the node peak the probe measured (prism.peak on a compute node's rank x
+    """`cost` whose MFU is quoted of the node peak the probe measured (prism.runtime.peak on a compute node's rank x
     its ranks), where it measured one: one denominator for the plan and the runs' own MFU."""
     peak = record.get("peak_flops_per_rank")
     if not peak or not cost.ranks_per_node:
@@ -118,7 +118,8 @@ def measured_peak(cost: Cost, record: dict) -> Cost:
     return replace(
         cost,
         node_peak_flops=peak * cost.ranks_per_node,
-        peak_label=f"the measured node peak ({cost.ranks_per_node} x prism.peak's {record.get('peak_key', '')})",
+        peak_label=f"the measured node peak ({cost.ranks_per_node} x `prism bench peak`'s "
+        f"{record.get('peak_key', '')})",
     )
 
 

@@ -28,11 +28,11 @@ from collections.abc import Iterable, Mapping
 from dataclasses import MISSING, dataclass
 from typing import Any
 
-from prism.errors import PrismError
-from prism.ids import format_budget
+from prism.core.errors import PrismError
+from prism.core.ids import format_budget
 from prism.isoflop.records import PlanRow
-from prism.train.schedule import COOLDOWN_FRACTION as DEFAULT_COOLDOWN_FRACTION
-from prism.train.schedule import Schedule
+from prism.train.lr_schedule import COOLDOWN_FRACTION as DEFAULT_COOLDOWN_FRACTION
+from prism.train.lr_schedule import Schedule
 
 # The planner's default for its shortest run, in optimizer steps (PlanOptions.min_steps).
 DEFAULT_MIN_STEPS = 50

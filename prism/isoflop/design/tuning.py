@@ -35,11 +35,11 @@ from pathlib import Path
 
 import numpy as np
 
-from prism.atomic import write_text_atomic
-from prism.errors import PrismError
-from prism.options import option
+from prism.core.atomic import write_text_atomic
+from prism.core.errors import PrismError
+from prism.core.options import option
 from prism.train.lr_rule import DEFAULT_MARGIN, RULE_KINDS, LrRule, given_rule, read_rule
-from prism.train.schedule import BASE_LR, D_REF, default_lr
+from prism.train.lr_schedule import BASE_LR, D_REF, default_lr
 
 LEVEL = 0.8
 BATCH_RULES = ("largest", "compute")

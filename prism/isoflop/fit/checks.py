@@ -19,7 +19,7 @@ import math
 
 import numpy as np
 
-from prism.ids import format_budget
+from prism.core.ids import format_budget
 from prism.isoflop.fit.result import Exclusion
 from prism.isoflop.records import RunRecord
 

@@ -39,7 +39,7 @@ import math
 
 import numpy as np
 
-from prism.ids import format_budget
+from prism.core.ids import format_budget
 from prism.isoflop.fit import sensitivity
 from prism.isoflop.fit.approach2 import budget_text as _bt
 from prism.isoflop.fit.misfit import LACK_OF_FIT_LEVEL, chi_median_factor

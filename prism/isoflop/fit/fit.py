@@ -16,8 +16,9 @@ from typing import ClassVar
 
 import numpy as np
 
-from prism.atomic import write_text_atomic
-from prism.errors import PrismError
+from prism.core.atomic import write_text_atomic
+from prism.core.errors import PrismError
+from prism.core.options import option
 from prism.isoflop.fit import approach2, approach3, checks, diagnostics, linefit, sensitivity
 from prism.isoflop.fit.result import (
     Approach3Summary,
@@ -26,7 +27,6 @@ from prism.isoflop.fit.result import (
     FitResult,
 )
 from prism.isoflop.records import CI_LEVEL, RunRecord
-from prism.options import option
 
 METHODS = ("approach2", "approach3", "both")
 

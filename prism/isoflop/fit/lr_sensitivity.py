@@ -20,7 +20,7 @@ from pathlib import Path
 import numpy as np
 import yaml
 
-from prism.errors import PrismError
+from prism.core.errors import PrismError
 from prism.isoflop.fit.approach2 import fit_approach2
 from prism.isoflop.records import CI_LEVEL, RunRecord
 from prism.train.lr_rule import LrRule

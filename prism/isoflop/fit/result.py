@@ -11,8 +11,8 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field, fields
 
-from prism.atomic import json_safe
-from prism.ids import format_budget
+from prism.core.atomic import json_safe
+from prism.core.ids import format_budget
 from prism.isoflop.records import CI_LEVEL, BudgetFit, Surface
 
 RESULT_VERSION = 2

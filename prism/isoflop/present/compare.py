@@ -17,8 +17,8 @@ from pathlib import Path
 
 import yaml
 
-from prism.atomic import write_text_atomic
-from prism.errors import PrismError
+from prism.core.atomic import write_text_atomic
+from prism.core.errors import PrismError
 from prism.isoflop.design.trajectories import DEFAULT_COOLDOWN_FRACTION, plan_trajectories, saving
 
 LOSS_TOLERANCE = 0.01

@@ -15,7 +15,7 @@ import json
 import math
 from pathlib import Path
 
-from prism.ids import format_budget
+from prism.core.ids import format_budget
 from prism.isoflop.fit.result import FitResult
 
 FIGURE = "training_curves.png"

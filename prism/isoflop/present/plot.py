@@ -20,13 +20,13 @@ from pathlib import Path
 
 import numpy as np
 
-from prism.atomic import write_atomic
-from prism.errors import PrismError
+from prism.core.atomic import write_atomic
+from prism.core.errors import PrismError
+from prism.core.palette import OKABE_ITO
 from prism.isoflop.fit.fit import fit_records
 from prism.isoflop.fit.parabola import parabola
 from prism.isoflop.fit.result import Exclusion, FitResult
 from prism.isoflop.runs.table import load_runs
-from prism.palette import OKABE_ITO
 
 LOSS_LABEL = "final eval loss (cross-entropy, nats/token)"
 

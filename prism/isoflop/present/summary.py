@@ -20,7 +20,7 @@ from pathlib import Path
 
 import yaml
 
-from prism.ids import format_budget
+from prism.core.ids import format_budget
 from prism.isoflop.design.plantext import dropped_lines
 from prism.isoflop.fit.result import FitResult
 from prism.train.timing import study_timing, timing_lines

@@ -31,11 +31,11 @@ from pathlib import Path
 
 import yaml
 
-from prism.atomic import write_text_atomic
-from prism.errors import PrismError
-from prism.fingerprint import file_digest, record_digest
+from prism.core.atomic import write_text_atomic
+from prism.core.errors import PrismError
+from prism.core.fingerprint import file_digest, record_digest
+from prism.core.options import option, validate
 from prism.isoflop.design.calibrate import calibration_filename
-from prism.options import option, validate
 
 CONFIG, EVAL, METRICS, PERF = "config.yaml", "eval.jsonl", "metrics.json", "perf.jsonl"
 IDENTITY = ("run_id", "family", "backbone", "variant", "regime", "budget")

@@ -23,8 +23,8 @@ from typing import Any
 
 import yaml
 
-from prism.atomic import write_text_atomic
-from prism.errors import PrismError
+from prism.core.atomic import write_text_atomic
+from prism.core.errors import PrismError
 from prism.isoflop.design.trajectories import DEFAULT_MIN_STEPS, plan_warmup
 from prism.isoflop.records import PlanRow, plan_rows
 from prism.launch import render

@@ -41,8 +41,8 @@ from typing import Any
 
 import yaml
 
-from prism.errors import PrismError
-from prism.ids import format_budget
+from prism.core.errors import PrismError
+from prism.core.ids import format_budget
 from prism.train.rundir.layout import CHECKPOINTS_DIR, FINAL_DIR, final_dir
 
 ACTIVE_SECONDS = 600.0

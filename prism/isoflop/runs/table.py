@@ -12,7 +12,7 @@ import math
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from prism.errors import PrismError
+from prism.core.errors import PrismError
 from prism.isoflop.records import RunRecord
 
 REQUIRED = ("params", "tokens", "loss")

@@ -28,8 +28,8 @@ import numpy as np
 import torch
 import torch.distributed as dist
 
-from prism.atomic import write_atomic
-from prism.errors import PrismError
+from prism.core.atomic import write_atomic
+from prism.core.errors import PrismError
 from prism.train.rundir.layout import KEEP_DIR, NAME, checkpoint_dir, filename, final_dir
 
 KEEP = 2

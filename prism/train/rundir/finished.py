@@ -35,8 +35,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from prism.atomic import json_safe, write_json_atomic
-from prism.errors import PrismError
+from prism.core.atomic import json_safe, write_json_atomic
+from prism.core.errors import PrismError
 from prism.train.config import RESULT_FIELDS, RunConfig, read_yaml
 from prism.train.identity import identity_changes, run_identity
 from prism.train.rundir import runfiles

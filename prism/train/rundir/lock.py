@@ -25,7 +25,7 @@ import sys
 import time
 from pathlib import Path
 
-from prism.errors import PrismError
+from prism.core.errors import PrismError
 
 LOCK_NAME = ".lock"
 WAIT_ENV = "PRISM_LOCK_WAIT"  # "1": wait for the holder instead of exiting

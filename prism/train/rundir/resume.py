@@ -14,9 +14,9 @@ import json
 from dataclasses import dataclass
 from pathlib import Path
 
-from prism.atomic import write_text_atomic
-from prism.errors import PrismError
-from prism.fingerprint import file_digest, record_digest
+from prism.core.atomic import write_text_atomic
+from prism.core.errors import PrismError
+from prism.core.fingerprint import file_digest, record_digest
 from prism.train.config import TRAJECTORY_FIELDS, RunConfig
 from prism.train.identity import identity_changes, run_identity
 from prism.train.rundir import checkpoint, runfiles

@@ -14,7 +14,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from prism.atomic import disk_full, is_disk_full, json_safe, write_text_atomic
+from prism.core.atomic import disk_full, is_disk_full, json_safe, write_text_atomic
 from prism.train.config import RESOLVED_KEY, read_yaml
 
 CONFIG = "config.yaml"

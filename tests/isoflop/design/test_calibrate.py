@@ -2,8 +2,8 @@ import json
 
 import pytest
 
-from prism.calibration import load_calibration
-from prism.errors import PrismError
+from prism.core.calibration import load_calibration
+from prism.core.errors import PrismError
 from prism.isoflop.design import calibrate as cal
 
 
@@ -137,7 +137,7 @@ def test_load_calibration_errors_name_the_file_and_the_command(tmp_path):
 
 
 def test_a_redefined_backbone_is_refused_not_silently_resumed(tmp_path):
-    from prism.calibration import load_calibration_file
+    from prism.core.calibration import load_calibration_file
     from prism.model.config import backbone_shape
 
     path = cal.run_calibrate("text_image", "90k", "BASE", "e2e", device="cpu", calibration_dir=tmp_path)
@@ -165,8 +165,8 @@ def test_a_redefined_backbone_is_refused_not_silently_resumed(tmp_path):
 def test_a_calibration_at_another_family_shape_is_refused_in_one_line(tmp_path):
     """What `prism train` and the plan read: a record made at the laptop shape, a run at 224x224 RGB, is
     refused in one line naming the file, both shapes in words and the flags that remake it."""
-    from prism.calibration import load_calibration_file
-    from prism.families import resolve_spec
+    from prism.core.calibration import load_calibration_file
+    from prism.core.families import resolve_spec
     from prism.model.config import expected_shape
 
     path = cal.run_calibrate("text_image", "30k", "BASE", "e2e", device="cpu", calibration_dir=tmp_path)

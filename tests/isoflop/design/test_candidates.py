@@ -35,7 +35,7 @@ def test_without_any_measured_speed_nothing_is_made_up():
 
 def test_a_stale_calibration_is_still_refused_not_recounted(tmp_path):
     """A file made for another shape of the size (renamed since) names the command that remakes it."""
-    from prism.errors import PrismError
+    from prism.core.errors import PrismError
 
     path = write_calibration(tmp_path, "text_image", "30k", "BASE", "e2e", 2e4)
     path.write_text(path.read_text().replace('"calibration_version"', '"d_model": 7, "calibration_version"'))
@@ -44,7 +44,7 @@ def test_a_stale_calibration_is_still_refused_not_recounted(tmp_path):
 
 
 def test_without_a_calibration_dir_the_sizes_must_be_named(tmp_path):
-    from prism.errors import PrismError
+    from prism.core.errors import PrismError
 
     with pytest.raises(PrismError, match="give --backbones and --variants"):
         load_candidates(None, "text_image", "e2e", None, None)

@@ -7,7 +7,7 @@ import json
 import pytest
 import yaml
 
-from prism.errors import PrismError
+from prism.core.errors import PrismError
 from prism.isoflop.design.centre import DEFAULT_PRIOR_A, DEFAULT_PRIOR_K, find_centre
 
 

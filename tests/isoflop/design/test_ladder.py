@@ -9,12 +9,12 @@ from pathlib import Path
 import pytest
 import yaml
 
-from prism.errors import PrismError
+from prism.core.errors import PrismError
+from prism.core.options import as_args, from_mapping
 from prism.isoflop.design.ladder import budget_sizes, study_sizes, union
 from prism.isoflop.design.plan import plan_runs, rule_sizes
 from prism.isoflop.design.planoptions import PlanOptions
 from prism.model.paramcount import trainable_params
-from prism.options import as_args, from_mapping
 
 from ..conftest import plan_cli, write_calibration
 

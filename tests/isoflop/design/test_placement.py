@@ -6,10 +6,10 @@ import dataclasses
 
 import pytest
 
+from prism.core.errors import PrismError
+from prism.core.families import family_spec
 from prism.data.batching import check_batch
 from prism.data.loader import check_batching
-from prism.errors import PrismError
-from prism.families import family_spec
 from prism.isoflop.design.placement import (
     GIB,
     MARGIN,

@@ -8,8 +8,8 @@ import re
 import pytest
 import yaml
 
-from prism.errors import PrismError
-from prism.ids import RUN_ID_RE, run_id
+from prism.core.errors import PrismError
+from prism.core.ids import RUN_ID_RE, run_id
 from prism.isoflop.design.candidates import Candidate
 from prism.isoflop.design.centre import Centre
 from prism.isoflop.design.gate import plan_notes

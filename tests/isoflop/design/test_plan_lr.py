@@ -5,13 +5,13 @@ from __future__ import annotations
 
 import pytest
 
-from prism.errors import PrismError
+from prism.core.errors import PrismError
 from prism.isoflop.design.plan import make_plan
 from prism.isoflop.design.plantext import lr_rule_text
 from prism.isoflop.runs.launch import run_args
 from prism.model.config import backbone_config
 from prism.train.lr_rule import LrRule, given_rule
-from prism.train.schedule import default_lr
+from prism.train.lr_schedule import default_lr
 
 
 def _plan(ladder, **kw):

@@ -2,13 +2,13 @@
 
 import pytest
 
-from prism.errors import PrismError
+from prism.core.errors import PrismError
 
 
 def test_a_plan_refuses_data_made_at_another_shape_naming_the_key(tmp_path):
     import json
 
-    from prism.families import resolve_spec
+    from prism.core.families import resolve_spec
     from prism.isoflop.design.planinputs import check_data_spec
 
     manifest = {"family": "text_image", "modality_shape": [1, 8, 8], "n_modality_tokens": 16, "text_len": 48}

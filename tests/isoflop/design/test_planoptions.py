@@ -2,7 +2,7 @@
 
 import pytest
 
-from prism.errors import PrismError
+from prism.core.errors import PrismError
 from prism.isoflop.design.planoptions import parse_budgets
 
 

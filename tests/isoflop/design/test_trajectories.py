@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from prism.errors import PrismError
+from prism.core.errors import PrismError
 from prism.isoflop.design.trajectories import (
     plan_trajectories,
     plan_warmup,
@@ -12,7 +12,7 @@ from prism.isoflop.design.trajectories import (
     saving_text,
     trajectories,
 )
-from prism.train.schedule import Schedule
+from prism.train.lr_schedule import Schedule
 
 from ..conftest import FPS
 from ..conftest import plan_row as row

@@ -8,7 +8,7 @@ import math
 import numpy as np
 import pytest
 
-from prism.errors import PrismError
+from prism.core.errors import PrismError
 from prism.isoflop.design.tuning import (
     TuneOptions,
     fit_rule,
@@ -21,7 +21,7 @@ from prism.isoflop.design.tuning import (
     tuning_cost_line,
     write_rule,
 )
-from prism.train.schedule import default_lr
+from prism.train.lr_schedule import default_lr
 
 
 def _curve_losses(lrs, lr_opt, k=0.05, floor=3.0, noise=0.0, rng=None):

@@ -6,7 +6,7 @@ import json
 
 import numpy as np
 
-from prism.ids import format_budget
+from prism.core.ids import format_budget
 from prism.isoflop.fit.fit import fit_records
 from prism.isoflop.fit.result import FitResult
 from prism.isoflop.present.report import fit_markdown

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from prism.cli import main
-from prism.errors import PrismError
+from prism.core.errors import PrismError
 from prism.isoflop.fit.fit import fit_csv, fit_records
 from prism.isoflop.fit.result import FitResult
 from prism.isoflop.records import RunRecord, Surface

@@ -14,7 +14,7 @@ import math
 import numpy as np
 import pytest
 
-from prism.ids import format_budget
+from prism.core.ids import format_budget
 from prism.isoflop.fit.fit import fit_records
 from prism.isoflop.records import RunRecord
 

@@ -11,7 +11,7 @@ import pytest
 import yaml
 
 from prism.cli import main
-from prism.errors import PrismError
+from prism.core.errors import PrismError
 from prism.isoflop.runs.collect import CollectOptions, collect
 
 

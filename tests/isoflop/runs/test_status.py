@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from prism.errors import PrismError
+from prism.core.errors import PrismError
 from prism.isoflop.runs.status import family_dirs, status_text, study_status
 from prism.train.rundir.lock import RunLock
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from prism.errors import PrismError
+from prism.core.errors import PrismError
 from prism.isoflop.runs.collect import collect
 from prism.isoflop.runs.table import load_runs, table_problem
 

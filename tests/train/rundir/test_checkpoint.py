@@ -8,8 +8,8 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
+from prism.train.lr_schedule import Schedule, build_optimizer, build_scheduler  # noqa: E402
 from prism.train.rundir import checkpoint  # noqa: E402
-from prism.train.schedule import Schedule, build_optimizer, build_scheduler  # noqa: E402
 
 
 def make():
@@ -63,7 +63,7 @@ def test_latest_ignores_partial_files_and_old_ones_are_pruned(tmp_path):
 
 
 def test_a_corrupt_checkpoint_is_a_user_error_naming_it(tmp_path):
-    from prism.errors import PrismError
+    from prism.core.errors import PrismError
 
     model, opt, sched = make()
     bad = tmp_path / "step-00000001.pt"

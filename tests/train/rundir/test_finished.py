@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from prism.errors import PrismError
-from prism.train import schedule
+from prism.core.errors import PrismError
+from prism.train import lr_schedule
 from prism.train.config import RunConfig
 from prism.train.identity import run_identity
 from prism.train.rundir.finished import check_identity, keep, record_path, restore, study_conflict
@@ -64,7 +64,7 @@ def test_a_finished_run_under_another_lr_rule_is_trained_again_not_restored(tmp_
     config, inputs, metrics = finished_run(tmp_path)
     assert restore(config.out_dir, config, inputs) == metrics  # unchanged: restored
     (config.out_dir / "metrics.json").unlink()
-    monkeypatch.setattr(schedule, "BASE_LR", 4e-3)
+    monkeypatch.setattr(lr_schedule, "BASE_LR", 4e-3)
     assert restore(config.out_dir, config, inputs) is None
     said = capsys.readouterr().err
     assert "finished under other values (lr: 0.016 -> 0.02" in said and "training again" in said
@@ -75,7 +75,7 @@ def test_a_finished_run_under_another_default_is_refused_naming_retrain(tmp_path
     config, inputs, metrics = finished_run(tmp_path)
     restore(config.out_dir, config, inputs)  # metrics.json back
     check_identity(config.out_dir, config)  # the same values: nothing to say
-    monkeypatch.setattr(schedule, "WARMUP_FRACTION", 0.1)
+    monkeypatch.setattr(lr_schedule, "WARMUP_FRACTION", 0.1)
     with pytest.raises(PrismError, match=r"warmup_fraction: 0.05 -> 0.1.*--retrain"):
         check_identity(config.out_dir, config)
 

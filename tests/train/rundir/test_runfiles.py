@@ -7,8 +7,8 @@ import math
 
 import numpy as np
 
-from prism.atomic import json_safe, write_json_atomic
-from prism.revision import git_rev
+from prism.core.atomic import json_safe, write_json_atomic
+from prism.core.revision import git_rev
 from prism.train.rundir import runfiles
 
 

@@ -122,7 +122,7 @@ def test_tune_rules_reach_the_plan_only_when_a_study_sets_them(smoke_config):
     chooses the batch, and a rule with a tokens exponent is taken per size under wsd (one lr a trajectory)."""
     import pytest
 
-    from prism.errors import PrismError
+    from prism.core.errors import PrismError
 
     plain = commands.plan_command(Study(smoke_config()), "text_image")
     assert "--batch-law" not in plain and "--lr-rule" not in plain and "--lr-tokens" not in plain

@@ -6,8 +6,8 @@ from dataclasses import replace
 
 import pytest
 
-from prism.workflow.plan import StudyPlan
-from prism.workflow.schedule import make_schedule
+from prism.workflow.jobs import make_schedule
+from prism.workflow.planfile import StudyPlan
 from prism.workflow.study import Study
 
 from .conftest import FakeEngine, wildcards

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from prism.errors import PrismError
+from prism.core.errors import PrismError
 from prism.isoflop.design.placement import Devices
 from prism.workflow.probe import compile_flag, job_startup, probe_args, probe_file, probe_size
 from prism.workflow.study import Study

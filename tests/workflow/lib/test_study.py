@@ -6,7 +6,7 @@ import re
 
 import pytest
 
-from prism.errors import PrismError
+from prism.core.errors import PrismError
 from prism.workflow.study import Study
 
 

@@ -52,6 +52,6 @@ def test_the_workflow_files_hold_little_python_outside_rules():
 
 
 def test_no_rule_file_asks_which_schedule_a_study_has():
-    """The schedule is decided once, in prism.workflow.schedule; the rules read its object."""
+    """The schedule is decided once, in prism.workflow.jobs; the rules read its object."""
     for path in workflow_files():
         assert not re.search(r"\.schedule\s*==|\[\"schedule\"\]", path.read_text()), path.name

@@ -1,0 +1,1 @@
+"""The ground floor: records, names and file habits every stage shares (no torch)."""

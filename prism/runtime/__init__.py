@@ -1,0 +1,1 @@
+"""The machine a process runs on: host tuning, device choice, measured peaks."""
