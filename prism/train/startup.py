@@ -20,8 +20,9 @@ the end of the first step: all of the above and what lies between them).
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
+
+from prism.train.timing import PhaseClock
 
 PHASES = (
     "imports", "process_group", "model_build", "loader", "kernel_build", "resume", "first_eval", "first_batch",
@@ -29,23 +30,15 @@ PHASES = (
 )  # fmt: skip
 
 
-class StartupClock:
-    """Seconds per start-up phase of this rank's job, until its first step."""
+class StartupClock(PhaseClock):
+    """Seconds per start-up phase of this rank's job, until its first step (a phase may come in parts;
+    nothing is added once closed)."""
 
     def __init__(self, imports_s: float | None, clock: Callable[[], float] = time.perf_counter):
         self.clock = clock
         self.seconds: dict[str, float | None] = dict.fromkeys(PHASES)
         self.seconds["imports"] = imports_s
         self.closed = False
-
-    @contextmanager
-    def phase(self, name: str) -> Iterator[None]:
-        """Time `name` (added to what it has: a phase may come in parts); nothing once closed."""
-        t0 = self.clock()
-        try:
-            yield
-        finally:
-            self.add(name, self.clock() - t0)
 
     def add(self, name: str, seconds: float) -> None:
         if name not in self.seconds:

@@ -20,7 +20,7 @@ cached build: tens of seconds in a fresh environment, else a fraction of one), `
 from __future__ import annotations
 
 import time
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
@@ -30,7 +30,24 @@ PHASES = ("startup", "setup", "kernel_build", "data", "step", "eval", "checkpoin
 STRETCH_GAP_S = 120.0
 
 
-class JobClock:
+class PhaseClock:
+    """Times a block of work as a phase (`with clock.phase(name):`), adding its seconds through `add`."""
+
+    clock: Callable[[], float]
+
+    def add(self, phase: str, seconds: float) -> None:
+        raise NotImplementedError
+
+    @contextmanager
+    def phase(self, name: str) -> Iterator[None]:
+        t0 = self.clock()
+        try:
+            yield
+        finally:
+            self.add(name, self.clock() - t0)
+
+
+class JobClock(PhaseClock):
     """Accumulates a job's wall seconds per phase; `record()` is what metrics.json keeps."""
 
     def __init__(self, startup_s: float | None = None, clock=time.perf_counter, now=time.time, cpu=time.process_time):
@@ -42,14 +59,6 @@ class JobClock:
 
     def add(self, phase: str, seconds: float) -> None:
         self.seconds[phase] += seconds
-
-    @contextmanager
-    def phase(self, name: str) -> Iterator[None]:
-        t0 = self.clock()
-        try:
-            yield
-        finally:
-            self.seconds[name] += self.clock() - t0
 
     def record(self, trained_flops: float, steps: int) -> dict[str, Any]:
         """The job so far: wall seconds (start-up included), per phase, the rest, what it trained."""
