@@ -244,7 +244,8 @@ def test_a_streamed_run_killed_and_rerun_trains_the_batches_of_an_uninterrupted_
     for row in perf:  # the same batches: the same loss at every step, before and after the kill
         assert row["loss"] == pytest.approx(whole_loss[row["step"]], rel=1e-4)
     assert b["final_eval_loss"] == pytest.approx(metrics(whole)["final_eval_loss"], rel=1e-4)
-    # The order is part of the run's inputs: other workers start the run over instead of resuming it.
+    # The order is part of the run's identity: other workers train the finished run again, from step 1.
     (killed / "metrics.json").unlink()
     other = train(killed, *flags[:-4], "--workers", "1", "--shuffle-buffer", "300")
-    assert other.returncode == 0 and "data_order changed since this run started: starting over" in other.stderr
+    assert other.returncode == 0 and "finished under other values (workers: 2 -> 1): training again" in other.stderr
+    assert metrics(killed)["resumed_from"] is None
