@@ -10,7 +10,9 @@ holds it; a size without a calibration file has its FLOPs counted in-process) an
 cosine runs of the budget at the plan's batch and warm-up, one at the hand rule's peak lr, one at the fitted
 rule's at the run's tokens (its row of the default plan; `prism train`, one after the other, one thread
 each; `--jobs 2`: two at a time), and prints each size's median
-final loss under both and whether the fitted rule is at least as low at every size. Runs go to
+final loss under both, the paired difference (fitted minus hand, seed by seed: mean and standard
+error) and the seeds where the fitted rule is lower, and whether its median is at least as low at
+every size. Runs go to
 STUDY/bench_lr_rule/ (a rerun resumes or reuses them).
 
 `--sensitivity-only`: no training; the shift of Approach 2's a on the default study's planned grid
@@ -98,6 +100,14 @@ def bench_lrs(rule, runs: list[str]) -> dict[str, dict]:
     return out
 
 
+def paired(per: dict[str, list[float]]) -> str:
+    """Fitted minus hand, seed by seed: the mean and its standard error (the same seed shares the
+    initialisation and the data order, so the pairs resolve what the medians' seed scatter hides)."""
+    diffs = [f - h for f, h in zip(per["fitted"], per["hand"])]
+    se = statistics.stdev(diffs) / len(diffs) ** 0.5 if len(diffs) > 1 else float("nan")
+    return f"{statistics.mean(diffs):+.4f} +- {se:.4f}"
+
+
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--study", required=True)
@@ -122,13 +132,15 @@ def main() -> int:
             study, sizes[t[0]]["backbone"], sizes[t[0]]["budget"], t[2], sizes[t[0]]["lrs"][t[1]], t[1],
             args.batch, args.warmup), tasks)))  # fmt: skip
     worse = []
-    print(f"{'backbone':<8} {'d_model':>7} {'hand lr':>8} {'fitted lr':>9} {'hand loss':>9} {'fitted loss':>11}  seeds")
+    print(f"{'backbone':<8} {'d_model':>7} {'hand lr':>8} {'fitted lr':>9} {'hand loss':>9} {'fitted loss':>11} "
+          f"{'paired diff':>16} {'lower':>5}  seeds")  # fmt: skip
     for run, size in sizes.items():
         per = {tag: [losses[(run, tag, s)] for s in seeds] for tag in size["lrs"]}
         med = {tag: statistics.median(v) for tag, v in per.items()}
         row = f"{size['backbone']:<8} {size['width']:>7} {size['lrs']['hand']:>8.3g} {size['lrs']['fitted']:>9.4g}"
         seeds_text = " | ".join(f"{tag} " + " ".join(f"{v:.3f}" for v in vals) for tag, vals in per.items())
-        print(f"{row} {med['hand']:>9.4f} {med['fitted']:>11.4f}  {seeds_text}")
+        print(f"{row} {med['hand']:>9.4f} {med['fitted']:>11.4f} {paired(per):>16} "
+              f"{sum(f < h for f, h in zip(per['fitted'], per['hand'])):>2}/{len(seeds):<2}  {seeds_text}")  # fmt: skip
         if med["fitted"] > med["hand"]:
             worse.append(size["backbone"])
     print(

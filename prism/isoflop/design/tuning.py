@@ -11,7 +11,8 @@ exponent drifts with it (Porian et al. 2024). So, before the grid (config `tune:
    runs are longer than a cheap sweep's: the smallest width is swept again at `tune.long_steps`
    (the grid's length; cheap at that width), which measures the tokens exponent q; with
    `tune.long_sizes` > 1 the next widths too (with `tune.long_points` lrs), so that q is measured where
-   the grid's FLOPs are and may change with width.
+   the grid's FLOPs are and may change with width. The widest width's sweep costs the most of the stage;
+   `tune.widest_points` may give it fewer lrs.
 2. `size_curve` fits, per width, a parabola of loss in ln lr around the lowest point: its vertex
    (the optimum), the vertex's standard error (delta method) and the curvature (the loss a
    misplaced lr costs). A vertex outside the swept lrs (or a parabola that is not convex) is
@@ -152,6 +153,18 @@ class TuneOptions:
             "`lr_points`), so fewer lrs there keep the stage within its share of the study's FLOPs. At least 3."
         ),
     )
+    widest_points: int = option(
+        0,
+        "fitted: peak lrs at the widest swept width (0: lr_points)",
+        metavar="N",
+        minimum=0,
+        doc=(
+            "fitted: peak lrs of the widest swept width's sweep at `steps` (0: `lr_points`), centred on the hand "
+            "rule's with an even count's extra lr below it. Its runs cost the most of the stage, and where the "
+            "optimum falls faster with width than the hand rule's 1/d_model its top lr adds least to its vertex: "
+            "one lr fewer there pays for a longer second length. At least 3."
+        ),
+    )
     bootstrap: int = option(
         200,
         "fitted: bootstrap draws of the rule's interval",
@@ -188,8 +201,9 @@ class TuneOptions:
     )
 
     def __post_init__(self) -> None:
-        if self.long_points in (1, 2):
-            raise PrismError(f"tune.long_points {self.long_points}: a parabola needs 3 lrs or more (0: lr_points)")
+        for key in ("long_points", "widest_points"):
+            if getattr(self, key) in (1, 2):
+                raise PrismError(f"tune.{key} {getattr(self, key)}: a parabola needs 3 lrs or more (0: lr_points)")
 
     @property
     def fitted(self) -> bool:
@@ -197,11 +211,12 @@ class TuneOptions:
 
     def lengths(self, sizes: list[str]) -> dict[str, list[tuple[int, int]]]:
         """{backbone: [(steps, lr points), ...]} of the sweep at `sizes` (smallest first): every width at
-        `steps`; the first `long_sizes` also at `long_steps`, the smallest with `lr_points`, the others with
-        `long_points`."""
+        `steps` (the widest of several with `widest_points`); the first `long_sizes` also at `long_steps`, the
+        smallest with `lr_points`, the others with `long_points`."""
         out = {}
         for i, backbone in enumerate(sizes):
-            out[backbone] = [(self.steps, self.lr_points)]
+            widest = len(sizes) > 1 and i == len(sizes) - 1
+            out[backbone] = [(self.steps, (widest and self.widest_points) or self.lr_points)]
             if self.long_steps and i < self.long_sizes:
                 points = self.lr_points if i == 0 else self.long_points or self.lr_points
                 out[backbone].append((self.long_steps, points))
@@ -248,9 +263,10 @@ def sweep_sizes(widths: dict[str, int], k: int) -> list[str]:
 
 
 def sweep_lrs(d_model: int, points: int, step: float) -> list[float]:
-    """`points` peak lrs `step` apart, centred on the hand rule's at this width (3 significant digits)."""
+    """`points` peak lrs `step` apart, centred on the hand rule's at this width (3 significant digits); an even
+    count has its extra lr below the centre, so every count's lrs lie on one grid and runs are shared."""
     centre = default_lr(d_model)
-    return [float(f"{centre * step ** (i - (points - 1) / 2):.3g}") for i in range(points)]
+    return [float(f"{centre * step ** (i - points // 2):.3g}") for i in range(points)]
 
 
 def lr_label(lr: float) -> str:

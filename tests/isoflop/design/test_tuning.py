@@ -46,6 +46,12 @@ def test_swept_lrs_are_centred_on_the_hand_rule():
     assert lr_label(0.0015) == "lr0.0015"
 
 
+def test_fewer_lrs_lie_on_the_same_grid_with_the_extra_one_below():
+    five = sweep_lrs(80, 5, 2.0)
+    assert sweep_lrs(80, 4, 2.0) == five[:4]  # the top lr dropped: the other runs are shared
+    assert sweep_lrs(80, 3, 2.0) == five[1:4]
+
+
 def test_size_curve_finds_the_vertex_and_curvature():
     lrs = sweep_lrs(64, 5, 2.0)
     curve = size_curve("n", 64, lrs, _curve_losses(lrs, 0.004, k=0.05))
@@ -174,3 +180,11 @@ def test_the_long_sweep_reaches_the_next_widths_with_fewer_lrs():
     assert TuneOptions(long_steps=0).lengths(["a"]) == {"a": [(200, 5)]}
     with pytest.raises(PrismError, match="long_points 2"):
         TuneOptions(long_points=2)
+
+
+def test_the_widest_width_may_sweep_fewer_lrs():
+    tune = TuneOptions(long_sizes=2, long_points=3, widest_points=4)
+    assert tune.lengths(["a", "b", "c"]) == {"a": [(200, 5), (800, 5)], "b": [(200, 5), (800, 3)], "c": [(200, 4)]}
+    assert tune.lengths(["a"]) == {"a": [(200, 5), (800, 5)]}  # one width is the smallest: all its lrs
+    with pytest.raises(PrismError, match="widest_points 1"):
+        TuneOptions(widest_points=1)
