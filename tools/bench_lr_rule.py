@@ -12,7 +12,8 @@ rule's at the run's tokens (its row of the default plan; `prism train`, one afte
 each; `--jobs 2`: two at a time), and prints each size's median
 final loss under both, the paired difference (fitted minus hand, seed by seed: mean and standard
 error) and the seeds where the fitted rule is lower, and whether its median is at least as low at
-every size. Runs go to
+every size. `--around F` also trains at the fitted lr / F and x F (is the fitted lr the lowest of
+the three: does the rule find the optimum, not only tie a rule already near it?). Runs go to
 STUDY/bench_lr_rule/ (a rerun resumes or reuses them).
 
 `--sensitivity-only`: no training; the shift of Approach 2's a on the default study's planned grid
@@ -116,6 +117,8 @@ def main() -> int:
     p.add_argument("--batch", type=int, default=32)
     p.add_argument("--warmup", type=int, default=50)
     p.add_argument("--jobs", type=int, default=1, help="runs trained at a time (one thread each)")
+    p.add_argument("--around", type=float, default=None, metavar="F",
+                   help="also train at the fitted lr / F and x F: is it the lowest of the three?")  # fmt: skip
     p.add_argument("--sensitivity-only", action="store_true", help="only a's shift on the default grid (no training)")
     args = p.parse_args()
     study = Path(args.study)
@@ -126,6 +129,11 @@ def main() -> int:
         return 0
     seeds = [int(s) for s in args.seeds.split(",")]
     sizes = bench_lrs(rule, args.runs.split(","))
+    if args.around:
+        for size in sizes.values():
+            fitted = size["lrs"]["fitted"]
+            size["lrs"] |= {"below": float(f"{fitted / args.around:.4g}"),
+                            "above": float(f"{fitted * args.around:.4g}")}  # fmt: skip
     tasks = [(run, tag, s) for run, size in sizes.items() for tag in size["lrs"] for s in seeds]
     with ThreadPoolExecutor(args.jobs) as pool:
         losses = dict(zip(tasks, pool.map(lambda t: train(
@@ -143,6 +151,10 @@ def main() -> int:
               f"{sum(f < h for f, h in zip(per['fitted'], per['hand'])):>2}/{len(seeds):<2}  {seeds_text}")  # fmt: skip
         if med["fitted"] > med["hand"]:
             worse.append(size["backbone"])
+        if args.around:
+            lowest = med["fitted"] <= min(med["below"], med["above"])
+            print(f"{'':<8} fitted lr / and x {args.around:g}: medians {med['below']:.4f} {med['above']:.4f}; "
+                  f"the fitted lr's the lowest of the three: {lowest}")  # fmt: skip
     print(
         f"fitted at least as low as hand at every size: {not worse}"
         + (f" (not at {', '.join(worse)})" if worse else "")
