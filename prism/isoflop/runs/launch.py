@@ -21,12 +21,11 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from prism.core.atomic import write_text_atomic
 from prism.core.errors import PrismError
 from prism.isoflop.design.trajectories import DEFAULT_MIN_STEPS, plan_warmup
-from prism.isoflop.records import PlanRow, plan_rows
+from prism.isoflop.planread import read_plan
+from prism.isoflop.records import PlanRow
 from prism.launch import render
 from prism.launch.command import train_args
 from prism.train.config import RunConfig
@@ -59,18 +58,6 @@ def run_flags(run: RunConfig) -> str:
 def run_args(row: PlanRow | Mapping[str, Any], data: str | Path, out: str | Path, **settings: Any) -> str:
     """`run_config`'s `prism train` flags, shell-quoted."""
     return run_flags(run_config(row, data, out, **settings))
-
-
-def _read_plan(plan_path: Path) -> dict:
-    if not plan_path.is_file():
-        raise PrismError(f"--plan {plan_path}: no such file (make it with `prism isoflop plan --out`)")
-    try:
-        plan = yaml.safe_load(plan_path.read_text())
-    except yaml.YAMLError as err:
-        raise PrismError(f"--plan {plan_path}: not YAML ({str(err).splitlines()[0]})") from None
-    if not isinstance(plan, dict) or not isinstance(plan.get("runs"), list):
-        raise PrismError(f"--plan {plan_path}: no `runs:` list; make it with `prism isoflop plan --out`")
-    return plan
 
 
 class Ledger:
@@ -120,16 +107,14 @@ def launch_plan(
     """
     options = options or TrainOptions()
     plan_path = Path(plan)
-    content = _read_plan(plan_path)
+    content = read_plan(plan_path, f"--plan {plan_path}")  # every row checked before anything is launched
     runs_root = Path(runs_dir) if runs_dir else plan_path.parent / "runs"
-    cal = calibration_dir or content.get("calibration_dir")
-    warmup = plan_warmup(int(content.get("min_steps") or DEFAULT_MIN_STEPS))
-    rows = plan_rows(content["runs"], str(plan_path))  # every row checked before anything is launched
+    cal = calibration_dir or content.header.get("calibration_dir")
+    warmup = plan_warmup(int(content.header.get("min_steps") or DEFAULT_MIN_STEPS))
     ledger = Ledger(None if dry_run else Path(ledger_csv))
     results = []
     try:
-        for row in rows:
-            run_id = row.run_id
+        for run_id, row in content.rows.items():
             out = runs_root / run_id
             try:
                 cfg = run_config(
