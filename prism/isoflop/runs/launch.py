@@ -6,7 +6,9 @@ both use it, and the command comes from `prism.launch.render`, so
 `prism isoflop launch` runs exactly what the workflow would run. `local`/`torchrun`
 run one after the other here; `aurora`
 writes each PBS job body to `RUNS/jobs/RUN_ID.pbs` and submits it with `qsub`.
-A run whose `metrics.json` exists is finished and skipped. The ledger is
+A run whose `metrics.json` exists is finished and skipped, unless it finished under another
+identity than its plan row's (`prism.train.identity`: a library default changed since): then,
+as the workflow does, its metrics.json goes and it trains again. The ledger is
 append-only: one row per action (time, run id, launcher, job id, state, detail).
 """
 
@@ -30,6 +32,7 @@ from prism.launch import render
 from prism.launch.command import train_args
 from prism.train.config import RunConfig
 from prism.train.options import TrainOptions
+from prism.train.rundir.finished import identity_changes_of
 
 LEDGER_COLUMNS = ("time", "run_id", "launcher", "job_id", "state", "detail")
 # What a plan row fixes about its run; everything else is a setting of the study.
@@ -131,10 +134,14 @@ def launch_plan(
                 raise PrismError(f"{plan_path}: {err}") from None
             command = render(launcher, cfg, nodes=nodes, procs_per_node=procs_per_node, storage=options.storage)
             if (out / "metrics.json").exists():
-                results.append({"run_id": run_id, "state": "finished", "job_id": "", "command": command})
-                echo(f"# {run_id}: finished ({out / 'metrics.json'} exists), skipped")
-                ledger.add(run_id, launcher, "", "skipped", "metrics.json exists")
-                continue
+                changes = identity_changes_of(out, cfg)
+                if not changes:
+                    results.append({"run_id": run_id, "state": "finished", "job_id": "", "command": command})
+                    echo(f"# {run_id}: finished ({out / 'metrics.json'} exists), skipped")
+                    ledger.add(run_id, launcher, "", "skipped", "metrics.json exists")
+                    continue
+                _train_again(out, run_id, changes, dry_run, echo)
+                ledger.add(run_id, launcher, "", "retrain", f"finished under other values: {'; '.join(changes)}")
             if dry_run:
                 echo(f"# {run_id}\n{command}")
                 results.append({"run_id": run_id, "state": "dry-run", "job_id": "", "command": command})
@@ -146,6 +153,14 @@ def launch_plan(
     finally:
         ledger.close()
     return results
+
+
+def _train_again(out: Path, run_id: str, changes: list[str], dry_run: bool, echo) -> None:
+    """A run finished under other values than its plan row's: its metrics.json goes (not in a dry run), as
+    Snakemake deletes a job's output before running it again, so `prism train` trains it again."""
+    echo(f"# {run_id}: finished under other values ({'; '.join(changes)}): training again")
+    if not dry_run:
+        (out / "metrics.json").unlink()
 
 
 def _execute(launcher: str, command: str, runs_root: Path, run_id: str, qsub: str) -> tuple[str, str, str]:
