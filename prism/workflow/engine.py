@@ -12,10 +12,13 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from prism.workflow.worker import ENV as WORKER_ENV
+
+T = TypeVar("T")
 
 # `snakemake --forcerun train` (or --forcerun of a run's metrics.json, or --forceall) is an
 # explicit retrain: `prism train` then trains a finished run from scratch instead of restoring
@@ -43,6 +46,21 @@ class Unrecorded:
 
 
 UNRECORDED = Unrecorded()
+
+
+def pending_or(default: T, value: Callable[[], T]) -> T:
+    """`value()`, or `default` while the plan job has not run.
+
+    A job's resources and group read the plan through Snakemake's checkpoint (`wait_for_plan`), whose
+    `.get()` raises IncompleteCheckpointException until the plan job has run; Snakemake evaluates the
+    job again after it, so a stand-in value does. Any other error is a real one and propagates.
+    """
+    from snakemake.exceptions import IncompleteCheckpointException  # noqa: PLC0415 - only where Snakemake runs
+
+    try:
+        return value()
+    except IncompleteCheckpointException:
+        return default
 
 
 class Engine:

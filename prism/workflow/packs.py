@@ -12,6 +12,7 @@ from typing import Any
 
 from prism.isoflop.design.placement import SHARDED
 from prism.workflow import probe, resources
+from prism.workflow.engine import pending_or
 from prism.workflow.packing import Pack, Unit, make_packs, packable, widths
 from prism.workflow.planfile import Rows
 
@@ -70,10 +71,7 @@ class Packs:
         """Whether a packed job's pack holds a spread unit (never a sweep run's: its own packs do not spread)."""
         if getattr(wildcards, "lr", None):
             return False
-        try:
-            return any(u.devices > 1 for u in self.pack_of(wildcards).units)
-        except Exception:  # noqa: BLE001 - the plan is pending
-            return False
+        return pending_or(False, lambda: any(u.devices > 1 for u in self.pack_of(wildcards).units))
 
     def job_key(self, wildcards: Any) -> str:
         """A training job's key in its pack: its run id, or a wsd segment's `TRAJ/to-END`."""
@@ -92,11 +90,9 @@ class Packs:
         pack_of = pack_of or self.pack_of
 
         def group(wildcards: Any) -> str | None:
-            try:
-                name = pack_of(wildcards).name
-            except Exception:  # noqa: BLE001 - the plan is pending: the job is evaluated again after it
-                return None
-            self.engine.group_parent(name, resources.PACK_GROUP)
+            name = pending_or(None, lambda: pack_of(wildcards).name)
+            if name is not None:
+                self.engine.group_parent(name, resources.PACK_GROUP)
             return name
 
         return group
@@ -106,23 +102,17 @@ class Packs:
         pack, as Snakemake requires of a group), one rank pinned to a free slot when it needs one device."""
 
         def request(wildcards: Any) -> tuple[str, int]:
-            try:
-                once_s = probe.pack_startup(self.study, wildcards.family)[0]
-                return resources.pack_request(self.study.cluster, self.pack_of(wildcards), once_s)
-            except Exception:  # noqa: BLE001 - the plan is pending
-                return self.study.cluster["queue"], resources.walltime_seconds(self.study.cluster["walltime"])
+            once_s = probe.pack_startup(self.study, wildcards.family)[0]
+            cap = self.study.cluster["queue"], resources.walltime_seconds(self.study.cluster["walltime"])
+            return pending_or(cap, lambda: resources.pack_request(self.study.cluster, self.pack_of(wildcards), once_s))
 
         def shared(wildcards: Any) -> bool:
-            try:
-                return self.pack_of(wildcards).shared
-            except Exception:  # noqa: BLE001 - the plan is pending
+            if getattr(wildcards, "lr", None):  # a run of the lr sweep: one of the sweep's packs of one-device runs
                 return True
+            return pending_or(True, lambda: self.pack_of(wildcards).shared)
 
         def devices(wildcards: Any) -> int:
-            try:
-                return self.job_devices(wildcards)
-            except Exception:  # noqa: BLE001 - the plan is pending
-                return 1
+            return pending_or(1, lambda: self.job_devices(wildcards))
 
         slots, device, strategy = (
             int(self.study.cluster["ranks_per_node"]),

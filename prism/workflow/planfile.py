@@ -14,14 +14,13 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from prism.core.errors import PrismError
 from prism.isoflop.design.gate import plan_notes, plan_stop, plan_summary
 from prism.isoflop.design.ladder import union
 from prism.isoflop.design.plan import make_plan, plan_runs, rule_sizes
 from prism.isoflop.design.plantext import dropped_lines
-from prism.isoflop.records import PlanRow, plan_rows
+from prism.isoflop.planread import read_plan
+from prism.isoflop.records import PlanRow
 from prism.workflow.commands import plan_arguments
 from prism.workflow.probe import probe_file, probed
 from prism.workflow.study import Study
@@ -144,9 +143,7 @@ class StudyPlan:
         if rows is not None:
             return rows
         plan_file = self.wait_for_plan(family)
-        with open(plan_file) as f:
-            plan = yaml.safe_load(f) or {}
-        return {row.run_id: row for row in plan_rows(plan.get("runs") or [], plan_file)}
+        return read_plan(plan_file, fix=f"`snakemake plan_{family} --forcerun` makes it again").rows
 
     def row(self, wildcards: Any) -> PlanRow:
         """The plan row of a job's `family` and `run_id` wildcards."""

@@ -18,6 +18,7 @@ from prism.model.config import backbone_config
 from prism.train.config import RunConfig
 from prism.workflow import probe, resources
 from prism.workflow.commands import training_run
+from prism.workflow.engine import pending_or
 from prism.workflow.jobs import Schedule
 from prism.workflow.packing import Pack, Unit, make_packs
 from prism.workflow.planfile import StudyPlan
@@ -106,11 +107,10 @@ class TuneStage:
     def run_seconds(self, family: str, row: dict[str, Any], steps: int, start_s: float) -> float | None:
         """A sweep run's seconds on one device: its samples at the plan's seconds per sample of its
         backbone on one device, plus its start-up; None where the plan has no estimate of it."""
-        try:
-            rows = [r for r in self.plan.rows(family).values() if r.backbone == row["backbone"] and r.samples]
-        except Exception:  # noqa: BLE001 - the plan is pending
+        rows = pending_or(None, lambda: self.plan.rows(family))
+        if rows is None:
             return None
-        for r in rows:
+        for r in (r for r in rows.values() if r.backbone == row["backbone"] and r.samples):
             seconds = self.schedule.device_seconds(r.node_hours, r.hours_here, 1)
             if seconds is not None:
                 return seconds / r.samples * steps * row["global_batch"] + start_s
@@ -132,11 +132,9 @@ class TuneStage:
 
     def pack_request(self, wildcards: Any) -> tuple[str, int]:
         cluster = self.study.cluster
-        try:
-            once_s = probe.pack_startup(self.study, wildcards.family)[0]
-            return resources.pack_request(cluster, self.pack_of(wildcards), once_s)
-        except Exception:  # noqa: BLE001 - the plan is pending
-            return cluster["queue"], resources.walltime_seconds(cluster["walltime"])
+        once_s = probe.pack_startup(self.study, wildcards.family)[0]
+        cap = cluster["queue"], resources.walltime_seconds(cluster["walltime"])
+        return pending_or(cap, lambda: resources.pack_request(cluster, self.pack_of(wildcards), once_s))
 
     def group(self) -> Callable[[Any], str | None] | None:
         """tune_run's `group:` (None without cluster.pack): a sweep run's pack, one scheduler job."""

@@ -36,6 +36,8 @@ from prism.core.errors import PrismError
 from prism.core.fingerprint import file_digest, record_digest
 from prism.core.options import option, validate
 from prism.isoflop.design.calibrate import calibration_filename
+from prism.isoflop.planread import read_plan
+from prism.isoflop.records import PlanRow
 
 CONFIG, EVAL, METRICS, PERF = "config.yaml", "eval.jsonl", "metrics.json", "perf.jsonl"
 IDENTITY = ("run_id", "family", "backbone", "variant", "regime", "budget")
@@ -264,23 +266,24 @@ def _calibration_digest(path: Path) -> str | None:
         return None
 
 
+def _wall_s(hours: float | None) -> float | None:
+    """The plan's estimated wall hours of a run in seconds (None: not measured)."""
+    return None if hours is None else 3600.0 * float(hours)
+
+
 @dataclass(frozen=True)
 class StudyInputs:
     """What the study plans now: its run ids (with their plan rows) and the digests of its inputs."""
 
-    rows: dict[str, dict]
+    rows: dict[str, PlanRow]
     data_manifest: str | None
     calibration_dir: Path | None
 
     @classmethod
     def read(cls, plan_path: Path, data: Path | None) -> StudyInputs:
-        try:
-            plan = yaml.safe_load(plan_path.read_text()) or {}
-            rows = {str(r["run_id"]): r for r in plan.get("runs") or []}
-        except (OSError, yaml.YAMLError, KeyError, TypeError, AttributeError) as err:
-            raise PrismError(f"--plan {plan_path}: not a plan from `prism isoflop plan` ({err})") from None
-        cal = plan.get("calibration_dir")
-        return cls(rows, file_digest(data / "manifest.json") if data else None, Path(cal) if cal else None)
+        plan = read_plan(plan_path, f"--plan {plan_path}")
+        cal = plan.header.get("calibration_dir")
+        return cls(plan.rows, file_digest(data / "manifest.json") if data else None, Path(cal) if cal else None)
 
     def stale_reason(self, run: CollectedRun, run_dir: Path) -> str | None:
         """Why a finished run is not this study's (None: it is)."""
@@ -295,9 +298,7 @@ class StudyInputs:
             return "trained on other data (its data manifest differs from the study's)"
         row = self.rows[run.run_id]
         if self.calibration_dir is not None and inputs.get("calibration"):
-            path = self.calibration_dir / calibration_filename(
-                row["family"], row["backbone"], row["variant"], row["regime"]
-            )
+            path = self.calibration_dir / calibration_filename(row.family, row.backbone, row.variant, row.regime)
             current = _calibration_digest(path)
             if current is not None and inputs["calibration"] != current:
                 return "trained with another calibration (the study's calibration changed since)"
@@ -340,21 +341,20 @@ def collect(
             if why:
                 row.status, row.loss, row.loss_std = "stale", None, None
                 row.note = why
-            hours = (study.rows.get(row.run_id) or {}).get("hours_here")
-            row.est_wall_s = None if hours is None else 3600.0 * float(hours)
+            planned = study.rows.get(row.run_id)
+            row.est_wall_s = _wall_s(planned.hours_here) if planned else None
         rows.append(row)
     if study is not None:
         seen = {r.run_id for r in rows}
         for run_id, planned in study.rows.items():
             if run_id not in seen:
-                hours = planned.get("hours_here")
                 rows.append(
                     CollectedRun(
                         run_id=run_id,
-                        **{k: planned.get(k, "") for k in IDENTITY if k not in ("run_id", "budget")},
-                        budget=_num(planned.get("budget")),
-                        params=_num(planned.get("params")),
-                        est_wall_s=None if hours is None else 3600.0 * float(hours),
+                        **{k: getattr(planned, k) for k in IDENTITY if k not in ("run_id", "budget")},
+                        budget=float(planned.budget),
+                        params=_num(planned.params),
+                        est_wall_s=_wall_s(planned.hours_here),
                         status="incomplete",
                         note="not started",
                         run_dir=str(root / run_id),

@@ -6,7 +6,9 @@ both use it, and the command comes from `prism.launch.render`, so
 `prism isoflop launch` runs exactly what the workflow would run. `local`/`torchrun`
 run one after the other here; `aurora`
 writes each PBS job body to `RUNS/jobs/RUN_ID.pbs` and submits it with `qsub`.
-A run whose `metrics.json` exists is finished and skipped. The ledger is
+A run whose `metrics.json` exists is finished and skipped, unless it finished under another
+identity than its plan row's (`prism.train.identity`: a library default changed since): then,
+as the workflow does, its metrics.json goes and it trains again. The ledger is
 append-only: one row per action (time, run id, launcher, job id, state, detail).
 """
 
@@ -21,16 +23,16 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from prism.core.atomic import write_text_atomic
 from prism.core.errors import PrismError
 from prism.isoflop.design.trajectories import DEFAULT_MIN_STEPS, plan_warmup
-from prism.isoflop.records import PlanRow, plan_rows
+from prism.isoflop.planread import read_plan
+from prism.isoflop.records import PlanRow
 from prism.launch import render
 from prism.launch.command import train_args
 from prism.train.config import RunConfig
 from prism.train.options import TrainOptions
+from prism.train.rundir.finished import identity_changes_of
 
 LEDGER_COLUMNS = ("time", "run_id", "launcher", "job_id", "state", "detail")
 # What a plan row fixes about its run; everything else is a setting of the study.
@@ -59,18 +61,6 @@ def run_flags(run: RunConfig) -> str:
 def run_args(row: PlanRow | Mapping[str, Any], data: str | Path, out: str | Path, **settings: Any) -> str:
     """`run_config`'s `prism train` flags, shell-quoted."""
     return run_flags(run_config(row, data, out, **settings))
-
-
-def _read_plan(plan_path: Path) -> dict:
-    if not plan_path.is_file():
-        raise PrismError(f"--plan {plan_path}: no such file (make it with `prism isoflop plan --out`)")
-    try:
-        plan = yaml.safe_load(plan_path.read_text())
-    except yaml.YAMLError as err:
-        raise PrismError(f"--plan {plan_path}: not YAML ({str(err).splitlines()[0]})") from None
-    if not isinstance(plan, dict) or not isinstance(plan.get("runs"), list):
-        raise PrismError(f"--plan {plan_path}: no `runs:` list; make it with `prism isoflop plan --out`")
-    return plan
 
 
 class Ledger:
@@ -120,16 +110,14 @@ def launch_plan(
     """
     options = options or TrainOptions()
     plan_path = Path(plan)
-    content = _read_plan(plan_path)
+    content = read_plan(plan_path, f"--plan {plan_path}")  # every row checked before anything is launched
     runs_root = Path(runs_dir) if runs_dir else plan_path.parent / "runs"
-    cal = calibration_dir or content.get("calibration_dir")
-    warmup = plan_warmup(int(content.get("min_steps") or DEFAULT_MIN_STEPS))
-    rows = plan_rows(content["runs"], str(plan_path))  # every row checked before anything is launched
+    cal = calibration_dir or content.header.get("calibration_dir")
+    warmup = plan_warmup(int(content.header.get("min_steps") or DEFAULT_MIN_STEPS))
     ledger = Ledger(None if dry_run else Path(ledger_csv))
     results = []
     try:
-        for row in rows:
-            run_id = row.run_id
+        for run_id, row in content.rows.items():
             out = runs_root / run_id
             try:
                 cfg = run_config(
@@ -146,10 +134,14 @@ def launch_plan(
                 raise PrismError(f"{plan_path}: {err}") from None
             command = render(launcher, cfg, nodes=nodes, procs_per_node=procs_per_node, storage=options.storage)
             if (out / "metrics.json").exists():
-                results.append({"run_id": run_id, "state": "finished", "job_id": "", "command": command})
-                echo(f"# {run_id}: finished ({out / 'metrics.json'} exists), skipped")
-                ledger.add(run_id, launcher, "", "skipped", "metrics.json exists")
-                continue
+                changes = identity_changes_of(out, cfg)
+                if not changes:
+                    results.append({"run_id": run_id, "state": "finished", "job_id": "", "command": command})
+                    echo(f"# {run_id}: finished ({out / 'metrics.json'} exists), skipped")
+                    ledger.add(run_id, launcher, "", "skipped", "metrics.json exists")
+                    continue
+                _train_again(out, run_id, changes, dry_run, echo)
+                ledger.add(run_id, launcher, "", "retrain", f"finished under other values: {'; '.join(changes)}")
             if dry_run:
                 echo(f"# {run_id}\n{command}")
                 results.append({"run_id": run_id, "state": "dry-run", "job_id": "", "command": command})
@@ -161,6 +153,14 @@ def launch_plan(
     finally:
         ledger.close()
     return results
+
+
+def _train_again(out: Path, run_id: str, changes: list[str], dry_run: bool, echo) -> None:
+    """A run finished under other values than its plan row's: its metrics.json goes (not in a dry run), as
+    Snakemake deletes a job's output before running it again, so `prism train` trains it again."""
+    echo(f"# {run_id}: finished under other values ({'; '.join(changes)}): training again")
+    if not dry_run:
+        (out / "metrics.json").unlink()
 
 
 def _execute(launcher: str, command: str, runs_root: Path, run_id: str, qsub: str) -> tuple[str, str, str]:

@@ -43,6 +43,8 @@ import yaml
 
 from prism.core.errors import PrismError
 from prism.core.ids import format_budget
+from prism.isoflop.planread import read_plan
+from prism.isoflop.records import PlanRow
 from prism.train.rundir.layout import CHECKPOINTS_DIR, FINAL_DIR, final_dir
 
 ACTIVE_SECONDS = 600.0
@@ -190,7 +192,7 @@ def _newest_mtime(run_dir: Path) -> float:
 def run_status(
     run_id: str,
     run_dir: Path,
-    planned: dict[str, Any] | None,
+    planned: PlanRow | None,
     locked: set[tuple[int, int, int]],
     now: float,
     active_s: float = ACTIVE_SECONDS,
@@ -225,21 +227,20 @@ def _job_time(run_dir: Path, status: RunStatus, now: float) -> tuple[int, float]
 def _run_state(
     run_id: str,
     run_dir: Path,
-    planned: dict[str, Any] | None,
+    planned: PlanRow | None,
     locked: set[tuple[int, int, int]],
     now: float,
     active_s: float,
 ) -> RunStatus:
-    planned = planned or {}
-    hours = planned.get("hours_here")
+    hours = planned.hours_here if planned else None
     status = RunStatus(
         run_id,
         "waiting",
-        budget=_float(planned.get("budget")),
-        steps=_int(planned.get("steps")),
-        flops_planned=_float(planned.get("flops")) or 0.0,
+        budget=float(planned.budget) if planned else None,
+        steps=planned.steps if planned else None,
+        flops_planned=(_float(planned.flops) or 0.0) if planned else 0.0,
         est_wall_s=None if hours is None else 3600.0 * float(hours),
-        est_node_hours=_float(planned.get("node_hours")),
+        est_node_hours=_float(planned.node_hours) if planned else None,
     )
     if not run_dir.is_dir():
         status.note = "not started"
@@ -331,13 +332,8 @@ def study_status(family_dir: str | Path, active_s: float = ACTIVE_SECONDS, now: 
     """Read a family folder of a study (`STUDY/F`, holding plan.yaml)."""
     family_dir = Path(family_dir)
     plan_path = family_dir / "plan.yaml"
-    try:
-        plan = yaml.safe_load(plan_path.read_text()) or {}
-    except FileNotFoundError:
-        raise PrismError(f"{plan_path}: no plan yet; `snakemake plan_{family_dir.name}` makes it") from None
-    except (OSError, yaml.YAMLError) as err:
-        raise PrismError(f"{plan_path}: unreadable ({str(err).splitlines()[0]})") from None
-    rows = {str(r["run_id"]): r for r in plan.get("runs") or [] if isinstance(r, dict) and "run_id" in r}
+    read = read_plan(plan_path, fix=f"`snakemake plan_{family_dir.name}` makes it")
+    plan, rows = read.header, read.rows
     now = time.time() if now is None else now
     locked = _locked_inodes()
     runs_root = family_dir / "runs"

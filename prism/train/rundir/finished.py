@@ -136,12 +136,19 @@ def check_same_run(run_dir: Path, config: Any) -> None:
     )
 
 
+def identity_changes_of(run_dir: Path, config: Any) -> list[str]:
+    """`name: old -> new` for each identity value (prism.train.identity) the run in `run_dir` was started under
+    (its config.yaml's record) other than `config`'s; [] when none differs or no record says (a run from
+    before identities were kept, or none started)."""
+    path = Path(run_dir) / runfiles.CONFIG
+    old = runfiles.resolved_of(path).get("identity") if path.is_file() else None
+    return identity_changes(old, run_identity(config)) if isinstance(old, dict) else []
+
+
 def check_identity(run_dir: Path, config: Any) -> None:
     """Refuse a finished run whose identity (prism.train.identity) is not this config's: it was trained under
     other values (a library default since changed), so its metrics are not this run's."""
-    path = Path(run_dir) / runfiles.CONFIG
-    old = runfiles.resolved_of(path).get("identity") if path.is_file() else None
-    changes = identity_changes(old, run_identity(config)) if isinstance(old, dict) else []
+    changes = identity_changes_of(run_dir, config)
     if changes:
         raise PrismError(
             f"{run_dir} finished under other values ({'; '.join(changes)}): it is not this run; rerun this "

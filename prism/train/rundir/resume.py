@@ -18,8 +18,8 @@ from prism.core.atomic import write_text_atomic
 from prism.core.errors import PrismError
 from prism.core.fingerprint import file_digest, record_digest
 from prism.train.config import TRAJECTORY_FIELDS, RunConfig
-from prism.train.identity import identity_changes, run_identity
 from prism.train.rundir import checkpoint, runfiles
+from prism.train.rundir.finished import identity_changes_of
 
 
 def input_fingerprint(config: RunConfig, calibration: dict | None, order: str | None = None) -> dict[str, str | None]:
@@ -52,9 +52,7 @@ def changed_inputs(out: Path, inputs: dict[str, str | None]) -> list[str]:
 def changed_identity(config: RunConfig, out: Path) -> list[str]:
     """`["identity (name: old -> new; ...)"]` when the run directory was started under another identity
     (prism.train.identity: a library default changed since), else []: its checkpoints are another run's."""
-    path = out / runfiles.CONFIG
-    old = runfiles.resolved_of(path).get("identity") if path.exists() else None
-    changes = identity_changes(old, run_identity(config)) if isinstance(old, dict) else []
+    changes = identity_changes_of(out, config)
     return [f"identity ({'; '.join(changes)})"] if changes else []
 
 

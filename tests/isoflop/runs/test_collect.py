@@ -201,6 +201,8 @@ def _study(tmp_path, run_ids):
                 "variant": variant,
                 "regime": regime,
                 "budget": float(budget[1:]),
+                "global_batch": 8,
+                "steps": 100,
                 "params": 1e5,
                 "hours_here": 0.01,
             }

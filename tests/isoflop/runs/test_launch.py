@@ -8,8 +8,11 @@ import stat
 
 import pytest
 
-from prism.cli import main
+from prism.cli import build_parser, main
 from prism.isoflop.runs.launch import launch_plan
+from prism.launch.command import train_args
+from prism.train.config import merge
+from prism.train.identity import run_identity
 
 from ..conftest import plan_cli, write_calibration
 
@@ -117,3 +120,34 @@ def test_missing_plan_is_a_clear_error(tmp_path, capsys):
         ]
     )
     assert rc == 2 and "no such file" in capsys.readouterr().err
+
+
+def test_a_run_finished_under_other_values_trains_again_as_the_workflow_does(plan_path, tmp_path, monkeypatch):
+    """A finished run whose recorded identity (prism.train.identity) is not its plan row's, as after a library
+    default changed, is not skipped: its metrics.json goes, as Snakemake deletes a rerun job's output, and it
+    trains again; a run finished under the row's identity stays skipped."""
+    import prism.isoflop.runs.launch
+
+    runs = {}
+    monkeypatch.setattr(
+        prism.isoflop.runs.launch, "render", lambda launcher, run, **kw: runs.setdefault(run.run_id, run) and "true"
+    )
+    launch_plan(plan_path, "local", tmp_path / "ledger.csv", "shards", dry_run=True, echo=lambda *a: None)
+    same, other = list(runs)[:2]
+    # the identity `prism train` records for the launched command is the one launch compares
+    flags = vars(build_parser().parse_args(train_args(runs[same])))
+    assert run_identity(merge(None, flags)) == run_identity(runs[same])
+    for run_id, identity in ((same, run_identity(runs[same])), (other, {**run_identity(runs[other]), "lr": 1.0})):
+        runs[run_id].out_dir.mkdir(parents=True)
+        runs[run_id].to_yaml(runs[run_id].out_dir / "config.yaml", resolved={"identity": identity})
+        (runs[run_id].out_dir / "metrics.json").write_text('{"status": "ok"}')
+    said = []
+    dry = launch_plan(plan_path, "local", tmp_path / "ledger.csv", "shards", dry_run=True, echo=said.append)
+    states = {r["run_id"]: r["state"] for r in dry}
+    assert (states[same], states[other]) == ("finished", "dry-run")
+    assert f"# {other}: finished under other values (lr: 1.0 -> " in "\n".join(said)
+    assert (runs[other].out_dir / "metrics.json").exists()  # a dry run changes nothing
+    launch_plan(plan_path, "local", tmp_path / "ledger.csv", "shards", echo=lambda *a: None)
+    ledger = [(r["run_id"], r["state"]) for r in csv.DictReader((tmp_path / "ledger.csv").open())]
+    assert (same, "skipped") in ledger and [s for r, s in ledger if r == other] == ["retrain", "finished"]
+    assert (runs[same].out_dir / "metrics.json").exists() and not (runs[other].out_dir / "metrics.json").exists()

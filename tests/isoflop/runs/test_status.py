@@ -23,6 +23,13 @@ PLAN_RUNS = [
 ]
 
 
+def plan_row(run_id: str, budget: float, steps: int, flops: float, hours: float) -> dict:
+    """A plan.yaml row as `prism isoflop plan` writes it (the keys status reads, and what every row has)."""
+    backbone, variant, regime, _ = run_id.split("-")
+    return {"run_id": run_id, "family": "text_image", "backbone": backbone, "variant": variant, "regime": regime,
+            "budget": budget, "global_batch": 8, "steps": steps, "flops": flops, "hours_here": hours}  # fmt: skip
+
+
 def write_run(run_dir: Path, steps: int, logged: list[tuple[int, float]], metrics: dict | None = None) -> None:
     """A run directory as `prism train` leaves it: config.yaml, perf rows, eval rows, maybe metrics.json."""
     run_dir.mkdir(parents=True)
@@ -41,10 +48,7 @@ def write_run(run_dir: Path, steps: int, logged: list[tuple[int, float]], metric
 def study(tmp_path) -> Path:
     family = tmp_path / "scaling-study" / "text_image"
     family.mkdir(parents=True)
-    runs = [
-        {"run_id": r, "budget": b, "steps": s, "flops": f, "hours_here": h, "family": "text_image"}
-        for r, b, s, f, h in PLAN_RUNS
-    ]
+    runs = [plan_row(*row) for row in PLAN_RUNS]
     (family / "plan.yaml").write_text(
         yaml.safe_dump({"family": "text_image", "regime": "e2e", "runs": runs, "cost": {"node_hours_total": 2.5}})
     )
@@ -147,6 +151,9 @@ def test_study_folder_and_errors(study, tmp_path):
         family_dirs(tmp_path / "scaling-study" / "text_image" / "runs")
     with pytest.raises(PrismError, match="no such study folder"):
         family_dirs(tmp_path / "nowhere")
+    (study / "plan.yaml").unlink()
+    with pytest.raises(PrismError, match=r"plan\.yaml: no such file; `snakemake plan_text_image` makes it$"):
+        study_status(study)
 
 
 def test_cli_prints_the_status(study, run_prism):

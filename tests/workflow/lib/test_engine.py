@@ -4,7 +4,10 @@ from __future__ import annotations
 
 from types import SimpleNamespace
 
-from prism.workflow.engine import FORCED_ENV, Engine
+import pytest
+from snakemake.exceptions import IncompleteCheckpointException
+
+from prism.workflow.engine import FORCED_ENV, Engine, pending_or
 
 
 def fake_workflow(**settings):
@@ -43,3 +46,17 @@ def test_a_line_is_said_once_and_never_in_a_job(monkeypatch):
     job.logger = engine.logger
     job.say_once("y")
     assert said == ["x"]
+
+
+def test_pending_or_stands_in_only_while_the_plan_job_has_not_run():
+    def pending():
+        raise IncompleteCheckpointException("plan", "study/text_image/plan.yaml")  # checkpoints.plan.get's
+
+    assert pending_or(7, pending) == 7
+    assert pending_or(7, lambda: 3) == 3
+
+    def bug():
+        return {}["family"]
+
+    with pytest.raises(KeyError, match="family"):  # a real error is not taken for the plan's absence
+        pending_or(7, bug)

@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 import pytest
+from snakemake.exceptions import IncompleteCheckpointException
 
 from prism.workflow.jobs import make_schedule
 from prism.workflow.planfile import StudyPlan
@@ -24,11 +25,11 @@ class GroupingEngine(FakeEngine):
         self.parents[group] = parent
 
 
-def schedule_of(config):
-    engine = GroupingEngine()
+def schedule_of(config, engine=None, wait=None):
+    engine = engine or GroupingEngine()
     study = Study(config)
     holder = {}
-    plan = StudyPlan(study, engine, lambda family: pytest.fail("waited"),
+    plan = StudyPlan(study, engine, wait or (lambda family: pytest.fail("waited")),
                      lambda family, rows: holder["schedule"].requested(family, rows))  # fmt: skip
     holder["schedule"] = make_schedule(study, plan, engine)
     return holder["schedule"]
@@ -53,6 +54,47 @@ def test_one_device_runs_share_a_pack_each_pinned_with_the_same_node_queue_and_w
     assert {j["procs_per_node"] for j in jobs} == {1}
     line = schedule.requested("text_image", rows)
     assert line.startswith("plan text_image: 6 runs in 1 jobs on 1 nodes (up to 4 one-device runs a node")
+
+
+def test_while_the_plan_job_has_not_run_a_packed_job_is_ungrouped_at_the_cap_and_a_real_error_is_raised(
+    smoke_config,
+):
+    """Before its data is built the plan is a checkpoint: Snakemake evaluates the jobs again after it."""
+
+    def pending(family):
+        raise IncompleteCheckpointException("plan", f"study/{family}/plan.yaml")
+
+    engine = GroupingEngine()
+    engine.dryrun = False  # a real run, the data not built: the rows wait for the plan job
+    schedule = schedule_of(smoke_config(cluster=PACKED), engine, pending)
+    wc = wildcards(family="text_image", run_id="30k-BASE-e2e-C1e10")
+    job = evaluated(schedule.resources(retrain=lambda w: "0"), wc)
+    assert schedule.group()(wc) is None and engine.parents == {}
+    assert (job["nodes"], job["procs_per_node"], job["walltime"], job["queue"]) == ("1", 1, "00:30:00", "debug")
+
+    def broken(family):
+        raise KeyError("runs")  # a bug, not the plan's absence
+
+    schedule = schedule_of(smoke_config(cluster=PACKED), engine, broken)
+    with pytest.raises(KeyError, match="runs"):
+        schedule.group()(wc)
+    with pytest.raises(KeyError, match="runs"):
+        evaluated(schedule.resources(retrain=lambda w: "0"), wc)
+
+
+def test_a_run_of_the_lr_sweep_is_a_one_device_run_of_a_shared_pack_whatever_the_grid_holds(smoke_config):
+    """tune_run takes the grid's packed resources (its walltime and queue its own sweep pack's): a sweep run at a
+    size or budget the grid lacks is never looked up among the grid's packs."""
+    schedule = schedule_of(smoke_config(cluster=PACKED))
+    sweep_run = wildcards(family="text_image", run_id="n32e3-BASE-e2e-C1e16", lr="0.00025", steps="200")
+    assert sweep_run.run_id not in schedule.plan.rows("text_image")
+    job = schedule.resources(retrain=lambda w: "0")
+    assert {key: job[key](sweep_run) for key in ("nodes", "procs_per_node", "pin", "strategy")} == {
+        "nodes": "1",
+        "procs_per_node": 1,
+        "pin": "python -m prism.launch.slots --slots 4 --device cpu -- ",
+        "strategy": "none",
+    }
 
 
 def test_a_wsd_trajectorys_segments_and_branches_are_one_pack(smoke_config):
