@@ -30,8 +30,9 @@ from prism.train.identity import run_hash
 from prism.train.rundir.layout import kept_checkpoint, kept_origin
 from prism.workflow import probe, resources
 from prism.workflow.commands import tracker_command, training_run
+from prism.workflow.engine import pending_or
 from prism.workflow.packing import Pack, Unit
-from prism.workflow.packs import Packs
+from prism.workflow.packs import Packs, sweep_run
 from prism.workflow.planfile import Rows, StudyPlan
 from prism.workflow.study import Study, budget_str
 
@@ -109,11 +110,11 @@ class Schedule(Packs):
         return resources.backbone_nodes(self.study.cluster, resources.backbone_of(wildcards))
 
     def job_estimate_s(self, wildcards: Any) -> float | None:
-        """The plan's estimate of this training job's steps in seconds; None while the plan is pending or has none."""
-        try:
-            return self.estimate_s(wildcards)
-        except Exception:  # noqa: BLE001 - the checkpoint is pending: the job is evaluated again after it
+        """The plan's estimate of this training job's steps in seconds; None while the plan is pending or has none
+        (a run of the lr sweep: the plan has no row of it)."""
+        if sweep_run(wildcards):
             return None
+        return pending_or(None, lambda: self.estimate_s(wildcards))
 
     def queue(self, wildcards: Any) -> str:
         """cluster.queue, or with cluster.queues the queue this job's nodes and walltime fit."""
@@ -249,10 +250,7 @@ class CosineSchedule(Schedule):
 
     def priority(self, wildcards: Any) -> int:
         """Longer runs first (their planned steps); 0 while the plan is not there yet."""
-        try:
-            return int(self.plan.row(wildcards).steps)
-        except Exception:  # noqa: BLE001 - the checkpoint is still pending: any order will do
-            return 0
+        return pending_or(0, lambda: int(self.plan.row(wildcards).steps))
 
     def estimate_s(self, wildcards: Any) -> float | None:
         row = self.plan.row(wildcards)
@@ -437,10 +435,7 @@ class WsdSchedule(Schedule):
 
     def segment_priority(self, wildcards: Any) -> int:
         """Longest chain of work first (Trajectory.segment_priority); 0 while the plan is pending."""
-        try:
-            return self.trajectory(wildcards).segment_priority(int(wildcards.end))
-        except Exception:  # noqa: BLE001
-            return 0
+        return pending_or(0, lambda: self.trajectory(wildcards).segment_priority(int(wildcards.end)))
 
     # ---- branches ---------------------------------------------------------------
 
@@ -469,10 +464,7 @@ class WsdSchedule(Schedule):
         return self.run_trajectory(wildcards).warmup
 
     def branch_priority(self, wildcards: Any) -> int:
-        try:
-            return self.run_trajectory(wildcards).branch_priority(self.plan.row(wildcards).run_id)
-        except Exception:  # noqa: BLE001
-            return 0
+        return pending_or(0, lambda: self.run_trajectory(wildcards).branch_priority(self.plan.row(wildcards).run_id))
 
     # ---- estimates --------------------------------------------------------------
 

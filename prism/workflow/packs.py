@@ -17,6 +17,12 @@ from prism.workflow.packing import Pack, Unit, make_packs, packable, widths
 from prism.workflow.planfile import Rows
 
 
+def sweep_run(wildcards: Any) -> bool:
+    """Whether a training job is a run of the lr sweep (tune_run, its `lr` wildcard): it shares its run id
+    with a grid run but is none of the plan's, so the grid's packs and estimates do not hold it."""
+    return bool(getattr(wildcards, "lr", None))
+
+
 class Packs:
     """Which pack each training job is in, and the resources of a packed job."""
 
@@ -63,13 +69,13 @@ class Packs:
     def job_devices(self, wildcards: Any) -> int:
         """The devices of its pack a packed job runs on (1 unless its unit spreads). A run of the lr sweep
         (tune_run, its `lr`) shares its run id with a grid run but is one of the sweep's packs: one device."""
-        if getattr(wildcards, "lr", None):
+        if sweep_run(wildcards):
             return 1
         return self.pack_of(wildcards).devices_of(self.job_key(wildcards))
 
     def pack_spreads(self, wildcards: Any) -> bool:
         """Whether a packed job's pack holds a spread unit (never a sweep run's: its own packs do not spread)."""
-        if getattr(wildcards, "lr", None):
+        if sweep_run(wildcards):
             return False
         return pending_or(False, lambda: any(u.devices > 1 for u in self.pack_of(wildcards).units))
 
@@ -107,7 +113,7 @@ class Packs:
             return pending_or(cap, lambda: resources.pack_request(self.study.cluster, self.pack_of(wildcards), once_s))
 
         def shared(wildcards: Any) -> bool:
-            if getattr(wildcards, "lr", None):  # a run of the lr sweep: one of the sweep's packs of one-device runs
+            if sweep_run(wildcards):  # a run of the lr sweep: one of the sweep's packs of one-device runs
                 return True
             return pending_or(True, lambda: self.pack_of(wildcards).shared)
 

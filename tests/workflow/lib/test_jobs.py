@@ -9,6 +9,7 @@ from types import SimpleNamespace
 
 import pytest
 import yaml
+from snakemake.exceptions import IncompleteCheckpointException
 
 from prism.train.identity import run_hash
 from prism.train.rundir.layout import kept_checkpoint, kept_origin
@@ -55,12 +56,24 @@ def test_a_cosine_run_trains_its_plan_row_with_the_studys_warmup(smoke_config):
 
 def test_priority_and_estimate_wait_for_nothing_while_the_plan_is_pending(smoke_config):
     def pending(family):
-        raise RuntimeError("the plan job has not run")
+        raise IncompleteCheckpointException(None, f"scaling-study/{family}/plan.yaml")
 
     schedule = schedule_of(smoke_config(), FakeEngine(dryrun=False), pending)
     wc = wildcards(family="text_image", run_id="30k-BASE-e2e-C1e10")
     assert schedule.priority(wc) == 0 and schedule.job_estimate_s(wc) is None
     assert schedule.walltime(wc) == schedule.study.cluster["walltime"]  # no estimate: the cap
+
+
+def test_a_real_error_reading_the_plan_is_not_taken_for_a_pending_plan(smoke_config):
+    def broken(family):
+        raise KeyError("runs")
+
+    schedule = schedule_of(smoke_config(), FakeEngine(dryrun=False), broken)
+    wc = wildcards(family="text_image", run_id="30k-BASE-e2e-C1e10")
+    with pytest.raises(KeyError):
+        schedule.priority(wc)
+    sweep = wildcards(family="text_image", run_id="30k-BASE-e2e-C1e10", steps="200", lr="0.003")
+    assert schedule.job_estimate_s(sweep) is None  # a run of the lr sweep: no plan row, no grid estimate
 
 
 def test_retraining_forces_the_training_rules_and_sets_the_flag(smoke_config):
