@@ -20,6 +20,16 @@ pytestmark = [pytest.mark.slow, pytest.mark.distributed]
 
 STEPS = ["--max-steps", "25", "--log-every", "5", "--checkpoint-every", "100"]
 TORCHRUN = Path(sys.executable).with_name("torchrun")
+TWO_BY_TORCHRUN = [str(TORCHRUN), "--standalone", "--nproc-per-node", "2"]
+
+
+def train_cmd(launcher: list[str], tiny: list[str], flags: list[str], shards: Path, out: Path, strategy: str,
+              *extra: str) -> list[str]:  # fmt: skip
+    """`prism train` of the tiny model under a two-process launcher (torchrun, mpiexec): one command line."""
+    return [*launcher, "-m", "prism", "train", *tiny, *flags, "--data", str(shards), "--out", str(out),
+            "--strategy", strategy, *extra]  # fmt: skip
+
+
 MPIEXEC = shutil.which("mpiexec.mpich") or shutil.which("mpiexec")
 
 
@@ -63,24 +73,7 @@ def check_matches(out: Path, reference: dict[int, float], strategy: str, mesh: s
 )
 def test_torchrun_two_processes_match_one(shards, tiny, tmp_path, reference, strategy, extra, mesh):
     out = tmp_path / "run"
-    cmd = [
-        str(TORCHRUN),
-        "--standalone",
-        "--nproc-per-node",
-        "2",
-        "-m",
-        "prism",
-        "train",
-        *tiny,
-        *STEPS,
-        "--data",
-        str(shards),
-        "--out",
-        str(out),
-        "--strategy",
-        strategy,
-        *extra,
-    ]
+    cmd = train_cmd(TWO_BY_TORCHRUN, tiny, STEPS, shards, out, strategy, *extra)
     res = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
     assert res.returncode == 0, res.stderr[-3000:]
     check_matches(out, reference, strategy, mesh)
@@ -92,23 +85,7 @@ def test_mpich_mpiexec_two_ranks_find_their_place_and_match(shards, tiny, tmp_pa
     out = tmp_path / "run"
     env = {k: v for k, v in os.environ.items() if k not in ("RANK", "WORLD_SIZE", "LOCAL_RANK", "MASTER_ADDR")}
     env["MASTER_PORT"] = str(free_port())
-    cmd = [
-        MPIEXEC,
-        "-n",
-        "2",
-        sys.executable,
-        "-m",
-        "prism",
-        "train",
-        *tiny,
-        *STEPS,
-        "--data",
-        str(shards),
-        "--out",
-        str(out),
-        "--strategy",
-        strategy,
-    ]
+    cmd = train_cmd([MPIEXEC, "-n", "2", sys.executable], tiny, STEPS, shards, out, strategy)
     res = subprocess.run(cmd, capture_output=True, text=True, timeout=600, env=env)
     assert res.returncode == 0, res.stderr[-3000:]
     check_matches(out, reference, strategy, mesh)
@@ -130,23 +107,7 @@ def test_sigterm_to_one_rank_stops_both_at_the_same_step_and_resumes(shards, tin
     same step, the collective checkpoint completes, and a rerun resumes from it."""
     out = tmp_path / "run"
     flags = ["--max-steps", "200", "--log-every", "1", "--checkpoint-every", "1000", "--eval-every", "1000"]
-    cmd = [
-        str(TORCHRUN),
-        "--standalone",
-        "--nproc-per-node",
-        "2",
-        "-m",
-        "prism",
-        "train",
-        *tiny,
-        *flags,
-        "--data",
-        str(shards),
-        "--out",
-        str(out),
-        "--strategy",
-        "ddp",
-    ]
+    cmd = train_cmd(TWO_BY_TORCHRUN, tiny, flags, shards, out, "ddp")
     proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     try:
         deadline = time.monotonic() + 300
@@ -174,8 +135,7 @@ def test_bf16_under_two_processes_trains_the_same_curve_within_rounding(shards, 
     """Mixed precision under ddp (autocast) and fsdp (FSDP2's policy: bf16 gathers, fp32 reductions) on gloo:
     the curve follows the fp32 one-process run's within bf16's rounding (measured within 1% at step 25)."""
     out = tmp_path / "run"
-    cmd = [str(TORCHRUN), "--standalone", "--nproc-per-node", "2", "-m", "prism", "train", *tiny, *STEPS]
-    cmd += ["--data", str(shards), "--out", str(out), "--strategy", strategy, "--precision", "bf16"]
+    cmd = train_cmd(TWO_BY_TORCHRUN, tiny, STEPS, shards, out, strategy, "--precision", "bf16")
     res = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
     assert res.returncode == 0, res.stderr[-3000:]
     rows = {r["step"]: r for r in read_jsonl(out / "perf.jsonl")}
