@@ -32,9 +32,11 @@ from prism.workflow import probe, resources
 from prism.workflow.commands import tracker_command, training_run
 from prism.workflow.engine import pending_or
 from prism.workflow.packing import Pack, Unit
-from prism.workflow.packs import Packs, sweep_run
+from prism.workflow.packs import PackOf, Packs
 from prism.workflow.planfile import Rows, StudyPlan
 from prism.workflow.study import Study, budget_str
+
+Estimate = Callable[[Any], float | None]  # a training job's wildcards -> its estimated seconds (None: unknown)
 
 
 class Schedule(Packs):
@@ -110,56 +112,57 @@ class Schedule(Packs):
         return resources.backbone_nodes(self.study.cluster, resources.backbone_of(wildcards))
 
     def job_estimate_s(self, wildcards: Any) -> float | None:
-        """The plan's estimate of this training job's steps in seconds; None while the plan is pending or has none
-        (a run of the lr sweep: the plan has no row of it)."""
-        if sweep_run(wildcards):
-            return None
+        """The plan's estimate of this training job's steps in seconds; None while the plan is pending or has none."""
         return pending_or(None, lambda: self.estimate_s(wildcards))
 
-    def queue(self, wildcards: Any) -> str:
+    def queue(self, wildcards: Any, estimate_s: Estimate | None = None) -> str:
         """cluster.queue, or with cluster.queues the queue this job's nodes and walltime fit."""
-        walltime_s = resources.walltime_seconds(self.walltime(wildcards))
+        walltime_s = resources.walltime_seconds(self.walltime(wildcards, estimate_s))
         return resources.queue_for(self.study.cluster, self.nodes(wildcards), walltime_s)[0]
 
-    def walltime(self, wildcards: Any) -> str:
+    def walltime(self, wildcards: Any, estimate_s: Estimate | None = None) -> str:
         startup_s, _ = probe.job_startup(self.study, wildcards.family)
-        return resources.train_walltime(
-            self.study.cluster, self.job_estimate_s(wildcards), resources.backbone_of(wildcards), startup_s
-        )
+        estimate = (estimate_s or self.job_estimate_s)(wildcards)
+        return resources.train_walltime(self.study.cluster, estimate, resources.backbone_of(wildcards), startup_s)
 
-    def compile(self, wildcards: Any) -> str:
+    def compile(self, wildcards: Any, estimate_s: Estimate | None = None) -> str:
         """` --compile MODE` as the probe's figures decide it for this job's length (a resource: compiling
         changes no result), "" unprobed."""
-        return probe.compile_flag(self.study, wildcards.family, self.nodes(wildcards), self.job_estimate_s(wildcards))
+        estimate = (estimate_s or self.job_estimate_s)(wildcards)
+        return probe.compile_flag(self.study, wildcards.family, self.nodes(wildcards), estimate)
 
-    def runtime(self, wildcards: Any) -> int:
-        return resources.walltime_minutes(self.walltime(wildcards))
+    def runtime(self, wildcards: Any, estimate_s: Estimate | None = None) -> int:
+        return resources.walltime_minutes(self.walltime(wildcards, estimate_s))
 
     def trackers(self, wildcards: Any) -> str:
         return tracker_command(self.study, wildcards.family)
 
-    def resources(self, retrain: Callable[[Any], str]) -> dict[str, Any]:
-        """The resources of a training job; `retrain` is the rule's PRISM_RETRAIN function."""
+    def resources(
+        self, retrain: Callable[[Any], str], estimate_s: Estimate | None = None, pack_of: PackOf | None = None
+    ) -> dict[str, Any]:
+        """The resources of a training job; `retrain` is the rule's PRISM_RETRAIN function. A job none of the
+        plan's runs (the lr sweep's) gives its own `estimate_s` and, with cluster.pack, `pack_of` (its pack);
+        by default the plan's estimate and the grid's packs."""
         study, train, cluster = self.study, self.study.train, self.study.cluster
         return {
             "nodes": self.nodes,
             "procs_per_node": study.ranks_per_node,
-            "walltime": self.walltime,
-            "runtime": self.runtime,
+            "walltime": lambda w: self.walltime(w, estimate_s),
+            "runtime": lambda w: self.runtime(w, estimate_s),
             "launcher": train.launcher,
             "storage": train.storage,
             "strategy": train.strategy,
             "device": train.device,
             "account": cluster["account"],
-            "queue": self.queue if cluster.get("queues") else cluster["queue"],
+            "queue": (lambda w: self.queue(w, estimate_s)) if cluster.get("queues") else cluster["queue"],
             "filesystems": cluster["filesystems"],
             "place": cluster["place"],
             "retrain": retrain,
             "track": self.trackers,
-            "compile": self.compile,
+            "compile": lambda w: self.compile(w, estimate_s),
             **resources.environment(cluster, study.dir),
             "pin": "",
-            **(self.pack_resources(retrain) if self.packing else {}),
+            **(self.pack_resources(retrain, pack_of) if self.packing else {}),
         }
 
     def requested(self, family: str, rows: Rows) -> str:

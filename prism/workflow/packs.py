@@ -16,11 +16,7 @@ from prism.workflow.engine import pending_or
 from prism.workflow.packing import Pack, Unit, make_packs, packable, widths
 from prism.workflow.planfile import Rows
 
-
-def sweep_run(wildcards: Any) -> bool:
-    """Whether a training job is a run of the lr sweep (tune_run, its `lr` wildcard): it shares its run id
-    with a grid run but is none of the plan's, so the grid's packs and estimates do not hold it."""
-    return bool(getattr(wildcards, "lr", None))
+PackOf = Callable[[Any], Pack]  # a training job's wildcards -> its pack
 
 
 class Packs:
@@ -66,19 +62,6 @@ class Packs:
         counts = [set(widths(int(r.global_batch), int(r.accum_steps or 1), most)) for r in runs]
         return tuple(sorted(set.intersection(*counts))) if counts else (1,)
 
-    def job_devices(self, wildcards: Any) -> int:
-        """The devices of its pack a packed job runs on (1 unless its unit spreads). A run of the lr sweep
-        (tune_run, its `lr`) shares its run id with a grid run but is one of the sweep's packs: one device."""
-        if sweep_run(wildcards):
-            return 1
-        return self.pack_of(wildcards).devices_of(self.job_key(wildcards))
-
-    def pack_spreads(self, wildcards: Any) -> bool:
-        """Whether a packed job's pack holds a spread unit (never a sweep run's: its own packs do not spread)."""
-        if sweep_run(wildcards):
-            return False
-        return pending_or(False, lambda: any(u.devices > 1 for u in self.pack_of(wildcards).units))
-
     def job_key(self, wildcards: Any) -> str:
         """A training job's key in its pack: its run id, or a wsd segment's `TRAJ/to-END`."""
         if getattr(wildcards, "traj", None):
@@ -88,7 +71,7 @@ class Packs:
     def pack_of(self, wildcards: Any) -> Pack:
         return self.packs_by_job(wildcards.family)[self.job_key(wildcards)]
 
-    def group(self, pack_of: Callable[[Any], Pack] | None = None) -> Callable[[Any], str | None] | None:
+    def group(self, pack_of: PackOf | None = None) -> Callable[[Any], str | None] | None:
         """The training rules' `group:` (None without cluster.pack): a job's pack (`pack_of`, the grid's by
         default), one scheduler job."""
         if not self.packing:
@@ -103,22 +86,27 @@ class Packs:
 
         return group
 
-    def pack_resources(self, retrain: Callable[[Any], str]) -> dict[str, Any]:
+    def pack_resources(self, retrain: Callable[[Any], str], pack_of: PackOf | None = None) -> dict[str, Any]:
         """A packed job's resources: its pack's node, queue and walltime (the same text for every job of a
-        pack, as Snakemake requires of a group), one rank pinned to a free slot when it needs one device."""
+        pack, as Snakemake requires of a group), one rank pinned to a free slot when it needs one device.
+        `pack_of`: the job's pack, the grid's by default (the lr sweep's jobs are in packs of their own)."""
+        pack_of = pack_of or self.pack_of
 
         def request(wildcards: Any) -> tuple[str, int]:
             once_s = probe.pack_startup(self.study, wildcards.family)[0]
             cap = self.study.cluster["queue"], resources.walltime_seconds(self.study.cluster["walltime"])
-            return pending_or(cap, lambda: resources.pack_request(self.study.cluster, self.pack_of(wildcards), once_s))
+            return pending_or(cap, lambda: resources.pack_request(self.study.cluster, pack_of(wildcards), once_s))
 
         def shared(wildcards: Any) -> bool:
-            if sweep_run(wildcards):  # a run of the lr sweep: one of the sweep's packs of one-device runs
-                return True
-            return pending_or(True, lambda: self.pack_of(wildcards).shared)
+            return pending_or(True, lambda: pack_of(wildcards).shared)
 
         def devices(wildcards: Any) -> int:
-            return pending_or(1, lambda: self.job_devices(wildcards))
+            """The devices of its pack the job runs on: 1 unless its unit spreads."""
+            return pending_or(1, lambda: pack_of(wildcards).devices_of(self.job_key(wildcards)))
+
+        def spreads(wildcards: Any) -> bool:
+            """Whether the job's pack holds a unit spread over several devices."""
+            return pending_or(False, lambda: any(u.devices > 1 for u in pack_of(wildcards).units))
 
         slots, device, strategy = (
             int(self.study.cluster["ranks_per_node"]),
@@ -126,7 +114,7 @@ class Packs:
             self.study.train.strategy,
         )
         return {
-            "nodes": lambda w: "1" if shared(w) else str(self.pack_of(w).nodes),
+            "nodes": lambda w: "1" if shared(w) else str(pack_of(w).nodes),
             # a run of a pack: one rank on each device it holds
             "procs_per_node": lambda w: devices(w) if shared(w) else self.study.ranks_per_node,
             "walltime": lambda w: resources.walltime_text(request(w)[1]),
@@ -137,6 +125,6 @@ class Packs:
             "pin": lambda w: resources.pin_prefix(slots, device) if shared(w) else "",
             # a pack of one-rank runs: nothing to shard or replicate; with spread runs the study's strategy
             # (a one-rank body trains unwrapped whatever it says: prism.launch.aurora)
-            "strategy": lambda w: strategy if not shared(w) or self.pack_spreads(w) else "none",
+            "strategy": lambda w: strategy if not shared(w) or spreads(w) else "none",
             "retrain": lambda w: int(retrain(w)),
         }

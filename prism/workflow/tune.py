@@ -91,16 +91,9 @@ class TuneStage:
         return f"{self._dir(wildcards)}/launch.sh"
 
     def run_resources(self) -> dict[str, Any]:
-        """A training job's resources, its walltime the cap of its backbone (no plan estimate); with
-        cluster.pack, its pack's (the sweep's runs are one-device runs, packed as the grid's)."""
-        base = self.schedule.resources(retrain=self.retrain)
-        if not self.schedule.packing:
-            return base | {"walltime": self.walltime, "runtime": self.runtime}
-        return base | {
-            "walltime": lambda w: resources.walltime_text(self.pack_request(w)[1]),
-            "runtime": lambda w: -(-self.pack_request(w)[1] // 60),
-            "queue": lambda w: self.pack_request(w)[0],
-        }
+        """A sweep run's resources: a training job's, with no estimate (the plan has none of a sweep run: its
+        walltime is its backbone's cap) and, with cluster.pack, the sweep's own packs of one-device runs."""
+        return self.schedule.resources(retrain=self.retrain, estimate_s=lambda wildcards: None, pack_of=self.pack_of)
 
     # ---- packs (cluster.pack) ------------------------------------------------------
 
@@ -130,21 +123,9 @@ class TuneStage:
     def pack_of(self, wildcards: Any) -> Pack:
         return self.packs(wildcards.family)[f"s{wildcards.steps}/{wildcards.run_id}/lr{wildcards.lr}"]
 
-    def pack_request(self, wildcards: Any) -> tuple[str, int]:
-        cluster = self.study.cluster
-        once_s = probe.pack_startup(self.study, wildcards.family)[0]
-        cap = cluster["queue"], resources.walltime_seconds(cluster["walltime"])
-        return pending_or(cap, lambda: resources.pack_request(cluster, self.pack_of(wildcards), once_s))
-
     def group(self) -> Callable[[Any], str | None] | None:
         """tune_run's `group:` (None without cluster.pack): a sweep run's pack, one scheduler job."""
         return self.schedule.group(self.pack_of)
-
-    def walltime(self, wildcards: Any) -> str:
-        return resources.train_walltime(self.study.cluster, None, resources.backbone_of(wildcards))
-
-    def runtime(self, wildcards: Any) -> int:
-        return resources.walltime_minutes(self.walltime(wildcards))
 
     def retrain(self, wildcards: Any) -> str:
         out = f"{self._dir(wildcards)}/metrics.json"

@@ -72,8 +72,6 @@ def test_a_real_error_reading_the_plan_is_not_taken_for_a_pending_plan(smoke_con
     wc = wildcards(family="text_image", run_id="30k-BASE-e2e-C1e10")
     with pytest.raises(KeyError):
         schedule.priority(wc)
-    sweep = wildcards(family="text_image", run_id="30k-BASE-e2e-C1e10", steps="200", lr="0.003")
-    assert schedule.job_estimate_s(sweep) is None  # a run of the lr sweep: no plan row, no grid estimate
 
 
 def test_retraining_forces_the_training_rules_and_sets_the_flag(smoke_config):

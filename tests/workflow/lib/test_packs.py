@@ -3,13 +3,18 @@
 from __future__ import annotations
 
 from dataclasses import replace
+from types import SimpleNamespace
 
 import pytest
 from snakemake.exceptions import IncompleteCheckpointException
 
+from prism.core.ids import run_id
+from prism.isoflop.design.tuning import lr_label
+from prism.workflow import resources
 from prism.workflow.jobs import make_schedule
 from prism.workflow.planfile import StudyPlan
 from prism.workflow.study import Study
+from prism.workflow.tune import TuneStage
 
 from .conftest import FakeEngine, wildcards
 
@@ -82,19 +87,31 @@ def test_while_the_plan_job_has_not_run_a_packed_job_is_ungrouped_at_the_cap_and
         evaluated(schedule.resources(retrain=lambda w: "0"), wc)
 
 
-def test_a_run_of_the_lr_sweep_is_a_one_device_run_of_a_shared_pack_whatever_the_grid_holds(smoke_config):
-    """tune_run takes the grid's packed resources (its walltime and queue its own sweep pack's): a sweep run at a
-    size or budget the grid lacks is never looked up among the grid's packs."""
-    schedule = schedule_of(smoke_config(cluster=PACKED))
-    sweep_run = wildcards(family="text_image", run_id="n32e3-BASE-e2e-C1e16", lr="0.00025", steps="200")
-    assert sweep_run.run_id not in schedule.plan.rows("text_image")
-    job = schedule.resources(retrain=lambda w: "0")
-    assert {key: job[key](sweep_run) for key in ("nodes", "procs_per_node", "pin", "strategy")} == {
-        "nodes": "1",
-        "procs_per_node": 1,
-        "pin": "python -m prism.launch.slots --slots 4 --device cpu -- ",
-        "strategy": "none",
-    }
+def sweep_job(tune: TuneStage) -> SimpleNamespace:
+    """The wildcards of the lr sweep's run at its widest width and highest lr."""
+    row, lr, steps = tune.runs("text_image")[-1]
+    run = run_id(row["backbone"], row["variant"], row["regime"], row["budget"])
+    return wildcards(family="text_image", run_id=run, lr=lr_label(lr)[2:], steps=str(steps))
+
+
+@pytest.mark.parametrize("cluster", [PACKED, {}], ids=["packed", "one-job-a-run"])
+def test_a_run_of_the_lr_sweep_is_never_looked_up_among_the_grids_packs_or_estimates(smoke_config, cluster):
+    """tune_run takes a training job's resources with the sweep's own packs and no estimate: its run id is a
+    grid run's id at the smallest budget, so a look-up in the grid's packs or plan rows would be wrong."""
+    schedule = schedule_of(smoke_config(cluster=cluster))
+    tune = TuneStage(schedule.study, schedule.plan, schedule)
+    schedule.pack_of = lambda w: pytest.fail("looked up among the grid's packs")
+    schedule.estimate_s = lambda w: pytest.fail("looked up among the plan's estimates")
+    job = evaluated(tune.run_resources(), sweep_job(tune))
+    cap = schedule.study.cluster["walltime"]
+    if cluster:
+        assert tune.group()(sweep_job(tune)) == "text_image-tune0"
+        assert (job["nodes"], job["procs_per_node"], job["pin"], job["strategy"]) == (
+            "1", 1, "python -m prism.launch.slots --slots 4 --device cpu -- ", "none")  # fmt: skip
+        assert job["walltime"] == resources.walltime_text(resources.pack_request(
+            schedule.study.cluster, tune.pack_of(sweep_job(tune)), 0.0)[1])  # fmt: skip
+    else:
+        assert tune.group() is None and job["walltime"] == cap and job["pin"] == ""
 
 
 def test_a_wsd_trajectorys_segments_and_branches_are_one_pack(smoke_config):
