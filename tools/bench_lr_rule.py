@@ -1,20 +1,21 @@
 """Does the fitted lr rule train at least as well as the hand rule? Final losses of both, per size, over seeds.
 
-    python tools/bench_lr_rule.py --study scaling-study [--runs n11e3@1.5e11,n63e3@4e11,n2e5@2e12] [--seeds 0,1]
+    python tools/bench_lr_rule.py --study scaling-study [--runs apart | BACKBONE@BUDGET,...] [--seeds 0,1]
 
 `--study` is a study folder whose tuning stage has run (STUDY/text_image/tune/lr_rule.json,
 e.g. `snakemake scaling-study/text_image/tune/lr_rule.json --config 'tune={"rule": "fitted"}'`),
-with its data and calibrations. For each BACKBONE@BUDGET (by default the smallest and the largest
-width of the default grid and one between that the sweep did not visit, each at a budget whose grid
-holds it; a size without a calibration file has its FLOPs counted in-process) and seed it trains two
-cosine runs of the budget at the plan's batch and warm-up, one at the hand rule's peak lr, one at the fitted
-rule's at the run's tokens (its row of the default plan; `prism train`, one after the other, one thread
-each; `--jobs 2`: two at a time), and prints each size's median
-final loss under both, the paired difference (fitted minus hand, seed by seed: mean and standard
-error) and the seeds where the fitted rule is lower, and whether its median is at least as low at
-every size. `--around F` also trains at the fitted lr / F and x F (is the fitted lr the lowest of
-the three: does the rule find the optimum, not only tie a rule already near it?). Runs go to
-STUDY/bench_lr_rule/ (a rerun resumes or reuses them).
+with its data and calibrations. `--runs` names BACKBONE@BUDGET runs; by default (`apart`), at every
+width of the default grid the grid's run where the two rules' lrs are furthest apart, where the
+choice of rule moves the loss most (a size without a calibration file has its FLOPs counted
+in-process). For each run and seed it trains two cosine runs of the budget at the plan's batch and
+warm-up, one at the hand rule's peak lr, one at the fitted rule's at the run's tokens (its row of
+the default plan; `prism train`, one thread each; `--jobs 2`: two at a time), and prints each
+size's median final loss under both; the paired difference (fitted minus hand, seed by seed: its
+mean, standard error and one-sided 90% upper bound, the most the fitted rule may lose); the seeds
+where the fitted rule is lower; and whether its median is at least as low at every size.
+`--around F` also trains at the fitted lr / F and x F (is the fitted lr the lowest of the three:
+does the rule find the optimum, not only tie a rule already near it?). Runs go to
+STUDY/bench_lr_rule/BACKBONE@BUDGET-RULE-lrLR-sSEED/ (a rerun resumes or reuses them).
 
 `--sensitivity-only`: no training; the shift of Approach 2's a on the default study's planned grid
 (losses from config/round0's fitted surface) with every run's lr off by the rule's own 80% interval,
@@ -25,6 +26,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import statistics
 import subprocess
 import sys
@@ -38,7 +40,7 @@ from prism.train.lr_schedule import default_lr
 
 def train(study: Path, backbone: str, budget: float, seed: int, lr: float, tag: str, batch: int, warmup: int) -> float:
     """One run's final loss (trained unless its metrics.json exists)."""
-    out = study / "bench_lr_rule" / f"{backbone}-{tag}-lr{lr:.4g}-s{seed}"
+    out = study / "bench_lr_rule" / f"{backbone}@{budget:g}-{tag}-lr{lr:.4g}-s{seed}"
     metrics = out / "metrics.json"
     if not metrics.is_file():
         cal = study / "calibration" / f"text_image__{backbone}__BASE__e2e.json"
@@ -85,6 +87,17 @@ def sensitivity(rule) -> None:
           f"{off.penalty_min:.3g}-{off.penalty_max:.3g}; at the optimum a would move by {off.shift:+.4f}")  # fmt: skip
 
 
+def furthest_apart(rule) -> list[str]:
+    """BACKBONE@BUDGET at every width of the default grid: its run where |log(fitted lr / hand lr)| is largest."""
+    best: dict[int, tuple[float, str]] = {}
+    for r in default_grid():
+        width = backbone_config(r.backbone).d_model
+        apart = abs(math.log(rule.lr(width, r.tokens) / default_lr(width)))
+        if width not in best or apart > best[width][0]:
+            best[width] = (apart, f"{r.backbone}@{r.budget:g}")
+    return [best[w][1] for w in sorted(best)]
+
+
 def bench_lrs(rule, runs: list[str]) -> dict[str, dict]:
     """{BACKBONE@BUDGET: its width, budget and the two rules' lrs}; the fitted rule's at the run's tokens."""
     grid = {(r.backbone, r.budget): r for r in default_grid()} if rule.has_q else {}
@@ -102,17 +115,22 @@ def bench_lrs(rule, runs: list[str]) -> dict[str, dict]:
 
 
 def paired(per: dict[str, list[float]]) -> str:
-    """Fitted minus hand, seed by seed: the mean and its standard error (the same seed shares the
-    initialisation and the data order, so the pairs resolve what the medians' seed scatter hides)."""
+    """Fitted minus hand, seed by seed: the mean, its standard error and the one-sided 90% upper bound of
+    the mean (Student's t): how much worse the fitted rule could be at most. The same seed shares the
+    initialisation and the data order, so the pairs resolve what the medians' seed scatter hides."""
+    from scipy.stats import t  # noqa: PLC0415
+
     diffs = [f - h for f, h in zip(per["fitted"], per["hand"])]
-    se = statistics.stdev(diffs) / len(diffs) ** 0.5 if len(diffs) > 1 else float("nan")
-    return f"{statistics.mean(diffs):+.4f} +- {se:.4f}"
+    if len(diffs) < 2:
+        return f"{diffs[0]:+.4f}"
+    mean, se = statistics.mean(diffs), statistics.stdev(diffs) / len(diffs) ** 0.5
+    return f"{mean:+.4f} +- {se:.4f} (< {mean + t.ppf(0.9, len(diffs) - 1) * se:+.4f})"
 
 
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--study", required=True)
-    p.add_argument("--runs", default="n11e3@1.5e11,n63e3@4e11,n2e5@2e12", help="BACKBONE@BUDGET,...")
+    p.add_argument("--runs", default="apart", help="BACKBONE@BUDGET,... or `apart` (where the rules differ most)")
     p.add_argument("--seeds", default="0,1")
     p.add_argument("--batch", type=int, default=32)
     p.add_argument("--warmup", type=int, default=50)
@@ -128,26 +146,26 @@ def main() -> int:
         sensitivity(rule)
         return 0
     seeds = [int(s) for s in args.seeds.split(",")]
-    sizes = bench_lrs(rule, args.runs.split(","))
+    sizes = bench_lrs(rule, furthest_apart(rule) if args.runs == "apart" else args.runs.split(","))
     if args.around:
         for size in sizes.values():
             fitted = size["lrs"]["fitted"]
             size["lrs"] |= {"below": float(f"{fitted / args.around:.4g}"),
                             "above": float(f"{fitted * args.around:.4g}")}  # fmt: skip
-    tasks = [(run, tag, s) for run, size in sizes.items() for tag in size["lrs"] for s in seeds]
+    tasks = [(run, tag, s) for run, size in sizes.items() for s in seeds for tag in size["lrs"]]
     with ThreadPoolExecutor(args.jobs) as pool:
         losses = dict(zip(tasks, pool.map(lambda t: train(
             study, sizes[t[0]]["backbone"], sizes[t[0]]["budget"], t[2], sizes[t[0]]["lrs"][t[1]], t[1],
             args.batch, args.warmup), tasks)))  # fmt: skip
     worse = []
     print(f"{'backbone':<8} {'d_model':>7} {'hand lr':>8} {'fitted lr':>9} {'hand loss':>9} {'fitted loss':>11} "
-          f"{'paired diff':>16} {'lower':>5}  seeds")  # fmt: skip
+          f"{'paired diff (90% bound)':>28} {'lower':>5}  seeds")  # fmt: skip
     for run, size in sizes.items():
         per = {tag: [losses[(run, tag, s)] for s in seeds] for tag in size["lrs"]}
         med = {tag: statistics.median(v) for tag, v in per.items()}
         row = f"{size['backbone']:<8} {size['width']:>7} {size['lrs']['hand']:>8.3g} {size['lrs']['fitted']:>9.4g}"
         seeds_text = " | ".join(f"{tag} " + " ".join(f"{v:.3f}" for v in vals) for tag, vals in per.items())
-        print(f"{row} {med['hand']:>9.4f} {med['fitted']:>11.4f} {paired(per):>16} "
+        print(f"{row} {med['hand']:>9.4f} {med['fitted']:>11.4f} {paired(per):>28} "
               f"{sum(f < h for f, h in zip(per['fitted'], per['hand'])):>2}/{len(seeds):<2}  {seeds_text}")  # fmt: skip
         if med["fitted"] > med["hand"]:
             worse.append(size["backbone"])
