@@ -87,10 +87,10 @@ def sensitivity(rule) -> None:
           f"{off.penalty_min:.3g}-{off.penalty_max:.3g}; at the optimum a would move by {off.shift:+.4f}")  # fmt: skip
 
 
-def furthest_apart(rule) -> list[str]:
-    """BACKBONE@BUDGET at every width of the default grid: its run where |log(fitted lr / hand lr)| is largest."""
+def furthest_apart(rule, grid: list) -> list[str]:
+    """BACKBONE@BUDGET at every width of the grid: its run where |log(fitted lr / hand lr)| is largest."""
     best: dict[int, tuple[float, str]] = {}
-    for r in default_grid():
+    for r in grid:
         width = backbone_config(r.backbone).d_model
         apart = abs(math.log(rule.lr(width, r.tokens) / default_lr(width)))
         if width not in best or apart > best[width][0]:
@@ -98,14 +98,15 @@ def furthest_apart(rule) -> list[str]:
     return [best[w][1] for w in sorted(best)]
 
 
-def bench_lrs(rule, runs: list[str]) -> dict[str, dict]:
-    """{BACKBONE@BUDGET: its width, budget and the two rules' lrs}; the fitted rule's at the run's tokens."""
-    grid = {(r.backbone, r.budget): r for r in default_grid()} if rule.has_q else {}
+def bench_lrs(rule, runs: list[str], grid: list) -> dict[str, dict]:
+    """{BACKBONE@BUDGET: its width, budget and the two rules' lrs}; the fitted rule's at the run's tokens
+    (its row of `grid`, the default grid's planned runs: needed only by a rule with a tokens exponent)."""
+    rows = {(r.backbone, r.budget): r for r in grid} if rule.has_q else {}
     out = {}
     for run in runs:
         backbone, budget = run.split("@")
         width = backbone_config(backbone).d_model
-        row = grid.get((backbone, float(budget)))
+        row = rows.get((backbone, float(budget)))
         if rule.has_q and row is None:
             raise SystemExit(f"{run}: not a run of the default grid (a rule with a tokens exponent needs its tokens)")
         fitted = rule.lr(width, row.tokens if row else None)
@@ -146,7 +147,8 @@ def main() -> int:
         sensitivity(rule)
         return 0
     seeds = [int(s) for s in args.seeds.split(",")]
-    sizes = bench_lrs(rule, furthest_apart(rule) if args.runs == "apart" else args.runs.split(","))
+    grid = default_grid() if args.runs == "apart" or rule.has_q else []  # planned once: it takes seconds
+    sizes = bench_lrs(rule, furthest_apart(rule, grid) if args.runs == "apart" else args.runs.split(","), grid)
     if args.around:
         for size in sizes.values():
             fitted = size["lrs"]["fitted"]
