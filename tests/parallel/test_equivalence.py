@@ -21,6 +21,7 @@ pytestmark = [pytest.mark.slow, pytest.mark.distributed]
 STEPS = ["--max-steps", "25", "--log-every", "5", "--checkpoint-every", "100"]
 TORCHRUN = Path(sys.executable).with_name("torchrun")
 TWO_BY_TORCHRUN = [str(TORCHRUN), "--standalone", "--nproc-per-node", "2"]
+MPIEXEC = shutil.which("mpiexec.mpich") or shutil.which("mpiexec")
 
 
 def train_cmd(launcher: list[str], tiny: list[str], flags: list[str], shards: Path, out: Path, strategy: str,
@@ -28,9 +29,6 @@ def train_cmd(launcher: list[str], tiny: list[str], flags: list[str], shards: Pa
     """`prism train` of the tiny model under a two-process launcher (torchrun, mpiexec): one command line."""
     return [*launcher, "-m", "prism", "train", *tiny, *flags, "--data", str(shards), "--out", str(out),
             "--strategy", strategy, *extra]  # fmt: skip
-
-
-MPIEXEC = shutil.which("mpiexec.mpich") or shutil.which("mpiexec")
 
 
 def free_port() -> int:
