@@ -138,6 +138,12 @@ class BudgetFit:
     def windowed(self) -> bool:
         return self.n_window is not None and self.n_window < self.n_points
 
+    def in_window(self, n: float) -> bool:
+        """Whether size `n` is one the parabola was fitted on (beyond its window it describes nothing)."""
+        if self.window_n_min is None or self.window_n_max is None:
+            return True
+        return self.window_n_min * (1 - 1e-9) <= n <= self.window_n_max * (1 + 1e-9)
+
     def to_json(self) -> dict:
         out = asdict(self)
         out["coef"] = list(self.coef) if self.coef is not None else None

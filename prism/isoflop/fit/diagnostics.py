@@ -230,7 +230,7 @@ def drop_tails(outliers: list[tuple[int, str]], params, budget, per_budget: list
         order = idx[np.argsort(params[idx], kind="stable")]
         for side in (order, order[::-1]):
             for i in side:
-                if i not in flagged or _in_window(params[i], f):
+                if i not in flagged or f.in_window(params[i]):
                     break
                 tail.add(int(i))
     return [(i, why) for i, why in outliers if i not in tail]
@@ -252,7 +252,7 @@ def size_offsets(params, loss, budget, per_budget: list[BudgetFit], sigma: float
         if not f.accepted or f.coef is None:
             continue
         for i in np.flatnonzero(budget == f.budget):
-            if not _in_window(params[i], f):
+            if not f.in_window(params[i]):
                 continue  # the parabola does not describe the sizes outside its window
             fitted = parabola(f.coef, math.log10(params[i]))
             resid.setdefault(float(params[i]), {})[f.budget] = float(loss[i] - fitted)
@@ -273,12 +273,6 @@ def size_offsets(params, loss, budget, per_budget: list[BudgetFit], sigma: float
             )
         )
     return out
-
-
-def _in_window(n: float, f: BudgetFit) -> bool:
-    if f.window_n_min is None or f.window_n_max is None:
-        return True
-    return f.window_n_min * (1 - 1e-9) <= n <= f.window_n_max * (1 + 1e-9)
 
 
 def _size_label(n: float, run_ids: list) -> str:

@@ -29,6 +29,10 @@ from prism.isoflop.fit.result import Exclusion, FitResult
 from prism.isoflop.runs.table import load_runs
 
 LOSS_LABEL = "final eval loss (cross-entropy, nats/token)"
+# Each run's marker and error bar in the IsoFLOP curves.
+POINTS = {"fmt": "o", "ms": 5, "capsize": 2, "elinewidth": 0.8, "markeredgewidth": 1.2}
+# The alpha of points a parabola was not fitted on (beyond its budget's window).
+FADED = 0.35
 
 
 def sci(value: float) -> str:
@@ -120,9 +124,18 @@ def _excluded_points(fit):
     return out
 
 
+def _points(ax, pts: list[tuple[float, float, float]], colour, filled: bool, alpha: float, label: str | None) -> None:
+    """(N, loss, se) points with their error bars; hollow for a budget the fit rejected."""
+    if pts:
+        n, loss, se = np.array(pts).T
+        face = colour if filled else "none"
+        ax.errorbar(n, loss, yerr=se, color=colour, markerfacecolor=face, alpha=alpha, label=label, **POINTS)
+
+
 def figure_isoflop_curves(records, fit):
     """Loss vs N per budget: each point with its standard error, the parabolas, the minima,
-    the fit's excluded runs as crosses."""
+    the fit's excluded runs as crosses; sizes beyond a budget's window faded (its parabola was
+    not fitted on them, so a reader does not take their distance from it for misfit)."""
     fit = fit if isinstance(fit, FitResult) else FitResult.from_json(fit)
     plt = _style()
     a2 = fit.approach2
@@ -136,6 +149,7 @@ def figure_isoflop_curves(records, fit):
     info = {b.budget: b for b in per_budget}
     noise = fit.diagnostics.noise
     own_se = any(r.loss_se for r in kept)
+    faded = False
     for c in budgets:
         pts = sorted((r.params, r.loss, r.loss_se if r.loss_se else noise) for r in kept if r.budget == c)
         b = info.get(c)
@@ -145,23 +159,15 @@ def figure_isoflop_curves(records, fit):
         if info and not accepted:
             label += f"\n  rejected: {_short_reason(b.reason if b else 'not fitted')}"
         if pts:
-            n, loss, se = np.array(pts).T
-            ax.errorbar(
-                n,
-                loss,
-                yerr=se,
-                fmt="o",
-                ms=5,
-                color=col,
-                label=label,
-                capsize=2,
-                elinewidth=0.8,
-                markerfacecolor=col if accepted else "none",
-                markeredgewidth=1.2,
-            )
+            inside = [b is None or b.in_window(p[0]) for p in pts]
+            fitted = [p for p, i in zip(pts, inside) if i]
+            beyond = [p for p, i in zip(pts, inside) if not i]
+            faded = faded or bool(beyond)
+            _points(ax, fitted, col, accepted, 1.0, label)
+            _points(ax, beyond, col, accepted, FADED, None if fitted else label)
             if b is not None and b.coef:
                 # over the sizes it was fitted on: beyond its window the curve is no parabola
-                lo, hi = (b.window_n_min, b.window_n_max) if b.window_n_min else (n.min(), n.max())
+                lo, hi = (b.window_n_min, b.window_n_max) if b.window_n_min else (pts[0][0], pts[-1][0])
                 x = np.linspace(math.log10(lo) - 0.05, math.log10(hi) + 0.05, 100)
                 ax.plot(10**x, parabola(b.coef, x), "-" if accepted else "--", color=col, lw=1.3, alpha=0.9)
         if accepted and b is not None and b.n_opt:
@@ -175,6 +181,10 @@ def figure_isoflop_curves(records, fit):
                 markeredgewidth=0.6,
                 zorder=5,
             )
+    if faded:  # an empty errorbar, so the entry follows the budgets' (a legend lists plain lines first)
+        ax.errorbar(
+            [], [], yerr=[], color="0.4", alpha=FADED, label="faded: beyond its budget's window (not fitted)", **POINTS
+        )
     if crosses:
         kinds = sorted({k for *_, k in crosses})
         for i, (n, loss, c, _) in enumerate(crosses):

@@ -151,6 +151,32 @@ def test_error_bars_band_and_excluded_runs_are_drawn():
     plt.close(fig)
 
 
+def test_sizes_beyond_a_budgets_window_are_faded_not_drawn_as_fitted():
+    """A parabola fitted on a window says nothing of the sizes beyond it: those points are faded
+    (and said so in the legend), so a reader does not read their distance from it as misfit."""
+    import matplotlib.pyplot as plt
+
+    from prism.isoflop.present import plot
+
+    recs = isoflop_study(SURFACE, [1e18, 1e19, 1e20], per_budget=9, spread=2.0, noise=0.002, seed=1)
+    fit = fit_records(recs, method="approach2", bootstrap=0)
+    windowed = [b for b in fit.approach2.per_budget if b.windowed]
+    assert windowed  # two decades is more than a parabola describes: the fit chose windows
+    beyond = sorted(r.params for b in windowed for r in recs if r.budget == b.budget and not b.in_window(r.params))
+    fig = plot.figure_isoflop_curves(recs, fit)
+    ax = fig.axes[0]
+    faded = [c.lines[0] for c in ax.containers if c.lines[0].get_alpha() == plot.FADED]
+    assert sorted(x for line in faded for x in line.get_xdata()) == beyond
+    solid = [c.lines[0] for c in ax.containers if c.lines[0].get_alpha() == 1.0]
+    assert len(recs) == len(beyond) + sum(len(line.get_xdata()) for line in solid)
+    labels = [t.get_text() for t in ax.get_legend().get_texts()]
+    assert labels[-1].startswith("faded: beyond its budget's window")
+    plt.close(fig)
+    fig = plot.figure_isoflop_curves(recs, fit_records(recs, method="approach2", bootstrap=0, span="full"))
+    assert not any("faded" in t.get_text() for t in fig.axes[0].get_legend().get_texts())
+    plt.close(fig)
+
+
 def _overlaps(a, b) -> bool:
     return a.x0 < b.x1 and b.x0 < a.x1 and a.y0 < b.y1 and b.y0 < a.y1
 
