@@ -28,6 +28,9 @@ T = TypeVar("T")
 FORCED_ENV = "PRISM_FORCED_TARGETS"
 # Whether the Snakemake call keeps going after a failed job ("1"), passed to its jobs the same way.
 KEEP_GOING_ENV = "PRISM_KEEP_GOING"
+# How long the workflow waits for its worker to listen before starting jobs (it stops waiting at
+# once if the worker exits).
+WORKER_START_S = 300.0
 
 
 class Unrecorded:
@@ -179,8 +182,9 @@ class Engine:
                 command, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT, start_new_session=True
             )
         self._worker.update(process=process, folder=folder)
-        # Jobs start once it listens (its imports take seconds), so that the first ones use it too.
-        deadline = time.monotonic() + 60
+        # Jobs start once it listens (its imports take seconds; minutes on a loaded host), so that the
+        # first ones use it too: a job that finds no socket runs in its own process, importing as slowly.
+        deadline = time.monotonic() + WORKER_START_S
         while not (folder / "socket").exists() and process.poll() is None and time.monotonic() < deadline:
             time.sleep(0.1)
         os.environ[WORKER_ENV] = str(folder / "socket")

@@ -181,10 +181,14 @@ def serve(
     path = Path(path)
     preload(build_parser)
     server = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-    path.unlink(missing_ok=True)
-    server.bind(str(path))
-    os.chmod(path, 0o600)
+    # Bound under another name and renamed once listening: a client that finds `path` is answered
+    # (the workflow starts its jobs when `path` exists; one refused would run in its own process).
+    bound = path.with_name(path.name + ".bound")
+    bound.unlink(missing_ok=True)
+    server.bind(str(bound))
+    os.chmod(bound, 0o600)
     server.listen(16)
+    os.replace(bound, path)
     print(f"prism worker: serving revision {_served['rev']} (source {_served['source'][:12]}) on {path}", flush=True)
     signal.signal(signal.SIGCHLD, signal.SIG_IGN)  # children are reaped by the kernel
     signal.signal(signal.SIGTERM, _terminate)  # stop: through `finally`, which removes the socket

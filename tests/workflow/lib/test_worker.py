@@ -194,3 +194,29 @@ def test_a_worker_that_never_answers_does_not_hang_the_command(tmp_path):
         assert time.monotonic() - started < 60
     finally:
         listener.close()
+
+
+def test_the_socket_appears_only_once_it_listens(tmp_path, monkeypatch):
+    """The workflow starts its jobs once the socket exists: a job connecting then is answered, never
+    refused (a refused job would run in its own process, importing torch again)."""
+    import socket
+
+    from prism.workflow import worker as served
+
+    sock, seen = tmp_path / "w.sock", []
+
+    class Recording(socket.socket):
+        def listen(self, *args):
+            seen.append(sock.exists())
+            super().listen(*args)
+
+    monkeypatch.setattr(served, "preload", lambda build_parser: None)  # no imports: only the socket's order
+    monkeypatch.setattr(served, "_served", {"source": "s", "rev": "r"})
+    monkeypatch.setattr(served.socket, "socket", Recording)
+    handlers = {sig: signal.getsignal(sig) for sig in (signal.SIGCHLD, signal.SIGTERM)}
+    try:
+        served.serve(sock, main=lambda argv: 0, build_parser=lambda: None, idle_timeout=0.01)
+    finally:
+        for sig, handler in handlers.items():
+            signal.signal(sig, handler)
+    assert seen == [False] and not sock.exists()
