@@ -152,12 +152,6 @@ def budget_text(budget: float) -> str:
     return f"{mantissa}e{int(exponent)}"
 
 
-def _window_mask(x: np.ndarray, f: BudgetFit) -> np.ndarray:
-    if f.window_n_min is None or f.window_n_max is None:
-        return np.ones(len(x), bool)
-    return (x >= math.log10(f.window_n_min) - 1e-9) & (x <= math.log10(f.window_n_max) + 1e-9)
-
-
 def fit_budgets(
     params,
     tokens,
@@ -479,7 +473,7 @@ def _bootstrap(params, tokens, loss, budget, accepted: list[BudgetFit], n_boot: 
     for f in accepted:
         sel = budget == f.budget
         x, y, logd = np.log10(params[sel]), loss[sel], np.log10(tokens[sel])
-        win = _window_mask(x, f)
+        win = np.array([f.in_window(n) for n in params[sel]], bool)
         x, y = x[win], y[win]
         idx = rng.integers(0, len(x), size=(n_boot, len(x)))
         xb, yb = x[idx], y[idx]
