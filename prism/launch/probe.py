@@ -14,7 +14,10 @@ its gain in samples/s, the checkpoint at SIGTERM and the resume; and the samples
 with the loader. The plan prices the study from it (prism.isoflop.design.pricing), and each
 training job compiles only where it measured a gain that the job is long enough to win back.
 A body whose ranks wrote no checkpoint at SIGTERM (a launcher that does not forward it) is said
-plainly in the record (`sigterm_warning`) and the plan.
+plainly in the record (`sigterm_warning`) and the plan. Each body runs under limits of its own
+(prism.launch.probebody: a start limit, its steps, SIGTERM, a grace, SIGKILL), every one ends before
+the job's walltime (`walltime_s`, which the workflow derives from those limits: `job_seconds`), and
+the record is written whatever they did (`outcome`; `body_warning` where a body measured nothing).
 """
 
 from __future__ import annotations
