@@ -6,7 +6,7 @@ BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 CORES  ?= 2
 
-.PHONY: setup study test test-alone test-fast system-deps lint clean
+.PHONY: setup study test test-fast system-deps lint clean
 
 setup: $(STAMP)
 
@@ -23,13 +23,9 @@ study: setup
 	$(BIN)/snakemake --cores $(CORES) fit_text_image
 
 ## Everything the tests need (venv, scheduler and MPI packages when root), then lint and the suite in
-## parallel, less the tests marked `alone` (`make test-alone`: a Ctrl-C test that Snakemake fails at times).
+## parallel.
 test: setup system-deps lint
-	PATH=$(CURDIR)/$(BIN):$$PATH $(BIN)/python -m pytest -n $(CORES) --dist loadgroup --no-loadscope-reorder -m "not alone"
-
-## The tests marked `alone`: Ctrl-C to a cluster study, which Snakemake does not always hear (docs/cluster.md).
-test-alone: setup system-deps
-	PATH=$(CURDIR)/$(BIN):$$PATH $(BIN)/python -m pytest -m alone
+	PATH=$(CURDIR)/$(BIN):$$PATH $(BIN)/python -m pytest -n $(CORES) --dist loadgroup --no-loadscope-reorder
 
 ## Unit tests only: no Snakemake runs, no scheduler.
 test-fast: setup

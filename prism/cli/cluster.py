@@ -50,6 +50,9 @@ def _register_probe(verbs: argparse._SubParsersAction) -> None:
     p.add_argument("--seconds", type=float, default=120.0, help="seconds of steps per body (default: 120)")
     p.add_argument("--workers", type=int, default=2, help="the streamed loader's workers per rank")
     p.add_argument("--precision", default="auto", help="the runs' precision (train.precision)")
+    p.add_argument(
+        "--walltime-s", type=float, help="the job's walltime in seconds: every body ends before it, the record written"
+    )
     p.add_argument("--why", default="", help="why this size: the workflow's words (the record keeps them)")
     p.add_argument("--first", help="--part resume: the first part's record")
     p.add_argument("--out", required=True, help="the record (JSON) to write")
@@ -64,7 +67,7 @@ def _probe(args: argparse.Namespace) -> int:
 
     probe = Probe(args.family, args.backbone, args.regime, args.data, args.calibration_dir, args.global_batch,
                   args.device, args.strategy, args.procs_per_node, args.storage, args.seconds, args.folder,
-                  workers=args.workers, precision=args.precision, why=args.why)  # fmt: skip
+                  workers=args.workers, precision=args.precision, why=args.why, walltime_s=args.walltime_s)  # fmt: skip
     if args.part == "first":
         record = probe_first(probe, Path(args.out))
     elif not args.first:

@@ -61,6 +61,11 @@ class RunMetrics:
     device: str | None = None
     # The precision the run computed in (fp32, or bf16 mixed: prism.train.precision).
     precision: str | None = None
+    # Which path the model's blocks and loss took (prism.model.kernels.path_record: fused, aten, fused+aten;
+    # None before it was recorded), and why the fused kernels could not be built where they failed: the two
+    # paths' losses differ in the last places, so a study that mixes them is said.
+    kernel_path: str | None = None
+    kernel_error: str | None = None
     wall_s: float | None = None
     resumed_from: int | None = None
     started_from: str | None = None

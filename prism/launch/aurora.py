@@ -92,11 +92,12 @@ def _venv() -> str | None:
 
 def bind_to_slots(lines: list[str], command: str, bind: str, ppn: int) -> str:
     """`command` with its ranks bound to the cores of the slots a pack's run holds (prism.launch.slots:
-    `$PRISM_SLOT_CORES`, else the first cores); `lines`' rendezvous port made the first slot's, so that two
-    runs of several ranks on one node meet at ports of their own."""
+    `$PRISM_SLOT_CORES`, else the first cores); `lines`' rendezvous port made the one its claim took
+    (`$PRISM_SLOT_PORT`: free on the node and no other held slot's), so that two runs of several ranks on one
+    node, of one job or of two sharing it, meet at ports of their own."""
     slot_bind = f'--cpu-bind=verbose,list:"${{PRISM_SLOT_CORES:-{":".join(CPU_CORES[:ppn])}}}"'
     port = lines.index(f"export MASTER_PORT={MASTER_PORT}")
-    lines[port] = f"export MASTER_PORT=$(({MASTER_PORT} + ${{PRISM_SLOT:-0}}))"
+    lines[port] = f"export MASTER_PORT=${{PRISM_SLOT_PORT:-$(({MASTER_PORT} + ${{PRISM_SLOT:-0}}))}}"
     return command.replace(" " + shlex.quote(bind) + " ", f" {slot_bind} ", 1)
 
 

@@ -135,8 +135,9 @@ class ClusterOptions:
     )
     env: list[str] = option(
         [],
-        "Names of variables of the submitting shell that a cluster job gets (`qsub -v NAME=value`), each only "
-        "when it is set there, e.g. [DAOS_POOL, DAOS_CONT] for storage daos.",
+        "Names of variables of the submitting shell that a cluster job gets, each only when it is set there, "
+        "exported by the job's set-up file (whatever the value holds: `qsub -v` carries only that file's path), "
+        "e.g. [DAOS_POOL, DAOS_CONT] for storage daos.",
         schema={"type": "array", "items": ENV_NAME},
     )
     probe_seconds: float = option(

@@ -14,26 +14,38 @@ its gain in samples/s, the checkpoint at SIGTERM and the resume; and the samples
 with the loader. The plan prices the study from it (prism.isoflop.design.pricing), and each
 training job compiles only where it measured a gain that the job is long enough to win back.
 A body whose ranks wrote no checkpoint at SIGTERM (a launcher that does not forward it) is said
-plainly in the record (`sigterm_warning`) and the plan.
+plainly in the record (`sigterm_warning`) and the plan. Each body runs under limits of its own
+(prism.launch.probebody: a start limit, its steps, SIGTERM, a grace, SIGKILL), every one ends before
+the job's walltime (`walltime_s`, which the workflow derives from those limits: `job_seconds`), and
+the record is written whatever they did (`outcome`; `body_warning` where a body measured nothing).
 """
 
 from __future__ import annotations
 
 import json
+import math
 import os
-import re
 import signal
-import subprocess
 import sys
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from statistics import median
 from typing import Any
 
 from prism.core.atomic import write_json_atomic
-from prism.core.errors import PrismError
 from prism.launch.aurora import render_aurora
+from prism.launch.probebody import (
+    JOB_STOPPED,
+    KILL_WAIT_S,
+    TERM_GRACE_S,
+    Limits,
+    body_limit_s,
+    drive_body,
+    note_job_stopped,
+)
 from prism.train.config import RunConfig
 
 # Steps no probe reaches: SIGTERM ends every body; evaluations and periodic checkpoints never come due.
@@ -42,9 +54,12 @@ NEVER = 10**7
 COMPILE_MAX_NODES = 9
 # The least gain in samples/s for which a study compiles (below it, the compile time is not won back).
 COMPILE_MIN_GAIN = 1.05
-POLL_S = 0.2
-# The trainer's line when SIGTERM stopped it (prism.train.trainer): the step its checkpoint holds.
-STOPPED_LINE = re.compile(r"stopped \(SIGTERM during step \d+\): checkpoint at step (\d+)")
+# Bodies of the first job (eager, compiled) and of the second (the eager run resumed).
+FIRST_JOB_BODIES = 2
+# What a probe job spends beside its bodies: set-up (module load, venv), Snakemake's start, the peak's matmuls.
+JOB_OVERHEAD_S = 300.0
+# Kept free at the end of the job's walltime: the record's writing and Snakemake's end of the job.
+RECORD_MARGIN_S = 60.0
 
 
 @dataclass(frozen=True)
@@ -63,6 +78,7 @@ class Probe:
     storage: str
     seconds: float
     folder: str  # the probe's run directories and part records
+    walltime_s: float | None = None  # the job's walltime: every body ends RECORD_MARGIN_S before it
     eval_samples: int = 8
     workers: int = 2
     precision: str = "auto"
@@ -79,77 +95,17 @@ class Probe:
         )  # fmt: skip
 
 
-def perf_rows(path: Path) -> list[dict]:
-    try:
-        lines = path.read_text().splitlines()
-    except OSError:
-        return []
-    rows = []
-    for line in lines:
-        try:
-            rows.append(json.loads(line))
-        except ValueError:
-            continue  # a line being written
-    return rows
-
-
-def run_body(run: RunConfig, procs_per_node: int, storage: str, seconds: float, deadline_s: float) -> dict:
-    """Render the run's aurora body, run it, SIGTERM it `seconds` after its first step; what it took.
-
-    Only the perf rows and log lines this body appends count (a resumed run's directory has earlier ones).
-    """
+def run_body(run: RunConfig, procs_per_node: int, storage: str, limits: Limits) -> dict:
+    """Render the run's aurora body and run it under `limits` (prism.launch.probebody): what it did, and its
+    steady samples/s. Only the perf rows and log lines this body appends count (a resumed run's directory
+    has earlier ones)."""
     out = Path(run.out)
     out.mkdir(parents=True, exist_ok=True)
-    body, perf, log_path = out / "probe.sh", out / "perf.jsonl", out / "probe.log"
+    body = out / "probe.sh"
     body.write_text(render_aurora(run, 1, procs_per_node, storage))
-    rows_before = len(perf_rows(perf))
-    log_before = log_path.stat().st_size if log_path.exists() else 0
-    with open(log_path, "a") as log:
-        t0 = time.monotonic()
-        proc = subprocess.Popen(["bash", str(body)], stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
-        first = stop_at = None
-        while proc.poll() is None and time.monotonic() - t0 < deadline_s:
-            if first is None and len(perf_rows(perf)) > rows_before:
-                first = time.monotonic() - t0
-                stop_at = first + seconds
-            if stop_at is not None and time.monotonic() - t0 >= stop_at:
-                break
-            time.sleep(POLL_S)
-        signalled = time.monotonic()
-        if proc.poll() is None:
-            terminate_launcher(proc.pid)
-        status = proc.wait()
-        stopped_s = time.monotonic() - signalled
-    if first is None:
-        raise PrismError(f"probe: {body} ended with exit status {status} before its first step: see {log_path}")
-    rows = perf_rows(perf)[rows_before:]
-    with open(log_path, errors="replace") as handle:
-        handle.seek(log_before)
-        stopped = STOPPED_LINE.search(handle.read())
-    return {
-        "first_step_s": first, "exit_status": status, "checkpoint_s": stopped_s,
-        "first_new_step": rows[0].get("step") if rows else None,
-        "checkpoint_step": int(stopped.group(1)) if stopped else None,
-        **steady(rows, run.global_batch),
-    }  # fmt: skip
-
-
-def terminate_launcher(body_pid: int) -> None:
-    """SIGTERM to the body's launcher (`mpiexec`), which passes it to every rank, as at a walltime; the
-    ranks' loader workers are left to end with their rank (signalled themselves, a rank's DataLoader
-    would fail instead of checkpointing). Without a child to signal, the whole body's group."""
-    try:
-        with open(f"/proc/{body_pid}/task/{body_pid}/children") as handle:
-            children = [int(pid) for pid in handle.read().split()]
-    except OSError:
-        children = []
-    for pid in children:
-        try:
-            os.kill(pid, signal.SIGTERM)
-        except ProcessLookupError:
-            continue
-    if not children:
-        os.killpg(body_pid, signal.SIGTERM)
+    did = drive_body(["bash", str(body)], out / "perf.jsonl", out / "probe.log", limits)
+    rows = did.pop("rows")
+    return {**did, "first_new_step": rows[0].get("step") if rows else None, **steady(rows, run.global_batch)}
 
 
 def steady(rows: list[dict], global_batch: int) -> dict:
@@ -191,8 +147,8 @@ def compile_decision(eager: dict, compiled: dict) -> dict:
     """Compile time, gain and the study's choice: compile only where it measured a gain worth it."""
     rate, fast = eager.get("samples_per_s_per_rank"), compiled.get("samples_per_s_per_rank")
     gain = fast / rate if rate and fast else None
-    first = compiled.get("first_step_s")
-    compile_s = None if first is None else max(0.0, first - eager["first_step_s"])
+    first, eager_first = compiled.get("first_step_s"), eager.get("first_step_s")
+    compile_s = None if first is None or eager_first is None else max(0.0, first - eager_first)
     choice = "static" if gain is not None and gain >= COMPILE_MIN_GAIN else "none"
     # A job shorter than this loses more to compiling than it wins.
     payback = compile_s / (1 - 1 / gain) if compile_s is not None and gain and gain > 1 else None
@@ -218,7 +174,7 @@ def sigterm_warning(record: dict) -> str | None:
     is untested by prism) leaves them killed without a checkpoint, so a job stopped at its walltime
     would lose everything since its last periodic checkpoint."""
     bodies = {part: record.get(part) for part in ("eager", "compiled", "resume")}
-    ran = {part: body for part, body in bodies.items() if isinstance(body, dict) and "error" not in body}
+    ran = {part: body for part, body in bodies.items() if isinstance(body, dict) and signalled_after_steps(body)}
     lost = [part for part, body in ran.items() if body.get("checkpoint_step") is None]
     if not lost:
         return None
@@ -229,49 +185,118 @@ def sigterm_warning(record: dict) -> str | None:
     )
 
 
+def signalled_after_steps(body: dict) -> bool:
+    """Whether the body stepped and was then stopped by the probe (records before outcomes: no error)."""
+    if "outcome" in body:
+        return body["outcome"] in ("checkpointed", "stopped", "killed")
+    return "error" not in body
+
+
+def body_warning(record: dict) -> str | None:
+    """The plain words when a body measured nothing (hung, ended on its own, not run; None when each stepped):
+    what the plan then assumes instead is said by the plan."""
+    said = []
+    for part in ("eager", "compiled", "resume"):
+        body = record.get(part)
+        if not isinstance(body, dict) or body.get("outcome") not in ("hung", "finished", "not run"):
+            continue
+        if body["outcome"] == "hung":
+            how = f"hung: no first step in {body['limits']['start_s']:.0f} s" + (", ended by SIGKILL" * body["sigkill"])
+        elif body["outcome"] == "finished":
+            how = f"ended before it was stopped, exit status {body['exit_status']}"
+        else:
+            how = f"not run: {body['why']}"
+        said.append(f"{part} {how}" + (f" (see {body['log']})" if body.get("log") else ""))
+    return "; ".join(said) or None
+
+
+@contextmanager
+def job_sigterm() -> Iterator[None]:
+    """While the bodies run, a SIGTERM to the probe (its job's walltime) stops the body within its grace, and
+    the record is written."""
+    previous = signal.signal(signal.SIGTERM, note_job_stopped)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
+def job_until(walltime_s: float | None, now: float | None = None) -> float:
+    """The job's deadline on time.monotonic's clock: its walltime from its start (PRISM_JOB_START, exported by
+    the job script, else now) less RECORD_MARGIN_S; infinite without a walltime."""
+    if walltime_s is None:
+        return math.inf
+    now = time.time() if now is None else now
+    start = float(os.environ.get("PRISM_JOB_START") or now)
+    return time.monotonic() + (start + walltime_s - now) - RECORD_MARGIN_S
+
+
+def run_bodies(probe: Probe, parts: list[tuple[str, str]]) -> dict:
+    """Each (part, compile mode) body in turn under its limits, as long as the job has not been stopped; a
+    part not run is said (`outcome: not run`)."""
+    until, out = job_until(probe.walltime_s), {}
+    with job_sigterm():
+        for part, mode in parts:
+            if JOB_STOPPED.is_set():
+                break
+            if until - time.monotonic() < probe.seconds + TERM_GRACE_S + KILL_WAIT_S:
+                out[part] = {"outcome": "not run", "why": "too little of the job's walltime was left"}
+                continue
+            out[part] = run_body(probe.run(mode), probe.procs_per_node, probe.storage, Limits(probe.seconds, until))
+    for part, _ in parts:
+        out.setdefault(part, {"outcome": "not run", "why": "the probe's job was stopped (SIGTERM)"})
+    return out
+
+
+def job_seconds(seconds: float) -> float:
+    """The longest a probe job of bodies of `seconds` of steps takes (the first: FIRST_JOB_BODIES bodies): its
+    walltime, derived from its bodies' limits (prism.launch.probebody.body_limit_s)."""
+    return JOB_OVERHEAD_S + FIRST_JOB_BODIES * body_limit_s(seconds) + RECORD_MARGIN_S
+
+
 def probe_first(probe: Probe, out: Path) -> dict:
-    """The first job: eager, then compiled, each stopped by SIGTERM; its part record."""
+    """The first job: eager, then compiled, each stopped by SIGTERM under its limits; its part record, written
+    whatever the bodies did."""
     print(f"probe {probe.family}: {probe.why or probe.backbone}", file=sys.stderr, flush=True)
     started = job_phases()
     peak = rank_peak(probe.device, probe.precision)
-    deadline = max(600.0, 10 * probe.seconds)
-    eager = run_body(probe.run("none"), probe.procs_per_node, probe.storage, probe.seconds, deadline)
-    try:
-        compiled = run_body(probe.run("static"), probe.procs_per_node, probe.storage, probe.seconds, deadline)
-    except PrismError as err:  # a compiler that fails here is a finding: the study does not compile
-        compiled = {"error": str(err), "first_step_s": None}
+    bodies = run_bodies(probe, [("eager", "none"), ("compiled", "static")])
     record = {
         "family": probe.family, "backbone": probe.backbone, "device": probe.device, "nodes": 1,
         "ranks_per_node": probe.procs_per_node, "global_batch": probe.global_batch, "loader": "stream",
         "strategy": probe.strategy, "storage": probe.storage, "seconds_per_body": probe.seconds, "size": probe.why,
-        **started, **peak, "eager": eager, "compiled": compiled, **compile_decision(eager, compiled),
+        **started, **peak, **bodies, **compile_decision(bodies["eager"], bodies["compiled"]),
     }  # fmt: skip
     write_json_atomic(out, record, indent=1, sort_keys=True)
     return record
 
 
 def probe_resume(probe: Probe, first: Path, out: Path) -> dict:
-    """The second job: the eager run resumed from its SIGTERM checkpoint; the full record."""
+    """The second job: the eager run resumed from its SIGTERM checkpoint; the full record, written whatever
+    the body did."""
     record = json.loads(first.read_text())
     started = job_phases()
-    resumed = run_body(
-        probe.run("none"), probe.procs_per_node, probe.storage, probe.seconds, max(600.0, 10 * probe.seconds)
-    )
-    record["resume"] = {"resume_s": resumed["first_step_s"], **started, **resumed}
+    resumed = run_bodies(probe, [("resume", "none")])["resume"]
+    record["resume"] = {"resume_s": resumed.get("first_step_s"), **started, **resumed}
     record["measured_at"] = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
     record["startup_s"] = startup_s(record)
     record["startup_by_phase"] = startup_by_phase(record)
     record["sigterm_warning"] = sigterm_warning(record)
-    if record["sigterm_warning"]:
-        print(f"probe {probe.family}: WARNING: {record['sigterm_warning']}", file=sys.stderr, flush=True)
+    record["body_warning"] = body_warning(record)
+    for warning in (record["sigterm_warning"], record["body_warning"]):
+        if warning:
+            print(f"probe {probe.family}: WARNING: {warning}", file=sys.stderr, flush=True)
     write_json_atomic(out, record, indent=1, sort_keys=True)
     return record
 
 
-def startup_s(record: dict) -> float:
+def startup_s(record: dict) -> float | None:
     """What every training job spends before its first step, as the probe measured it: set-up, the
-    Snakemake job's start, and the body's launch to its first step in the chosen compile mode."""
+    Snakemake job's start, and the body's launch to its first step in the chosen compile mode (None where
+    that body reached no first step)."""
     body = record["compiled" if record.get("compile") == "static" else "eager"]
+    if body.get("first_step_s") is None:
+        return None
     return (record.get("setup_s") or 0.0) + (record.get("job_start_s") or 0.0) + body["first_step_s"]
 
 

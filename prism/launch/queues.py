@@ -42,22 +42,39 @@ class Queue:
 
 
 def parse_queues(config: dict) -> list[Queue]:
-    """`cluster.queues` (name -> limits, walltimes HH:MM:SS) as Queue records, in the order listed."""
+    """`cluster.queues` (name -> limits, walltimes HH:MM:SS) as Queue records, in the order listed; a queue whose
+    least exceeds its most (which no job could meet: it would be asked the least) refused, naming it."""
     out = []
     for name, limits in (config or {}).items():
         limits = dict(limits or {})
         out.append(
-            Queue(
-                name=str(name),
-                min_nodes=int(limits.get("min_nodes", 1)),
-                max_nodes=int(limits.get("max_nodes", 1_000_000)),
-                min_walltime_s=walltime_seconds(limits.get("min_walltime", "00:00:00")),
-                max_walltime_s=walltime_seconds(limits.get("max_walltime", "999:00:00")),
-                max_queued=limits.get("max_queued"),
-                max_running=limits.get("max_running"),
+            checked(
+                Queue(
+                    name=str(name),
+                    min_nodes=int(limits.get("min_nodes", 1)),
+                    max_nodes=int(limits.get("max_nodes", 1_000_000)),
+                    min_walltime_s=walltime_seconds(limits.get("min_walltime", "00:00:00")),
+                    max_walltime_s=walltime_seconds(limits.get("max_walltime", "999:00:00")),
+                    max_queued=limits.get("max_queued"),
+                    max_running=limits.get("max_running"),
+                )
             )
         )
     return out
+
+
+def checked(queue: Queue) -> Queue:
+    """`queue`, or a clear error where its minimum exceeds its maximum (nodes or walltime)."""
+    for key, low, high, text in (
+        ("walltime", queue.min_walltime_s, queue.max_walltime_s, walltime_text),
+        ("nodes", queue.min_nodes, queue.max_nodes, str),
+    ):
+        if low > high:
+            raise PrismError(
+                f"cluster.queues.{queue.name}: min_{key} {text(low)} is above max_{key} {text(high)}; "
+                f"no job fits it: correct the queue's limits (qstat -Qf {queue.name} shows them)"
+            )
+    return queue
 
 
 def choose_queue(nodes: int, walltime_s: int, queues: list[Queue], preferred: str = "") -> Queue:

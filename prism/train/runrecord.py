@@ -10,6 +10,7 @@ import torch
 from prism.core.atomic import write_json_atomic
 from prism.core.revision import git_rev
 from prism.core.run_metrics import RunMetrics
+from prism.model import kernels
 from prism.runtime.peak import peak_flops
 from prism.train.evaluator import EvalResult
 from prism.train.identity import run_identity
@@ -144,6 +145,7 @@ class RunRecording:
             world_size=self.parallel.world_size,
             device=self.device.type,
             precision=self.precision,
+            **kernels.path_record(),
             wall_s=self.wall_s(),
             resumed_from=self.resumed_from,
             started_from=self.started_from,

@@ -141,6 +141,7 @@ class Trainer(Checkpointing, RunRecording):
         if self.device.type == "cpu" and self.precision == "fp32":  # steps that may take the fused kernels
             with self.clock.phase("kernel_build"), self.startup.phase("kernel_build"):  # else built by the
                 kernels.prepare()  # first evaluation, and booked there
+        kernels.reset_path()  # metrics.json's kernel_path: this run's evaluations and steps only
 
     # --- set-up ----------------------------------------------------------------------
 

@@ -17,14 +17,18 @@ from prism.core.families import FamilySpec, family_spec
 from prism.isoflop.design.placement import GIB, Devices, place, run_shape, study_devices
 from prism.isoflop.design.pricing import read_probe
 from prism.launch.jobenv import job_env, job_setup
-from prism.launch.probe import job_compile
+from prism.launch.probe import job_compile, job_seconds
+from prism.launch.queues import parse_queues
+from prism.launch.walltime import walltime_seconds, walltime_text
 from prism.model.paramcount import component_params, trainable_params
 from prism.workflow.resources import walltime_minutes
 from prism.workflow.study import Study
 
-# The probe's two jobs: each runs its bodies for `cluster.probe_seconds` of steps after their start-up.
+# The probe's two jobs: each runs its bodies for `cluster.probe_seconds` of steps after their start-up, each
+# body under limits of its own (prism.launch.probebody), and asks the walltime those limits add up to.
 PROBE_QUEUE = "debug"
-PROBE_WALLTIME = "00:30:00"
+# The debug queue's longest walltime (ALCF's published limit; cluster.queues' debug entry where it has one).
+DEBUG_MAX_WALLTIME_S = 3600
 # What a job spends before its first step until the probe has measured it: module load, imports in
 # every rank, Snakemake's DAG in the job, the collective backend's start and a compile.
 ASSUMED_STARTUP_S = 300.0
@@ -105,16 +109,36 @@ def probe_args(study: Study, backbones: list[str], family: str) -> list[str]:
         "--folder", f"{study.dir}/probe/{family}", "--global-batch", str(probe_batch(study)),
         "--procs-per-node", str(study.ranks_per_node), "--seconds", str(cluster["probe_seconds"]),
         "--workers", str(study.loader.workers), "--precision", train.precision,
+        "--walltime-s", str(walltime_seconds(probe_walltime(cluster))),
     ]  # fmt: skip
 
 
+def probe_walltime(cluster: dict) -> str:
+    """The probe job's walltime, derived from its bodies' limits (prism.launch.probe.job_seconds) in whole
+    minutes; refused, naming cluster.probe_seconds, where it would not fit the debug queue's longest."""
+    needed = job_seconds(float(cluster["probe_seconds"]))
+    debug = [q for q in parse_queues(cluster.get("queues") or {}) if q.name == PROBE_QUEUE]
+    longest = min(debug[0].max_walltime_s, DEBUG_MAX_WALLTIME_S) if debug else DEBUG_MAX_WALLTIME_S
+    minutes = -(-int(needed) // 60)
+    if minutes * 60 > longest:
+        spare = longest - job_seconds(0.0)
+        raise PrismError(
+            f"cluster.probe_seconds {cluster['probe_seconds']}: the probe's job would need "
+            f"{walltime_text(minutes * 60)}"
+            f" (two bodies, each with its start-up and stop limits) beyond the {PROBE_QUEUE} queue's "
+            f"{walltime_text(longest)}; set cluster.probe_seconds to at most {max(0, int(spare // 2))}"
+        )
+    return walltime_text(minutes * 60)
+
+
 def probe_resources(study: Study) -> dict[str, Any]:
-    """One node of the debug queue for half an hour, set up as every job of the study."""
+    """One node of the debug queue for the walltime its bodies' limits add up to, set up as every job of the study."""
     cluster = study.cluster
+    walltime = probe_walltime(cluster)
     return {
         "nodes": 1,
-        "walltime": PROBE_WALLTIME,
-        "runtime": walltime_minutes(PROBE_WALLTIME),
+        "walltime": walltime,
+        "runtime": walltime_minutes(walltime),
         "queue": PROBE_QUEUE,
         **{key: cluster[key] for key in ("account", "filesystems", "place")},
         "setup": job_setup(cluster, study.dir),
@@ -128,15 +152,17 @@ def job_startup(study: Study, family: str) -> tuple[float, str]:
         return 0.0, ""
     record = read_probe(probe_file(study, family))
     if record is None or record.get("startup_s") is None:
-        return ASSUMED_STARTUP_S, f"start-up {ASSUMED_STARTUP_S:.0f} s a job assumed until the probe has run"
+        said = "until the probe has run" if record is None else "where the probe measured none" + sigterm_said(record)
+        return ASSUMED_STARTUP_S, f"start-up {ASSUMED_STARTUP_S:.0f} s a job assumed {said}"
     said = f"start-up {record['startup_s']:.0f} s a job measured by the probe"
     return float(record["startup_s"]), said + sigterm_said(record)
 
 
 def sigterm_said(record: dict) -> str:
-    """The probe's finding that SIGTERM did not reach the ranks, for the plan's line ("" when it did)."""
-    warning = record.get("sigterm_warning")
-    return f"; WARNING: {warning}" if warning else ""
+    """The probe's findings for the plan's line: SIGTERM did not reach the ranks, a body measured nothing
+    (hung, ended on its own, not run); "" when neither."""
+    warnings = [record.get(key) for key in ("sigterm_warning", "body_warning")]
+    return "".join(f"; WARNING: {warning}" for warning in warnings if warning)
 
 
 def pack_startup(study: Study, family: str) -> tuple[float, float, str]:
@@ -147,10 +173,11 @@ def pack_startup(study: Study, family: str) -> tuple[float, float, str]:
         return 0.0, 0.0, ""
     record = read_probe(probe_file(study, family))
     if record is None or record.get("startup_s") is None:
+        said = "" if record is None else sigterm_said(record)
         once, run, source = (
             ASSUMED_STARTUP_S - ASSUMED_RUN_STARTUP_S,
             ASSUMED_RUN_STARTUP_S,
-            "assumed until the probe has run",
+            "assumed until the probe has run" if record is None else "assumed: the probe measured none" + said,
         )
     else:
         once = (record.get("setup_s") or 0.0) + (record.get("job_start_s") or 0.0)

@@ -3,31 +3,38 @@
 
     pbs_env.py SETUP_FILE SETUP_JSON "NAME NAME ..."
 
-Writes SETUP_FILE (the job's `setup` resource: a JSON list of shell lines, each of which
-fails the job when it fails), which jobscript.sh sources first, and prints the variable list
-of `qsub -v`: PRISM_SETUP=<that file's absolute path>, then NAME=value for each named
-variable set in this shell (unset ones are left out); the Snakemake call's own variables
-(OWN) go into the set-up file. PBS Pro passes nothing else into a job
-without -V, which ALCF discourages. A value holding a comma, a quote or a newline would be cut
-by qsub's list: refused in one line naming the variable. Standard library only.
+Writes SETUP_FILE, which jobscript.sh sources first: `export NAME=value` for each named variable
+set in this shell (unset ones are left out), then the job's `setup` resource (a JSON list of shell
+lines, each of which fails the job when it fails), then the Snakemake call's own variables (OWN).
+Prints the variable list of `qsub -v`, which is only PRISM_SETUP=<that file's absolute path>: PBS
+Pro passes nothing else into a job without -V (which ALCF discourages), and a value in the -v list
+itself would be cut at a comma or a quote, and at a `;`, a space or a `$` by a qsub that passes the
+list through a shell (Slurm's Torque-style wrapper does), so every value travels in the file,
+quoted for the shell, whatever it holds. A set-up file path that -v cannot carry is refused in one
+line. Standard library only.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import re
 import sys
 from pathlib import Path
 
-UNSAFE = (",", '"', "'", "\n")
+# What the one -v value (the set-up file's path) may hold: PBS Pro cuts at commas and quotes, a shell at the rest.
+SAFE_PATH = re.compile(r"^[A-Za-z0-9_./+@%:=-]+$")
 # Set by the Snakemake call itself for its jobs (prism.workflow.engine: `--forcerun` targets, and
 # --keep-going for a pack's own Snakemake); their values may hold newlines, which qsub -v cannot
 # carry, so the set-up file exports them.
 OWN = ("PRISM_FORCED_TARGETS", "PRISM_KEEP_GOING")
 
 
-def setup_text(lines: list[str], environ: dict) -> str:
-    body = [f"{line} || {{ echo 'prism: set-up line failed: '{quote(line)} >&2; return 2; }}" for line in lines]
+def setup_text(lines: list[str], environ: dict, names: list[str] = ()) -> str:
+    """The set-up file: the named variables set here (before the lines, which may use them), the lines, the
+    Snakemake call's own variables."""
+    body = [f"export {name}={quote(environ[name])}" for name in names if name in environ]
+    body += [f"{line} || {{ echo 'prism: set-up line failed: '{quote(line)} >&2; return 2; }}" for line in lines]
     body += [f"export {name}={quote(environ[name])}" for name in OWN if name in environ]
     return "# This job's set-up lines (cluster.setup, and its caches), sourced by jobscript.sh.\n" + "".join(
         line + "\n" for line in body
@@ -38,16 +45,15 @@ def quote(text: str) -> str:
     return "'" + text.replace("'", "'\\''") + "'"
 
 
-def variables(setup_file: Path, names: list[str], environ: dict) -> str:
-    pairs = [f"PRISM_SETUP={setup_file.resolve()}"]
-    for name in names:
-        if name not in environ:
-            continue
-        value = environ[name]
-        if any(c in value for c in UNSAFE):
-            raise ValueError(f"{name}={value!r}: qsub -v cannot pass a value with a comma, quote or newline")
-        pairs.append(f"{name}={value}")
-    return ",".join(pairs)
+def variables(setup_file: Path) -> str:
+    """The -v list: the set-up file's path alone (the named variables are in the file)."""
+    path = str(setup_file.resolve())
+    if not SAFE_PATH.match(path):
+        raise ValueError(
+            f"the job's set-up file {path!r} holds a character qsub -v cannot carry (a comma, quote, space, `;` "
+            "or `$`): run the study from a folder whose path has none"
+        )
+    return f"PRISM_SETUP={path}"
 
 
 def main(argv: list[str]) -> int:
@@ -56,13 +62,13 @@ def main(argv: list[str]) -> int:
         return 2
     setup_file, setup, names = Path(argv[0]), json.loads(argv[1] or "[]"), " ".join(argv[2:]).split()
     try:
-        listed = variables(setup_file, names, dict(os.environ))
+        listed = variables(setup_file)
     except ValueError as err:
         print(f"pbs_env: {err}", file=sys.stderr)
         return 1
     setup_file.parent.mkdir(parents=True, exist_ok=True)
     tmp = setup_file.with_name(f".{setup_file.name}.tmp")
-    tmp.write_text(setup_text(setup, dict(os.environ)))
+    tmp.write_text(setup_text(setup, dict(os.environ), names))
     tmp.replace(setup_file)
     print(listed)
     return 0

@@ -1,11 +1,15 @@
-#!/usr/bin/env python3
+#!/usr/bin/env -S --ignore-signal=INT python3
 """Cancels this Snakemake run's PBS jobs when Snakemake stops early (Ctrl-C).
 
 cluster-generic starts this "sidecar" once per Snakemake run and terminates it when the
 run ends. Its first output line (a registry file) reaches the submit command as
 $SNAKEMAKE_CLUSTER_SIDECAR_VARS; the submit command appends each new job id to it. When
-the sidecar is terminated or interrupted it `qdel`s every registered job that has not
-recorded an exit status (logs/pbs/status/<id>, see jobscript.sh), then removes the registry.
+the sidecar is terminated (SIGTERM: the executor's end, after Ctrl-C too) it `qdel`s every
+registered job that has not recorded an exit status (logs/pbs/status/<id>, see jobscript.sh),
+then removes the registry. It ignores SIGINT, as the status command does (pbs_status.py): a
+Ctrl-C reaches the terminal's whole foreground group, and a sidecar ended by it would leave every
+job Snakemake submits afterwards (it goes on where the interrupt is lost: docs/cluster.md,
+"Ctrl-C") unregistered and uncancelled.
 
 Why: on Ctrl-C Snakemake cancels only the jobs in its active list, and the executor empties
 that list while a round of status checks runs, so an interrupt during a round would leave
@@ -63,7 +67,7 @@ def main() -> int:
         sys.exit(0)
 
     signal.signal(signal.SIGTERM, stop)
-    signal.signal(signal.SIGINT, stop)
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
     print(registry, flush=True)
     while True:
         signal.pause()

@@ -1,4 +1,4 @@
-#!/usr/bin/env python3
+#!/usr/bin/env -S --ignore-signal=INT python3
 """Status of one PBS job for Snakemake's cluster-generic executor: prints `running`, `success`
 or `failed` and always exits 0 (a non-zero exit would abort the whole workflow).
 
@@ -12,16 +12,26 @@ PBS Pro forgets finished jobs after its history window. A job the scheduler no l
 (walltime, qdel, node failure) or never started. When the scheduler cannot be reached at
 all, the answer is `running` (ask again later) rather than failing a healthy job.
 Standard library only: it runs under whatever python3 the login node has.
+
+Deaf to SIGINT: a Ctrl-C in Snakemake's terminal reaches every process of its foreground group,
+this command too, and the cluster-generic executor (1.0.9) reads an unset result when its status
+command dies by a signal, which kills its status thread and leaves Snakemake deaf to the jobs
+(docs/cluster.md, "Ctrl-C"). The interrupt is Snakemake's to handle. The shebang has `env` ignore
+SIGINT before Python starts (no window while the interpreter loads), and the module does it again
+for a call through `python3 pbs_status.py`.
 """
 
 from __future__ import annotations
 
 import argparse
 import os
+import signal
 import subprocess
 import sys
 import time
 from pathlib import Path
+
+signal.signal(signal.SIGINT, signal.SIG_IGN)
 
 FINISHED_STATES = {"C", "F", "X"}  # Torque: completed; PBS Pro: finished, subjob finished
 # qstat exit codes for "no such job": PBS Pro / Torque 153 (unknown job id), PBS Pro 35

@@ -147,24 +147,26 @@ def test_every_training_job_goes_through_qsub(study):
     assert len(set(asked.values())) > 1  # the estimates, not one fixed walltime
 
 
-# Not in `make test` (`make test-alone` runs it): at times, on a busy host and once alone, Snakemake stopped
-# handling its jobs' events after the sidecar's qdels and heard no further Ctrl-C (24 presses, 2 minutes);
-# at others it stops at the first. The cause is not yet found.
-@pytest.mark.alone
-def test_sigint_cancels_queued_jobs(study):
-    workdir, client_env = study
-    # A job holding the whole node keeps the study's jobs queued until the interrupt, however fast
-    # this host runs them (on an idle host the study used to finish before its queue was seen).
-    blocker = subprocess.run(
-        ["sbatch", "--parsable", "--exclusive", "--job-name", "blocker", "--output=/dev/null", "--wrap=sleep 600"],
-        env={**env(), **client_env},
-        capture_output=True,
-        text=True,
-        check=True,
-    ).stdout.strip()
+def block_the_node(client_env) -> str:
+    """A job holding the whole node: the study's jobs stay queued until the interrupt, however fast this host
+    runs them (on an idle host the study used to finish before its queue was seen). Its id."""
+    return (
+        subprocess.run(
+            ["sbatch", "--parsable", "--exclusive", "--job-name", "blocker", "--output=/dev/null", "--wrap=sleep 600"],
+            env={**env(), **client_env},
+            capture_output=True,
+            text=True,
+            check=True,
+        )
+        .stdout.strip()
+        .split(";")[0]
+    )
+
+
+def start_study(workdir: Path, client_env: dict) -> tuple[subprocess.Popen, object]:
+    """The study in its own process group, as a terminal's foreground job: Ctrl-C reaches Snakemake and the
+    profile's helpers (sidecar, status commands) alike. (the process, its log file)"""
     log = open(workdir / "sigint.log", "w")
-    # Its own process group, as a terminal's foreground job: Ctrl-C reaches Snakemake and the
-    # profile's sidecar alike.
     proc = subprocess.Popen(
         [SNAKEMAKE, *PBS_ARGS, "collect_text_image", "--config", MORE_BUDGETS],
         cwd=workdir,
@@ -173,27 +175,86 @@ def test_sigint_cancels_queued_jobs(study):
         stderr=subprocess.STDOUT,
         start_new_session=True,
     )
-    try:
-        # Interrupt once several jobs are in the scheduler and at least one is still waiting.
-        deadline, seen = time.monotonic() + 120, []
-        while time.monotonic() < deadline:
-            seen = queue(client_env)
-            if len(seen) >= 3 and any(" PD " in line for line in seen):
-                break
-            assert proc.poll() is None, (workdir / "sigint.log").read_text()[-3000:]
-            time.sleep(0.2)
-        else:
-            pytest.fail(f"never saw 3 jobs with one queued; last: {seen}")
-        assert ctrl_c(proc, workdir / "sigint.log") != 0
-    finally:
-        if proc.poll() is None:
-            os.killpg(proc.pid, signal.SIGKILL)
-        log.close()
-        subprocess.run(["scancel", blocker.split(";")[0]], env={**env(), **client_env}, check=False)
+    return proc, log
+
+
+def wait_for_queued_jobs(proc: subprocess.Popen, workdir: Path, client_env: dict) -> None:
+    """Until several jobs are in the scheduler and at least one is still waiting (status rounds running)."""
+    deadline, seen = time.monotonic() + 120, []
+    while time.monotonic() < deadline:
+        seen = queue(client_env)
+        if len(seen) >= 3 and any(" PD " in line for line in seen):
+            return
+        assert proc.poll() is None, (workdir / "sigint.log").read_text()[-3000:]
+        time.sleep(0.2)
+    pytest.fail(f"never saw 3 jobs with one queued; last: {seen}")
+
+
+def helpers_of(proc: subprocess.Popen) -> list[int]:
+    """The profile's helper processes under Snakemake now: its sidecar and any status command running."""
+    found = []
+    for cmdline in Path("/proc").glob("[0-9]*/cmdline"):
+        try:
+            text = cmdline.read_bytes().decode(errors="replace")
+            group = os.getpgid(int(cmdline.parent.name))
+        except (OSError, ValueError):
+            continue
+        # Once Python runs them (their shebang's `env` has set SIGINT ignored by then): the few microseconds
+        # before `env` does are the one window left (docs/cluster.md, "Stopping a study").
+        helper = "pbs_sidecar.py" in text or "pbs_status.py" in text
+        if group == proc.pid and helper and not text.startswith(("/usr/bin/env", "sh\0", "/bin/sh")):
+            found.append(int(cmdline.parent.name))
+    return found
+
+
+def stop_and_check_the_queue(proc, log, blocker: str, client_env: dict) -> None:
+    if proc.poll() is None:
+        os.killpg(proc.pid, signal.SIGKILL)
+    log.close()
+    subprocess.run(["scancel", blocker], env={**env(), **client_env}, check=False)
     deadline = time.monotonic() + 30
     while queue(client_env) and time.monotonic() < deadline:
         time.sleep(0.5)
     assert queue(client_env) == []
+
+
+def test_sigint_cancels_queued_jobs(study):
+    """Ctrl-C to the whole group while status rounds run: Snakemake stops and no job is left queued."""
+    workdir, client_env = study
+    blocker = block_the_node(client_env)
+    proc, log = start_study(workdir, client_env)
+    try:
+        wait_for_queued_jobs(proc, workdir, client_env)
+        assert ctrl_c(proc, workdir / "sigint.log") != 0
+    finally:
+        stop_and_check_the_queue(proc, log, blocker, client_env)
+
+
+def test_sigint_to_the_helpers_alone_leaves_the_study_running_and_cancellable(study):
+    """A Ctrl-C that reaches only the profile's sidecar and status commands (Snakemake's own may be lost:
+    docs/cluster.md, "Ctrl-C"): they go on, Snakemake keeps hearing its jobs, and its later stop leaves
+    no job queued."""
+    workdir, client_env = study
+    blocker = block_the_node(client_env)
+    proc, log = start_study(workdir, client_env)
+    try:
+        wait_for_queued_jobs(proc, workdir, client_env)
+        deadline, signalled = time.monotonic() + 8, set()
+        while time.monotonic() < deadline:  # status rounds every second: several status commands are hit
+            for pid in helpers_of(proc):
+                try:
+                    os.kill(pid, signal.SIGINT)
+                    signalled.add(pid)
+                except ProcessLookupError:
+                    continue
+            time.sleep(0.05)
+        assert len(signalled) >= 2, signalled  # the sidecar and at least one status command
+        text = (workdir / "sigint.log").read_text()
+        assert proc.poll() is None and "UnboundLocalError" not in text, text[-3000:]
+        assert "Cluster sidecar process has terminated" not in text, text[-3000:]
+        assert ctrl_c(proc, workdir / "sigint.log") != 0
+    finally:
+        stop_and_check_the_queue(proc, log, blocker, client_env)
 
 
 def test_failing_job_is_failed_and_stops_the_workflow(study):

@@ -46,3 +46,19 @@ def test_the_per_user_limit_is_the_least_of_the_queues_used():
 def test_the_profile_submits_no_more_jobs_than_capacity_allows_a_user():
     profile = yaml.safe_load((Path(__file__).resolve().parents[2] / "profiles" / "aurora" / "config.yaml").read_text())
     assert profile["jobs"] == per_user_limit(QUEUES, [AURORA["cluster"]["queue"]])
+
+
+@pytest.mark.parametrize(
+    ("limits", "said"),
+    [
+        (
+            {"min_walltime": "02:00:00", "max_walltime": "01:00:00"},
+            "min_walltime 02:00:00 is above max_walltime 01:00:00",
+        ),
+        ({"min_nodes": 4, "max_nodes": 2}, "min_nodes 4 is above max_nodes 2"),
+    ],
+)
+def test_a_queue_whose_least_is_above_its_most_is_refused_naming_it(limits, said):
+    """Accepted, such a queue would have every job ask its least, beyond what the queue allows."""
+    with pytest.raises(PrismError, match=f"cluster.queues.short: {said}; no job fits it"):
+        parse_queues({"debug": {"max_walltime": "01:00:00"}, "short": limits})

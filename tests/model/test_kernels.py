@@ -77,12 +77,27 @@ def test_where_the_kernels_cannot_be_built_training_warns_once_and_uses_aten(mon
         raise RuntimeError("no C++ compiler")
 
     monkeypatch.setattr(torch.utils.cpp_extension, "load", no_compiler)
-    monkeypatch.setattr(kernels, "_state", {"enabled": True})
+    monkeypatch.setattr(kernels, "_state", {"enabled": True, "taken": set(), "error": None})
     with pytest.warns(RuntimeWarning, match="could not be built .*no C\\+\\+ compiler.*ATen ops instead"):
         assert not kernels.usable(torch.zeros(2))
     model = backbone()
     tokens = torch.randint(0, 256, (2, 12))
     assert model(tokens).shape == (2, 12, 264)  # the modules' path, no second warning
+    # Not silently: the run's record says which path ran and why.
+    assert kernels.path_record() == {"kernel_path": "aten", "kernel_error": "RuntimeError: no C++ compiler"}
+
+
+def test_the_path_a_run_took_is_recorded_from_its_own_steps(monkeypatch):
+    monkeypatch.setattr(kernels, "_state", {**kernels._state, "taken": set()})
+    kernels.usable(torch.zeros(2, device="meta"))  # FLOP counting: not a path
+    assert kernels.path_record()["kernel_path"] is None
+    backbone()(torch.randint(0, 256, (2, 12)))
+    assert kernels.path_record()["kernel_path"] == "fused"
+    with kernels.disabled():
+        backbone()(torch.randint(0, 256, (2, 12)))
+    assert kernels.path_record()["kernel_path"] == "fused+aten"
+    kernels.reset_path()
+    assert kernels.path_record()["kernel_path"] is None
 
 
 def test_a_lock_left_by_a_killed_load_does_not_stop_the_next_one(tmp_path, monkeypatch):

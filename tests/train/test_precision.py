@@ -77,6 +77,10 @@ def test_a_bf16_run_trains_to_the_fp32_runs_loss_and_records_its_precision(train
     assert abs(bf16["loss"] - fp32["loss"]) <= BF16_LOSS_TOLERANCE * fp32["loss"], (bf16["loss"], fp32["loss"])
     assert bf16["loss"] != fp32["loss"]  # it did compute in bf16
     assert (fp32["precision"], bf16["precision"]) == ("fp32", "bf16")
+    # Which path the blocks took, recorded: the fused kernels are fp32's (where they build), ATen bf16's.
+    assert (
+        fp32["kernel_path"] == ("fused" if fp32["kernel_error"] is None else "aten") and bf16["kernel_path"] == "aten"
+    )
     assert bf16["time"]["precision"] == "bf16" and bf16["time"]["steady_mfu"] > 0
     assert all(row["precision"] == "bf16" and row["peak_flops"] > 0 for row in read_jsonl(tmp_path / "bf16/perf.jsonl"))
     # Another precision on the same run directory is another run: refused, nothing touched.

@@ -129,18 +129,34 @@ def submit(tmp_path: Path, setup: list[str], names: str, environ: dict) -> tuple
     return (tmp_path / "qsub.args").read_text().splitlines(), tmp_path / "logs" / "pbs" / "setup" / "train.3.sh"
 
 
-def test_submit_passes_named_variables_with_v_and_never_the_environment(tmp_path):
+def test_submit_passes_named_variables_in_the_set_up_file_and_never_the_environment(tmp_path):
     args, setup_file = submit(tmp_path, ["export A=1"], "DAOS_POOL DAOS_CONT", {**os.environ, "DAOS_POOL": "pool1"})
     assert "-V" not in args
-    listed = args[args.index("-v") + 1].split(",")
-    # The set-up file's path always; DAOS_POOL as set; DAOS_CONT, unset, left out.
-    assert listed == [f"PRISM_SETUP={setup_file.resolve()}", "DAOS_POOL=pool1"]
-    assert "export A=1 ||" in setup_file.read_text()
+    # The set-up file's path alone; DAOS_POOL as set, in the file; DAOS_CONT, unset, left out.
+    assert args[args.index("-v") + 1] == f"PRISM_SETUP={setup_file.resolve()}"
+    text = setup_file.read_text()
+    assert "export DAOS_POOL='pool1'\n" in text and "DAOS_CONT" not in text and "export A=1 ||" in text
+    assert text.index("DAOS_POOL") < text.index("export A=1")  # set before the set-up lines that may use it
 
 
-def test_submit_refuses_a_value_qsub_v_would_cut(tmp_path):
-    with pytest.raises(AssertionError, match="DAOS_POOL=.*comma"):
-        submit(tmp_path, [], "DAOS_POOL", {**os.environ, "DAOS_POOL": "a,b"})
+def test_a_value_that_qsub_v_would_cut_reaches_the_job_intact(tmp_path):
+    """A `;`, a comma, quotes, a space or a `$` in a named variable: the submission goes through and the job
+    sees the value as set."""
+    value = "a;b,c 'd' \"e\" $HOME"
+    args, setup_file = submit(tmp_path, [], "DAOS_POOL", {**os.environ, "DAOS_POOL": value})
+    assert args[args.index("-v") + 1] == f"PRISM_SETUP={setup_file.resolve()}"
+    script = job_script(tmp_path, 'printf %s "$DAOS_POOL" > seen')
+    env = {"PBS_JOBID": "42.pbs", "PBS_O_WORKDIR": str(tmp_path), "PRISM_SETUP": str(setup_file), "HOME": str(tmp_path)}
+    result = subprocess.run([str(script)], cwd="/", env=env, capture_output=True, text=True)
+    assert result.returncode == 0, result.stderr
+    assert (tmp_path / "seen").read_text() == value
+
+
+def test_submit_refuses_a_set_up_path_qsub_v_would_cut(tmp_path):
+    folder = tmp_path / "my study;1"
+    folder.mkdir()
+    with pytest.raises(AssertionError, match=r"set-up file .*my study;1.* qsub -v cannot carry"):
+        submit(folder, [], "", dict(os.environ))
 
 
 def job_script(tmp_path: Path, exec_job: str) -> Path:

@@ -157,6 +157,9 @@ def runs_lines(csv_path: Path) -> list[str]:
     # Runs whose metrics.json predates the record computed in fp32 (the only precision there was).
     precisions = sorted({r.get("precision") or "fp32" for r in rows if r.get("status") == "ok"})
     computed = f"; computed in {' and '.join(precisions)}" if precisions else ""
+    paths = sorted({r["kernel_path"] for r in rows if r.get("status") == "ok" and r.get("kernel_path")})
+    if paths:
+        computed += f"; kernels {' and '.join(paths)}" + (" (MIXED: losses differ by rounding)" * (len(paths) > 1))
     lines = [f"  runs: {len(rows)} (" + ", ".join(f"{v} {k}" for k, v in sorted(counts.items())) + f"){computed}"]
     for r in rows:
         if r.get("status") not in ("ok", ""):

@@ -88,6 +88,8 @@ class CollectedRun:
     wall_s: float | None = None
     # The precision the run computed in (fp32, bf16); empty for runs from before it was recorded (fp32).
     precision: str = ""
+    # Which path the model's blocks and loss took (prism.model.kernels: fused, aten); empty before it was recorded.
+    kernel_path: str = ""
     # The plan's estimate of the wall time on the machine that measured samples/s.
     est_wall_s: float | None = None
     note: str = ""
@@ -182,6 +184,7 @@ def collect_run(run_dir: Path, eval_window: int, problems: list[str]) -> Collect
             setattr(row, key, value)
     row.steps = int(metrics["steps"]) if _num(metrics.get("steps")) is not None else None
     row.precision = str(metrics.get("precision") or "")
+    row.kernel_path = str(metrics.get("kernel_path") or "")
     warnings = metrics.get("warnings") or []
     row.warnings = "; ".join(str(w) for w in warnings) if isinstance(warnings, list) else str(warnings)
     status = str(metrics.get("status", ""))
@@ -370,4 +373,23 @@ def collect(
     bad = sum(r.n_bad_lines for r in rows)
     summary = ", ".join(f"{v} {k}" for k, v in sorted(counts.items())) or "no run directories"
     stale = [f"stale {r.run_id}: {r.note}" for r in rows if r.status == "stale"]
-    return "\n".join([f"wrote {csv_path}: {len(rows)} runs ({summary}); {bad} corrupt line(s) skipped", *stale])
+    mixed = mixed_kernels([r for r in rows if r.status == "ok"])
+    lines = [f"wrote {csv_path}: {len(rows)} runs ({summary}); {bad} corrupt line(s) skipped", *stale]
+    return "\n".join(lines + ([mixed] if mixed else []))
+
+
+def mixed_kernels(rows: list[CollectedRun]) -> str | None:
+    """The warning where the fitted runs took different kernel paths (their losses differ in the last places,
+    beyond the run-to-run agreement the fit assumes); None where they agree or did not record it."""
+    by_path: dict[str, list[str]] = {}
+    for row in rows:
+        if row.kernel_path:
+            by_path.setdefault(row.kernel_path, []).append(row.run_id)
+    if len(by_path) < 2:
+        return None
+    said = "; ".join(f"{path}: {len(ids)} run(s), e.g. {ids[0]}" for path, ids in sorted(by_path.items()))
+    return (
+        f"WARNING: the study's runs took different kernel paths ({said}); their losses differ by rounding, "
+        "not by design: see each run's metrics.json kernel_error, fix the build (python -m prism.model.kernels) "
+        "and rerun the runs of the odd path, or set PRISM_CPU_KERNELS=0 for every run"
+    )

@@ -28,7 +28,9 @@ revisions of prism) keep a build each instead of rebuilding in turn (and two che
 revision share a build: it compiles a copy of the source kept in its folder); `make setup` builds it.
 Where it cannot be built, one warning, and the model runs its ATen path.
 `PRISM_CPU_KERNELS=0` turns the kernels off (the reference path, for A/B measurements); so
-does `disabled()`.
+does `disabled()`. Since the two paths' losses differ in the last places, which path a process's
+steps took is kept (`path_record`: `fused`, `aten` or both, and the build's error where it failed)
+and a run's metrics.json says it, so a study that mixes them is said by collect and the report.
 """
 
 from __future__ import annotations
@@ -53,7 +55,7 @@ _ISA_FLAGS = {
     "AVX2": ["-mavx2", "-mfma", "-mf16c", "-DCPU_CAPABILITY_AVX2"],
     "AVX512": ["-mavx512f", "-mavx512bw", "-mavx512vl", "-mavx512dq", "-mfma", "-DCPU_CAPABILITY_AVX512"],
 }
-_state: dict[str, object] = {"enabled": os.environ.get(ENV, "1") != "0"}
+_state: dict[str, object] = {"enabled": os.environ.get(ENV, "1") != "0", "taken": set(), "error": None}
 
 
 def capability() -> str:
@@ -114,6 +116,7 @@ def _build() -> ModuleType | None:
                 verbose=False,
             )
     except Exception as err:  # noqa: BLE001 any build failure leaves the ATen path, which is correct, only slower
+        _state["error"] = f"{type(err).__name__}: {str(err).splitlines()[0] if str(err) else ''}"
         warnings.warn(
             f"prism: the fused CPU kernels could not be built ({type(err).__name__}: {err}); "
             f"training uses ATen ops instead (slower, same maths). They need a C++ compiler and ninja; "
@@ -179,7 +182,7 @@ def usable(x: torch.Tensor) -> bool:
     Not under autocast: its matmuls (`at::mm` inside the kernels too) would return bf16 to
     loops written for fp32, so a mixed-precision step takes the modules' path.
     """
-    return (
+    fused = (
         x.device.type == "cpu"
         and x.dtype == torch.float32
         and not torch.is_autocast_enabled("cpu")
@@ -187,6 +190,21 @@ def usable(x: torch.Tensor) -> bool:
         and not torch.compiler.is_compiling()
         and load() is not None
     )
+    if x.device.type != "meta":  # FLOP counting's passes compute nothing
+        _state["taken"].add("fused" if fused else "aten")  # type: ignore[union-attr]
+    return fused
+
+
+def reset_path() -> None:
+    """Forget the paths taken so far: a run's record starts with its own steps (a worker runs several runs)."""
+    _state["taken"] = set()
+
+
+def path_record() -> dict[str, str | None]:
+    """Which path this process's blocks and loss took (`fused`, `aten`, `fused+aten`; None before any), and why
+    the kernels could not be built where they failed: a run's metrics.json `kernel_path` and `kernel_error`."""
+    taken = sorted(_state["taken"], reverse=True)  # type: ignore[arg-type]
+    return {"kernel_path": "+".join(taken) or None, "kernel_error": _state["error"]}  # type: ignore[dict-item]
 
 
 class _Block(torch.autograd.Function):

@@ -272,3 +272,22 @@ def test_missing_new_columns_read_as_empty(tmp_path):
     collect(root, tmp_path / "runs.csv")
     row = read(tmp_path / "runs.csv")["30k-BASE-e2e-C1e12"]
     assert (row["loss_se"], row["epochs"], row["warnings"], row["wall_s"], row["precision"]) == ("", "", "", "", "")
+
+
+def test_a_study_whose_runs_took_different_kernel_paths_is_said(tmp_path):
+    """One run's fused kernels failed to build and it trained on ATen: its loss differs by rounding, so the
+    study is warned, naming the paths and a run of each."""
+    runs = tmp_path / "runs"
+    make_run(runs, "30k-BASE-e2e-g1e12", [3.0, 2.5], metrics_extra={"kernel_path": "fused"})
+    make_run(runs, "60k-BASE-e2e-g1e12", [3.0, 2.4], params=2e5,
+             metrics_extra={"kernel_path": "aten", "kernel_error": "RuntimeError: no compiler"})  # fmt: skip
+    said = collect(runs, tmp_path / "runs.csv")
+    assert "WARNING: the study's runs took different kernel paths (aten: 1 run(s), e.g. 60k-BASE-e2e-g1e12; " in said
+    assert read(tmp_path / "runs.csv")["60k-BASE-e2e-g1e12"]["kernel_path"] == "aten"
+    from prism.isoflop.present.summary import runs_lines
+
+    assert "kernels aten and fused (MIXED: losses differ by rounding)" in runs_lines(tmp_path / "runs.csv")[0]
+    (runs / "60k-BASE-e2e-g1e12" / "metrics.json").write_text(
+        (runs / "60k-BASE-e2e-g1e12" / "metrics.json").read_text().replace('"aten"', '"fused"')
+    )
+    assert "kernel paths" not in collect(runs, tmp_path / "runs.csv", force=True)

@@ -9,7 +9,10 @@ import pytest
 
 from prism.core.errors import PrismError
 from prism.isoflop.design.placement import Devices
-from prism.workflow.probe import compile_flag, job_startup, probe_args, probe_file, probe_size
+from prism.launch.probe import job_seconds
+from prism.launch.probebody import body_limit_s
+from prism.launch.walltime import walltime_seconds, walltime_text
+from prism.workflow.probe import compile_flag, job_startup, probe_args, probe_file, probe_resources, probe_size
 from prism.workflow.study import Study
 
 
@@ -62,3 +65,29 @@ def test_the_probe_runs_the_largest_size_that_fits_one_node():
     assert backbone == "30k" and "larger, needing more than a node: 1m, 120k" in why
     with pytest.raises(PrismError, match="no planned size .* fits one node .* cluster.device_memory_gb"):
         probe_size("text_image", sizes, "e2e", None, Devices(memory_gb=1e-6), global_batch=8)
+
+
+def test_the_probes_walltime_is_its_bodies_limits_and_fits_the_debug_queue(smoke_config):
+    """Two bodies, each with its start limit, steps, grace and kill wait, beside the job's own set-up: the
+    walltime asked, which the probe is told so that every body ends before it."""
+    study = aurora_study(smoke_config, probe_seconds=120)
+    resources = probe_resources(study)
+    assert resources["queue"] == "debug" and resources["walltime"] == walltime_text(
+        -(-int(job_seconds(120)) // 60) * 60
+    )
+    assert (
+        walltime_seconds(resources["walltime"]) >= 300 + 2 * body_limit_s(120) and resources["walltime"] <= "01:00:00"
+    )
+    flags = dict(zip(*[iter(probe_args(study, ["30k"], "text_image"))] * 2))
+    assert float(flags["--walltime-s"]) == walltime_seconds(resources["walltime"])
+    with pytest.raises(PrismError, match=r"cluster.probe_seconds 1000: .* beyond the debug queue's 01:00:00; set"):
+        probe_resources(aurora_study(smoke_config, probe_seconds=1000))
+
+
+def test_the_plan_says_when_the_probe_measured_nothing(smoke_config):
+    """A probe whose bodies hung still wrote its record: the plan assumes the start-up and says why."""
+    study = aurora_study(smoke_config)
+    write_record(study, startup_s=None, body_warning="eager hung: no first step in 600 s, ended by SIGKILL")
+    seconds, said = job_startup(study, "text_image")
+    assert seconds == 300.0 and said.startswith("start-up 300 s a job assumed where the probe measured none")
+    assert said.endswith("WARNING: eager hung: no first step in 600 s, ended by SIGKILL")
