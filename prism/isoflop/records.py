@@ -133,6 +133,11 @@ class BudgetFit:
     lack_of_fit_p: float | None = None
     residual_signs: str | None = None
     runs_p: float | None = None
+    # The curve the vertex was read off: "parabola", or "cubic" in log N where the window's curves
+    # lean the same way (the asymmetry moves a parabola's vertex); `cubic_p`, the p of the cubic term
+    # over this budget's window (None with under 5 sizes or no reference noise).
+    vertex_curve: str = "parabola"
+    cubic_p: float | None = None
 
     @property
     def windowed(self) -> bool:

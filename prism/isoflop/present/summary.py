@@ -112,7 +112,8 @@ def _span(values: list[float]) -> str:
 def verdict_robustness_lines(fit) -> list[str]:
     """Whether the approaches disagree (the interval then spans both), and how a moves under the choices
     a reader would question (`FitResult.sensitivity`), with those the verdict's interval does not hold."""
-    lines = [f"  {r}" for r in fit.verdict.reasons if r.startswith("Approach 2 and Approach 3 disagree")]
+    heads = ("Approach 2 and Approach 3 disagree", "Approach 2 misfits", "Approach 3 misfits")
+    lines = [f"  {r}" for r in fit.verdict.reasons if r.startswith(heads)]
     moves = [m for m in fit.sensitivity if m.a is not None]
     if not moves:
         return lines
