@@ -364,7 +364,8 @@ def fit_records(
         heard=heard,
     )
     moves = sensitivity.placed(moves, verdict.interval)
-    if line := sensitivity.outside_line(moves):
+    # an approach that misfits decides nothing: its moves are in the table, not among the reasons
+    if line := sensitivity.outside_line([m for m in moves if not heard.heard or heard.may_speak(m.approach)]):
         verdict.reasons.append(line)
     if any(e.kind == "outlier" for e in exclusions):
         verdict.reasons.append(

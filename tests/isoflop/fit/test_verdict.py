@@ -145,6 +145,7 @@ def test_an_approach3_that_misfits_is_named_and_approach2_decides(budgets, per_b
         assert v.heard == ["approach2"] and v.rests_on == "approach2", v.reasons
         misfit = next(r for r in v.reasons if r.startswith("Approach 3 misfits"))
         assert "at the edges of" in misfit and "the data" in misfit
+        assert not any("Approach 3 budget left out" in r for r in v.reasons)  # its moves decide nothing
         inside, near = _held(v, a)
         assert v.identifiable and near, (a, v.interval, v.reasons)
         held += inside
