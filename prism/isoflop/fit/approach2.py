@@ -261,7 +261,9 @@ def _lean(fits: list[BudgetFit], params, tokens, budget, loss, sigma: float | No
             continue
         x, y, t, x_all, logd = windows[f.budget]
         own_p = float(special.fdtrc(1, dof, t * t))
-        found = asymmetric.vertex(x, y) if leans else None
+        sel = budget == f.budget
+        lo, hi = _cubic_window(x_all, loss[sel], x, sigma, dof) if leans else (None, None)
+        found = asymmetric.vertex(*_within(x_all, loss[sel], lo, hi)) if leans else None
         if found is None:
             out.append(dataclasses.replace(f, cubic_p=own_p))
             continue
@@ -275,9 +277,32 @@ def _lean(fits: list[BudgetFit], params, tokens, budget, loss, sigma: float | No
                 d_opt=float(10 ** _d_at(x_all, logd, xv)),
                 loss_min=lv,
                 vertex_var_unit=var,
+                cubic_n_min=float(10**lo),
+                cubic_n_max=float(10**hi),
             )
         )
     return out
+
+
+def _within(x: np.ndarray, y: np.ndarray, lo: float, hi: float) -> tuple[np.ndarray, np.ndarray]:
+    sel = (x >= lo - 1e-9) & (x <= hi + 1e-9)
+    return x[sel], y[sel]
+
+
+def _cubic_window(x: np.ndarray, y: np.ndarray, x_win: np.ndarray, sigma: float, dof: int) -> tuple[float, float]:
+    """(lo, hi) log10 N of the cubic's window: the widest centred on the lowest loss, from the
+    parabola's window up, where the cubic shows no lack of fit. The cubic absorbs the lean that
+    made the parabola's window narrow, and a cubic on few sizes places its vertex poorly."""
+    ux, means, _, _ = size_means(x, y)
+    j = int(np.argmin(means))
+    best = (float(x_win.min()), float(x_win.max()))
+    for k in range(len(np.unique(np.round(x_win, 12))) + 1, len(ux) + 1):
+        lo, hi = _centred(ux, j, k)
+        p = asymmetric.cubic_lack_of_fit_p(*_within(x, y, lo, hi), sigma, dof)
+        if p is not None and p < LACK_OF_FIT_LEVEL:
+            break
+        best = (lo, hi)
+    return best
 
 
 def _full_grid(x: np.ndarray, y: np.ndarray, sigma_ref: float | None, dof_ref: int) -> dict:
@@ -524,7 +549,7 @@ def _bootstrap(params, tokens, loss, budget, accepted: list[BudgetFit], n_boot: 
     for f in accepted:
         sel = budget == f.budget
         x, y, logd = np.log10(params[sel]), loss[sel], np.log10(tokens[sel])
-        win = np.array([f.in_window(n) for n in params[sel]], bool)
+        win = np.array([f.in_window(n, curve=True) for n in params[sel]], bool)
         x, y = x[win], y[win]
         idx = rng.integers(0, len(x), size=(n_boot, len(x)))
         xb, yb = x[idx], y[idx]

@@ -86,3 +86,18 @@ def vertex_batch(xb: np.ndarray, yb: np.ndarray) -> tuple[np.ndarray, np.ndarray
     xv = cubic_vertex(coef, xb.mean(axis=1))
     ok = (distinct >= 4) & np.isfinite(xv) & (xv >= xb.min(axis=1)) & (xv <= xb.max(axis=1))
     return np.where(ok, xv, np.nan), ok
+
+
+def cubic_lack_of_fit_p(x: np.ndarray, y: np.ndarray, sigma: float, dof: int) -> float | None:
+    """p of the cubic's misfit: its residual sum of squares beyond a quartic's over sigma^2, against
+    F(1, dof); None with under 6 distinct sizes (a quartic through 5 fits them exactly: 0 left)."""
+    from scipy import special  # noqa: PLC0415 lazy: scipy
+
+    if len(np.unique(np.round(x, 12))) < MIN_CUBIC_SIZES + 1 or not sigma > 0 or dof < 1:
+        return None
+    rss = []
+    for k in (4, 5):
+        design = np.vander(x - x.mean(), k)
+        coef = np.linalg.lstsq(design, y, rcond=None)[0]
+        rss.append(float(((y - design @ coef) ** 2).sum()))
+    return float(special.fdtrc(1, dof, max(rss[0] - rss[1], 0.0) / (sigma * sigma)))

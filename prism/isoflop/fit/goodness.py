@@ -140,7 +140,7 @@ def approach2_goodness(params, loss, budget, per_budget: list[BudgetFit], sigma:
     for f in per_budget:
         if not f.accepted:
             continue
-        sel = (budget == f.budget) & np.array([f.in_window(v) for v in params])
+        sel = (budget == f.budget) & np.array([f.in_window(v, curve=True) for v in params])
         x, y = np.log10(params[sel]), loss[sel]
         sizes = len(np.unique(np.round(x, 12)))
         if sizes < 5:
