@@ -67,3 +67,21 @@ def test_without_the_cubic_the_window_biases_the_parabolas_vertex():
     assert bias_before > 0.004 and abs(bias_after) < 0.5 * bias_before
     held = [sum(lo <= LEANING.a <= hi for _, (lo, hi), _ in fits) for fits in (before, after)]
     assert held[0] <= 6 and held[1] >= 7, held
+
+
+@pytest.mark.parametrize("seed", [0, 1])
+def test_the_window_does_not_move_a_beyond_its_interval(seed):
+    """A wide leaning grid (20 sizes over 2 decades) whose centre drifts off the optimum with C: the
+    parabolas' a moves with the window (measured: 0.317 at the automatic window, 0.296 at every size,
+    outside its interval); read off cubics, the a of every size lies inside the automatic window's."""
+    runs = isoflop_study(
+        LEANING, BUDGETS, per_budget=20, spread=2.0, noise=0.003, seed=seed, offset=lambda c: 0.15 * np.log10(c / 1e18)
+    )
+    _, before_ci, _ = _a(runs, "auto", lean=False)
+    before_full, _, _ = _a(runs, "full", lean=False)
+    assert not before_ci[0] <= before_full <= before_ci[1]
+    _, auto_ci, res = _a(runs, "auto")
+    full, _, _ = _a(runs, "full")
+    assert auto_ci[0] <= full <= auto_ci[1], (auto_ci, full)
+    # a leaning budget's cubic is fitted on at least its parabola's window
+    assert all(f.cubic_n_max / f.cubic_n_min >= f.window_n_max / f.window_n_min for f in res.accepted if f.cubic_n_min)
