@@ -80,97 +80,168 @@ def speakers(method: str, tests: dict[str, Goodness | None]) -> Speakers:
     return Speakers(tuple(good), tuple(bad), reasons)
 
 
-def _p_f(ss: float, df1: int, sigma: float, dof: int) -> float:
-    from scipy import special  # noqa: PLC0415 lazy: scipy
+def _vertex_of(x: np.ndarray, y: np.ndarray, k: int, near: float | None = None) -> float | None:
+    """log10 N at the minimum of the polynomial with k coefficients through (x, y): the one inside
+    the sizes nearest `near` (their middle when None); None where the curve has no minimum there."""
+    xm = float(x.mean())
+    poly = np.poly1d(np.polyfit(x - xm, y, k - 1))
+    slope, bend = poly.deriv(), poly.deriv(2)
+    roots = [r.real + xm for r in np.atleast_1d(slope.roots) if abs(r.imag) < 1e-9 and bend(r.real) > 0]
+    inside = [r for r in roots if x.min() - 1e-9 <= r <= x.max() + 1e-9]
+    if not inside:
+        return None
+    target = xm if near is None else near
+    return float(min(inside, key=lambda r: abs(r - target)))
 
-    return float(special.fdtrc(df1, dof, ss / df1 / (sigma * sigma)))
+
+def _curve_window(f: BudgetFit, params: np.ndarray, budget: np.ndarray) -> np.ndarray:
+    """The runs of budget f its minimum's curve was fitted on."""
+    return np.flatnonzero((budget == f.budget) & np.array([f.in_window(v, curve=True) for v in params]))
 
 
-def approach3_goodness(params, loss, budget, predicted, sigma: float | None, dof: int) -> Goodness | None:
-    """Approach 3's residuals (data - surface) against the noise: their part a quadratic in log N
-    per budget explains (curvature and tilt along N, each budget's level along C), tested as
-    F(terms, dof). None without noise to test against."""
+def _minima(per_budget: list[BudgetFit], sigma: float):
+    """The budgets whose minimum has an error: (fit, log10 N at the minimum, its standard error).
+
+    The error takes the larger of the noise and the budget's own scatter about its parabola in the
+    window: a budget whose runs scatter more (an outlier kept) places its minimum less surely."""
+    out = []
+    for f in per_budget:
+        if f.accepted and f.n_opt and f.vertex_var_unit is not None and f.vertex_var_unit > 0:
+            own = sigma
+            if f.window_residual_ss is not None and f.n_window and f.n_window > 3:
+                own = max(sigma, math.sqrt(f.window_residual_ss / (f.n_window - 3)))
+            out.append((f, math.log10(f.n_opt), own * math.sqrt(f.vertex_var_unit)))
+    return out
+
+
+def approach3_goodness(params, budget, predicted, per_budget: list[BudgetFit], sigma: float | None, dof: int):
+    """Whether Approach 3's surface puts each budget's optimum where the runs put their minimum.
+
+    The same curve the minimum was read off (parabola or cubic, over the same sizes) is fitted to
+    the surface's noiseless loss there, so the window's own bias cancels; the two vertices' gap over
+    the minimum's standard error, summed in squares over the budgets, is chi-square with a degree
+    of freedom each when the surface is right. A drift of the loss's level along C moves no vertex
+    and is no misfit here. None without noise or without a minimum to compare."""
     if sigma is None or not sigma > 0 or dof < 1:
         return None
-    params, loss, budget, predicted = (np.asarray(v, float) for v in (params, loss, budget, predicted))
-    resid = loss - predicted
-    ss, df1, edges, structure = 0.0, 0, [], np.zeros_like(resid)
-    for c in np.unique(budget):
-        sel = np.flatnonzero(budget == c)
+    params, budget, predicted = (np.asarray(v, float) for v in (params, budget, predicted))
+    gaps = []
+    for f, x_min, se in _minima(per_budget, sigma):
+        sel = _curve_window(f, params, budget)
         x = np.log10(params[sel])
-        k = min(3, len(np.unique(np.round(x, 12))))
-        design = np.vander(x - x.mean(), k)
-        fitted = design @ np.linalg.lstsq(design, resid[sel], rcond=None)[0]
-        structure[sel] = fitted
-        ss, df1 = ss + float(fitted @ fitted), df1 + k
-        if k == 3:
-            ends = (x == x.min()) | (x == x.max())
-            edges.append((c, -float(fitted[ends].mean()), -float(fitted[~ends].mean())))
-    p = _p_f(ss, df1, sigma, dof)
-    size = math.sqrt(float(structure @ structure) / len(resid)) / sigma
+        k = 4 if f.vertex_curve == "cubic" else 3
+        if len(np.unique(np.round(x, 12))) < k:
+            continue
+        x_surface = _vertex_of(x, predicted[sel], k, near=x_min)
+        if x_surface is None and k == 4:
+            x_surface = _vertex_of(x, predicted[sel], 3, near=x_min)
+        gaps.append((f.budget, x_surface - x_min if x_surface is not None else None, se, x_min))
+    usable = [row for row in gaps if row[1] is not None]
+    if not gaps:
+        return None
+    if len(usable) < len(gaps) / 2:
+        missing = len(gaps) - len(usable)
+        text = f"Approach 3 misfits: its surface has no minimum within {missing} of {len(gaps)} budgets' sizes"
+        return Goodness("approach3", True, 0.0, None, text)
+    g, se, logc = (np.array([row[i] for row in usable], float) for i in (1, 2, 0))
+    se = se * math.sqrt(_scatter(np.log10(logc), np.array([row[3] for row in usable]), se))
+    w = 1.0 / se**2
+    level = float((w * g).sum() / w.sum())
+    z = (g - level) / se
+    p = _p_chi2(float(z @ z), len(z) - 1, dof) if len(z) > 1 else 1.0
+    size = math.sqrt(float(z @ z) / max(len(z) - 1, 1))
     misfits = p < MISFIT_LEVEL and size >= MATERIAL
-    return Goodness("approach3", misfits, p, size, _approach3_words(misfits, p, size, sigma, edges))
+    tilt = _tilt(np.log10(logc), g, w)
+    return Goodness("approach3", misfits, p, size, _approach3_words(misfits, p, size, usable, level, tilt))
 
 
-def _approach3_words(misfits: bool, p: float, size: float, sigma: float, edges: list) -> str:
-    """The evidence: how far the surface runs from the data at the budgets' edges and middles."""
+def _scatter(x: np.ndarray, y: np.ndarray, se: np.ndarray) -> float:
+    """The minima's scatter about their own weighted line over their errors, in mean square (at
+    least 1): where the minima stray from any power law beyond their errors (an outlier kept, a
+    curve read off few sizes), those errors understate them, and the surface is judged against
+    the minima's scatter, as Approach 2's own interval is."""
+    if len(x) < 3 or np.ptp(x) == 0:
+        return 1.0
+    w = 1.0 / se**2
+    design = np.stack([np.ones_like(x), x], axis=1) * np.sqrt(w)[:, None]
+    coef = np.linalg.lstsq(design, y * np.sqrt(w), rcond=None)[0]
+    resid = y * np.sqrt(w) - design @ coef
+    return max(1.0, float(resid @ resid) / (len(x) - 2))
+
+
+def _tilt(x: np.ndarray, g: np.ndarray, w: np.ndarray) -> float:
+    """The weighted slope of the gaps along log10 C: how far the surface's a is from the minima's."""
+    if len(x) < 2 or np.ptp(x) == 0:
+        return 0.0
+    xm = float((w * x).sum() / w.sum())
+    return float((w * (x - xm) * g).sum() / (w * (x - xm) ** 2).sum())
+
+
+def _p_chi2(ss: float, df: int, dof: int) -> float:
+    """p of a sum of df squared standardised gaps whose noise was measured on dof degrees of
+    freedom: F(df, dof)."""
+    from scipy import special  # noqa: PLC0415 lazy: scipy
+
+    return float(special.fdtrc(df, dof, ss / df))
+
+
+def _approach3_words(misfits: bool, p: float, size: float, gaps: list, level: float, tilt: float) -> str:
+    """The evidence: how far the surface's optima lie from the budgets' minima, and on which side."""
     head = "Approach 3 misfits" if misfits else "Approach 3 fits"
-    text = f"{head} (lack of fit p={p:.2g}; its residuals' structure is {size:.1f}x the noise {sigma:.2g})"
-    if not edges:
+    text = (
+        f"{head} (its optima's line against the budgets' minima p={p:.2g}, {size:.1f}x their errors "
+        f"about a common offset of {level:+.3g} decades of N; the gaps tilt a by {tilt:+.3f})"
+    )
+    g = np.array([row[1] for row in gaps])
+    sign = 1.0 if np.median(g) >= 0 else -1.0
+    same = g[g * sign > 0]
+    if not len(same):
         return text
-    at_edges = np.array([e for _, e, _ in edges])
-    sign = 1.0 if np.median(at_edges) >= 0 else -1.0
-    same = [(c, e, m) for c, e, m in edges if e * sign > 0]
     where = "above" if sign > 0 else "below"
+    far = sum(abs(gap) > 2 * se for _, gap, se, _ in gaps)
     return text + (
-        f": at the edges of {len(same)} of {len(edges)} budgets the surface runs "
-        f"{float(np.median([e for _, e, _ in same])):+.3g} {where} the data, "
-        f"at their middles {float(np.median([m for _, _, m in same])):+.3g}"
+        f": at {len(same)} of {len(g)} budgets its optimum lies {float(np.median(same)):+.3g} decades of N "
+        f"{where} the minimum, beyond twice its error at {far}"
     )
 
 
 def approach2_goodness(params, loss, budget, per_budget: list[BudgetFit], sigma: float | None, dof: int):
-    """Approach 2's curves against the noise within their windows: per accepted budget with 5 sizes
-    or more there, the residual of its vertex's curve beyond a quartic's, pooled as F(terms, dof).
-    None without noise or without a budget to test."""
+    """Whether Approach 2's curves misplace the minima: per accepted budget with 2 sizes beyond its
+    curve's coefficients in the window, the next order's coefficient (the tilt of a parabola's
+    residuals, the lean of a cubic's) tested against the noise, pooled as chi-square with one degree
+    of freedom a budget; material when the vertex that order gives moves, in root mean square over
+    the budgets, by the minima's standard errors. A symmetric flattening moves no vertex and is no
+    misfit here. None without noise or without a budget to test."""
     if sigma is None or not sigma > 0 or dof < 1:
         return None
     params, loss, budget = (np.asarray(v, float) for v in (params, loss, budget))
-    ss, df1, n, worst = 0.0, 0, 0, []
-    for f in per_budget:
-        if not f.accepted:
-            continue
-        sel = (budget == f.budget) & np.array([f.in_window(v, curve=True) for v in params])
+    ts, shifts, bad = [], [], []
+    for f, x_min, se in _minima(per_budget, sigma):
+        sel = _curve_window(f, params, budget)
         x, y = np.log10(params[sel]), loss[sel]
-        sizes = len(np.unique(np.round(x, 12)))
-        if sizes < 5:
+        k = 4 if f.vertex_curve == "cubic" else 3
+        if len(np.unique(np.round(x, 12))) < k + 2:
             continue
-        used = 4 if f.vertex_curve == "cubic" else 3
-        rss = [_rss(x, y, k) for k in (used, min(5, sizes))]
-        extra, k = max(rss[0] - rss[1], 0.0), min(5, sizes) - used
-        if k < 1:
-            continue
-        ss, df1, n = ss + extra, df1 + k, n + len(y)
-        worst.append((_p_f(extra, k, sigma, dof), f.budget))
-    if not df1:
+        design = np.vander(x - x.mean(), k + 1)
+        coef = np.linalg.lstsq(design, y, rcond=None)[0]
+        t = float(coef[0] / (sigma * math.sqrt(np.linalg.pinv(design.T @ design)[0, 0])))
+        moved = _vertex_of(x, y, k + 1, near=x_min)
+        ts.append(t)
+        shifts.append((moved - x_min) / se if moved is not None else 0.0)
+        if abs(t) > 2.58 and moved is not None and abs(moved - x_min) > se:
+            bad.append(budget_text(f.budget))
+    if not ts:
         return None
-    p = _p_f(ss, df1, sigma, dof)
-    size = math.sqrt(ss / n) / sigma
+    t, z = np.array(ts), np.array(shifts)
+    p = _p_chi2(float(t @ t), len(t), dof)
+    size = math.sqrt(float(z @ z) / len(z))
     misfits = p < MISFIT_LEVEL and size >= MATERIAL
-    bad = [budget_text(c) for q, c in sorted(worst) if q < MISFIT_LEVEL]
     head = "Approach 2 misfits" if misfits else "Approach 2 fits"
-    text = f"{head} (lack of fit within the windows p={p:.2g}; its departure is {size:.1f}x the noise {sigma:.2g})"
+    text = f"{head} (its curves' tilt within the windows p={p:.2g}; it moves the minima {size:.1f}x their errors)"
     if bad:
         where = ", ".join(bad[:4])
-        text += f": {len(bad)} of {len(worst)} budgets' curves depart from their form near the minimum ({where})"
+        text += f": at {len(bad)} of {len(ts)} budgets the next order moves the minimum beyond its error ({where})"
     return Goodness("approach2", misfits, p, size, text)
-
-
-def _rss(x: np.ndarray, y: np.ndarray, k: int) -> float:
-    """Residual sum of squares of a polynomial with k coefficients in centred x."""
-    design = np.vander(x - x.mean(), k)
-    coef = np.linalg.lstsq(design, y, rcond=None)[0]
-    return float(((y - design @ coef) ** 2).sum())
 
 
 def tested_against(
@@ -205,5 +276,6 @@ def judge(method: str, n, d, loss, budget, a2, a3_fit, noise: tuple[float, int])
         with np.errstate(all="ignore"):
             predicted = a3_fit.surface.loss(np.asarray(n, float), np.asarray(d, float))
         if np.all(np.isfinite(predicted)):
-            tests["approach3"] = approach3_goodness(n, loss, budget, predicted, sigma, dof)
+            per_budget = a2.per_budget if a2 is not None else []
+            tests["approach3"] = approach3_goodness(n, budget, predicted, per_budget, sigma, dof)
     return speakers(method, tests), tests

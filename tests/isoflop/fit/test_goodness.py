@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from prism.isoflop.fit import diagnostics, goodness
+from prism.isoflop.fit import approach2, diagnostics, goodness
 from prism.isoflop.fit.goodness import Goodness
 
 FITS = {a: Goodness(a, False, 0.5, 0.3, f"{goodness.NAMES[a]} fits") for a in goodness.APPROACHES}
@@ -39,35 +39,45 @@ def test_a_lone_approach_that_misfits_is_not_identifiable():
     assert s.heard == () and s.none_fits
 
 
-def _budgets(curve, noise, seed=0):
+def _grid(tilt: float, noise: float, seed: int = 0):
+    """(params, loss, budget, Approach 2's per-budget fits, the surface's loss) on 6 budgets of 9 sizes:
+    the runs' minima on a line of slope 0.5 in log C; the 'surface' puts its optima `tilt` decades
+    of N per decade of C away from them (a level shift along C besides, which moves no optimum)."""
     rng = np.random.default_rng(seed)
-    n, loss, budget = [], [], []
-    for c in (1e18, 1e19, 1e20, 1e21):
-        x = np.linspace(-0.6, 0.6, 9)
-        n += list(10 ** (8 + x + np.log10(c) / 3))
-        loss += list(curve(x) + noise * rng.standard_normal(len(x)))
+    n, loss, budget, surface = [], [], [], []
+    for i, c in enumerate(np.logspace(18, 21, 6)):
+        centre = 8.0 + 0.5 * (np.log10(c) - 18)
+        x = centre + np.linspace(-0.6, 0.6, 9)
+        n += list(10**x)
+        loss += list(3.0 + 0.1 * (x - centre) ** 2 + noise * rng.standard_normal(len(x)))
+        moved = centre + tilt * (np.log10(c) - 19.5)
+        surface += list(3.0 + 0.02 * i + 0.1 * (x - moved) ** 2)
         budget += [c] * len(x)
-    return np.array(n), np.array(loss), np.array(budget)
+    n, loss, budget = np.array(n), np.array(loss), np.array(budget)
+    a2 = approach2.fit_approach2(n, 6 * n, loss, budget, window="full", lean=False)
+    return n, loss, budget, a2.per_budget, np.array(surface)
 
 
-def test_approach3s_test_finds_curved_residuals_and_says_where():
-    """Data bowed against the surface at every budget: detected, and its edges named as above."""
-    n, loss, budget = _budgets(lambda x: 3.0 - 0.05 * x * x, 0.004)
-    g = goodness.approach3_goodness(n, loss, budget, np.full(len(n), 3.0), 0.004, 40)
+def test_approach3s_test_finds_optima_off_the_minima_and_says_by_how_much():
+    """A surface whose optima tilt 0.1 decades of N per decade of C off the runs' minima: it misfits
+    where the answer is concerned, and the evidence names the tilt of a."""
+    n, loss, budget, per_budget, surface = _grid(0.1, 0.002)
+    g = goodness.approach3_goodness(n, budget, surface, per_budget, 0.002, 40)
     assert g.misfits and g.p < 1e-6
-    assert "at the edges of 4 of 4 budgets the surface runs +" in g.evidence and "above the data" in g.evidence
+    assert "the gaps tilt a by +0.09" in g.evidence and "above the minimum" in g.evidence
 
 
-def test_approach3s_test_passes_noise():
-    n, loss, budget = _budgets(lambda x: 3.0 + 0 * x, 0.004, seed=3)
-    g = goodness.approach3_goodness(n, loss, budget, np.full(len(n), 3.0), 0.004, 40)
+def test_approach3s_test_passes_a_surface_whose_optima_are_the_minima():
+    """The same surface without the tilt (its loss level still drifts along C): heard."""
+    n, loss, budget, per_budget, surface = _grid(0.0, 0.002, seed=3)
+    g = goodness.approach3_goodness(n, budget, surface, per_budget, 0.002, 40)
     assert not g.misfits and g.p > goodness.MISFIT_LEVEL
 
 
-def test_a_misfit_within_the_noise_is_not_material():
-    """Many runs detect a small bow; a structure under the noise does not silence an approach."""
-    n, loss, budget = _budgets(lambda x: 3.0 - 0.004 * x * x, 0.0002)
-    g = goodness.approach3_goodness(n, loss, budget, np.full(len(n), 3.0) - 0.0, 0.004, 10_000)
+def test_a_tilt_within_the_minimas_errors_does_not_silence():
+    """A tilt far under the minima's errors (noisy runs) does not silence the surface."""
+    n, loss, budget, per_budget, surface = _grid(0.002, 0.02)
+    g = goodness.approach3_goodness(n, budget, surface, per_budget, 0.02, 40)
     assert not g.misfits
 
 
