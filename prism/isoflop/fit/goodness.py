@@ -6,19 +6,20 @@ not hold over every window. A form that misfits the runs is not evidence that th
 exponent is undetermined; it is a reason not to let that form decide. So each approach
 is tested against the same noise, measured without either form (replicates and third
 differences of neighbouring sizes, `misfit.reference_noise`; the budgets' parabola
-residuals where no budget has 4 sizes):
+residuals where no budget has 4 sizes), and only on the misfit that moves the answer:
+with hundreds of runs any smooth structure is significant, and one that moves no minimum
+moves no a.
 
-- Approach 3: its residuals' structure along N within each budget (a quadratic in log N
-  fitted to them, budget by budget) and along C (each budget's mean): misfit leaves the
-  residuals curved or tilted in log N, or drifting with C, where noise leaves none.
-- Approach 2: each budget's departure, within the window its minimum rests on, from the
-  curve the minimum is read off (a parabola, or the cubic of a leaning curve): the extra
-  residual over a quartic there.
+- Approach 3: the optima its surface implies (the same curve each minimum was read off,
+  fitted to the surface's noiseless loss over the same sizes) against the budgets' minima,
+  in units of the minima's errors, about their common offset (an offset moves no a; a
+  drift of the loss's level along C moves no optimum).
+- Approach 2: each budget's next order (the tilt of a parabola, the lean of a cubic) within
+  the window its minimum rests on, and how far it would move the minimum.
 
-An approach misfits when its test's p is below MISFIT_LEVEL and the structure is material:
-its root mean square over the runs at least MATERIAL times the noise (a surface within the
-noise of every run does not decide a worse than the noise does, however many runs detect
-it). `speakers` turns the two tests into the verdict's rule, which the prediction shares.
+An approach misfits when its test's p is below MISFIT_LEVEL and the misfit is material: it
+moves the minima by at least MATERIAL times their errors in root mean square.
+`speakers` turns the two tests into the verdict's rule, which the prediction shares.
 """
 
 from __future__ import annotations
@@ -44,7 +45,7 @@ class Goodness:
     approach: str
     misfits: bool
     p: float | None
-    # root mean square of the structure over the runs tested, over the noise
+    # root mean square of the misfit's effect on the minima, over their errors
     size: float | None
     evidence: str
 
