@@ -33,7 +33,7 @@ PUBLISHED = {"epochai_chinchilla": 0.49, "ml_scalefit": 0.49, "llama_3": 0.53}
 def textbook_a(recs: list[RunRecord]) -> float | None:
     """Approach 2 as the papers run it: every run, every size, no checks."""
     n, d, loss, c = (np.array([getattr(r, k) for r in recs], float) for k in ("params", "tokens", "loss", "budget"))
-    law = approach2.fit_approach2(n, d, loss, c, window="full").n_law
+    law = approach2.fit_approach2(n, d, loss, c, window="full", lean=False).n_law
     return law.exponent if law else None
 
 

@@ -133,16 +133,28 @@ class BudgetFit:
     lack_of_fit_p: float | None = None
     residual_signs: str | None = None
     runs_p: float | None = None
+    # The curve the vertex was read off: "parabola", or "cubic" in log N where the window's curves
+    # lean the same way (the asymmetry moves a parabola's vertex); `cubic_p`, the p of the cubic term
+    # over this budget's window (None with under 5 sizes or no reference noise).
+    vertex_curve: str = "parabola"
+    cubic_p: float | None = None
+    # the sizes the cubic was fitted on (its own window, at least the parabola's); None: no cubic
+    cubic_n_min: float | None = None
+    cubic_n_max: float | None = None
 
     @property
     def windowed(self) -> bool:
         return self.n_window is not None and self.n_window < self.n_points
 
-    def in_window(self, n: float) -> bool:
-        """Whether size `n` is one the parabola was fitted on (beyond its window it describes nothing)."""
-        if self.window_n_min is None or self.window_n_max is None:
+    def in_window(self, n: float, curve: bool = False) -> bool:
+        """Whether size `n` is one the parabola was fitted on (beyond its window it describes nothing);
+        `curve`: one the minimum's curve was fitted on (the cubic's window where there is one)."""
+        lo, hi = self.window_n_min, self.window_n_max
+        if curve and self.vertex_curve == "cubic" and self.cubic_n_min is not None:
+            lo, hi = self.cubic_n_min, self.cubic_n_max
+        if lo is None or hi is None:
             return True
-        return self.window_n_min * (1 - 1e-9) <= n <= self.window_n_max * (1 + 1e-9)
+        return lo * (1 - 1e-9) <= n <= hi * (1 + 1e-9)
 
     def to_json(self) -> dict:
         out = asdict(self)

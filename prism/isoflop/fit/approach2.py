@@ -29,11 +29,13 @@ batched solvers are `parabola.py`, the misfit tests `misfit.py`, the line throug
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from dataclasses import dataclass
 
 import numpy as np
 
+from prism.isoflop.fit import asymmetric
 from prism.isoflop.fit.linefit import line_fit, power_law_curvature
 from prism.isoflop.fit.misfit import (
     LACK_OF_FIT_LEVEL,
@@ -160,12 +162,14 @@ def fit_budgets(
     window="full",
     level: float = LACK_OF_FIT_LEVEL,
     reference: tuple[float | None, int] | None = None,
+    lean: bool = True,
 ) -> list[BudgetFit]:
     """The per-budget parabolas of the point fit, one BudgetFit per distinct budget (ascending).
 
     `window`: "full" (every size), "auto" (`choose_window`), or {budget: (lo, hi) log10 N}
     to refit on windows already chosen (Approach 2 on another surface at the same sizes).
-    `reference` is the (sigma, dof) of the lack-of-fit test (default `reference_noise`).
+    `reference` is the (sigma, dof) of the lack-of-fit test (default `reference_noise`). `lean`:
+    read the minima off cubics where the curves lean (`_lean`); False, the parabolas' vertices.
     """
     params, tokens, loss, budget = (np.asarray(v, dtype=float) for v in (params, tokens, loss, budget))
     sigma_ref, dof_ref = reference if reference is not None else reference_noise(params, loss, budget)
@@ -227,7 +231,78 @@ def fit_budgets(
                 d_slope=_d_slope(x_all, logd),
             )
         fits.append(BudgetFit(**common, **extra))
-    return fits
+    return _lean(fits, params, tokens, budget, loss, sigma_ref, dof_ref) if lean else fits
+
+
+def _lean(fits: list[BudgetFit], params, tokens, budget, loss, sigma: float | None, dof: int) -> list[BudgetFit]:
+    """The fits with each accepted budget's minimum read off a cubic in log N where the budgets'
+    windows lean together (`asymmetric`): every budget's cubic p recorded, its vertex moved only
+    where the pooled test detects the lean and the cubic has a minimum inside the window."""
+    if sigma is None:
+        return fits
+    windows, ts = {}, []
+    for f in fits:
+        if not f.accepted:
+            continue
+        sel = (budget == f.budget) & np.array([f.in_window(n) for n in params])
+        x, y = np.log10(params[sel]), loss[sel]
+        t = asymmetric.cubic_t(x, y, sigma)
+        if t is not None:
+            windows[f.budget] = (x, y, t, np.log10(params[budget == f.budget]), np.log10(tokens[budget == f.budget]))
+            ts.append(t)
+    from scipy import special  # noqa: PLC0415 lazy: scipy
+
+    p = asymmetric.pooled_p(ts, dof)
+    leans = p is not None and p < asymmetric.CUBIC_LEVEL
+    out = []
+    for f in fits:
+        if f.budget not in windows:
+            out.append(f)
+            continue
+        x, y, t, x_all, logd = windows[f.budget]
+        own_p = float(special.fdtrc(1, dof, t * t))
+        sel = budget == f.budget
+        lo, hi = _cubic_window(x_all, loss[sel], x, sigma, dof) if leans else (None, None)
+        found = asymmetric.vertex(*_within(x_all, loss[sel], lo, hi)) if leans else None
+        if found is None:
+            out.append(dataclasses.replace(f, cubic_p=own_p))
+            continue
+        xv, lv, var = found
+        out.append(
+            dataclasses.replace(
+                f,
+                cubic_p=own_p,
+                vertex_curve="cubic",
+                n_opt=float(10**xv),
+                d_opt=float(10 ** _d_at(x_all, logd, xv)),
+                loss_min=lv,
+                vertex_var_unit=var,
+                cubic_n_min=float(10**lo),
+                cubic_n_max=float(10**hi),
+            )
+        )
+    return out
+
+
+def _within(x: np.ndarray, y: np.ndarray, lo: float, hi: float) -> tuple[np.ndarray, np.ndarray]:
+    sel = (x >= lo - 1e-9) & (x <= hi + 1e-9)
+    return x[sel], y[sel]
+
+
+def _cubic_window(x: np.ndarray, y: np.ndarray, x_win: np.ndarray, sigma: float, dof: int) -> tuple[float, float]:
+    """(lo, hi) log10 N of the cubic's window: the widest centred on the lowest loss, from the
+    parabola's window up, where the cubic shows no lack of fit. The cubic absorbs the lean that
+    made the parabola's window narrow, and a cubic on few sizes places its vertex poorly."""
+    ux, means, _, _ = size_means(x, y)
+    j = int(np.argmin(means))
+    best = (float(x_win.min()), float(x_win.max()))
+    for k in range(len(np.unique(np.round(x_win, 12))) + 1, len(ux) + 1):
+        lo, hi = _centred(ux, j, k)
+        p = asymmetric.cubic_lack_of_fit_p(*_within(x, y, lo, hi), sigma, dof)
+        if p is not None and p < LACK_OF_FIT_LEVEL:
+            break
+        best = (lo, hi)
+    return best
 
 
 def _full_grid(x: np.ndarray, y: np.ndarray, sigma_ref: float | None, dof_ref: int) -> dict:
@@ -299,17 +374,18 @@ def fit_approach2(
     level: float = CI_LEVEL,
     window="full",
     reference: tuple[float | None, int] | None = None,
+    lean: bool = True,
 ) -> Approach2Result:
     """Point fit, then (n_boot > 0) the stratified bootstrap: runs resampled within each accepted
     budget's window.
 
     The PowerLaw intervals here are the bootstrap's alone (noise within budgets);
-    `summarize` combines them with the regression over the minima. `window` as `fit_budgets`.
+    `summarize` combines them with the regression over the minima. `window` and `lean` as `fit_budgets`.
     """
     params, tokens, loss, budget = (np.asarray(v, dtype=float) for v in (params, tokens, loss, budget))
     if reference is None:
         reference = reference_noise(params, loss, budget)
-    per_budget = fit_budgets(params, tokens, loss, budget, window, reference=reference)
+    per_budget = fit_budgets(params, tokens, loss, budget, window, reference=reference, lean=lean)
     mode = window if isinstance(window, str) else "given"
     acc = [f for f in per_budget if f.accepted]
     if len(acc) < 2:
@@ -473,13 +549,16 @@ def _bootstrap(params, tokens, loss, budget, accepted: list[BudgetFit], n_boot: 
     for f in accepted:
         sel = budget == f.budget
         x, y, logd = np.log10(params[sel]), loss[sel], np.log10(tokens[sel])
-        win = np.array([f.in_window(n) for n in params[sel]], bool)
+        win = np.array([f.in_window(n, curve=True) for n in params[sel]], bool)
         x, y = x[win], y[win]
         idx = rng.integers(0, len(x), size=(n_boot, len(x)))
         xb, yb = x[idx], y[idx]
-        coef, distinct = parabola_batch(xb, yb)
-        xv, _, code = vertex_and_verdict(coef, distinct, xb.min(axis=1), xb.max(axis=1))
-        ok = code == OK
+        if f.vertex_curve == "cubic":
+            xv, ok = asymmetric.vertex_batch(xb, yb)
+        else:
+            coef, distinct = parabola_batch(xb, yb)
+            xv, _, code = vertex_and_verdict(coef, distinct, xb.min(axis=1), xb.max(axis=1))
+            ok = code == OK
         xv_all.append(np.where(ok, xv, np.nan))
         ok_all.append(ok)
         x_all = np.log10(params[sel])

@@ -40,7 +40,7 @@ import math
 import numpy as np
 
 from prism.core.ids import format_budget
-from prism.isoflop.fit import sensitivity
+from prism.isoflop.fit import goodness, sensitivity
 from prism.isoflop.fit.approach2 import budget_text as _bt
 from prism.isoflop.fit.misfit import LACK_OF_FIT_LEVEL, chi_median_factor
 from prism.isoflop.fit.parabola import parabola, parabola_batch
@@ -359,6 +359,7 @@ def verdict(
     agreement: dict | None = None,
     vanished: list[str] | None = None,
     moves: list[Move] | None = None,
+    heard: goodness.Speakers | None = None,
 ):
     """The Verdict: identifiable, the reasons (failures when false, the evidence when true).
 
@@ -366,16 +367,23 @@ def verdict(
     (`a2_interval`), Approach 3's bootstrap (`a3.a_ci`), or with both, the narrower of the two
     when each holds the other's estimate (`combine`), else the span of the two, with the
     disagreement among the reasons (and as the failure when that span is too wide). `vanished` names
-    budgets every run of which was excluded before the fit.
+    budgets every run of which was excluded before the fit. `heard` (`goodness.speakers`) says which
+    approaches may decide: one that misfits beside one that fits is named and left out (its interval,
+    its failures and its sensitivity moves neither widen nor narrow the verdict); when none fits,
+    that is the failure.
     """
     good, problems = informative(per_budget, sigma)
     problems = list(vanished or []) + problems
     failures, evidence, intervals = [], [], []  # intervals: (interval, its source, the approach)
-    if method in ("approach2", "both"):
+    speaks = heard.may_speak if heard is not None and heard.heard else (lambda _a: True)
+    if method in ("approach2", "both") and speaks("approach2"):
         _judge_approach2(good, a2_interval, a2_interval_source, failures, evidence, intervals)
-    if method in ("approach3", "both"):
+    if method in ("approach3", "both") and speaks("approach3"):
         _judge_approach3(a3, n_runs, failures, intervals)
+    if heard is not None:
+        _heard_reasons(heard, failures, problems)
     interval, source, rests_on = _deciding_interval(intervals, agreement, problems, failures)
+    moves = [m for m in moves or [] if speaks(m.approach)]
     if interval is not None and moves:
         interval, moved = sensitivity.stretched(interval, moves)
         if moved:
@@ -390,7 +398,17 @@ def verdict(
             evidence.append(f"interval of a is {width:.3f} wide (<= {MAX_CI_WIDTH})")
     ok = not failures
     reasons = (evidence if ok else failures) + problems
-    return Verdict(ok, reasons, interval, source, method, rests_on)
+    return Verdict(ok, reasons, interval, source, method, rests_on, list(heard.heard) if heard else None)
+
+
+def _heard_reasons(heard: goodness.Speakers, failures: list[str], problems: list[str]) -> None:
+    """The rule's part of the reasons: every approach that misfits, named with its evidence."""
+    if heard.none_fits:
+        failures.insert(0, heard.none_fits)
+        return
+    others = " and ".join(goodness.NAMES[a] for a in heard.heard)
+    for why in heard.reasons[::-1]:
+        problems.insert(0, f"{why}; it neither widens nor narrows the verdict, which rests on {others}")
 
 
 def _judge_approach2(good: list[str], a2_interval, a2_interval_source: str, failures, evidence, intervals) -> None:

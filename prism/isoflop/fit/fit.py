@@ -19,7 +19,7 @@ import numpy as np
 from prism.core.atomic import write_text_atomic
 from prism.core.errors import PrismError
 from prism.core.options import option
-from prism.isoflop.fit import approach2, approach3, checks, diagnostics, linefit, sensitivity
+from prism.isoflop.fit import approach2, approach3, checks, diagnostics, goodness, linefit, sensitivity
 from prism.isoflop.fit.result import (
     Approach3Summary,
     Diagnostics,
@@ -272,8 +272,8 @@ def _approach2_on_approach3(a2, a3, a3_fit, n, d, budget) -> float | None:
 
 
 def _fits(kept: list[RunRecord], loss_se: np.ndarray, has_se: bool, options: FitOptions):
-    """Stage 3: Approach 2 and/or 3, the noise and the sensitivity moves; (a2, its summary, a3, noise,
-    dof, source, agreement, moves)."""
+    """Stage 3: Approach 2 and/or 3, the noise, the sensitivity moves and which approaches fit the runs;
+    (a2, its summary, a3, noise, dof, source, agreement, moves, heard)."""
     n, d, loss, budget = _arrays(kept)
     uses2, uses3 = options.method in ("approach2", "both"), options.method in ("approach3", "both")
     a2 = approach2.fit_approach2(
@@ -297,7 +297,10 @@ def _fits(kept: list[RunRecord], loss_se: np.ndarray, has_se: bool, options: Fit
     )
     moves = sensitivity.approach2_moves(n, d, loss, budget, a2) if uses2 else []
     moves += sensitivity.approach3_moves(n, d, loss, budget, a3_fit, options.approach3_options()) if uses3 else []
-    return a2, a2_summary, a3, sigma, dof, source, agreement, moves
+    heard, _ = goodness.judge(
+        options.method, n, d, loss, budget, a2, a3_fit, goodness.tested_against(a2.reference, sigma, dof, a2.per_budget)
+    )
+    return a2, a2_summary, a3, sigma, dof, source, agreement, moves, heard
 
 
 def _diagnostics(kept, loss_se, has_se, a2, sigma, dof, source, agreement, options: FitOptions) -> Diagnostics:
@@ -343,7 +346,7 @@ def fit_records(
     kept, loss_se, outliers, outlier_warnings = _without_outliers(kept, loss_se, has_se, options)
     exclusions += outliers
     warnings += outlier_warnings
-    a2, a2_summary, a3, sigma, dof, source, agreement, moves = _fits(kept, loss_se, has_se, options)
+    a2, a2_summary, a3, sigma, dof, source, agreement, moves, heard = _fits(kept, loss_se, has_se, options)
     # Stage 4: the verdict.
     verdict = diagnostics.verdict(
         options.method,
@@ -358,9 +361,11 @@ def fit_records(
             [r.budget for r in records] + [e.budget for e in excluded], _arrays(kept)[3], exclusions
         ),
         moves=moves,
+        heard=heard,
     )
     moves = sensitivity.placed(moves, verdict.interval)
-    if line := sensitivity.outside_line(moves):
+    # an approach that misfits decides nothing: its moves are in the table, not among the reasons
+    if line := sensitivity.outside_line([m for m in moves if not heard.heard or heard.may_speak(m.approach)]):
         verdict.reasons.append(line)
     if any(e.kind == "outlier" for e in exclusions):
         verdict.reasons.append(

@@ -307,6 +307,8 @@ class Verdict:
     method: str
     # which interval decided: "approach2", "approach3", or "envelope" (both spanned); None without one
     rests_on: str | None = None
+    # the approaches that fit the runs and so may decide (`goodness.speakers`); None: not tested
+    heard: list[str] | None = None
 
     @classmethod
     def from_json(cls, data: dict) -> Verdict:
@@ -317,6 +319,7 @@ class Verdict:
             interval_source=data.get("interval_source"),
             method=data.get("method", "both"),
             rests_on=data.get("rests_on"),
+            heard=data.get("heard"),
         )
 
 

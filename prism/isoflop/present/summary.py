@@ -112,7 +112,8 @@ def _span(values: list[float]) -> str:
 def verdict_robustness_lines(fit) -> list[str]:
     """Whether the approaches disagree (the interval then spans both), and how a moves under the choices
     a reader would question (`FitResult.sensitivity`), with those the verdict's interval does not hold."""
-    lines = [f"  {r}" for r in fit.verdict.reasons if r.startswith("Approach 2 and Approach 3 disagree")]
+    heads = ("Approach 2 and Approach 3 disagree", "Approach 2 misfits", "Approach 3 misfits")
+    lines = [f"  {r}" for r in fit.verdict.reasons if r.startswith(heads)]
     moves = [m for m in fit.sensitivity if m.a is not None]
     if not moves:
         return lines
@@ -126,14 +127,26 @@ def verdict_robustness_lines(fit) -> list[str]:
             if any(m.choice == choice and m.approach == name for m in moves)
         ]
         parts.append(f"{label} " + ", ".join(per))
-    out = [m for m in moves if m.outside]
-    held = (
+    lines.append("  a under other choices: " + "; ".join(parts) + f": {_held_text(fit.verdict, moves)}")
+    return lines
+
+
+def _held_text(verdict, moves) -> str:
+    """How many moves the verdict's interval leaves out, counting only the approaches heard: a
+    silenced approach's moves are shown but decide nothing, so they are not counted."""
+    heard = verdict.heard
+    counted = [m for m in moves if not heard or m.approach in heard]
+    silenced = sorted({m.approach for m in moves} - {m.approach for m in counted})
+    out = [m for m in counted if m.outside]
+    text = (
         "all inside the verdict's interval"
         if not out
-        else f"{len(out)} of {len(moves)} outside the verdict's interval (largest {max(m.outside for m in out):.3f})"
+        else f"{len(out)} of {len(counted)} outside the verdict's interval (largest {max(m.outside for m in out):.3f})"
     )
-    lines.append("  a under other choices: " + "; ".join(parts) + f": {held}")
-    return lines
+    if silenced:
+        names = " and ".join(f"A{a[-1]}" for a in silenced)
+        text += f" ({names}'s moves not counted: it misfits)"
+    return text
 
 
 def lr_share(folder: Path, fit):

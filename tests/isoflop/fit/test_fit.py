@@ -69,7 +69,9 @@ def test_asymmetric_surface_approach3_exact_and_approach2_bias_reported():
     assert fit.approach3.beta == pytest.approx(ASYMMETRIC.beta, rel=0.01)
     agree = fit.diagnostics.approach_agreement
     bias = fit.approach2.a - ASYMMETRIC.a
-    assert abs(bias) > 0.002  # Approach 2 is biased on this surface even without noise
+    # Approach 2 is biased on this surface even without noise (0.0018 with the minima read off
+    # cubics where the curves lean, the quartic term's share; more with parabolas)
+    assert abs(bias) > 0.001
     assert agree["difference"] == pytest.approx(bias, abs=0.002)
     # and the report explains the difference as the method's bias on this very grid
     assert agree["approach2_bias_expected"] == pytest.approx(agree["difference"], abs=1e-3)

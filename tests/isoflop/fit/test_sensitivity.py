@@ -63,3 +63,25 @@ def test_edge_mask_drops_each_budgets_smallest_and_largest_size():
     n = np.array([1.0, 2.0, 3.0, 4.0, 1.0, 2.0, 3.0])
     c = np.array([1, 1, 1, 1, 2, 2, 2])
     assert sensitivity.edge_mask(n, c).tolist() == [False, True, True, False, False, True, False]
+
+
+def test_least_squares_driven_by_a_few_runs_huber_down_weights_does_not_stretch():
+    """Three runs far above their curves (kept: no outlier test here) pull least squares' a; Huber's
+    fit barely moves. Refitted without them least squares comes back: the move is shown, with that
+    reason, and does not stretch the verdict. Without such runs least squares stretches as before."""
+    from prism.isoflop.fit import approach3
+
+    surface = Surface(E=1.69, A=406.4, B=410.7, alpha=0.34, beta=0.28)
+    runs = isoflop_study(surface, [1e18, 1e19, 1e20, 1e21], per_budget=9, spread=1.2, noise=0.003, seed=0)
+    n, d, loss, c = (np.array([getattr(r, k) for r in runs]) for k in ("params", "tokens", "loss", "budget"))
+    spoiled = loss.copy()
+    spoiled[[8, 17, 26]] += 0.4  # the largest size of three budgets
+    for y, driven in ((spoiled, True), (loss, False)):
+        fit = approach3.fit_approach3(n, d, y)
+        move = next(
+            m
+            for m in sensitivity.approach3_moves(n, d, y, c, fit, approach3.Approach3Options())
+            if m.choice == sensitivity.HUBER
+        )
+        assert move.stretches is not driven, move
+        assert ("driven by 3 run(s) Huber's loss down-weights" in move.detail) is driven

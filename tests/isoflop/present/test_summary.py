@@ -197,6 +197,13 @@ def test_summary_says_how_a_moves_and_when_the_approaches_disagree(tmp_path):
     assert lines[0] == f"  {disagree}"
     assert lines[1].endswith(f"1 of {len(moves)} outside the verdict's interval (largest 0.300)")
     assert not verdict_robustness_lines(dataclasses.replace(fit, sensitivity=[Move("huber", "x", "approach3", None)]))
+    # a silenced approach's moves are shown but not counted
+    a3_out = [*moves, Move("huber", "least squares", "approach3", 0.95, outside=0.4)]
+    only_a2 = dataclasses.replace(verdict, heard=["approach2"])
+    lines = verdict_robustness_lines(dataclasses.replace(fit, sensitivity=a3_out, verdict=only_a2))
+    counted = sum(m.approach == "approach2" for m in moves)
+    assert lines[1].endswith("(A3's moves not counted: it misfits)"), lines[1]
+    assert "outside the verdict's interval" in lines[1] and f"of {counted} outside" in lines[1]
 
 
 def test_summary_names_the_sizes_the_plan_dropped_from_a_budget(tmp_path):
