@@ -20,7 +20,7 @@ $(STAMP): pyproject.toml
 ## The default study on this machine (config/config.yaml): data, calibration, plan,
 ## training runs, collect, fit and plots for text_image.
 study: setup
-	$(BIN)/snakemake --cores $(CORES) fit_text_image
+	$(BIN)/snakemake --profile profiles/local --cores $(CORES) fit_text_image
 
 ## Everything the tests need (venv, scheduler and MPI packages when root), then lint and the suite in
 ## parallel, less the tests marked `alone` (`make test-alone`: a Ctrl-C test that Snakemake fails at times).
