@@ -6,7 +6,7 @@ BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 CORES  ?= 2
 
-.PHONY: setup study test test-alone test-fast system-deps lint clean
+.PHONY: setup study test test-alone test-fast rehearsal system-deps lint clean
 
 setup: $(STAMP)
 
@@ -25,11 +25,16 @@ study: setup
 ## Everything the tests need (venv, scheduler and MPI packages when root), then lint and the suite in
 ## parallel, less the tests marked `alone` (`make test-alone`: a Ctrl-C test that Snakemake fails at times).
 test: setup system-deps lint
-	PATH=$(CURDIR)/$(BIN):$$PATH $(BIN)/python -m pytest -n $(CORES) --dist loadgroup --no-loadscope-reorder -m "not alone"
+	PATH=$(CURDIR)/$(BIN):$$PATH $(BIN)/python -m pytest -n $(CORES) --dist loadgroup --no-loadscope-reorder -m "not alone and not rehearsal"
 
 ## The tests marked `alone`: Ctrl-C to a cluster study, which Snakemake does not always hear (docs/cluster.md).
 test-alone: setup system-deps
 	PATH=$(CURDIR)/$(BIN):$$PATH $(BIN)/python -m pytest -m alone
+
+## config/aurora.yaml's miniature through the documented commands and profiles/aurora as shipped, on a local
+## scheduler node of Aurora's 12 device slots, to a fit (tests/cluster/test_rehearsal.py; tens of minutes here).
+rehearsal: setup system-deps
+	PATH=$(CURDIR)/$(BIN):$$PATH $(BIN)/python -m pytest -m rehearsal -s tests/cluster/test_rehearsal.py
 
 ## Unit tests only: no Snakemake runs, no scheduler.
 test-fast: setup
