@@ -80,7 +80,9 @@ def dry_run_walltimes(listing: str) -> dict[str, set[str]]:
     out: dict[str, set[str]] = {}
     name = None
     for line in listing.splitlines():
-        found = re.match(r"\s*Group job (\S+) \(jobs", line) or re.match(r"^(?:rule|checkpoint) (\w+):", line)
+        found = re.search(r"Group job (\S+) \(jobs", line) or re.match(
+            r"^(?:\[[^]]*\] )?(?:local)?(?:rule|checkpoint) (\w+):", line
+        )
         if found:
             name = found.group(1)
         wall = re.search(r"resources: .*?walltime=([\d:]+)", line)
@@ -167,7 +169,7 @@ def test_the_study_runs_to_its_fit_with_the_probe_first(rehearsed):
     assert (study / "probe" / "text_image.json").is_file()
     assert {j["JobState"] for j in jobs} == {"COMPLETED"}, jobs
     # The probe first: every pack of runs (the sweep's, the training's) starts once the probe's jobs ended.
-    probe_end = max(j["EndTime"] for j in jobs if j["Name"] == "prism.probe")
+    probe_end = max(j["EndTime"] for j in jobs if j["Name"].startswith("prism.probe"))
     packs = [j for j in jobs if re.search(r"_(tune_run|train|wsd_segment|wsd_branch)", j["Name"])]
     assert packs and all(j["StartTime"] >= probe_end for j in packs), (probe_end, packs)
     print(f"rehearsal: {len(jobs)} scheduler jobs, {rehearsed['seconds']:.0f} s from the dry run to the last")
