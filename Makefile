@@ -6,7 +6,7 @@ BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 CORES  ?= 2
 
-.PHONY: setup study test test-fast system-deps lint clean
+.PHONY: setup study test test-fast rehearsal system-deps lint clean
 
 setup: $(STAMP)
 
@@ -20,12 +20,17 @@ $(STAMP): pyproject.toml
 ## The default study on this machine (config/config.yaml): data, calibration, plan,
 ## training runs, collect, fit and plots for text_image.
 study: setup
-	$(BIN)/snakemake --cores $(CORES) fit_text_image
+	$(BIN)/snakemake --profile profiles/local --cores $(CORES) fit_text_image
 
 ## Everything the tests need (venv, scheduler and MPI packages when root), then lint and the suite in
 ## parallel.
 test: setup system-deps lint
-	PATH=$(CURDIR)/$(BIN):$$PATH $(BIN)/python -m pytest -n $(CORES) --dist loadgroup --no-loadscope-reorder
+	PATH=$(CURDIR)/$(BIN):$$PATH $(BIN)/python -m pytest -n $(CORES) --dist loadgroup --no-loadscope-reorder -m "not rehearsal"
+
+## config/aurora.yaml's miniature through the documented commands and profiles/aurora as shipped, on a local
+## scheduler node of Aurora's 12 device slots, to a fit (tests/cluster/test_rehearsal.py; tens of minutes here).
+rehearsal: setup system-deps
+	PATH=$(CURDIR)/$(BIN):$$PATH $(BIN)/python -m pytest -m rehearsal -s tests/cluster/test_rehearsal.py
 
 ## Unit tests only: no Snakemake runs, no scheduler.
 test-fast: setup

@@ -2,8 +2,8 @@
 # is the library's (prism.workflow, one object built in rules/common.smk), each stage in its
 # own rules/*.smk, and every rule calls `prism <group> <verb>`.
 #
-#   snakemake fit_text_image                      # the default study on this machine
-#   snakemake -n fit_text_image --config 'budgets=[1e12,3e12,1e13]'
+#   snakemake --profile profiles/local fit_text_image   # the default study on this machine
+#   snakemake --profile profiles/local -n fit_text_image --config 'budgets=[1e12,3e12,1e13]'
 #   snakemake --profile profiles/aurora fit_text_image --configfile config/aurora.yaml   # PBS Pro
 
 import sys
@@ -47,6 +47,8 @@ include: "rules/common.smk"
 ENGINE.terse_terminal()
 # A pack (one group job of many runs) keeps going past a failed run when the call does (--keep-going).
 ENGINE.keep_going_in_groups()
+# The cluster profile's helpers (pbs_env.py, pbs_status.py, pbs_sidecar.py) run with this Python.
+ENGINE.helpers_python()
 
 
 include: "rules/data.smk"

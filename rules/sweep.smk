@@ -1,6 +1,6 @@
 # The per-modality throughput sweep: one job per (design, preset) cell, then one table.
 #
-#   snakemake sweep                      # every cell of config `sweep:` on this machine
+#   snakemake --profile profiles/local sweep   # every cell of config `sweep:` on this machine
 #   snakemake --profile profiles/aurora sweep --config 'sweep={"designs": ["PRISM-MODALITY-SMOKE-2N"]}'
 #
 # A cell (`prism sweep run-cell`) trains its preset padded and packed into

@@ -100,8 +100,8 @@ rule wsd_branch:
 
 
 # The agreement check: this (wsd) study's fit against a cosine study of the same grid,
-#   snakemake fit_text_image --config study_dir=study-cosine 'train={"schedule": "cosine"}'
-#   snakemake agreement_text_image --config compare_with=study-cosine
+#   snakemake --profile profiles/local fit_text_image --config study_dir=study-cosine 'train={"schedule": "cosine"}'
+#   snakemake --profile profiles/local agreement_text_image --config compare_with=study-cosine
 # (the second call trains the wsd study first when needed).
 
 

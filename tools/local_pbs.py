@@ -31,8 +31,8 @@ from pathlib import Path
 
 NEEDED = ("munged", "slurmctld", "slurmd", "sinfo", "qsub", "qstat", "qdel")
 SPANK_PBS = "/usr/lib/x86_64-linux-gnu/slurm-wlm/spank_pbs.so"
-# Partitions named like Aurora's queues, so a profile's `-q debug` works here too.
-PARTITIONS = ("debug", "debug-scaling", "prod")
+# Partitions named like Aurora's queues, so a profile's `-q debug` (or capacity) works here too.
+PARTITIONS = ("debug", "debug-scaling", "prod", "capacity")
 
 
 class SchedulerUnavailable(RuntimeError):
@@ -130,6 +130,10 @@ def write_config(folder: Path, cpus: int, host: str) -> Path:
         "SlurmdTimeout=30",
         f"NodeName={host} CPUs={cpus} RealMemory=4000 State=UNKNOWN",
     ]
+    if cpus > (os.cpu_count() or 1):
+        # A node declared with more CPUs than this host has (an Aurora node's 12 device slots on a 2-core
+        # host): slurmd takes the declared shape instead of refusing it; its jobs share the real cores.
+        lines.append("SlurmdParameters=config_overrides")
     for i, part in enumerate(PARTITIONS):
         default = "YES" if i == 0 else "NO"
         lines.append(f"PartitionName={part} Nodes={host} Default={default} MaxTime=INFINITE State=UP")
@@ -258,7 +262,7 @@ def main(argv: list[str] | None = None) -> int:
     sub = parser.add_subparsers(dest="cmd", required=True)
     p_start = sub.add_parser("start", help="start the daemons; print the shell export for SLURM_CONF")
     p_start.add_argument("folder")
-    p_start.add_argument("--cpus", type=int, default=None)
+    p_start.add_argument("--cpus", type=int, default=None, help="the node CPUs (default: the host cores)")
     p_stop = sub.add_parser("stop", help="stop the daemons by the pids in FOLDER")
     p_stop.add_argument("folder")
     args = parser.parse_args(argv)

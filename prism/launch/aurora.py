@@ -1,7 +1,7 @@
 """`aurora`: the PBS job body that runs one training job on ALCF Aurora.
 
 Facts from ALCF's Aurora user guide (docs.alcf.anl.gov): 12 ranks per node, one
-per GPU tile, with the guide's CPU binding; `module load frameworks` for torch
+per GPU tile, with the guide's CPU binding; `module load frameworks/VERSION` for torch
 with the `xccl` backend; the oneCCL variables; `MASTER_ADDR` the first host of
 `$PBS_NODEFILE`. With `--storage daos` the job mounts the DAOS container with
 `launch-dfuse.sh` before training and unmounts it with `clean-dfuse.sh` after,
@@ -14,7 +14,7 @@ With `--storage lustre` (config/aurora.yaml's) the ranks read the index in place
 
 A job submitted by the workflow has set itself up before this body runs (the
 profile's login shell and `cluster.setup`, see prism.launch.jobenv); the body's
-own `module load frameworks` and venv make it runnable on its own too.
+own frameworks module (unless one is loaded) and venv make it runnable on its own too.
 
 The `#PBS` lines make the body submittable on its own (`qsub -A PROJECT -q QUEUE
 -l walltime=HH:MM:SS body.sh`); the workflow passes account, queue and walltime
@@ -36,8 +36,8 @@ from prism.launch.ranks import RANKS_PER_NODE
 from prism.train.config import RunConfig
 
 PROCS_PER_NODE = RANKS_PER_NODE["aurora"]
-# ALCF's binding of the 12 ranks to cores (two sockets, cores 0-3 and 52-55 left to the OS); fewer
-# ranks per node take the first ones.
+# ALCF's binding of the 12 ranks to cores (two sockets of 52 cores; ALCF reserves cores 0 and 52 for
+# the OS, and the guide's list starts at 4 and 56); fewer ranks per node take the first ones.
 CPU_CORES = ("4-7", "8-11", "12-15", "16-19", "20-23", "24-27", "56-59", "60-63", "64-67", "68-71", "72-75", "76-79")
 CPU_BIND = "verbose,list:" + ":".join(CPU_CORES)
 CCL_ENV = (
@@ -46,6 +46,13 @@ CCL_ENV = (
     ("CCL_KVS_MODE", "mpi"),
     ("FI_MR_CACHE_MONITOR", "userfaultfd"),
 )
+# oneCCL's worker thread of each rank, on a core none of CPU_CORES binds (the guide's optional list), one
+# a tile: a pack's runs each take their slots' entries, so that runs sharing a node share no worker core.
+CCL_WORKER_CORES = (42, 43, 44, 45, 46, 47, 94, 95, 96, 97, 98, 99)
+# The frameworks module a body submitted on its own loads (config/aurora.yaml pins the same in
+# cluster.setup; a workflow job has loaded it before the body runs, and the body keeps what is loaded):
+# never the unversioned default, which ALCF changes under a venv built against another.
+FRAMEWORKS_MODULE = "frameworks/2025.3.1"
 MASTER_PORT = 29500
 DAOS_PRELOAD = "/usr/lib64/libpil4dfs.so"
 # What a body submitted on its own requests: flare (clone, venv, shards, study folder), home (the login
@@ -96,6 +103,14 @@ def bind_to_slots(lines: list[str], command: str, bind: str, ppn: int) -> str:
     (`$PRISM_SLOT_PORT`: free on the node and no other held slot's), so that two runs of several ranks on one
     node, of one job or of two sharing it, meet at ports of their own."""
     slot_bind = f'--cpu-bind=verbose,list:"${{PRISM_SLOT_CORES:-{":".join(CPU_CORES[:ppn])}}}"'
+    ccl = lines.index(f"export CCL_WORKER_AFFINITY={','.join(map(str, CCL_WORKER_CORES[:ppn]))}")
+    lines[ccl : ccl + 1] = [
+        f"ccl_cores=({' '.join(map(str, CCL_WORKER_CORES))}) ccl_affinity= "
+        'ccl_slots="${ZE_AFFINITY_MASK:-${PRISM_SLOT:-0}}"',
+        'for slot in ${ccl_slots//,/ }; do ccl_affinity="${ccl_affinity:+$ccl_affinity,}'
+        '${ccl_cores[${slot%%.*}]}"; done',
+        'export CCL_WORKER_AFFINITY="$ccl_affinity"',
+    ]
     port = lines.index(f"export MASTER_PORT={MASTER_PORT}")
     lines[port] = f"export MASTER_PORT=${{PRISM_SLOT_PORT:-$(({MASTER_PORT} + ${{PRISM_SLOT:-0}}))}}"
     return command.replace(" " + shlex.quote(bind) + " ", f" {slot_bind} ", 1)
@@ -137,11 +152,12 @@ def render_aurora(
         f"# prism run {run.run_id}: {nodes} node(s) x {ppn} ranks, storage {storage}",
         "set -o pipefail",
         f"cd {q(workdir)} || exit 2",
-        "module load frameworks || exit 2",
+        f"module is-loaded frameworks || module load {FRAMEWORKS_MODULE} || exit 2",
     ]
     if venv:
         lines.append(f"source {q(os.path.join(venv, 'bin', 'activate'))} || exit 2")
     lines += [f"export {k}={q(v)}" for k, v in CCL_ENV]
+    lines.append(f"export CCL_WORKER_AFFINITY={','.join(map(str, CCL_WORKER_CORES[:ppn]))}")
     lines += [
         ': "${PBS_NODEFILE:?is not set: run this body as a PBS job (qsub), which lists its nodes there}"',
         'NNODES=$(wc -l < "$PBS_NODEFILE") || exit 2',

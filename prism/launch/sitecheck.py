@@ -23,7 +23,9 @@ import yaml
 
 from prism.core.errors import PrismError
 from prism.data.batching import check_batch
+from prism.launch.profilecheck import check_profile
 from prism.launch.ranks import cluster_ranks
+from prism.launch.sitejob import check_debug_queue, check_frameworks, check_helpers_python, check_tmpdir
 from prism.launch.sitepbs import Check, check_daos, check_filesystems, check_queue
 from prism.parallel.config import BACKENDS
 from prism.parallel.env import free_port
@@ -220,12 +222,17 @@ def run_checks(
     checks = [
         check_schema(config, schema),
         check_scheduler(config),
+        check_profile(config),
+        check_helpers_python(),
         check_queue(config.get("cluster") or {}),
+        check_debug_queue(),
         check_filesystems(config),
         check_daos(config),
         *check_shards(config),
         check_batch_ranks(config),
         check_study_dir(config),
+        check_tmpdir(),
+        check_frameworks(config),
     ]
     checks.append(check_device(device))
     if checks[-1].ok:

@@ -136,6 +136,15 @@ class Engine:
 
         workflow.execute = keeping_going
 
+    def helpers_python(self) -> None:
+        """Put the Python that runs Snakemake (the study's venv) first on PATH, so that the cluster profile's
+        helpers (`python3 .../pbs_env.py`, the `#!/usr/bin/env python3` status and sidecar commands, which
+        Snakemake starts from this process) run with it, not with whatever `python3` the login shell has."""
+        bindir = str(Path(sys.executable).parent)
+        path = os.environ.get("PATH", "")
+        if path.split(os.pathsep)[0] != bindir:
+            os.environ["PATH"] = os.pathsep.join([bindir, path]) if path else bindir
+
     def force_rule(self, rule_name: str) -> None:
         """Make every job of `rule_name` rerun, as `--forcerun RULE` does (called while the DAG is built)."""
         dag = getattr(self.workflow, "dag", None)

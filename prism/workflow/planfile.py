@@ -93,9 +93,7 @@ class StudyPlan:
             self.engine.say_once(f"lr rule of {family}: this dry run lists the runs at the hand rule's lr; the tuning "
                                  f"stage's rule ({study.lr_rule_file(family)}) sets them")  # fmt: skip
         # Calibrations and speeds are a cache: whatever exists of them is read, the rest counted.
-        data = study.data_dir(family)
-        stamps = [Path(f, "manifest.json") if f == data else Path(f) for f in self.input_files(family)]
-        key = (family, tuple((str(p), p.stat().st_mtime_ns) for p in stamps if p.is_file()))
+        key = self._key(family)
         if key not in self._plans:
             try:
                 runs = plan_runs(**self.arguments(family)).runs
@@ -106,6 +104,27 @@ class StudyPlan:
             if rows is not None and not self.engine.in_job:
                 rows = rows if self.may_train(family, rows) else None
             self._plans[key] = rows
+        return self._plans[key]
+
+    def _key(self, family: str) -> tuple:
+        """The plan's inputs as they are now (path, modification time): a computed plan is reused until one changes."""
+        data = self.study.data_dir(family)
+        stamps = [Path(f, "manifest.json") if f == data else Path(f) for f in self.input_files(family)]
+        return (family, tuple((str(p), p.stat().st_mtime_ns) for p in stamps if p.is_file()))
+
+    def pricing_rows(self, family: str) -> Rows | None:
+        """The plan's rows as far as they price the jobs that run before the plan job: the lr sweep's, whose
+        fitted rule the plan waits for. Computed here as a dry run computes them (at the hand rule's lr while
+        the rule is pending: a size's seconds a sample do not depend on its lr; without the data while it is
+        not built), never waiting for the plan job, so the sweep's packs are submitted with the walltime the
+        dry run printed, not the cap. None where the sizes cannot be planned (the plan job then says why)."""
+        key = ("pricing", *self._key(family))
+        if key not in self._plans:
+            try:
+                runs = plan_runs(**self.arguments(family)).runs
+            except PrismError:
+                runs = None
+            self._plans[key] = None if runs is None else {row.run_id: row for row in runs}
         return self._plans[key]
 
     def may_train(self, family: str, rows: Rows) -> bool:

@@ -73,9 +73,18 @@ class TuneStage:
         return self.row(wildcards.family, resources.backbone_of(wildcards))
 
     def run_inputs(self, wildcards: Any) -> dict[str, str]:
-        row, study = self._row_of(wildcards), self.study
-        calibration = study.calibration_file(wildcards.family, row["backbone"], row["variant"], row["regime"])
-        return {"data": study.data_dir(wildcards.family), "calibration": calibration}
+        """The data and the size's calibration; on a cluster study also its speed and the probe's record, which
+        price the sweep's packs (`run_seconds`): priced before them, at an assumed MFU and start-up, a pack
+        could ask a fraction of its time and be killed at its walltime; and a broken job body shows in the
+        probe's two short jobs, not in a node of sweep runs."""
+        row, study, family = self._row_of(wildcards), self.study, wildcards.family
+        keys = (family, row["backbone"], row["variant"], row["regime"])
+        inputs = {"data": study.data_dir(family), "calibration": study.calibration_file(*keys)}
+        if study.calibrate.measure_throughput and self.schedule.packing:
+            inputs["speed"] = study.speed_file(*keys)
+        if probe.probed(study):
+            inputs["probe"] = probe.probe_file(study, family)
+        return inputs
 
     def run_args(self, wildcards: Any, input: Any) -> str:
         """The sweep run's `prism train` flags."""
@@ -99,8 +108,9 @@ class TuneStage:
 
     def run_seconds(self, family: str, row: dict[str, Any], steps: int, start_s: float) -> float | None:
         """A sweep run's seconds on one device: its samples at the plan's seconds per sample of its
-        backbone on one device, plus its start-up; None where the plan has no estimate of it."""
-        rows = pending_or(None, lambda: self.plan.rows(family))
+        backbone on one device, plus its start-up; None where the plan has no estimate of it. The plan's rows
+        as computed here (`pricing_rows`): the plan job waits for this sweep, so its plan.yaml cannot price it."""
+        rows = pending_or(None, lambda: self.plan.pricing_rows(family))
         if rows is None:
             return None
         for r in (r for r in rows.values() if r.backbone == row["backbone"] and r.samples):

@@ -39,12 +39,23 @@ class StudyWorkflow:
         if conflict:
             raise SystemExit(conflict)
         self.engine = engine
+        self.say_placeholders()
         self.plan = StudyPlan(
             self.study, engine, wait_for_plan, lambda family, rows: self.schedule.requested(family, rows)
         )
         self.schedule: Schedule = make_schedule(self.study, self.plan, engine, ancient)
         # The lr sweep before the grid and its fitted rule (rules/tune.smk), when tune.rule is fitted.
         self.tune = TuneStage(self.study, self.plan, self.schedule)
+
+    def say_placeholders(self) -> None:
+        """A cluster study whose account is still config/aurora.yaml's placeholder says so on every call, the
+        dry run's included: PBS refuses every job of it (`qsub -A`), after the local jobs have run."""
+        account = str(self.study.cluster.get("account") or "")
+        if self.study.train.launcher != "local" and "FILL_IN" in account:
+            self.engine.say_once(
+                f"config cluster.account: {account} is a placeholder: set your project (qsub -A) before "
+                "submitting; PBS refuses every job with it (prism cluster check says so too)"
+            )
 
     # ---- data -------------------------------------------------------------------
 

@@ -10,12 +10,26 @@
 # logs/pbs/status/<job id> under the submission folder: the status command (pbs_status.py)
 # reads it there, because neither Torque-style qstat nor PBS Pro's qstat (after its history
 # window) can say how a finished job ended.
+# `-k doe`: PBS Pro writes the job's output straight to its -o/-e files (on Lustre) as it runs, so
+# `tail -f logs/pbs/RULE.JOBID.err` follows a job; without it they appear only once the job ends.
+# TMPDIR: a short node-local folder of the job's own (ALCF's Known Issues: processes started by
+# mpiexec, PyTorch among them, fail with "AF_UNIX path too long" under a long one), removed at its end.
+# The pack's slot files are the node's, not the job's (/tmp/prism-slots-USER-HOST, whatever TMPDIR is),
+# so that two jobs on one node share them.
+# The job's log starts with the Snakemake command it runs (its --cores, --latency-wait, ...).
+#PBS -k doe
 # properties = {properties}
 export PRISM_JOB_START=$(date +%s.%N)
 cd "${{PBS_O_WORKDIR:-$PWD}}" || exit 2
 status_dir="$PWD/logs/pbs/status"
 job_id="${{PBS_JOBID%%.*}}"
 mkdir -p "$status_dir"
+prism_tmp="/tmp/prism.$job_id"
+mkdir -p -m 700 "$prism_tmp" && export TMPDIR="$prism_tmp"
+trap 'rm -rf "$prism_tmp"' EXIT
+cat >&2 <<'PRISM_JOB_COMMAND'
+prism job command: {exec_job}
+PRISM_JOB_COMMAND
 rc=0
 if [ -n "${{PRISM_SETUP:-}}" ]; then
   source "$PRISM_SETUP"

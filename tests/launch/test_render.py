@@ -78,7 +78,8 @@ def test_aurora_daos_body(tmp_path):
     assert lines[0] == "#!/bin/bash -l" and "#PBS -l select=2" in lines
     assert "#PBS -l filesystems=flare:home:daos_user_fs" in lines
     assert "cd '/lus/flare/projects/p x' || exit 2" in lines
-    assert "module load frameworks || exit 2" in lines and "source /home/u/venv/bin/activate || exit 2" in lines
+    assert "module is-loaded frameworks || module load frameworks/2025.3.1 || exit 2" in lines
+    assert "source /home/u/venv/bin/activate || exit 2" in lines
     for var in (
         "CCL_PROCESS_LAUNCHER=pmix",
         "CCL_ATL_TRANSPORT=mpi",
@@ -202,6 +203,20 @@ def test_fewer_ranks_per_node_bind_the_first_cores():
     assert 'mpiexec -n 4 --ppn 4 --cpu-bind=verbose,list:"${PRISM_SLOT_CORES:-4-7:8-11:12-15:16-19}" ' in body
     with pytest.raises(PrismError, match="at most 12 ranks"):
         render("aurora", AURORA_RUN, nodes=1, procs_per_node=16)
+
+
+@pytest.mark.parametrize(("env", "expected"), [({"ZE_AFFINITY_MASK": "3"}, "45"),
+                         ({"ZE_AFFINITY_MASK": "6,7"}, "94,95"), ({"PRISM_SLOT": "11"}, "99"), ({}, "42")])  # fmt: skip
+def test_runs_sharing_a_node_share_no_ccl_worker_core(env, expected):
+    """A pack's run takes the oneCCL worker cores of the tiles it holds, so its neighbours' workers are elsewhere;
+    a whole node's body takes the guide's list."""
+    body = render("aurora", AURORA_RUN, nodes=1, procs_per_node=4).splitlines()
+    start = next(i for i, line in enumerate(body) if line.startswith("ccl_cores="))
+    script = "\n".join([*body[start : start + 3], 'echo "$CCL_WORKER_AFFINITY"'])
+    out = subprocess.run(["bash", "-c", script], env={"PATH": "/usr/bin:/bin", **env}, capture_output=True, text=True)
+    assert out.stdout.strip() == expected, out.stderr
+    whole = render("aurora", AURORA_RUN, nodes=1).splitlines()
+    assert "export CCL_WORKER_AFFINITY=42,43,44,45,46,47,94,95,96,97,98,99" in whole
 
 
 def test_multi_rank_launch_needs_a_strategy():

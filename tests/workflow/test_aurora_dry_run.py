@@ -229,7 +229,7 @@ def assert_jobs_set_themselves_up(out: str, config: dict, study: Path) -> None:
             setup[: len(config["cluster"]["setup"])]
             == config["cluster"]["setup"]
             == [
-                "module load frameworks",
+                "module load frameworks/2025.3.1",
                 "source .venv/bin/activate",
             ]
         )

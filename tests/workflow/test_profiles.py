@@ -84,7 +84,7 @@ def test_submit_command_quotes_every_resource():
         nodes, walltime, filesystems, place, account, queue = 2, "01:00:00", "flare:home", "scatter", evil, "debug"
         setup, env = "[]", "DAOS_POOL"
 
-    command = sm_format(template, resources=Resources, rule="train", jobid=3)
+    command = sm_format(template, resources=Resources, rule="train", name="train", jobid=3)
     # The shell sees the account as one word, whatever it holds.
     inner = command[command.index("qsub") : command.index('"$1"')]
     words = shlex.split(inner)
@@ -95,7 +95,7 @@ def test_submit_command_quotes_every_resource():
 
 
 def test_every_profile_key_is_commented():
-    for name in ("default", "aurora"):
+    for name in ("local", "aurora"):
         lines = (REPO / "profiles" / name / "config.yaml").read_text().splitlines()
         for i, line in enumerate(lines):
             if line and not line.startswith((" ", "#")) and ":" in line:
@@ -116,7 +116,7 @@ def submit(tmp_path: Path, setup: list[str], names: str, environ: dict) -> tuple
     (bindir / "qsub").write_text('#!/bin/sh\nprintf "%s\\n" "$@" > qsub.args\necho 42.pbs\n')
     (bindir / "qsub").chmod(0o755)
     profile = yaml.safe_load((AURORA / "config.yaml").read_text())
-    command = sm_format(profile["cluster-generic-submit-cmd"], resources=Resources, rule="train", jobid=3)
+    command = sm_format(profile["cluster-generic-submit-cmd"], resources=Resources, rule="train", name="train", jobid=3)
     script = tmp_path / "job.sh"
     if not (tmp_path / "profiles").exists():  # Snakemake runs in the clone, where the profile lies
         (tmp_path / "profiles").symlink_to(REPO / "profiles")

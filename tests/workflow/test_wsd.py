@@ -19,6 +19,7 @@ import pytest
 import yaml
 
 from .wfhelpers import (
+    LOCAL_PROFILE,
     SNAKEMAKE,
     STUDY,
     WSD_TRAIN,
@@ -146,7 +147,7 @@ def test_killed_segment_resumes_from_its_checkpoint(wsd_study):
     # worker=false: the training process is the job's own, as on a node (the worker's children
     # stop on their own when their job is killed: tests/workflow/lib/test_worker.py).
     proc = subprocess.Popen(
-        [SNAKEMAKE, target, "--config", "worker=false"],
+        [SNAKEMAKE, *LOCAL_PROFILE, target, "--config", "worker=false"],
         cwd=copy,
         env=env(),
         stdout=subprocess.DEVNULL,

@@ -22,6 +22,8 @@ SNAKEMAKE = str(BIN / "snakemake")
 SMOKE = yaml.safe_load((REPO / "config" / "smoke.yaml").read_text())
 TINY_CONFIG = {k: v for k, v in SMOKE.items() if k != "study_dir"}
 TINY_BUDGETS = [str(b) for b in SMOKE["budgets"]]
+# The profile every documented command on this machine names (the workflow has no profiles/default).
+LOCAL_PROFILE = ("--profile", "profiles/local")
 
 
 def merged(*layers: dict) -> dict:
@@ -59,9 +61,11 @@ def env() -> dict[str, str]:
 def snakemake(
     workdir: Path, *args: str, timeout: float = 600, check: bool = True, extra_env: dict | None = None
 ) -> subprocess.CompletedProcess:
-    """Run Snakemake in `workdir`; stdout and stderr together in `.stdout`."""
+    """Run Snakemake in `workdir` with the profile the docs name (profiles/local unless `args` name one, as a
+    user types it); stdout and stderr together in `.stdout`."""
+    profile = () if any(a == "--profile" or a.startswith("--profile=") for a in args) else LOCAL_PROFILE
     result = subprocess.run(
-        [SNAKEMAKE, *args],
+        [SNAKEMAKE, *profile, *args],
         cwd=workdir,
         env={**env(), **(extra_env or {})},
         stdout=subprocess.PIPE,

@@ -114,6 +114,17 @@ def test_a_run_of_the_lr_sweep_is_never_looked_up_among_the_grids_packs_or_estim
         assert tune.group() is None and job["walltime"] == cap and job["pin"] == ""
 
 
+def test_the_lr_sweep_of_a_cluster_study_waits_for_the_speed_jobs_and_the_probe(smoke_config):
+    """Its packs are priced from them (a pack priced at an assumed speed could be killed at its walltime)."""
+    aurora = smoke_config(cluster=PACKED, train={"launcher": "aurora", "device": "cpu"})
+    schedule = schedule_of(aurora)
+    tune = TuneStage(schedule.study, schedule.plan, schedule)
+    inputs = tune.run_inputs(sweep_job(tune))
+    assert inputs["speed"].endswith(".speed.json") and inputs["probe"].endswith("probe/text_image.json")
+    local = schedule_of(smoke_config())
+    assert set(TuneStage(local.study, local.plan, local).run_inputs(sweep_job(tune))) == {"data", "calibration"}
+
+
 def test_a_wsd_trajectorys_segments_and_branches_are_one_pack(smoke_config):
     schedule = schedule_of(smoke_config(cluster=PACKED, train={"schedule": "wsd"}))
     rows = schedule.plan.rows("text_image")

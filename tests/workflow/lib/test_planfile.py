@@ -109,3 +109,14 @@ def test_the_dry_run_names_sizes_the_plan_dropped_from_a_budget(smoke_config, mo
     assert said[summary + 1] == (
         "plan text_image: budget 1e10 drops 90k-BASE (66 steps x batch 8 spend 1.01e+10 FLOPs, +1.4% off the budget)"
     )
+
+
+def test_the_sweeps_pricing_never_waits_for_the_plan_that_waits_for_the_sweep(smoke_config):
+    """With tune.rule fitted a run's plan waits for the lr sweep, so the sweep's packs are priced from the rows
+    computed here, as the dry run computes them: what it prints is what they are submitted with."""
+    config = smoke_config(tune={"rule": "fitted"})
+    running = make_plan(config, FakeEngine(dryrun=False))  # fails the test if it waits for the plan job
+    assert running.rule_pending("text_image") and running.computed_rows("text_image") is None
+    dry = make_plan(config, FakeEngine(dryrun=True))
+    assert running.pricing_rows("text_image") == dry.rows("text_image")
+    assert running.pricing_rows("text_image") is running.pricing_rows("text_image")  # computed once
