@@ -109,11 +109,21 @@ def plan_stop(plan: dict) -> str | None:
     problems = plan_problems(plan)
     if not problems:
         return None
-    return (
-        f"plan {plan.get('family', '?')} stops the study: "
-        + "; ".join(problems)
-        + f"; or set {ALLOW_KEY}: true to train it anyway (a pilot)"
-    )
+    return f"plan {plan.get('family', '?')} stops the study: " + "; ".join(problems + override_text(plan))
+
+
+def override_text(plan: dict) -> list[str]:
+    """What `plan.allow_undetermined` would train, where it trains anything: a refused budget has no runs, so
+    the override never trains it, only the budgets planned beside it."""
+    planned = plan.get("budgets") or []
+    if not plan.get("runs") or not planned:
+        return []
+    refused = [r["budget"] for r in plan.get("refused") or []]
+    fc = plan.get("forecast") or {}
+    if refused and (not fc or fc.get("determined")):
+        return [f"or set {ALLOW_KEY}: true to train the {len(planned)} other budget(s) without {_budgets(refused)} "
+                "(a pilot)"]  # fmt: skip
+    return [f"or set {ALLOW_KEY}: true to train the {len(planned)} planned budget(s) anyway (a pilot)"]
 
 
 def plan_summary(plan: dict) -> str:

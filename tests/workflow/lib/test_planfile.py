@@ -109,3 +109,12 @@ def test_the_dry_run_names_sizes_the_plan_dropped_from_a_budget(smoke_config, mo
     assert said[summary + 1] == (
         "plan text_image: budget 1e10 drops 90k-BASE (66 steps x batch 8 spend 1.01e+10 FLOPs, +1.4% off the budget)"
     )
+
+
+@pytest.mark.parametrize("dryrun", [True, False])
+def test_budgets_that_all_would_be_refused_stop_the_study_before_its_data_is_built(smoke_config, dryrun):
+    """The data cannot make a refused budget plannable: the dry run exits non-zero, the run builds nothing."""
+    config = smoke_config(budgets=[1e6, 2e6], backbones=[], plan={"sizes_per_budget": 3, "window": 0.4})
+    plan = make_plan(config, FakeEngine(dryrun=dryrun), lambda family: pytest.fail("waited for the plan job"))
+    with pytest.raises(SystemExit, match=r"plan text_image: no budget can be planned: budget 1e6: no size in its"):
+        plan.rows("text_image")
