@@ -22,7 +22,9 @@ import yaml
 
 from prism.core.ids import format_budget
 from prism.isoflop.design.plantext import dropped_lines
+from prism.isoflop.fit.diagnostics import MIN_BUDGETS
 from prism.isoflop.fit.result import FitResult
+from prism.isoflop.present.notfitted import approach3_answers, approach3_not_drawn, fitted_budgets
 from prism.train.timing import study_timing, timing_lines
 
 
@@ -68,9 +70,10 @@ def fit_lines(fit, lr_note: str = "") -> list[str]:
             f" ({pct} intervals{', ' + a2.interval_method if a2.interval_method else ''})"
         )
     if a3 is not None:
-        if a3.a is not None:
-            conv = "" if a3.converged else " (NOT converged)"
-            lines.append(f"  Approach 3: a = {_ci(a3.a, a3.a_ci)}, b = {_ci(a3.b, a3.b_ci)}{conv}")
+        if approach3_answers(a3):
+            lines.append(f"  Approach 3: a = {_ci(a3.a, a3.a_ci)}, b = {_ci(a3.b, a3.b_ci)}")
+        elif a3.a is not None:
+            lines.append(f"  Approach 3: {approach3_not_drawn(a3, fitted_budgets(fit), MIN_BUDGETS)}")
         else:
             lines.append(f"  Approach 3: no fit ({a3.reason or a3.convergence_note or 'not converged'})")
     v = fit.verdict
