@@ -82,6 +82,19 @@ class Engine:
         return bool(self.workflow.dryrun)
 
     @property
+    def submits(self) -> bool:
+        """Whether jobs are submitted to a cluster (a cluster executor) rather than run on this machine."""
+        return not self.workflow.local_exec
+
+    @property
+    def cores(self) -> int:
+        """The cores Snakemake may use at once here (`--cores`, the profile's `cores`; 1 when unset)."""
+        try:
+            return int(self.workflow.cores or 1)
+        except Exception:  # noqa: BLE001 Snakemake raises its own error when no core count is set
+            return 1
+
+    @property
     def in_job(self) -> bool:
         """Whether this is a job's own Snakemake (a cluster job, or a local job's subprocess)."""
         return bool(self.workflow.remote_exec or self.workflow.subprocess_exec)

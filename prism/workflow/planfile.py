@@ -19,6 +19,7 @@ from prism.isoflop.design.gate import plan_notes, plan_stop, plan_summary
 from prism.isoflop.design.ladder import union
 from prism.isoflop.design.plan import NoBudget, make_plan, plan_runs, rule_sizes
 from prism.isoflop.design.plantext import dropped_lines
+from prism.isoflop.design.walltime import WallTime, wall_time
 from prism.isoflop.planread import read_plan
 from prism.isoflop.records import PlanRow
 from prism.workflow.commands import plan_arguments
@@ -144,11 +145,24 @@ class StudyPlan:
             return False
         for line in plan_notes(plan, self.study.data_built(family)):
             logger.warning(line)
-        logger.info(plan_summary(plan))
+        logger.info(plan_summary(plan, self.wall_time(plan), cluster=self.engine.submits))
         for line in dropped_lines(plan):
             logger.info(line)
         logger.info(self.requested(family, rows))
         return True
+
+    def slots(self) -> int:
+        """Training jobs that run at once on this machine: the cores over each job's `train.threads`."""
+        return max(1, int(self.engine.cores) // max(1, int(self.study.train.threads)))
+
+    def wall_time(self, plan: dict) -> WallTime | None:
+        """The study's expected wall time on this machine (None where jobs go to a cluster, or a run has no
+        time estimate): what a user plans by, not the runs' times added up."""
+        if self.engine.submits:
+            return None
+        train = self.study.train
+        return wall_time(plan.get("runs") or [], train.schedule, self.slots(), train.cooldown_fraction,
+                         self.study.plan.min_steps)  # fmt: skip
 
     def rows(self, family: str) -> Rows:
         """The planned runs of `family`, by run id.

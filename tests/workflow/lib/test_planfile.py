@@ -118,3 +118,11 @@ def test_budgets_that_all_would_be_refused_stop_the_study_before_its_data_is_bui
     plan = make_plan(config, FakeEngine(dryrun=dryrun), lambda family: pytest.fail("waited for the plan job"))
     with pytest.raises(SystemExit, match=r"plan text_image: no budget can be planned: budget 1e6: no size in its"):
         plan.rows("text_image")
+
+
+@pytest.mark.parametrize("submits", [False, True])
+def test_node_hours_are_said_only_where_jobs_go_to_a_cluster(smoke_config, submits):
+    engine = FakeEngine(dryrun=True, submits=submits)
+    make_plan(smoke_config(), engine).rows("text_image")
+    summary = next(t for _, t in engine.logger.lines if t.startswith("plan text_image: 6 runs"))
+    assert ("node-hours" in summary) == submits
