@@ -24,12 +24,11 @@ def fitted_budgets(fit) -> int:
 def approach3_not_drawn(a3, n_budgets: int, min_budgets: int) -> str:
     """One sentence: Approach 3 gave no exponent, why (its fit's own note), and, with fewer than `min_budgets`
     budgets, that this is what such a grid gives (the smoke study's two budgets check the pipeline)."""
-    why = (a3.reason or a3.convergence_note) if a3 is not None else ""
     text = "no exponent, not drawn: its loss surface L(N, D) did not settle on one fit of these runs"
-    text += f" ({why})" if why else ""
-    if n_budgets < min_budgets:
-        text += (
+    if n_budgets < min_budgets:  # the plain reason; the optimiser's own note is in the report
+        return text + (
             f"; expected with {n_budgets} budget(s): its five parameters need runs over at least {min_budgets} "
             "budgets, so a grid this small (the smoke study's) checks the pipeline, not the law"
         )
-    return text
+    why = (a3.reason or a3.convergence_note) if a3 is not None else ""
+    return text + (f" ({why})" if why else "")

@@ -64,7 +64,10 @@ def fit_lines(fit, lr_note: str = "") -> list[str]:
     pct = f"{100 * fit.ci_level:.0f}%"
     lines = []
     a2, a3 = fit.approach2, fit.approach3
-    if a2 is not None:
+    if a2 is not None and a2.a is None:  # "a = n/a" read as a crash: say why in words
+        lines.append(f"  Approach 2: no exponent: {len(fit.diagnostics.budgets_used)} budget(s) with a minimum inside "
+                     "their grid, a line needs at least 2 (each budget's reason below)")  # fmt: skip
+    elif a2 is not None:
         lines.append(
             f"  Approach 2: a = {_ci(a2.a, a2.a_ci)}, b = {_ci(a2.b, a2.b_ci)}"
             f" ({pct} intervals{', ' + a2.interval_method if a2.interval_method else ''})"
@@ -170,8 +173,8 @@ def runs_lines(csv_path: Path) -> list[str]:
     act = [_num(r.get("wall_s")) for r in rows if r.get("status") == "ok"]
     if est and all(v is not None for v in est) and all(v is not None for v in act):
         lines.append(
-            f"  wall time of the ok runs: estimated {sum(est) / 60:.1f} min, took {sum(act) / 60:.1f} min "
-            f"(x{sum(act) / max(sum(est), 1e-9):.2f})"
+            f"  time in steps, the ok runs' added up (not the study's wall time): estimated {sum(est) / 60:.1f} "
+            f"min, took {sum(act) / 60:.1f} min (x{sum(act) / max(sum(est), 1e-9):.2f})"
         )
     return lines
 

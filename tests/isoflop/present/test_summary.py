@@ -139,7 +139,10 @@ def test_summary_gives_the_studys_training_flops_per_second_against_the_peak(tmp
     (segment / "metrics.json").write_text(json.dumps({"time": {**record, "started_at": 130.0, "ended_at": 190.0}}))
     text = summarize([family])
     # 6e12 FLOPs over 90 s, two jobs at once against 2 x 100 GFLOP/s; 120 of 180 core-seconds busy.
-    assert "6e+12 FLOPs in 1.5 min over 2 jobs (2 at once): 66.7 GFLOP/s end to end, 33.3% of the peak 200" in text
+    assert (
+        "6e+12 FLOPs in 1.5 min of wall time over 2 jobs (2 at once): 66.7 GFLOP/s end to end, 33.3% of the peak 200"
+        in text
+    )
     assert "cores busy 67%" in text and "startup 10%, step 80%, eval 10%" in text
 
 
