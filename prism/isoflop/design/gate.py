@@ -127,16 +127,18 @@ def override_text(plan: dict) -> list[str]:
     return [f"or set {ALLOW_KEY}: true to train the {len(planned)} planned budget(s) anyway (a pilot)"]
 
 
-def plan_summary(plan: dict, wall: WallTime | None = None, cluster: bool = True) -> str:
+def plan_summary(plan: dict, wall: WallTime | None = None, cluster: bool | None = None) -> str:
     """Runs, FLOPs, the time a user plans by, node-hours and the forecast's verdict of a plan, in one line.
 
     `wall`: the study's expected wall time where its jobs run (walltime.wall_time); without it, the runs'
-    times here one after another, labelled so. Node-hours only for a `cluster` study: a laptop has none."""
+    times here one after another, labelled so. Node-hours only for a `cluster` study, a laptop has none
+    (None: where the plan estimates them)."""
     runs = plan.get("runs") or []
     n_budgets = len(plan.get("budgets") or []) + len(plan.get("refused") or [])
     refused = len(plan.get("refused") or [])
     cost = plan.get("cost") or {}
     node = cost.get("node_hours_total")
+    cluster = node is not None if cluster is None else cluster
     fc = plan.get("forecast") or {}
     verdict = "DETERMINED" if fc.get("determined") else "UNDETERMINED"
     width = fc.get("a_ci_width")
@@ -145,11 +147,13 @@ def plan_summary(plan: dict, wall: WallTime | None = None, cluster: bool = True)
         f"plan {plan.get('family', '?')}: {len(runs)} runs on {len(plan.get('budgets') or [])} of {n_budgets} "
         f"budget(s)"
         + (f" ({refused} REFUSED)" if refused else "")
-        + f", {sum(r['flops'] for r in runs):.3g} FLOPs, "
+        + f", {sum(r['flops'] for r in runs):.3g} FLOPs"
         + (
-            wall.text()
+            f", {wall.text()}"
             if wall is not None
-            else f"time in runs here {'unknown' if here is None else hours_text(here)} (one after another)"
+            else ""
+            if here is None and cluster  # a cluster study plans by its node-hours
+            else f", time in runs here {'unknown' if here is None else hours_text(here)} (one after another)"
         )
         + (f" ({len(guessed)} size(s) interpolated)" if (guessed := cost.get("hours_here_interpolated")) else "")
         + (", " + ("node-hours unknown" if node is None else f"{node:.3g} node-hours") if cluster else "")
