@@ -35,8 +35,9 @@ class WallTime:
         from prism.isoflop.design.plantext import hours_text  # noqa: PLC0415 the plan's own spelling of hours
 
         return (
-            f"expected wall time {hours_text(self.wall_h)} at {self.slots} job(s) at a time (longest chain of "
-            f"jobs {hours_text(self.path_h)}; {hours_text(self.work_h)} of training in {self.jobs} jobs)"
+            f"expected wall time {hours_text(self.wall_h)} at {self.slots} job(s) at a time (the steps alone, "
+            f"without each job's start-up and evaluation; longest chain of jobs {hours_text(self.path_h)}; "
+            f"{hours_text(self.work_h)} of training in {self.jobs} jobs)"
         )
 
 
