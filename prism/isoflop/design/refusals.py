@@ -75,7 +75,7 @@ def limits_text(dropped: list[dict], min_steps: int, max_epochs: float) -> str:
         need = min(d["needs"] for d in epochs)
         parts.append(
             f"{len(epochs)} reading the training split more than plan.max_epochs {max_epochs:g} times (the "
-            f"fewest, {need:.3g} passes, fit with plan.max_epochs {round_up(need):g}, {need / max_epochs:.2g}x "
+            f"fewest, {need:.3g} passes: plan.max_epochs {round_up(need):g} admits it, or {need / max_epochs:.2g}x "
             "the data, or a smaller budget)"
         )
     if flops := by_limit.get(FLOPS):
