@@ -85,6 +85,11 @@ def fit_lines(fit, lr_note: str = "") -> list[str]:
         + (f": {v.reasons[0]}" if v.reasons else "")
         + lr_note
     )
+    if fitted_budgets(fit) < MIN_BUDGETS:  # the smoke study's grid: a check of the pipeline, said as one
+        lines.append(
+            f"  {fitted_budgets(fit)} budget(s) cannot determine an exponent (it needs {MIN_BUDGETS}): this grid "
+            "checks that the pipeline runs end to end, and it did"
+        )
     interval = v.interval
     if interval and all(isinstance(x, (int, float)) and math.isfinite(x) for x in interval):
         lo, hi = interval
@@ -173,8 +178,9 @@ def runs_lines(csv_path: Path) -> list[str]:
     act = [_num(r.get("wall_s")) for r in rows if r.get("status") == "ok"]
     if est and all(v is not None for v in est) and all(v is not None for v in act):
         lines.append(
-            f"  time in steps, the ok runs' added up (not the study's wall time): estimated {sum(est) / 60:.1f} "
-            f"min, took {sum(act) / 60:.1f} min (x{sum(act) / max(sum(est), 1e-9):.2f})"
+            f"  time in runs, the ok runs' added up (not the study's wall time): their steps estimated "
+            f"{sum(est) / 60:.1f} min, the runs took {sum(act) / 60:.1f} min (x{sum(act) / max(sum(est), 1e-9):.2f}: "
+            "start-up and evaluation on top)"
         )
     return lines
 

@@ -50,3 +50,10 @@ def test_the_figures_draw_no_unconverged_law_and_say_so(unconverged):
     fig = plot.figure_approach3(recs, fit)
     assert any("Approach 3 not drawn" in t.get_text() for t in fig.axes[0].texts)
     plt.close(fig)
+
+
+def test_a_two_budget_summary_says_it_is_a_check(unconverged):
+    from prism.isoflop.present.summary import fit_lines
+
+    _, fit = unconverged
+    assert any("this grid checks that the pipeline runs end to end, and it did" in t for t in fit_lines(fit))

@@ -77,7 +77,7 @@ def test_summary_names_exponents_verdict_runs_left_out_and_figures(tmp_path):
     assert "budgets accepted: 1e18, 1e19, 1e20" in text
     assert "left out 60k-BASE-e2e-C1e12 (collapsed): loss is nan" in text
     assert "left out 60k-BASE-e2e-C9e12 (stale): not in the plan" in text
-    assert "estimated 0.5 min, took 1.0 min" in text
+    assert "their steps estimated 0.5 min, the runs took 1.0 min" in text
     assert "1 stale); computed in fp32" in text  # runs.csv from before the precision column: fp32, all there was
     assert f"figures: {family}/plots/e2e/ (isoflop_curves.png)" in text
     assert "no fit yet" in summarize([tmp_path / "nothing"])
