@@ -83,8 +83,15 @@ class Engine:
 
     @property
     def submits(self) -> bool:
-        """Whether jobs are submitted to a cluster (a cluster executor) rather than run on this machine."""
-        return not self.workflow.local_exec
+        """Whether jobs are submitted to a cluster (a cluster executor) rather than run on this machine.
+
+        A dry run executes with Snakemake's dry-run executor, which runs "here"; Snakemake then sets
+        `use_threads` from the executor the call names, a cluster one forcing it on, which is the one
+        trace of it left (`--use-threads` by hand reads as a cluster too: a plan line, nothing more)."""
+        if not self.workflow.local_exec:
+            return True
+        settings = getattr(self.workflow, "execution_settings", None)
+        return bool(self.dryrun and settings is not None and settings.use_threads)
 
     @property
     def cores(self) -> int:
