@@ -167,7 +167,7 @@ class Schedule(Packs):
 
     def requested(self, family: str, rows: Rows) -> str:
         """The plan's line on its training jobs: what they request of a cluster, or where they run here."""
-        if not self.engine.submits:
+        if not self.engine.submits and not self.packing:  # cluster.pack: packs are cluster jobs
             return self.local_text(family, rows)
         cluster, startup = self.study.cluster, probe.job_startup(self.study, family)
         try:
