@@ -9,7 +9,8 @@ FLOPs done are those of that progress (a run's own budget, as the plan counts it
 The ETA is measured, not assumed. Each finished job's time in its job (from its body's
 writing to its last write: start-up, evaluation and checkpoints included) against the
 plan's estimate of its steps gives a job's time as a start-up plus a multiple of its
-estimate (a least-squares line; many short wsd branches are mostly start-up). The jobs
+estimate (a least-squares line, per kind of job where that kind has finished jobs: many
+short wsd branches are mostly start-up and evaluation, segments mostly steps). The jobs
 left take that much in all, over the jobs that have run at once so far (their time in
 jobs over the wall time since the first started); or, when longer, the longest chain of
 jobs still to run one after another (a trajectory's remaining segments and its longest
@@ -93,10 +94,19 @@ def progress(parts: list[Part], now: float) -> Progress:
     if not any(p.state == DONE for p in parts) or not starts or now <= min(starts):
         return Progress(done, total, None, "no job has finished yet")
     start_s, per_s = job_line(parts)
+    # Each kind by its own finished jobs where it has some: a wsd branch is mostly start-up and evaluation,
+    # a segment mostly steps, so one line for both misjudges the many short branches left at the end.
+    lines = {k: job_line([p for p in parts if p.kind == k]) if done[k] else (start_s, per_s) for k in kinds}
     at_once = max(1.0, sum(p.job_s for p in parts) / (now - min(starts)))  # jobs that ran at a time, measured
-    work_left = sum(start_s * (p.fraction == 0) + per_s * p.est_s * (1 - p.fraction) for p in left) / at_once
+    work_left = sum(_left_s(p, *lines[p.kind]) for p in left) / at_once
     chain = max(start_s * p.chain_jobs + per_s * (p.chain_s or 0.0) for p in left)
-    how = f"a job {start_s:.0f} s + x{per_s:.2f} the plan's estimate, as the finished ones took"
+    how = "; ".join(f"a {k} {s:.0f} s + x{r:.2f} the plan's estimate" for k, (s, r) in lines.items())
+    how += ", as the finished ones took"
     if chain > work_left:
         return Progress(done, total, chain, f"the longest chain of jobs left; {how}")
     return Progress(done, total, work_left, f"the jobs left, {at_once:.1f} at a time as so far; {how}")
+
+
+def _left_s(part: Part, start_s: float, per_s: float) -> float:
+    """A job's time left: its start-up unless it has begun, and the rest of its estimate at `per_s`."""
+    return start_s * (part.fraction == 0) + per_s * part.est_s * (1 - part.fraction)

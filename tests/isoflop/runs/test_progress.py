@@ -48,3 +48,14 @@ def test_no_estimate_or_no_progress_says_why():
     assert progress([Part("a", "run", None, 0.0, "waiting")], now=10.0).eta_s is None
     assert "no job has finished" in progress([Part("a", "run", 10.0, 0.0, "waiting")], now=10.0).basis
     assert progress([Part("a", "run", 10.0, 1.0, "done")], now=10.0).eta_s == 0.0
+
+
+def test_each_kind_of_job_is_timed_by_its_own_finished_jobs():
+    """Segments took 2x their estimate; branches 30 s of start-up over theirs: the branches left are timed so."""
+    parts = [Part(f"s{i}", "segment", 100.0, 1.0, "done", started=0.0, job_s=200.0) for i in range(3)]
+    parts += [
+        Part(f"b{i}", "branch", est, 1.0, "done", started=0.0, job_s=est + 30) for i, est in enumerate((5, 10, 20))
+    ]
+    parts += [Part("left", "branch", 10.0, 0.0, "waiting", chain_s=10.0)]
+    found = progress(parts, now=735.0)  # 735 s of jobs in 735 s: one at a time
+    assert found.eta_s == pytest.approx(40.0) and "a branch 30 s + x1.00" in found.basis
