@@ -29,9 +29,9 @@ configfile: "config/config.yaml"
 config.update(typed(config, "config/schema.yaml"))
 
 
-# A rejected value stops here in one line (key, value, what is allowed); then Snakemake's own
-# validation, which passes, fills in the schema's defaults.
-check(config, "config/schema.yaml")
+# A rejected value stops here in one line (the file or --config that set it, key, value, what is
+# allowed); then Snakemake's own validation, which passes, fills in the schema's defaults.
+check(config, "config/schema.yaml", ["config/config.yaml", *map(str, workflow.overwrite_configfiles or [])])
 validate(config, "config/schema.yaml")
 # `snakemake fit_F train.seed=1` (Hydra's style) would look for a file named so: say how to set it.
 check_targets(sys.argv[1:])

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ast
 import re
 from pathlib import Path
 
@@ -34,3 +35,64 @@ def test_every_package_in_the_layout_is_in_the_tree():
     packages = {p.parent.name for p in (ROOT / "prism").rglob("__init__.py")}
     gone = sorted(listed - packages)
     assert not gone, f"docs/architecture.md's layout lists packages that are gone: {gone}"
+
+
+# ---- the names docs/architecture.md gives resolve ---------------------------------------------
+
+
+def _defined(tree: ast.AST) -> dict[str, ast.AST]:
+    """Top-level names a module (or a class body) defines: functions, classes, assignments, imports."""
+    names: dict[str, ast.AST] = {}
+    for node in getattr(tree, "body", []):
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            names[node.name] = node
+        elif isinstance(node, (ast.Assign, ast.AnnAssign)):
+            for target in node.targets if isinstance(node, ast.Assign) else [node.target]:
+                for name in ast.walk(target):
+                    if isinstance(name, ast.Name):
+                        names[name.id] = node
+        elif isinstance(node, (ast.Import, ast.ImportFrom)):
+            for alias in node.names:
+                names[(alias.asname or alias.name).split(".")[0]] = node
+    return names
+
+
+def resolves(dotted: str) -> bool:
+    """Whether `prism.a.b.Name.attr` names a module of prism/, then a name it defines (and one of that
+    class's), read from the source: nothing is imported."""
+    parts = dotted.split(".")
+    for end in range(len(parts), 0, -1):
+        base = ROOT.joinpath(*parts[:end])
+        source = base / "__init__.py" if base.is_dir() else base.with_suffix(".py")
+        if source.is_file():
+            break
+    else:
+        return False
+    node: ast.AST = ast.parse(source.read_text())
+    for name in parts[end:]:
+        found = _defined(node).get(name)
+        if found is None:
+            return False
+        node = found
+    return True
+
+
+def test_every_prism_name_in_the_architecture_resolves():
+    """A module, class or function renamed or moved fails here until docs/architecture.md follows."""
+    text = (ROOT / "docs" / "architecture.md").read_text()
+    names = sorted(set(re.findall(r"`(prism(?:\.\w+)+)[`(]", text)))
+    assert len(names) > 20
+    gone = [n for n in names if not resolves(n)]
+    assert not gone, f"docs/architecture.md names what prism/ no longer has: {gone}"
+
+
+def test_every_workflow_module_the_architecture_describes_exists():
+    """The workflow section's entries (`- \\`planfile.StudyPlan\\`: ...`) are modules of prism/workflow."""
+    text = (ROOT / "docs" / "architecture.md").read_text()
+    section = text[
+        text.index("Which module decides what:") : text.index("Where a change goes:", text.index("Which module"))
+    ]
+    entries = re.findall(r"^- `(\w+(?:\.\w+)*)(?:\([^`]*\))?`", section, flags=re.M)
+    assert "planfile.StudyPlan" in entries and "jobs" in entries
+    gone = [e for e in entries if not resolves(f"prism.workflow.{e}")]
+    assert not gone, f"docs/architecture.md describes workflow modules that are gone: {gone}"

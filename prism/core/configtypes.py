@@ -169,9 +169,40 @@ def _allowed(schema: dict, root: dict) -> str:
     return kind(schema, root).replace("`", "")
 
 
-def problem(config: dict, schema: dict) -> str | None:
+def origin(parts: list, files: list[str | Path]) -> str | None:
+    """The last of the config `files` that sets the key at `parts` (a later file overrides an earlier one),
+    else `--config` (given on the command line); None without files."""
+    if not files:
+        return None
+    for path in reversed([Path(f) for f in files]):
+        try:
+            node: Any = yaml.safe_load(path.read_text(encoding="utf-8"))
+        except (OSError, UnicodeDecodeError, yaml.YAMLError):
+            continue
+        for part in parts:
+            if isinstance(node, dict) and part in node:
+                node = node[part]
+            elif isinstance(node, list) and isinstance(part, int) and part < len(node):
+                node = node[part]
+            else:
+                break
+        else:
+            return str(path)
+    return "--config"
+
+
+def _nearest(name: str, known: list[str]) -> str:
+    """` (did you mean X?)` for the key nearest a misspelt one, or nothing when none is near."""
+    import difflib  # noqa: PLC0415 lazy: only for a misspelt key
+
+    close = difflib.get_close_matches(name, known, n=1, cutoff=0.6)
+    return f" (did you mean {close[0]}?)" if close else ""
+
+
+def problem(config: dict, schema: dict, files: list[str | Path] = ()) -> str | None:
     """The config's first disagreement with `schema` as one line naming the key, the value and what is
-    allowed (None: valid), then how many more there are."""
+    allowed (None: valid), then how many more there are; with the config `files` (in the order they
+    merge), also the file that set it (or `--config`), and a misspelt key's nearest known one."""
     from jsonschema import Draft202012Validator  # noqa: PLC0415 lazy: jsonschema
     from jsonschema.exceptions import best_match  # noqa: PLC0415 lazy: jsonschema
 
@@ -184,7 +215,9 @@ def problem(config: dict, schema: dict) -> str | None:
         known = list(error.schema.get("properties", {}))
         unknown = sorted(set(error.instance) - set(known))
         name = f"{where}.{unknown[0]}" if where else unknown[0]
-        line = f"config: unknown key {name}; the keys{' of ' + where if where else ''} are {', '.join(known)}"
+        near = _nearest(unknown[0], known).replace("mean ", f"mean {where}." if where else "mean ")
+        line = f"config: unknown key {name}{near}; the keys{' of ' + where if where else ''} are {', '.join(known)}"
+        parts = [*error.absolute_path, unknown[0]]
         new = error.schema.get("x-renamed", {}).get(unknown[0])
         if new:
             return f"config: {name} is now {where + '.' if where else ''}{new} (the same values); rename the key"
@@ -193,17 +226,23 @@ def problem(config: dict, schema: dict) -> str | None:
             line += f" (a nested key is set with its section: --config '{section}={{\"{key}\": ...}}')"
     elif error.validator == "required":
         line = f"config: {where or 'the config'} lacks {error.message.split(' is a required')[0]}, which has no default"
+        parts = list(error.absolute_path)
     else:
         while error.parent is not None and list(error.parent.absolute_path) == list(error.absolute_path):
             error = error.parent  # a budget or a path: say what the whole alternative allows
         line = f"config: {where} = {_shown(error.instance)} is not allowed; allowed: {_allowed(error.schema, schema)}"
+        parts = list(error.absolute_path)
+    source = origin(parts, list(files))
+    if source:
+        line = line.replace("config:", f"config ({source}):", 1)
     more = len(errors) - 1
     return line + (f" (and {more} more)" if more else "") + "; see docs/configuration.md"
 
 
-def check(config: dict, schema_path: str | Path) -> None:
-    """Stop with one line (SystemExit: Snakemake prints it alone and exits 1) when the config breaks the schema."""
-    line = problem(config, yaml.safe_load(Path(schema_path).read_text()))
+def check(config: dict, schema_path: str | Path, files: list[str | Path] = ()) -> None:
+    """Stop with one line (SystemExit: Snakemake prints it alone and exits 1) when the config breaks the schema;
+    `files`: the config files in the order they merge, to name the one that set the key."""
+    line = problem(config, yaml.safe_load(Path(schema_path).read_text()), files)
     if line:
         raise SystemExit(line)
 

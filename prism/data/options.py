@@ -131,7 +131,7 @@ class DataOptions:
         schema={
             "type": "object",
             "propertyNames": {"enum": list(FAMILIES)},
-            "additionalProperties": {"type": "string", "pattern": "^/"},
+            "additionalProperties": {"$ref": "#/definitions/absolute_path"},
         },
     )
     eval_fraction: float = option(

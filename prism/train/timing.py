@@ -181,7 +181,8 @@ def timing_lines(timing: StudyTiming | None) -> list[str]:
         return ["  time: no job recorded its time (metrics.json `time`)"]
     of_peak = f", {timing.of_peak:.1%} of the peak {timing.peak_flops / 1e9:.0f}" if timing.of_peak else ""
     lines = [
-        f"  training: {timing.trained_flops:.3g} FLOPs in {timing.span_s / 60:.1f} min over {timing.jobs} jobs "
+        f"  training: {timing.trained_flops:.3g} FLOPs in {timing.span_s / 60:.1f} min of wall time over "
+        f"{timing.jobs} jobs "
         f"({timing.concurrency} at once): {timing.flops_per_s / 1e9:.1f} GFLOP/s end to end{of_peak}; "
         f"cores busy {timing.busy:.0%} of that span"
         + (f" ({timing.earlier} jobs of earlier invocations left out)" if timing.earlier else "")
@@ -189,7 +190,7 @@ def timing_lines(timing: StudyTiming | None) -> list[str]:
     total = sum(timing.phase_s.values())
     if total > 0:
         shares = ", ".join(f"{name} {100 * s / total:.0f}%" for name, s in timing.phase_s.items() if s > 0)
-        lines.append(f"  job time {total / 60:.1f} min: {shares}")
+        lines.append(f"  time in jobs, added up, {total / 60:.1f} min: {shares}")
     if timing.phase_s.get("step", 0.0) > 0:
         of = f" ({timing.step_of_peak:.1%} of a job's peak)" if timing.step_of_peak else ""
         lines.append(f"  while stepping: {timing.step_flops_per_s / 1e9:.1f} GFLOP/s per job{of}")

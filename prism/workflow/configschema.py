@@ -75,6 +75,13 @@ def definitions() -> dict[str, dict]:
             "type": "string",
             "pattern": "^(?!-)(?!/+$)[A-Za-z0-9_./-]+$",
         },
+        "absolute_path": {
+            "description": "An absolute folder, starting with / (e.g. /lus/flare/projects/NAME/shards; in your "
+            "home: $HOME spelt out, /home/NAME/shards): the jobs that read it may run in another directory or on "
+            "another node, where a relative path would name another folder.",
+            "type": "string",
+            "pattern": "^/",
+        },
         "walltime": {
             "description": "A PBS walltime, HH:MM:SS (hours up to 999).",
             "type": "string",

@@ -82,6 +82,26 @@ class Engine:
         return bool(self.workflow.dryrun)
 
     @property
+    def submits(self) -> bool:
+        """Whether jobs are submitted to a cluster (a cluster executor) rather than run on this machine.
+
+        A dry run executes with Snakemake's dry-run executor, which runs "here"; Snakemake then sets
+        `use_threads` from the executor the call names, a cluster one forcing it on, which is the one
+        trace of it left (`--use-threads` by hand reads as a cluster too: a plan line, nothing more)."""
+        if not self.workflow.local_exec:
+            return True
+        settings = getattr(self.workflow, "execution_settings", None)
+        return bool(self.dryrun and settings is not None and settings.use_threads)
+
+    @property
+    def cores(self) -> int:
+        """The cores Snakemake may use at once here (`--cores`, the profile's `cores`; 1 when unset)."""
+        try:
+            return int(self.workflow.cores or 1)
+        except Exception:  # noqa: BLE001 Snakemake raises its own error when no core count is set
+            return 1
+
+    @property
     def in_job(self) -> bool:
         """Whether this is a job's own Snakemake (a cluster job, or a local job's subprocess)."""
         return bool(self.workflow.remote_exec or self.workflow.subprocess_exec)

@@ -166,7 +166,9 @@ class Schedule(Packs):
         }
 
     def requested(self, family: str, rows: Rows) -> str:
-        """The plan's line on what its training jobs request of a cluster."""
+        """The plan's line on its training jobs: what they request of a cluster, or where they run here."""
+        if not self.engine.submits and not self.packing:  # cluster.pack: packs are cluster jobs
+            return self.local_text(family, rows)
         cluster, startup = self.study.cluster, probe.job_startup(self.study, family)
         try:
             if self.packing:
@@ -178,6 +180,26 @@ class Schedule(Packs):
         except PrismError as err:  # a job no queue holds: refused before anything is submitted
             self.engine.stop(f"plan {family}: {err}")
         return resources.requested_text(cluster, family, self.training_jobs(rows), startup)
+
+    def local_text(self, family: str, rows: Rows) -> str:
+        """The plan's line where jobs run on this machine: how many, how many at once, what a wsd run's parts
+        are, and why Snakemake's "of N steps" grows now (a checkpoint's jobs are counted once it has run)."""
+        jobs = len(self.training_jobs(rows))
+        parts = ""
+        if jobs != len(rows):
+            parts = (
+                f" ({jobs - len(rows)} trajectory segments and {len(rows)} cooldown branches: a run is done when "
+                "its branch is)"
+            )
+        grows = (
+            ""
+            if self.engine.dryrun
+            else "; Snakemake's count of steps now includes them, so its 'of N steps' grows once the plan is known"
+        )
+        return (
+            f"plan {family}: {jobs} training jobs{parts} run on this machine, {self.plan.slots()} at a time "
+            f"({self.engine.cores} cores, train.threads {self.study.train.threads} a job){grows}"
+        )
 
     def device_seconds(self, hours_per_node: float | None, hours_here: float | None, devices: int) -> float | None:
         """Seconds of work on `devices` of a node: node-hours x the node's devices over the run's, else time here."""

@@ -17,8 +17,9 @@ from typing import Any
 from prism.core.errors import PrismError
 from prism.isoflop.design.gate import plan_notes, plan_stop, plan_summary
 from prism.isoflop.design.ladder import union
-from prism.isoflop.design.plan import make_plan, plan_runs, rule_sizes
+from prism.isoflop.design.plan import NoBudget, make_plan, plan_runs, rule_sizes
 from prism.isoflop.design.plantext import dropped_lines
+from prism.isoflop.design.walltime import WallTime, wall_time
 from prism.isoflop.planread import read_plan
 from prism.isoflop.records import PlanRow
 from prism.workflow.commands import plan_arguments
@@ -44,6 +45,7 @@ class StudyPlan:
         self.wait_for_plan = wait_for_plan
         self.requested = requested
         self._plans: dict[Any, Rows | None] = {}
+        self._checked: set[str] = set()
 
     def backbones(self, family: str) -> list[str]:
         """The config's backbones and, with `plan.sizes_per_budget`, the shape rule's sizes the plan picks
@@ -88,6 +90,7 @@ class StudyPlan:
         """
         study = self.study
         if (not study.data_built(family) or self.rule_pending(family)) and not self.engine.dryrun:
+            self.stop_unplannable(family)
             return None
         if self.rule_pending(family):
             self.engine.say_once(f"lr rule of {family}: this dry run lists the runs at the hand rule's lr; the tuning "
@@ -98,6 +101,9 @@ class StudyPlan:
             try:
                 runs = plan_runs(**self.arguments(family)).runs
                 rows: Rows | None = {row.run_id: row for row in runs}
+            except NoBudget as err:  # no job can change it: stop before any (the data's build included)
+                self.engine.stop(f"plan {family}: {err}")
+                raise
             except PrismError as err:  # the plan job fails with the same line; a dry run says it now
                 self.engine.say_once(f"plan {family}: {err}")
                 rows = None
@@ -127,6 +133,19 @@ class StudyPlan:
             self._plans[key] = None if runs is None else {row.run_id: row for row in runs}
         return self._plans[key]
 
+    def stop_unplannable(self, family: str) -> None:
+        """Stop a run whose every budget is refused before its data is built (the data only adds refusals):
+        the plan is computed once here without it, as a dry run computes it."""
+        if self.engine.in_job or family in self._checked:
+            return
+        self._checked.add(family)
+        try:
+            plan_runs(**self.arguments(family) | {"data": None})
+        except NoBudget as err:
+            self.engine.stop(f"plan {family}: {err}")
+        except PrismError:  # anything else the plan job says in its own log
+            pass
+
     def may_train(self, family: str, rows: Rows) -> bool:
         """Print the plan's summary and what its jobs request (or the line that stops it); whether it may train."""
         logger = self.engine.logger
@@ -145,11 +164,24 @@ class StudyPlan:
             return False
         for line in plan_notes(plan, self.study.data_built(family)):
             logger.warning(line)
-        logger.info(plan_summary(plan))
+        logger.info(plan_summary(plan, self.wall_time(plan), cluster=self.engine.submits))
         for line in dropped_lines(plan):
             logger.info(line)
         logger.info(self.requested(family, rows))
         return True
+
+    def slots(self) -> int:
+        """Training jobs that run at once on this machine: the cores over each job's `train.threads`."""
+        return max(1, int(self.engine.cores) // max(1, int(self.study.train.threads)))
+
+    def wall_time(self, plan: dict) -> WallTime | None:
+        """The study's expected wall time on this machine (None where jobs go to a cluster, or a run has no
+        time estimate): what a user plans by, not the runs' times added up."""
+        if self.engine.submits:
+            return None
+        train = self.study.train
+        return wall_time(plan.get("runs") or [], train.schedule, self.slots(), train.cooldown_fraction,
+                         self.study.plan.min_steps)  # fmt: skip
 
     def rows(self, family: str) -> Rows:
         """The planned runs of `family`, by run id.

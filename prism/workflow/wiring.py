@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from prism.core.errors import PrismError
+from prism.data.index import find_shards
 from prism.isoflop.fit.fit import too_few_budgets
 from prism.isoflop.runs.table import table_problem
 from prism.workflow import commands, probe, resources
@@ -74,6 +75,11 @@ class StudyWorkflow:
                 f"the data job for {wildcards.family} refuses it"
             )
             return self.spec_inputs(wildcards)
+        if shards and not self.engine.in_job:
+            try:  # a folder with no shards in it: said now, not when its index fails after the dry run
+                find_shards(Path(shards))
+            except PrismError as err:
+                self.engine.stop(f"config data.shards.{wildcards.family}: {err} (docs/own-data.md)")
         return ([shards] if shards else []) + self.spec_inputs(wildcards)
 
     def spec_inputs(self, wildcards: Any) -> list[str]:

@@ -167,3 +167,12 @@ def test_a_study_config_that_does_not_parse_is_named_with_its_line(tmp_path):
     last = out.strip().splitlines()[-1]
     assert last.startswith(f"config/config.yaml:{len(lines) + 2}:1: not valid YAML: expected ',' or ']'"), out[-2000:]
     assert f"begun at line {len(lines) + 1}" in last and "Traceback" not in out
+
+
+def test_a_doc_with_bare_commands_says_where_prism_is():
+    """`prism: command not found` otherwise: a doc showing `prism ...` without `.venv/bin/` says how to run it."""
+    bare = re.compile(r"^(snakemake|prism)\s")
+    for path in [REPO / "README.md", *sorted((REPO / "docs").glob("*.md"))]:
+        text = path.read_text()
+        if any(bare.match(line.strip()) for block in shell_blocks(text) for line in block):
+            assert ".venv/bin" in text and ("PATH" in text or "activate" in text), path.name

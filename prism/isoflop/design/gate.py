@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from prism.core.ids import format_budget
 from prism.isoflop.design.plantext import hours_text
+from prism.isoflop.design.walltime import WallTime
 
 ALLOW_KEY = "plan.allow_undetermined"
 
@@ -109,20 +110,35 @@ def plan_stop(plan: dict) -> str | None:
     problems = plan_problems(plan)
     if not problems:
         return None
-    return (
-        f"plan {plan.get('family', '?')} stops the study: "
-        + "; ".join(problems)
-        + f"; or set {ALLOW_KEY}: true to train it anyway (a pilot)"
-    )
+    return f"plan {plan.get('family', '?')} stops the study: " + "; ".join(problems + override_text(plan))
 
 
-def plan_summary(plan: dict) -> str:
-    """Runs, FLOPs, time here, node-hours and the forecast's verdict of a plan, in one line."""
+def override_text(plan: dict) -> list[str]:
+    """What `plan.allow_undetermined` would train, where it trains anything: a refused budget has no runs, so
+    the override never trains it, only the budgets planned beside it."""
+    planned = plan.get("budgets") or []
+    if not plan.get("runs") or not planned:
+        return []
+    refused = [r["budget"] for r in plan.get("refused") or []]
+    fc = plan.get("forecast") or {}
+    if refused and (not fc or fc.get("determined")):
+        return [f"or set {ALLOW_KEY}: true to train the {len(planned)} other budget(s) without {_budgets(refused)} "
+                "(a pilot)"]  # fmt: skip
+    return [f"or set {ALLOW_KEY}: true to train the {len(planned)} planned budget(s) anyway (a pilot)"]
+
+
+def plan_summary(plan: dict, wall: WallTime | None = None, cluster: bool | None = None) -> str:
+    """Runs, FLOPs, the time a user plans by, node-hours and the forecast's verdict of a plan, in one line.
+
+    `wall`: the study's expected wall time where its jobs run (walltime.wall_time); without it, the runs'
+    times here one after another, labelled so. Node-hours only for a `cluster` study, a laptop has none
+    (None: where the plan estimates them)."""
     runs = plan.get("runs") or []
     n_budgets = len(plan.get("budgets") or []) + len(plan.get("refused") or [])
     refused = len(plan.get("refused") or [])
     cost = plan.get("cost") or {}
     node = cost.get("node_hours_total")
+    cluster = node is not None if cluster is None else cluster
     fc = plan.get("forecast") or {}
     verdict = "DETERMINED" if fc.get("determined") else "UNDETERMINED"
     width = fc.get("a_ci_width")
@@ -131,10 +147,16 @@ def plan_summary(plan: dict) -> str:
         f"plan {plan.get('family', '?')}: {len(runs)} runs on {len(plan.get('budgets') or [])} of {n_budgets} "
         f"budget(s)"
         + (f" ({refused} REFUSED)" if refused else "")
-        + f", {sum(r['flops'] for r in runs):.3g} FLOPs, time here {'unknown' if here is None else hours_text(here)}"
+        + f", {sum(r['flops'] for r in runs):.3g} FLOPs"
+        + (
+            f", {wall.text()}"
+            if wall is not None
+            else ""
+            if here is None and cluster  # a cluster study plans by its node-hours
+            else f", time in runs here {'unknown' if here is None else hours_text(here)} (one after another)"
+        )
         + (f" ({len(guessed)} size(s) interpolated)" if (guessed := cost.get("hours_here_interpolated")) else "")
-        + ", "
-        + ("node-hours unknown" if node is None else f"{node:.3g} node-hours")
+        + (", " + ("node-hours unknown" if node is None else f"{node:.3g} node-hours") if cluster else "")
         + f", forecast {verdict}"
         + ("" if width is None else f" ({100 * fc.get('ci_level', 0.8):.0f}% interval of a {width:.3f} wide)")
     )

@@ -45,6 +45,7 @@ from prism.isoflop.design.placement import Devices, place_rows
 from prism.isoflop.design.planinputs import check_data_spec, lr_reference
 from prism.isoflop.design.planoptions import DEFAULT_WINDOW, PlanOptions
 from prism.isoflop.design.pricing import Cost, cost_summary, priced
+from prism.isoflop.design.refusals import EPOCHS, FLOPS, STEPS, WINDOW, limits_text, no_sizes_text
 from prism.isoflop.design.trajectories import DEFAULT_COOLDOWN_FRACTION, DEFAULT_MIN_STEPS, schedule_costs
 from prism.isoflop.records import PlanRow, Surface
 from prism.train.lr_rule import LrRule
@@ -56,6 +57,10 @@ FLOP_TOLERANCE = 0.01
 def ranks_text(job_ranks: int) -> str:
     """Where a study's ranks per job come from, for the line that refuses a batch."""
     return f"each training job (--job-ranks {job_ranks}: the launcher's ranks per node x a job's nodes)"
+
+
+class NoBudget(PrismError):
+    """Every budget is refused: no data, calibration or job can change that, so the workflow stops at once."""
 
 
 @dataclass
@@ -117,7 +122,7 @@ def plan_budget(
         distance = math.log10(cand.params / n_opt)
         if abs(distance) > window:
             reason = f"N={cand.params:.3g} is {distance:+.2f} decades from N_opt={n_opt:.3g} (window +-{window})"
-            out.dropped.append(_dropped(rid, budget, cand, reason))
+            out.dropped.append(_dropped(rid, budget, cand, reason, WINDOW))
             continue
         samples = budget / cand.flops_per_sample
         cap = law_batch(budget, cand.tokens_per_sample, batch_law) if batch_law else None
@@ -128,7 +133,9 @@ def plan_budget(
                 f"too few steps: {samples:.3g} samples make {steps} steps at batch {batch or 1} "
                 f"(< {min_steps}); use a larger budget or a smaller backbone"
             )
-            out.dropped.append(_dropped(rid, budget, cand, reason))
+            # The budget at which the smallest batch the plan may choose makes min_steps steps.
+            needs = min_steps * (global_batch or job_ranks) * cand.flops_per_sample
+            out.dropped.append(_dropped(rid, budget, cand, reason, STEPS, needs))
             continue
         flops = steps * batch * cand.flops_per_sample
         if abs(flops / budget - 1) > FLOP_TOLERANCE:
@@ -136,20 +143,22 @@ def plan_budget(
                 f"{steps} steps x batch {batch} spend {flops:.3g} FLOPs, "
                 f"{100 * (flops / budget - 1):+.1f}% off the budget"
             )
-            out.dropped.append(_dropped(rid, budget, cand, reason))
+            out.dropped.append(_dropped(rid, budget, cand, reason, FLOPS))
             continue
         epochs = None if split_samples is None else steps * batch / split_samples
         refusal = None if epochs is None else epochs_refusal(rid, epochs, max_epochs)
         if refusal is not None:
-            out.dropped.append(_dropped(rid, budget, cand, refusal))
+            out.dropped.append(_dropped(rid, budget, cand, refusal, EPOCHS, epochs))
             continue
         out.runs.append(_plan_row(rid, family, regime, budget, cand, batch, steps, epochs, cost))
-    out.refused = _refusal(budget, n_opt, candidates, out.runs)
+    why_dropped = limits_text(out.dropped, min_steps, max_epochs)
+    out.refused = _refusal(budget, n_opt, candidates, out.runs, why_dropped)
     return out
 
 
-def _dropped(rid: str, budget: float, cand: Candidate, reason: str) -> dict:
-    """A candidate the budget does not run, and why."""
+def _dropped(rid: str, budget: float, cand: Candidate, reason: str, limit: str, needs: float | None = None) -> dict:
+    """A candidate the budget does not run, why, and which limit (refusals.STEPS ...) removed it with the
+    number that would admit it (the budget for steps, the passes over the data for epochs)."""
     return {
         "run_id": rid,
         "budget": budget,
@@ -157,6 +166,8 @@ def _dropped(rid: str, budget: float, cand: Candidate, reason: str) -> dict:
         "variant": cand.variant,
         "params": cand.params,
         "reason": reason,
+        "limit": limit,
+        "needs": needs,
     }
 
 
@@ -187,27 +198,35 @@ def _plan_row(
     )
 
 
-def _refusal(budget: float, n_opt: float, candidates: list[Candidate], runs: list[PlanRow]) -> str | None:
-    """Why a budget cannot be fitted (None: it can): no candidates, a grid that does not bracket N_opt,
-    or no runnable candidate."""
-    ns = [r.params for r in runs] or [cand.params for cand in candidates]
+def _refusal(
+    budget: float, n_opt: float, candidates: list[Candidate], runs: list[PlanRow], why_dropped: str = ""
+) -> str | None:
+    """Why a budget cannot be fitted (None: it can): no candidates, no runnable candidate (`why_dropped`: what
+    removed them, `refusals.limits_text`), or a grid that does not bracket N_opt."""
     c = format_budget(budget)
-    why = "every kept candidate" if runs else "no candidate is runnable (see the dropped runs) and every one"
     if not candidates:
         return f"budget {c}: no candidates"
+    if not runs:
+        unbracketed = _bracket(n_opt, [cand.params for cand in candidates], "every candidate")
+        return f"budget {c}: no candidate left (N_opt={n_opt:.3g}): {why_dropped}" + (
+            f"; besides, {unbracketed}" if unbracketed else ""
+        )
+    unbracketed = _bracket(n_opt, [r.params for r in runs], "every kept candidate")
+    return None if unbracketed is None else f"budget {c}: {unbracketed}"
+
+
+def _bracket(n_opt: float, ns: list[float], which: str) -> str | None:
+    """Why sizes `ns` do not bracket N_opt, with the size to add (None: they do)."""
     if min(ns) > n_opt:
         return (
-            f"budget {c}: the grid does not bracket the predicted optimum N_opt={n_opt:.3g}: {why} "
-            f"is larger (smallest N={min(ns):.3g}); add a smaller backbone or variant (N <= {n_opt:.3g}) "
-            "or drop this budget"
+            f"the grid does not bracket the predicted optimum N_opt={n_opt:.3g}: {which} is larger (smallest "
+            f"N={min(ns):.3g}); add a smaller backbone or variant (N <= {n_opt:.3g}) or drop this budget"
         )
     if max(ns) < n_opt:
         return (
-            f"budget {c}: the grid does not bracket the predicted optimum N_opt={n_opt:.3g}: {why} "
-            f"is smaller (largest N={max(ns):.3g}); add a larger backbone (N >= {n_opt:.3g}) or drop this budget"
+            f"the grid does not bracket the predicted optimum N_opt={n_opt:.3g}: {which} is smaller (largest "
+            f"N={max(ns):.3g}); add a larger backbone (N >= {n_opt:.3g}) or drop this budget"
         )
-    if not runs:
-        return f"budget {c}: no candidate left (N_opt={n_opt:.3g}); see the dropped runs"
     return None
 
 
@@ -381,6 +400,9 @@ def plan_runs(
     ]  # fmt: skip
     for p in plans:
         p.runs = place_rows(p.runs, devices or Devices(), family_spec(family, spec))
+        if not per_budget[p.budget]:
+            sizes = [c.params for c in cands] + smallest_size(family, regime, variants, options, spec)
+            p.refused = no_sizes_text(p.budget, p.n_opt, options.window, sizes, centre.a, centre.k)
     with_lr(plans, lr_rule or LrRule(), lr_tokens)
     lr_covers([r for p in plans if not p.refused for r in p.runs], lr_rule or LrRule())
     study = StudyPlan(
@@ -391,8 +413,25 @@ def plan_runs(
         sorted({c.backbone for c in cands if c.speed_interpolated}),
     )
     if not study.runs:
-        raise PrismError("no budget can be planned: " + "; ".join(p.refused or "" for p in plans if p.refused))
+        raise NoBudget("no budget can be planned: " + "; ".join(p.refused or "" for p in plans if p.refused))
     return study
+
+
+def smallest_size(
+    family: str, regime: str, variants: list[str] | None, options: PlanOptions, spec: FamilySpec | None
+) -> list[float]:
+    """The N of the shape rule's smallest size (none without `plan.sizes_per_budget`): where a study none of
+    whose budgets reaches a size learns how far off they are."""
+    from prism.model.config import smallest_rule_size  # noqa: PLC0415 lazy: the CLI's parser imports this module
+    from prism.model.paramcount import trainable_params  # noqa: PLC0415 lazy: the CLI's parser imports this module
+
+    if not options.sizes_per_budget:
+        return []
+    try:
+        name = smallest_rule_size(options.size_rule)
+        return [float(trainable_params(family, name, (variants or ["BASE"])[0], regime, spec))]
+    except PrismError:
+        return []
 
 
 def _width(backbone: str) -> int:

@@ -23,9 +23,11 @@ import numpy as np
 from prism.core.atomic import write_atomic
 from prism.core.errors import PrismError
 from prism.core.palette import OKABE_ITO
+from prism.isoflop.fit.diagnostics import MIN_BUDGETS
 from prism.isoflop.fit.fit import fit_records
 from prism.isoflop.fit.parabola import parabola
 from prism.isoflop.fit.result import Exclusion, FitResult
+from prism.isoflop.present.notfitted import approach3_answers, approach3_not_drawn, fitted_budgets
 from prism.isoflop.runs.table import load_runs
 
 LOSS_LABEL = "final eval loss (cross-entropy, nats/token)"
@@ -264,14 +266,12 @@ def figure_scaling_laws(fit):
                 ax.fill_between(
                     band.budgets, lo, hi, color=OKABE_ITO[0], alpha=0.2, lw=0, label=f"{level}% band of the power law"
                 )
-        if a3 is not None and a3.a is not None and a3.k is not None:
+        if approach3_answers(a3):  # an unconverged fit's numbers are no answer: not drawn (the title says so)
             n3 = a3.k * cs**a3.a
             y3 = n3 if key == "n" else cs / (6 * n3)
             e3 = a3.a if key == "n" else a3.b
-            conv = "" if a3.converged else ", NOT converged"
-            ax.plot(cs, y3, "--", color=OKABE_ITO[3], lw=1.5, label=f"Approach 3 (C = 6ND): {symbol} = {e3:.3f}{conv}")
-        for b in rej:
-            ax.axvline(b.budget, color="0.6", lw=0.8, ls=":", zorder=0)
+            ax.plot(cs, y3, "--", color=OKABE_ITO[3], lw=1.5, label=f"Approach 3 (C = 6ND): {symbol} = {e3:.3f}")
+        _mark_rejected(ax, rej, empty=not minima and not approach3_answers(a3))
         ax.set_xscale("log")
         ax.set_yscale("log")
         ax.set_xlim(lo_c, hi_c)
@@ -284,9 +284,22 @@ def figure_scaling_laws(fit):
         # Below the panel: inside, the legend sat on the largest budgets' minima.
         ax.legend(frameon=False, loc="upper center", bbox_to_anchor=(0.5, -0.16), fontsize=8.5)
     verdict = "identifiable" if fit.verdict.identifiable else "NOT identifiable"
-    extra = f"; dotted: {len(rej)} rejected budget(s)" if rej else ""
+    extra = f"; dotted lines: {len(rej)} rejected budget(s)" if rej else ""
+    if a3 is not None and a3.a is not None and not approach3_answers(a3):
+        extra += "; Approach 3 did not converge: not drawn"
     fig.suptitle(f"Compute-optimal scaling (exponent {verdict}{extra})", fontsize=11)
     return fig
+
+
+def _mark_rejected(ax, rejected, empty: bool) -> None:
+    """The budgets Approach 2 rejected as dotted lines named in the legend (what the title calls dotted), and
+    on a panel with nothing else to draw, why: an empty panel would read as a broken figure."""
+    if empty:
+        ax.text(0.5, 0.5, "no law to draw: no budget's minimum lies inside its grid", ha="center", va="center",
+                transform=ax.transAxes, fontsize=8.5, color="0.3")  # fmt: skip
+    for i, b in enumerate(rejected):
+        ax.axvline(b.budget, color="0.45", lw=1.0, ls=":", zorder=0,
+                   label="budget Approach 2 rejected (see the report)" if i == 0 else None)  # fmt: skip
 
 
 def figure_approach3(records, fit):
@@ -299,7 +312,7 @@ def figure_approach3(records, fit):
     budgets = sorted({r.budget for r in records})
     colours = dict(zip(budgets, _colours(len(budgets))))
     observed = np.array([r.loss for r in records])
-    if a3 is not None and a3.surface is not None and records:
+    if approach3_answers(a3) and a3.surface is not None and records:
         n = np.array([r.params for r in records])
         d = np.array([r.tokens for r in records])
         pred = a3.surface.loss(n, d)
@@ -318,16 +331,18 @@ def figure_approach3(records, fit):
         lo, hi = min(observed.min(), pred.min()), max(observed.max(), pred.max())
         pad = 0.03 * (hi - lo)
         ax.plot([lo - pad, hi + pad], [lo - pad, hi + pad], "-", color="black", lw=0.8, label="y = x")
-        conv = "converged" if a3.converged else "NOT converged"
         ax.set_title(
-            f"Approach 3: E={a3.E:.3g}, $\\alpha$={a3.alpha:.3f}, $\\beta$={a3.beta:.3f} ({conv})",
+            f"Approach 3: E={a3.E:.3g}, $\\alpha$={a3.alpha:.3f}, $\\beta$={a3.beta:.3f} (converged)",
             fontsize=10,
         )
         ax.legend(frameon=False, loc="upper left")
         ax.set_aspect("equal", adjustable="datalim")
     else:
         why = a3.reason if a3 is not None else "not requested"
-        ax.text(0.5, 0.5, f"Approach 3 not fitted:\n{why}", ha="center", va="center", transform=ax.transAxes, wrap=True)
+        if a3 is not None and a3.a is not None:  # fitted, not converged: its surface is no answer
+            why = approach3_not_drawn(a3, fitted_budgets(fit), MIN_BUDGETS).replace("no exponent, not drawn: ", "")
+        ax.text(0.5, 0.5, f"Approach 3 not drawn:\n{why}", ha="center", va="center", transform=ax.transAxes,
+                wrap=True, fontsize=8)  # fmt: skip
     ax.set_xlabel("observed " + LOSS_LABEL.replace(" (cross-entropy, nats/token)", " (nats/token)"))
     ax.set_ylabel("predicted loss (nats/token)")
     return fig

@@ -6,6 +6,7 @@ from prism.isoflop.fit import diagnostics
 from prism.isoflop.fit.approach2 import budget_text
 from prism.isoflop.fit.misfit import LACK_OF_FIT_LEVEL
 from prism.isoflop.fit.result import FitResult
+from prism.isoflop.present.notfitted import approach3_not_drawn, fitted_budgets
 from prism.isoflop.records import SURFACE_KEYS
 
 
@@ -37,7 +38,14 @@ def fit_markdown(result: FitResult | dict, lr_lines: list[str] | None = None, lr
         result = FitResult.from_json(result)
     r, diag = result, result.diagnostics
     lines = ["# IsoFLOP fit", ""]
-    lines += _input(r) + _verdict(r, lr_note) + _settings(r) + _excluded(r) + _power_laws(r) + _approach3(r.approach3)
+    lines += (
+        _input(r)
+        + _verdict(r, lr_note)
+        + _settings(r)
+        + _excluded(r)
+        + _power_laws(r)
+        + _approach3(r.approach3, fitted_budgets(r))
+    )
     agree = diag.approach_agreement
     if agree.get("difference") is not None:
         lines += ["## Agreement of the approaches", "", agree["note"], ""]
@@ -186,8 +194,8 @@ def _stretching(r: FitResult) -> str:
     return " or ".join(dict.fromkeys(names.get(m.choice, m.choice) for m in r.sensitivity if m.stretches)) or "none"
 
 
-def _approach3(a3) -> list[str]:
-    """Approach 3's surface and its optimiser, or why it was not fitted."""
+def _approach3(a3, n_budgets: int = 0) -> list[str]:
+    """Approach 3's surface and its optimiser, or why it was not fitted (`n_budgets`: the fit's budgets)."""
     if a3 is None:
         return []
     if not a3.fitted:
@@ -201,6 +209,8 @@ def _approach3(a3) -> list[str]:
     for key in SURFACE_KEYS:
         lines.append(f"| {key} | {getattr(a3, key):.4g} | {_ci(getattr(a3, key + '_ci'), '.4g')} |")
     conv = "converged" if a3.converged else "**NOT converged**"
+    if not a3.converged:  # its numbers above are no answer: say so in words, as the summary does
+        lines += ["", f"Approach 3 gives {approach3_not_drawn(a3, n_budgets, diagnostics.MIN_BUDGETS)}."]
     return lines + [
         "",
         f"Optimiser: {conv}; objective {a3.objective:.6e} (Huber, delta {a3.huber_delta:g}, on log L), "

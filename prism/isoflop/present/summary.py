@@ -22,7 +22,9 @@ import yaml
 
 from prism.core.ids import format_budget
 from prism.isoflop.design.plantext import dropped_lines
+from prism.isoflop.fit.diagnostics import MIN_BUDGETS
 from prism.isoflop.fit.result import FitResult
+from prism.isoflop.present.notfitted import approach3_answers, approach3_not_drawn, fitted_budgets
 from prism.train.timing import study_timing, timing_lines
 
 
@@ -62,15 +64,19 @@ def fit_lines(fit, lr_note: str = "") -> list[str]:
     pct = f"{100 * fit.ci_level:.0f}%"
     lines = []
     a2, a3 = fit.approach2, fit.approach3
-    if a2 is not None:
+    if a2 is not None and a2.a is None:  # "a = n/a" read as a crash: say why in words
+        lines.append(f"  Approach 2: no exponent: {len(fit.diagnostics.budgets_used)} budget(s) with a minimum inside "
+                     "their grid, a line needs at least 2 (each budget's reason below)")  # fmt: skip
+    elif a2 is not None:
         lines.append(
             f"  Approach 2: a = {_ci(a2.a, a2.a_ci)}, b = {_ci(a2.b, a2.b_ci)}"
             f" ({pct} intervals{', ' + a2.interval_method if a2.interval_method else ''})"
         )
     if a3 is not None:
-        if a3.a is not None:
-            conv = "" if a3.converged else " (NOT converged)"
-            lines.append(f"  Approach 3: a = {_ci(a3.a, a3.a_ci)}, b = {_ci(a3.b, a3.b_ci)}{conv}")
+        if approach3_answers(a3):
+            lines.append(f"  Approach 3: a = {_ci(a3.a, a3.a_ci)}, b = {_ci(a3.b, a3.b_ci)}")
+        elif a3.a is not None:
+            lines.append(f"  Approach 3: {approach3_not_drawn(a3, fitted_budgets(fit), MIN_BUDGETS)}")
         else:
             lines.append(f"  Approach 3: no fit ({a3.reason or a3.convergence_note or 'not converged'})")
     v = fit.verdict
@@ -79,6 +85,11 @@ def fit_lines(fit, lr_note: str = "") -> list[str]:
         + (f": {v.reasons[0]}" if v.reasons else "")
         + lr_note
     )
+    if fitted_budgets(fit) < MIN_BUDGETS:  # the smoke study's grid: a check of the pipeline, said as one
+        lines.append(
+            f"  {fitted_budgets(fit)} budget(s) cannot determine an exponent (it needs {MIN_BUDGETS}): this grid "
+            "checks that the pipeline runs end to end, and it did"
+        )
     interval = v.interval
     if interval and all(isinstance(x, (int, float)) and math.isfinite(x) for x in interval):
         lo, hi = interval
@@ -183,8 +194,9 @@ def runs_lines(csv_path: Path) -> list[str]:
     act = [_num(r.get("wall_s")) for r in rows if r.get("status") == "ok"]
     if est and all(v is not None for v in est) and all(v is not None for v in act):
         lines.append(
-            f"  wall time of the ok runs: estimated {sum(est) / 60:.1f} min, took {sum(act) / 60:.1f} min "
-            f"(x{sum(act) / max(sum(est), 1e-9):.2f})"
+            f"  time in runs, the ok runs' added up (not the study's wall time): their steps estimated "
+            f"{sum(est) / 60:.1f} min, the runs took {sum(act) / 60:.1f} min (x{sum(act) / max(sum(est), 1e-9):.2f}: "
+            "start-up and evaluation on top)"
         )
     return lines
 

@@ -43,8 +43,10 @@ import yaml
 
 from prism.core.errors import PrismError
 from prism.core.ids import format_budget
+from prism.isoflop.design.trajectories import DEFAULT_COOLDOWN_FRACTION, DEFAULT_MIN_STEPS, trajectories
 from prism.isoflop.planread import read_plan
 from prism.isoflop.records import PlanRow
+from prism.isoflop.runs.progress import Part, Progress, progress, run_fraction
 from prism.train.rundir.layout import CHECKPOINTS_DIR, FINAL_DIR, final_dir
 
 ACTIVE_SECONDS = 600.0
@@ -98,6 +100,8 @@ class StudyStatus:
     stale: list[RunStatus] = field(default_factory=list)
     node_hours_total: float | None = None
     now: float = 0.0
+    # Every training job's work (runs, or wsd segments and branches) with the plan's estimate of it.
+    parts: list[Part] = field(default_factory=list)
 
     def counts(self, budget: float | None = None) -> dict[str, int]:
         runs = [r for r in self.runs if budget is None or r.budget == budget]
@@ -107,17 +111,12 @@ class StudyStatus:
     def budgets(self) -> list[float]:
         return sorted({r.budget for r in self.runs if r.budget is not None})
 
+    def progress(self) -> Progress:
+        """Parts done by kind and the ETA at the pace kept so far (prism.isoflop.runs.progress)."""
+        return progress(self.parts, self.now)
+
     def eta_s(self) -> float | None:
-        """Remaining estimated time x (measured / estimated on finished runs), over the runs training now."""
-        done = [r for r in self.runs if r.state == "done" and r.est_wall_s and r.wall_s]
-        ratio = sum(r.wall_s for r in done) / sum(r.est_wall_s for r in done) if done else 1.0
-        left = [r for r in self.runs if r.state != "done"]
-        if not left:
-            return 0.0
-        if any(r.est_wall_s is None for r in left):
-            return None
-        remaining = sum(r.est_wall_s * (1 - r.fraction) for r in left) * ratio
-        return remaining / max(1, self.running())
+        return self.progress().eta_s
 
     def running(self) -> int:
         """Runs and wsd segments training now: how many jobs run at a time."""
@@ -355,6 +354,10 @@ def study_status(family_dir: str | Path, active_s: float = ACTIVE_SECONDS, now: 
     for run in runs:
         if run.state == "done" and final_gone(runs_root / run.run_id):
             run.note = final_gone_line(runs_root / run.run_id, family_dir.name, schedule)
+    if schedule == "wsd":
+        parts = wsd_parts(runs, segments, list(rows.values()), plan, runs_root)
+    else:
+        parts = [_part(r, "run", r.est_wall_s, 0, r.steps or 0, runs_root / r.run_id) for r in runs]
     return StudyStatus(
         family_dir,
         str(plan.get("family") or family_dir.name),
@@ -365,7 +368,62 @@ def study_status(family_dir: str | Path, active_s: float = ACTIVE_SECONDS, now: 
         stale,
         _float(cost.get("node_hours_total")),
         now,
+        parts,
     )
+
+
+def _started(path: Path) -> float | None:
+    """When a job first wrote its folder (its config.yaml), None before."""
+    try:
+        return (path / "config.yaml").stat().st_mtime
+    except OSError:
+        return None
+
+
+def _part(r: RunStatus, kind: str, est_s: float | None, start: int, end: int, path: Path,
+          chain_s: float | None = None) -> Part:  # fmt: skip
+    """One job's work from its status: steps `start` to `end` of its model (a wsd branch or segment starts
+    at its point), the estimated seconds `chain_s` of the jobs that follow it (itself included)."""
+    span = max(1, end - start)
+    fraction = 1.0 if r.state == "done" else min(1.0, max(0, (r.step or start) - start) / span)
+    chain = est_s * (1 - fraction) if chain_s is None and est_s is not None else chain_s
+    return Part(r.run_id, kind, est_s, fraction, r.state, r.wall_s, chain, _started(path), r.job_s)
+
+
+def wsd_parts(runs: list[RunStatus], segments: list[RunStatus], rows: list[PlanRow], plan: dict,
+              runs_root: Path) -> list[Part]:  # fmt: skip
+    """The segments and branches of a wsd study, each with its estimate; each run's FLOPs done set to its
+    trajectory's steps up to its branch point and its branch's (`run_fraction`)."""
+    cooldown = _float((plan.get("schedules") or {}).get("cooldown_fraction")) or DEFAULT_COOLDOWN_FRACTION
+    min_steps = _int(plan.get("min_steps")) or DEFAULT_MIN_STEPS
+    by_id = {r.run_id: r for r in runs + segments}
+    family_dir, parts = runs_root.parent, []
+    for t in trajectories(rows, cooldown, min_steps=min_steps):
+        step_s = None if t.hours_per_step is None else 3600.0 * t.hours_per_step
+        at = 0  # the trajectory's steps trained so far
+        for seg in t.segments:
+            key = f"{t.traj_id}/to-{seg.end:08d}"
+            found = by_id.get(key) or RunStatus(key, "waiting")
+            at = seg.end if found.state == "done" else max(at, found.step or 0)
+            # The longest chain of jobs this segment starts: it, the segments after it, and the longest branch.
+            last = max((b for b in t.branches if b.start >= seg.end), key=lambda b: b.steps, default=None)
+            chain_end, cut = (last.steps, last.start) if last else (seg.end, seg.end)
+            est, chain = (None, None) if step_s is None else ((seg.end - seg.start) * step_s, None)
+            part = _part(found, "segment", est, seg.start, seg.end, family_dir / "stable" / key)
+            if step_s is not None:
+                chain = (chain_end - seg.start) * step_s - est * part.fraction
+            jobs = sum(g.start >= seg.start and g.end <= cut for g in t.segments) + (last is not None)
+            parts.append(Part(**{**part.__dict__, "chain_s": chain, "chain_jobs": jobs}))
+        for b in t.branches:
+            run = by_id.get(b.run_id)
+            if run is None:
+                continue
+            est = None if step_s is None else b.cooldown * step_s
+            parts.append(_part(run, "branch", est, b.start, b.steps, runs_root / b.run_id))
+            if run.state != "done":
+                branch_step = run.step if run.state != "waiting" else None
+                run.flops_done = run.flops_planned * run_fraction(b.start, b.steps, at, branch_step, False)
+    return parts
 
 
 def format_duration(seconds: float | None) -> str:
@@ -398,15 +456,12 @@ def status_text(status: StudyStatus) -> str:
     done_flops = sum(r.flops_done for r in status.runs)
     planned_flops = sum(r.flops_planned for r in status.runs)
     share = f" ({done_flops / planned_flops:.0%})" if planned_flops else ""
-    lines.append(f"FLOPs: {done_flops:.3g} of {planned_flops:.3g} planned{share} (each run's own budget)")
+    prefix = ", a wsd run's trajectory up to its branch point included" if status.schedule == "wsd" else ""
+    lines.append(f"FLOPs: {done_flops:.3g} of {planned_flops:.3g} planned{share} (each run's own budget{prefix})")
+    lines += _parts_lines(status)
     lines.append(_time_line(status))
-    lines.append(_node_hours_line(status))
-    if status.segments:
-        seg = {s: sum(r.state == s for r in status.segments) for s in STATES}
-        lines.append(
-            f"wsd trajectory segments: {len(status.segments)} started: "
-            + ", ".join(f"{seg[s]} {s}" for s in STATES if s != "waiting")
-        )
+    if status.node_hours_total is not None or any(r.nodes > 1 for r in status.runs + status.segments):
+        lines.append(_node_hours_line(status))  # a laptop study has no node-hours
     for title, state in (("running", "running"), ("failed", "failed")):
         chosen = [r for r in status.runs + status.segments if r.state == state]
         if chosen:
@@ -422,25 +477,35 @@ def status_text(status: StudyStatus) -> str:
     return "\n".join(lines)
 
 
+def _parts_lines(status: StudyStatus) -> list[str]:
+    """A wsd study's training jobs by kind, each out of its total: what it finishes before its runs do."""
+    if status.schedule != "wsd":
+        return []
+    prog = status.progress()
+    running = {k: sum(p.kind == k and p.state == "running" for p in status.parts) for k in prog.total}
+    kinds = ", ".join(
+        f"{prog.done[k]} of {prog.total[k]} {k}es done" if k == "branch" else f"{prog.done[k]} of {prog.total[k]} "
+        f"trajectory {k}s done" + (f" ({running[k]} running)" if running[k] else "")
+        for k in ("segment", "branch") if k in prog.total
+    )  # fmt: skip
+    return [f"wsd training jobs: {kinds} (a run is done when its branch is)"]
+
+
 def _time_line(status: StudyStatus) -> str:
-    done = [r for r in status.runs if r.state == "done"]
-    spent = sum(r.wall_s for r in status.runs)
-    est_total = sum(r.est_wall_s or 0.0 for r in status.runs)
-    text = f"time: {spent / 3600:.3g} h of training so far; the plan's estimate here {est_total / 3600:.3g} h"
-    est_done = sum(r.est_wall_s or 0.0 for r in done)
-    if done and est_done:
-        text += (
-            f"; finished runs took {sum(r.wall_s for r in done) / 3600:.3g} h against their "
-            f"{est_done / 3600:.3g} h (x{sum(r.wall_s for r in done) / est_done:.2f})"
-        )
-    running = status.running()
-    eta = status.eta_s()
-    if eta == 0.0:
+    """Time in steps (the jobs' added up), the wall time since the first job started, and the ETA."""
+    started = [p.started for p in status.parts if p.started is not None]
+    spent = sum(r.wall_s for r in status.runs + status.segments)
+    text = f"time in steps so far {format_duration(spent)} (the jobs' added up)"
+    if started:
+        text += f"; wall time since the first training job started {format_duration(status.now - min(started))}"
+    prog = status.progress()
+    if prog.eta_s == 0.0:
         return text + "; every planned run is done"
+    jobs = f"{sum(prog.done.values())} of {sum(prog.total.values())} training jobs done"
     return text + (
-        f"\nETA {format_duration(eta)} at {max(1, running)} run(s) at a time"
-        if eta is not None
-        else "\nETA unknown (the plan has no time estimate)"
+        f"\nETA {format_duration(prog.eta_s)} of wall time ({jobs}; from {prog.basis})"
+        if prog.eta_s is not None
+        else f"\nETA unknown ({jobs}; {prog.basis})"
     )
 
 

@@ -94,8 +94,9 @@ def test_an_undetermined_plan_stops_with_one_line_and_writes_nothing(ladder, tmp
     last = capsys.readouterr().out.strip().splitlines()[-1]
     assert rc == 0 and out.exists()
     assert re.fullmatch(
-        r"plan text_image: \d+ runs on 2 of 2 budget\(s\), \S+ FLOPs, time here [0-9.]+ (s|min|h), "
-        r"node-hours unknown, forecast UNDETERMINED .*; trained anyway \(plan.allow_undetermined\)",
+        r"plan text_image: \d+ runs on 2 of 2 budget\(s\), \S+ FLOPs, time in runs here [0-9.]+ (s|min|h) "
+        r"\(one after another\), "
+        r"forecast UNDETERMINED .*; trained anyway \(plan.allow_undetermined\)",
         last,
     )
 

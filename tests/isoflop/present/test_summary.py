@@ -77,7 +77,7 @@ def test_summary_names_exponents_verdict_runs_left_out_and_figures(tmp_path):
     assert "budgets accepted: 1e18, 1e19, 1e20" in text
     assert "left out 60k-BASE-e2e-C1e12 (collapsed): loss is nan" in text
     assert "left out 60k-BASE-e2e-C9e12 (stale): not in the plan" in text
-    assert "estimated 0.5 min, took 1.0 min" in text
+    assert "their steps estimated 0.5 min, the runs took 1.0 min" in text
     assert "1 stale); computed in fp32" in text  # runs.csv from before the precision column: fp32, all there was
     assert f"figures: {family}/plots/e2e/ (isoflop_curves.png)" in text
     assert "no fit yet" in summarize([tmp_path / "nothing"])
@@ -139,7 +139,10 @@ def test_summary_gives_the_studys_training_flops_per_second_against_the_peak(tmp
     (segment / "metrics.json").write_text(json.dumps({"time": {**record, "started_at": 130.0, "ended_at": 190.0}}))
     text = summarize([family])
     # 6e12 FLOPs over 90 s, two jobs at once against 2 x 100 GFLOP/s; 120 of 180 core-seconds busy.
-    assert "6e+12 FLOPs in 1.5 min over 2 jobs (2 at once): 66.7 GFLOP/s end to end, 33.3% of the peak 200" in text
+    assert (
+        "6e+12 FLOPs in 1.5 min of wall time over 2 jobs (2 at once): 66.7 GFLOP/s end to end, 33.3% of the peak 200"
+        in text
+    )
     assert "cores busy 67%" in text and "startup 10%, step 80%, eval 10%" in text
 
 

@@ -87,9 +87,12 @@ def test_half_finished_study_counts_each_state(study):
     assert "60k-BASE-e2e-C1e10: step 10/20 (50%) loss 4.2000" in text and "resumes from its last checkpoint" in text
     # FLOPs: the done run's 1e10, the killed run's 2.5e9 and the running run's 5e9, of 6e10 planned
     assert "FLOPs: 1.75e+10 of 6e+10 planned (29%)" in text
-    # measured x2 the estimate on the finished run: what is left (36 s x 0.5 + 72 s x 0.75 + 72 s) x 2, one at a time
-    assert "x2.00" in text and "node-hours" in text
+    # The finished run took twice the plan's estimate: what is left (36 s x 0.5 + 72 s x 0.75 + 72 s) x 2,
+    # one job at a time as so far.
     assert status.eta_s() == pytest.approx((36 * 0.5 + 72 * 0.75 + 72) * 2)
+    assert "ETA 0:04:48 of wall time (1 of 4 training jobs done; from the jobs left, 1.0 at a time" in text
+    assert "x2.00 the plan's estimate" in text
+    assert "node-hours" in text  # the plan has a cluster estimate
 
 
 def write_body(run_dir: Path, nodes: int | None, started: float) -> None:
@@ -132,7 +135,8 @@ def test_a_run_started_by_hand_counts_its_wall_time_on_one_node(study):
     done = next(r for r in status.runs if r.run_id == "30k-BASE-e2e-C1e10")
     assert (done.nodes, done.job_s) == (1, 72.0)  # no launch.sh: metrics.json's wall_s
     (study / "plan.yaml").write_text(yaml.safe_dump({"family": "text_image", "runs": []}))
-    assert "the plan has no cluster estimate" in status_text(study_status(study))
+    # A plan without a cluster estimate and jobs on one node each: a laptop study, whose status has no node-hours.
+    assert "node-hours" not in status_text(study_status(study))
 
 
 def test_a_run_without_a_lock_but_fresh_files_counts_as_running(study):
@@ -179,3 +183,42 @@ def test_a_done_run_whose_final_is_gone_is_listed_with_the_command_that_trains_i
     assert f"{done}/final/ is gone" in text and command in text
     (line,) = lost_finals(study, [r[0] for r in PLAN_RUNS], "wsd")
     assert command in line and "from its branch point" in line and "\n" not in line
+
+
+def wsd_study(tmp_path) -> Path:
+    """A wsd study halfway: one model's trajectory cut at 80 (1e10's cooldown) and 160 (2e10's), its first
+    segment done, its second running at step 120, no branch started."""
+    family = tmp_path / "wsd-study" / "text_image"
+    family.mkdir(parents=True)
+    runs = [
+        plan_row("30k-BASE-e2e-C1e10", 1e10, 100, 1e10, 0.01),
+        plan_row("30k-BASE-e2e-C2e10", 2e10, 200, 2e10, 0.02),
+    ]
+    for r in runs:
+        r["flops_per_sample"] = 1e6
+    plan = {
+        "family": "text_image",
+        "regime": "e2e",
+        "runs": runs,
+        "min_steps": 10,
+        "schedules": {"cooldown_fraction": 0.2},
+    }
+    (family / "plan.yaml").write_text(yaml.safe_dump(plan))
+    stable = family / "stable" / "30k-BASE-e2e-B8"
+    write_run(stable / "to-00000080", 80, [(1, 5.4), (80, 3.5)], {"status": "ok", "steps": 80, "wall_s": 36.0})
+    write_run(stable / "to-00000160", 160, [(100, 3.4), (120, 3.3)])
+    return family
+
+
+def test_a_wsd_study_counts_its_segments_and_branches_and_the_flops_of_their_prefixes(tmp_path):
+    """Halfway through a wsd study no run is done, but most of its work is: said, with totals."""
+    family = wsd_study(tmp_path)
+    with RunLock(family / "stable" / "30k-BASE-e2e-B8" / "to-00000160"):
+        status = study_status(family)
+        text = status_text(status)
+    assert status.schedule == "wsd"
+    assert "wsd training jobs: 1 of 2 trajectory segments done (1 running), 0 of 2 branches done" in text
+    # 1e10's run has its whole prefix (80 of its 100 steps), 2e10's 120 of its 200: 0.8e10 + 1.2e10 FLOPs.
+    assert "FLOPs: 2e+10 of 3e+10 planned (67%)" in text and "branch point included" in text
+    assert "node-hours" not in text  # a laptop study: no cluster estimate, no PBS job
+    assert "ETA " in text and "1 of 4 training jobs done" in text

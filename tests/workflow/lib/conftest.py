@@ -42,8 +42,10 @@ class Log:
 class FakeEngine:
     """What prism.workflow asks of prism.workflow.engine.Engine, recorded."""
 
-    def __init__(self, dryrun: bool = True, in_job: bool = False, forced: set[str] | None = None) -> None:
+    def __init__(self, dryrun: bool = True, in_job: bool = False, forced: set[str] | None = None,
+                 submits: bool = False, cores: int = 2) -> None:  # fmt: skip
         self.dryrun, self.in_job = dryrun, in_job
+        self.submits, self.cores = submits, cores
         self.forced = set(forced or ())
         self.logger = Log()
         self.said: list[str] = []

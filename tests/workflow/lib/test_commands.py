@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import shlex
 
+import pytest
+
 from prism.workflow import commands
 from prism.workflow.study import Study
 
@@ -139,3 +141,18 @@ def test_tune_rules_reach_the_plan_only_when_a_study_sets_them(smoke_config):
         "size",
     ]
     assert "--lr-tokens" not in commands.plan_command(Study(smoke_config(train=cosine, tune=given)), "text_image")
+
+
+def test_an_empty_shards_folder_stops_the_dry_run_naming_its_key(smoke_config, tmp_path):
+    """Not 40 s into the real run, when its index fails: the folder is looked in while the DAG is built."""
+    from prism.workflow.wiring import StudyWorkflow
+
+    from .conftest import FakeEngine, wildcards
+
+    empty = tmp_path / "shards"
+    empty.mkdir()
+    flow = StudyWorkflow(smoke_config(data={"shards": {"text_image": str(empty)}}), FakeEngine(), lambda f: "")
+    with pytest.raises(SystemExit, match=rf"config data.shards.text_image: {empty} holds no .tar shards"):
+        flow.data_inputs(wildcards(family="text_image"))
+    (empty / "a.tar").write_bytes(b"")
+    assert flow.data_inputs(wildcards(family="text_image")) == [str(empty)]

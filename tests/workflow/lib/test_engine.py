@@ -60,3 +60,16 @@ def test_pending_or_stands_in_only_while_the_plan_job_has_not_run():
 
     with pytest.raises(KeyError, match="family"):  # a real error is not taken for the plan's absence
         pending_or(7, bug)
+
+
+@pytest.mark.parametrize(
+    ("local_exec", "dryrun", "use_threads", "submits"),
+    [(False, False, True, True), (True, False, False, False), (True, True, False, False), (True, True, True, True)],
+)
+def test_a_cluster_profile_submits_even_in_its_dry_run(local_exec, dryrun, use_threads, submits):
+    """The dry run of `--profile profiles/aurora` runs Snakemake's dry-run executor, yet its plan speaks in
+    node-hours: Snakemake forces use_threads on for the cluster executor the call names."""
+    workflow = fake_workflow()
+    workflow.local_exec, workflow.dryrun = local_exec, dryrun
+    workflow.execution_settings = SimpleNamespace(use_threads=use_threads)
+    assert Engine(workflow).submits is submits

@@ -120,3 +120,20 @@ def test_the_sweeps_pricing_never_waits_for_the_plan_that_waits_for_the_sweep(sm
     dry = make_plan(config, FakeEngine(dryrun=True))
     assert running.pricing_rows("text_image") == dry.rows("text_image")
     assert running.pricing_rows("text_image") is running.pricing_rows("text_image")  # computed once
+
+
+@pytest.mark.parametrize("dryrun", [True, False])
+def test_budgets_that_all_would_be_refused_stop_the_study_before_its_data_is_built(smoke_config, dryrun):
+    """The data cannot make a refused budget plannable: the dry run exits non-zero, the run builds nothing."""
+    config = smoke_config(budgets=[1e6, 2e6], backbones=[], plan={"sizes_per_budget": 3, "window": 0.4})
+    plan = make_plan(config, FakeEngine(dryrun=dryrun), lambda family: pytest.fail("waited for the plan job"))
+    with pytest.raises(SystemExit, match=r"plan text_image: no budget can be planned: budget 1e6: no size in its"):
+        plan.rows("text_image")
+
+
+@pytest.mark.parametrize("submits", [False, True])
+def test_node_hours_are_said_only_where_jobs_go_to_a_cluster(smoke_config, submits):
+    engine = FakeEngine(dryrun=True, submits=submits)
+    make_plan(smoke_config(), engine).rows("text_image")
+    summary = next(t for _, t in engine.logger.lines if t.startswith("plan text_image: 6 runs"))
+    assert ("node-hours" in summary) == submits
