@@ -1,0 +1,52 @@
+"""`prism isoflop predict`: the prediction at any budget from a fitted study's JSON, or from a runs CSV.
+
+From a study it reads what the fit kept (`prediction.model` of fit/REGIME.json) and predicts with the
+same function the fit job used, so the two agree exactly for the same budgets.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from prism.core.errors import PrismError
+from prism.isoflop.fit.predict import parse_budgets, predict
+from prism.isoflop.fit.result import FitResult, PredictionSection
+from prism.isoflop.present.prediction import backtest_lines, prediction_lines
+
+
+def _lines(section: PredictionSection | None, budgets: list[float], where: str) -> list[str]:
+    if section is None or section.model is None:
+        raise PrismError(
+            f"{where}: the fit kept no prediction (written before predictions existed, or no law was fitted); "
+            "refit it (`snakemake fit_FAMILY` or `prism isoflop fit`)"
+        )
+    model = section.model
+    return prediction_lines(predict(model, budgets), model.reach, model.level) + backtest_lines(section.backtests)
+
+
+def predict_study(folder: str | Path, budget_text: str, regime: str = "e2e") -> list[str]:
+    """The lines of `prism isoflop predict FAMILY_DIR --budget ...`."""
+    budgets = parse_budgets(budget_text)
+    path = Path(folder) / "fit" / f"{regime}.json"
+    if not path.is_file():
+        found = sorted(p.stem for p in (Path(folder) / "fit").glob("*.json")) if Path(folder).is_dir() else []
+        hint = f"fits there: {', '.join(found)} (--regime)" if found else "`snakemake fit_FAMILY` writes it"
+        raise PrismError(f"{path}: no such fit; {hint} (FAMILY_DIR is e.g. scaling-study/text_image)")
+    try:
+        result = FitResult.from_json(json.loads(path.read_text()))
+    except (ValueError, KeyError, TypeError) as err:
+        raise PrismError(f"{path}: unreadable fit ({type(err).__name__}: {err}); refit it") from err
+    return [f"== {path}"] + _lines(result.prediction, budgets, str(path))
+
+
+def predict_csv(csv: str | Path, budget_text: str, options) -> list[str]:
+    """The lines of `prism isoflop predict --csv RUNS --budget ...`: fit here (nothing written), then predict."""
+    from prism.isoflop.fit.fit import fit_records  # noqa: PLC0415 lazy: numpy and SciPy
+    from prism.isoflop.runs.table import load_runs  # noqa: PLC0415 lazy: the runs reader
+
+    budgets = parse_budgets(budget_text)
+    options.validate()
+    loaded = load_runs(csv)
+    result = fit_records(loaded.records, options, excluded=[])
+    return [f"== {csv} (fitted here: {len(loaded.records)} runs)"] + _lines(result.prediction, budgets, str(csv))
