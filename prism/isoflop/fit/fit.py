@@ -471,6 +471,7 @@ def fit_csv(
     Raises PrismError (and writes nothing) when no exponent could be fitted at all: a fit
     file must never stand for a fit that did not happen.
     """
+    from prism.isoflop.design.totrain import row_length, study_plan  # noqa: PLC0415 lazy: yaml, the registry
     from prism.isoflop.present.report import fit_markdown  # noqa: PLC0415 lazy: the CLI's parser imports this module
     from prism.isoflop.runs.table import load_runs  # noqa: PLC0415 lazy: the CLI's parser imports this module
 
@@ -478,7 +479,8 @@ def fit_csv(
     options.validate()
     loaded = load_runs(csv, family=family, backbone=backbone, regime=regime)
     upstream = [Exclusion(**e) for e in loaded.excluded_runs]
-    result = fit_records(loaded.records, options, excluded=upstream)
+    rows = row_length(study_plan(Path(csv).parent))
+    result = fit_records(loaded.records, options, excluded=upstream, tokens_per_sample=rows)
     result = dataclasses.replace(result, input={"csv": str(csv), **loaded.summary()})
     a2, a3 = result.approach2, result.approach3
     if (a2 is None or a2.a is None) and (a3 is None or a3.a is None):

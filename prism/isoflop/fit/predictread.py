@@ -10,19 +10,34 @@ import json
 from pathlib import Path
 
 from prism.core.errors import PrismError
-from prism.isoflop.fit.predict import parse_budgets, predict
+from prism.isoflop.design.totrain import row_length, study_plan
+from prism.isoflop.fit.predict import PredictModel, parse_budgets, predict, tokens_at
 from prism.isoflop.fit.result import FitResult, PredictionSection
 from prism.isoflop.present.prediction import backtest_lines, prediction_lines
 
 
-def _lines(section: PredictionSection | None, budgets: list[float], where: str) -> list[str]:
+def _train_lines(plan: dict | None, model: PredictModel):
+    """What to train at each prediction: the plan's shape rule's nearest sizes (none without a plan)."""
+    from prism.isoflop.design.totrain import size_line, sizes_to_train  # noqa: PLC0415 lazy: the model registry
+
+    def more(p) -> list[str]:
+        if plan is None or p.answer is None:
+            return []
+        found = sizes_to_train(plan, p.answer.n_opt, lambda n: float(tokens_at(model, p.budget, n)))
+        return [f"train: {size_line(s)}" for s in found]
+
+    return more
+
+
+def _lines(section: PredictionSection | None, budgets: list[float], where: str, plan: dict | None = None) -> list[str]:
     if section is None or section.model is None:
         raise PrismError(
             f"{where}: the fit kept no prediction (written before predictions existed, or no law was fitted); "
             "refit it (`snakemake fit_FAMILY` or `prism isoflop fit`)"
         )
     model = section.model
-    return prediction_lines(predict(model, budgets), model.reach, model.level) + backtest_lines(section.backtests)
+    more = _train_lines(plan, model)
+    return prediction_lines(predict(model, budgets), model.reach, model.level, more) + backtest_lines(section.backtests)
 
 
 def predict_study(folder: str | Path, budget_text: str, regime: str = "e2e") -> list[str]:
@@ -37,7 +52,7 @@ def predict_study(folder: str | Path, budget_text: str, regime: str = "e2e") -> 
         result = FitResult.from_json(json.loads(path.read_text()))
     except (ValueError, KeyError, TypeError) as err:
         raise PrismError(f"{path}: unreadable fit ({type(err).__name__}: {err}); refit it") from err
-    return [f"== {path}"] + _lines(result.prediction, budgets, str(path))
+    return [f"== {path}"] + _lines(result.prediction, budgets, str(path), study_plan(Path(folder)))
 
 
 def predict_csv(csv: str | Path, budget_text: str, options) -> list[str]:
@@ -48,5 +63,7 @@ def predict_csv(csv: str | Path, budget_text: str, options) -> list[str]:
     budgets = parse_budgets(budget_text)
     options.validate()
     loaded = load_runs(csv)
-    result = fit_records(loaded.records, options, excluded=[])
-    return [f"== {csv} (fitted here: {len(loaded.records)} runs)"] + _lines(result.prediction, budgets, str(csv))
+    plan = study_plan(Path(csv).parent)
+    result = fit_records(loaded.records, options, excluded=[], tokens_per_sample=row_length(plan))
+    head = [f"== {csv} (fitted here: {len(loaded.records)} runs)"]
+    return head + _lines(result.prediction, budgets, str(csv), plan)

@@ -44,8 +44,9 @@ def reach_text(p: Prediction, reach: float) -> str:
     return where
 
 
-def prediction_lines(predictions: list[Prediction], reach: float, level: float = 0.8) -> list[str]:
-    """Per budget: the answer with its intervals, how far beyond the data, and each approach's N_opt."""
+def prediction_lines(predictions: list[Prediction], reach: float, level: float = 0.8, more=None) -> list[str]:
+    """Per budget: the answer with its intervals, how far beyond the data, and each approach's N_opt;
+    `more(prediction)`, further lines under it (what to train)."""
     lines = []
     for p in predictions:
         e = p.answer
@@ -59,6 +60,7 @@ def prediction_lines(predictions: list[Prediction], reach: float, level: float =
                 "  each approach: "
                 + "; ".join(f"{NAMES[a.approach]} N_opt {_g(a.n_opt)}{_ci(a.n_ci)}" for a in p.approaches)
             )
+        lines += [f"  {line}" for line in (more(p) if more else [])]
     if predictions:
         lines.append(f"({100 * level:.0f}% prediction intervals: docs/methods.md, 'Predicting a budget')")
     return lines

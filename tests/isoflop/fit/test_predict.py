@@ -92,6 +92,20 @@ def test_the_predict_verb_equals_what_the_fit_wrote(chinchilla_fit, tmp_path):
     ]
     text = "\n".join(predict_study(tmp_path, "1e21"))
     assert "C = 1e21" in text and "backtest:" in text
+    assert "train:" not in text  # no plan.yaml: no shape rule to take sizes from
+
+
+def test_the_predict_verb_names_sizes_of_the_studys_shape_rule(chinchilla_fit, tmp_path):
+    import yaml
+
+    from tests.isoflop.design.test_totrain import PLAN
+
+    (tmp_path / "fit").mkdir()
+    (tmp_path / "fit" / "e2e.json").write_text(json.dumps(chinchilla_fit.to_json()))
+    (tmp_path / "plan.yaml").write_text(yaml.safe_dump(PLAN))
+    lines = predict_study(tmp_path, "1e19")
+    trains = [line for line in lines if line.strip().startswith("train: n")]
+    assert len(trains) == 2 and all("steps" in line for line in trains)
 
 
 def test_bad_budgets_and_missing_fits_are_refused(tmp_path):
