@@ -11,8 +11,9 @@ from pathlib import Path
 
 from prism.core.errors import PrismError
 from prism.isoflop.design.totrain import row_length, study_plan
+from prism.isoflop.fit.approach2 import budget_text
 from prism.isoflop.fit.predict import PredictModel, parse_budgets, predict, tokens_at
-from prism.isoflop.fit.result import FitResult, PredictionSection
+from prism.isoflop.fit.result import FitResult
 from prism.isoflop.present.prediction import backtest_lines, prediction_lines
 
 
@@ -29,12 +30,28 @@ def _train_lines(plan: dict | None, model: PredictModel):
     return more
 
 
-def _lines(section: PredictionSection | None, budgets: list[float], where: str, plan: dict | None = None) -> list[str]:
-    if section is None or section.model is None:
+def _no_law(result: FitResult) -> str:
+    """Why a fit kept no law to predict with (each approach's reason)."""
+    a2, a3 = result.approach2, result.approach3
+    parts = []
+    if a2 is not None:
+        parts.append(f"Approach 2: {a2.reason}")
+    if a3 is not None:
+        parts.append(f"Approach 3: {a3.reason or a3.convergence_note or 'not converged'}")
+    return "; ".join(parts) or "nothing was fitted"
+
+
+def _lines(result: FitResult, budgets: list[float], where: str, plan: dict | None = None) -> list[str]:
+    """The prediction's lines; a fit that determined no law says so per budget (the study answers
+    nothing there, as its verdict says), and one written before predictions existed is refused."""
+    section = result.prediction
+    if section is None:
         raise PrismError(
-            f"{where}: the fit kept no prediction (written before predictions existed, or no law was fitted); "
-            "refit it (`snakemake fit_FAMILY` or `prism isoflop fit`)"
+            f"{where}: the fit predates predictions; refit it (`snakemake fit_FAMILY` or `prism isoflop fit`)"
         )
+    if section.model is None:
+        why = _no_law(result)
+        return [f"C = {budget_text(c)}: no prediction: neither approach gave a law ({why})" for c in budgets]
     model = section.model
     more = _train_lines(plan, model)
     return prediction_lines(predict(model, budgets), model.reach, model.level, more) + backtest_lines(section.backtests)
@@ -52,7 +69,7 @@ def predict_study(folder: str | Path, budget_text: str, regime: str = "e2e") -> 
         result = FitResult.from_json(json.loads(path.read_text()))
     except (ValueError, KeyError, TypeError) as err:
         raise PrismError(f"{path}: unreadable fit ({type(err).__name__}: {err}); refit it") from err
-    return [f"== {path}"] + _lines(result.prediction, budgets, str(path), study_plan(Path(folder)))
+    return [f"== {path}"] + _lines(result, budgets, str(path), study_plan(Path(folder)))
 
 
 def predict_csv(csv: str | Path, budget_text: str, options) -> list[str]:
@@ -66,4 +83,4 @@ def predict_csv(csv: str | Path, budget_text: str, options) -> list[str]:
     plan = study_plan(Path(csv).parent)
     result = fit_records(loaded.records, options, excluded=[], tokens_per_sample=row_length(plan))
     head = [f"== {csv} (fitted here: {len(loaded.records)} runs)"]
-    return head + _lines(result.prediction, budgets, str(csv), plan)
+    return head + _lines(result, budgets, str(csv), plan)

@@ -108,6 +108,21 @@ def test_the_predict_verb_names_sizes_of_the_studys_shape_rule(chinchilla_fit, t
     assert len(trains) == 2 and all("steps" in line for line in trains)
 
 
+def test_a_fit_without_a_law_says_so_and_an_old_fit_is_refused(tmp_path):
+    recs = parabola_study(0.1, 0.5, [1e17], noise=0.001)  # one budget: no power law in C
+    result = fit_records(recs, method="approach2", bootstrap=0)
+    assert result.prediction.model is None
+    (tmp_path / "fit").mkdir()
+    (tmp_path / "fit" / "e2e.json").write_text(json.dumps(result.to_json()))
+    (line,) = predict_study(tmp_path, "1e21")[1:]
+    assert line.startswith("C = 1e21: no prediction: neither approach gave a law (Approach 2: 1 accepted budget")
+    old = result.to_json()
+    del old["prediction"]
+    (tmp_path / "fit" / "e2e.json").write_text(json.dumps(old))
+    with pytest.raises(PrismError, match="predates predictions"):
+        predict_study(tmp_path, "1e21")
+
+
 def test_bad_budgets_and_missing_fits_are_refused(tmp_path):
     assert parse_budgets("1e13, 1e21") == [1e13, 1e21]
     with pytest.raises(PrismError, match="'big'"):
