@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import dataclasses
 
 from prism.cli.renamed import LauncherName, add_renamed
 from prism.cli.spec import add_spec_arguments, spec_from_args
@@ -23,6 +24,7 @@ def register(verbs: argparse._SubParsersAction) -> None:
     _register_launch(verbs)
     _register_collect(verbs)
     _register_fit(verbs)
+    _register_predict(verbs)
     _register_plot(verbs)
     _register_summary(verbs)
     _register_status(verbs)
@@ -141,6 +143,47 @@ def _fit(args: argparse.Namespace) -> int:
     v = result.verdict
     verdict = "identifiable" if v.identifiable else "NOT identifiable: " + (v.reasons[0] if v.reasons else "")
     print(f"{', '.join(parts)}; {verdict}; wrote {args.output_json} and {args.output_md}")
+    return 0
+
+
+# --- predict ---------------------------------------------------------------
+
+
+def _register_predict(verbs: argparse._SubParsersAction) -> None:
+    p = verbs.add_parser(
+        "predict",
+        help="What to train at a budget: N_opt, D_opt, loss and tokens/param with 80% prediction intervals.",
+        description=(
+            "From a fitted study (FAMILY_DIR/fit/REGIME.json, written by `prism isoflop fit`) or a runs CSV "
+            "(fitted here, nothing written): at each budget the compute-optimal N and D (D from C and N through "
+            "the study's FLOPs per token), the expected loss and tokens per parameter, each with an 80% "
+            "prediction interval from the fit's joint uncertainty; the approach the verdict rests on answers. "
+            "Says how many decades beyond the data each prediction lies, and the backtest on the largest budget."
+        ),
+    )
+    src = p.add_mutually_exclusive_group(required=True)
+    src.add_argument("study", nargs="?", metavar="FAMILY_DIR", help="a fitted study's family folder")
+    src.add_argument("--csv", help="a runs CSV to fit first (as `prism isoflop fit --csv`)")
+    p.add_argument("--budget", required=True, metavar="C1,C2", help="budgets in FLOPs, comma-separated (1e13,1e21)")
+    p.add_argument("--regime", default="e2e", help="which fit of FAMILY_DIR (fit/REGIME.json; default: e2e)")
+    from prism.isoflop.fit.fit import FitOptions  # numpy and SciPy: imported when this parser is built
+
+    names = tuple(f.name for f in dataclasses.fields(FitOptions) if f.name != "predict")
+    add_arguments(p.add_argument_group("fit options, with --csv (config `fit:`)"), FitOptions, names)
+    p.set_defaults(func=_predict)
+
+
+def _predict(args: argparse.Namespace) -> int:
+    from prism.isoflop.fit.predictread import predict_csv, predict_study
+
+    if args.csv:
+        from prism.isoflop.fit.fit import FitOptions
+
+        given = {f.name: getattr(args, f.name) for f in dataclasses.fields(FitOptions) if f.name != "predict"}
+        opts = FitOptions(**given)
+        print("\n".join(predict_csv(args.csv, args.budget, validate(opts))))
+    else:
+        print("\n".join(predict_study(args.study, args.budget, args.regime)))
     return 0
 
 

@@ -19,12 +19,14 @@ import numpy as np
 from prism.core.atomic import write_text_atomic
 from prism.core.errors import PrismError
 from prism.core.options import option
-from prism.isoflop.fit import approach2, approach3, checks, diagnostics, goodness, linefit, sensitivity
+from prism.isoflop.fit import approach2, approach3, backtest, checks, diagnostics, goodness, linefit, sensitivity
+from prism.isoflop.fit import predict as prediction_maths
 from prism.isoflop.fit.result import (
     Approach3Summary,
     Diagnostics,
     Exclusion,
     FitResult,
+    PredictionSection,
 )
 from prism.isoflop.records import CI_LEVEL, RunRecord
 
@@ -95,6 +97,28 @@ class FitOptions:
         ),
         schema={"minimum": 0},
     )
+    predict: str | None = option(
+        None,
+        "budgets (FLOPs) to predict N_opt, D_opt and the loss at, comma-separated (e.g. 1e21,1e22); the "
+        "study's own budgets are always predicted",
+        metavar="C1,C2",
+        doc=(
+            "Budgets (training FLOPs) the fit predicts the compute-optimal N, D and loss at, with 80% "
+            "intervals, beside the study's own budgets (fit/REGIME.md, the JSON, scaling_laws.png). A list "
+            "here; `prism isoflop fit --predict` takes them comma-separated. `prism isoflop predict` answers "
+            "any budget from a finished fit."
+        ),
+        schema={"type": "array", "items": {"$ref": "#/definitions/budget"}, "default": []},
+    )
+    reach: float = option(
+        prediction_maths.DEFAULT_REACH,
+        "decades beyond the data (in C or N) past which a prediction is marked an extrapolation",
+        doc=(
+            "Decades beyond the study's data, in compute or in N, past which a prediction still prints but is "
+            "marked an extrapolation the study cannot vouch for."
+        ),
+        schema={"exclusiveMinimum": 0},
+    )
 
     def validate(self) -> None:
         if self.method not in METHODS:
@@ -109,6 +133,13 @@ class FitOptions:
             raise PrismError(f"unknown span {self.span!r}; valid: {', '.join(approach2.WINDOWS)}")
         if self.outlier_threshold < 0:
             raise PrismError(f"--outlier-threshold must be >= 0, got {self.outlier_threshold}")
+        if not self.reach > 0:
+            raise PrismError(f"--reach must be > 0, got {self.reach}")
+        self.predict_budgets()
+
+    def predict_budgets(self) -> list[float]:
+        """The budgets of `predict` as numbers (a PrismError naming the key for one that is not)."""
+        return prediction_maths.parse_budgets(self.predict or "", "--predict (config fit.predict)")
 
     def approach3_options(self) -> approach3.Approach3Options:
         return approach3.Approach3Options(huber_delta=self.huber_delta)
@@ -191,18 +222,21 @@ def _approach3_summary(
     )
 
 
-def _fit_approach3(n, d, loss, options: FitOptions) -> tuple[Approach3Summary, approach3.Approach3Fit | None]:
-    """Approach 3 and its bootstrap; never raises on valid runs (an unusable optimum is a reason)."""
+def _fit_approach3(n, d, loss, options: FitOptions):
+    """Approach 3 and its bootstrap: (summary, the fit, the bootstrap's rows); never raises on valid runs
+    (an unusable optimum is a reason)."""
     if len(n) < 5:
-        return Approach3Summary(converged=False, reason=f"{len(n)} runs; 5 parameters need at least 5"), None
+        return Approach3Summary(converged=False, reason=f"{len(n)} runs; 5 parameters need at least 5"), None, None
     opts = options.approach3_options()
     try:
         with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
             fit = approach3.fit_approach3(n, d, loss, opts)
     except (ArithmeticError, ValueError, np.linalg.LinAlgError) as err:
-        return Approach3Summary(
-            converged=False, reason=f"Approach 3 failed ({err}): the runs do not constrain L(N, D)"
-        ), None
+        return (
+            Approach3Summary(converged=False, reason=f"Approach 3 failed ({err}): the runs do not constrain L(N, D)"),
+            None,
+            None,
+        )
     boot = None
     if options.bootstrap > 0 and fit.converged:
         try:
@@ -210,7 +244,7 @@ def _fit_approach3(n, d, loss, options: FitOptions) -> tuple[Approach3Summary, a
                 boot = approach3.bootstrap_approach3(n, d, loss, fit, options.bootstrap, options.seed, opts)
         except (ArithmeticError, ValueError, np.linalg.LinAlgError):
             boot = None  # resamples diverge: no interval rather than a crash
-    return _approach3_summary(fit, boot, CI_LEVEL, options.huber_delta), fit
+    return _approach3_summary(fit, boot, CI_LEVEL, options.huber_delta), fit, boot
 
 
 def _checked(records: list[RunRecord], options: FitOptions, excluded) -> tuple[list, list, list[str]]:
@@ -273,7 +307,7 @@ def _approach2_on_approach3(a2, a3, a3_fit, n, d, budget) -> float | None:
 
 def _fits(kept: list[RunRecord], loss_se: np.ndarray, has_se: bool, options: FitOptions):
     """Stage 3: Approach 2 and/or 3, the noise, the sensitivity moves and which approaches fit the runs;
-    (a2, its summary, a3, noise, dof, source, agreement, moves, heard)."""
+    (a2, its summary, a3, noise, dof, source, agreement, moves, heard, Approach 3's fit and bootstrap)."""
     n, d, loss, budget = _arrays(kept)
     uses2, uses3 = options.method in ("approach2", "both"), options.method in ("approach3", "both")
     a2 = approach2.fit_approach2(
@@ -282,14 +316,10 @@ def _fits(kept: list[RunRecord], loss_se: np.ndarray, has_se: bool, options: Fit
     sigma, dof, source = diagnostics.noise_estimate(
         a2.per_budget, loss, loss_se if has_se else None, reference=a2.reference
     )
-    a3, a3_fit = _fit_approach3(n, d, loss, options) if uses3 else (None, None)
+    a3, a3_fit, a3_boot = _fit_approach3(n, d, loss, options) if uses3 else (None, None, None)
     a2_summary = None
     if uses2:
-        # A measured noise (enough residual degrees of freedom) is pooled with the minima's scatter;
-        # an assumed one only stands in where 2 budgets leave the line no scatter to measure.
-        accepted = sum(f.accepted for f in a2.per_budget)
-        within_dof = dof if dof >= diagnostics.MIN_NOISE_DOF else (linefit.ASSUMED_DOF if accepted == 2 else 0)
-        a2_summary = approach2.summarize(a2, CI_LEVEL, sigma, within_dof)
+        a2_summary = approach2.summarize(a2, CI_LEVEL, sigma, _within_dof(a2, dof))
     agreement = diagnostics.approach_agreement(
         a2.n_law.exponent if (uses2 and a2.n_law) else None,
         a3.a if a3 is not None else None,
@@ -300,7 +330,15 @@ def _fits(kept: list[RunRecord], loss_se: np.ndarray, has_se: bool, options: Fit
     heard, _ = goodness.judge(
         options.method, n, d, loss, budget, a2, a3_fit, goodness.tested_against(a2.reference, sigma, dof, a2.per_budget)
     )
-    return a2, a2_summary, a3, sigma, dof, source, agreement, moves, heard
+    return a2, a2_summary, a3, sigma, dof, source, agreement, moves, heard, (a3_fit, a3_boot)
+
+
+def _within_dof(a2, dof: int) -> int:
+    """The degrees of freedom of the minima's own noise: a measured noise (enough residual degrees of
+    freedom) is pooled with the minima's scatter; an assumed one only stands in where 2 budgets leave the
+    line no scatter to measure."""
+    accepted = sum(f.accepted for f in a2.per_budget)
+    return dof if dof >= diagnostics.MIN_NOISE_DOF else (linefit.ASSUMED_DOF if accepted == 2 else 0)
 
 
 def _diagnostics(kept, loss_se, has_se, a2, sigma, dof, source, agreement, options: FitOptions) -> Diagnostics:
@@ -331,11 +369,15 @@ def fit_records(
     records: list[RunRecord],
     options: FitOptions = FitOptions(),
     excluded: list[Exclusion] | tuple = (),
+    with_backtest: bool = True,
+    tokens_per_sample: float | None = None,
     **overrides,
 ) -> FitResult:
-    """Fit the runs: checks, outliers, Approach 2 and/or 3, noise, intervals and the verdict.
+    """Fit the runs: checks, outliers, Approach 2 and/or 3, noise, intervals, the verdict and the predictions.
 
     `excluded` are rows already left out upstream (status, NaN), listed with the fit's own.
+    `with_backtest`: refit without the largest budget(s) to test the prediction (the backtest's own refits
+    do not). `tokens_per_sample`: the study's row length, to give D_opt in samples too.
     `overrides` replace FitOptions fields (`fit_records(recs, bootstrap=0)`).
     """
     options = dataclasses.replace(options, **overrides) if overrides else options
@@ -346,7 +388,7 @@ def fit_records(
     kept, loss_se, outliers, outlier_warnings = _without_outliers(kept, loss_se, has_se, options)
     exclusions += outliers
     warnings += outlier_warnings
-    a2, a2_summary, a3, sigma, dof, source, agreement, moves, heard = _fits(kept, loss_se, has_se, options)
+    a2, a2_summary, a3, sigma, dof, source, agreement, moves, heard, a3_pieces = _fits(kept, loss_se, has_se, options)
     # Stage 4: the verdict.
     verdict = diagnostics.verdict(
         options.method,
@@ -371,6 +413,19 @@ def fit_records(
         verdict.reasons.append(
             f"{sum(e.kind == 'outlier' for e in exclusions)} outlier run(s) excluded (listed with their residuals)"
         )
+    uses2 = options.method in ("approach2", "both")
+    model = backtest.prediction_model(
+        kept,
+        a2 if uses2 else None,
+        sigma,
+        _within_dof(a2, dof),
+        *a3_pieces,
+        verdict.rests_on,
+        options.reach,
+        tokens_per_sample,
+    )
+    prediction = _prediction(kept, a2, model, options, with_backtest, tokens_per_sample)
+    warnings += [f"backtest: {backtest.backtest_line(b)}" for b in prediction.backtests if b.far]
     return FitResult(
         method=options.method,
         bootstrap=options.bootstrap,
@@ -384,7 +439,26 @@ def fit_records(
         exclusions=exclusions,
         warnings=warnings,
         sensitivity=moves,
+        prediction=prediction,
     )
+
+
+def _prediction(kept, a2, model, options: FitOptions, with_backtest: bool, tokens_per_sample) -> PredictionSection:
+    """The study's own budgets and the asked ones predicted, and the backtest (refits without it)."""
+    asked = options.predict_budgets()
+    if model is None:
+        return PredictionSection(None, asked=asked)
+    own = [f.budget for f in a2.per_budget if f.accepted]
+    budgets = own + [c for c in asked if c not in own]
+    tests = []
+    if with_backtest:
+        quiet = dataclasses.replace(options, predict=None)
+
+        def refit(records):
+            return fit_records(records, quiet, with_backtest=False, tokens_per_sample=tokens_per_sample)
+
+        tests = backtest.backtests(kept, a2.per_budget, refit)
+    return PredictionSection(model, prediction_maths.predict(model, budgets), asked, tests)
 
 
 def fit_csv(
@@ -402,6 +476,7 @@ def fit_csv(
     Raises PrismError (and writes nothing) when no exponent could be fitted at all: a fit
     file must never stand for a fit that did not happen.
     """
+    from prism.isoflop.design.totrain import row_length, study_plan  # noqa: PLC0415 lazy: yaml, the registry
     from prism.isoflop.present.report import fit_markdown  # noqa: PLC0415 lazy: the CLI's parser imports this module
     from prism.isoflop.runs.table import load_runs  # noqa: PLC0415 lazy: the CLI's parser imports this module
 
@@ -409,7 +484,8 @@ def fit_csv(
     options.validate()
     loaded = load_runs(csv, family=family, backbone=backbone, regime=regime)
     upstream = [Exclusion(**e) for e in loaded.excluded_runs]
-    result = fit_records(loaded.records, options, excluded=upstream)
+    rows = row_length(study_plan(Path(csv).parent))
+    result = fit_records(loaded.records, options, excluded=upstream, tokens_per_sample=rows)
     result = dataclasses.replace(result, input={"csv": str(csv), **loaded.summary()})
     a2, a3 = result.approach2, result.approach3
     if (a2 is None or a2.a is None) and (a3 is None or a3.a is None):

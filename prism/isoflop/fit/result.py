@@ -13,6 +13,8 @@ from dataclasses import asdict, dataclass, field, fields
 
 from prism.core.atomic import json_safe
 from prism.core.ids import format_budget
+from prism.isoflop.fit.backtest import Backtest
+from prism.isoflop.fit.predict import Prediction, PredictModel
 from prism.isoflop.records import CI_LEVEL, BudgetFit, Surface
 
 RESULT_VERSION = 2
@@ -324,6 +326,38 @@ class Verdict:
 
 
 @dataclass(frozen=True)
+class PredictionSection:
+    """The fit's predictions: what it keeps to predict any budget, its own and the asked budgets'
+    answers (`asked`: the config's `predict:`), and the backtests on its largest budgets."""
+
+    model: PredictModel | None
+    predictions: list[Prediction] = field(default_factory=list)
+    asked: list[float] = field(default_factory=list)
+    backtests: list[Backtest] = field(default_factory=list)
+
+    def to_json(self) -> dict:
+        return {
+            "model": self.model.to_json() if self.model else None,
+            "predictions": [asdict(p) for p in self.predictions],
+            "asked": list(self.asked),
+            "backtests": [asdict(b) for b in self.backtests],
+        }
+
+    @classmethod
+    def from_json(cls, data: dict) -> PredictionSection:
+        def backtest(b: dict) -> Backtest:
+            b = _known(Backtest, b)
+            return Backtest(**b | {k: _pair(b.get(k)) for k in ("n_ci", "loss_ci")})
+
+        return cls(
+            model=PredictModel.from_json(data["model"]) if data.get("model") else None,
+            predictions=[Prediction.from_json(p) for p in data.get("predictions") or []],
+            asked=[float(c) for c in data.get("asked") or []],
+            backtests=[backtest(b) for b in data.get("backtests") or []],
+        )
+
+
+@dataclass(frozen=True)
 class FitResult:
     """Everything one fit decided: the options it ran with, what it left out, both approaches, the verdict."""
 
@@ -343,6 +377,8 @@ class FitResult:
     input: dict = field(default_factory=dict)
     # how a moves under the choices a reader would question, placed against the verdict's interval
     sensitivity: list[Move] = field(default_factory=list)
+    # N_opt, D_opt and loss at any budget, and the backtest (None from a fit that kept no laws)
+    prediction: PredictionSection | None = None
 
     @property
     def identifiable(self) -> bool:
@@ -381,6 +417,7 @@ class FitResult:
             "approach3": self.approach3.to_json() if self.approach3 else None,
             "diagnostics": diag,
             "sensitivity": [asdict(m) for m in self.sensitivity],
+            "prediction": self.prediction.to_json() if self.prediction else None,
         }
         return json_safe(out, nonfinite="null")
 
@@ -411,4 +448,5 @@ class FitResult:
             ci_level=float(data.get("ci_level", CI_LEVEL)),
             input=dict(data.get("input") or {}),
             sensitivity=[Move(**_known(Move, m)) for m in data.get("sensitivity") or []],
+            prediction=PredictionSection.from_json(data["prediction"]) if data.get("prediction") else None,
         )

@@ -222,7 +222,7 @@ def figure_scaling_laws(fit):
     rej = [b for b in per_budget if not b.accepted]
     minima = a2.minima if a2 is not None else []
     fig, axes = plt.subplots(1, 2, figsize=(10.0, 4.2))
-    all_c = [b.budget for b in per_budget] or [1e12, 1e13]
+    all_c = ([b.budget for b in per_budget] or [1e12, 1e13]) + (fit.prediction.asked if fit.prediction else [])
     lo_c, hi_c = 10 ** (math.log10(min(all_c)) - 0.2), 10 ** (math.log10(max(all_c)) + 0.2)
     cs = np.logspace(math.log10(lo_c), math.log10(hi_c), 100)
     level = int(round(100 * fit.ci_level))
@@ -272,6 +272,7 @@ def figure_scaling_laws(fit):
             e3 = a3.a if key == "n" else a3.b
             ax.plot(cs, y3, "--", color=OKABE_ITO[3], lw=1.5, label=f"Approach 3 (C = 6ND): {symbol} = {e3:.3f}")
         _mark_rejected(ax, rej, empty=not minima and not approach3_answers(a3))
+        _prediction_layer(ax, key, fit, cs, level)
         ax.set_xscale("log")
         ax.set_yscale("log")
         ax.set_xlim(lo_c, hi_c)
@@ -300,6 +301,50 @@ def _mark_rejected(ax, rejected, empty: bool) -> None:
     for i, b in enumerate(rejected):
         ax.axvline(b.budget, color="0.45", lw=1.0, ls=":", zorder=0,
                    label="budget Approach 2 rejected (see the report)" if i == 0 else None)  # fmt: skip
+
+
+def _prediction_layer(ax, key: str, fit, cs: np.ndarray, level: int) -> None:
+    """The answer's prediction band over the whole axis, the asked budgets' predictions, and the
+    backtest: the largest budget predicted from the others, with its interval."""
+    from prism.isoflop.fit.predict import predict  # noqa: PLC0415
+
+    section = fit.prediction
+    if section is None or section.model is None:
+        return
+    grid = [p.answer for p in predict(section.model, cs)]
+    if all(e is not None and e.n_ci is not None for e in grid):
+        lo = [(e.n_ci if key == "n" else e.d_ci)[0] for e in grid]
+        hi = [(e.n_ci if key == "n" else e.d_ci)[1] for e in grid]
+        ax.fill_between(cs, lo, hi, color=OKABE_ITO[2], alpha=0.12, lw=0, label=f"{level}% prediction interval")
+    asked = [p for p in section.predictions if p.budget in section.asked and p.answer is not None]
+    for p in asked:
+        e = p.answer
+        y, ci = (e.n_opt, e.n_ci) if key == "n" else (e.d_opt, e.d_ci)
+        err = [[y - ci[0]], [ci[1] - y]] if ci else None
+        ax.errorbar([p.budget], [y], yerr=err, fmt="D", color=OKABE_ITO[2], ms=6, capsize=3)
+    if asked:
+        ax.plot([], [], "D", color=OKABE_ITO[2], label="predicted (config fit.predict)")
+    for b in section.backtests[:1]:
+        y = b.n_pred if key == "n" else float(_tokens(section.model, b.budget, b.n_pred))
+        ci = b.n_ci if key == "n" else _tokens_ci(section.model, b.budget, b.n_ci)
+        err = [[y - ci[0]], [ci[1] - y]] if ci else None
+        ax.errorbar(
+            [b.budget * 1.15], [y], yerr=err, fmt="s", mfc="none", color=OKABE_ITO[5], ms=6, capsize=3,
+            label=f"backtest: largest budget predicted from the others (x{b.n_ratio:.2f})",
+        )  # fmt: skip
+
+
+def _tokens(model, budget: float, n: float):
+    from prism.isoflop.fit.predict import tokens_at  # noqa: PLC0415
+
+    return tokens_at(model, budget, n)
+
+
+def _tokens_ci(model, budget: float, n_ci):
+    if n_ci is None:
+        return None
+    ends = sorted(float(_tokens(model, budget, v)) for v in n_ci)
+    return (ends[0], ends[1])
 
 
 def figure_approach3(records, fit):

@@ -7,6 +7,7 @@ from prism.isoflop.fit.approach2 import budget_text
 from prism.isoflop.fit.misfit import LACK_OF_FIT_LEVEL
 from prism.isoflop.fit.result import FitResult
 from prism.isoflop.present.notfitted import approach3_not_drawn, fitted_budgets
+from prism.isoflop.present.prediction import prediction_table
 from prism.isoflop.records import SURFACE_KEYS
 
 
@@ -50,6 +51,8 @@ def fit_markdown(result: FitResult | dict, lr_lines: list[str] | None = None, lr
     if agree.get("difference") is not None:
         lines += ["## Agreement of the approaches", "", agree["note"], ""]
     lines += _sensitivity(r)
+    if r.prediction is not None:
+        lines += prediction_table(r.prediction)
     if lr_lines:
         lines += ["## Learning rate", "", *(f"- {line.strip()}" for line in lr_lines), ""]
     if r.approach2 is not None:

@@ -25,6 +25,7 @@ from prism.isoflop.design.plantext import dropped_lines
 from prism.isoflop.fit.diagnostics import MIN_BUDGETS
 from prism.isoflop.fit.result import FitResult
 from prism.isoflop.present.notfitted import approach3_answers, approach3_not_drawn, fitted_budgets
+from prism.isoflop.present.prediction import backtest_lines, prediction_lines
 from prism.train.timing import study_timing, timing_lines
 
 
@@ -98,6 +99,7 @@ def fit_lines(fit, lr_note: str = "") -> list[str]:
             f"{v.interval_source or 'bootstrap'})"
         )
     lines += verdict_robustness_lines(fit)
+    lines += [f"  {line}" for line in answer_lines(fit)]
     lines.append(f"  budgets accepted: {_budgets(fit.diagnostics.budgets_used)}")
     for dropped in fit.diagnostics.budgets_dropped or []:
         lines.append(f"  budget {_budgets([dropped.get('budget')])} rejected: {dropped.get('reason')}")
@@ -111,6 +113,15 @@ def fit_lines(fit, lr_note: str = "") -> list[str]:
         if ex.kind != "status":  # runs not ok are listed from runs.csv below
             lines.append(f"  excluded by the fit {ex.run_id} ({ex.kind}): {ex.reason}")
     return lines
+
+
+def answer_lines(fit) -> list[str]:
+    """What to train at the budgets the config asked (`fit.predict`), and the backtest."""
+    section = fit.prediction
+    if section is None or section.model is None:
+        return []
+    asked = [p for p in section.predictions if p.budget in section.asked]
+    return prediction_lines(asked, section.model.reach, section.model.level) + backtest_lines(section.backtests)
 
 
 def _span(values: list[float]) -> str:
