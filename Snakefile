@@ -3,7 +3,7 @@
 # own rules/*.smk, and every rule calls `prism <group> <verb>`.
 #
 #   snakemake --profile profiles/local fit_text_image   # the default study on this machine
-#   snakemake --profile profiles/local -n fit_text_image --config 'budgets=[1e12,3e12,1e13]'
+#   snakemake --profile profiles/local -n fit_text_image --config 'budgets=[1.5e11,2.5e11,4e11,7e11,1.2e12,2e12,3.5e12]'
 #   snakemake --profile profiles/aurora fit_text_image --configfile config/aurora.yaml   # PBS Pro
 
 import sys
