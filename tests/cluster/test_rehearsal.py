@@ -136,20 +136,26 @@ def aurora_node(tmp_path_factory):
         stop(folder)
 
 
+def stand_ins(root: Path, mpiexec: str) -> tuple[Path, list[str]]:
+    """The folder of stand-ins for what Aurora has (`module`, $PBS_NODEFILE, PALS's mpiexec as `mpiexec`) and
+    config/aurora.yaml's set-up lines behind them, with the venv's absolute path (the test's clone has none of
+    its own)."""
+    shims = root / "bin"
+    shims.mkdir()
+    (shims / "mpiexec").write_text(mpiexec)
+    (shims / "mpiexec").chmod(0o755)
+    (root / "pbs_job_env.sh").write_text(PBS_JOB_ENV)
+    setup = [f"source {root / 'pbs_job_env.sh'}", "module load frameworks/2025.3.1", f"source {BIN}/activate",
+             f"export PATH={shims}:$PATH BASH_ENV={root / 'pbs_job_env.sh'} OMP_NUM_THREADS=1",
+             f"export PYTHONPATH={REPO} TORCH_EXTENSIONS_DIR={Path(sys.prefix) / 'torch-extensions'}"]  # fmt: skip
+    return shims, setup
+
+
 @pytest.fixture(scope="module")
 def rehearsed(aurora_node, tmp_path_factory):
     client, folder = aurora_node
     root = tmp_path_factory.mktemp("rehearsal")
-    shims = root / "bin"
-    shims.mkdir()
-    (shims / "mpiexec").write_text(PALS_MPIEXEC)
-    (shims / "mpiexec").chmod(0o755)
-    (root / "pbs_job_env.sh").write_text(PBS_JOB_ENV)
-    # config/aurora.yaml's set-up lines, behind the stand-ins of what Aurora has (`module`, $PBS_NODEFILE,
-    # PALS's mpiexec) and the venv's absolute path (the test's clone has none of its own).
-    setup = [f"source {root / 'pbs_job_env.sh'}", "module load frameworks/2025.3.1", f"source {BIN}/activate",
-             f"export PATH={shims}:$PATH BASH_ENV={root / 'pbs_job_env.sh'} OMP_NUM_THREADS=1",
-             f"export PYTHONPATH={REPO} TORCH_EXTENSIONS_DIR={Path(sys.prefix) / 'torch-extensions'}"]  # fmt: skip
+    shims, setup = stand_ins(root, PALS_MPIEXEC)
     workdir = make_workdir(root / "clone", tiny=False)
     (workdir / "config" / "aurora.yaml").write_text(yaml.safe_dump(miniature(setup), sort_keys=False))
     client_env = {**env(), **client, "PATH": f"{shims}:{BIN}:{env()['PATH']}", "PYTHONPATH": str(REPO)}
@@ -230,14 +236,7 @@ DEBUG_QUEUE_S = 60 * 60
 @pytest.mark.skipif(shutil.which("mpiexec.mpich") is None, reason="no MPICH (tools/install-system-deps.sh)")
 def test_a_probe_whose_body_ignores_sigterm_ends_inside_its_walltime_with_its_record(aurora_node, tmp_path):
     client, folder = aurora_node
-    shims = tmp_path / "bin"
-    shims.mkdir()
-    (shims / "mpiexec").write_text(DEAF_MPIEXEC)
-    (shims / "mpiexec").chmod(0o755)
-    (tmp_path / "pbs_job_env.sh").write_text(PBS_JOB_ENV)
-    setup = [f"source {tmp_path / 'pbs_job_env.sh'}", "module load frameworks/2025.3.1", f"source {BIN}/activate",
-             f"export PATH={shims}:$PATH BASH_ENV={tmp_path / 'pbs_job_env.sh'} OMP_NUM_THREADS=1",
-             f"export PYTHONPATH={REPO} TORCH_EXTENSIONS_DIR={Path(sys.prefix) / 'torch-extensions'}"]  # fmt: skip
+    shims, setup = stand_ins(tmp_path, DEAF_MPIEXEC)
     mini = miniature(setup)
     mini["cluster"]["ranks_per_node"] = 2  # what is rehearsed is the signal, not the node's width
     mini["plan"]["global_batch"] = 4
