@@ -99,8 +99,7 @@ class StudyPlan:
         key = self._key(family)
         if key not in self._plans:
             try:
-                runs = plan_runs(**self.arguments(family)).runs
-                rows: Rows | None = {row.run_id: row for row in runs}
+                rows: Rows | None = self._planned(family)
             except NoBudget as err:  # no job can change it: stop before any (the data's build included)
                 self.engine.stop(f"plan {family}: {err}")
                 raise
@@ -127,11 +126,14 @@ class StudyPlan:
         key = ("pricing", *self._key(family))
         if key not in self._plans:
             try:
-                runs = plan_runs(**self.arguments(family)).runs
+                self._plans[key] = self._planned(family)
             except PrismError:
-                runs = None
-            self._plans[key] = None if runs is None else {row.run_id: row for row in runs}
+                self._plans[key] = None
         return self._plans[key]
+
+    def _planned(self, family: str, **changed: Any) -> Rows:
+        """The plan computed here, its rows by run id (`changed`: arguments other than the study's)."""
+        return {row.run_id: row for row in plan_runs(**self.arguments(family) | changed).runs}
 
     def stop_unplannable(self, family: str) -> None:
         """Stop a run whose every budget is refused before its data is built (the data only adds refusals):
@@ -140,7 +142,7 @@ class StudyPlan:
             return
         self._checked.add(family)
         try:
-            plan_runs(**self.arguments(family) | {"data": None})
+            self._planned(family, data=None)
         except NoBudget as err:
             self.engine.stop(f"plan {family}: {err}")
         except PrismError:  # anything else the plan job says in its own log
