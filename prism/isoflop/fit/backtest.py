@@ -109,6 +109,8 @@ def prediction_model(
         a2_boot=pairs,
         a3_theta=theta,
         a3_boot=boot3 or [],
+        loss_noise=noise if noise and within_dof > 0 else None,
+        loss_noise_dof=within_dof if noise else 0,
     )
 
 

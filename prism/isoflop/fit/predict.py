@@ -10,6 +10,9 @@ answer from the same record with the same function, and agree to the last digit.
   with the within-budget bootstrap's band of its (log10 k, a) pairs where that reaches further. The
   loss at its allocation is Approach 3's surface there where Approach 3 converged (Approach 2 has no
   loss model; a power law through the minima's losses, its fallback, has no floor and overshoots).
+  The loss's interval is for the run a user will train there: the surface's spread widened in
+  quadrature by one run's noise (the fit's residual sd), so a measured loss is held as often as the
+  level says, not only the surface's mean.
 - Approach 3: N_opt minimises the fitted L(N, D) on the budget, D = C / (FLOPs per token at N), in
   closed form; its interval is the spread of that optimum over the bootstrap's surfaces, widened in
   quadrature by the minima's scatter around a smooth law (what a single budget's optimum adds).
@@ -87,6 +90,10 @@ class PredictModel:
     a2_boot: list[tuple[float, float]] = field(default_factory=list)  # (log10 k, a) pairs
     a3_theta: tuple[float, ...] | None = None  # (E, A, B, alpha, beta) of the point fit
     a3_boot: list[tuple[float, ...]] = field(default_factory=list)  # the bootstrap's surfaces
+    # One run's loss noise (sd) and its degrees of freedom: what a run trained at the predicted allocation
+    # adds to the surface's own uncertainty there (None: not measured, the surface's spread alone).
+    loss_noise: float | None = None
+    loss_noise_dof: int = 0
 
     def to_json(self) -> dict:
         return asdict(self)
@@ -219,7 +226,7 @@ def _a3_estimate(model: PredictModel, budget: float) -> Estimate | None:
             hi = centre + math.hypot(hi - centre, extra)
             n_ci = _interval(10**lo, 10**hi)
             l_lo, l_hi = np.quantile(bl[ok], q)
-            loss_ci = _interval(min(l_lo, loss), max(l_hi, loss))
+            loss_ci = _with_run_noise(model, loss, l_lo, l_hi)
     return _estimate(model, budget, "approach3", n, n_ci, loss, loss_ci)
 
 
@@ -238,7 +245,19 @@ def _surface_loss(model: PredictModel, budget: float, n: float) -> tuple[float, 
     if len(values) < 2:
         return loss, None
     lo, hi = np.quantile(values, [(1 - model.level) / 2, (1 + model.level) / 2])
-    return loss, _interval(min(lo, loss), max(hi, loss))
+    return loss, _with_run_noise(model, loss, lo, hi)
+
+
+def _with_run_noise(model: PredictModel, loss: float, lo: float, hi: float) -> Interval:
+    """The surface's band at the allocation widened in quadrature by one run's noise: the loss a run trained
+    there will measure scatters about the surface by that much, however well the surface is known."""
+    lo, hi = min(lo, loss), max(hi, loss)
+    if not model.loss_noise or model.loss_noise_dof <= 0:
+        return _interval(lo, hi)
+    from scipy import stats  # noqa: PLC0415 lazy: scipy
+
+    extra = float(stats.t.ppf((1 + model.level) / 2, model.loss_noise_dof)) * model.loss_noise
+    return _interval(loss - math.hypot(loss - lo, extra), loss + math.hypot(hi - loss, extra))
 
 
 def _scatter_half_width(model: PredictModel) -> float:

@@ -59,6 +59,18 @@ def test_beyond_the_data_the_interval_holds_the_truth_and_widens(chinchilla_fit)
     assert preds[1e24].extrapolation and not preds[1e21].extrapolation
 
 
+def test_the_loss_interval_holds_a_run_trained_at_the_answer_as_often_as_its_level(chinchilla_fit):
+    """A run trained at the predicted allocation measures the surface there plus its own noise: the interval
+    is for that loss, so it holds about 80% of such runs, not only the surface's mean."""
+    rng = np.random.default_rng(7)
+    for p in chinchilla_fit.prediction.predictions[: len(BUDGETS)]:
+        e = p.answer
+        mean = float(CHINCHILLA_EPOCH.loss(np.array(e.n_opt), np.array(e.d_opt)))
+        runs = mean + 0.003 * rng.standard_normal(2000)
+        held = np.mean((runs >= e.loss_ci[0]) & (runs <= e.loss_ci[1]))
+        assert 0.7 <= held <= 0.95, (p.budget, e.loss_ci, mean, held)
+
+
 def test_d_spends_the_budget_through_the_studys_flops_per_token():
     # FLOPs per token 9 N^0.9 (frozen parts): D = C / (9 N^0.9), not C / 6N.
     recs = parabola_study(0.1, 0.5, BUDGETS, fpt=lambda n: 9 * n**0.9)
