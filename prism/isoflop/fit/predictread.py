@@ -17,7 +17,7 @@ from prism.isoflop.fit.result import FitResult
 from prism.isoflop.present.prediction import backtest_lines, prediction_lines
 
 
-def _train_lines(plan: dict | None, model: PredictModel):
+def train_lines(plan: dict | None, model: PredictModel):
     """What to train at each prediction: the plan's shape rule's nearest sizes (none without a plan)."""
     from prism.isoflop.design.totrain import size_line, sizes_to_train  # noqa: PLC0415 lazy: the model registry
 
@@ -53,7 +53,7 @@ def _lines(result: FitResult, budgets: list[float], where: str, plan: dict | Non
         why = _no_law(result)
         return [f"C = {budget_text(c)}: no prediction: neither approach gave a law ({why})" for c in budgets]
     model = section.model
-    more = _train_lines(plan, model)
+    more = train_lines(plan, model)
     return prediction_lines(predict(model, budgets), model.reach, model.level, more) + backtest_lines(section.backtests)
 
 

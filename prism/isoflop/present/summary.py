@@ -22,7 +22,9 @@ import yaml
 
 from prism.core.ids import format_budget
 from prism.isoflop.design.plantext import dropped_lines
+from prism.isoflop.design.totrain import study_plan
 from prism.isoflop.fit.diagnostics import MIN_BUDGETS
+from prism.isoflop.fit.predictread import train_lines
 from prism.isoflop.fit.result import FitResult
 from prism.isoflop.present.notfitted import approach3_answers, approach3_not_drawn, fitted_budgets
 from prism.isoflop.present.prediction import backtest_lines, prediction_lines
@@ -56,11 +58,12 @@ def _budgets(values) -> str:
     return ", ".join(out) or "none"
 
 
-def fit_lines(fit, lr_note: str = "") -> list[str]:
+def fit_lines(fit, lr_note: str = "", plan: dict | None = None) -> list[str]:
     """The exponents with their intervals, the verdict and its main reason, the budgets and runs left out.
 
     `fit` is a `FitResult` (prism.isoflop.fit.result); `lr_note`, the verdict's clause when the learning
-    rate's share dominates a's interval (`LrShare.verdict_note`).
+    rate's share dominates a's interval (`LrShare.verdict_note`); `plan`, the study's plan.yaml, whose
+    shape rule names the sizes to train at each predicted budget.
     """
     pct = f"{100 * fit.ci_level:.0f}%"
     lines = []
@@ -99,7 +102,7 @@ def fit_lines(fit, lr_note: str = "") -> list[str]:
             f"{v.interval_source or 'bootstrap'})"
         )
     lines += verdict_robustness_lines(fit)
-    lines += [f"  {line}" for line in answer_lines(fit)]
+    lines += [f"  {line}" for line in answer_lines(fit, plan)]
     lines.append(f"  budgets accepted: {_budgets(fit.diagnostics.budgets_used)}")
     for dropped in fit.diagnostics.budgets_dropped or []:
         lines.append(f"  budget {_budgets([dropped.get('budget')])} rejected: {dropped.get('reason')}")
@@ -115,13 +118,15 @@ def fit_lines(fit, lr_note: str = "") -> list[str]:
     return lines
 
 
-def answer_lines(fit) -> list[str]:
-    """What to train at the budgets the config asked (`fit.predict`), and the backtest."""
+def answer_lines(fit, plan: dict | None = None) -> list[str]:
+    """What to train at the budgets the config asked (`fit.predict`): the allocation, and with the study's
+    plan the nearest sizes of its shape rule; then the backtest."""
     section = fit.prediction
     if section is None or section.model is None:
         return []
     asked = [p for p in section.predictions if p.budget in section.asked]
-    return prediction_lines(asked, section.model.reach, section.model.level) + backtest_lines(section.backtests)
+    more = train_lines(plan, section.model)
+    return prediction_lines(asked, section.model.reach, section.model.level, more) + backtest_lines(section.backtests)
 
 
 def _span(values: list[float]) -> str:
@@ -252,7 +257,7 @@ def summarize(family_dirs: list[str | Path]) -> str:
                 continue
             try:
                 lr = lr_share(folder, fit)
-                out += fit_lines(fit, lr.verdict_note())
+                out += fit_lines(fit, lr.verdict_note(), study_plan(folder))
                 out += lr.lines
                 out += runs_lines(folder / "runs.csv")
             except (KeyError, TypeError, ValueError, AttributeError, OSError, csv.Error) as err:
