@@ -8,12 +8,17 @@ included). For the largest budget predicted from the others it counts how often 
 
 and the same for the minimum loss. A calibrated 80% interval holds about 80%.
 
+With `--fitted`, the backtests that trained studies' fit jobs wrote (their fit/e2e.json) instead:
+for each, whether the left-out largest budget's own optimum and minimum loss fell inside.
+
     python tools/backtest_check.py [--noise 0.0146,0.03] [--studies 40] [--bootstrap 200]
+    python tools/backtest_check.py --fitted STUDY/text_image [STUDY/text_image ...]
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import math
 import statistics
 import sys
@@ -63,12 +68,43 @@ def share(rows: list[dict], key: str) -> str:
     return f"{100 * sum(r[key] for r in rows) / len(rows):.0f}%"
 
 
+def fitted(families: list[str]) -> None:
+    """The largest-budget backtest of each trained study, as its fit job wrote it."""
+    rows = []
+    for family in families:
+        path = Path(family) / "fit" / "e2e.json"
+        tests = [b for b in json.loads(path.read_text())["prediction"]["backtests"] if len(b["left_out"]) == 1]
+        if not tests:
+            print(f"{path}: no backtest")
+            continue
+        b = tests[0]
+        row = {
+            "measured_in": b["n_units"] is not None and abs(b["n_units"]) <= 1,
+            "loss_in": b["loss_units"] is not None and abs(b["loss_units"]) <= 1,
+            "far": any(u is not None and abs(u) > 2 for u in (b["n_units"], b["loss_units"])),
+        }
+        rows.append(row)
+        print(
+            f"{path}: {b['approach']}, N_opt measured x{b['n_ratio']:.2f} ({b['n_units']:+.2f} half-widths), "
+            f"minimum loss {b['loss_diff']:+.4f} ({b['loss_units']:+.2f} half-widths)"
+        )
+    if rows:
+        print(
+            f"{len(rows)} studies: N_opt inside the 80% interval {share(rows, 'measured_in')}, minimum loss inside "
+            f"{share(rows, 'loss_in')}, far off (warning) {share(rows, 'far')}"
+        )
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--fitted", nargs="+", metavar="FAMILY_DIR", help="trained studies' family folders")
     ap.add_argument("--noise", help="comma-separated noises (default: the round-0 file's measured and calibrated)")
     ap.add_argument("--studies", type=int, default=40, help="simulated studies per noise (default 40)")
     ap.add_argument("--bootstrap", type=int, default=200, help="bootstrap resamples of each fit (default 200)")
     args = ap.parse_args()
+    if args.fitted:
+        fitted(args.fitted)
+        return
     plan, options = default_plan()
     centre = study_centre("text_image", "e2e", options)
     if centre.surface is None:

@@ -15,7 +15,7 @@ import re
 # knows no exponents), so the user got "expected one argument" instead of "a budget must be positive".
 NEGATIVE_NUMBER = re.compile(r"^-(\d+\.?\d*|\.\d+)([eE][-+]?\d+)?$")
 
-LAUNCH_KEYS = ("launcher", "nodes", "procs_per_node", "storage", "dry_run")
+LAUNCH_KEYS = ("launcher", "nodes", "procs_per_node", "storage", "dry_run", "restore")
 
 
 def _train(args: argparse.Namespace) -> int:
@@ -63,6 +63,13 @@ def configure(parser: argparse.ArgumentParser) -> None:
         help="processes per node (torchrun default auto; aurora default 12)",
     )
     launch.add_argument("--dry-run", action="store_true", help="print the exact command or job body and exit")
+    launch.add_argument(
+        "--restore",
+        action="store_true",
+        help="first put back a finished run's metrics.json (and kept checkpoints) from final/ when its inputs and "
+        "settings are unchanged, before launching anything (with --dry-run: the workflow's job then launches no "
+        "body, and a packed run holds no device, for a run that trains nothing)",
+    )
     launch.add_argument(
         "--retrain",
         action="store_true",

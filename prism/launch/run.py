@@ -20,9 +20,13 @@ def launch(
     procs_per_node: int | None = None,
     storage: str = "local",
     dry_run: bool = False,
+    restore: bool = False,
 ) -> int:
     """`dry_run` prints the launcher's command; `torchrun` re-executes under torchrun; `local` trains
-    here. Returns the exit status (non-zero for a collapsed or stopped run)."""
+    here. Returns the exit status (non-zero for a collapsed or stopped run). `restore` first puts back an
+    unchanged finished run's records here (`restore_finished`)."""
+    if restore:
+        restore_finished(run, launcher, nodes, procs_per_node)
     if dry_run:
         print(render(launcher, run, nodes, procs_per_node, storage), end="" if launcher == "aurora" else "\n")
         return 0
@@ -38,3 +42,17 @@ def launch(
     from prism.train.lifecycle import exit_code, train  # noqa: PLC0415 lazy: torch
 
     return exit_code(train(run))
+
+
+def restore_finished(run: RunConfig, launcher: str, nodes: int, procs_per_node: int | None) -> bool:
+    """Put back a finished run's records, unchanged inputs and settings, before anything is launched for it
+    (prism.train.lifecycle.restore_only): whether it is finished. Only where its world size is known here (its
+    streamed data order depends on it) and it ever finished; torch is imported only then."""
+    from prism.train.rundir.finished import record_path  # noqa: PLC0415 lazy: the run's records
+
+    world = 1 if launcher == "local" else nodes * procs_per_node if procs_per_node else None
+    if world is None or not record_path(run.out_dir).is_file():
+        return False
+    from prism.train.lifecycle import restore_only  # noqa: PLC0415 lazy: torch
+
+    return restore_only(run, world)

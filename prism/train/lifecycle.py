@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from contextlib import nullcontext
 
+from prism.core.errors import PrismError
 from prism.core.run_metrics import RunMetrics
 from prism.parallel.env import discover
 from prism.train import preflight
@@ -70,6 +71,24 @@ def train(config: RunConfig, retrain: bool | None = None, wait_lock: bool | None
             return trainer.train()
         finally:
             trainer.close()
+
+
+def restore_only(config: RunConfig, world_size: int) -> bool:
+    """Put back an unchanged finished run's records without training (`train` would too, after its launch):
+    whether the run is finished now. The workflow calls it in the job before the run's body claims a device,
+    so that a rerun job (a retried pack: Snakemake deleted its finished runs' outputs) holds no device for a
+    run that trains nothing. A run another trainer holds is left to its body."""
+    if finished_run.retrain_requested():
+        return False
+    finished_run.check_same_run(config.out_dir, config)
+    if finished(config) is not None:
+        return True
+    inputs = resume.input_fingerprint(config, find_calibration(config), run_order(config, world_size))
+    try:
+        with RunLock(config.out_dir, wait=False):
+            return finished(config) is not None or finished_run.restore(config.out_dir, config, inputs) is not None
+    except PrismError:  # held: a live trainer of this directory; its body waits or says so
+        return False
 
 
 def exit_code(metrics: RunMetrics) -> int:

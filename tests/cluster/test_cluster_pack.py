@@ -5,7 +5,8 @@ as slots, cluster.pack) goes to the scheduler as at most ceil(12 / 4) training j
 its timed steps, counted from the scheduler's own record of the jobs it ran (jobcomp/filetxt,
 tools/local_pbs.py), not from the workflow's logs. Each run records the slot it held; no two runs of
 one job that overlapped in time held one slot. The packed runs train exactly as unpacked ones (the
-same losses), and a pack stopped at its walltime resumes its unfinished runs when resubmitted.
+same losses), and a pack stopped at its walltime resumes its unfinished runs when resubmitted, without
+launching again the runs it had finished.
 """
 
 from __future__ import annotations
@@ -167,6 +168,9 @@ def test_a_pack_stopped_at_its_walltime_resumes_its_runs(packed):
             json.loads(line) for line in (workdir / STUDY / "runs" / run / "slots.jsonl").read_text().splitlines()
         ]
         assert records[-1]["exit"] == 0
+        # A retried pack reruns every run of it (its Snakemake forces them): one finished in an earlier attempt
+        # is put back before its body is launched, so it never holds a slot again.
+        assert [r["exit"] for r in records].index(0) == len(records) - 1, records
         # Stopped at the walltime with a checkpoint (the failed attempt's log, which the profile shows), then
         # resumed from it, in a later attempt (shown too when that one was stopped again) or the last one.
         log = (workdir / "scaling-study" / "logs" / "train" / "text_image" / f"{run}.log").read_text()

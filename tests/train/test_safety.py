@@ -75,6 +75,21 @@ def test_a_hand_edited_config_yaml_of_a_finished_run_is_named_and_put_back_resto
     assert snapshot(finished) == before
 
 
+def test_restore_puts_a_finished_run_back_before_anything_is_launched(train, finished):
+    """The workflow's job runs `--restore --dry-run` before it launches (and, packed, claims a device for) the
+    run's body: an unchanged finished run is put back there, so the body is not run at all."""
+    before = snapshot(finished)
+    (finished / "metrics.json").unlink()  # Snakemake removes the output before the job runs
+    res = train(finished, *SHORT, "--restore", "--dry-run")
+    assert res.returncode == 0 and "restored" in res.stderr, res.stderr
+    assert "prism train" in res.stdout  # the body is still printed
+    assert snapshot(finished) == before
+    # Asked to retrain, nothing is restored: the body trains.
+    (finished / "metrics.json").unlink()
+    res = train(finished, *SHORT, "--restore", "--dry-run", env={"PRISM_RETRAIN": "1"})
+    assert res.returncode == 0 and not (finished / "metrics.json").exists(), res.stderr
+
+
 def test_an_explicit_retrain_trains_from_scratch(train, finished):
     first = metrics(finished)
     (finished / "metrics.json").unlink()

@@ -28,6 +28,8 @@ def test_a_byte_identical_data_rebuild_retrains_nothing_and_forcerun_train_retra
     for run_id in ids:  # Snakemake reran every train job; each one restored its record
         log = (logs / f"{run_id}.log").read_text()
         assert "restored" in log and "step 1/" not in log, log
+        # Put back before the job body was launched: the body, which would find the run finished, never ran.
+        assert "the run is finished, nothing to do" not in log, log
         assert (runs / run_id / "perf.jsonl").read_bytes() == perf[run_id]
         assert (runs / run_id / "metrics.json").is_file()
     victim = ids[0]
