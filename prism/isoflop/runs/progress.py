@@ -9,8 +9,10 @@ FLOPs done are those of that progress (a run's own budget, as the plan counts it
 The ETA is measured, not assumed. Each finished job's time in its job (from its body's
 writing to its last write: start-up, evaluation and checkpoints included) against the
 plan's estimate of its steps gives a job's time as a start-up plus a multiple of its
-estimate (a least-squares line, per kind of job where that kind has finished jobs: many
-short wsd branches are mostly start-up and evaluation, segments mostly steps). The jobs
+estimate: the multiple (the pace of steps, the same in every kind of job) from the slope
+of the finished jobs' times within each kind, the start-up per kind of job where that kind
+has finished jobs (the median of their time beyond their steps: many short wsd branches
+are mostly start-up and evaluation, segments mostly steps). The jobs
 left take that much in all, over the jobs that have run at once so far (their time in
 jobs over the wall time since the first started); or, when longer, the longest chain of
 jobs still to run one after another (a trajectory's remaining segments and its longest
@@ -79,6 +81,32 @@ def job_line(parts: list[Part]) -> tuple[float, float]:
     return 0.0, sum(ys) / sum(xs)
 
 
+def pace(parts: list[Part]) -> float:
+    """Seconds of job a second of estimate, common to every kind: the slope within kinds (each kind its own
+    start-up) of the finished jobs' time on their estimate; their ratio where the kinds' estimates do not vary."""
+    timed = [p for p in parts if p.state == DONE and p.est_s and p.job_s]
+    num = den = 0.0
+    for kind in {p.kind for p in timed}:
+        xs = [p.est_s for p in timed if p.kind == kind]
+        ys = [p.job_s for p in timed if p.kind == kind]
+        mx, my = sum(xs) / len(xs), sum(ys) / len(ys)
+        num += sum((x - mx) * (y - my) for x, y in zip(xs, ys, strict=True))
+        den += sum((x - mx) ** 2 for x in xs)
+    if den > 0 and num > 0 and len(timed) >= 3:
+        return num / den
+    return job_line(parts)[1]
+
+
+def kind_start(parts: list[Part], kind: str | None, per_s: float) -> float:
+    """The median time `kind`'s finished jobs (every kind's: None) took beyond their estimate at `per_s`."""
+    over = sorted(p.job_s - per_s * p.est_s for p in parts
+                  if kind in (None, p.kind) and p.state == DONE and p.est_s)  # fmt: skip
+    if not over:
+        return 0.0
+    mid = len(over) // 2
+    return max(0.0, over[mid] if len(over) % 2 else (over[mid - 1] + over[mid]) / 2)
+
+
 def progress(parts: list[Part], now: float) -> Progress:
     """Count the parts by kind and estimate the end: the jobs left at the finished jobs' line over the jobs
     that ran at once, or the longest chain left at that line, whichever is longer."""
@@ -93,10 +121,13 @@ def progress(parts: list[Part], now: float) -> Progress:
     starts = [p.started for p in parts if p.started is not None]
     if not any(p.state == DONE for p in parts) or not starts or now <= min(starts):
         return Progress(done, total, None, "no job has finished yet")
-    start_s, per_s = job_line(parts)
-    # Each kind by its own finished jobs where it has some: a wsd branch is mostly start-up and evaluation,
-    # a segment mostly steps, so one line for both misjudges the many short branches left at the end.
-    lines = {k: job_line([p for p in parts if p.kind == k]) if done[k] else (start_s, per_s) for k in kinds}
+    per_s = pace(parts)
+    start_s = kind_start(parts, None, per_s)
+    # One pace for the steps of every kind (they run at the same speed), and each kind's own start-up, the
+    # median of what its finished jobs took beyond their steps at that pace: a wsd branch is mostly start-up
+    # and evaluation, a segment mostly steps. A line per kind would rest on its first finished jobs, the
+    # longest (started first), and its start-up, extrapolated to the many short ones left, overshoots.
+    lines = {k: (kind_start(parts, k if done[k] else None, per_s), per_s) for k in kinds}
     at_once = max(1.0, sum(p.job_s for p in parts) / (now - min(starts)))  # jobs that ran at a time, measured
     work_left = sum(_left_s(p, *lines[p.kind]) for p in left) / at_once
     chain = max(start_s * p.chain_jobs + per_s * (p.chain_s or 0.0) for p in left)

@@ -50,12 +50,28 @@ def test_no_estimate_or_no_progress_says_why():
     assert progress([Part("a", "run", 10.0, 1.0, "done")], now=10.0).eta_s == 0.0
 
 
-def test_each_kind_of_job_is_timed_by_its_own_finished_jobs():
-    """Segments took 2x their estimate; branches 30 s of start-up over theirs: the branches left are timed so."""
-    parts = [Part(f"s{i}", "segment", 100.0, 1.0, "done", started=0.0, job_s=200.0) for i in range(3)]
+def test_each_kind_of_job_has_its_own_start_up_at_the_pace_of_all():
+    """Every job stepped at twice its estimate; segments took 5 s besides, branches 30 s: the branch left is
+    timed at the branches' start-up and the common pace."""
+    parts = [Part(f"s{i}", "segment", est, 1.0, "done", started=0.0, job_s=5 + 2 * est) for i, est in
+             enumerate((100.0, 200.0, 300.0))]  # fmt: skip
     parts += [
-        Part(f"b{i}", "branch", est, 1.0, "done", started=0.0, job_s=est + 30) for i, est in enumerate((5, 10, 20))
+        Part(f"b{i}", "branch", est, 1.0, "done", started=0.0, job_s=30 + 2 * est) for i, est in enumerate((5, 10, 20))
     ]
     parts += [Part("left", "branch", 10.0, 0.0, "waiting", chain_s=10.0)]
-    found = progress(parts, now=735.0)  # 735 s of jobs in 735 s: one at a time
-    assert found.eta_s == pytest.approx(40.0) and "a branch 30 s + x1.00" in found.basis
+    now = sum(p.job_s for p in parts)  # one at a time
+    found = progress(parts, now=now)
+    assert found.eta_s == pytest.approx(50.0, rel=0.05) and "a branch 30 s + x2.00" in found.basis
+
+
+def test_the_first_finished_branches_do_not_time_the_short_ones_left_by_their_line():
+    """The longest branches finish first (they start first); a line through three of them, scattered by a few
+    seconds, would put 17 s of start-up on each short one left. Each is timed at the branches' median start-up
+    over the common pace instead: 10 branches of 1 s of steps and about 5 s of start-up take about 60 s."""
+    parts = [Part(f"s{i}", "segment", est, 1.0, "done", started=0.0, job_s=5 + est) for i, est in
+             enumerate((100.0, 200.0, 300.0, 400.0))]  # fmt: skip
+    parts += [Part(f"b{i}", "branch", est, 1.0, "done", started=0.0, job_s=est + over)
+              for i, (est, over) in enumerate(((50.0, 3.0), (60.0, 8.0), (70.0, 5.0)))]  # fmt: skip
+    parts += [Part(f"left{i}", "branch", 1.0, 0.0, "waiting", chain_s=1.0) for i in range(10)]
+    found = progress(parts, now=sum(p.job_s for p in parts))
+    assert found.eta_s == pytest.approx(60.0, rel=0.1), found.basis
