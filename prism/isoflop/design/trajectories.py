@@ -163,8 +163,15 @@ class Trajectory:
         return self.cost(chain_end - self.previous_point(end))
 
     def branch_priority(self, run_id: str) -> int:
-        """A branch waits on nothing after it: its own cooldown."""
-        return self.cost(self.branch(run_id).cooldown)
+        """Just below the trajectory going on from the branch's point (the segment that starts there), so
+        that runs finish as the study goes, the longest chains still first: ranked by its own cooldown
+        alone, every branch would wait for every segment, and halfway through a study no run would be
+        done (the default study's jobs replayed: the same wall time either way, 15-17 of 40 runs done
+        halfway instead of 0-1). A branch off the last point waits on nothing: its own cooldown."""
+        branch = self.branch(run_id)
+        own = self.cost(branch.cooldown)
+        later = [p for p in self.points if p > branch.start]
+        return max(own, self.segment_priority(later[0]) - 1) if later else own
 
 
 def traj_id(backbone: str, variant: str, regime: str, global_batch: int) -> str:
