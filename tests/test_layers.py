@@ -5,7 +5,7 @@ and distributed runtime, then training, then launching training jobs, then what 
 built on runs (IsoFLOP studies, sweeps, benchmarks, perf aggregation), then the CLI (and
 the worker that serves it).
 Imports are read with `ast` from every module, function-local ones included, so a
-lazy import cannot hide a cycle.
+lazy import cannot hide a cycle. And one name is one class: no two classes of prism share a name.
 """
 
 from __future__ import annotations
@@ -89,3 +89,20 @@ def test_the_checker_sees_function_local_imports(tmp_path):
     source = tmp_path / "x.py"
     source.write_text("def f():\n    from prism.cli import main\n")
     assert prism_imports(source) == [("prism.cli.main", 2)]
+
+
+def class_names(path: Path) -> list[tuple[str, int]]:
+    """(name, line) of every class the file defines, nested ones included."""
+    tree = ast.parse(path.read_text(), str(path))
+    return [(node.name, node.lineno) for node in ast.walk(tree) if isinstance(node, ast.ClassDef)]
+
+
+def test_no_two_classes_share_a_name():
+    """A name read in a traceback, a doc or a review means one class: two of one name are renamed for what
+    each holds."""
+    where: dict[str, list[str]] = {}
+    for path in sorted(PRISM.rglob("*.py")):
+        for name, line in class_names(path):
+            where.setdefault(name, []).append(f"{path.relative_to(PRISM.parent)}:{line}")
+    twice = [f"{name}: {', '.join(places)}" for name, places in sorted(where.items()) if len(places) > 1]
+    assert not twice, "classes of one name:\n" + "\n".join(twice)
