@@ -1,9 +1,9 @@
 """The package's layers: a module imports only from its own layer or the ones below.
 
-Bottom to top: records and names every stage shares (no torch), then the model, data
-and distributed runtime, then training, then launching training jobs, then what is
-built on runs (IsoFLOP studies, sweeps, benchmarks, perf aggregation), then the CLI (and
-the worker that serves it).
+Bottom to top: records and names every stage shares (no torch), then the machine a process
+runs on, then the model, data and distributed runtime, then training, then launching
+training jobs, then what is built on runs (IsoFLOP studies, sweeps, benchmarks, perf
+aggregation), then the CLI (and the worker that serves it).
 Imports are read with `ast` from every module, function-local ones included, so a
 lazy import cannot hide a cycle. And one name is one class: no two classes of prism share a name.
 """
@@ -19,23 +19,23 @@ LAYERS: dict[str, int] = {
     "prism": 0,
     # Records and names every stage shares, and the file habits they are written with (no torch).
     "prism.core": 0,
-    # The machine a process runs on: host tuning, device choice, measured peaks.
+    # The machine a process runs on: host tuning, device choice (the devices a run may name), measured peaks.
     "prism.runtime": 1,
-    "prism.model": 1,
-    "prism.data": 1,
-    "prism.parallel": 1,
-    "prism.train": 2,
-    "prism.launch": 3,
-    "prism.isoflop": 4,
-    "prism.sweep": 4,
-    "prism.bench": 4,
-    "prism.perf": 4,
+    "prism.model": 2,
+    "prism.data": 2,
+    "prism.parallel": 2,
+    "prism.train": 3,
+    "prism.launch": 4,
+    "prism.isoflop": 5,
+    "prism.sweep": 5,
+    "prism.bench": 5,
+    "prism.perf": 5,
     # The entry point.
-    "prism.cli": 5,
-    "prism.__main__": 5,
+    "prism.cli": 6,
+    "prism.__main__": 6,
     # The workflow's logic, which the Snakefile and rules/*.smk call: the config schema from every
     # stage's options, the fork server that runs a study's commands, the job schedule.
-    "prism.workflow": 5,
+    "prism.workflow": 6,
 }
 
 
