@@ -174,7 +174,7 @@ def _register_predict(verbs: argparse._SubParsersAction) -> None:
 
 
 def _predict(args: argparse.Namespace) -> int:
-    from prism.isoflop.fit.predictread import predict_csv, predict_study
+    from prism.isoflop.present.predictread import predict_csv, predict_study
 
     if args.csv:
         from prism.isoflop.fit.fit import FitOptions

@@ -24,10 +24,10 @@ from prism.core.ids import format_budget
 from prism.isoflop.design.plantext import dropped_lines
 from prism.isoflop.design.totrain import study_plan
 from prism.isoflop.fit.diagnostics import MIN_BUDGETS
-from prism.isoflop.fit.predictread import train_lines
 from prism.isoflop.fit.result import FitResult
 from prism.isoflop.present.notfitted import approach3_answers, approach3_not_drawn, fitted_budgets
 from prism.isoflop.present.prediction import backtest_lines, prediction_lines
+from prism.isoflop.present.predictread import train_lines
 from prism.train.timing import study_timing, timing_lines
 
 
