@@ -3,7 +3,9 @@
 Bottom to top: records and names every stage shares (no torch), then the machine a process
 runs on, then the model, data and distributed runtime, then training, then launching
 training jobs, then what is built on runs (IsoFLOP studies, sweeps, benchmarks, perf
-aggregation), then the CLI (and the worker that serves it).
+aggregation), then the CLI (and the worker that serves it). Inside prism.isoflop its
+subpackages are layers too: the records every stage shares, then the fit (maths on records),
+the design (whose forecast fits simulated studies), the runs, and what presents them.
 Imports are read with `ast` from every module, function-local ones included, so a
 lazy import cannot hide a cycle. And one name is one class: no two classes of prism share a name.
 """
@@ -38,15 +40,32 @@ LAYERS: dict[str, int] = {
     "prism.workflow": 6,
 }
 
+# Inside prism.isoflop (its imports of one another; what it imports from outside is held by LAYERS).
+ISOFLOP_LAYERS: dict[str, int] = {
+    # What every stage passes on: plan rows and run records, plan.yaml's reader, studies with a known truth.
+    "prism.isoflop": 0,
+    "prism.isoflop.records": 0,
+    "prism.isoflop.planread": 0,
+    "prism.isoflop.synthetic": 0,
+    # Maths on records, no file read: the design's forecast and gate fit simulated studies with it.
+    "prism.isoflop.fit": 1,
+    # Before training: calibrate, the grid, its price and forecast, plan.yaml.
+    "prism.isoflop.design": 2,
+    # A plan's rows as runs and back: launch, the runs table, status.
+    "prism.isoflop.runs": 3,
+    # For people, and the fit's files: the report, figures, summary, predictions, fit_csv.
+    "prism.isoflop.present": 4,
+}
 
-def layer(module: str) -> int:
+
+def layer(module: str, layers: dict[str, int] = LAYERS) -> int:
     """The layer of the longest registered prefix of `module`."""
     parts = module.split(".")
     for end in range(len(parts), 0, -1):
         prefix = ".".join(parts[:end])
-        if prefix in LAYERS:
-            return LAYERS[prefix]
-    raise AssertionError(f"{module} is in no layer: add it to LAYERS")
+        if prefix in layers:
+            return layers[prefix]
+    raise AssertionError(f"{module} is in no layer: add it to {'LAYERS' if layers is LAYERS else 'ISOFLOP_LAYERS'}")
 
 
 def module_name(path: Path) -> str:
@@ -81,6 +100,22 @@ def test_no_module_imports_a_higher_layer():
                 violations.append(
                     f"{path.relative_to(PRISM.parent)}:{line}: {mine} (layer {layer(mine)}) "
                     f"imports {imported} (layer {layer(imported)})"
+                )
+    assert not violations, "\n".join(violations)
+
+
+def test_inside_isoflop_no_module_imports_a_higher_stage():
+    """The fit reads no runs table and writes no report: whoever calls it one stage up does."""
+    violations = []
+    for path in sorted((PRISM / "isoflop").rglob("*.py")):
+        mine = module_name(path)
+        for imported, line in prism_imports(path):
+            if not imported.startswith("prism.isoflop."):
+                continue
+            if layer(imported, ISOFLOP_LAYERS) > layer(mine, ISOFLOP_LAYERS):
+                violations.append(
+                    f"{path.relative_to(PRISM.parent)}:{line}: {mine} (isoflop layer {layer(mine, ISOFLOP_LAYERS)}) "
+                    f"imports {imported} (isoflop layer {layer(imported, ISOFLOP_LAYERS)})"
                 )
     assert not violations, "\n".join(violations)
 

@@ -122,7 +122,8 @@ def _register_fit(verbs: argparse._SubParsersAction) -> None:
 
 
 def _fit(args: argparse.Namespace) -> int:
-    from prism.isoflop.fit.fit import FitOptions, fit_csv
+    from prism.isoflop.fit.fit import FitOptions
+    from prism.isoflop.present.fitfiles import fit_csv
 
     opts = from_namespace(FitOptions, args)
     opts.validate()

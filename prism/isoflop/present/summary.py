@@ -179,7 +179,7 @@ def _held_text(verdict, moves) -> str:
 def lr_share(folder: Path, fit):
     """The learning-rate rule of the study and, for a fitted one or against a previous round's sweep, a's
     sensitivity to it: an `LrShare` (prism.isoflop.fit.lr_sensitivity), its lines and whether it dominates."""
-    from prism.isoflop.fit.lr_sensitivity import family_lr_share  # noqa: PLC0415 lazy: numpy
+    from prism.isoflop.present.fitfiles import family_lr_share  # noqa: PLC0415 lazy: numpy, the runs reader
 
     a2 = fit.approach2
     return family_lr_share(folder, tuple(a2.a_ci) if a2 is not None and a2.a_ci else None)
