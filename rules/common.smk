@@ -9,6 +9,7 @@ from pathlib import Path
 from prism.core.families import FAMILIES
 from prism.workflow import commands
 from prism.workflow.engine import Engine
+from prism.workflow.probe import probe_file, probe_first_file
 from prism.workflow.wiring import StudyWorkflow
 
 # Rules call `prism`: find the one installed beside the Python running Snakemake

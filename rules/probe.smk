@@ -11,7 +11,7 @@ rule probe:
     input:
         W.probe_inputs,
     output:
-        f"{STUDY}/probe/{{family}}.first.json",
+        probe_first_file(S, "{family}"),
     log:
         S.logfile("probe", "{family}"),
     params:
@@ -24,9 +24,9 @@ rule probe:
 
 rule probe_resume:
     input:
-        f"{STUDY}/probe/{{family}}.first.json",
+        probe_first_file(S, "{family}"),
     output:
-        f"{STUDY}/probe/{{family}}.json",
+        probe_file(S, "{family}"),
     log:
         S.logfile("probe", "{family}.resume"),
     params:
@@ -43,4 +43,4 @@ for _family in FAMILIES:
         name:
             f"probe_{_family}"
         input:
-            f"{STUDY}/probe/{_family}.json",
+            probe_file(S, _family),

@@ -6,7 +6,7 @@
 # A rerun that Snakemake starts because the data or calibration files were rewritten with the
 # same content (`--forcerun data`) restores the finished run's metrics.json from final/
 # instead of retraining; `--config retrain=true` (either schedule) or `--forcerun train`
-# retrains (PRISM_RETRAIN=1, see Schedule.retraining in prism/workflow/jobs.py).
+# retrains (PRISM_RETRAIN=1, see JobSchedule.retraining in prism/workflow/jobs.py).
 #
 # Rerun triggers are the data, the run's calibration and its identity (a param: every value
 # that decides what it computes, its plan row's and the library's defaults included,

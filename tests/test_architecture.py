@@ -87,12 +87,12 @@ def test_every_prism_name_in_the_architecture_resolves():
 
 
 def test_every_workflow_module_the_architecture_describes_exists():
-    """The workflow section's entries (`- \\`planfile.StudyPlan\\`: ...`) are modules of prism/workflow."""
+    """The workflow section's entries (`- \\`planfile.WorkflowPlan\\`: ...`) are modules of prism/workflow."""
     text = (ROOT / "docs" / "architecture.md").read_text()
     section = text[
         text.index("Which module decides what:") : text.index("Where a change goes:", text.index("Which module"))
     ]
     entries = re.findall(r"^- `(\w+(?:\.\w+)*)(?:\([^`]*\))?`", section, flags=re.M)
-    assert "planfile.StudyPlan" in entries and "jobs" in entries
+    assert "planfile.WorkflowPlan" in entries and "jobs" in entries
     gone = [e for e in entries if not resolves(f"prism.workflow.{e}")]
     assert not gone, f"docs/architecture.md describes workflow modules that are gone: {gone}"

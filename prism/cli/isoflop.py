@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 
-from prism.cli.renamed import LauncherName, add_renamed
+from prism.cli.renamed import add_renamed
 from prism.cli.spec import add_spec_arguments, spec_from_args
 from prism.core.options import add_arguments, from_namespace, validate
 from prism.isoflop.design.calibrate import TIMED_RUN_SETTINGS, CalibrateOptions
@@ -122,7 +122,8 @@ def _register_fit(verbs: argparse._SubParsersAction) -> None:
 
 
 def _fit(args: argparse.Namespace) -> int:
-    from prism.isoflop.fit.fit import FitOptions, fit_csv
+    from prism.isoflop.fit.fit import FitOptions
+    from prism.isoflop.present.fitfiles import fit_csv
 
     opts = from_namespace(FitOptions, args)
     opts.validate()
@@ -174,7 +175,7 @@ def _register_predict(verbs: argparse._SubParsersAction) -> None:
 
 
 def _predict(args: argparse.Namespace) -> int:
-    from prism.isoflop.fit.predictread import predict_csv, predict_study
+    from prism.isoflop.present.predictread import predict_csv, predict_study
 
     if args.csv:
         from prism.isoflop.fit.fit import FitOptions
@@ -401,7 +402,7 @@ def _tune(args: argparse.Namespace) -> int:
 
 
 def _register_launch(verbs: argparse._SubParsersAction) -> None:
-    from prism.launch import LAUNCHERS
+    from prism.launch import LauncherName
     from prism.train.options import TrainOptions
 
     p = verbs.add_parser(
@@ -415,7 +416,7 @@ def _register_launch(verbs: argparse._SubParsersAction) -> None:
         ),
     )
     p.add_argument("--plan", required=True, help="plan.yaml from `prism isoflop plan`")
-    p.add_argument("--launcher", required=True, action=LauncherName, names=LAUNCHERS, help="how each run starts")
+    p.add_argument("--launcher", required=True, action=LauncherName, help="how each run starts")
     add_renamed(p, "--ledger", "--csv", required=True, help="ledger CSV (appended)")
     p.add_argument("--data", required=True, help="shard directory from `prism data build`")
     p.add_argument("--runs-dir", help="where run directories go (default: runs/ beside the plan)")

@@ -7,11 +7,14 @@
 `command(launcher, run, nodes, procs_per_node) -> list[str]`: the same command as an
 argv that this Python runs directly (`sys.executable -m ...`, so it works without the
 venv's bin/ on PATH). Every value is shell-quoted; the rendered text is exactly what runs.
+`LauncherName`: a `--launcher` flag that takes these names and refuses a script in one line.
 """
 
 from __future__ import annotations
 
+import argparse
 import sys
+from collections.abc import Sequence
 
 from prism.core.errors import PrismError, check_name
 from prism.launch.aurora import render_aurora
@@ -51,3 +54,25 @@ def command(launcher: str, run: RunConfig, nodes: int = 1, procs_per_node: int |
     if launcher == "torchrun":
         return [sys.executable, "-m", "torch.distributed.run", *torchrun_args(run, nodes, procs_per_node)]
     raise PrismError("an aurora job body is submitted with qsub, not run as a command; render it instead")
+
+
+class LauncherName(argparse.Action):
+    """A `--launcher` flag: a launcher by name; a script path (what the old launch tool took) is refused in
+    one line that says what to give instead."""
+
+    def __init__(self, option_strings: Sequence[str], dest: str, names: Sequence[str] = LAUNCHERS, **kwargs) -> None:
+        self.names = tuple(names)
+        super().__init__(option_strings, dest, metavar="{" + ",".join(self.names) + "}", **kwargs)
+
+    def __call__(self, parser, namespace, values, option_string=None) -> None:
+        if values not in self.names:
+            choices = ", ".join(self.names)
+            if "/" in values or values.endswith((".sh", ".py", ".pbs")):
+                why = (
+                    f"takes a launcher name ({choices}), not a script ({values}): prism writes the command "
+                    "or job body itself; `--dry-run` prints it, and a site of its own adapts prism/launch/"
+                )
+            else:
+                why = f"{values!r} is not a launcher; choose one of {choices}"
+            parser.exit(2, f"{parser.prog}: error: {option_string} {why}\n")
+        setattr(namespace, self.dest, values)

@@ -37,9 +37,8 @@ if TYPE_CHECKING:
     from prism.parallel.env import DistEnv
 
 STRATEGIES = ("none", "ddp", "fsdp", "hsdp")
+# The collective backend of each device kind a run may name (prism.runtime.DEVICES, but auto).
 BACKENDS = {"cpu": "gloo", "cuda": "nccl", "xpu": "xccl"}
-# The devices a run may name: auto (cuda, then xpu, then cpu) or one of the kinds a backend serves.
-DEVICES: tuple[str, ...] = ("auto", *BACKENDS)
 
 
 @dataclass(frozen=True)

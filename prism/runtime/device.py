@@ -13,7 +13,7 @@ import resource
 import torch
 
 from prism.core.errors import PrismError
-from prism.parallel.config import DEVICES
+from prism.runtime import DEVICES
 
 
 def _xpu_available() -> bool:

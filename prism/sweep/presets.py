@@ -12,7 +12,8 @@ from prism.core.errors import PrismError, check_name
 from prism.core.families import FAMILIES, check_row_length
 from prism.launch import LAUNCHERS
 from prism.model.config import REGIMES, check_backbone, check_variant
-from prism.parallel.config import DEVICES, STRATEGIES
+from prism.parallel.config import STRATEGIES
+from prism.runtime import DEVICES
 
 LAYOUTS: tuple[str, ...] = ("padded", "packed")
 PRESETS_ENV = "PRISM_MODALITY_PRESETS"

@@ -15,7 +15,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from prism.core.options import option
-from prism.parallel.config import DEVICES, STRATEGIES
+from prism.parallel.config import STRATEGIES
+from prism.runtime import DEVICES
 from prism.train.lr_schedule import COOLDOWN_FRACTION, SCHEDULES
 from prism.train.precision import PRECISIONS
 from prism.train.trackers import DEFAULT_PROJECT, TRACKERS, parse_trackers

@@ -33,21 +33,23 @@ from prism.workflow.commands import tracker_command, training_run
 from prism.workflow.engine import pending_or
 from prism.workflow.packing import Pack, Unit
 from prism.workflow.packs import PackOf, Packs
-from prism.workflow.planfile import Rows, StudyPlan
+from prism.workflow.planfile import Rows, WorkflowPlan
 from prism.workflow.study import Study, budget_str
 
 Estimate = Callable[[Any], float | None]  # a training job's wildcards -> its estimated seconds (None: unknown)
 
 
-class Schedule(Packs):
-    """What every schedule shares: retraining, a run's files, a training job's resources, packs (`Packs`)."""
+class JobSchedule(Packs):
+    """A study's training jobs under its lr schedule (the rules' `SCHEDULE`; the schedule of one run's
+    learning rate is prism.train.lr_schedule.Schedule). What every schedule shares: retraining, a run's
+    files, a training job's resources, packs (`Packs`)."""
 
     name = ""
     rules_file = ""
     run_rule = ""  # the rule whose job writes a planned run's metrics.json
     rules: frozenset[str] = frozenset()
 
-    def __init__(self, study: Study, plan: StudyPlan, engine: Any, ancient: Callable[[str], Any] = str) -> None:
+    def __init__(self, study: Study, plan: WorkflowPlan, engine: Any, ancient: Callable[[str], Any] = str) -> None:
         self.study = study
         self.plan = plan
         self.engine = engine
@@ -246,7 +248,7 @@ class Schedule(Packs):
         raise NotImplementedError
 
 
-class CosineSchedule(Schedule):
+class CosineSchedule(JobSchedule):
     """One `train` job per planned run, cosine decay over its steps."""
 
     name = "cosine"
@@ -339,7 +341,7 @@ def recorded_start(rundir: str) -> tuple[bool, str | None]:
     return True, kept_checkpoint(recorded["init_from"], recorded["init_step"])
 
 
-class WsdSchedule(Schedule):
+class WsdSchedule(JobSchedule):
     """Per model one constant-rate trajectory cut at its branch points, and a cooldown branch per run."""
 
     name = "wsd"
@@ -545,11 +547,11 @@ class WsdSchedule(Schedule):
         return str(self.study.config["compare_with"] or "").rstrip("/")
 
 
-SCHEDULES: dict[str, type[Schedule]] = {"cosine": CosineSchedule, "wsd": WsdSchedule}
+SCHEDULES: dict[str, type[JobSchedule]] = {"cosine": CosineSchedule, "wsd": WsdSchedule}
 # Every rule that trains, whatever the schedule: `--forcerun` of any of them retrains.
 TRAINING_RULES = frozenset().union(*(s.rules for s in SCHEDULES.values()))
 
 
-def make_schedule(study: Study, plan: StudyPlan, engine: Any, ancient: Callable[[str], Any] = str) -> Schedule:
+def make_schedule(study: Study, plan: WorkflowPlan, engine: Any, ancient: Callable[[str], Any] = str) -> JobSchedule:
     """The one place a study's `train.schedule` is read."""
     return SCHEDULES[study.train.schedule](study, plan, engine, ancient)

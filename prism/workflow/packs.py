@@ -1,7 +1,7 @@
 """Packs (cluster.pack): a study's one-device training jobs many to a node, one Snakemake group and one
 scheduler job each, with the node, queue, walltime and device pinning the group's jobs share.
 
-The pack half of `prism.workflow.jobs.Schedule`: its attributes (`study`, `plan`, `engine`, the
+The pack half of `prism.workflow.jobs.JobSchedule`: its attributes (`study`, `plan`, `engine`, the
 cache `_packs`) and `units` are the schedule's."""
 
 from __future__ import annotations

@@ -29,8 +29,9 @@ from prism.workflow.study import Study
 Rows = dict[str, PlanRow]
 
 
-class StudyPlan:
-    """The planned runs of each family, by run id.
+class WorkflowPlan:
+    """plan.yaml as the workflow reads it (the rules' `PLAN`): the planned runs of each family, by run id,
+    computed in-process while the plan job has not written them.
 
     `engine`: prism.workflow.engine.Engine (or a stand-in); `wait_for_plan(family)`: the path of the
     plan job's plan.yaml, which makes the caller wait for that job while it has not run (Snakemake's

@@ -43,10 +43,13 @@ def probed(study: Study) -> bool:
 
 
 def probe_file(study: Study, family: str) -> str:
+    """The probe's record, which the plan and every training job read: rules/probe.smk's output (`family`
+    may be the rule's `{family}` wildcard)."""
     return f"{study.dir}/probe/{family}.json"
 
 
 def probe_first_file(study: Study, family: str) -> str:
+    """The probe's first job's record, its second job's input (rules/probe.smk)."""
     return f"{study.dir}/probe/{family}.first.json"
 
 

@@ -19,16 +19,16 @@ from prism.train.config import RunConfig
 from prism.workflow import probe, resources
 from prism.workflow.commands import training_run
 from prism.workflow.engine import pending_or
-from prism.workflow.jobs import Schedule
+from prism.workflow.jobs import JobSchedule
 from prism.workflow.packing import Pack, Unit, make_packs
-from prism.workflow.planfile import StudyPlan
+from prism.workflow.planfile import WorkflowPlan
 from prism.workflow.study import Study
 
 
 class TuneStage:
     """The sweep runs of each family and the fit of their rule."""
 
-    def __init__(self, study: Study, plan: StudyPlan, schedule: Schedule) -> None:
+    def __init__(self, study: Study, plan: WorkflowPlan, schedule: JobSchedule) -> None:
         self.study, self.plan, self.schedule = study, plan, schedule
 
     def widths(self, family: str) -> dict[str, int]:

@@ -15,8 +15,8 @@ from prism.isoflop.fit.fit import too_few_budgets
 from prism.isoflop.runs.table import table_problem
 from prism.workflow import commands, probe, resources
 from prism.workflow.engine import UNRECORDED, Unrecorded
-from prism.workflow.jobs import Schedule, make_schedule
-from prism.workflow.planfile import StudyPlan
+from prism.workflow.jobs import JobSchedule, make_schedule
+from prism.workflow.planfile import WorkflowPlan
 from prism.workflow.study import Study, budget_str
 from prism.workflow.tune import TuneStage
 
@@ -41,10 +41,10 @@ class StudyWorkflow:
             raise SystemExit(conflict)
         self.engine = engine
         self.say_placeholders()
-        self.plan = StudyPlan(
+        self.plan = WorkflowPlan(
             self.study, engine, wait_for_plan, lambda family, rows: self.schedule.requested(family, rows)
         )
-        self.schedule: Schedule = make_schedule(self.study, self.plan, engine, ancient)
+        self.schedule: JobSchedule = make_schedule(self.study, self.plan, engine, ancient)
         # The lr sweep before the grid and its fitted rule (rules/tune.smk), when tune.rule is fitted.
         self.tune = TuneStage(self.study, self.plan, self.schedule)
 

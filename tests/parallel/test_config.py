@@ -5,7 +5,8 @@ from __future__ import annotations
 import pytest
 
 from prism.core.errors import PrismError
-from prism.parallel.config import ParallelConfig
+from prism.parallel.config import BACKENDS, ParallelConfig
+from prism.runtime import DEVICES
 
 
 def test_resolve_fills_the_mesh_each_strategy_implies():
@@ -20,6 +21,10 @@ def test_resolve_fills_the_mesh_each_strategy_implies():
 
 def test_backends_per_device():
     assert [ParallelConfig("ddp", 1, 1, 1, d).backend for d in ("cpu", "cuda", "xpu")] == ["gloo", "nccl", "xccl"]
+
+
+def test_every_device_a_run_may_name_has_a_backend():
+    assert DEVICES == ("auto", *BACKENDS)
 
 
 @pytest.mark.parametrize(

@@ -1,22 +1,19 @@
 """The fit stage: records in, one FitResult out (input checks, outliers, Approach 2 and 3, the verdict).
 
-`fit_records` is pure (records -> FitResult, no I/O); `fit_csv` is the CLI's one call:
-read, fit, write the JSON and the Markdown atomically. Every option is a field of
-`FitOptions`, with its default here and nowhere else.
+`fit_records` is pure (records -> FitResult, no I/O); the files it is read from and written to
+are prism.isoflop.present.fitfiles's (`fit_csv`). Every option is a field of `FitOptions`, with
+its default here and nowhere else.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import json
 import math
 from dataclasses import dataclass
-from pathlib import Path
 from typing import ClassVar
 
 import numpy as np
 
-from prism.core.atomic import write_text_atomic
 from prism.core.errors import PrismError
 from prism.core.options import option
 from prism.isoflop.fit import approach2, approach3, backtest, checks, diagnostics, goodness, linefit, sensitivity
@@ -459,51 +456,3 @@ def _prediction(kept, a2, model, options: FitOptions, with_backtest: bool, token
 
         tests = backtest.backtests(kept, a2.per_budget, refit)
     return PredictionSection(model, prediction_maths.predict(model, budgets), asked, tests)
-
-
-def fit_csv(
-    csv: str | Path,
-    output_json: str | Path,
-    output_md: str | Path,
-    family: str | None = None,
-    backbone: str | None = None,
-    regime: str | None = "any",
-    options: FitOptions = FitOptions(),
-    **overrides,
-) -> FitResult:
-    """`prism isoflop fit`: read the CSV, fit, write the JSON and the Markdown (atomically).
-
-    Raises PrismError (and writes nothing) when no exponent could be fitted at all: a fit
-    file must never stand for a fit that did not happen.
-    """
-    from prism.isoflop.design.totrain import row_length, study_plan  # noqa: PLC0415 lazy: yaml, the registry
-    from prism.isoflop.present.report import fit_markdown  # noqa: PLC0415 lazy: the CLI's parser imports this module
-    from prism.isoflop.runs.table import load_runs  # noqa: PLC0415 lazy: the CLI's parser imports this module
-
-    options = dataclasses.replace(options, **overrides) if overrides else options
-    options.validate()
-    loaded = load_runs(csv, family=family, backbone=backbone, regime=regime)
-    upstream = [Exclusion(**e) for e in loaded.excluded_runs]
-    rows = row_length(study_plan(Path(csv).parent))
-    result = fit_records(loaded.records, options, excluded=upstream, tokens_per_sample=rows)
-    result = dataclasses.replace(result, input={"csv": str(csv), **loaded.summary()})
-    a2, a3 = result.approach2, result.approach3
-    if (a2 is None or a2.a is None) and (a3 is None or a3.a is None):
-        per = "; ".join(b.reason for b in (a2.per_budget if a2 else []) if not b.accepted)
-        raise PrismError(
-            f"{csv}: nothing could be fitted ({len(loaded.records)} runs): "
-            f"{(a2.reason if a2 else '') or (a3.reason if a3 else '')}" + (f"; rejected budgets: {per}" if per else "")
-        )
-    write_text_atomic(output_json, json.dumps(result.to_json(), indent=2) + "\n")
-    lr = _lr_share(Path(csv).parent, result)
-    write_text_atomic(output_md, fit_markdown(result, lr_lines=lr.lines, lr_note=lr.verdict_note()))
-    return result
-
-
-def _lr_share(folder: Path, result: FitResult):
-    """The learning rate's lines of the study whose runs table this is (its plan.yaml beside it): which rule,
-    and a's sensitivity to it (none where no plan lies beside the table), and whether it dominates a's interval."""
-    from prism.isoflop.fit.lr_sensitivity import family_lr_share  # noqa: PLC0415 lazy: yaml, the runs reader
-
-    a2 = result.approach2
-    return family_lr_share(folder, tuple(a2.a_ci) if a2 is not None and a2.a_ci else None)

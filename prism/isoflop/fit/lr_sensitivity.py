@@ -15,12 +15,9 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from pathlib import Path
 
 import numpy as np
-import yaml
 
-from prism.core.errors import PrismError
 from prism.isoflop.fit.approach2 import fit_approach2
 from prism.isoflop.records import CI_LEVEL, RunRecord
 from prism.train.lr_rule import LrRule
@@ -168,42 +165,3 @@ class LrShare:
             f"; the learning rate DOMINATES a's interval (its share +/-{self.half:.3f} against the noise's "
             f"+/-{(hi - lo) / 2:.3f}: a depends on each size's lr more than on the seeds; see the lr lines)"
         )
-
-
-def family_lr_lines(folder: Path, a_ci: tuple[float, float] | None) -> list[str]:
-    """The summary's lr lines of a family folder (`family_lr_share`'s)."""
-    return family_lr_share(folder, a_ci).lines
-
-
-def family_lr_share(folder: Path, a_ci: tuple[float, float] | None) -> LrShare:
-    """The lr lines of a family folder, its plan's rule (plan.yaml) and the runs (runs.csv), with the lr's
-    share of a's interval.
-
-    A study planned before plans recorded their rule has no line (nothing to say about it).
-    """
-    from prism.isoflop.runs.table import load_runs  # noqa: PLC0415 lazy: the fit's reader
-    from prism.model.config import backbone_config  # noqa: PLC0415
-
-    plan_file = folder / "plan.yaml"
-    if not plan_file.is_file():
-        return LrShare([])
-    plan = yaml.safe_load(plan_file.read_text()) or {}
-    if not plan.get("lr_rule"):
-        return LrShare([])
-    rule, ref = LrRule(**plan["lr_rule"]), plan.get("lr_reference")
-    if rule.kind != "fitted" and not ref:
-        return LrShare(sensitivity_lines(rule, None, a_ci))
-    try:
-        records = load_runs(folder / "runs.csv").records
-    except PrismError:
-        records = []
-    widths = [backbone_config(r.run_id.split("-", 1)[0]).d_model for r in records]
-    if rule.kind == "fitted":
-        found = lr_sensitivity(records, widths, rule)
-        return LrShare(sensitivity_lines(rule, found, a_ci), abs(found.shift) if found else None, a_ci)
-    # Not tuned here, but the design's sweep was measured (a previous round's): how far off, and what it does to a.
-    reference = LrRule(**ref["rule"])
-    offset, found = lr_offset(records, widths, rule, reference), lr_sensitivity(records, widths, reference)
-    lines = sensitivity_lines(rule, None, a_ci)[:1] + reference_lines(reference, ref["file"], offset, found, a_ci)
-    half = abs(offset.shift) + abs(found.shift) if offset and found else None
-    return LrShare(lines, half, a_ci)

@@ -24,10 +24,10 @@ from prism.core.ids import format_budget
 from prism.isoflop.design.plantext import dropped_lines
 from prism.isoflop.design.totrain import study_plan
 from prism.isoflop.fit.diagnostics import MIN_BUDGETS
-from prism.isoflop.fit.predictread import train_lines
 from prism.isoflop.fit.result import FitResult
 from prism.isoflop.present.notfitted import approach3_answers, approach3_not_drawn, fitted_budgets
 from prism.isoflop.present.prediction import backtest_lines, prediction_lines
+from prism.isoflop.present.predictread import train_lines
 from prism.train.timing import study_timing, timing_lines
 
 
@@ -179,7 +179,7 @@ def _held_text(verdict, moves) -> str:
 def lr_share(folder: Path, fit):
     """The learning-rate rule of the study and, for a fitted one or against a previous round's sweep, a's
     sensitivity to it: an `LrShare` (prism.isoflop.fit.lr_sensitivity), its lines and whether it dominates."""
-    from prism.isoflop.fit.lr_sensitivity import family_lr_share  # noqa: PLC0415 lazy: numpy
+    from prism.isoflop.present.fitfiles import family_lr_share  # noqa: PLC0415 lazy: numpy, the runs reader
 
     a2 = fit.approach2
     return family_lr_share(folder, tuple(a2.a_ci) if a2 is not None and a2.a_ci else None)

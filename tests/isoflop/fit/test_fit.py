@@ -10,8 +10,9 @@ import pytest
 
 from prism.cli import main
 from prism.core.errors import PrismError
-from prism.isoflop.fit.fit import fit_csv, fit_records
+from prism.isoflop.fit.fit import fit_records
 from prism.isoflop.fit.result import FitResult
+from prism.isoflop.present.fitfiles import fit_csv
 from prism.isoflop.records import RunRecord, Surface
 from prism.isoflop.synthetic import isoflop_study, write_csv
 

@@ -10,7 +10,8 @@ import numpy as np
 import pytest
 
 from prism.cli import main
-from prism.isoflop.fit.fit import fit_csv, fit_records
+from prism.isoflop.fit.fit import fit_records
+from prism.isoflop.present.fitfiles import fit_csv
 from prism.isoflop.records import RunRecord, Surface
 from prism.isoflop.synthetic import isoflop_study
 

@@ -60,7 +60,7 @@ def test_family_lines_read_the_plans_rule_and_the_runs(tmp_path):
 
     import yaml
 
-    from prism.isoflop.fit.lr_sensitivity import family_lr_lines
+    from prism.isoflop.present.fitfiles import family_lr_share
     from prism.isoflop.synthetic import write_csv
 
     records, _ = _study()
@@ -68,22 +68,22 @@ def test_family_lines_read_the_plans_rule_and_the_runs(tmp_path):
     ns = sorted({r.params for r in records})
     records = [replace(r, run_id=f"{names[ns.index(r.params) % 7]}-BASE-e2e-C{r.budget:g}") for r in records]
     write_csv(records, tmp_path / "runs.csv")
-    assert family_lr_lines(tmp_path, (0.4, 0.6)) == []  # no plan: nothing said
+    assert family_lr_share(tmp_path, (0.4, 0.6)).lines == []  # no plan: nothing said
     (tmp_path / "plan.yaml").write_text(yaml.safe_dump({"lr_rule": LrRule().to_json()}))
-    assert "not tuned" in family_lr_lines(tmp_path, (0.4, 0.6))[-1]
+    assert "not tuned" in family_lr_share(tmp_path, (0.4, 0.6)).lines[-1]
     rule = LrRule(
         "fitted",
         cov=((0.01, 0.0), (0.0, 0.5)),
         curves=[{"d_model": 16, "curvature": 0.01}, {"d_model": 80, "curvature": 0.1}],
     )
     (tmp_path / "plan.yaml").write_text(yaml.safe_dump({"lr_rule": rule.to_json()}))
-    assert "moves a by" in family_lr_lines(tmp_path, (0.4, 0.6))[-1]
+    assert "moves a by" in family_lr_share(tmp_path, (0.4, 0.6)).lines[-1]
 
 
 def test_the_fit_report_has_the_learning_rate_section(tmp_path):
     import yaml
 
-    from prism.isoflop.fit.fit import fit_csv
+    from prism.isoflop.present.fitfiles import fit_csv
     from prism.isoflop.synthetic import write_csv
 
     records, _ = _study()
@@ -102,7 +102,8 @@ def test_an_untuned_study_is_weighed_against_its_designs_sweep(tmp_path):
 
     import yaml
 
-    from prism.isoflop.fit.lr_sensitivity import family_lr_lines, lr_offset
+    from prism.isoflop.fit.lr_sensitivity import lr_offset
+    from prism.isoflop.present.fitfiles import family_lr_share
     from prism.isoflop.synthetic import write_csv
 
     records, widths = _study()
@@ -120,6 +121,6 @@ def test_an_untuned_study_is_weighed_against_its_designs_sweep(tmp_path):
     write_csv(records, tmp_path / "runs.csv")
     reference = {"file": "config/round0/text_image/lr_rule.json", "rule": steep.to_json()}
     (tmp_path / "plan.yaml").write_text(yaml.safe_dump({"lr_rule": LrRule().to_json(), "lr_reference": reference}))
-    lines = family_lr_lines(tmp_path, (0.4, 0.6))
+    lines = family_lr_share(tmp_path, (0.4, 0.6)).lines
     assert "lr rule hand" in lines[0]
     assert "against the sweep in config/round0/text_image/lr_rule.json" in lines[-1] and "a would move by" in lines[-1]

@@ -12,8 +12,8 @@ import pytest
 from prism.core.errors import PrismError
 from prism.isoflop.fit.fit import fit_records
 from prism.isoflop.fit.predict import parse_budgets, predict, tokens_at
-from prism.isoflop.fit.predictread import predict_study
 from prism.isoflop.fit.result import FitResult
+from prism.isoflop.present.predictread import predict_study
 from prism.isoflop.records import CHINCHILLA_EPOCH, RunRecord
 from prism.isoflop.synthetic import isoflop_study
 

@@ -11,7 +11,8 @@ from prism.isoflop.present.summary import markdown_html, summarize
 
 def real_fit(tmp_path) -> dict:
     """A fit JSON as `prism isoflop fit` writes it: a noisy synthetic study on Chinchilla's surface."""
-    from prism.isoflop.fit.fit import FitOptions, fit_csv
+    from prism.isoflop.fit.fit import FitOptions
+    from prism.isoflop.present.fitfiles import fit_csv
     from prism.isoflop.records import CHINCHILLA_EPOCH
     from prism.isoflop.synthetic import isoflop_study, write_csv
 
@@ -234,7 +235,8 @@ def test_the_verdict_says_when_the_learning_rate_dominates_as_interval(tmp_path)
 
     import yaml
 
-    from prism.isoflop.fit.fit import FitOptions, fit_csv
+    from prism.isoflop.fit.fit import FitOptions
+    from prism.isoflop.present.fitfiles import fit_csv
     from prism.isoflop.records import CHINCHILLA_EPOCH
     from prism.isoflop.synthetic import isoflop_study, write_csv
     from prism.train.lr_rule import LrRule

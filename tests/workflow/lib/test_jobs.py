@@ -14,7 +14,7 @@ from snakemake.exceptions import IncompleteCheckpointException
 from prism.train.identity import run_hash
 from prism.train.rundir.layout import kept_checkpoint, kept_origin
 from prism.workflow.jobs import CosineSchedule, JobInputs, WsdSchedule, make_schedule, recorded_start
-from prism.workflow.planfile import StudyPlan
+from prism.workflow.planfile import WorkflowPlan
 from prism.workflow.study import Study
 
 from .conftest import FakeEngine, wildcards
@@ -24,7 +24,7 @@ def schedule_of(config, engine=None, wait=None):
     engine = engine or FakeEngine(dryrun=True)
     study = Study(config)
     holder = {}
-    plan = StudyPlan(study, engine, wait or (lambda family: pytest.fail("waited")), lambda f, rows: "")
+    plan = WorkflowPlan(study, engine, wait or (lambda family: pytest.fail("waited")), lambda f, rows: "")
     holder["schedule"] = make_schedule(study, plan, engine, ancient=lambda path: ("ancient", path))
     return holder["schedule"]
 

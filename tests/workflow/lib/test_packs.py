@@ -12,7 +12,7 @@ from prism.core.ids import run_id
 from prism.isoflop.design.tuning import lr_label
 from prism.workflow import resources
 from prism.workflow.jobs import make_schedule
-from prism.workflow.planfile import StudyPlan
+from prism.workflow.planfile import WorkflowPlan
 from prism.workflow.study import Study
 from prism.workflow.tune import TuneStage
 
@@ -34,7 +34,7 @@ def schedule_of(config, engine=None, wait=None):
     engine = engine or GroupingEngine()
     study = Study(config)
     holder = {}
-    plan = StudyPlan(study, engine, wait or (lambda family: pytest.fail("waited")),
+    plan = WorkflowPlan(study, engine, wait or (lambda family: pytest.fail("waited")),
                      lambda family, rows: holder["schedule"].requested(family, rows))  # fmt: skip
     holder["schedule"] = make_schedule(study, plan, engine)
     return holder["schedule"]

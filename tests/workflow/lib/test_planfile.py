@@ -7,7 +7,7 @@ import yaml
 
 from prism.core.errors import PrismError
 from prism.isoflop.design.plan import plan_runs
-from prism.workflow.planfile import StudyPlan
+from prism.workflow.planfile import WorkflowPlan
 from prism.workflow.study import Study
 
 from .conftest import FakeEngine, wildcards
@@ -16,7 +16,7 @@ SMOKE_RUNS = {f"{b}-BASE-e2e-C{c}" for b in ("30k", "60k", "120k") for c in ("1e
 
 
 def make_plan(config, engine, wait=None):
-    return StudyPlan(Study(config), engine, wait or (lambda family: pytest.fail("waited for the plan job")),
+    return WorkflowPlan(Study(config), engine, wait or (lambda family: pytest.fail("waited for the plan job")),
                      lambda family, rows: f"plan {family}: {len(rows)} training jobs request")  # fmt: skip
 
 

@@ -12,7 +12,15 @@ from prism.isoflop.design.placement import Devices
 from prism.launch.probe import job_seconds
 from prism.launch.probebody import body_limit_s
 from prism.launch.walltime import walltime_seconds, walltime_text
-from prism.workflow.probe import compile_flag, job_startup, probe_args, probe_file, probe_resources, probe_size
+from prism.workflow.probe import (
+    compile_flag,
+    job_startup,
+    probe_args,
+    probe_file,
+    probe_first_file,
+    probe_resources,
+    probe_size,
+)
 from prism.workflow.study import Study
 
 
@@ -91,3 +99,13 @@ def test_the_plan_says_when_the_probe_measured_nothing(smoke_config):
     seconds, said = job_startup(study, "text_image")
     assert seconds == 300.0 and said.startswith("start-up 300 s a job assumed where the probe measured none")
     assert said.endswith("WARNING: eager hung: no first step in 600 s, ended by SIGKILL")
+
+
+def test_the_probe_rules_name_their_files_through_the_library(smoke_config):
+    """rules/probe.smk spells no path: the record the plan reads is the one the rule writes."""
+    rules = Path(__file__).resolve().parents[3] / "rules" / "probe.smk"
+    code = [line for line in rules.read_text().splitlines() if not line.lstrip().startswith("#")]
+    assert not [line for line in code if "/probe/" in line]
+    assert any("probe_first_file(S, " in line for line in code) and any("probe_file(S, " in line for line in code)
+    study = Study(smoke_config())
+    assert probe_first_file(study, "{family}") == f"{study.dir}/probe/{{family}}.first.json"
