@@ -113,7 +113,8 @@ def test_the_longest_chain_of_work_goes_first():
     assert [t.segment_priority(p) for p in t.points] == [t.cost(500), t.cost(500 - 80), t.cost(500 - 160)]
     # A branch comes just after the trajectory's next segment from its point, ahead of shorter chains (its
     # run is done early, not at the study's end); the last branch waits on nothing: its own cooldown.
-    assert [t.branch_priority(b.run_id) for b in t.branches] == [t.cost(500 - 80) - 1, t.cost(500 - 160) - 1, t.cost(100)]
+    ranks = [t.branch_priority(b.run_id) for b in t.branches]
+    assert ranks == [t.cost(500 - 80) - 1, t.cost(500 - 160) - 1, t.cost(100)]
     # With the machine's seconds per step (hours_here), a slow model's short chain outranks a
     # fast model's long one: the order follows time, not steps.
     slow = trajectories([row("3m", 8e5, hours=0.5)])[0]  # 100 steps, 1 hour: 36 s a step
