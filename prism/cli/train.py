@@ -43,6 +43,7 @@ def _train(args: argparse.Namespace) -> int:
 def configure(parser: argparse.ArgumentParser) -> None:
     """`prism train` is a group without verbs: its flags live on the group's parser."""
     from prism.core.options import add_arguments
+    from prism.launch import registry  # noqa: F401 - registers the launchers, `--launcher`'s choices
     from prism.train.config import RunConfig
     from prism.train.options import LAUNCH_SETTINGS, TrainOptions
 

@@ -7,53 +7,45 @@
 `command(launcher, run, nodes, procs_per_node) -> list[str]`: the same command as an
 argv that this Python runs directly (`sys.executable -m ...`, so it works without the
 venv's bin/ on PATH). Every value is shell-quoted; the rendered text is exactly what runs.
+Each launcher is a `prism.launch.base.Launcher`, registered by name in `prism.launch.registry`.
 `LauncherName`: a `--launcher` flag that takes these names and refuses a script in one line.
 """
 
 from __future__ import annotations
 
 import argparse
-import sys
 from collections.abc import Sequence
 
 from prism.core.errors import PrismError, check_name
-from prism.launch.aurora import render_aurora
-from prism.launch.command import train_args
-from prism.launch.local import render_local
-from prism.launch.torchrun import render_torchrun, torchrun_args
+from prism.launch.base import Launcher
+from prism.launch.registry import get
 from prism.train.config import RunConfig
 from prism.train.options import LAUNCHERS, STORAGES
 
+__all__ = ["LAUNCHERS", "STORAGES", "checked", "command", "render"]
 
-def _check(launcher: str, nodes: int, procs_per_node: int | None, storage: str = "local") -> None:
-    check_name("launcher", launcher, LAUNCHERS)
+
+def checked(name: str, nodes: int = 1, procs_per_node: int | None = None, storage: str = "local") -> Launcher:
+    """The launcher `name` (an unknown one is an error naming the known ones), its job's counts and storage
+    checked."""
+    found = get(name)
     check_name("storage", storage, STORAGES)
     if nodes < 1:
         raise PrismError(f"--nodes must be at least 1, got {nodes}")
     if procs_per_node is not None and procs_per_node < 1:
         raise PrismError(f"--procs-per-node must be at least 1, got {procs_per_node}")
+    return found
 
 
 def render(
     launcher: str, run: RunConfig, nodes: int = 1, procs_per_node: int | None = None, storage: str = "local"
 ) -> str:
-    _check(launcher, nodes, procs_per_node, storage)
-    if launcher == "local":
-        return render_local(run, nodes, procs_per_node)
-    if launcher == "torchrun":
-        return render_torchrun(run, nodes, procs_per_node)
-    return render_aurora(run, nodes, procs_per_node, storage)
+    return checked(launcher, nodes, procs_per_node, storage).render(run, nodes, procs_per_node, storage)
 
 
 def command(launcher: str, run: RunConfig, nodes: int = 1, procs_per_node: int | None = None) -> list[str]:
     """The argv that runs the job from this interpreter (`local`, `torchrun`; an aurora body is submitted)."""
-    _check(launcher, nodes, procs_per_node)
-    if launcher == "local":
-        render_local(run, nodes, procs_per_node)  # the same checks as the rendered text
-        return [sys.executable, "-m", "prism", *train_args(run)]
-    if launcher == "torchrun":
-        return [sys.executable, "-m", "torch.distributed.run", *torchrun_args(run, nodes, procs_per_node)]
-    raise PrismError("an aurora job body is submitted with qsub, not run as a command; render it instead")
+    return checked(launcher, nodes, procs_per_node).command(run, nodes, procs_per_node)
 
 
 class LauncherName(argparse.Action):

@@ -31,11 +31,12 @@ import sys
 
 from prism.core.errors import PrismError
 from prism.data.batching import check_batch
+from prism.launch.base import Launcher
 from prism.launch.command import train_args
-from prism.launch.ranks import RANKS_PER_NODE
 from prism.train.config import RunConfig
 
-PROCS_PER_NODE = RANKS_PER_NODE["aurora"]
+# One rank per XPU tile: 6 GPUs of 2 tiles a node (ALCF's layout).
+PROCS_PER_NODE = 12
 # ALCF's binding of the 12 ranks to cores (two sockets of 52 cores; ALCF reserves cores 0 and 52 for
 # the OS, and the guide's list starts at 4 and 56); fewer ranks per node take the first ones.
 CPU_CORES = ("4-7", "8-11", "12-15", "16-19", "20-23", "24-27", "56-59", "60-63", "64-67", "68-71", "72-75", "76-79")
@@ -195,3 +196,23 @@ def render_aurora(
         "exit $status",
     ]
     return "\n".join(lines) + "\n"
+
+
+class Aurora(Launcher):
+    """The PBS job body (`render_aurora`): printed by `prism train --dry-run`, submitted by the workflow or
+    `prism isoflop launch`, never run by `prism train` itself."""
+
+    name = "aurora"
+    procs_per_node = PROCS_PER_NODE
+    cluster = True
+    device = "xpu"
+    scheduler = "PBS"
+    submit = "qsub"
+    binds_slots = True  # bind_to_slots
+    probed = True
+
+    def render(self, run: RunConfig, nodes: int = 1, procs_per_node: int | None = None, storage: str = "local") -> str:
+        return render_aurora(run, nodes, procs_per_node, storage)
+
+
+AURORA = Aurora()

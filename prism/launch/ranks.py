@@ -6,14 +6,13 @@ from __future__ import annotations
 
 import math
 
-# Processes per node of each launcher, where it fixes them: `aurora` one per XPU tile (6 GPUs
-# of 2 tiles, ALCF's layout); `local` is one process. torchrun's default depends on the host.
-RANKS_PER_NODE = {"local": 1, "aurora": 12}
+from prism.launch.registry import get
 
 
 def job_ranks(launcher: str, nodes: int = 1, procs_per_node: int | None = None) -> int:
-    """The processes of one job of `launcher` on `nodes` nodes (`procs_per_node` overrides the launcher's)."""
-    per_node = procs_per_node or RANKS_PER_NODE.get(launcher, 1)
+    """The processes of one job of `launcher` on `nodes` nodes (`procs_per_node` overrides the launcher's
+    `procs_per_node`; where the host decides them, as torchrun's, one)."""
+    per_node = procs_per_node or get(launcher).procs_per_node or 1
     return max(int(nodes), 1) * int(per_node)
 
 
@@ -29,10 +28,11 @@ def study_ranks(launcher: str, node_counts: list[int], procs_per_node: int | Non
 def cluster_ranks(launcher: str, cluster: dict) -> tuple[int, int]:
     """(ranks per node, ranks every job's batch divides among) of a study config's `cluster:` section.
 
-    Only the aurora launcher runs several ranks a job; `local` jobs are one process wherever they run.
+    Only a cluster launcher (aurora) runs several ranks a job; `local` jobs are one process wherever they run.
     """
-    if launcher != "aurora":
+    chosen = get(launcher)
+    if not chosen.cluster:
         return 1, 1
-    per_node = int(cluster.get("ranks_per_node") or RANKS_PER_NODE["aurora"])
+    per_node = int(cluster.get("ranks_per_node") or chosen.procs_per_node or 1)
     nodes = [int(cluster.get("nodes", 1)), *(int(n) for n in (cluster.get("nodes_by_backbone") or {}).values())]
     return per_node, study_ranks(launcher, nodes, per_node)

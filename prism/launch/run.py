@@ -9,7 +9,8 @@ from __future__ import annotations
 import os
 
 from prism.core.errors import PrismError
-from prism.launch import command, render
+from prism.launch import checked
+from prism.launch.registry import get
 from prism.train.config import RunConfig
 
 
@@ -27,16 +28,18 @@ def launch(
     unchanged finished run's records here (`restore_finished`)."""
     if restore:
         restore_finished(run, launcher, nodes, procs_per_node)
+    chosen = checked(launcher, nodes, procs_per_node, storage)
     if dry_run:
-        print(render(launcher, run, nodes, procs_per_node, storage), end="" if launcher == "aurora" else "\n")
+        text = chosen.render(run, nodes, procs_per_node, storage)
+        print(text, end="" if text.endswith("\n") else "\n")  # a job body ends with its newline, a command not
         return 0
-    if launcher == "aurora":
+    if chosen.submitted:
         raise PrismError(
-            "an aurora job body is submitted with qsub, not run here; print it with --dry-run "
+            f"{chosen.job_body} is submitted with {chosen.submit}, not run here; print it with --dry-run "
             "(or let the workflow submit it)"
         )
-    argv = command(launcher, run, nodes, procs_per_node)
-    if launcher == "torchrun":
+    argv = chosen.command(run, nodes, procs_per_node)
+    if not chosen.single_process:  # its processes' parent (torchrun) replaces this process
         os.execv(argv[0], argv)
     # Imported here: torch's import is most of a dry run's start-up, which the workflow pays per job.
     from prism.train.lifecycle import exit_code, train  # noqa: PLC0415 lazy: torch
@@ -50,7 +53,7 @@ def restore_finished(run: RunConfig, launcher: str, nodes: int, procs_per_node: 
     streamed data order depends on it) and it ever finished; torch is imported only then."""
     from prism.train.rundir.finished import record_path  # noqa: PLC0415 lazy: the run's records
 
-    world = 1 if launcher == "local" else nodes * procs_per_node if procs_per_node else None
+    world = 1 if get(launcher).single_process else nodes * procs_per_node if procs_per_node else None
     if world is None or not record_path(run.out_dir).is_file():
         return False
     from prism.train.lifecycle import restore_only  # noqa: PLC0415 lazy: torch

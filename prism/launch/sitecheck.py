@@ -103,7 +103,10 @@ def check_shards(config: dict) -> list[Check]:
 
 def check_batch_ranks(config: dict) -> Check:
     launcher = (config.get("train") or {}).get("launcher", "local")
-    per_node, ranks = cluster_ranks(launcher, config.get("cluster") or {})
+    try:
+        per_node, ranks = cluster_ranks(launcher, config.get("cluster") or {})
+    except PrismError as err:  # an unknown launcher
+        return Check("batch", False, str(err))
     batch = (config.get("plan") or {}).get("global_batch")
     if batch is None:
         return Check("batch", True, f"the plan chooses batches that divide among {ranks} rank(s) a job")

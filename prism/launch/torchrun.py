@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import sys
+
 from prism.core.errors import PrismError
 from prism.data.batching import check_batch
+from prism.launch.base import Launcher
 from prism.launch.command import join, train_args
 from prism.train.config import RunConfig
 
@@ -28,3 +31,18 @@ def torchrun_args(run: RunConfig, nodes: int = 1, procs_per_node: int | None = N
 
 def render_torchrun(run: RunConfig, nodes: int = 1, procs_per_node: int | None = None) -> str:
     return join(["torchrun", *torchrun_args(run, nodes, procs_per_node)])
+
+
+class Torchrun(Launcher):
+    """`torchrun --standalone`: the node's processes, their count `--procs-per-node` or torchrun's `auto`."""
+
+    name = "torchrun"
+
+    def render(self, run: RunConfig, nodes: int = 1, procs_per_node: int | None = None, storage: str = "local") -> str:
+        return render_torchrun(run, nodes, procs_per_node)
+
+    def command(self, run: RunConfig, nodes: int = 1, procs_per_node: int | None = None) -> list[str]:
+        return [sys.executable, "-m", "torch.distributed.run", *torchrun_args(run, nodes, procs_per_node)]
+
+
+TORCHRUN = Torchrun()

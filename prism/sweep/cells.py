@@ -32,6 +32,7 @@ from prism.core.progress import Bar
 from prism.data.manifest import read_manifest
 from prism.data.shards import build
 from prism.launch import STORAGES, command, render
+from prism.launch.registry import get
 from prism.sweep.presets import LAYOUTS, Design, Preset, PresetFile
 from prism.train.config import RunConfig
 
@@ -170,14 +171,15 @@ def child_env(cell: Cell, environ: dict | None = None) -> dict:
 
 
 def train_command(cell: Cell, layout: str) -> list[str]:
-    """The argv that trains one layout of the cell (aurora: a rendered PBS job body run with bash)."""
+    """The argv that trains one layout of the cell (a scheduler's body, aurora's: rendered and run with bash,
+    inside the allocation the sweep runs in)."""
     run = cell.run_config(layout)
     d = cell.design
-    if d.launcher != "aurora":
+    if not get(d.launcher).submitted:
         return command(d.launcher, run, d.nodes, d.procs_per_node)
     body = cell.run_dir(layout) / "launch.sh"
     body.parent.mkdir(parents=True, exist_ok=True)
-    body.write_text(render("aurora", run, d.nodes, d.procs_per_node, cell.storage))
+    body.write_text(render(d.launcher, run, d.nodes, d.procs_per_node, cell.storage))
     return ["bash", str(body)]
 
 

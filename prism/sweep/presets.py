@@ -11,6 +11,7 @@ import yaml
 from prism.core.errors import PrismError, check_name
 from prism.core.families import FAMILIES, check_row_length
 from prism.launch import LAUNCHERS
+from prism.launch.registry import get
 from prism.model.config import REGIMES, check_backbone, check_variant
 from prism.parallel.config import STRATEGIES
 from prism.runtime import DEVICES
@@ -96,9 +97,9 @@ def _validate_design(d: Design, path: Path) -> None:
         value = getattr(d, key)
         if not isinstance(value, int) or value < 1:
             raise PrismError(f"{path}: design {d.name}: {key} must be a positive integer, got {value!r}")
-    if d.launcher == "local" and d.nodes * d.procs_per_node != 1:
+    if get(d.launcher).single_process and d.nodes * d.procs_per_node != 1:
         raise PrismError(
-            f"{path}: design {d.name}: launcher local runs one process; use torchrun or aurora "
+            f"{path}: design {d.name}: launcher {d.launcher} runs one process; use torchrun or aurora "
             f"for {d.nodes} node(s) x {d.procs_per_node}"
         )
 

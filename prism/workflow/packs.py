@@ -11,6 +11,7 @@ from dataclasses import replace
 from typing import Any
 
 from prism.isoflop.design.placement import SHARDED
+from prism.launch.registry import get
 from prism.workflow import probe, resources
 from prism.workflow.engine import pending_or
 from prism.workflow.packing import Pack, Unit, make_packs, packable, widths
@@ -45,12 +46,12 @@ class Packs:
     def spreading(self) -> bool:
         """Whether a pack's long units may spread over several of its devices: cluster.pack_spread > 1, a
         strategy that shards (its memory on k devices is at most its one-device placement's), and a job body
-        of several ranks bound to the slots it holds (the aurora launcher's)."""
+        of several ranks bound to the slots it holds (`Launcher.binds_slots`: the aurora launcher's)."""
         train = self.study.train
         return (
             int(self.study.cluster.get("pack_spread") or 1) > 1
             and train.strategy in SHARDED
-            and train.launcher == "aurora"
+            and get(train.launcher).binds_slots
         )
 
     def widths(self, rows: Rows, unit: Unit) -> tuple[int, ...]:

@@ -19,6 +19,7 @@ from prism.isoflop.design.pricing import read_probe
 from prism.launch.jobenv import job_env, job_setup
 from prism.launch.probe import job_compile, job_seconds
 from prism.launch.queues import parse_queues
+from prism.launch.registry import get
 from prism.launch.walltime import walltime_seconds, walltime_text
 from prism.model.paramcount import component_params, trainable_params
 from prism.workflow.resources import walltime_minutes
@@ -38,8 +39,8 @@ ASSUMED_RUN_STARTUP_S = 120.0
 
 
 def probed(study: Study) -> bool:
-    """Whether the study's training jobs are aurora bodies (the probe runs one)."""
-    return study.train.launcher == "aurora"
+    """Whether the study's training jobs are bodies the probe runs one of (`Launcher.probed`: aurora's)."""
+    return get(study.train.launcher).probed
 
 
 def probe_file(study: Study, family: str) -> str:

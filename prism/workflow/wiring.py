@@ -13,6 +13,7 @@ from prism.core.errors import PrismError
 from prism.data.index import find_shards
 from prism.isoflop.fit.fit import too_few_budgets
 from prism.isoflop.runs.table import table_problem
+from prism.launch.registry import get
 from prism.workflow import commands, probe, resources
 from prism.workflow.engine import UNRECORDED, Unrecorded
 from prism.workflow.jobs import JobSchedule, make_schedule
@@ -52,7 +53,7 @@ class StudyWorkflow:
         """A cluster study whose account is still config/aurora.yaml's placeholder says so on every call, the
         dry run's included: PBS refuses every job of it (`qsub -A`), after the local jobs have run."""
         account = str(self.study.cluster.get("account") or "")
-        if self.study.train.launcher != "local" and "FILL_IN" in account:
+        if get(self.study.train.launcher).cluster and "FILL_IN" in account:
             self.engine.say_once(
                 f"config cluster.account: {account} is a placeholder: set your project (qsub -A) before "
                 "submitting; PBS refuses every job with it (prism cluster check says so too)"

@@ -8,6 +8,7 @@ import re
 
 import pytest
 
+import prism.launch  # noqa: F401 - registers the launchers, the `launcher` option's choices
 from prism.cli import build_parser
 from prism.core.errors import PrismError
 from prism.core.options import add_arguments, from_mapping
@@ -28,7 +29,7 @@ def test_a_run_takes_the_shared_settings_from_the_options():
     for f in dataclasses.fields(TrainOptions):
         if f.name in LAUNCH_SETTINGS:
             assert f.name not in runs
-            assert (launch[f.name].default, tuple(launch[f.name].choices)) == (f.default, f.metadata["choices"])
+            assert (launch[f.name].default, tuple(launch[f.name].choices)) == (f.default, tuple(f.metadata["choices"]))
             continue
         shared = runs[f.name]
         assert (shared.default, shared.metadata["help"]) == (f.default, f.metadata["help"]), f.name

@@ -256,13 +256,16 @@ def place_rows(rows: list, devices: Devices, spec: FamilySpec) -> list:
 
 def study_devices(cluster: dict, launcher: str, device: str, precision: str, strategy: str) -> Devices:
     """The devices of a study's config: its `cluster:` section where its launcher runs ranks on cluster
-    nodes (aurora), else one device of this host; `device` auto is an aurora job's xpu, else a CPU."""
+    nodes (`Launcher.cluster`: aurora), else one device of this host; `device` auto is the launcher's
+    (`Launcher.device`: an aurora job's xpu, else a CPU)."""
     from prism.launch.ranks import cluster_ranks  # noqa: PLC0415 - beside its only use
+    from prism.launch.registry import get  # noqa: PLC0415 - beside its only use
     from prism.train.precision import resolve  # noqa: PLC0415 - beside its only use
 
     per_node, _ = cluster_ranks(launcher, cluster)
-    multi = launcher == "aurora"
-    kind = device if device != "auto" else "xpu" if multi else "cpu"
+    chosen = get(launcher)
+    multi = chosen.cluster
+    kind = device if device != "auto" else chosen.device
     return Devices(
         memory_gb=cluster.get("device_memory_gb"),
         per_node=per_node,

@@ -30,6 +30,7 @@ from prism.isoflop.planread import read_plan
 from prism.isoflop.records import PlanRow
 from prism.launch import render
 from prism.launch.command import train_args
+from prism.launch.registry import get
 from prism.train.config import RunConfig
 from prism.train.options import TrainOptions
 from prism.train.rundir.finished import identity_changes_of
@@ -164,14 +165,16 @@ def _train_again(out: Path, run_id: str, changes: list[str], dry_run: bool, echo
 
 
 def _execute(launcher: str, command: str, runs_root: Path, run_id: str, qsub: str) -> tuple[str, str, str]:
-    """Run here (local, torchrun) or submit (aurora); (state, job id, detail)."""
+    """Run here (local, torchrun) or submit (aurora: `Launcher.submitted`); (state, job id, detail)."""
     runs_root.mkdir(parents=True, exist_ok=True)
-    if launcher == "aurora":
+    chosen = get(launcher)
+    if chosen.submitted:
         if shutil.which(qsub) is None:
             raise PrismError(
-                f"`{qsub}` not found: launcher aurora submits with PBS qsub (use --dry-run to see the job)"
+                f"`{qsub}` not found: launcher {launcher} submits with {chosen.scheduler} {chosen.submit} "
+                "(use --dry-run to see the job)"
             )
-        body = write_text_atomic(runs_root / "jobs" / f"{run_id}.pbs", command)
+        body = write_text_atomic(runs_root / "jobs" / f"{run_id}.{str(chosen.scheduler).lower()}", command)
         done = subprocess.run([qsub, str(body)], capture_output=True, text=True)
         if done.returncode != 0:
             said = (done.stderr or done.stdout).strip().splitlines()
