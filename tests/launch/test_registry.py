@@ -19,23 +19,13 @@ from prism.launch import command, render
 from prism.launch.base import Launcher
 from prism.launch.command import train_args
 from prism.train.config import RunConfig
+from tests.launch.test_render import AURORA_RUN
 
 REPO = Path(__file__).resolve().parents[2]
 GOLDEN = Path(__file__).with_name("launchers.golden.json")
 BUILTIN = ("local", "torchrun", "aurora")
 
-RUN = RunConfig(
-    family="text_image",
-    backbone="30k",
-    variant="BASE",
-    regime="e2e",
-    budget=3e11,
-    data="/data/shards dir",
-    out="runs/30k-BASE-e2e-C3e11",
-    strategy="hsdp",
-    seed=2,
-    global_batch=48,
-)
+RUN = AURORA_RUN  # 48 rows: they divide among the ranks of every aurora case
 ONE = RunConfig(**{**RUN.to_dict(), "strategy": "none"})
 CLI_FLAGS = [
     "--family",
