@@ -199,7 +199,9 @@ def job_bodies(listing: str, workdir: Path) -> list[str]:
     import os
 
     bodies = []
-    for command in re.findall(r"^Shell command: (prism train .*? --dry-run) > ", listing, flags=re.M):
+    # (after the job's PRISM_RETRAIN: `--restore` puts back nothing in a study that has not run)
+    pattern = r"^Shell command: (?:PRISM_RETRAIN=\S+ )?(prism train .*? --dry-run) > "
+    for command in re.findall(pattern, listing, flags=re.M):
         text, cwd = io.StringIO(), os.getcwd()
         os.chdir(workdir)
         try:
