@@ -54,9 +54,26 @@ def _register_probe(verbs: argparse._SubParsersAction) -> None:
         "--walltime-s", type=float, help="the job's walltime in seconds: every body ends before it, the record written"
     )
     p.add_argument("--why", default="", help="why this size: the workflow's words (the record keeps them)")
+    p.add_argument(
+        "--packed",
+        action="append",
+        default=[],
+        metavar="BACKBONE:MICRO_BATCH",
+        help="--part resume: also run this size as a pack's one-tile run at this micro-batch (all at once, each on "
+        "a slot of the node); the workflow gives the study's smallest and largest one-tile sizes",
+    )
     p.add_argument("--first", help="--part resume: the first part's record")
     p.add_argument("--out", required=True, help="the record (JSON) to write")
     p.set_defaults(func=_probe)
+
+
+def _packed(text: str) -> tuple[str, int]:
+    from prism.core.errors import PrismError
+
+    backbone, _, micro = text.rpartition(":")
+    if not backbone or not micro.isdigit() or int(micro) < 1:
+        raise PrismError(f"--packed {text}: give BACKBONE:MICRO_BATCH, e.g. g35e5:384")
+    return backbone, int(micro)
 
 
 def _probe(args: argparse.Namespace) -> int:
@@ -67,7 +84,8 @@ def _probe(args: argparse.Namespace) -> int:
 
     probe = Probe(args.family, args.backbone, args.regime, args.data, args.calibration_dir, args.global_batch,
                   args.device, args.strategy, args.procs_per_node, args.storage, args.seconds, args.folder,
-                  workers=args.workers, precision=args.precision, why=args.why, walltime_s=args.walltime_s)  # fmt: skip
+                  workers=args.workers, precision=args.precision, why=args.why, walltime_s=args.walltime_s,
+                  packed=tuple(_packed(text) for text in args.packed))  # fmt: skip
     if args.part == "first":
         record = probe_first(probe, Path(args.out))
     elif not args.first:

@@ -11,8 +11,12 @@ job's set-up (module load, venv), the Snakemake job's own start (its DAG, prism'
 body's launch to its first step and, from the trainer (prism.train.startup), the slowest rank's
 imports, process group, model build, loader, first batch and first step; the compile time and
 its gain in samples/s, the checkpoint at SIGTERM and the resume; and the samples/s of one rank
-with the loader. The plan prices the study from it (prism.isoflop.design.pricing), and each
-training job compiles only where it measured a gain that the job is long enough to win back.
+with the loader. The second job also runs what a pack runs: the study's smallest and largest sizes
+that fit one tile (`packed`), each one rank of its own slot (prism.launch.slots) at its planned
+micro-batch with the streamed loader, both at once as a pack's runs share a node, in the compile
+mode the first job chose. The plan prices the study from it (prism.isoflop.design.pricing: each
+size from its nearest measured rate), and each training job compiles only where it measured a gain
+that the job is long enough to win back.
 A body whose ranks wrote no checkpoint at SIGTERM (a launcher that does not forward it) is said
 plainly in the record (`sigterm_warning`) and the plan. Each body runs under limits of its own
 (prism.launch.probebody: a start limit, its steps, SIGTERM, a grace, SIGKILL), every one ends before
@@ -28,9 +32,10 @@ import os
 import signal
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from statistics import median
 from typing import Any
@@ -83,6 +88,8 @@ class Probe:
     workers: int = 2
     precision: str = "auto"
     why: str = ""  # why this size (prism.workflow.probe.probed_size)
+    # A pack's one-tile sizes, (backbone, planned micro-batch), smallest first (prism.workflow.probe.packed_sizes).
+    packed: tuple[tuple[str, int], ...] = ()
 
     def run(self, mode: str) -> RunConfig:
         """The run of one compile `mode` (its own run directory, so the two never resume each other)."""
@@ -94,16 +101,31 @@ class Probe:
             eval_samples=self.eval_samples, log_every=1, calibration_dir=self.calibration_dir,
         )  # fmt: skip
 
+    def packed_run(self, backbone: str, micro_batch: int, mode: str) -> RunConfig:
+        """One pack's run of `backbone`: one rank on one tile, the study's global batch in micro-batches of
+        `micro_batch` rows, as the plan places it."""
+        out = str(Path(self.folder, f"packed-{backbone}"))
+        run = replace(self.run(mode), backbone=backbone, strategy="none", out=out)
+        return replace(run, micro_batch=micro_batch) if micro_batch < self.global_batch else run
 
-def run_body(run: RunConfig, procs_per_node: int, storage: str, limits: Limits) -> dict:
-    """Render the run's aurora body and run it under `limits` (prism.launch.probebody): what it did, and its
-    steady samples/s. Only the perf rows and log lines this body appends count (a resumed run's directory
-    has earlier ones)."""
+    def slot_argv(self, body: Path) -> list[str]:
+        """`bash body` on a free slot of the node, as a pack's training job runs it (prism.launch.slots)."""
+        slots = ["-m", "prism.launch.slots", "--slots", str(self.procs_per_node), "--device", self.device]
+        return [sys.executable, *slots, "--", "bash", str(body)]
+
+
+def run_body(
+    run: RunConfig, procs_per_node: int, storage: str, limits: Limits, wrap: Callable[[Path], list[str]] | None = None
+) -> dict:
+    """Render the run's aurora body and run it under `limits` (prism.launch.probebody), through `wrap` (the
+    slot a pack's run takes) where given: what it did, and its steady samples/s. Only the perf rows and
+    log lines this body appends count (a resumed run's directory has earlier ones)."""
     out = Path(run.out)
     out.mkdir(parents=True, exist_ok=True)
     body = out / "probe.sh"
     body.write_text(render_aurora(run, 1, procs_per_node, storage))
-    did = drive_body(["bash", str(body)], out / "perf.jsonl", out / "probe.log", limits)
+    argv = wrap(body) if wrap else ["bash", str(body)]
+    did = drive_body(argv, out / "perf.jsonl", out / "probe.log", limits)
     rows = did.pop("rows")
     return {**did, "first_new_step": rows[0].get("step") if rows else None, **steady(rows, run.global_batch)}
 
@@ -174,6 +196,7 @@ def sigterm_warning(record: dict) -> str | None:
     is untested by prism) leaves them killed without a checkpoint, so a job stopped at its walltime
     would lose everything since its last periodic checkpoint."""
     bodies = {part: record.get(part) for part in ("eager", "compiled", "resume")}
+    bodies.update({f"packed {b}": body for b, body in (record.get("packed") or {}).items()})
     ran = {part: body for part, body in bodies.items() if isinstance(body, dict) and signalled_after_steps(body)}
     lost = [part for part, body in ran.items() if body.get("checkpoint_step") is None]
     if not lost:
@@ -196,8 +219,8 @@ def body_warning(record: dict) -> str | None:
     """The plain words when a body measured nothing (hung, ended on its own, not run; None when each stepped):
     what the plan then assumes instead is said by the plan."""
     said = []
-    for part in ("eager", "compiled", "resume"):
-        body = record.get(part)
+    packed = {f"packed {b}": body for b, body in (record.get("packed") or {}).items()}
+    for part, body in {**{p: record.get(p) for p in ("eager", "compiled", "resume")}, **packed}.items():
         if not isinstance(body, dict) or body.get("outcome") not in ("hung", "finished", "not run"):
             continue
         if body["outcome"] == "hung":
@@ -239,13 +262,47 @@ def run_bodies(probe: Probe, parts: list[tuple[str, str]]) -> dict:
         for part, mode in parts:
             if JOB_STOPPED.is_set():
                 break
-            if until - time.monotonic() < probe.seconds + TERM_GRACE_S + KILL_WAIT_S:
+            if not time_left(probe, until):
                 out[part] = {"outcome": "not run", "why": "too little of the job's walltime was left"}
                 continue
             out[part] = run_body(probe.run(mode), probe.procs_per_node, probe.storage, Limits(probe.seconds, until))
     for part, _ in parts:
         out.setdefault(part, {"outcome": "not run", "why": "the probe's job was stopped (SIGTERM)"})
     return out
+
+
+def time_left(probe: Probe, until: float) -> bool:
+    """Whether a body of the probe's `seconds` still ends inside the job's deadline `until`."""
+    return until - time.monotonic() >= probe.seconds + TERM_GRACE_S + KILL_WAIT_S
+
+
+def run_packed(probe: Probe, mode: str) -> dict:
+    """The pack's bodies (`probe.packed`), all at once on a slot each, under one set of limits: by backbone,
+    what each did, its planned micro-batch and which size it stands for (a body not run is said)."""
+    until = job_until(probe.walltime_s)
+    roles = packed_roles(probe.packed)
+    with job_sigterm():
+        if JOB_STOPPED.is_set() or not time_left(probe, until):
+            why = "the probe's job was stopped (SIGTERM)" if JOB_STOPPED.is_set() else "too little walltime was left"
+            did = {b: {"outcome": "not run", "why": why} for b, _ in probe.packed}
+        else:
+            limits = Limits(probe.seconds, until)
+            with ThreadPoolExecutor(max_workers=len(probe.packed) or 1) as pool:
+                runs = {b: pool.submit(run_packed_body, probe, b, m, mode, limits) for b, m in probe.packed}
+                did = {b: future.result() for b, future in runs.items()}
+    return {b: {**did[b], "micro_batch": m, "role": roles[b]} for b, m in probe.packed}
+
+
+def run_packed_body(probe: Probe, backbone: str, micro_batch: int, mode: str, limits: Limits) -> dict:
+    return run_body(probe.packed_run(backbone, micro_batch, mode), 1, probe.storage, limits, wrap=probe.slot_argv)
+
+
+def packed_roles(packed: tuple[tuple[str, int], ...]) -> dict[str, str]:
+    """Which one-tile size each packed body stands for (smallest first, as the workflow lists them)."""
+    if len(packed) == 1:
+        return {packed[0][0]: "the only one-tile size"}
+    ends = ("the smallest one-tile size", "the largest one-tile size")
+    return {b: ends[0] if i == 0 else ends[1] for i, (b, _) in enumerate(packed)}
 
 
 def job_seconds(seconds: float) -> float:
@@ -278,6 +335,8 @@ def probe_resume(probe: Probe, first: Path, out: Path) -> dict:
     started = job_phases()
     resumed = run_bodies(probe, [("resume", "none")])["resume"]
     record["resume"] = {"resume_s": resumed.get("first_step_s"), **started, **resumed}
+    if probe.packed:
+        record["packed"] = run_packed(probe, record.get("compile") or "none")
     record["measured_at"] = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
     record["startup_s"] = startup_s(record)
     record["startup_by_phase"] = startup_by_phase(record)

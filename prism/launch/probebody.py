@@ -87,21 +87,44 @@ def note_job_stopped(signum: int, frame: object) -> None:
     JOB_STOPPED.set()
 
 
+def children(pid: int) -> list[int]:
+    try:
+        with open(f"/proc/{pid}/task/{pid}/children") as handle:
+            return [int(child) for child in handle.read().split()]
+    except OSError:
+        return []
+
+
+def command_name(pid: int) -> str:
+    try:
+        return Path(f"/proc/{pid}/comm").read_text().strip()
+    except OSError:
+        return ""
+
+
+def launchers(body_pid: int) -> list[int]:
+    """The body's launchers: the highest `mpiexec` processes under it (a pack's body runs its `mpiexec`
+    under the slot's wrapper and a shell), else the body's own children."""
+    level = children(body_pid)
+    while level:
+        found = [pid for pid in level if command_name(pid).startswith("mpiexec")]
+        if found:
+            return found
+        level = [child for pid in level for child in children(pid)]
+    return children(body_pid)
+
+
 def terminate_launcher(body_pid: int) -> None:
     """SIGTERM to the body's launcher (`mpiexec`), which passes it to every rank, as at a walltime; the
     ranks' loader workers are left to end with their rank (signalled themselves, a rank's DataLoader
-    would fail instead of checkpointing). Without a child to signal, the whole body's group."""
-    try:
-        with open(f"/proc/{body_pid}/task/{body_pid}/children") as handle:
-            children = [int(pid) for pid in handle.read().split()]
-    except OSError:
-        children = []
-    for pid in children:
+    would fail instead of checkpointing). Without a launcher to signal, the whole body's group."""
+    found = launchers(body_pid)
+    for pid in found:
         try:
             os.kill(pid, signal.SIGTERM)
         except ProcessLookupError:
             continue
-    if not children:
+    if not found:
         kill_group(body_pid, signal.SIGTERM)
 
 

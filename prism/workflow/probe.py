@@ -1,8 +1,10 @@
 """The probe's place in a cluster study (rules/probe.smk): its files, flags, resources, and what it decides.
 
 A study whose training jobs are aurora bodies is probed: two short jobs in the debug queue run
-the real body of its largest size that fits a node (prism.launch.probe), and the plan reads their
-record, so the plan (and every training job after it) waits for them. Until the record exists the
+the real body of its largest size that fits a node and, where the study packs its runs
+(cluster.pack), a pack's runs of its smallest and largest sizes that fit one tile at their planned
+micro-batches (prism.launch.probe), and the plan reads their record, so the plan (and every
+training job after it) waits for them. Until the record exists the
 start-up of a job is assumed (ASSUMED_STARTUP_S) and said to be; once it exists, every training
 job's walltime adds the start-up it measured, and each job's `--compile` follows from the
 probe's compile seconds and gain and the job's own length (never on 10 nodes or more).
@@ -14,7 +16,7 @@ from typing import Any
 
 from prism.core.errors import PrismError
 from prism.core.families import FamilySpec, family_spec
-from prism.isoflop.design.placement import GIB, Devices, place, run_shape, study_devices
+from prism.isoflop.design.placement import GIB, Devices, RunShape, place, run_shape, study_devices
 from prism.isoflop.design.pricing import read_probe
 from prism.launch.jobenv import job_env, job_setup
 from prism.launch.probe import job_compile, job_seconds
@@ -54,6 +56,17 @@ def probe_first_file(study: Study, family: str) -> str:
     return f"{study.dir}/probe/{family}.first.json"
 
 
+def size_shapes(family: str, backbones: list[str], regime: str, spec: FamilySpec | None) -> list[tuple[str, RunShape]]:
+    """(backbone, its run's shape for the placement's memory estimate), fewest trainable parameters first."""
+    spec = family_spec(family, spec)
+    trained = {b: trainable_params(family, b, "BASE", regime, spec) for b in backbones}
+    shapes = []
+    for backbone in sorted(backbones, key=trained.__getitem__):
+        total = sum(component_params(family, backbone, "BASE", spec).values())
+        shapes.append((backbone, run_shape(backbone, spec, total, trained[backbone], spec.tokens_per_sample)))
+    return shapes
+
+
 def probe_size(
     family: str, backbones: list[str], regime: str, spec: FamilySpec | None, devices: Devices, global_batch: int
 ) -> tuple[str, str]:
@@ -63,12 +76,8 @@ def probe_size(
     more nodes, are named in the why; none fitting a node is refused with the fix."""
     if not backbones:
         raise PrismError(f"probe {family}: no size to probe (the study plans none)")
-    spec = family_spec(family, spec)
-    trained = {b: trainable_params(family, b, "BASE", regime, spec) for b in backbones}
     too_big = []
-    for backbone in sorted(backbones, key=trained.__getitem__, reverse=True):
-        total = sum(component_params(family, backbone, "BASE", spec).values())
-        shape = run_shape(backbone, spec, total, trained[backbone], spec.tokens_per_sample)
+    for backbone, shape in reversed(size_shapes(family, backbones, regime, spec)):
         where = place(shape, global_batch, devices, max_nodes=1)
         if where is not None:
             gib = where.memory.total / GIB
@@ -81,6 +90,29 @@ def probe_size(
         f"{devices.memory_bytes / GIB:.3g} GiB at global batch {global_batch}; check cluster.device_memory_gb "
         "and cluster.ranks_per_node, or plan a smaller backbone"
     )
+
+
+def one_tile_sizes(
+    family: str, backbones: list[str], regime: str, spec: FamilySpec | None, devices: Devices, global_batch: int
+) -> list[tuple[str, int]]:
+    """(backbone, planned micro-batch) of the smallest and the largest planned size whose run fits one device
+    (prism.isoflop.design.placement): the two ends of what a pack's one-tile runs cost, the smallest the
+    likeliest to be bound by the loader."""
+    one_tile = []
+    for backbone, shape in size_shapes(family, backbones, regime, spec):
+        where = place(shape, global_batch, devices)
+        if where is not None and where.devices == 1:
+            one_tile.append((backbone, where.micro_batch))
+    return one_tile[:1] + one_tile[1:][-1:]
+
+
+def packed_sizes(study: Study, backbones: list[str], family: str) -> list[tuple[str, int]]:
+    """The one-tile sizes the probe runs as a pack's runs (prism.launch.probe); none without cluster.pack."""
+    if not study.cluster.get("pack"):
+        return []
+    train = study.train
+    devices = study_devices(study.cluster, train.launcher, train.device, train.precision, train.strategy)
+    return one_tile_sizes(family, backbones, study.regime, study.specs[family], devices, probe_batch(study))
 
 
 def probe_batch(study: Study) -> int:
@@ -97,13 +129,14 @@ def probed_size(study: Study, backbones: list[str], family: str) -> tuple[str, s
 
 def probe_inputs(study: Study, backbones: list[str], family: str) -> list[str]:
     """The data and the probed size's calibration (its FLOPs per sample), as a training job reads them."""
-    backbone = probed_size(study, backbones, family)[0]
-    return [study.data_dir(family), study.calibration_file(family, backbone, "BASE", study.regime)]
+    sizes = [probed_size(study, backbones, family)[0]] + [b for b, _ in packed_sizes(study, backbones, family)]
+    calibrations = [study.calibration_file(family, b, "BASE", study.regime) for b in dict.fromkeys(sizes)]
+    return [study.data_dir(family), *calibrations]
 
 
 def probe_args(study: Study, backbones: list[str], family: str) -> list[str]:
     """`prism cluster probe` flags (but --part, --first, --out): the study's largest size that fits a node,
-    as its jobs run."""
+    as its jobs run, and the one-tile sizes its packs run (`--packed BACKBONE:MICRO_BATCH`)."""
     train, cluster = study.train, study.cluster
     backbone, why = probed_size(study, backbones, family)
     return [
@@ -114,6 +147,7 @@ def probe_args(study: Study, backbones: list[str], family: str) -> list[str]:
         "--procs-per-node", str(study.ranks_per_node), "--seconds", str(cluster["probe_seconds"]),
         "--workers", str(study.loader.workers), "--precision", train.precision,
         "--walltime-s", str(walltime_seconds(probe_walltime(cluster))),
+        *(f"--packed={b}:{m}" for b, m in packed_sizes(study, backbones, family)),
     ]  # fmt: skip
 
 

@@ -5,8 +5,10 @@ Torque-style qsub then passes only the -v list, as PBS Pro does): each job is a 
 the study's set-up lines (here: the venv, and the stand-ins for what Aurora has and this host lacks:
 `module`, `$PBS_NODEFILE`, PALS's `mpiexec` on MPICH's Hydra; tests/cluster/test_cluster_ranks.py).
 The first job runs the aurora body of the study's largest size on 2 gloo ranks, eager then compiled,
-each stopped by SIGTERM after a few seconds of steps; the second resumes the eager run. The next dry
-run's walltimes carry the start-up the record measured, and its plan says so.
+each stopped by SIGTERM after a few seconds of steps; the second resumes the eager run and, the study
+being packed, runs its smallest and largest one-tile sizes as a pack runs them: at once, each one rank
+on a slot of its own. The next dry run's walltimes carry the start-up the record measured, and its
+plan says so.
 """
 
 from __future__ import annotations
@@ -40,6 +42,7 @@ def test_probe_runs_the_job_body_and_prices_the_next_dry_run(scheduler, tmp_path
         "walltime": "00:20:00",
         "ranks_per_node": RANKS,
         "probe_seconds": 4,
+        "pack": True,
         # Nothing of this shell reaches a job but the -v list: the job sets itself up.
         "setup": [
             f"source {BIN}/activate",
@@ -73,8 +76,23 @@ def test_probe_runs_the_job_body_and_prices_the_next_dry_run(scheduler, tmp_path
     for phase in ("setup", "job_start", "launch", "imports", "process_group", "model_build", "loader", "first_batch"):
         assert phases[f"{phase}_s"] >= 0, phases
     assert record["resume"]["startup_phases"]["resume_s"] > 0 and record["sigterm_warning"] is None
+    # A pack's runs: the smallest and largest one-tile sizes at their micro-batches, at once, on two slots.
+    packed = record["packed"]
+    assert [body["role"] for body in packed.values()] == ["the smallest one-tile size", "the largest one-tile size"]
+    claims = {}
+    for backbone, body in packed.items():
+        assert body["checkpoint_step"] >= 1 and body["samples_per_s_per_rank"] > 0 and body["world_size"] == 1, body
+        folder = workdir / "scaling-study" / "probe" / "text_image" / f"packed-{backbone}"
+        claims[backbone] = json.loads((folder / "slots.jsonl").read_text().splitlines()[-1])
+    first, second = claims.values()
+    assert first["slot"] != second["slot"] and max(first["start"], second["start"]) < min(first["end"], second["end"])
     calls = (shims / "calls.log").read_text().splitlines()
-    assert len(calls) == 3 and all(" -m prism train " in c and "--loader stream" in c for c in calls)
+    assert len(calls) == 5 and all(" -m prism train " in c and "--loader stream" in c for c in calls)
+    # Each one rank unsharded (no --strategy), at the study's global batch in its planned micro-batches.
+    one_tile = sorted(c for c in calls if "--strategy" not in c)
+    assert [f"--backbone {b} " in c for b, c in zip(sorted(packed), one_tile, strict=True)] == [True, True], calls
+    micro = {b: body["micro_batch"] for b, body in packed.items()}
+    assert all(m == RANKS * 4 or f"--micro-batch {m} " in " ".join(calls) for m in micro.values()), calls
 
     # The next dry run: every training job's walltime carries the measured start-up, and the plan says so.
     dry = snakemake(workdir, *PBS_ARGS, "-n", "fit_text_image", extra_env=client_env).stdout

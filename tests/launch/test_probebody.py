@@ -145,3 +145,29 @@ def test_a_hung_body_is_said_in_the_record(tmp_path):
         "compiled ended before it was stopped, exit status 1"
     )
     assert json.dumps(said)
+
+
+# A launcher that forwards SIGTERM to its rank, as mpiexec does; named mpiexec, so the probe finds it.
+MPIEXEC = """#!/bin/bash
+trap 'kill -TERM "$rank"; wait "$rank"; exit $?' TERM
+"$@" &
+rank=$!
+wait "$rank"
+"""
+
+
+def test_a_packs_body_is_stopped_at_its_mpiexec_under_the_slot_wrapper(tmp_path, monkeypatch):
+    """A pack's run is `slots wrapper -> bash body.sh -> mpiexec -> rank`: SIGTERM to the wrapper's own child
+    (the shell, which dies without passing it on) would leave the rank to SIGKILL, uncheckpointed."""
+    monkeypatch.setenv("PRISM_SLOT_DIR", str(tmp_path / "slots"))
+    argv, perf, log = body(tmp_path, "checkpoint")
+    (tmp_path / "mpiexec").write_text(MPIEXEC)
+    (tmp_path / "mpiexec").chmod(0o755)
+    script = Path(argv[1])
+    script.write_text(f"{tmp_path / 'mpiexec'} " + script.read_text())
+    wrapped = [sys.executable, "-m", "prism.launch.slots", "--slots", "2", "--device", "cpu", "--", *argv]
+    did = drive_body(wrapped, perf, log, Limits(until=float("inf"), **LIMITS))
+    assert did["outcome"] == "checkpointed" and not did["sigkill"], did
+    claim = json.loads((tmp_path / "slots.jsonl").read_text())
+    assert claim["slot"] in (0, 1) and claim["exit"] == 143, claim
+    assert no_process_left(log)

@@ -5,23 +5,31 @@ Node-hours come from the calibration's measured speed of one rank where a node's
 else from a stated node throughput (the vendor's peak x an assumed MFU).
 
 The speed jobs time one rank on synthetic batches: no loader, no collectives between a node's
-ranks. The probe ran the real job body for the study's largest size, so its samples/s per rank
-over the speed job's of the same size is what the loader and the collectives leave of the timed
-speed; the plan multiplies every size's speed by it. Without speed jobs the probe's FLOP/s per
-node replaces the assumed MFU of the vendor's peak. Until the probe has run, the plan says that
-its node-hours leave both out. Pure functions on plain records.
+ranks, their own batch. The probe ran the real job body for the study's largest size that fits a
+node and, in a packed study, a pack's one-tile runs of its smallest and largest one-tile sizes at
+their planned micro-batches with the streamed loader: each measured size's samples/s per rank over
+its speed job's is what the loader, the micro-batch, the neighbours on the node and the collectives
+leave of the timed speed. Each size's speed is scaled by the factor of the measured size nearest to
+it in FLOPs per sample (a pack's measurement where a size has both), and the plan says which size
+priced which. Without speed jobs the probe's FLOP/s per node replaces the assumed MFU of the
+vendor's peak. Until the probe has run, the plan says that its node-hours leave both out. Pure
+functions on plain records.
 """
 
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, replace
+import math
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from prism.core.errors import PrismError
 from prism.isoflop.design.candidates import INTERPOLATED, Candidate
 from prism.isoflop.design.planoptions import PlanOptions
 from prism.isoflop.records import PlanRow
+
+# By measured size: (its FLOPs per sample, the probe's rate over its speed job's, the body that measured it).
+Factors = dict[str, tuple[float, float, str]]
 
 NOT_PROBED = "the loader, the collectives and start-up assumed away (no probe record yet: snakemake probe_FAMILY)"
 
@@ -38,8 +46,8 @@ class Cost:
     node_peak_flops: float | None = None  # what a measured speed's MFU is of
     # Which peak that is: the vendor's figure (plan.node_peak_flops) until the probe measured one (prism.runtime.peak).
     peak_label: str = "the vendor's node peak plan.node_peak_flops"
-    # The probe's samples/s per rank over the speed job's (prism.isoflop.design.pricing), and what it says.
-    factor: float = 1.0
+    # The probe's samples/s per rank over the speed job's, by measured size: (flops per sample, factor).
+    factors: dict[str, tuple[float, float]] = field(default_factory=dict)
     probe_note: str = ""
 
     @classmethod
@@ -78,11 +86,22 @@ class Cost:
         text = self.node_source or "not estimated (set plan.node_peak_flops, and plan.mfu)"
         return text + (f"; {self.probe_note}" if self.probe_note and self.node_source else "")
 
+    def nearest(self, cand: Candidate) -> str | None:
+        """The measured size nearest to `cand` in FLOPs per sample (log scale), None before the probe."""
+        if not self.factors:
+            return None
+        return min(self.factors, key=lambda b: abs(math.log(self.factors[b][0] / cand.flops_per_sample)))
+
+    def factor(self, cand: Candidate) -> float:
+        """What the probe's nearest measured size leaves of `cand`'s timed speed (1 before the probe)."""
+        nearest = self.nearest(cand)
+        return 1.0 if nearest is None else self.factors[nearest][1]
+
     def node_hours(self, cand: Candidate, samples: int, flops: float) -> float | None:
         """A run's node-hours: at its measured (or interpolated) speed where the ranks are known, else
         at the assumed node throughput; None when neither is."""
         if self.ranks_per_node and cand.samples_per_s:
-            return samples / (cand.samples_per_s * self.factor * self.ranks_per_node) / 3600.0
+            return samples / (cand.samples_per_s * self.factor(cand) * self.ranks_per_node) / 3600.0
         return flops / self.node_flops / 3600.0 if self.node_flops else None
 
 
@@ -102,11 +121,48 @@ def probe_body(record: dict) -> dict:
     return record["compiled" if record.get("compile") == "static" else "eager"]
 
 
-def probe_factor(record: dict, speeds: dict[str, float]) -> float | None:
-    """The probe's samples/s per rank over the speed job's for the same size (None without both)."""
+def probe_rates(record: dict) -> dict[str, tuple[float, str]]:
+    """The probe's measured samples/s per rank by size, with the body that measured it: the node's body of
+    its size (compiled where it chose compiling), then a pack's one-tile runs, which stand for their size
+    where both measured one (the grid trains that size as a pack's run)."""
+    rates = {}
     measured = probe_body(record).get("samples_per_s_per_rank")
-    timed = speeds.get(record["backbone"])
-    return measured / timed if measured and timed else None
+    if measured:
+        ranks = record.get("ranks_per_node")
+        rates[record["backbone"]] = (measured, f"{ranks}-rank node body" if ranks else "node body")
+    for backbone, body in (record.get("packed") or {}).items():
+        if body.get("samples_per_s_per_rank"):
+            micro = body.get("micro_batch")
+            rates[backbone] = (body["samples_per_s_per_rank"], f"packed one-tile run, micro-batch {micro}")
+    return rates
+
+
+def probe_factors(record: dict, candidates: list[Candidate]) -> Factors:
+    """By measured size: (its FLOPs per sample, the probe's samples/s per rank over its speed job's, the
+    body that measured it), for the sizes with both a probe rate and a timed (not interpolated) speed."""
+    timed = {c.backbone: c for c in candidates if c.samples_per_s and not c.speed_interpolated}
+    return {
+        b: (timed[b].flops_per_sample, rate / timed[b].samples_per_s, body)
+        for b, (rate, body) in probe_rates(record).items()
+        if b in timed
+    }
+
+
+def factor_note(
+    factors: dict[str, tuple[float, float, str]], cost: Cost, candidates: list[Candidate], where: str
+) -> str:
+    """Which measured size priced which sizes, and by what factor."""
+    priced_by: dict[str, list[str]] = {b: [] for b in factors}
+    for cand in candidates:
+        nearest = cost.nearest(cand)
+        if nearest is not None and cand.backbone not in priced_by[nearest]:
+            priced_by[nearest].append(cand.backbone)
+    parts = [
+        f"x {factors[b][1]:.2f} for {', '.join(sizes)} (nearest measured: {b}'s {factors[b][2]})"
+        for b, sizes in priced_by.items()
+        if sizes
+    ]
+    return f"the loader, micro-batch and collectives of the real job body, by {where}: " + "; ".join(parts)
 
 
 def measured_peak(cost: Cost, record: dict) -> Cost:
@@ -130,13 +186,12 @@ def priced(cost: Cost, path: str | Path | None, candidates: list[Candidate]) -> 
     record = read_probe(path)
     if record is None:
         return replace(cost, probe_note=NOT_PROBED)
-    speeds = {c.backbone: c.samples_per_s for c in candidates if c.samples_per_s and not c.speed_interpolated}
     where = f"the probe ({path}, {record.get('measured_at', 'undated')})"
     cost = measured_peak(cost, record)
-    factor = probe_factor(record, speeds)
-    if factor is not None:
-        note = f"x {factor:.2f}: the loader and the collectives of {record['backbone']}'s real job body, by {where}"
-        return replace(cost, factor=factor, probe_note=note)
+    factors = probe_factors(record, candidates)
+    if factors:
+        cost = replace(cost, factors={b: (fps, factor) for b, (fps, factor, _) in factors.items()})
+        return replace(cost, probe_note=factor_note(factors, cost, candidates, where))
     fps = next((c.flops_per_sample for c in candidates if c.backbone == record["backbone"]), None)
     rate = probe_body(record).get("samples_per_s_per_rank")
     if fps and rate and cost.ranks_per_node:

@@ -14,10 +14,12 @@ from prism.launch.probebody import body_limit_s
 from prism.launch.walltime import walltime_seconds, walltime_text
 from prism.workflow.probe import (
     compile_flag,
+    one_tile_sizes,
     job_startup,
     probe_args,
     probe_file,
     probe_first_file,
+    probe_inputs,
     probe_resources,
     probe_size,
 )
@@ -73,6 +75,28 @@ def test_the_probe_runs_the_largest_size_that_fits_one_node():
     assert backbone == "30k" and "larger, needing more than a node: 1m, 120k" in why
     with pytest.raises(PrismError, match="no planned size .* fits one node .* cluster.device_memory_gb"):
         probe_size("text_image", sizes, "e2e", None, Devices(memory_gb=1e-6), global_batch=8)
+
+
+def test_a_packs_probe_runs_the_smallest_and_largest_one_tile_sizes_at_their_micro_batches():
+    sizes = ["120k", "30k", "1m", "500k"]
+    roomy = Devices(memory_gb=64.0, per_node=4, precision="fp32", strategy="fsdp")
+    assert one_tile_sizes("text_image", sizes, "e2e", None, roomy, global_batch=64) == [("30k", 64), ("1m", 64)]
+    # Less memory: the micro-batches shrink (accumulation keeps the global batch), and 1m needs 2 devices, so the
+    # largest one-tile size is 500k.
+    tight = Devices(memory_gb=0.02, per_node=4, precision="fp32", strategy="fsdp")
+    assert one_tile_sizes("text_image", sizes, "e2e", None, tight, global_batch=64) == [("30k", 16), ("500k", 2)]
+    assert one_tile_sizes("text_image", ["30k"], "e2e", None, roomy, global_batch=64) == [("30k", 64)]
+
+
+def test_a_packed_study_probes_its_one_tile_sizes_and_an_unpacked_one_does_not(smoke_config):
+    sizes = ["30k", "120k"]
+    packed = aurora_study(smoke_config, device_memory_gb=64, pack=True)
+    args = probe_args(packed, sizes, "text_image")
+    assert [a for a in args if a.startswith("--packed")] == ["--packed=30k:8", "--packed=120k:8"]
+    # The calibrations of every size it runs are its inputs (a training job reads its size's).
+    assert sum("calibration" in path for path in probe_inputs(packed, sizes, "text_image")) == 2
+    unpacked = probe_args(aurora_study(smoke_config, device_memory_gb=64), sizes, "text_image")
+    assert not [a for a in unpacked if a.startswith("--packed")]
 
 
 def test_the_probes_walltime_is_its_bodies_limits_and_fits_the_debug_queue(smoke_config):
