@@ -14,8 +14,8 @@ from prism.launch.probebody import body_limit_s
 from prism.launch.walltime import walltime_seconds, walltime_text
 from prism.workflow.probe import (
     compile_flag,
-    one_tile_sizes,
     job_startup,
+    one_tile_sizes,
     probe_args,
     probe_file,
     probe_first_file,
