@@ -21,7 +21,7 @@ import pytest
 import yaml
 from workflow.wfhelpers import BIN, env, make_workdir, planned_run_ids, snakemake
 
-from prism.isoflop.design.pricing import probe_factor
+from prism.isoflop.design.pricing import probe_body
 
 from .test_cluster import PBS_ARGS
 
@@ -102,8 +102,11 @@ def test_four_ranks_a_node_train_through_the_scheduler_to_a_fit(scheduler, tmp_p
     # job body before the grid) went through the scheduler.
     submitted = len(re.findall(r"Submitted job \d+ with external jobid", out))
     assert submitted == len(runs) + len(speeds) + 2 and len(speeds) > 0 and len(runs) > 0
-    # The probe's samples/s per rank over the timed speed of its size scales every size's speed.
-    factor = probe_factor(json.loads((study / "probe" / "text_image.json").read_text()), speeds) or 1.0
+    # The probe's samples/s per rank over the timed speed of its size scales every size's speed (an unpacked
+    # study: the node's body is the one size measured, the nearest of every size).
+    record = json.loads((study / "probe" / "text_image.json").read_text())
+    rate = probe_body(record).get("samples_per_s_per_rank")
+    factor = rate / speeds[record["backbone"]] if rate else 1.0
     plan = yaml.safe_load((study / "text_image" / "plan.yaml").read_text())
     assert all(row["global_batch"] % RANKS == 0 for row in plan["runs"])
     # Node-hours from the measured speed of one of a node's RANKS ranks, and said to be.
