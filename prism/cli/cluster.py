@@ -39,7 +39,8 @@ def _register_probe(verbs: argparse._SubParsersAction) -> None:
             "Inside a cluster job (the workflow's probe rules: snakemake probe_FAMILY): renders the aurora body "
             "of the study's largest size that fits a node, runs it eager and compiled for --seconds of steps "
             "each, stops each with SIGTERM (it checkpoints), and writes a JSON record; `--part resume` resumes "
-            "the eager run in a second job and completes the record the plan prices the study from."
+            "the eager run in a second job, runs each --packed size as a pack's one-tile run (all at once), and "
+            "completes the record the plan prices the study from."
         ),
     )
     p.add_argument("--part", choices=("first", "resume"), required=True)

@@ -180,6 +180,13 @@ def test_the_study_runs_to_its_fit_with_the_probe_first(rehearsed):
     probe_end = max(j["EndTime"] for j in jobs if j["Name"].startswith("prism.probe"))
     packs = [j for j in jobs if re.search(r"_(tune_run|train|wsd_segment|wsd_branch)", j["Name"])]
     assert packs and all(j["StartTime"] >= probe_end for j in packs), (probe_end, packs)
+    # The probe ran a pack's runs of the smallest and largest one-tile sizes, each checkpointed at SIGTERM, and
+    # the plan priced every size from the measured size nearest it, saying which.
+    packed = json.loads((study / "probe" / "text_image.json").read_text())["packed"]
+    assert list(packed) == ["30k", "120k"], packed
+    assert all(b["outcome"] == "checkpointed" and b["samples_per_s_per_rank"] > 0 for b in packed.values()), packed
+    cost = yaml.safe_load((study / "text_image" / "plan.yaml").read_text())["cost"]["node_hours_source"]
+    assert "(nearest measured: 30k's packed one-tile run" in cost, cost
     print(f"rehearsal: {len(jobs)} scheduler jobs, {rehearsed['seconds']:.0f} s from the dry run to the last")
 
 
