@@ -10,7 +10,7 @@ import os
 
 from prism.core.errors import PrismError
 from prism.launch import checked
-from prism.launch.registry import get
+from prism.launch.base import Launcher
 from prism.train.config import RunConfig
 
 
@@ -26,9 +26,9 @@ def launch(
     """`dry_run` prints the launcher's command; `torchrun` re-executes under torchrun; `local` trains
     here. Returns the exit status (non-zero for a collapsed or stopped run). `restore` first puts back an
     unchanged finished run's records here (`restore_finished`)."""
-    if restore:
-        restore_finished(run, launcher, nodes, procs_per_node)
     chosen = checked(launcher, nodes, procs_per_node, storage)
+    if restore:
+        restore_finished(run, chosen, nodes, procs_per_node)
     if dry_run:
         text = chosen.render(run, nodes, procs_per_node, storage)
         print(text, end="" if text.endswith("\n") else "\n")  # a job body ends with its newline, a command not
@@ -47,13 +47,13 @@ def launch(
     return exit_code(train(run))
 
 
-def restore_finished(run: RunConfig, launcher: str, nodes: int, procs_per_node: int | None) -> bool:
+def restore_finished(run: RunConfig, launcher: Launcher, nodes: int, procs_per_node: int | None) -> bool:
     """Put back a finished run's records, unchanged inputs and settings, before anything is launched for it
     (prism.train.lifecycle.restore_only): whether it is finished. Only where its world size is known here (its
     streamed data order depends on it) and it ever finished; torch is imported only then."""
     from prism.train.rundir.finished import record_path  # noqa: PLC0415 lazy: the run's records
 
-    world = 1 if get(launcher).single_process else nodes * procs_per_node if procs_per_node else None
+    world = 1 if launcher.single_process else nodes * procs_per_node if procs_per_node else None
     if world is None or not record_path(run.out_dir).is_file():
         return False
     from prism.train.lifecycle import restore_only  # noqa: PLC0415 lazy: torch
