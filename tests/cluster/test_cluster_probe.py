@@ -78,7 +78,10 @@ def test_probe_runs_the_job_body_and_prices_the_next_dry_run(scheduler, tmp_path
     assert record["resume"]["startup_phases"]["resume_s"] > 0 and record["sigterm_warning"] is None
     # A pack's runs: the smallest and largest one-tile sizes at their micro-batches, at once, on two slots.
     packed = record["packed"]
-    assert [body["role"] for body in packed.values()] == ["the smallest one-tile size", "the largest one-tile size"]
+    assert {b: body["role"] for b, body in packed.items()} == {
+        "30k": "the smallest one-tile size",
+        "120k": "the largest one-tile size",
+    }, packed
     claims = {}
     for backbone, body in packed.items():
         assert body["checkpoint_step"] >= 1 and body["samples_per_s_per_rank"] > 0 and body["world_size"] == 1, body

@@ -183,7 +183,10 @@ def test_the_study_runs_to_its_fit_with_the_probe_first(rehearsed):
     # The probe ran a pack's runs of the smallest and largest one-tile sizes, each checkpointed at SIGTERM, and
     # the plan priced every size from the measured size nearest it, saying which.
     packed = json.loads((study / "probe" / "text_image.json").read_text())["packed"]
-    assert list(packed) == ["30k", "120k"], packed
+    assert {b: body["role"] for b, body in packed.items()} == {
+        "30k": "the smallest one-tile size",
+        "120k": "the largest one-tile size",
+    }, packed
     assert all(b["outcome"] == "checkpointed" and b["samples_per_s_per_rank"] > 0 for b in packed.values()), packed
     cost = yaml.safe_load((study / "text_image" / "plan.yaml").read_text())["cost"]["node_hours_source"]
     assert "(nearest measured: 30k's packed one-tile run" in cost, cost
