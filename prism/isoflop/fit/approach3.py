@@ -395,7 +395,7 @@ def profile_a(
     when fewer than 6 runs leave no scale to measure. The profile is walked out from the estimate, each
     step warm-started from the last, and each end found by root-finding between the last two steps.
     """
-    from scipy import optimize, stats  # noqa: PLC0415 lazy: scipy
+    from scipy import stats  # noqa: PLC0415 lazy: scipy
 
     log_n, log_d, log_l = (np.log(np.asarray(v, dtype=float)) for v in (params, tokens, loss))
     dof = len(log_n) - 5
@@ -435,15 +435,14 @@ def _walk(a_hat, sign, bound, phi, args, level_q, options) -> float | None:
             a = bound
         q, next_phi = _at_a(a, phi, args, options)
         if q >= level_q:
-            start = phi
-
-            def gap(x):
-                return _at_a(x, start, args, options)[0] - level_q
-
             try:
-                return float(optimize.brentq(gap, *sorted((prev, a)), xtol=1e-4))
+                return float(optimize.brentq(_gap, *sorted((prev, a)), args=(phi, args, level_q, options), xtol=1e-4))
             except ValueError:  # no sign change: the refit at the previous step found a lower optimum
                 return float(prev)
         if a == bound:
             return None
         prev, phi, k = a, next_phi, k + 1
+
+
+def _gap(a: float, phi, args, level_q: float, options: Approach3Options) -> float:
+    return _at_a(a, phi, args, options)[0] - level_q
