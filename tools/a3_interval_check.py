@@ -2,12 +2,13 @@
 a known a: how often each holds it, and how wide each is (the same simulated studies for both).
 
     python tools/a3_interval_check.py [--case default|symmetric|falls|curvatures|offcentre]
-                                      [--errors gauss|t4] [--noise 0.03] [--studies 60] [--bootstrap 200]
+                                      [--errors gauss|t4|hetero] [--noise 0.03] [--studies 60] [--bootstrap 200]
 
 `default`: the round-0 surface (config/round0) at the default plan's 40 runs; `symmetric`: a
 symmetric surface on 5 budgets x 5 runs; `falls`, `curvatures`, `offcentre`: the verdict tests'
 surfaces that are not Approach 3's form (tests/isoflop/fit/test_verdict.py, noise 0.01 there).
-`t4`: Student t errors with 4 degrees of freedom scaled to the same standard deviation.
+`t4`: Student t errors with 4 degrees of freedom scaled to the same standard deviation; `hetero`:
+Gaussian, twice the noise at the smallest budget falling to half at the largest (log-linear in C).
 """
 
 from __future__ import annotations
@@ -55,20 +56,22 @@ def grid(case: str):
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--case", default="default", choices=["default", "symmetric", *VERDICT_CASES])
-    ap.add_argument("--errors", default="gauss", choices=("gauss", "t4"))
+    ap.add_argument("--errors", default="gauss", choices=("gauss", "t4", "hetero"))
     ap.add_argument("--noise", type=float, default=0.03)
     ap.add_argument("--studies", type=int, default=60)
     ap.add_argument("--bootstrap", type=int, default=200)
     ap.add_argument("--seed", type=int, default=0)
     args = ap.parse_args()
     n, d, truth, a_true = grid(args.case)
+    c = np.log(n * d)  # the budget, up to a constant factor
+    scale = 2.0 ** (1 - 2 * (c - c.min()) / (c.max() - c.min())) if args.errors == "hetero" else 1.0
     rng = np.random.default_rng(args.seed)
     rows = []
     for i in range(args.studies):
         if args.errors == "t4":
             e = rng.standard_t(4, len(n)) / math.sqrt(2.0)
         else:
-            e = rng.standard_normal(len(n))
+            e = rng.standard_normal(len(n)) * scale
         loss = truth + args.noise * e
         fit = approach3.fit_approach3(n, d, loss)
         if not fit.converged:
