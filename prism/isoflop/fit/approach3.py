@@ -306,3 +306,143 @@ def interval(values: np.ndarray, level: float = CI_LEVEL) -> tuple[float, float]
         return None
     lo, hi = np.quantile(v, [(1 - level) / 2, (1 + level) / 2])
     return float(lo), float(hi)
+
+
+# The profile is walked out from the estimate in these steps of a, as far as these bounds of a.
+PROFILE_STEP = 0.01
+PROFILE_RANGE = (0.01, 0.99)
+
+
+@dataclass(frozen=True)
+class ProfileInterval:
+    """Approach 3's interval of a from its profile (`profile_a`).
+
+    `lo`/`hi` are where the profile statistic crosses `threshold`; an end the profile never reaches
+    within `PROFILE_RANGE` is that bound and `open_ends` names it ("below", "above"): the runs do not
+    bound a on that side. `sigma` is the residual scale of log L the statistic is measured in, on
+    `dof` = runs - 5 degrees of freedom.
+    """
+
+    lo: float
+    hi: float
+    sigma: float
+    dof: int
+    threshold: float
+    open_ends: tuple[str, ...] = ()
+
+    @property
+    def interval(self) -> tuple[float, float]:
+        return self.lo, self.hi
+
+    def describe(self) -> str:
+        ends = f"; not bounded {' or '.join(self.open_ends)} within [{PROFILE_RANGE[0]}, {PROFILE_RANGE[1]}]"
+        return (
+            f"profile likelihood of a (every other parameter refitted at each a; F(1, {self.dof}) "
+            f"at the residual scale {self.sigma:.4f} of log L)" + (ends if self.open_ends else "")
+        )
+
+
+def huber_efficiency_ratio(c: float) -> float:
+    """E[psi^2] / E[psi'] of Huber's psi clipped at c, for standard normal errors: the factor that
+    turns a drop in the Huber objective (in units of the scale squared) into a chi-square statistic
+    (Schrader and Hettmansperger 1980); c -> 0 (least absolute deviations) gives c sqrt(pi / 2),
+    c -> infinity (least squares) 1."""
+    from scipy import stats  # noqa: PLC0415 lazy: scipy
+
+    inside = 2 * stats.norm.cdf(c) - 1
+    if inside <= 0:
+        return 0.0
+    e_psi2 = inside - 2 * c * stats.norm.pdf(c) + 2 * c * c * stats.norm.sf(c)
+    return float(e_psi2 / inside)
+
+
+def _at_a(a: float, phi0: np.ndarray, args, options: Approach3Options) -> tuple[float, np.ndarray]:
+    """The objective minimised over (log A, log B, log E, alpha) with beta = alpha a / (1 - a)."""
+    from scipy import optimize  # noqa: PLC0415 lazy: scipy
+
+    r = a / (1 - a)
+
+    def f(phi):
+        value, g = objective_and_grad(np.array([phi[0], phi[1], phi[2], phi[3], r * phi[3]]), *args)
+        return value, np.array([g[0], g[1], g[2], g[3] + r * g[4]])
+
+    res = optimize.minimize(
+        f,
+        phi0,
+        jac=True,
+        method="L-BFGS-B",
+        bounds=BOUNDS[:4],
+        options={"ftol": options.ftol, "gtol": options.gtol, "maxiter": options.maxiter, "maxcor": 10},
+    )
+    return float(res.fun), res.x
+
+
+def profile_a(
+    params: np.ndarray,
+    tokens: np.ndarray,
+    loss: np.ndarray,
+    point: Approach3Fit,
+    level: float = CI_LEVEL,
+    options: Approach3Options = Approach3Options(),
+) -> ProfileInterval | None:
+    """The interval of a = beta / (alpha + beta) by profile likelihood: the a whose best fit (every other
+    parameter refitted) raises the Huber objective by less than the test of one constraint allows.
+
+    The statistic is the robust drop-in-dispersion test of an M-estimator (Schrader and Hettmansperger
+    1980): 2 (Q(a) - Q) / (sigma^2 k), Q the Huber objective on log L, k = E[psi^2] / E[psi'] at the
+    Huber threshold in units of sigma (for normal errors), sigma^2 the residuals' mean square on
+    runs - 5 degrees of freedom; against F(1, runs - 5), as a nonlinear least-squares profile is. None
+    when fewer than 6 runs leave no scale to measure. The profile is walked out from the estimate, each
+    step warm-started from the last, and each end found by root-finding between the last two steps.
+    """
+    from scipy import stats  # noqa: PLC0415 lazy: scipy
+
+    log_n, log_d, log_l = (np.log(np.asarray(v, dtype=float)) for v in (params, tokens, loss))
+    dof = len(log_n) - 5
+    theta = np.asarray(point.theta, dtype=float)
+    resid = predict_log_loss(theta, log_n, log_d) - log_l
+    if dof < 1 or theta[3] + theta[4] <= 0:
+        return None
+    sigma = math.sqrt(float(np.sum(resid**2)) / dof)
+    if not sigma > 0:
+        return None
+    threshold = float(stats.f.ppf(level, 1, dof))
+    rise = threshold * sigma**2 * huber_efficiency_ratio(options.huber_delta / sigma) / 2
+    args = (log_n, log_d, log_l, None, options.huber_delta)
+    a_hat = float(theta[4] / (theta[3] + theta[4]))
+    ends, open_ends = [], []
+    with _one_blas_thread():
+        for sign, bound, side in ((-1, PROFILE_RANGE[0], "below"), (1, PROFILE_RANGE[1], "above")):
+            end = _walk(a_hat, sign, bound, theta[:4].copy(), args, point.objective + rise, options)
+            if end is None:
+                end = bound
+                open_ends.append(side)
+            ends.append(end)
+    return ProfileInterval(ends[0], ends[1], sigma, dof, threshold, tuple(open_ends))
+
+
+def _walk(a_hat, sign, bound, phi, args, level_q, options) -> float | None:
+    """Where the profile first reaches `level_q` going from `a_hat` towards `bound`; None if it never does."""
+    from scipy import optimize  # noqa: PLC0415 lazy: scipy
+
+    prev = a_hat
+    if sign * (bound - a_hat) <= 0:
+        return None
+    k = 1
+    while True:
+        a = a_hat + sign * PROFILE_STEP * k
+        if sign * (a - bound) > 0:
+            a = bound
+        q, next_phi = _at_a(a, phi, args, options)
+        if q >= level_q:
+            try:
+                return float(optimize.brentq(_gap, *sorted((prev, a)), args=(phi, args, level_q, options), xtol=1e-4))
+            except ValueError:  # no sign change: the refit at the previous step found a lower optimum
+                return float(prev)
+        if a == bound:
+            return None
+        prev, phi, k = a, next_phi, k + 1
+
+
+def _gap(a: float, phi, args, level_q: float, options: Approach3Options) -> float:
+    return _at_a(a, phi, args, options)[0] - level_q

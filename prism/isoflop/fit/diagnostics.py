@@ -364,7 +364,7 @@ def verdict(
     """The Verdict: identifiable, the reasons (failures when false, the evidence when true).
 
     `method` says which approaches were fitted and so which intervals decide: Approach 2's
-    (`a2_interval`), Approach 3's bootstrap (`a3.a_ci`), or with both, the narrower of the two
+    (`a2_interval`), Approach 3's profile likelihood (`a3.a_ci`), or with both, the narrower of the two
     when each holds the other's estimate (`combine`), else the span of the two, with the
     disagreement among the reasons (and as the failure when that span is too wide). `vanished` names
     budgets every run of which was excluded before the fit. `heard` (`goodness.speakers`) says which
@@ -441,9 +441,10 @@ def _judge_approach3(a3, n_runs: int, failures, intervals) -> None:
         )
     if a3.a_ci is None:
         if a3.converged:
-            failures.append("Approach 3 has no interval of a (bootstrap 0: rerun with --bootstrap > 0)")
+            failures.append("Approach 3 has no interval of a (too few runs to measure its residual scale)")
     else:
-        intervals.append((a3.a_ci, f"Approach 3: bootstrap over runs ({a3.n_boot_used} resamples)", "approach3"))
+        how = a3.a_interval_method or f"bootstrap over runs ({a3.n_boot_used} resamples)"
+        intervals.append((a3.a_ci, f"Approach 3: {how}", "approach3"))
 
 
 def _deciding_interval(intervals: list, agreement: dict | None, problems: list[str], failures: list[str]):

@@ -169,8 +169,14 @@ def _arrays(records: list[RunRecord]):
 
 
 def _approach3_summary(
-    fit: approach3.Approach3Fit, boot: np.ndarray | None, level: float, delta: float
+    fit: approach3.Approach3Fit,
+    boot: np.ndarray | None,
+    level: float,
+    delta: float,
+    profile: approach3.ProfileInterval | None = None,
 ) -> Approach3Summary:
+    """The summary of a point fit: the bootstrap's percentile intervals of every parameter, except a and
+    b, whose interval is the profile likelihood's where there is one (the bootstrap's is kept beside it)."""
     s = fit.surface
     try:
         k = float(s.n_opt(1.0)) if s.alpha > 0 and s.beta > 0 else None
@@ -196,6 +202,11 @@ def _approach3_summary(
         for key, v in cols.items():
             cis[f"{key}_ci"] = approach3.interval(v, level)
         n_used = int(np.isfinite(cols["a"]).sum())
+    a_boot = cis.get("a_ci")
+    method = f"bootstrap over runs ({n_used} resamples)" if a_boot else ""
+    if profile is not None:
+        cis["a_ci"], cis["b_ci"] = profile.interval, (1 - profile.hi, 1 - profile.lo)
+        method = profile.describe()
     return Approach3Summary(
         converged=fit.converged,
         reason="" if fit.converged else fit.convergence_note,
@@ -215,6 +226,8 @@ def _approach3_summary(
         n_starts=fit.n_starts,
         n_local=fit.n_local,
         n_boot_used=n_used,
+        a_ci_bootstrap=a_boot,
+        a_interval_method=method,
         **cis,
     )
 
@@ -234,14 +247,17 @@ def _fit_approach3(n, d, loss, options: FitOptions):
             None,
             None,
         )
-    boot = None
+    boot, profile = None, None
+    if fit.converged:
+        with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
+            profile = approach3.profile_a(n, d, loss, fit, CI_LEVEL, opts)
     if options.bootstrap > 0 and fit.converged:
         try:
             with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
                 boot = approach3.bootstrap_approach3(n, d, loss, fit, options.bootstrap, options.seed, opts)
         except (ArithmeticError, ValueError, np.linalg.LinAlgError):
             boot = None  # resamples diverge: no interval rather than a crash
-    return _approach3_summary(fit, boot, CI_LEVEL, options.huber_delta), fit, boot
+    return _approach3_summary(fit, boot, CI_LEVEL, options.huber_delta, profile), fit, boot
 
 
 def _checked(records: list[RunRecord], options: FitOptions, excluded) -> tuple[list, list, list[str]]:

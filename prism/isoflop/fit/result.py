@@ -183,6 +183,9 @@ class Approach3Summary:
     n_starts: int = 0
     n_local: int = 0
     n_boot_used: int = 0
+    # a_ci is the profile likelihood's (`a_interval_method` says so); the bootstrap's beside it
+    a_ci_bootstrap: Interval | None = None
+    a_interval_method: str = ""
 
     @property
     def fitted(self) -> bool:
@@ -202,6 +205,7 @@ class Approach3Summary:
         d = _known(cls, data)
         for key in ("E", "A", "B", "alpha", "beta", "a", "b"):
             d[f"{key}_ci"] = _pair(d.get(f"{key}_ci"))
+        d["a_ci_bootstrap"] = _pair(d.get("a_ci_bootstrap"))
         d["converged"] = bool(d.get("converged"))
         return cls(**d)
 

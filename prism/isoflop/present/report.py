@@ -148,6 +148,9 @@ def _power_laws(r: FitResult) -> list[str]:
     if a3 is not None and a3.a is not None:
         lines.append(f"| Approach 3 | {a3.a:.4f} | {_ci(a3.a_ci)} | - | {_g(a3.b, '.4f')} | {_ci(a3.b_ci)} |")
     lines.append("")
+    if a3 is not None and a3.a_ci is not None and a3.a_interval_method:
+        boot = f"; the bootstrap over runs gives {_ci(a3.a_ci_bootstrap)}" if a3.a_ci_bootstrap else ""
+        lines += [f"Approach 3's interval of a: {a3.a_interval_method}{boot}.", ""]
     if a2 is None or a2.a is None:
         return lines
     lines += [

@@ -235,7 +235,7 @@ def test_runs_with_residual_degrees_of_freedom_pool_their_noise_into_the_interva
     assert fit.diagnostics.noise_dof >= 3
     assert "regression over the 5 per-budget minima" in fit.approach2.interval_method
     assert "noise from its parabola" in fit.approach2.interval_method or "larger than" in fit.approach2.interval_method
-    assert "Approach 3: bootstrap over runs" in fit.verdict.interval_source
+    assert "Approach 3: profile likelihood of a" in fit.verdict.interval_source
 
 
 def test_json_round_trip_and_old_shape_readable(tmp_path):

@@ -121,3 +121,4 @@ class _A3:
 
     def __init__(self, a, ci):
         self.a, self.a_ci, self.fitted, self.converged, self.n_boot_used = a, ci, True, True, 100
+        self.a_interval_method = "profile likelihood of a"

@@ -69,7 +69,7 @@ def test_method_approach3_uses_approach3s_interval_and_needs_no_budgets():
     assert fit.approach2 is None and fit.approach3.converged
     assert fit.verdict.identifiable, fit.verdict.reasons
     assert fit.verdict.interval == fit.approach3.a_ci
-    assert fit.verdict.interval_source.startswith("Approach 3: bootstrap over runs")
+    assert fit.verdict.interval_source.startswith("Approach 3: profile likelihood of a")
     lo, hi = fit.approach3.a_ci
     assert lo - 0.02 < SYMMETRIC.a < hi + 0.02
 
