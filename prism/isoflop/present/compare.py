@@ -19,6 +19,7 @@ import yaml
 
 from prism.core.atomic import write_text_atomic
 from prism.core.errors import PrismError
+from prism.core.ids import parse_run_id
 from prism.isoflop.design.trajectories import DEFAULT_COOLDOWN_FRACTION, plan_trajectories, saving
 
 LOSS_TOLERANCE = 0.01
@@ -203,7 +204,7 @@ def _exponents(fit_a, fit_b, label_a: str, label_b: str) -> list[str]:
 
 def _losses(runs_a: dict, runs_b: dict, label_a: str, label_b: str) -> list[str]:
     """The final loss of every run both studies have, their differences, and the warm-up note."""
-    common = sorted(set(runs_a) & set(runs_b), key=lambda r: (float(r.rsplit("-C", 1)[1]), r))
+    common = sorted(set(runs_a) & set(runs_b), key=lambda r: (parse_run_id(r).flops, r))
     lines = [
         "## Loss at each budget (the final evaluation)",
         "",

@@ -16,6 +16,7 @@ import yaml
 
 from prism.core.atomic import write_text_atomic
 from prism.core.errors import PrismError
+from prism.core.ids import parse_run_id
 from prism.isoflop.design.totrain import row_length, study_plan
 from prism.isoflop.fit.fit import FitOptions, fit_records
 from prism.isoflop.fit.lr_sensitivity import LrShare, lr_offset, lr_sensitivity, reference_lines, sensitivity_lines
@@ -81,7 +82,7 @@ def family_lr_share(folder: Path, a_ci: tuple[float, float] | None) -> LrShare:
         records = load_runs(folder / "runs.csv").records
     except PrismError:
         records = []
-    widths = [backbone_config(r.run_id.split("-", 1)[0]).d_model for r in records]
+    widths = [backbone_config(parse_run_id(r.run_id).backbone).d_model for r in records]
     if rule.kind == "fitted":
         found = lr_sensitivity(records, widths, rule)
         return LrShare(sensitivity_lines(rule, found, a_ci), abs(found.shift) if found else None, a_ci)
