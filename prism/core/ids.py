@@ -34,7 +34,9 @@ def run_id(backbone: str, variant: str, regime: str, budget: float) -> str:
 
 
 # A run id taken apart: each part a group, the budget as the id spells it.
-_RUN_ID_PARTS = re.compile(r"^(?P<backbone>[0-9a-z]+)-(?P<variant>[A-Z0-9]+)-(?P<regime>[a-z0-9_]+)-C(?P<budget>[0-9.]+e[0-9]+)$")
+_RUN_ID_PARTS = re.compile(
+    r"^(?P<backbone>[0-9a-z]+)-(?P<variant>[A-Z0-9]+)-(?P<regime>[a-z0-9_]+)-C(?P<budget>[0-9.]+e[0-9]+)$"
+)
 # A wsd trajectory's id: a run id's stem and its global batch (`n32e3-BASE-e2e-B48`).
 TRAJ_ID_RE = re.compile(r"^(?P<backbone>[0-9a-z]+)-[A-Z0-9]+-[a-z0-9_]+-B[0-9]+$")
 
@@ -73,7 +75,9 @@ def id_backbone(rid: str) -> str:
     """The backbone a run id or a wsd trajectory's id starts with."""
     match = _RUN_ID_PARTS.match(rid) or TRAJ_ID_RE.match(rid)
     if not match:
-        raise PrismError(f"{rid!r} is neither a run id ({RUN_ID_RE.pattern}) nor a trajectory id ({TRAJ_ID_RE.pattern})")
+        raise PrismError(
+            f"{rid!r} is neither a run id ({RUN_ID_RE.pattern}) nor a trajectory id ({TRAJ_ID_RE.pattern})"
+        )
     return match.group("backbone")
 
 

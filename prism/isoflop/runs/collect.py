@@ -29,17 +29,16 @@ import sys
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-import yaml
-
 from prism.core.atomic import write_text_atomic
 from prism.core.errors import PrismError
 from prism.core.fingerprint import file_digest, record_digest
 from prism.core.options import option, validate
+from prism.core.studylayout import manifest
 from prism.isoflop.design.calibrate import calibration_filename
 from prism.isoflop.planread import read_plan
 from prism.isoflop.records import PlanRow
+from prism.train.rundir.runfiles import CONFIG, EVAL, METRICS, PERF, RunConfigUnreadable, read_run_config
 
-CONFIG, EVAL, METRICS, PERF = "config.yaml", "eval.jsonl", "metrics.json", "perf.jsonl"
 IDENTITY = ("run_id", "family", "backbone", "variant", "regime", "budget")
 
 
@@ -151,15 +150,13 @@ def collect_run(run_dir: Path, eval_window: int, problems: list[str]) -> Collect
     """One run directory -> one row; never raises for a bad run (its status says `error`)."""
     row = CollectedRun(run_id=run_dir.name, run_dir=str(run_dir))
     try:
-        cfg = yaml.safe_load((run_dir / CONFIG).read_text()) or {}
-        if not isinstance(cfg, dict):
-            raise ValueError("not a mapping")
-    except (OSError, ValueError, yaml.YAMLError) as err:
-        row.status, row.note = "error", f"{CONFIG} unreadable: {str(err).splitlines()[0]}"
+        config = read_run_config(run_dir)
+    except RunConfigUnreadable as err:
+        row.status, row.note = "error", f"{CONFIG} unreadable: {err}"
         problems.append(f"run {row.run_id}: {row.note}")
         return row
-    _identity(row, cfg)
-    resolved = cfg.get("resolved") if isinstance(cfg.get("resolved"), dict) else {}
+    _identity(row, config.settings)
+    resolved = config.resolved
     _identity(row, resolved)
     row.params = _num(resolved.get("params"))
     row.params_total = _num(resolved.get("params_total"))
@@ -286,16 +283,15 @@ class StudyInputs:
     def read(cls, plan_path: Path, data: Path | None) -> StudyInputs:
         plan = read_plan(plan_path, f"--plan {plan_path}")
         cal = plan.header.get("calibration_dir")
-        return cls(plan.rows, file_digest(data / "manifest.json") if data else None, Path(cal) if cal else None)
+        return cls(plan.rows, file_digest(manifest(data)) if data else None, Path(cal) if cal else None)
 
     def stale_reason(self, run: CollectedRun, run_dir: Path) -> str | None:
         """Why a finished run is not this study's (None: it is)."""
         if run.run_id not in self.rows:
             return "not in the plan (a budget or candidate removed, or another study's run)"
         try:
-            cfg = yaml.safe_load((run_dir / CONFIG).read_text()) or {}
-            inputs = (cfg.get("resolved") or {}).get("inputs") or {}
-        except (OSError, yaml.YAMLError, AttributeError):
+            inputs = read_run_config(run_dir).resolved.get("inputs") or {}
+        except RunConfigUnreadable:
             inputs = {}
         if self.data_manifest and inputs.get("data_manifest") not in (None, self.data_manifest):
             return "trained on other data (its data manifest differs from the study's)"
