@@ -139,6 +139,14 @@ class StudyLayout:
     def fit_files(self, family: str, regime: str) -> list[str]:
         return [self.fit_file(family, regime, ext) for ext in FIT_EXTENSIONS]
 
+    def tune_run_dir(self, family: str, steps: str, run_id: str, lr: str) -> str:
+        """One run of the lr sweep: a size at a length (`s{steps}`) at one learning rate."""
+        return f"{self.tune_dir(family)}/s{steps}/{run_id}/lr{lr}"
+
+    def agreement_file(self, family: str, regime: str) -> str:
+        """A wsd study's fit against a cosine study's (rules/wsd.smk)."""
+        return f"{self.family_dir(family)}/agreement/{regime}.md"
+
     def study_records(self, family: str) -> list[str]:
         """The plan and the runs table: safe to delete, made again by the targets that name them."""
         return [self.plan_file(family), self.runs_csv(family)]

@@ -15,12 +15,12 @@ import json
 from dataclasses import dataclass
 from pathlib import Path
 
-import yaml
-
 from prism.core.atomic import write_text_atomic
 from prism.core.errors import PrismError
 from prism.core.ids import parse_run_id
+from prism.core.studylayout import FamilyFolder
 from prism.isoflop.design.trajectories import DEFAULT_COOLDOWN_FRACTION, plan_trajectories, saving
+from prism.isoflop.planread import plan_mapping
 
 LOSS_TOLERANCE = 0.01
 
@@ -122,11 +122,9 @@ def study_flops(study: Path, family: str, cooldown_fraction: float | None = None
 
     `cooldown_fraction` None: the one the plan recorded (its `schedules`), which is the study's.
     """
-    plan_path = study / family / "plan.yaml"
-    if not plan_path.is_file():
+    plan = plan_mapping(FamilyFolder(study / family).plan)
+    if plan is None:
         return None
-
-    plan = yaml.safe_load(plan_path.read_text()) or {}
     if cooldown_fraction is None:
         cooldown_fraction = (plan.get("schedules") or {}).get("cooldown_fraction", DEFAULT_COOLDOWN_FRACTION)
     s = saving(plan_trajectories(plan, cooldown_fraction))
