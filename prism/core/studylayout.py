@@ -73,7 +73,7 @@ def run_config(run_dir: str | Path) -> Path:
     return Path(run_dir) / RUN_CONFIG
 
 
-def manifest(data_dir: str | Path) -> Path:
+def manifest_file(data_dir: str | Path) -> Path:
     """A built data folder's manifest.json (present: the folder is complete)."""
     return Path(data_dir) / MANIFEST
 
@@ -93,7 +93,7 @@ class StudyLayout:
 
     def data_built(self, family: str) -> bool:
         """Whether the family's data is complete (a directory output: its manifest is written last)."""
-        return manifest(self.data_dir(family)).is_file()
+        return manifest_file(self.data_dir(family)).is_file()
 
     def calibration_dir(self) -> str:
         return f"{self.dir}/calibration"

@@ -28,6 +28,7 @@ from prism.isoflop.planread import PlanUnreadable, plan_mapping
 from prism.isoflop.present.notfitted import approach3_answers, approach3_not_drawn, fitted_budgets
 from prism.isoflop.present.prediction import backtest_lines, prediction_lines
 from prism.isoflop.present.predictread import train_lines
+from prism.isoflop.runs.table import read_rows
 from prism.train.timing import study_timing, timing_lines
 
 
@@ -188,8 +189,7 @@ def runs_lines(csv_path: Path) -> list[str]:
     """Runs not fitted (collapsed, stale, incomplete, error) and runs with warnings; estimate against actual time."""
     if not csv_path.is_file():
         return [f"  runs: {csv_path} not found"]
-    with csv_path.open(newline="") as fh:
-        rows = list(csv.DictReader(fh))
+    rows = read_rows(csv_path)
     counts: dict[str, int] = {}
     for r in rows:
         counts[r.get("status", "")] = counts.get(r.get("status", ""), 0) + 1

@@ -20,7 +20,6 @@ calibration than the study's current ones, are `stale` and never fitted.
 from __future__ import annotations
 
 import csv
-import io
 import json
 import math
 import os
@@ -33,10 +32,11 @@ from prism.core.atomic import write_text_atomic
 from prism.core.errors import PrismError
 from prism.core.fingerprint import file_digest, record_digest
 from prism.core.options import option, validate
-from prism.core.studylayout import manifest
+from prism.core.studylayout import manifest_file
 from prism.isoflop.design.calibrate import calibration_filename
 from prism.isoflop.planread import read_plan
 from prism.isoflop.records import PlanRow
+from prism.isoflop.runs.table import read_rows, table_text
 from prism.train.rundir.runfiles import CONFIG, EVAL, METRICS, PERF, RunConfigUnreadable, read_run_config
 
 IDENTITY = ("run_id", "family", "backbone", "variant", "regime", "budget")
@@ -230,14 +230,10 @@ def _identity(row: CollectedRun, source: dict) -> None:
 
 
 def _csv_text(rows: list[CollectedRun]) -> str:
-    buf = io.StringIO()
-    writer = csv.DictWriter(buf, fieldnames=COLUMNS, lineterminator="\n")
-    writer.writeheader()
-    for r in rows:
-        writer.writerow(
-            {k: ("" if v is None else repr(v) if isinstance(v, float) else v) for k, v in asdict(r).items()}
-        )
-    return buf.getvalue()
+    cells = [
+        {k: ("" if v is None else repr(v) if isinstance(v, float) else v) for k, v in asdict(r).items()} for r in rows
+    ]
+    return table_text(COLUMNS, cells)
 
 
 def _up_to_date(csv_path: Path, run_dirs: list[Path]) -> bool:
@@ -251,8 +247,7 @@ def _up_to_date(csv_path: Path, run_dirs: list[Path]) -> bool:
             if p.exists() and p.stat().st_mtime >= mtime:
                 return False
     try:
-        with csv_path.open(newline="") as fh:
-            listed = {r.get("run_dir") for r in csv.DictReader(fh)}
+        listed = {r.get("run_dir") for r in read_rows(csv_path)}
     except (OSError, csv.Error):
         return False
     return listed == {str(d) for d in run_dirs}
@@ -283,7 +278,7 @@ class StudyInputs:
     def read(cls, plan_path: Path, data: Path | None) -> StudyInputs:
         plan = read_plan(plan_path, f"--plan {plan_path}")
         cal = plan.header.get("calibration_dir")
-        return cls(plan.rows, file_digest(manifest(data)) if data else None, Path(cal) if cal else None)
+        return cls(plan.rows, file_digest(manifest_file(data)) if data else None, Path(cal) if cal else None)
 
     def stale_reason(self, run: CollectedRun, run_dir: Path) -> str | None:
         """Why a finished run is not this study's (None: it is)."""

@@ -8,6 +8,7 @@ is line 1), so an error can be found in the file.
 from __future__ import annotations
 
 import csv
+import io
 import math
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -67,9 +68,24 @@ def _rows_missing(path: Path, planned: dict[str, str | Path]) -> list[str]:
             return []
     except OSError:
         return []
-    with path.open(newline="", encoding="utf-8") as fh:
-        listed = {row.get("run_id") for row in csv.DictReader(fh)}
+    listed = {row.get("run_id") for row in read_rows(path)}
     return sorted(set(planned) - listed)
+
+
+def table_text(columns: list[str], rows: list[dict]) -> str:
+    """A runs table's text, as collect writes it (atomically): the header, then a row a run."""
+    buf = io.StringIO()
+    writer = csv.DictWriter(buf, fieldnames=columns, lineterminator="\n")
+    writer.writeheader()
+    writer.writerows(rows)
+    return buf.getvalue()
+
+
+def read_rows(csv_path: str | Path) -> list[dict[str, str]]:
+    """Every row of a runs table as written (column -> text): for the readers that show its rows rather than
+    fit them (`load_runs`)."""
+    with Path(csv_path).open(newline="", encoding="utf-8") as fh:
+        return list(csv.DictReader(fh))
 
 
 @dataclass
