@@ -25,7 +25,7 @@ import math
 import os
 import statistics
 import sys
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from pathlib import Path
 
 from prism.core.atomic import write_text_atomic
@@ -36,7 +36,7 @@ from prism.core.studylayout import manifest_file
 from prism.isoflop.design.calibrate import calibration_filename
 from prism.isoflop.planread import read_plan
 from prism.isoflop.records import PlanRow
-from prism.isoflop.runs.table import read_rows, table_text
+from prism.isoflop.runs.table import CollectedRun, read_rows, table_text
 from prism.train.rundir.runfiles import CONFIG, EVAL, METRICS, PERF, RunConfigUnreadable, read_run_config
 
 IDENTITY = ("run_id", "family", "backbone", "variant", "regime", "budget")
@@ -58,44 +58,6 @@ class CollectOptions:
             "of an older revision)."
         ),
     )
-
-
-@dataclass
-class CollectedRun:
-    run_id: str = ""
-    family: str = ""
-    backbone: str = ""
-    variant: str = ""
-    regime: str = ""
-    budget: float | None = None
-    flops: float | None = None
-    params: float | None = None
-    params_total: float | None = None
-    tokens: float | None = None
-    loss: float | None = None
-    loss_std: float | None = None
-    n_evals: int = 0
-    status: str = "incomplete"
-    steps: int | None = None
-    final_eval_loss: float | None = None
-    n_bad_lines: int = 0
-    # From metrics.json where the trainer records them (empty otherwise): the loss's standard
-    # error, epochs of the training split seen, warnings (e.g. a loss spike), wall time.
-    loss_se: float | None = None
-    epochs: float | None = None
-    warnings: str = ""
-    wall_s: float | None = None
-    # The precision the run computed in (fp32, bf16); empty for runs from before it was recorded (fp32).
-    precision: str = ""
-    # Which path the model's blocks and loss took (prism.model.kernels: fused, aten); empty before it was recorded.
-    kernel_path: str = ""
-    # The plan's estimate of the wall time on the machine that measured samples/s.
-    est_wall_s: float | None = None
-    note: str = ""
-    run_dir: str = ""
-
-
-COLUMNS = list(CollectedRun.__dataclass_fields__)
 
 
 def find_run_dirs(root: Path) -> list[Path]:
@@ -229,13 +191,6 @@ def _identity(row: CollectedRun, source: dict) -> None:
             setattr(row, key, str(value))
 
 
-def _csv_text(rows: list[CollectedRun]) -> str:
-    cells = [
-        {k: ("" if v is None else repr(v) if isinstance(v, float) else v) for k, v in asdict(r).items()} for r in rows
-    ]
-    return table_text(COLUMNS, cells)
-
-
 def _up_to_date(csv_path: Path, run_dirs: list[Path]) -> bool:
     """The CSV is newer than every file of every run, and lists exactly these runs."""
     if not csv_path.is_file():
@@ -357,7 +312,7 @@ def collect(
     rows.sort(key=lambda r: (r.budget or 0.0, r.params or 0.0, r.run_id))
     for p in problems:
         print(f"warning: {p}", file=sys.stderr)
-    write_text_atomic(csv_path, _csv_text(rows))
+    write_text_atomic(csv_path, table_text(rows))
     counts: dict[str, int] = {}
     for r in rows:
         counts[r.status] = counts.get(r.status, 0) + 1
