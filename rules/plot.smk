@@ -21,7 +21,7 @@ rule plot:
             S.plot_figure("training_curves"), caption="report/training_curves.rst", **S.figure_labels("training_curves")
         ),
         # The report's first page (rules/report/workflow.rst includes it beside isoflop_curves.png).
-        answer=S.plot_dir("{family}", "{regime}") + "/answer.html",
+        answer=S.plot_file("{family}", "{regime}", "answer.html"),
     log:
         S.logfile("plot", "{family}", "{regime}"),
     params:

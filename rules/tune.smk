@@ -9,7 +9,7 @@ rule tune_run:
     input:
         unpack(W.tune.run_inputs),
     output:
-        S.tune_run_dir("{family}", "{steps}", "{run_id}", "{lr}") + "/metrics.json",
+        S.tune_run_metrics("{family}", "{steps}", "{run_id}", "{lr}"),
     wildcard_constraints:
         lr=r"[0-9.]+(e-?[0-9]+)?",
         steps=r"[0-9]+",

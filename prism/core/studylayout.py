@@ -143,6 +143,9 @@ class StudyLayout:
         """One run of the lr sweep: a size at a length (`s{steps}`) at one learning rate."""
         return f"{self.tune_dir(family)}/s{steps}/{run_id}/lr{lr}"
 
+    def tune_run_metrics(self, family: str, steps: str, run_id: str, lr: str) -> str:
+        return f"{self.tune_run_dir(family, steps, run_id, lr)}/{RUN_METRICS}"
+
     def agreement_file(self, family: str, regime: str) -> str:
         """A wsd study's fit against a cosine study's (rules/wsd.smk)."""
         return f"{self.family_dir(family)}/agreement/{regime}.md"
@@ -154,9 +157,12 @@ class StudyLayout:
     def plot_dir(self, family: str, regime: str) -> str:
         return f"{self.family_dir(family)}/{PLOTS_DIR}/{regime}"
 
+    def plot_file(self, family: str, regime: str, name: str) -> str:
+        return f"{self.plot_dir(family, regime)}/{name}"
+
     def plot_files(self, family: str, regime: str) -> list[str]:
         """Every file the plot job writes (rules/plot.smk), each one an output of its own."""
-        return [f"{self.plot_dir(family, regime)}/{name}" for name in PLOT_FILES]
+        return [self.plot_file(family, regime, name) for name in PLOT_FILES]
 
     def fitted_family_dirs(self) -> list[str]:
         """Family folders with a fit: what the end-of-run summary reads."""

@@ -113,7 +113,7 @@ class Study(StudyLayout):
 
     def plot_figure(self, name: str) -> str:
         """One figure's output pattern of the plot job."""
-        return f"{self.plot_dir('{family}', '{regime}')}/{name}.png"
+        return self.plot_file("{family}", "{regime}", f"{name}.png")
 
     @staticmethod
     def figure_labels(name: str) -> dict[str, Any]:
