@@ -108,13 +108,13 @@ for _family in FAMILIES:
         name:
             f"plan_{_family}"
         input:
-            f"{STUDY}/{_family}/plan.yaml",
+            S.plan_file(_family),
 
     rule:
         name:
             f"collect_{_family}"
         input:
-            f"{STUDY}/{_family}/runs.csv",
+            S.runs_csv(_family),
             partial(SCHEDULE.study_metrics, _family),
 
     # The study's results: the fit and its figures (so that `snakemake --report report.html

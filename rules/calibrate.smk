@@ -12,7 +12,7 @@ rule calibrate:
     input:
         W.spec_inputs,
     output:
-        f"{STUDY}/calibration/{{family}}__{{backbone}}__{{variant}}__{{regime}}.json",
+        S.calibration_file("{family}", "{backbone}", "{variant}", "{regime}"),
     log:
         S.logfile("calibrate", "{family}__{backbone}__{variant}__{regime}"),
     params:
@@ -32,7 +32,7 @@ rule speed:
     input:
         W.spec_inputs,
     output:
-        f"{STUDY}/calibration/{{family}}__{{backbone}}__{{variant}}__{{regime}}.speed.json",
+        S.speed_file("{family}", "{backbone}", "{variant}", "{regime}"),
     log:
         S.logfile("speed", "{family}__{backbone}__{variant}__{regime}"),
     params:

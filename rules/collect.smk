@@ -5,10 +5,10 @@
 
 rule collect:
     input:
-        plan=f"{STUDY}/{{family}}/plan.yaml",
+        plan=S.plan_file("{family}"),
         metrics=W.planned_metrics,
     output:
-        f"{STUDY}/{{family}}/runs.csv",
+        S.runs_csv("{family}"),
     log:
         S.logfile("collect", "{family}"),
     params:

@@ -12,7 +12,7 @@ rule data:
     input:
         W.data_inputs,
     output:
-        directory(f"{STUDY}/data/{{family}}"),
+        directory(S.data_dir("{family}")),
     log:
         S.logfile("data", "{family}"),
     params:

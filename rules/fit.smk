@@ -7,21 +7,21 @@ rule fit:
         csv=W.fit_inputs,
     output:
         json=report(
-            f"{STUDY}/{{family}}/fit/{{regime}}.json",
+            S.fit_file("{family}", "{regime}", "json"),
             caption="report/fit_json.rst",
             category="Fit",
             subcategory="{family}",
             labels={"family": "{family}", "regime": "{regime}", "file": "fit (JSON)"},
         ),
         md=report(
-            f"{STUDY}/{{family}}/fit/{{regime}}.md",
+            S.fit_file("{family}", "{regime}", "md"),
             caption="report/fit_md.rst",
             category="Fit",
             subcategory="{family}",
             labels={"family": "{family}", "regime": "{regime}", "file": "fit (Markdown)"},
         ),
         html=report(
-            f"{STUDY}/{{family}}/fit/{{regime}}.html",
+            S.fit_file("{family}", "{regime}", "html"),
             caption="report/fit_html.rst",
             category="Fit",
             subcategory="{family}",

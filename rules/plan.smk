@@ -16,8 +16,8 @@ checkpoint plan:
     input:
         W.plan_inputs,
     output:
-        plan=f"{STUDY}/{{family}}/plan.yaml",
-        csv=f"{STUDY}/{{family}}/plan.csv",
+        plan=S.plan_file("{family}"),
+        csv=S.plan_table("{family}"),
     log:
         S.logfile("plan", "{family}"),
     params:

@@ -5,8 +5,8 @@
 
 rule plot:
     input:
-        csv=f"{STUDY}/{{family}}/runs.csv",
-        fit=f"{STUDY}/{{family}}/fit/{{regime}}.json",
+        csv=S.runs_csv("{family}"),
+        fit=S.fit_file("{family}", "{regime}", "json"),
     output:
         isoflop_curves=report(
             S.plot_figure("isoflop_curves"), caption="report/plots.rst", **S.figure_labels("isoflop_curves")
@@ -21,7 +21,7 @@ rule plot:
             S.plot_figure("training_curves"), caption="report/training_curves.rst", **S.figure_labels("training_curves")
         ),
         # The report's first page (rules/report/workflow.rst includes it beside isoflop_curves.png).
-        answer=f"{STUDY}/{{family}}/plots/{{regime}}/answer.html",
+        answer=S.plot_file("{family}", "{regime}", "answer.html"),
     log:
         S.logfile("plot", "{family}", "{regime}"),
     params:

@@ -20,7 +20,7 @@ rule train:
     input:
         unpack(SCHEDULE.train_inputs),
     output:
-        f"{STUDY}/{{family}}/runs/{{run_id}}/metrics.json",
+        S.run_metrics("{family}", "{run_id}"),
     log:
         S.logfile("train", "{family}", "{run_id}"),
     params:

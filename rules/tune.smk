@@ -9,7 +9,7 @@ rule tune_run:
     input:
         unpack(W.tune.run_inputs),
     output:
-        f"{STUDY}/{{family}}/tune/s{{steps}}/{{run_id}}/lr{{lr}}/metrics.json",
+        S.tune_run_metrics("{family}", "{steps}", "{run_id}", "{lr}"),
     wildcard_constraints:
         lr=r"[0-9.]+(e-?[0-9]+)?",
         steps=r"[0-9]+",
@@ -32,7 +32,7 @@ rule tune:
     input:
         W.tune.metrics,
     output:
-        f"{STUDY}/{{family}}/tune/lr_rule.json",
+        S.lr_rule_file("{family}"),
     log:
         S.logfile("tune", "{family}"),
     params:

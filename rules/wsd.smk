@@ -73,7 +73,7 @@ rule wsd_branch:
     input:
         unpack(SCHEDULE.branch_inputs),
     output:
-        f"{STUDY}/{{family}}/runs/{{run_id}}/metrics.json",
+        S.run_metrics("{family}", "{run_id}"),
     log:
         S.logfile("train", "{family}", "{run_id}"),
     params:
@@ -113,7 +113,7 @@ rule agreement:
     input:
         unpack(SCHEDULE.agreement_inputs),
     output:
-        f"{STUDY}/{{family}}/agreement/{{regime}}.md",
+        S.agreement_file("{family}", "{regime}"),
     log:
         S.logfile("agreement", "{family}", "{regime}"),
     params:
@@ -137,4 +137,4 @@ for _family in FAMILIES:
         name:
             f"agreement_{_family}"
         input:
-            f"{STUDY}/{_family}/agreement/{REGIME}.md",
+            S.agreement_file(_family, REGIME),

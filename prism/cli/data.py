@@ -177,9 +177,10 @@ def _index(args: argparse.Namespace) -> int:
 def _verify(args: argparse.Namespace) -> int:
     from pathlib import Path
 
+    from prism.core.studylayout import MANIFEST
     from prism.data.manifest import verify
 
-    if Path(args.data_dir).name == "manifest.json":
+    if Path(args.data_dir).name == MANIFEST:
         args.data_dir = str(Path(args.data_dir).parent)
     s = verify(args.data_dir)
     print(

@@ -385,10 +385,11 @@ def _register_tune(verbs: argparse._SubParsersAction) -> None:
 def _tune(args: argparse.Namespace) -> int:
     from pathlib import Path
 
+    from prism.core.ids import parse_run_id
     from prism.isoflop.design.tuning import fit_rule, read_sweep, write_rule
     from prism.model.config import backbone_config
 
-    backbones = {Path(m).parent.parent.name.split("-", 1)[0] for m in args.metrics}
+    backbones = {parse_run_id(Path(m).parent.parent.name).backbone for m in args.metrics}
     curves, flops = read_sweep(args.metrics, {b: backbone_config(b).d_model for b in backbones})
     points = sorted({len(c.lrs) for c in curves})
     lrs = f"{points[0]}" if len(points) == 1 else f"{points[0]}-{points[-1]}"

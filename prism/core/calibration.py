@@ -19,6 +19,12 @@ def calibration_filename(family: str, backbone: str, variant: str, regime: str) 
     return f"{family}__{backbone}__{variant}__{regime}.json"
 
 
+def speed_filename(family: str, backbone: str, variant: str, regime: str) -> str:
+    """The measured training speed, cached beside the calibration (a timing: it changes run to run,
+    so it is kept out of the calibration that training runs depend on)."""
+    return f"{family}__{backbone}__{variant}__{regime}.speed.json"
+
+
 def calibrate_command(family: str, backbone: str, variant: str, regime: str, calibration_dir: str | Path) -> str:
     """The command that writes a calibration file (quoted in error messages)."""
     return (

@@ -14,7 +14,6 @@ import numpy as np
 
 # 2: text_image holds seeded affine views of every image; the manifest records the LM text's sha256.
 FORMAT_VERSION = 2
-MANIFEST = "manifest.json"
 
 
 def sha256(data: bytes) -> str:

@@ -39,8 +39,9 @@ import numpy as np
 
 from prism.core.errors import PrismError
 from prism.core.families import TOKENIZER_FILE, FamilySpec, spec_from_manifest
+from prism.core.studylayout import MANIFEST
 from prism.core.tokenizer import TextEncoder, Vocab
-from prism.data.format import MANIFEST, Records, sha256
+from prism.data.format import Records, sha256
 from prism.data.reindex import reindex_command
 from prism.data.tarreader import TarCut, iter_tar
 

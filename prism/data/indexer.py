@@ -24,7 +24,8 @@ from prism.core.atomic import DiskFullError, disk_full, folder_kept, free_bytes,
 from prism.core.errors import PrismError
 from prism.core.families import FamilySpec, family_spec, manifest_fields
 from prism.core.progress import progress
-from prism.data.format import FORMAT_VERSION, MANIFEST
+from prism.core.studylayout import MANIFEST
+from prism.data.format import FORMAT_VERSION
 from prism.data.index import (
     EVAL_FRACTION,
     KIND,

@@ -103,13 +103,15 @@ class ShardLoader:
         layout: str = "padded",
         seq_len: int | None = None,
         family: str | None = None,
+        manifest: dict | None = None,
     ):
         self.data_dir = Path(data_dir)
         check_environment(self.data_dir)
         if layout not in LAYOUTS:
             raise PrismError(f"unknown layout {layout!r}; valid: {', '.join(LAYOUTS)}")
         check_batching(rank, world_size, global_batch)
-        self.manifest = read_manifest(self.data_dir, family)
+        # `manifest`: read once by the run (prism.train.batches), else here.
+        self.manifest = manifest if manifest is not None else read_manifest(self.data_dir, family)
         self.family = self.manifest["family"]
         self.n_modality_tokens = int(self.manifest["n_modality_tokens"])
         self.width, self.seq_len = row_length(self.manifest, seq_len)

@@ -13,11 +13,13 @@ import io
 import json
 import re
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
 from prism.core.errors import PrismError
-from prism.data.format import FORMAT_VERSION, MANIFEST, Records, sha256
+from prism.core.studylayout import MANIFEST, manifest_file
+from prism.data.format import FORMAT_VERSION, Records, sha256
 from prism.data.index import read_index_split, verify_index
 from prism.data.tarreader import TarCut, iter_tar
 
@@ -31,6 +33,13 @@ def npy_header(shape: tuple[int, ...]) -> bytes:
     buf = io.BytesIO()
     np.save(buf, np.zeros(shape, np.float32))
     return buf.getvalue()[: -int(np.prod(shape)) * 4]
+
+
+def manifest_as_written(data_dir: str | Path) -> Any:
+    """A data folder's manifest.json as written, unchecked: for the readers of a field or two (the planner's
+    split size and shape) that must not refuse what `read_manifest` would. OSError or ValueError where it
+    cannot be read or parsed."""
+    return json.loads(manifest_file(data_dir).read_text())
 
 
 def read_manifest(data_dir: str | Path, family: str | None = None) -> dict:

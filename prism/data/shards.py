@@ -26,8 +26,9 @@ from prism.core.atomic import DiskFullError, disk_full, folder_kept, free_bytes,
 from prism.core.errors import PrismError
 from prism.core.families import FAMILIES, FamilySpec, family_spec, manifest_fields
 from prism.core.progress import progress
+from prism.core.studylayout import MANIFEST
 from prism.data import decoded
-from prism.data.format import FORMAT_VERSION, MANIFEST, sha256
+from prism.data.format import FORMAT_VERSION, sha256
 from prism.data.index import keep_tokenizer, text_encoder
 from prism.data.sources import Sample, lm_text, source_module
 from prism.data.tarwriter import write_tar

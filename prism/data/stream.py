@@ -297,6 +297,7 @@ class StreamLoader:
         layout: str = "padded",
         seq_len: int | None = None,
         family: str | None = None,
+        manifest: dict | None = None,
         workers: int = 2,
         shuffle_buffer: int = 1000,
         warn=None,
@@ -312,7 +313,8 @@ class StreamLoader:
         check_batching(rank, world_size, global_batch)
         if shuffle_buffer < 1 or workers < 0:
             raise PrismError(f"shuffle buffer {shuffle_buffer} must be positive and workers {workers} at least 0")
-        self.manifest = read_manifest(self.data_dir, family)
+        # `manifest`: read once by the run (prism.train.batches), else here.
+        self.manifest = manifest if manifest is not None else read_manifest(self.data_dir, family)
         if modality_shape is not None:  # `prism data bench --shape`: decode at another size than the data's
             self.manifest = {**self.manifest, "modality_shape": list(modality_shape)}
         self.family = self.manifest["family"]

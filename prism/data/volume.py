@@ -8,10 +8,10 @@ and the workflow import it without torch).
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 from prism.core.errors import PrismError
+from prism.core.studylayout import manifest_file
 
 MAX_EPOCHS = 4.0
 
@@ -33,9 +33,11 @@ def epochs(tokens: float, train_samples: int, tokens_per_sample: float) -> float
 
 def train_samples(data_dir: str | Path) -> int:
     """Samples of a shard directory's training split, from its manifest (no shard is read)."""
-    path = Path(data_dir) / "manifest.json"
+    from prism.data.manifest import manifest_as_written  # noqa: PLC0415 lazy: the planner's imports stay numpy's
+
+    path = manifest_file(data_dir)
     try:
-        manifest = json.loads(path.read_text())
+        manifest = manifest_as_written(data_dir)
         return int(manifest["splits"]["train"]["samples"])
     except (OSError, ValueError, KeyError, TypeError) as err:
         raise PrismError(f"{path}: cannot read the training split's size ({err}); build the data first") from None

@@ -3,7 +3,9 @@
 `prism isoflop launch`, `collect` and `status` and the workflow (the plan checkpoint's file) all
 read a plan through `read_plan`, so a plan they accept is one they agree on: a mapping whose
 `runs:` rows each pass `PlanRow.from_dict`, with one PrismError line (the file, the row, the fix)
-for anything else.
+for anything else. What only looks a plan up beside the runs (the fit's lr rule and row length, the
+summary's dropped sizes, compare's schedules, the centre of a plan made again) reads its mapping as
+written with `plan_mapping`, which gives nothing for a study planned without one.
 """
 
 from __future__ import annotations
@@ -19,6 +21,23 @@ from prism.isoflop.records import PlanRow, plan_rows
 
 # What makes a plan file: the fix every refusal names unless its caller knows a better one.
 MAKE_PLAN = "make it with `prism isoflop plan --out`"
+
+
+class PlanUnreadable(PrismError):
+    """A plan file that is there but cannot be read or parsed; the message says why."""
+
+
+def plan_mapping(path: str | Path) -> dict[str, Any] | None:
+    """The plan at `path` as written (its header and raw `runs:`), None where there is no file or it holds no
+    mapping (an empty file); PlanUnreadable where it cannot be read or is not YAML."""
+    path = Path(path)
+    if not path.is_file():
+        return None
+    try:
+        plan = yaml.safe_load(path.read_text())
+    except (OSError, yaml.YAMLError) as err:
+        raise PlanUnreadable(f"{path}: unreadable ({type(err).__name__}: {str(err).splitlines()[0]})") from None
+    return plan if isinstance(plan, dict) else None
 
 
 @dataclass(frozen=True)

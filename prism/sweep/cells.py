@@ -29,6 +29,7 @@ from pathlib import Path
 from prism.core.atomic import write_json_atomic
 from prism.core.errors import PrismError, check_name
 from prism.core.progress import Bar
+from prism.core.studylayout import manifest_file
 from prism.data.manifest import read_manifest
 from prism.data.shards import build
 from prism.launch import STORAGES, command, render
@@ -141,12 +142,12 @@ def _write_json(path: Path, data: dict) -> None:
 def ensure_data(cell: Cell, log=print) -> Path:
     """The cell's shard directory, built if missing; an existing one must hold the cell's family and seed."""
     path = cell.data_dir
-    if not (path / "manifest.json").is_file():
+    if not manifest_file(path).is_file():
         log(f"[{cell.preset.name}] building {cell.preset.family} shards (seed {cell.preset.data_seed}) in {path}")
         try:
             build(cell.preset.family, path, seed=cell.preset.data_seed)
         except PrismError:
-            if not (path / "manifest.json").is_file():  # not a concurrent build that finished first
+            if not manifest_file(path).is_file():  # not a concurrent build that finished first
                 raise
     manifest = read_manifest(path)
     if manifest.get("family") != cell.preset.family or int(manifest.get("seed", -1)) != cell.preset.data_seed:

@@ -14,8 +14,11 @@ from prism.train.process import log
 
 def open_loader(config: RunConfig, env: DistEnv):
     """This rank's training batches: the preloaded split, or streamed from the shards (`config.loader`)."""
-    common = dict(rank=env.rank, world_size=env.world_size, layout=config.layout, seq_len=config.seq_len)
-    kind = resolve(read_manifest(config.data), "train", config.loader, config.preload_max_mb, config.data)
+    manifest = read_manifest(config.data, config.family)  # once: the loader takes it
+    common = dict(
+        rank=env.rank, world_size=env.world_size, layout=config.layout, seq_len=config.seq_len, manifest=manifest
+    )
+    kind = resolve(manifest, "train", config.loader, config.preload_max_mb, config.data)
     if kind == "preload":
         return ShardLoader(config.data, "train", config.global_batch, config.seed, family=config.family, **common)
     from prism.data.stream import StreamLoader  # noqa: PLC0415 lazy: only streamed runs need it

@@ -17,9 +17,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from prism.core.errors import PrismError
+from prism.core.studylayout import StudyLayout, run_config
 from prism.isoflop.design.trajectories import Trajectory, plan_trajectories
 from prism.isoflop.records import PlanRow
 from prism.isoflop.runs.launch import run_flags
@@ -28,6 +27,7 @@ from prism.launch.walltime import run_estimate_s
 from prism.train.config import RunConfig
 from prism.train.identity import run_hash
 from prism.train.rundir.layout import kept_checkpoint, kept_origin
+from prism.train.rundir.runfiles import RunConfigUnreadable, read_run_config
 from prism.workflow import probe, resources
 from prism.workflow.commands import tracker_command, training_run
 from prism.workflow.engine import pending_or
@@ -328,13 +328,11 @@ def step_seconds(t: Trajectory, nodes: int) -> float | None:
 
 def recorded_start(rundir: str) -> tuple[bool, str | None]:
     """The point a started segment was trained from: (True, point file or None), or (False, None) if never started."""
-    path = Path(rundir, "config.yaml")
-    if not path.is_file():
+    if not run_config(rundir).is_file():
         return False, None
     try:
-        with open(path) as f:
-            recorded = yaml.safe_load(f) or {}
-    except (OSError, yaml.YAMLError):
+        recorded = read_run_config(rundir).settings
+    except RunConfigUnreadable:
         return False, None
     if not recorded.get("init_from"):
         return True, None
@@ -381,14 +379,14 @@ class WsdSchedule(JobSchedule):
     # ---- files ------------------------------------------------------------------
 
     def segment_dir(self, family: str, traj: str, end: Any) -> str:
-        return f"{self.study.dir}/{family}/stable/{traj}/to-{int(end):08d}"
+        return f"{self.study.stable_dir(family, traj)}/to-{int(end):08d}"
 
     def point_file(self, family: str, traj: str, step: Any) -> str:
         return kept_checkpoint(self.segment_dir(family, traj, step), step)
 
     def segment_output(self) -> str:
         """The wsd_segment rule's output pattern: the kept checkpoint at its end."""
-        return kept_checkpoint(f"{self.study.dir}/{{family}}/stable/{{traj}}/to-{{end}}", "{end}")
+        return kept_checkpoint(f"{self.study.stable_dir('{family}', '{traj}')}/to-{{end}}", "{end}")
 
     def segment_body(self, wildcards: Any) -> str:
         return f"{self.segment_dir(wildcards.family, wildcards.traj, wildcards.end)}/launch.sh"
@@ -538,9 +536,9 @@ class WsdSchedule(JobSchedule):
             raise ValueError("agreement: set compare_with=<the study dir of a cosine study of the same grid>")
         family, regime = wildcards.family, wildcards.regime
         return {
-            "fit": f"{self.study.dir}/{family}/fit/{regime}.json",
+            "fit": self.study.fit_file(family, regime, "json"),
             "csv": self.study.runs_csv(family),
-            "other": f"{other.rstrip('/')}/{family}/fit/{regime}.json",
+            "other": StudyLayout(other).fit_file(family, regime, "json"),
         }
 
     def compared_study(self, wildcards: Any = None) -> str:

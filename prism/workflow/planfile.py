@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from prism.core.errors import PrismError
+from prism.core.studylayout import manifest_file
 from prism.isoflop.design.gate import plan_notes, plan_stop, plan_summary
 from prism.isoflop.design.ladder import union
 from prism.isoflop.design.plan import NoBudget, make_plan, plan_runs, rule_sizes
@@ -115,7 +116,7 @@ class WorkflowPlan:
     def _key(self, family: str) -> tuple:
         """The plan's inputs as they are now (path, modification time): a computed plan is reused until one changes."""
         data = self.study.data_dir(family)
-        stamps = [Path(f, "manifest.json") if f == data else Path(f) for f in self.input_files(family)]
+        stamps = [manifest_file(f) if f == data else Path(f) for f in self.input_files(family)]
         return (family, tuple((str(p), p.stat().st_mtime_ns) for p in stamps if p.is_file()))
 
     def pricing_rows(self, family: str) -> Rows | None:

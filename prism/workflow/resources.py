@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections import Counter
 from typing import Any
 
+from prism.core.ids import id_backbone
 from prism.launch.jobenv import job_env, job_setup
 from prism.launch.queues import choose_queue, fit_walltime, parse_queues
 from prism.launch.walltime import pieces, requested_seconds, walltime_seconds, walltime_text
@@ -44,7 +45,7 @@ def speed_job(cluster: dict, study_dir: str) -> dict:
 def backbone_of(wildcards: Any) -> str:
     """The backbone from the run id (or a wsd segment's trajectory id, which starts alike), so a job's
     nodes never wait on the plan (Snakemake cannot evaluate resources of a job whose checkpoint is pending)."""
-    return (getattr(wildcards, "run_id", None) or wildcards.traj).split("-", 1)[0]
+    return id_backbone(getattr(wildcards, "run_id", None) or wildcards.traj)
 
 
 def backbone_nodes(cluster: dict, backbone: str) -> int:

@@ -1,18 +1,17 @@
-"""A study's config as typed options (parsed once) and the paths every rule agrees on."""
+"""A study's config as typed options (parsed once), over the paths every rule agrees on (its layout)."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
-from prism.core.calibration import calibration_filename
 from prism.core.errors import PrismError
 from prism.core.families import FAMILIES, spec_flags, study_specs
 from prism.core.ids import format_budget
 from prism.core.options import from_mapping
+from prism.core.studylayout import StudyLayout
 from prism.data.options import loader_options
-from prism.isoflop.design.calibrate import CalibrateOptions, speed_filename
+from prism.isoflop.design.calibrate import CalibrateOptions
 from prism.isoflop.design.planoptions import PlanOptions
 from prism.isoflop.design.trajectories import plan_warmup
 from prism.isoflop.design.tuning import TuneOptions
@@ -25,8 +24,6 @@ from prism.model.sizes import RULE_NAME_PATTERN, VARIANT_NAME_PATTERN
 from prism.train.options import TrainOptions
 from prism.train.rundir.finished import study_conflict
 
-PLOT_FILES = ("isoflop_curves.png", "scaling_laws.png", "approach3_fit.png", "training_curves.png", "answer.html")
-
 
 def budget_str(value: Any) -> str:
     """The canonical spelling of a budget, as run ids use it: 3e11, 1e12, 2.5e17 (the planner's own)."""
@@ -38,14 +35,15 @@ def _alternatives(names: Any) -> str:
 
 
 @dataclass
-class Study:
-    """The validated config (schema defaults filled in) and what the rules derive from it once."""
+class Study(StudyLayout):
+    """The validated config (schema defaults filled in) and what the rules derive from it once; its paths
+    are the study's layout (`StudyLayout`, from `study_dir`)."""
 
     config: dict[str, Any]
 
     def __post_init__(self) -> None:
         config = self.config
-        self.dir = config["study_dir"].rstrip("/")
+        StudyLayout.__init__(self, config["study_dir"])
         self.regime = config["regime"]
         # Each config section of a verb's options is that verb's dataclass (prism.core.options): a key is
         # a field, and the section becomes the verb's flags with `as_args` (prism.workflow.commands).
@@ -100,74 +98,22 @@ class Study:
             "run_id": r"[0-9a-z]+-[A-Z0-9]+-[a-z0-9_]+-C[0-9]+(\.[0-9]+)?e[0-9]+",
         }
 
-    # ---- paths ----------------------------------------------------------------
-
-    def family_dir(self, family: str) -> str:
-        return f"{self.dir}/{family}"
-
-    def data_dir(self, family: str) -> str:
-        return f"{self.dir}/data/{family}"
-
-    def data_built(self, family: str) -> bool:
-        """Whether the family's data is complete (a directory output: its manifest is written last)."""
-        return Path(self.data_dir(family), "manifest.json").is_file()
+    # ---- paths (the rest: prism.core.studylayout) ------------------------------
 
     def shards_dir(self, family: str) -> str | None:
         """The folder of the user's own shards for `family` (`data.shards`), or None: the offline build."""
         return self.config["data"]["shards"].get(family)
 
-    def calibration_dir(self) -> str:
-        return f"{self.dir}/calibration"
-
-    def calibration_file(self, family: str, backbone: str, variant: str, regime: str) -> str:
-        return f"{self.calibration_dir()}/{calibration_filename(family, backbone, variant, regime)}"
-
-    def speed_file(self, family: str, backbone: str, variant: str, regime: str) -> str:
-        return f"{self.calibration_dir()}/{speed_filename(family, backbone, variant, regime)}"
-
-    def logfile(self, *parts: str) -> str:
-        return str(Path(self.dir, "logs", *parts)) + ".log"
-
-    def plan_file(self, family: str) -> str:
-        return f"{self.dir}/{family}/plan.yaml"
-
-    def tune_dir(self, family: str) -> str:
-        return f"{self.dir}/{family}/tune"
-
-    def lr_rule_file(self, family: str) -> str:
-        """The fitted lr rule the tuning stage writes and the plan reads."""
-        return f"{self.tune_dir(family)}/lr_rule.json"
-
-    def runs_csv(self, family: str) -> str:
-        return f"{self.dir}/{family}/runs.csv"
-
-    def run_dir(self, family: str, run_id: str) -> str:
-        return f"{self.dir}/{family}/runs/{run_id}"
-
-    def run_metrics(self, family: str, run_id: str) -> str:
-        return f"{self.run_dir(family, run_id)}/metrics.json"
-
     def fit_outputs(self, family: str) -> list[str]:
-        return [f"{self.dir}/{family}/fit/{self.regime}.{ext}" for ext in ("json", "md", "html")]
-
-    def study_records(self, family: str) -> list[str]:
-        """The plan and the runs table: safe to delete, made again by the targets that name them."""
-        return [self.plan_file(family), self.runs_csv(family)]
-
-    def plot_dir(self, family: str, regime: str) -> str:
-        return f"{self.dir}/{family}/plots/{regime}"
+        return self.fit_files(family, self.regime)
 
     def plot_outputs(self, family: str) -> list[str]:
         """Every file the plot job writes (rules/plot.smk), each one an output of its own."""
-        return [f"{self.plot_dir(family, self.regime)}/{name}" for name in PLOT_FILES]
-
-    def fitted_family_dirs(self) -> list[str]:
-        """Family folders with a fit: what the end-of-run summary reads."""
-        return [f"{self.dir}/{family}" for family in FAMILIES if Path(self.dir, family, "fit").is_dir()]
+        return self.plot_files(family, self.regime)
 
     def plot_figure(self, name: str) -> str:
         """One figure's output pattern of the plot job."""
-        return f"{self.dir}/{{family}}/plots/{{regime}}/{name}.png"
+        return self.plot_file("{family}", "{regime}", f"{name}.png")
 
     @staticmethod
     def figure_labels(name: str) -> dict[str, Any]:

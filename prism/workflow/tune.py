@@ -54,7 +54,7 @@ class TuneStage:
         return out
 
     def run_dir(self, family: str, steps: str, run_id: str, lr: str) -> str:
-        return f"{self.study.tune_dir(family)}/s{steps}/{run_id}/lr{lr}"
+        return self.study.tune_run_dir(family, steps, run_id, lr)
 
     def _dir(self, wildcards: Any) -> str:
         return self.run_dir(wildcards.family, wildcards.steps, wildcards.run_id, wildcards.lr)

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from prism.core.atomic import write_json_atomic
-from prism.core.calibration import CALIBRATION_VERSION, calibration_filename
+from prism.core.calibration import CALIBRATION_VERSION, calibration_filename, speed_filename
 from prism.core.errors import PrismError
 from prism.core.families import FamilySpec, check_row_length, family_spec, spec_record
 from prism.core.options import option
@@ -52,12 +52,6 @@ class CalibrateOptions:
         minimum=1,
         doc="Timed steps after 2 warm-up steps (the median is kept).",
     )
-
-
-def speed_filename(family: str, backbone: str, variant: str, regime: str) -> str:
-    """The measured training speed, cached beside the calibration (a timing: it changes run to run,
-    so it is kept out of the calibration that training runs depend on)."""
-    return f"{family}__{backbone}__{variant}__{regime}.speed.json"
 
 
 def load_speed(calibration_dir: str | Path, family: str, backbone: str, variant: str, regime: str) -> dict | None:

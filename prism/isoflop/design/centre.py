@@ -12,9 +12,8 @@ import json
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 
-import yaml
-
 from prism.core.errors import PrismError
+from prism.isoflop.planread import PlanUnreadable, plan_mapping
 from prism.isoflop.records import SURFACE_KEYS
 from prism.model.config import REGIMES
 
@@ -71,12 +70,11 @@ def find_centre(
         return centre
     if out is not None and out.is_file():
         try:
-            old = yaml.safe_load(out.read_text()) or {}
-            c = old["centre"]
+            c = (plan_mapping(out) or {})["centre"]
             return Centre(
                 float(c["a"]), float(c["k"]), f"existing plan {out} ({c['source']})", _surface(c.get("surface"), out)
             )
-        except (yaml.YAMLError, KeyError, TypeError, ValueError):
+        except (PlanUnreadable, KeyError, TypeError, ValueError):
             pass  # not a plan of ours: plan afresh
     if study_dir is not None:
         for path in (study_dir / PRIOR_FILE, study_dir / family / PRIOR_FILE):

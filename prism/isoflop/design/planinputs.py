@@ -3,20 +3,21 @@ made at another shape or tokenizer) and a previous round's fitted lr rule."""
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 from prism.core.families import FamilySpec, check_same_spec, family_spec, spec_from_manifest
+from prism.core.studylayout import manifest_file
 from prism.train.lr_rule import read_rule
 
 
 def check_data_spec(family: str, data: str | Path | None, spec: FamilySpec | None = None) -> None:
     """Refuse data made at another shape or tokenizer than the plan's `spec` (a manifest without the
     fields: none to check)."""
-    path = Path(data, "manifest.json") if data is not None else None
-    if path is None or not path.is_file():
+    from prism.data.manifest import manifest_as_written  # noqa: PLC0415 lazy: the planner's imports stay numpy's
+
+    if data is None or not manifest_file(data).is_file():
         return
-    manifest = json.loads(path.read_text())
+    manifest = manifest_as_written(data)
     if isinstance(manifest, dict) and {"family", "modality_shape", "n_modality_tokens", "text_len"} <= manifest.keys():
         check_same_spec(family_spec(family, spec), spec_from_manifest(manifest, data), f"data {data}")
 

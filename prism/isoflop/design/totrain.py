@@ -16,6 +16,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from prism.core.errors import PrismError
+from prism.core.studylayout import FamilyFolder
+from prism.isoflop.planread import PlanUnreadable, plan_mapping
 from prism.model import sizes
 from prism.model.config import backbone_config
 from prism.train.lr_rule import LrRule
@@ -106,14 +108,10 @@ def size_line(s: Size) -> str:
 
 def study_plan(folder: Path) -> dict | None:
     """The study's plan.yaml beside its runs (None where there is none or it does not parse)."""
-    import yaml  # noqa: PLC0415 lazy: yaml
-
-    path = Path(folder) / "plan.yaml"
     try:
-        data = yaml.safe_load(path.read_text()) if path.is_file() else None
-    except (OSError, yaml.YAMLError):
+        return plan_mapping(FamilyFolder(folder).plan)
+    except PlanUnreadable:
         return None
-    return data if isinstance(data, dict) else None
 
 
 def row_length(plan: dict | None) -> float | None:

@@ -38,6 +38,7 @@ import numpy as np
 
 from prism.core.atomic import write_text_atomic
 from prism.core.errors import PrismError
+from prism.core.ids import parse_run_id
 from prism.core.options import option
 from prism.train.lr_rule import DEFAULT_MARGIN, RULE_KINDS, LrRule, given_rule, read_rule
 from prism.train.lr_schedule import BASE_LR, D_REF, default_lr
@@ -445,7 +446,7 @@ def read_sweep(metrics_files: list[str | Path], widths: dict[str, int]) -> tuple
         if not (match and steps):
             raise PrismError(f"tuning: {path} is not a sweep run's metrics (…/sSTEPS/RUN_ID/lrLR/metrics.json)")
         metrics = json.loads(path.read_text())
-        backbone = path.parent.parent.name.split("-", 1)[0]
+        backbone = parse_run_id(path.parent.parent.name).backbone
         loss = metrics.get("loss")
         loss = float("nan") if loss is None or metrics.get("status") == "collapsed" else float(loss)
         row = (float(match.group(1)), loss, float(metrics.get("loss_se") or 0), float(metrics.get("tokens") or 0))

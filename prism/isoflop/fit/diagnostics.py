@@ -39,7 +39,7 @@ import math
 
 import numpy as np
 
-from prism.core.ids import format_budget
+from prism.core.ids import format_budget, split_budget
 from prism.isoflop.fit import goodness, sensitivity
 from prism.isoflop.fit.approach2 import budget_text as _bt
 from prism.isoflop.fit.misfit import LACK_OF_FIT_LEVEL, chi_median_factor
@@ -277,7 +277,7 @@ def size_offsets(params, loss, budget, per_budget: list[BudgetFit], sigma: float
 
 def _size_label(n: float, run_ids: list) -> str:
     """The model's name when its run ids share one before the budget (`45k-BASE-e2e`), else N."""
-    stems = {r.rsplit("-C", 1)[0] for r in run_ids if isinstance(r, str) and "-C" in r}
+    stems = {parts[0] for r in run_ids if isinstance(r, str) and (parts := split_budget(r))}
     return stems.pop() if len(stems) == 1 else f"N={n:.3g}"
 
 

@@ -10,16 +10,17 @@ with shared prefixes counted once, from its plan).
 
 from __future__ import annotations
 
-import csv
 import json
 from dataclasses import dataclass
 from pathlib import Path
 
-import yaml
-
 from prism.core.atomic import write_text_atomic
 from prism.core.errors import PrismError
+from prism.core.ids import parse_run_id
+from prism.core.studylayout import FamilyFolder
 from prism.isoflop.design.trajectories import DEFAULT_COOLDOWN_FRACTION, plan_trajectories, saving
+from prism.isoflop.planread import plan_mapping
+from prism.isoflop.runs.table import read_rows
 
 LOSS_TOLERANCE = 0.01
 
@@ -58,21 +59,20 @@ def run_losses(study: Path, family: str) -> dict[str, dict]:
     (no warm-up). The final evaluation is what a wsd branch must match: a mean over the
     last evaluations of a run would mix a branch's stable phase into it.
     """
-    csv_path = study / family / "runs.csv"
-    if not csv_path.is_file():
-        raise PrismError(f"{csv_path}: no runs table (run `snakemake collect_FAMILY` for that study first)")
+    folder = FamilyFolder(study / family)
+    if not folder.runs_table.is_file():
+        raise PrismError(f"{folder.runs_table}: no runs table (run `snakemake collect_FAMILY` for that study first)")
     out = {}
-    with open(csv_path, newline="") as f:
-        for row in csv.DictReader(f):
-            out[row["run_id"]] = {
-                "loss": _number(row.get("loss") or row.get("final_eval_loss")),
-                "loss_se": _number(row.get("loss_se")),
-                "status": row.get("status", ""),
-                "warmup": None,
-            }
+    for row in read_rows(folder.runs_table):
+        out[row["run_id"]] = {
+            "loss": _number(row.get("loss") or row.get("final_eval_loss")),
+            "loss_se": _number(row.get("loss_se")),
+            "status": row.get("status", ""),
+            "warmup": None,
+        }
     for run_id, entry in out.items():
         try:
-            metrics = json.loads((study / family / "runs" / run_id / "metrics.json").read_text())
+            metrics = json.loads(folder.run_metrics(run_id).read_text())
         except (OSError, ValueError):
             continue
         if _number(metrics.get("loss")) is not None:
@@ -121,11 +121,9 @@ def study_flops(study: Path, family: str, cooldown_fraction: float | None = None
 
     `cooldown_fraction` None: the one the plan recorded (its `schedules`), which is the study's.
     """
-    plan_path = study / family / "plan.yaml"
-    if not plan_path.is_file():
+    plan = plan_mapping(FamilyFolder(study / family).plan)
+    if plan is None:
         return None
-
-    plan = yaml.safe_load(plan_path.read_text()) or {}
     if cooldown_fraction is None:
         cooldown_fraction = (plan.get("schedules") or {}).get("cooldown_fraction", DEFAULT_COOLDOWN_FRACTION)
     s = saving(plan_trajectories(plan, cooldown_fraction))
@@ -203,7 +201,7 @@ def _exponents(fit_a, fit_b, label_a: str, label_b: str) -> list[str]:
 
 def _losses(runs_a: dict, runs_b: dict, label_a: str, label_b: str) -> list[str]:
     """The final loss of every run both studies have, their differences, and the warm-up note."""
-    common = sorted(set(runs_a) & set(runs_b), key=lambda r: (float(r.rsplit("-C", 1)[1]), r))
+    common = sorted(set(runs_a) & set(runs_b), key=lambda r: (parse_run_id(r).flops, r))
     lines = [
         "## Loss at each budget (the final evaluation)",
         "",

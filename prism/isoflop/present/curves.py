@@ -10,13 +10,13 @@ A plotting module: matplotlib (Agg) only here and in plot.py.
 
 from __future__ import annotations
 
-import csv
 import json
 import math
 from pathlib import Path
 
 from prism.core.ids import format_budget
 from prism.isoflop.fit.result import FitResult
+from prism.isoflop.runs.table import read_rows
 
 FIGURE = "training_curves.png"
 
@@ -40,8 +40,7 @@ def read_curve(run_dir: Path) -> tuple[list[float], list[float]]:
 
 
 def _rows(csv_path: Path, family: str | None, regime: str | None) -> list[dict]:
-    with csv_path.open(newline="") as fh:
-        rows = list(csv.DictReader(fh))
+    rows = read_rows(csv_path)
     return [
         r
         for r in rows

@@ -1,26 +1,28 @@
 """A fit's files: the runs CSV read, fitted, and written as fit/REGIME.json and its Markdown report.
 
 The fit (prism.isoflop.fit) is maths on records and reads no file; this is the one call of `prism isoflop
-fit` (and the fit job) that reads the runs table and the plan beside it and writes what it found. The
-learning rate's lines of a study folder (`family_lr_share`) are read here too, for the report and the
-summary alike.
+fit` (and the fit job) that reads the runs table and the plan beside it, once each, and writes what it
+found. The learning rate's lines of a study folder (`family_lr_share`) are read here too, for the report
+and the summary alike.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import json
+from collections.abc import Callable
 from pathlib import Path
-
-import yaml
 
 from prism.core.atomic import write_text_atomic
 from prism.core.errors import PrismError
+from prism.core.ids import id_backbone
+from prism.core.studylayout import FamilyFolder
 from prism.isoflop.design.totrain import row_length, study_plan
 from prism.isoflop.fit.fit import FitOptions, fit_records
 from prism.isoflop.fit.lr_sensitivity import LrShare, lr_offset, lr_sensitivity, reference_lines, sensitivity_lines
 from prism.isoflop.fit.result import Exclusion, FitResult
 from prism.isoflop.present.report import fit_markdown
+from prism.isoflop.records import RunRecord
 from prism.isoflop.runs.table import load_runs
 from prism.model.config import backbone_config
 from prism.train.lr_rule import LrRule
@@ -46,8 +48,8 @@ def fit_csv(
     options.validate()
     loaded = load_runs(csv, family=family, backbone=backbone, regime=regime)
     upstream = [Exclusion(**e) for e in loaded.excluded_runs]
-    rows = row_length(study_plan(Path(csv).parent))
-    result = fit_records(loaded.records, options, excluded=upstream, tokens_per_sample=rows)
+    plan = study_plan(Path(csv).parent)
+    result = fit_records(loaded.records, options, excluded=upstream, tokens_per_sample=row_length(plan))
     result = dataclasses.replace(result, input={"csv": str(csv), **loaded.summary()})
     a2, a3 = result.approach2, result.approach3
     if (a2 is None or a2.a is None) and (a3 is None or a3.a is None):
@@ -57,31 +59,44 @@ def fit_csv(
             f"{(a2.reason if a2 else '') or (a3.reason if a3 else '')}" + (f"; rejected budgets: {per}" if per else "")
         )
     write_text_atomic(output_json, json.dumps(result.to_json(), indent=2) + "\n")
-    lr = family_lr_share(Path(csv).parent, tuple(a2.a_ci) if a2 is not None and a2.a_ci else None)
+    lr = plan_lr_share(plan, a_interval(result), lambda: loaded.records)
     write_text_atomic(output_md, fit_markdown(result, lr_lines=lr.lines, lr_note=lr.verdict_note()))
     return result
 
 
-def family_lr_share(folder: Path, a_ci: tuple[float, float] | None) -> LrShare:
-    """The learning rate's lines of a family folder, its plan's rule (plan.yaml) and the runs (runs.csv),
-    with the lr's share of a's interval (`a_ci`) and whether it dominates it (none where no plan lies there).
+def a_interval(result: FitResult) -> tuple[float, float] | None:
+    """Approach 2's interval of a, which the lr's share is weighed against."""
+    a2 = result.approach2
+    return tuple(a2.a_ci) if a2 is not None and a2.a_ci else None
+
+
+def family_lr_share(folder: Path, a_ci: tuple[float, float] | None, plan: dict | None = None) -> LrShare:
+    """The learning rate's lines of a family folder: `plan_lr_share` of its plan (`plan`, read where not given)
+    and its runs table."""
+
+    def records() -> list[RunRecord]:
+        try:
+            return load_runs(FamilyFolder(folder).runs_table).records
+        except PrismError:
+            return []
+
+    return plan_lr_share(plan if plan is not None else study_plan(folder), a_ci, records)
+
+
+def plan_lr_share(plan: dict | None, a_ci: tuple[float, float] | None, runs: Callable[[], list[RunRecord]]) -> LrShare:
+    """The learning rate's lines of a study: its plan's rule and the runs (`runs`, asked only where the rule
+    was fitted or weighed against a sweep), with the lr's share of a's interval (`a_ci`) and whether it
+    dominates it (none where there is no plan).
 
     A study planned before plans recorded their rule has no line (nothing to say about it).
     """
-    plan_file = folder / "plan.yaml"
-    if not plan_file.is_file():
-        return LrShare([])
-    plan = yaml.safe_load(plan_file.read_text()) or {}
-    if not plan.get("lr_rule"):
+    if not plan or not plan.get("lr_rule"):
         return LrShare([])
     rule, ref = LrRule(**plan["lr_rule"]), plan.get("lr_reference")
     if rule.kind != "fitted" and not ref:
         return LrShare(sensitivity_lines(rule, None, a_ci))
-    try:
-        records = load_runs(folder / "runs.csv").records
-    except PrismError:
-        records = []
-    widths = [backbone_config(r.run_id.split("-", 1)[0]).d_model for r in records]
+    records = runs()
+    widths = [backbone_config(id_backbone(r.run_id)).d_model for r in records]
     if rule.kind == "fitted":
         found = lr_sensitivity(records, widths, rule)
         return LrShare(sensitivity_lines(rule, found, a_ci), abs(found.shift) if found else None, a_ci)

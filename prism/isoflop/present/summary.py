@@ -18,16 +18,17 @@ import math
 import re
 from pathlib import Path
 
-import yaml
-
 from prism.core.ids import format_budget
+from prism.core.studylayout import FamilyFolder
 from prism.isoflop.design.plantext import dropped_lines
 from prism.isoflop.design.totrain import study_plan
 from prism.isoflop.fit.diagnostics import MIN_BUDGETS
 from prism.isoflop.fit.result import FitResult
+from prism.isoflop.planread import PlanUnreadable, plan_mapping
 from prism.isoflop.present.notfitted import approach3_answers, approach3_not_drawn, fitted_budgets
 from prism.isoflop.present.prediction import backtest_lines, prediction_lines
 from prism.isoflop.present.predictread import train_lines
+from prism.isoflop.runs.table import read_rows
 from prism.train.timing import study_timing, timing_lines
 
 
@@ -176,21 +177,19 @@ def _held_text(verdict, moves) -> str:
     return text
 
 
-def lr_share(folder: Path, fit):
+def lr_share(folder: Path, fit, plan: dict | None):
     """The learning-rate rule of the study and, for a fitted one or against a previous round's sweep, a's
     sensitivity to it: an `LrShare` (prism.isoflop.fit.lr_sensitivity), its lines and whether it dominates."""
-    from prism.isoflop.present.fitfiles import family_lr_share  # noqa: PLC0415 lazy: numpy, the runs reader
+    from prism.isoflop.present.fitfiles import a_interval, family_lr_share  # noqa: PLC0415 lazy: numpy, the runs
 
-    a2 = fit.approach2
-    return family_lr_share(folder, tuple(a2.a_ci) if a2 is not None and a2.a_ci else None)
+    return family_lr_share(folder, a_interval(fit), plan)
 
 
 def runs_lines(csv_path: Path) -> list[str]:
     """Runs not fitted (collapsed, stale, incomplete, error) and runs with warnings; estimate against actual time."""
     if not csv_path.is_file():
         return [f"  runs: {csv_path} not found"]
-    with csv_path.open(newline="") as fh:
-        rows = list(csv.DictReader(fh))
+    rows = read_rows(csv_path)
     counts: dict[str, int] = {}
     for r in rows:
         counts[r.get("status", "")] = counts.get(r.get("status", ""), 0) + 1
@@ -233,10 +232,12 @@ def job_times(folder: Path) -> list[dict]:
 def plan_dropped(path: Path) -> list[str]:
     """The sizes the plan dropped from a budget, and why (`plantext.dropped_lines`); nothing without a plan."""
     try:
-        plan = yaml.safe_load(path.read_text())
-        return dropped_lines(plan) if isinstance(plan, dict) else []
-    except (OSError, yaml.YAMLError, KeyError, TypeError, ValueError) as err:
-        return [f"plan {path}: unreadable ({type(err).__name__})"] if path.is_file() else []
+        plan = plan_mapping(path)
+        return dropped_lines(plan) if plan is not None else []
+    except PlanUnreadable as err:
+        return [f"plan {err}"]
+    except (KeyError, TypeError, ValueError) as err:
+        return [f"plan {path}: unreadable ({type(err).__name__})"]
 
 
 def summarize(family_dirs: list[str | Path]) -> str:
@@ -247,6 +248,7 @@ def summarize(family_dirs: list[str | Path]) -> str:
         if not fits:
             out.append(f"{folder}: no fit yet (fit/*.json)")
             continue
+        plan = study_plan(folder)
         for path in fits:
             regime = path.stem
             out.append(f"== {folder.name} ({regime}): {path}")
@@ -256,10 +258,10 @@ def summarize(family_dirs: list[str | Path]) -> str:
                 out.append(f"  unreadable: {type(err).__name__}: {err}")
                 continue
             try:
-                lr = lr_share(folder, fit)
-                out += fit_lines(fit, lr.verdict_note(), study_plan(folder))
+                lr = lr_share(folder, fit, plan)
+                out += fit_lines(fit, lr.verdict_note(), plan)
                 out += lr.lines
-                out += runs_lines(folder / "runs.csv")
+                out += runs_lines(FamilyFolder(folder).runs_table)
             except (KeyError, TypeError, ValueError, AttributeError, OSError, csv.Error) as err:
                 out.append(f"  (not summarised: {type(err).__name__}: {err}; see {path.with_suffix('.md')})")
             plots = folder / "plots" / regime
@@ -268,7 +270,7 @@ def summarize(family_dirs: list[str | Path]) -> str:
             md = path.with_suffix(".md")
             if md.is_file():
                 out.append(f"  report: {md}")
-        out += [f"  {line}" for line in plan_dropped(folder / "plan.yaml")]
+        out += [f"  {line}" for line in plan_dropped(FamilyFolder(folder).plan)]
         out.append(f"== {folder.name}: time")
         out += timing_lines(study_timing(job_times(folder)))
     return "\n".join(out)

@@ -20,26 +20,25 @@ calibration than the study's current ones, are `stale` and never fitted.
 from __future__ import annotations
 
 import csv
-import io
 import json
 import math
 import os
 import statistics
 import sys
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from pathlib import Path
-
-import yaml
 
 from prism.core.atomic import write_text_atomic
 from prism.core.errors import PrismError
 from prism.core.fingerprint import file_digest, record_digest
 from prism.core.options import option, validate
+from prism.core.studylayout import manifest_file
 from prism.isoflop.design.calibrate import calibration_filename
 from prism.isoflop.planread import read_plan
 from prism.isoflop.records import PlanRow
+from prism.isoflop.runs.table import CollectedRun, read_rows, table_text
+from prism.train.rundir.runfiles import CONFIG, EVAL, METRICS, PERF, RunConfigUnreadable, read_run_config
 
-CONFIG, EVAL, METRICS, PERF = "config.yaml", "eval.jsonl", "metrics.json", "perf.jsonl"
 IDENTITY = ("run_id", "family", "backbone", "variant", "regime", "budget")
 
 
@@ -59,44 +58,6 @@ class CollectOptions:
             "of an older revision)."
         ),
     )
-
-
-@dataclass
-class CollectedRun:
-    run_id: str = ""
-    family: str = ""
-    backbone: str = ""
-    variant: str = ""
-    regime: str = ""
-    budget: float | None = None
-    flops: float | None = None
-    params: float | None = None
-    params_total: float | None = None
-    tokens: float | None = None
-    loss: float | None = None
-    loss_std: float | None = None
-    n_evals: int = 0
-    status: str = "incomplete"
-    steps: int | None = None
-    final_eval_loss: float | None = None
-    n_bad_lines: int = 0
-    # From metrics.json where the trainer records them (empty otherwise): the loss's standard
-    # error, epochs of the training split seen, warnings (e.g. a loss spike), wall time.
-    loss_se: float | None = None
-    epochs: float | None = None
-    warnings: str = ""
-    wall_s: float | None = None
-    # The precision the run computed in (fp32, bf16); empty for runs from before it was recorded (fp32).
-    precision: str = ""
-    # Which path the model's blocks and loss took (prism.model.kernels: fused, aten); empty before it was recorded.
-    kernel_path: str = ""
-    # The plan's estimate of the wall time on the machine that measured samples/s.
-    est_wall_s: float | None = None
-    note: str = ""
-    run_dir: str = ""
-
-
-COLUMNS = list(CollectedRun.__dataclass_fields__)
 
 
 def find_run_dirs(root: Path) -> list[Path]:
@@ -151,15 +112,13 @@ def collect_run(run_dir: Path, eval_window: int, problems: list[str]) -> Collect
     """One run directory -> one row; never raises for a bad run (its status says `error`)."""
     row = CollectedRun(run_id=run_dir.name, run_dir=str(run_dir))
     try:
-        cfg = yaml.safe_load((run_dir / CONFIG).read_text()) or {}
-        if not isinstance(cfg, dict):
-            raise ValueError("not a mapping")
-    except (OSError, ValueError, yaml.YAMLError) as err:
-        row.status, row.note = "error", f"{CONFIG} unreadable: {str(err).splitlines()[0]}"
+        config = read_run_config(run_dir)
+    except RunConfigUnreadable as err:
+        row.status, row.note = "error", f"{CONFIG} unreadable: {err}"
         problems.append(f"run {row.run_id}: {row.note}")
         return row
-    _identity(row, cfg)
-    resolved = cfg.get("resolved") if isinstance(cfg.get("resolved"), dict) else {}
+    _identity(row, config.settings)
+    resolved = config.resolved
     _identity(row, resolved)
     row.params = _num(resolved.get("params"))
     row.params_total = _num(resolved.get("params_total"))
@@ -232,17 +191,6 @@ def _identity(row: CollectedRun, source: dict) -> None:
             setattr(row, key, str(value))
 
 
-def _csv_text(rows: list[CollectedRun]) -> str:
-    buf = io.StringIO()
-    writer = csv.DictWriter(buf, fieldnames=COLUMNS, lineterminator="\n")
-    writer.writeheader()
-    for r in rows:
-        writer.writerow(
-            {k: ("" if v is None else repr(v) if isinstance(v, float) else v) for k, v in asdict(r).items()}
-        )
-    return buf.getvalue()
-
-
 def _up_to_date(csv_path: Path, run_dirs: list[Path]) -> bool:
     """The CSV is newer than every file of every run, and lists exactly these runs."""
     if not csv_path.is_file():
@@ -254,8 +202,7 @@ def _up_to_date(csv_path: Path, run_dirs: list[Path]) -> bool:
             if p.exists() and p.stat().st_mtime >= mtime:
                 return False
     try:
-        with csv_path.open(newline="") as fh:
-            listed = {r.get("run_dir") for r in csv.DictReader(fh)}
+        listed = {r.get("run_dir") for r in read_rows(csv_path)}
     except (OSError, csv.Error):
         return False
     return listed == {str(d) for d in run_dirs}
@@ -286,16 +233,15 @@ class StudyInputs:
     def read(cls, plan_path: Path, data: Path | None) -> StudyInputs:
         plan = read_plan(plan_path, f"--plan {plan_path}")
         cal = plan.header.get("calibration_dir")
-        return cls(plan.rows, file_digest(data / "manifest.json") if data else None, Path(cal) if cal else None)
+        return cls(plan.rows, file_digest(manifest_file(data)) if data else None, Path(cal) if cal else None)
 
     def stale_reason(self, run: CollectedRun, run_dir: Path) -> str | None:
         """Why a finished run is not this study's (None: it is)."""
         if run.run_id not in self.rows:
             return "not in the plan (a budget or candidate removed, or another study's run)"
         try:
-            cfg = yaml.safe_load((run_dir / CONFIG).read_text()) or {}
-            inputs = (cfg.get("resolved") or {}).get("inputs") or {}
-        except (OSError, yaml.YAMLError, AttributeError):
+            inputs = read_run_config(run_dir).resolved.get("inputs") or {}
+        except RunConfigUnreadable:
             inputs = {}
         if self.data_manifest and inputs.get("data_manifest") not in (None, self.data_manifest):
             return "trained on other data (its data manifest differs from the study's)"
@@ -366,7 +312,7 @@ def collect(
     rows.sort(key=lambda r: (r.budget or 0.0, r.params or 0.0, r.run_id))
     for p in problems:
         print(f"warning: {p}", file=sys.stderr)
-    write_text_atomic(csv_path, _csv_text(rows))
+    write_text_atomic(csv_path, table_text(rows))
     counts: dict[str, int] = {}
     for r in rows:
         counts[r.status] = counts.get(r.status, 0) + 1

@@ -39,15 +39,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from prism.core.errors import PrismError
 from prism.core.ids import format_budget
+from prism.core.studylayout import PLAN, FamilyFolder, run_config
 from prism.isoflop.design.trajectories import DEFAULT_COOLDOWN_FRACTION, DEFAULT_MIN_STEPS, trajectories
 from prism.isoflop.planread import read_plan
 from prism.isoflop.records import PlanRow
 from prism.isoflop.runs.progress import Part, Progress, progress, run_fraction
 from prism.train.rundir.layout import CHECKPOINTS_DIR, FINAL_DIR, final_dir
+from prism.train.rundir.runfiles import CONFIG, EVAL, METRICS, PERF, RunConfigFile, RunConfigUnreadable, read_run_config
 
 ACTIVE_SECONDS = 600.0
 STATES = ("done", "running", "failed", "waiting")
@@ -180,7 +180,7 @@ def _lock_held(run_dir: Path, locked: set[tuple[int, int, int]]) -> bool:
 
 def _newest_mtime(run_dir: Path) -> float:
     newest = 0.0
-    for name in ("perf.jsonl", "eval.jsonl", "config.yaml", CHECKPOINTS_DIR):
+    for name in (PERF, EVAL, CONFIG, CHECKPOINTS_DIR):
         try:
             newest = max(newest, (run_dir / name).stat().st_mtime)
         except OSError:
@@ -215,7 +215,7 @@ def _job_time(run_dir: Path, status: RunStatus, now: float) -> tuple[int, float]
     if status.state == "running":
         return nodes, max(0.0, now - started)
     ended = started
-    for name in ("metrics.json", "perf.jsonl", "eval.jsonl", CHECKPOINTS_DIR, FINAL_DIR):
+    for name in (METRICS, PERF, EVAL, CHECKPOINTS_DIR, FINAL_DIR):
         try:
             ended = max(ended, (run_dir / name).stat().st_mtime)
         except OSError:
@@ -245,14 +245,13 @@ def _run_state(
         status.note = "not started"
         return status
     try:
-        config = yaml.safe_load((run_dir / "config.yaml").read_text()) or {}
-    except (OSError, yaml.YAMLError):
-        config = {}
-    resolved = config.get("resolved") if isinstance(config, dict) and isinstance(config.get("resolved"), dict) else {}
-    status.steps = _int(resolved.get("steps")) or status.steps
+        config = read_run_config(run_dir)
+    except RunConfigUnreadable:
+        config = RunConfigFile({})
+    status.steps = _int(config.resolved.get("steps")) or status.steps
     if status.budget is None:
-        status.budget = _float(config.get("budget")) if isinstance(config, dict) else None
-    perf, evals = _read_jsonl(run_dir / "perf.jsonl"), _read_jsonl(run_dir / "eval.jsonl")
+        status.budget = _float(config.settings.get("budget"))
+    perf, evals = _read_jsonl(run_dir / PERF), _read_jsonl(run_dir / EVAL)
     trained = [r for r in perf if "collapsed" not in r]
     if trained:
         last = trained[-1]
@@ -279,7 +278,7 @@ def _run_state(
         if trained and _float(trained[-1].get("step_time_s")) and status.steps:
             status.eta_s = (status.steps - status.step) * float(trained[-1]["step_time_s"])
         return status
-    if not (perf or evals or (run_dir / "config.yaml").exists()):
+    if not (perf or evals or run_config(run_dir).exists()):
         status.note = "directory made, nothing trained"
         return status
     status.state = "failed"
@@ -323,19 +322,19 @@ def final_gone_line(run_dir: Path, family: str, schedule: str) -> str:
 def lost_finals(family_dir: str | Path, run_ids, schedule: str) -> list[str]:
     """final_gone_line of each of `run_ids` (runs of `family_dir`) whose final/ is gone."""
     family_dir = Path(family_dir)
-    runs = [family_dir / "runs" / run_id for run_id in run_ids]
+    runs = [FamilyFolder(family_dir).run_dir(run_id) for run_id in run_ids]
     return [final_gone_line(run, family_dir.name, schedule) for run in runs if final_gone(run)]
 
 
 def study_status(family_dir: str | Path, active_s: float = ACTIVE_SECONDS, now: float | None = None) -> StudyStatus:
     """Read a family folder of a study (`STUDY/F`, holding plan.yaml)."""
     family_dir = Path(family_dir)
-    plan_path = family_dir / "plan.yaml"
-    read = read_plan(plan_path, fix=f"`snakemake plan_{family_dir.name}` makes it")
+    folder = FamilyFolder(family_dir)
+    read = read_plan(folder.plan, fix=f"`snakemake plan_{family_dir.name}` makes it")
     plan, rows = read.header, read.rows
     now = time.time() if now is None else now
     locked = _locked_inodes()
-    runs_root = family_dir / "runs"
+    runs_root = folder.runs_dir
     runs = [run_status(run_id, runs_root / run_id, row, locked, now, active_s) for run_id, row in rows.items()]
     runs.sort(key=lambda r: (r.budget or 0.0, r.flops_planned, r.run_id))
     stale = []
@@ -375,7 +374,7 @@ def study_status(family_dir: str | Path, active_s: float = ACTIVE_SECONDS, now: 
 def _started(path: Path) -> float | None:
     """When a job first wrote its folder (its config.yaml), None before."""
     try:
-        return (path / "config.yaml").stat().st_mtime
+        return run_config(path).stat().st_mtime
     except OSError:
         return None
 
@@ -534,11 +533,11 @@ def _run_line(r: RunStatus) -> str:
 def family_dirs(path: str | Path) -> list[Path]:
     """A family folder (holding plan.yaml), or every family folder of a study folder."""
     path = Path(path)
-    if (path / "plan.yaml").is_file():
+    if FamilyFolder(path).plan.is_file():
         return [path]
     if not path.is_dir():
         raise PrismError(f"{path}: no such study folder")
-    found = sorted(p.parent for p in path.glob("*/plan.yaml"))
+    found = sorted(p.parent for p in path.glob(f"*/{PLAN}"))
     if not found:
         raise PrismError(
             f"{path}: no plan.yaml here or in a family folder below it (plan the study first: `snakemake plan_F`)"

@@ -8,8 +8,9 @@ is line 1), so an error can be found in the file.
 from __future__ import annotations
 
 import csv
+import io
 import math
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from prism.core.errors import PrismError
@@ -21,6 +22,46 @@ FILTER_COLUMNS = ("family", "backbone", "regime")
 
 class TableValueError(PrismError):
     """Values no run can have (text, zero, negative): the table was changed by hand or damaged."""
+
+
+@dataclass
+class CollectedRun:
+    """One row of the runs table, as collect writes it (its fields are the columns)."""
+
+    run_id: str = ""
+    family: str = ""
+    backbone: str = ""
+    variant: str = ""
+    regime: str = ""
+    budget: float | None = None
+    flops: float | None = None
+    params: float | None = None
+    params_total: float | None = None
+    tokens: float | None = None
+    loss: float | None = None
+    loss_std: float | None = None
+    n_evals: int = 0
+    status: str = "incomplete"
+    steps: int | None = None
+    final_eval_loss: float | None = None
+    n_bad_lines: int = 0
+    # From metrics.json where the trainer records them (empty otherwise): the loss's standard
+    # error, epochs of the training split seen, warnings (e.g. a loss spike), wall time.
+    loss_se: float | None = None
+    epochs: float | None = None
+    warnings: str = ""
+    wall_s: float | None = None
+    # The precision the run computed in (fp32, bf16); empty for runs from before it was recorded (fp32).
+    precision: str = ""
+    # Which path the model's blocks and loss took (prism.model.kernels: fused, aten); empty before it was recorded.
+    kernel_path: str = ""
+    # The plan's estimate of the wall time on the machine that measured samples/s.
+    est_wall_s: float | None = None
+    note: str = ""
+    run_dir: str = ""
+
+
+COLUMNS = list(CollectedRun.__dataclass_fields__)
 
 
 def table_problem(csv_path: str | Path, planned: dict[str, str | Path] | None = None) -> str | None:
@@ -47,15 +88,8 @@ def table_problem(csv_path: str | Path, planned: dict[str, str | Path] | None = 
     return (
         f"{path}: no row for {len(missing)} finished planned run(s) ({', '.join(missing[:3])}"
         f"{', ...' if len(missing) > 3 else ''}), which collect never leaves out: rows were removed by hand"
-        + _fix(path, _collect_columns())
+        + _fix(path, COLUMNS)
     )
-
-
-def _collect_columns() -> list[str]:
-    """The header collect writes (read lazily: collect imports the planner)."""
-    from prism.isoflop.runs.collect import COLUMNS  # noqa: PLC0415 lazy: collect imports the planner
-
-    return list(COLUMNS)
 
 
 def _rows_missing(path: Path, planned: dict[str, str | Path]) -> list[str]:
@@ -67,9 +101,28 @@ def _rows_missing(path: Path, planned: dict[str, str | Path]) -> list[str]:
             return []
     except OSError:
         return []
-    with path.open(newline="", encoding="utf-8") as fh:
-        listed = {row.get("run_id") for row in csv.DictReader(fh)}
+    listed = {row.get("run_id") for row in read_rows(path)}
     return sorted(set(planned) - listed)
+
+
+def table_text(rows: list[CollectedRun]) -> str:
+    """The runs table's text, as collect writes it (atomically): the header, then a row a run."""
+
+    def cell(v):
+        return "" if v is None else repr(v) if isinstance(v, float) else v
+
+    buf = io.StringIO()
+    writer = csv.DictWriter(buf, fieldnames=COLUMNS, lineterminator="\n")
+    writer.writeheader()
+    writer.writerows({k: cell(v) for k, v in asdict(r).items()} for r in rows)
+    return buf.getvalue()
+
+
+def read_rows(csv_path: str | Path) -> list[dict[str, str]]:
+    """Every row of a runs table as written (column -> text): for the readers that show its rows rather than
+    fit them (`load_runs`)."""
+    with Path(csv_path).open(newline="", encoding="utf-8") as fh:
+        return list(csv.DictReader(fh))
 
 
 @dataclass
@@ -129,7 +182,7 @@ def _excluded(run_id: str, reason: str, kind: str, row: dict, budget_col: str) -
 def _fix(path: Path, header: list[str]) -> str:
     """How to repair a table with unusable values: collect's own is rebuilt, never pruned (a row
     removed is a run silently left out of the fit); someone else's has its values corrected."""
-    if header == _collect_columns():
+    if header == COLUMNS:
         return (
             f"; it is collect's table of the runs' metrics, changed since it was written: delete it "
             f"(`rm {path}`) and collect rebuilds it (rerun the same snakemake command), rather than "

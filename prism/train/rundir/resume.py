@@ -17,6 +17,7 @@ from pathlib import Path
 from prism.core.atomic import write_text_atomic
 from prism.core.errors import PrismError
 from prism.core.fingerprint import file_digest, record_digest
+from prism.core.studylayout import manifest_file
 from prism.train.config import TRAJECTORY_FIELDS, RunConfig
 from prism.train.rundir import checkpoint, runfiles
 from prism.train.rundir.finished import identity_changes_of
@@ -31,7 +32,7 @@ def input_fingerprint(config: RunConfig, calibration: dict | None, order: str | 
     that were trained on something else. A preloaded split adds no key: its order is the seed's.
     """
     inputs = {
-        "data_manifest": file_digest(Path(config.data) / "manifest.json"),
+        "data_manifest": file_digest(manifest_file(config.data)),
         "calibration": record_digest(calibration),
     }
     if order is not None:

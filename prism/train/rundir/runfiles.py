@@ -11,16 +11,20 @@
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import yaml
+
 from prism.core.atomic import disk_full, is_disk_full, json_safe, write_text_atomic
+from prism.core.errors import PrismError
+from prism.core.studylayout import RUN_CONFIG, RUN_METRICS
 from prism.train.config import RESOLVED_KEY, read_yaml
 
-CONFIG = "config.yaml"
+CONFIG, METRICS = RUN_CONFIG, RUN_METRICS
 PERF = "perf.jsonl"
 EVAL = "eval.jsonl"
-METRICS = "metrics.json"
 
 
 class JsonlWriter:
@@ -99,6 +103,35 @@ def read_json(path: Path) -> dict[str, Any] | None:
         return json.loads(Path(path).read_text())
     except (OSError, ValueError):
         return None
+
+
+class RunConfigUnreadable(PrismError):
+    """A run directory's config.yaml that is missing, unreadable or no mapping; the message says which."""
+
+
+@dataclass(frozen=True)
+class RunConfigFile:
+    """A run directory's config.yaml as the run wrote it: its settings (RunConfig's keys) and `resolved:`."""
+
+    settings: dict[str, Any]
+
+    @property
+    def resolved(self) -> dict[str, Any]:
+        """What training resolved (steps, lr, FLOPs, identity, inputs); empty when absent."""
+        section = self.settings.get(RESOLVED_KEY)
+        return section if isinstance(section, dict) else {}
+
+
+def read_run_config(run_dir: str | Path) -> RunConfigFile:
+    """The config.yaml of `run_dir` (an empty file: no settings), or RunConfigUnreadable with the reason's
+    first line (collect writes it into the runs table's note)."""
+    try:
+        settings = yaml.safe_load((Path(run_dir) / CONFIG).read_text()) or {}
+    except (OSError, yaml.YAMLError) as err:
+        raise RunConfigUnreadable(str(err).splitlines()[0]) from None
+    if not isinstance(settings, dict):
+        raise RunConfigUnreadable("not a mapping")
+    return RunConfigFile(settings)
 
 
 def resolved_of(config_path: Path) -> dict[str, Any]:

@@ -261,7 +261,7 @@ def test_a_dry_run_plans_the_rule_sizes_without_any_calibration(capsys):
 
 def _speed_file(cal, backbone: str, samples_per_s: float) -> None:
     """A `.speed.json` as a cluster study's speed job writes it: one tile, bf16, compiled."""
-    from prism.isoflop.design.calibrate import speed_filename
+    from prism.core.calibration import speed_filename
 
     record = {
         "samples_per_s": samples_per_s,
