@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 import yaml
-from workflow.wfhelpers import BIN, SNAKEMAKE, STUDY, env, make_workdir, planned_run_ids, snakemake
+from workflow.wfhelpers import BIN, SNAKEMAKE, STUDY, env, kernels_setup, make_workdir, planned_run_ids, snakemake
 
 pytestmark = [pytest.mark.cluster, pytest.mark.slow]
 
@@ -31,8 +31,9 @@ CLUSTER = {
     "min_walltime": "00:01:00",
     "nodes": 1,
     # No qsub -V: the Torque-style qsub passes only the -v list then, as PBS Pro does; each job sets
-    # itself up (a login shell, these lines: the venv; two threads at most, as the tests' own shell).
-    "setup": [f"source {BIN}/activate", "export OMP_NUM_THREADS=2"],
+    # itself up (a login shell, these lines: the venv; two threads at most, as the tests' own shell; the
+    # fused CPU kernels this session built).
+    "setup": [f"source {BIN}/activate", "export OMP_NUM_THREADS=2", kernels_setup()],
 }
 MORE_BUDGETS = "budgets=[1e10,2e10,3e10,4e10]"
 # `--quiet=host`: the job blocks (the profile leaves them out), which map Snakemake's job ids to runs.

@@ -16,7 +16,7 @@ import re
 import shutil
 
 import pytest
-from workflow.wfhelpers import BIN, make_workdir, snakemake
+from workflow.wfhelpers import BIN, kernels_setup, make_workdir, snakemake
 
 from .test_cluster import PBS_ARGS
 from .test_cluster_ranks import PALS_MPIEXEC, PBS_JOB_ENV
@@ -44,6 +44,7 @@ def test_probe_runs_the_job_body_and_prices_the_next_dry_run(scheduler, tmp_path
         "setup": [
             f"source {BIN}/activate",
             f"export PATH={shims}:$PATH BASH_ENV={root / 'pbs_job_env.sh'} OMP_NUM_THREADS=1",
+            kernels_setup(),
         ],
         "env": ["PRISM_TEST_UNSET_VARIABLE"],
     }

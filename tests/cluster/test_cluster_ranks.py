@@ -19,7 +19,7 @@ import shutil
 
 import pytest
 import yaml
-from workflow.wfhelpers import BIN, env, make_workdir, planned_run_ids, snakemake
+from workflow.wfhelpers import BIN, env, kernels_setup, make_workdir, planned_run_ids, snakemake
 
 from prism.isoflop.design.pricing import probe_factor
 
@@ -81,8 +81,13 @@ def test_four_ranks_a_node_train_through_the_scheduler_to_a_fit(scheduler, tmp_p
     # The tiny study's ladder one size down, centred on it (N_opt 4.5e4 at 1e10, 6.4e4 at 2e10): trained on
     # 4 ranks of 2 rows each, the tiny study's own smallest size (30k) came out best at both of its budgets.
     ladder = {"backbones": ["15k", "30k", "60k"], "plan": {"prior_k": 0.45}}
-    # No qsub -V: what the jobs need (the venv, the stand-ins) comes from the study's set-up lines.
-    setup = [f"source {BIN}/activate", f"export PATH={shims}:$PATH BASH_ENV={root / 'pbs_job_env.sh'}"]
+    # No qsub -V: what the jobs need (the venv, the stand-ins, the fused CPU kernels this session built)
+    # comes from the study's set-up lines.
+    setup = [
+        f"source {BIN}/activate",
+        f"export PATH={shims}:$PATH BASH_ENV={root / 'pbs_job_env.sh'}",
+        kernels_setup(),
+    ]
     workdir = make_workdir(root / "study", {"cluster": {**CLUSTER, "setup": setup}, "train": TRAIN, **ladder})
     client_env = {k: v for k, v in scheduler.items() if k != "folder"}
     client_env |= {

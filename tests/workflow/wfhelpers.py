@@ -5,6 +5,7 @@ from __future__ import annotations
 import copy
 import os
 import re
+import shlex
 import shutil
 import subprocess
 import sys
@@ -48,6 +49,22 @@ def make_workdir(path: Path, overrides: dict | None = None, tiny: bool = True) -
         config = merged(base, TINY_CONFIG, overrides or {})
         (path / "config" / "config.yaml").write_text(yaml.safe_dump(config, sort_keys=False))
     return path
+
+
+def kernel_builds() -> str:
+    """The fused CPU kernels' build folder of this venv's own (prism.model.kernels: one build per torch build and
+    kernel source in it). Not torch's default, which every venv and checkout of the machine shares: a checkout
+    whose venv lies at another path compiles with other include paths, so each rebuilds the others' build while
+    the jobs that load it wait."""
+    return str(Path(sys.prefix) / "torch-extensions")
+
+
+def kernels_setup() -> str:
+    """A cluster job's set-up line that loads the fused CPU kernels from `kernel_builds()`, built once for the
+    session's studies, instead of building them again under each study's own cache (prism.launch.jobenv moves
+    XDG_CACHE_HOME, and torch's extension cache with it, into the study folder): every study's first job spent
+    tens of seconds of a core compiling them, and the jobs beside it waited on its lock."""
+    return f"export TORCH_EXTENSIONS_DIR={shlex.quote(kernel_builds())}"
 
 
 def env() -> dict[str, str]:
