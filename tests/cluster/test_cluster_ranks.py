@@ -82,7 +82,7 @@ needs_mpich = pytest.mark.skipif(
 
 
 @pytest.fixture(scope="module")
-def ranks_study(scheduler, tmp_path_factory):
+def ranks_study(scheduler, tmp_path_factory, shape_shards):
     """The study's folder, its stand-ins' folder, the client environment, and the output of every Snakemake
     run of it so far (the tests append theirs)."""
     root = tmp_path_factory.mktemp("pbs-ranks")
@@ -103,7 +103,11 @@ def ranks_study(scheduler, tmp_path_factory):
         kernels_setup(),
     ]
     cluster = {**CLUSTER, "setup": setup, "env": ["PRISM_TEST_UNSET_VARIABLE"]}
-    workdir = make_workdir(root / "study", {"cluster": cluster, "train": TRAIN, **ladder})
+    # 2,000 samples of shards of its own (indexed, not built): enough for the runs, and every rank of every
+    # body loads only those. 20 shards: the probe's bodies stream them, each of 4 ranks with 2 workers.
+    shape_shards(root / "shards", 2000, per_shard=100)
+    data = {"shards": {"text_image": str(root / "shards")}}
+    workdir = make_workdir(root / "study", {"cluster": cluster, "train": TRAIN, "data": data, **ladder})
     client_env = {k: v for k, v in scheduler.items() if k != "folder"}
     client_env |= {
         "PATH": f"{shims}:{client_env.get('PATH') or env()['PATH']}",
