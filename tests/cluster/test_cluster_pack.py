@@ -48,7 +48,7 @@ CLUSTER = {
 BUDGETS = [1e10, 1.2e10, 1.5e10, 2e10, 2.5e10]
 
 
-# The CPU kernels' build folder of this venv's own, where Snakemake runs too (the jobs' too: CLUSTER's setup).
+# The CPU kernels' build folder of this checkout's venv, where Snakemake runs too (the jobs' too: CLUSTER's setup).
 KERNELS = {"TORCH_EXTENSIONS_DIR": kernel_builds()}
 
 

@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import copy
+import hashlib
 import os
 import re
 import shlex
 import shutil
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 import yaml
@@ -52,16 +54,18 @@ def make_workdir(path: Path, overrides: dict | None = None, tiny: bool = True) -
 
 
 def kernel_builds() -> str:
-    """The fused CPU kernels' build folder of this venv's own (prism.model.kernels: one build per torch build and
-    kernel source in it). Not torch's default, which every venv and checkout of the machine shares: a checkout
-    whose venv lies at another path compiles with other include paths, so each rebuilds the others' build while
-    the jobs that load it wait."""
-    return str(Path(sys.prefix) / "torch-extensions")
+    """The fused CPU kernels' build folder of this checkout's venv (prism.model.kernels: one build per torch build
+    and kernel source in it), under the temporary folder, named after the venv's path. Not torch's default, nor
+    one inside the venv: every checkout of the machine would share the one, and checkouts that link one venv the
+    other; a venv at another path compiles with other include paths, so each would rebuild the others' build
+    while the jobs that load it wait (a job's walltime can be one minute here)."""
+    key = hashlib.sha256(sys.prefix.encode()).hexdigest()[:12]
+    return os.path.join(tempfile.gettempdir(), f"prism-kernels-{key}")
 
 
 def kernels_setup() -> str:
     """A cluster job's set-up line that loads the fused CPU kernels from `kernel_builds()`, built once for the
-    session's studies, instead of building them again under each study's own cache (prism.launch.jobenv moves
+    checkout's studies, instead of building them again under each study's own cache (prism.launch.jobenv moves
     XDG_CACHE_HOME, and torch's extension cache with it, into the study folder): every study's first job spent
     tens of seconds of a core compiling them, and the jobs beside it waited on its lock."""
     return f"export TORCH_EXTENSIONS_DIR={shlex.quote(kernel_builds())}"
