@@ -1,12 +1,15 @@
 """The workflow through profiles/aurora against a real local scheduler (Slurm + Torque qsub).
 
 The tests run in order on one study: a full run, an interrupted one, a failing one, and the
-rerun that finishes it. A job stopped at its walltime and resumed is test_cluster_pack.py's last
-test (the pack is how a cluster study's one-device runs go out).
+rerun that finishes it. Its data are shards the study writes itself (data.shards), which the data
+rule indexes where Snakemake runs and the jobs read where they lie. A job stopped at its walltime
+and resumed is test_cluster_pack.py's last test (the pack is how a cluster study's one-device runs
+go out).
 """
 
 from __future__ import annotations
 
+import json
 import math
 import os
 import re
@@ -17,7 +20,7 @@ from pathlib import Path
 
 import pytest
 import yaml
-from workflow.wfhelpers import BIN, SNAKEMAKE, STUDY, env, make_workdir, planned_run_ids, snakemake
+from workflow.wfhelpers import BIN, SNAKEMAKE, STUDY, env, kernels_setup, make_workdir, planned_run_ids, snakemake
 
 pytestmark = [pytest.mark.cluster, pytest.mark.slow]
 
@@ -31,8 +34,9 @@ CLUSTER = {
     "min_walltime": "00:01:00",
     "nodes": 1,
     # No qsub -V: the Torque-style qsub passes only the -v list then, as PBS Pro does; each job sets
-    # itself up (a login shell, these lines: the venv; two threads at most, as the tests' own shell).
-    "setup": [f"source {BIN}/activate", "export OMP_NUM_THREADS=2"],
+    # itself up (a login shell, these lines: the venv; two threads at most, as the tests' own shell; the
+    # fused CPU kernels this session built).
+    "setup": [f"source {BIN}/activate", "export OMP_NUM_THREADS=2", kernels_setup()],
 }
 MORE_BUDGETS = "budgets=[1e10,2e10,3e10,4e10]"
 # `--quiet=host`: the job blocks (the profile leaves them out), which map Snakemake's job ids to runs.
@@ -49,10 +53,20 @@ PBS_ARGS = (
 
 
 @pytest.fixture(scope="module")
-def study(scheduler, tmp_path_factory):
-    workdir = make_workdir(tmp_path_factory.mktemp("pbs-study"), {"cluster": CLUSTER})
+def study(scheduler, tmp_path_factory, shape_shards):
+    root = tmp_path_factory.mktemp("pbs-study")
+    shape_shards(root / "shards", 2000, per_shard=500)
+    workdir = make_workdir(
+        root / "study", {"cluster": CLUSTER, "data": {"shards": {"text_image": str(root / "shards")}}}
+    )
     client_env = {k: v for k, v in scheduler.items() if k != "folder"}
     return workdir, client_env
+
+
+@pytest.fixture(scope="module")
+def outputs() -> dict[str, str]:
+    """The output of the study's Snakemake runs that a later test reads, by name (the first test's)."""
+    return {}
 
 
 def pbs(study, *args, check=True, timeout=600):
@@ -115,9 +129,9 @@ def ctrl_c(proc: subprocess.Popen, log: Path, presses: int = 24, patience: float
     raise AssertionError(f"snakemake still running after {presses} Ctrl-C, {patience:.0f} s apart")
 
 
-def test_every_training_job_goes_through_qsub(study):
+def test_every_training_job_goes_through_qsub(study, outputs):
     workdir, client_env = study
-    planned = pbs(study, "plan_text_image").stdout
+    planned = outputs["plan"] = pbs(study, "plan_text_image").stdout
     # The timed steps are jobs too: each times a training run's steps where the runs train.
     speeds = list((workdir / "scaling-study" / "calibration").glob("*.speed.json"))
     assert len(submitted(planned)) == len(speeds) > 0 and "localrule speed" not in planned
@@ -145,6 +159,17 @@ def test_every_training_job_goes_through_qsub(study):
         minutes = min(120, max(1, math.ceil(rows[run]["hours_here"] * 3600 * factor / 60)))
         assert walltime == f"{minutes // 60:02d}:{minutes % 60:02d}:00", (run, rows[run]["hours_here"], walltime)
     assert len(set(asked.values())) > 1  # the estimates, not one fixed walltime
+
+
+def test_the_study_on_its_own_shards_indexes_them_where_snakemake_runs(study, outputs):
+    """The study of the test before, on the shards the fixture wrote: the index ran on the login node (a
+    local rule), the manifest points at the shards where they lie, and the jobs trained on them to the fit."""
+    workdir, _ = study
+    planned = outputs["plan"]
+    assert "localrule data" in planned and "prism data index" in planned
+    data = workdir / "scaling-study" / "data" / "text_image"
+    assert json.loads((data / "manifest.json").read_text())["shards_dir"] == str(workdir.parent / "shards")
+    assert (workdir / "scaling-study" / "text_image" / "fit" / "e2e.json").is_file()
 
 
 def block_the_node(client_env) -> str:

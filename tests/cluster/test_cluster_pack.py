@@ -16,12 +16,11 @@ import math
 import re
 import shutil
 import statistics
-import sys
 from pathlib import Path
 
 import pytest
 from local_pbs import completed_jobs
-from workflow.wfhelpers import SMOKE, STUDY, make_workdir, planned_run_ids, snakemake
+from workflow.wfhelpers import SMOKE, STUDY, kernel_builds, kernels_setup, make_workdir, planned_run_ids, snakemake
 
 from prism.core.ids import format_budget, run_id
 from prism.perf.reader import read_perf
@@ -42,14 +41,15 @@ CLUSTER = {
     "nodes": 1,
     "ranks_per_node": SLOTS,
     "pack": True,
+    # The fused CPU kernels this session built, not a build of the study's own in its first job.
+    "setup": [kernels_setup()],
 }
 # Five budgets of the smoke study's three sizes: 12 runs or more (the plan drops a run of too few steps).
 BUDGETS = [1e10, 1.2e10, 1.5e10, 2e10, 2.5e10]
 
 
-# The CPU kernels' build folder of this venv's own (the default one is shared by every venv of the
-# machine, and a build for another venv's torch is rebuilt while every run of a pack waits on it).
-KERNELS = {"TORCH_EXTENSIONS_DIR": str(Path(sys.prefix) / "torch-extensions")}
+# The CPU kernels' build folder of this checkout's venv, where Snakemake runs too (the jobs' too: CLUSTER's setup).
+KERNELS = {"TORCH_EXTENSIONS_DIR": kernel_builds()}
 
 
 @pytest.fixture(scope="module")

@@ -1,4 +1,7 @@
-"""A wsd study through profiles/aurora: every stable segment and every branch is one scheduler job."""
+"""A wsd study through profiles/aurora: every stable segment and every branch is one scheduler job.
+
+Its data are 2,000 samples of shards the test writes (data.shards: indexed, not built), enough for the
+tiny study's runs, whose jobs each load the split they train on."""
 
 from __future__ import annotations
 
@@ -12,10 +15,16 @@ from .test_cluster import CLUSTER, PBS_ARGS, status_records, submitted
 pytestmark = [pytest.mark.cluster, pytest.mark.slow]
 
 
-def test_segments_and_branches_are_scheduler_jobs(scheduler, tmp_path_factory):
+def test_segments_and_branches_are_scheduler_jobs(scheduler, tmp_path_factory, shape_shards):
+    root = tmp_path_factory.mktemp("pbs-wsd")
+    shape_shards(root / "shards", 2000, per_shard=500)
     workdir = make_workdir(
-        tmp_path_factory.mktemp("pbs-wsd"),
-        {"cluster": CLUSTER, "train": {"device": "cpu", "threads": 1, "schedule": "wsd"}},
+        root / "study",
+        {
+            "cluster": CLUSTER,
+            "train": {"device": "cpu", "threads": 1, "schedule": "wsd"},
+            "data": {"shards": {"text_image": str(root / "shards")}},
+        },
     )
     client_env = {k: v for k, v in scheduler.items() if k != "folder"}
     out = snakemake(workdir, *PBS_ARGS, "collect_text_image", extra_env=client_env, timeout=1800).stdout

@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import copy
+import hashlib
 import os
 import re
+import shlex
 import shutil
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 import yaml
@@ -48,6 +51,24 @@ def make_workdir(path: Path, overrides: dict | None = None, tiny: bool = True) -
         config = merged(base, TINY_CONFIG, overrides or {})
         (path / "config" / "config.yaml").write_text(yaml.safe_dump(config, sort_keys=False))
     return path
+
+
+def kernel_builds() -> str:
+    """The fused CPU kernels' build folder of this checkout's venv (prism.model.kernels: one build per torch build
+    and kernel source in it), under the temporary folder, named after the venv's path. Not torch's default, nor
+    one inside the venv: every checkout of the machine would share the one, and checkouts that link one venv the
+    other; a venv at another path compiles with other include paths, so each would rebuild the others' build
+    while the jobs that load it wait (a job's walltime can be one minute here)."""
+    key = hashlib.sha256(sys.prefix.encode()).hexdigest()[:12]
+    return os.path.join(tempfile.gettempdir(), f"prism-kernels-{key}")
+
+
+def kernels_setup() -> str:
+    """A cluster job's set-up line that loads the fused CPU kernels from `kernel_builds()`, built once for the
+    checkout's studies, instead of building them again under each study's own cache (prism.launch.jobenv moves
+    XDG_CACHE_HOME, and torch's extension cache with it, into the study folder): every study's first job spent
+    tens of seconds of a core compiling them, and the jobs beside it waited on its lock."""
+    return f"export TORCH_EXTENSIONS_DIR={shlex.quote(kernel_builds())}"
 
 
 def env() -> dict[str, str]:
