@@ -190,13 +190,18 @@ def job_compile(record: dict | None, nodes: int, steps_s: float | None) -> str:
     return "static" if steps_s >= float(payback) else "none"
 
 
+def record_bodies(record: dict) -> dict[str, Any]:
+    """Every body of a probe record by part: eager, compiled, resume, then each pack body as "packed SIZE"."""
+    bodies = {part: record.get(part) for part in ("eager", "compiled", "resume")}
+    return {**bodies, **{f"packed {b}": body for b, body in (record.get("packed") or {}).items()}}
+
+
 def sigterm_warning(record: dict) -> str | None:
     """The plain words when a body's ranks did not checkpoint at SIGTERM (None when every body did): the
     probe signals `mpiexec`, and a launcher that does not pass SIGTERM on to the ranks (PALS' forwarding
     is untested by prism) leaves them killed without a checkpoint, so a job stopped at its walltime
     would lose everything since its last periodic checkpoint."""
-    bodies = {part: record.get(part) for part in ("eager", "compiled", "resume")}
-    bodies.update({f"packed {b}": body for b, body in (record.get("packed") or {}).items()})
+    bodies = record_bodies(record)
     ran = {part: body for part, body in bodies.items() if isinstance(body, dict) and signalled_after_steps(body)}
     lost = [part for part, body in ran.items() if body.get("checkpoint_step") is None]
     if not lost:
@@ -219,8 +224,7 @@ def body_warning(record: dict) -> str | None:
     """The plain words when a body measured nothing (hung, ended on its own, not run; None when each stepped):
     what the plan then assumes instead is said by the plan."""
     said = []
-    packed = {f"packed {b}": body for b, body in (record.get("packed") or {}).items()}
-    for part, body in {**{p: record.get(p) for p in ("eager", "compiled", "resume")}, **packed}.items():
+    for part, body in record_bodies(record).items():
         if not isinstance(body, dict) or body.get("outcome") not in ("hung", "finished", "not run"):
             continue
         if body["outcome"] == "hung":

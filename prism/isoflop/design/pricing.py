@@ -46,8 +46,8 @@ class Cost:
     node_peak_flops: float | None = None  # what a measured speed's MFU is of
     # Which peak that is: the vendor's figure (plan.node_peak_flops) until the probe measured one (prism.runtime.peak).
     peak_label: str = "the vendor's node peak plan.node_peak_flops"
-    # The probe's samples/s per rank over the speed job's, by measured size: (flops per sample, factor).
-    factors: dict[str, tuple[float, float]] = field(default_factory=dict)
+    # The probe's samples/s per rank over the speed job's, by measured size (`Factors`).
+    factors: Factors = field(default_factory=dict)
     probe_note: str = ""
 
     @classmethod
@@ -148,10 +148,9 @@ def probe_factors(record: dict, candidates: list[Candidate]) -> Factors:
     }
 
 
-def factor_note(
-    factors: dict[str, tuple[float, float, str]], cost: Cost, candidates: list[Candidate], where: str
-) -> str:
+def factor_note(cost: Cost, candidates: list[Candidate], where: str) -> str:
     """Which measured size priced which sizes, and by what factor."""
+    factors = cost.factors
     priced_by: dict[str, list[str]] = {b: [] for b in factors}
     for cand in candidates:
         nearest = cost.nearest(cand)
@@ -190,8 +189,8 @@ def priced(cost: Cost, path: str | Path | None, candidates: list[Candidate]) -> 
     cost = measured_peak(cost, record)
     factors = probe_factors(record, candidates)
     if factors:
-        cost = replace(cost, factors={b: (fps, factor) for b, (fps, factor, _) in factors.items()})
-        return replace(cost, probe_note=factor_note(factors, cost, candidates, where))
+        cost = replace(cost, factors=factors)
+        return replace(cost, probe_note=factor_note(cost, candidates, where))
     fps = next((c.flops_per_sample for c in candidates if c.backbone == record["backbone"]), None)
     rate = probe_body(record).get("samples_per_s_per_rank")
     if fps and rate and cost.ranks_per_node:
