@@ -63,6 +63,10 @@ class Approach3Options:
     agree_rtol: float = 1e-6
     agree_atol: float = 1e-3
 
+    def lbfgs(self) -> dict:
+        """L-BFGS-B's options for every local fit (the optimum, the bootstrap's refits, the profile's)."""
+        return {"ftol": self.ftol, "gtol": self.gtol, "maxiter": self.maxiter, "maxcor": 10}
+
 
 def _one_blas_thread():
     """L-BFGS-B makes thousands of tiny BLAS calls; a multi-threaded BLAS spins on each of them
@@ -159,7 +163,7 @@ def _local(theta0, args, opts: Approach3Options) -> tuple[np.ndarray, float]:
         jac=True,
         method="L-BFGS-B",
         bounds=BOUNDS,
-        options={"ftol": opts.ftol, "gtol": opts.gtol, "maxiter": opts.maxiter, "maxcor": 10},
+        options=opts.lbfgs(),
     )
     x, f = res.x, float(res.fun)
     if min(x[3], x[4]) > AT_BOUND:
@@ -292,7 +296,7 @@ def _bootstrap_loop(log_n, log_d, log_l, counts, theta0, out, options) -> None:
             jac=True,
             method="L-BFGS-B",
             bounds=BOUNDS,
-            options={"ftol": options.ftol, "gtol": options.gtol, "maxiter": options.maxiter, "maxcor": 10},
+            options=options.lbfgs(),
         )
         a, b, e, alpha, beta = res.x
         out[i] = (math.exp(e), math.exp(a), math.exp(b), alpha, beta)
@@ -372,7 +376,7 @@ def _at_a(a: float, phi0: np.ndarray, args, options: Approach3Options) -> tuple[
         jac=True,
         method="L-BFGS-B",
         bounds=BOUNDS[:4],
-        options={"ftol": options.ftol, "gtol": options.gtol, "maxiter": options.maxiter, "maxcor": 10},
+        options=options.lbfgs(),
     )
     return float(res.fun), res.x
 
