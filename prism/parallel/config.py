@@ -188,8 +188,14 @@ def local_device(device_type: str, local_rank: int) -> torch.device:
     return torch.device(device_type, local_rank)
 
 
-def destroy() -> None:
+def destroy(barrier: bool = True) -> None:
+    """Leave the process group. After a run that ended on every rank (`barrier`), all ranks first meet past
+    their last collective, so that no rank tears its connections down while another still uses them (a
+    gloo rank that did so could abort at exit, failing a run that finished). After an error the ranks may
+    not all get here: no barrier then."""
     import torch.distributed as dist  # noqa: PLC0415 lazy: torch
 
     if dist.is_available() and dist.is_initialized():
+        if barrier:
+            dist.barrier()
         dist.destroy_process_group()

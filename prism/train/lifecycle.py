@@ -68,9 +68,12 @@ def train(config: RunConfig, retrain: bool | None = None, wait_lock: bool | None
                     finished_run.forget(config.out_dir, config, why="a kept checkpoint is missing")
         trainer = Trainer(config, env)
         try:
-            return trainer.train()
-        finally:
-            trainer.close()
+            metrics = trainer.train()
+        except BaseException:
+            trainer.close(ended=False)
+            raise
+        trainer.close()
+        return metrics
 
 
 def restore_only(config: RunConfig, world_size: int) -> bool:

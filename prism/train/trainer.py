@@ -192,13 +192,15 @@ class Trainer(Checkpointing, RunRecording):
             for key in ("tokens", "modality", "labels")
         )
 
-    def close(self) -> None:
+    def close(self, ended: bool = True) -> None:
+        """Release the loader, the records and the process group; `ended`: training returned on every rank
+        (else an error is on its way out, and no rank waits for the others)."""
         if hasattr(self.loader, "close"):
             self.loader.close()  # the stream's worker processes
         self.tracking.close()
         self.perf.close()
         self.evals.close()
-        destroy()
+        destroy(barrier=ended)
 
     # --- one step --------------------------------------------------------------------
 

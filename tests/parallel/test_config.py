@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+import socket
+import time
+from typing import Any
+
 import pytest
 
 from prism.core.errors import PrismError
-from prism.parallel.config import BACKENDS, ParallelConfig
+from prism.parallel.config import BACKENDS, ParallelConfig, destroy
 from prism.runtime import DEVICES
 
 
@@ -86,3 +90,32 @@ def test_one_process_wrap_trains_like_the_plain_model(strategy):
         assert run(True) == pytest.approx(run(False), rel=1e-6)
     finally:
         destroy()
+
+
+def _leave(rank: int, port: int, delay_s: float, left: Any) -> None:
+    import torch.distributed as dist
+
+    dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=2)
+    if rank == 0:
+        time.sleep(delay_s)  # the slower rank: still at work when the other leaves
+        left[rank] = time.monotonic()
+        destroy()
+    else:
+        destroy()
+        left[rank] = time.monotonic()
+
+
+@pytest.mark.distributed
+def test_no_rank_leaves_the_group_before_the_others_finish():
+    """A finished run's ranks leave together: the fast rank's teardown waits for the slow one (with gloo, a
+    rank whose peer closed its connections early could abort at exit and fail a finished run)."""
+    import torch.multiprocessing as mp
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    with mp.Manager() as manager:
+        left = manager.dict()
+        mp.spawn(_leave, args=(port, 1.0, left), nprocs=2, join=True)
+        slow, fast = left[0], left[1]
+    assert fast >= slow
