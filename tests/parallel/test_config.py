@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import socket
 import time
 from typing import Any
 
@@ -10,6 +9,7 @@ import pytest
 
 from prism.core.errors import PrismError
 from prism.parallel.config import BACKENDS, ParallelConfig, destroy
+from prism.parallel.env import free_port
 from prism.runtime import DEVICES
 
 
@@ -111,11 +111,8 @@ def test_no_rank_leaves_the_group_before_the_others_finish():
     rank whose peer closed its connections early could abort at exit and fail a finished run)."""
     import torch.multiprocessing as mp
 
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port = sock.getsockname()[1]
     with mp.Manager() as manager:
         left = manager.dict()
-        mp.spawn(_leave, args=(port, 1.0, left), nprocs=2, join=True)
+        mp.spawn(_leave, args=(free_port(), 1.0, left), nprocs=2, join=True)
         slow, fast = left[0], left[1]
     assert fast >= slow

@@ -6,7 +6,6 @@ import json
 import os
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -14,6 +13,7 @@ from pathlib import Path
 
 import pytest
 
+from prism.parallel.env import free_port
 from prism.train.rundir.runfiles import read_jsonl
 
 pytestmark = [pytest.mark.slow, pytest.mark.distributed]
@@ -29,12 +29,6 @@ def train_cmd(launcher: list[str], tiny: list[str], flags: list[str], shards: Pa
     """`prism train` of the tiny model under a two-process launcher (torchrun, mpiexec): one command line."""
     return [*launcher, "-m", "prism", "train", *tiny, *flags, "--data", str(shards), "--out", str(out),
             "--strategy", strategy, *extra]  # fmt: skip
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 @pytest.fixture(scope="module")
