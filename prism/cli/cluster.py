@@ -63,6 +63,14 @@ def _register_probe(verbs: argparse._SubParsersAction) -> None:
         help="--part resume: also run this size as a pack's one-tile run at this micro-batch (all at once, each on "
         "a slot of the node); the workflow gives the study's smallest and largest one-tile sizes",
     )
+    p.add_argument(
+        "--spread",
+        type=int,
+        default=1,
+        metavar="K",
+        help="--part resume: also run the last --packed size spread over K slots of the node (one K-rank run of "
+        "--strategy), beside its one-tile run, to measure what spreading a pack's run gains (1: not)",
+    )
     p.add_argument("--first", help="--part resume: the first part's record")
     p.add_argument("--out", required=True, help="the record (JSON) to write")
     p.set_defaults(func=_probe)
@@ -86,7 +94,7 @@ def _probe(args: argparse.Namespace) -> int:
     probe = Probe(args.family, args.backbone, args.regime, args.data, args.calibration_dir, args.global_batch,
                   args.device, args.strategy, args.procs_per_node, args.storage, args.seconds, args.folder,
                   workers=args.workers, precision=args.precision, why=args.why, walltime_s=args.walltime_s,
-                  packed=tuple(_packed(text) for text in args.packed))  # fmt: skip
+                  packed=tuple(_packed(text) for text in args.packed), spread=args.spread)  # fmt: skip
     if args.part == "first":
         record = probe_first(probe, Path(args.out))
     elif not args.first:

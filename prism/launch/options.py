@@ -112,7 +112,7 @@ class ClusterOptions:
     pack_efficiency: float = option(
         0.9,
         "The ASSUMED share of a device's speed a spread run keeps per doubling of its devices (k devices run "
-        "it k x this^log2(k) times as fast): what the pack's walltime is priced with until measured.",
+        "it k x this^log2(k) times as fast): what the pack's walltime is priced with until the probe has measured it.",
         exclusive_minimum=0,
         maximum=1,
     )

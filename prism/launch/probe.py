@@ -14,9 +14,12 @@ its gain in samples/s, the checkpoint at SIGTERM and the resume; and the samples
 with the loader. The second job also runs what a pack runs: the study's smallest and largest sizes
 that fit one tile (`packed`), each one rank of its own slot (prism.launch.slots) at its planned
 micro-batch with the streamed loader, both at once as a pack's runs share a node, in the compile
-mode the first job chose. The plan prices the study from it (prism.isoflop.design.pricing: each
-size from its nearest measured rate), and each training job compiles only where it measured a gain
-that the job is long enough to win back.
+mode the first job chose; where the study spreads its packs' long runs over several tiles, the
+largest also runs so spread (`spread`: one multi-rank run of the study's strategy) beside its
+one-tile run, and their ratio is the speed a spread run keeps. The plan prices the study from it
+(prism.isoflop.design.pricing: each size from its nearest measured rate; a spread run from the
+measured ratio), and each training job compiles only where it measured a gain that the job is long
+enough to win back.
 A body whose ranks wrote no checkpoint at SIGTERM (a launcher that does not forward it) is said
 plainly in the record (`sigterm_warning`) and the plan. Each body runs under limits of its own
 (prism.launch.probebody: a start limit, its steps, SIGTERM, a grace, SIGKILL), every one ends before
@@ -90,6 +93,9 @@ class Probe:
     why: str = ""  # why this size (prism.workflow.probe.probed_size)
     # A pack's one-tile sizes, (backbone, planned micro-batch), smallest first (prism.workflow.probe.packed_sizes).
     packed: tuple[tuple[str, int], ...] = ()
+    # The devices of a pack the largest of them also runs spread over (one multi-rank run; 1: none), where the
+    # study spreads its packs' long runs (prism.workflow.probe.spread_devices).
+    spread: int = 1
 
     def run(self, mode: str) -> RunConfig:
         """The run of one compile `mode` (its own run directory, so the two never resume each other)."""
@@ -108,10 +114,16 @@ class Probe:
         run = replace(self.run(mode), backbone=backbone, strategy="none", out=out)
         return replace(run, micro_batch=micro_batch) if micro_batch < self.global_batch else run
 
-    def slot_argv(self, body: Path) -> list[str]:
-        """`bash body` on a free slot of the node, as a pack's training job runs it (prism.launch.slots)."""
+    def spread_run(self, backbone: str, micro_batch: int, mode: str) -> RunConfig:
+        """`packed_run` spread over `spread` devices of the pack, as a pack runs a long run: the study's
+        strategy over one rank a device, its global batch and micro-batch unchanged."""
+        out = str(Path(self.folder, f"spread-{backbone}-x{self.spread}"))
+        return replace(self.packed_run(backbone, micro_batch, mode), strategy=self.strategy, out=out)
+
+    def slot_argv(self, body: Path, devices: int = 1) -> list[str]:
+        """`bash body` on `devices` free slots of the node, as a pack's training job runs it (prism.launch.slots)."""
         slots = ["-m", "prism.launch.slots", "--slots", str(self.procs_per_node), "--device", self.device]
-        return [sys.executable, *slots, "--", "bash", str(body)]
+        return [sys.executable, *slots, "--devices", str(devices), "--", "bash", str(body)]
 
 
 def run_body(
@@ -191,9 +203,13 @@ def job_compile(record: dict | None, nodes: int, steps_s: float | None) -> str:
 
 
 def record_bodies(record: dict) -> dict[str, Any]:
-    """Every body of a probe record by part: eager, compiled, resume, then each pack body as "packed SIZE"."""
+    """Every body of a probe record by part: eager, compiled, resume, each pack body as "packed SIZE", then
+    the spread one as "spread SIZE xK"."""
     bodies = {part: record.get(part) for part in ("eager", "compiled", "resume")}
-    return {**bodies, **{f"packed {b}": body for b, body in (record.get("packed") or {}).items()}}
+    bodies.update({f"packed {b}": body for b, body in (record.get("packed") or {}).items()})
+    if spread := record.get("spread"):
+        bodies[f"spread {spread['backbone']} x{spread['devices']}"] = spread
+    return bodies
 
 
 def sigterm_warning(record: dict) -> str | None:
@@ -281,24 +297,51 @@ def time_left(probe: Probe, until: float) -> bool:
 
 
 def run_packed(probe: Probe, mode: str) -> dict:
-    """The pack's bodies (`probe.packed`), all at once on a slot each, under one set of limits: by backbone,
-    what each did, its planned micro-batch and which size it stands for (a body not run is said)."""
+    """The pack's bodies (`probe.packed`, and the largest spread over `probe.spread` devices where it spreads),
+    all at once on slots of their own, under one set of limits: `packed` by backbone, what each did, its
+    planned micro-batch and which size it stands for, and `spread` (a body not run is said)."""
     until = job_until(probe.walltime_s)
     roles = packed_roles(probe.packed)
+    spread = probe.packed[-1] if probe.packed and probe.spread > 1 else None
+    parts = [(b, m, 1) for b, m in probe.packed] + ([(SPREAD, spread[1], probe.spread)] if spread else [])
     with job_sigterm():
         if JOB_STOPPED.is_set() or not time_left(probe, until):
             why = "the probe's job was stopped (SIGTERM)" if JOB_STOPPED.is_set() else "too little walltime was left"
-            did = {b: {"outcome": "not run", "why": why} for b, _ in probe.packed}
+            did = {part: {"outcome": "not run", "why": why} for part, _, _ in parts}
         else:
             limits = Limits(probe.seconds, until)
-            with ThreadPoolExecutor(max_workers=len(probe.packed) or 1) as pool:
-                runs = {b: pool.submit(run_packed_body, probe, b, m, mode, limits) for b, m in probe.packed}
-                did = {b: future.result() for b, future in runs.items()}
-    return {b: {**did[b], "micro_batch": m, "role": roles[b]} for b, m in probe.packed}
+            with ThreadPoolExecutor(max_workers=len(parts) or 1) as pool:
+                runs = {part: pool.submit(run_packed_body, probe, spread[0] if part == SPREAD else part, m, mode,
+                                          limits, k) for part, m, k in parts}  # fmt: skip
+                did = {part: future.result() for part, future in runs.items()}
+    out: dict[str, Any] = {"packed": {b: {**did[b], "micro_batch": m, "role": roles[b]} for b, m in probe.packed}}
+    if spread:
+        backbone, micro = spread
+        one = out["packed"][backbone]
+        out["spread"] = {**did[SPREAD], "backbone": backbone, "devices": probe.spread, "micro_batch": micro,
+                         **spread_speedup(did[SPREAD], one, probe.spread)}  # fmt: skip
+    return out
 
 
-def run_packed_body(probe: Probe, backbone: str, micro_batch: int, mode: str, limits: Limits) -> dict:
-    return run_body(probe.packed_run(backbone, micro_batch, mode), 1, probe.storage, limits, wrap=probe.slot_argv)
+# The part of the probe's pack bodies that runs spread over several devices.
+SPREAD = "spread"
+
+
+def run_packed_body(probe: Probe, backbone: str, micro_batch: int, mode: str, limits: Limits, devices: int) -> dict:
+    run = (probe.spread_run if devices > 1 else probe.packed_run)(backbone, micro_batch, mode)
+    return run_body(run, devices, probe.storage, limits, wrap=lambda body: probe.slot_argv(body, devices))
+
+
+def spread_speedup(spread: dict, one: dict, devices: int) -> dict:
+    """How many times as fast the spread body ran its size as the one-tile body did (both at once, side by
+    side on one node), and the share of a device's speed it kept per doubling of its devices (at most 1):
+    what prices a pack's spread runs in place of the assumed `cluster.pack_efficiency`. None where either
+    body measured no speed."""
+    per_rank, alone = spread.get("samples_per_s_per_rank"), one.get("samples_per_s_per_rank")
+    if not per_rank or not alone or devices < 2:
+        return {"speedup": None, "efficiency": None}
+    speedup = per_rank * devices / alone
+    return {"speedup": speedup, "efficiency": min(1.0, (speedup / devices) ** (1 / math.log2(devices)))}
 
 
 def packed_roles(packed: tuple[tuple[str, int], ...]) -> dict[str, str]:
@@ -340,7 +383,7 @@ def probe_resume(probe: Probe, first: Path, out: Path) -> dict:
     resumed = run_bodies(probe, [("resume", "none")])["resume"]
     record["resume"] = {"resume_s": resumed.get("first_step_s"), **started, **resumed}
     if probe.packed:
-        record["packed"] = run_packed(probe, record.get("compile") or "none")
+        record.update(run_packed(probe, record.get("compile") or "none"))
     record["measured_at"] = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
     record["startup_s"] = startup_s(record)
     record["startup_by_phase"] = startup_by_phase(record)

@@ -176,7 +176,8 @@ class JobSchedule(Packs):
             if self.packing:
                 packs = list({id(p): p for p in self.packs_by_job(family, rows).values()}.values())
                 once_s, _, said = probe.pack_startup(self.study, family)
-                return resources.packs_text(cluster, family, len(rows), packs, once_s, said)
+                efficiency = probe.pack_efficiency(self.study, family)
+                return resources.packs_text(cluster, family, len(rows), packs, once_s, said, efficiency)
             for backbone, nodes, estimate in self.training_jobs(rows):  # each job's queue holds it
                 resources.queue_for(cluster, nodes, resources.request_s(cluster, estimate, backbone, startup[0]))
         except PrismError as err:  # a job no queue holds: refused before anything is submitted

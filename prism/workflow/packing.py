@@ -13,7 +13,7 @@ run on several devices of its pack at once (one multi-rank run pinned to them, i
 micro-batch unchanged, each device accumulating fewer micro-batches): `spread_units` picks, for the
 pack, the device counts whose list schedule ends first. k devices run a unit `speedup(k)` times as
 fast: k x efficiency^log2(k), an ASSUMED scaling efficiency per doubling (`cluster.pack_efficiency`)
-until measured.
+until the probe measures it (prism.workflow.probe.pack_efficiency).
 
 A pack's walltime is what its units need in series over its slots (longest processing time
 first, each unit on the least-loaded slot) times the safety factor; the fewest packs whose

@@ -10,8 +10,6 @@ from collections.abc import Callable
 from dataclasses import replace
 from typing import Any
 
-from prism.isoflop.design.placement import SHARDED
-from prism.launch.registry import get
 from prism.workflow import probe, resources
 from prism.workflow.engine import pending_or
 from prism.workflow.packing import Pack, Unit, make_packs, packable, widths
@@ -35,7 +33,7 @@ class Packs:
             cluster = self.study.cluster
             units = [replace(u, widths=self.widths(rows, u)) for u in self.units(rows, probe.pack_startup(
                 self.study, family)[1])]  # fmt: skip
-            efficiency = float(cluster.get("pack_efficiency", 1.0)) if self.spreading else None
+            efficiency = probe.pack_efficiency(self.study, family)[0] if self.spreading else None
             packs = make_packs(units, int(cluster["ranks_per_node"]), resources.pack_limit_s(cluster),
                                prefix=f"{family}-pack", efficiency=efficiency)  # fmt: skip
             cached = (rows, {job: pack for pack in packs for job in pack.jobs})
@@ -44,15 +42,8 @@ class Packs:
 
     @property
     def spreading(self) -> bool:
-        """Whether a pack's long units may spread over several of its devices: cluster.pack_spread > 1, a
-        strategy that shards (its memory on k devices is at most its one-device placement's), and a job body
-        of several ranks bound to the slots it holds (`Launcher.binds_slots`: the aurora launcher's)."""
-        train = self.study.train
-        return (
-            int(self.study.cluster.get("pack_spread") or 1) > 1
-            and train.strategy in SHARDED
-            and get(train.launcher).binds_slots
-        )
+        """Whether a pack's long units may spread over several of its devices (prism.workflow.probe.spreads)."""
+        return probe.spreads(self.study)
 
     def widths(self, rows: Rows, unit: Unit) -> tuple[int, ...]:
         """The device counts `unit` may spread over: those that keep every run of it at its batch and micro-batch."""

@@ -3,8 +3,9 @@
 A study whose training jobs are aurora bodies is probed: two short jobs in the debug queue run
 the real body of its largest size that fits a node and, where the study packs its runs
 (cluster.pack), a pack's runs of its smallest and largest sizes that fit one tile at their planned
-micro-batches (prism.launch.probe), and the plan reads their record, so the plan (and every
-training job after it) waits for them. Until the record exists the
+micro-batches (prism.launch.probe), the largest also spread over devices of the pack where the study
+spreads its packs' long runs (cluster.pack_spread, whose measured speed then prices those runs), and
+the plan reads their record, so the plan (and every training job after it) waits for them. Until the record exists the
 start-up of a job is assumed (ASSUMED_STARTUP_S) and said to be; once it exists, every training
 job's walltime adds the start-up it measured, and each job's `--compile` follows from the
 probe's compile seconds and gain and the job's own length (never on 10 nodes or more).
@@ -16,7 +17,7 @@ from typing import Any
 
 from prism.core.errors import PrismError
 from prism.core.families import FamilySpec, family_spec
-from prism.isoflop.design.placement import GIB, Devices, RunShape, place, run_shape, study_devices
+from prism.isoflop.design.placement import GIB, SHARDED, Devices, RunShape, place, run_shape, study_devices
 from prism.isoflop.design.pricing import read_probe
 from prism.launch.jobenv import job_env, job_setup
 from prism.launch.probe import job_compile, job_seconds
@@ -24,6 +25,7 @@ from prism.launch.queues import parse_queues
 from prism.launch.registry import get
 from prism.launch.walltime import walltime_seconds, walltime_text
 from prism.model.paramcount import component_params, trainable_params
+from prism.workflow.packing import widths
 from prism.workflow.resources import walltime_minutes
 from prism.workflow.study import Study
 
@@ -115,6 +117,41 @@ def packed_sizes(study: Study, backbones: list[str], family: str) -> list[tuple[
     return one_tile_sizes(family, backbones, study.regime, study.specs[family], devices, probe_batch(study))
 
 
+def spreads(study: Study) -> bool:
+    """Whether a pack's long units may spread over several of its devices: cluster.pack_spread > 1, a
+    strategy that shards (its memory on k devices is at most its one-device placement's), and a job body
+    of several ranks bound to the slots it holds (`Launcher.binds_slots`: the aurora launcher's)."""
+    train = study.train
+    return (
+        int(study.cluster.get("pack_spread") or 1) > 1 and train.strategy in SHARDED and get(train.launcher).binds_slots
+    )
+
+
+def spread_devices(study: Study, packed: list[tuple[str, int]]) -> int:
+    """The devices the probe spreads the largest of its `packed` sizes over (1: none): the most, up to
+    cluster.pack_spread, that keep its global batch and micro-batch (prism.workflow.packing.widths) and
+    leave the node a slot for each one-tile body beside it."""
+    if not packed or not spreads(study):
+        return 1
+    global_batch, micro = probe_batch(study), packed[-1][1]
+    most = min(int(study.cluster["pack_spread"]), study.ranks_per_node - len(packed))
+    return max(widths(global_batch, max(1, global_batch // micro), most))
+
+
+def pack_efficiency(study: Study, family: str) -> tuple[float, str]:
+    """(the share of a device's speed a spread run keeps per doubling of its devices, where that comes from):
+    measured by the probe's spread body beside its one-tile run where it has run, else the assumed
+    cluster.pack_efficiency."""
+    record = read_probe(probe_file(study, family)) if probed(study) else None
+    spread = (record or {}).get("spread") or {}
+    if spread.get("efficiency"):
+        said = (f"measured by the probe: {spread['backbone']} on {spread['devices']} devices ran "
+                f"{spread['speedup']:.2f}x its one-device speed")  # fmt: skip
+        return float(spread["efficiency"]), said
+    why = "until the probe has run" if record is None else "where the probe measured none"
+    return float(study.cluster.get("pack_efficiency", 1.0)), f"assumed {why}"
+
+
 def probe_batch(study: Study) -> int:
     """The probe's global batch: the study's, else 4 rows a rank of a job."""
     return study.plan.global_batch or study.job_ranks * 4
@@ -136,9 +173,11 @@ def probe_inputs(study: Study, backbones: list[str], family: str) -> list[str]:
 
 def probe_args(study: Study, backbones: list[str], family: str) -> list[str]:
     """`prism cluster probe` flags (but --part, --first, --out): the study's largest size that fits a node,
-    as its jobs run, and the one-tile sizes its packs run (`--packed BACKBONE:MICRO_BATCH`)."""
+    as its jobs run, the one-tile sizes its packs run (`--packed BACKBONE:MICRO_BATCH`), and the devices the
+    largest of them runs spread over (`--spread`) where the study's packs spread."""
     train, cluster = study.train, study.cluster
     backbone, why = probed_size(study, backbones, family)
+    packed = packed_sizes(study, backbones, family)
     return [
         "--family", family, "--backbone", backbone, "--why", why,
         "--regime", study.regime, "--data", study.data_dir(family), "--calibration-dir", study.calibration_dir(),
@@ -147,7 +186,7 @@ def probe_args(study: Study, backbones: list[str], family: str) -> list[str]:
         "--procs-per-node", str(study.ranks_per_node), "--seconds", str(cluster["probe_seconds"]),
         "--workers", str(study.loader.workers), "--precision", train.precision,
         "--walltime-s", str(walltime_seconds(probe_walltime(cluster))),
-        *(f"--packed={b}:{m}" for b, m in packed_sizes(study, backbones, family)),
+        *(f"--packed={b}:{m}" for b, m in packed), "--spread", str(spread_devices(study, packed)),
     ]  # fmt: skip
 
 

@@ -148,22 +148,32 @@ def speed_pack(cluster: dict, jobs: int, slots: int, study_dir: str) -> dict:
     }
 
 
-def spread_text(packs: list[Pack], cluster: dict) -> str:
+def spread_text(packs: list[Pack], efficiency: tuple[float, str]) -> str:
     """Which units of the packs spread over several devices, and over how many ("" where none does): the
-    devices column of the packed dry run's summary."""
+    devices column of the packed dry run's summary. `efficiency`: the speed kept per doubling of devices and
+    where it comes from (prism.workflow.probe.pack_efficiency)."""
     spread = sorted((u for p in packs if p.shared for u in p.units if u.devices > 1), key=lambda u: (-u.devices, u.key))
     if not spread:
         return ""
     names = ", ".join(f"{u.key.split('-')[0]} x{u.devices}" for u in spread)
-    efficiency = f"{cluster['pack_efficiency']:g}"
-    speed = f"k devices at k x {efficiency}^log2(k) one's speed, assumed"
+    speed = f"k devices at k x {efficiency[0]:.3g}^log2(k) one's speed, {efficiency[1]}"
     return f"; {len(spread)} spread over devices of their pack: {names} ({speed})"
 
 
-def packs_text(cluster: dict, family: str, runs: int, packs: list[Pack], once_s: float = 0.0, startup: str = "") -> str:
+def packs_text(
+    cluster: dict,
+    family: str,
+    runs: int,
+    packs: list[Pack],
+    once_s: float = 0.0,
+    startup: str = "",
+    efficiency: tuple[float, str] | None = None,
+) -> str:
     """One line: the runs in jobs on nodes, their queues, node-hours requested beside those estimated.
 
-    `once_s`: each pack's start-up before its runs (the runs' own is in their units); `startup` says so."""
+    `once_s`: each pack's start-up before its runs (the runs' own is in their units); `startup` says so;
+    `efficiency`: what prices the spread runs (the assumed cluster.pack_efficiency by default)."""
+    efficiency = efficiency or (float(cluster.get("pack_efficiency", 1.0)), "assumed")
     requests = [pack_request(cluster, p, once_s) for p in packs]
     requested = sum(p.nodes * seconds for p, (_, seconds) in zip(packs, requests)) / 3600
     known = [p.nodes * sum(u.seconds * u.devices for u in p.units) / p.slots for p in packs if p.seconds is not None]
@@ -172,7 +182,7 @@ def packs_text(cluster: dict, family: str, runs: int, packs: list[Pack], once_s:
     longest = max((s for _, s in requests), default=0)
     return (
         f"plan {family}: {summary(runs, packs)} (up to {cluster['ranks_per_node']} one-device runs a node"
-        f"{spread_text(packs, cluster)}, queues: "
+        f"{spread_text(packs, efficiency)}, queues: "
         f"{queues}, longest {walltime_text(longest)}): the training jobs request {requested:.3g} node-hours as "
         f"cluster jobs for {estimated} node-hours estimated (walltime = busiest device x "
         f"{cluster['walltime_factor']:g}, >= {cluster['min_walltime']}, <= {cluster['walltime']}"

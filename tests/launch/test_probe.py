@@ -2,17 +2,25 @@
 
 from __future__ import annotations
 
+import os
+
 import pytest
 
+import prism.launch.probe as probe_module
 from prism.launch.probe import (
+    Probe,
     compile_decision,
     job_compile,
     job_phases,
+    record_bodies,
+    run_packed,
     sigterm_warning,
+    spread_speedup,
     startup_by_phase,
     startup_s,
     steady,
 )
+from tests.cluster.test_cluster_ranks import PALS_MPIEXEC, needs_mpich
 
 
 def test_compile_is_chosen_only_for_a_measured_gain():
@@ -75,3 +83,67 @@ def test_a_body_that_did_not_checkpoint_at_sigterm_is_said_plainly():
     killed = {"checkpoint_step": None, "exit_status": 137}
     said = sigterm_warning({"eager": killed, "compiled": {"error": "no compiler"}, "resume": killed})
     assert said.startswith("SIGTERM was not forwarded to the ranks (eager, resume") and "exit status 137" in said
+
+
+def test_a_spread_runs_speed_is_its_ranks_over_the_one_tile_runs_of_its_size():
+    """2 ranks at 60 samples/s each against the one-tile run's 80: 1.5x, 75% kept on one doubling; on 4 devices
+    2x is 0.5 of linear over two doublings, 0.707 a doubling. Faster than linear is noise: capped at 1."""
+    two = spread_speedup({"samples_per_s_per_rank": 60.0}, {"samples_per_s_per_rank": 80.0}, 2)
+    assert two == {"speedup": pytest.approx(1.5), "efficiency": pytest.approx(0.75)}
+    four = spread_speedup({"samples_per_s_per_rank": 40.0}, {"samples_per_s_per_rank": 80.0}, 4)
+    assert four["speedup"] == pytest.approx(2.0) and four["efficiency"] == pytest.approx(0.5**0.5)
+    assert spread_speedup({"samples_per_s_per_rank": 90.0}, {"samples_per_s_per_rank": 80.0}, 2)["efficiency"] == 1.0
+    assert spread_speedup({"outcome": "hung"}, {"samples_per_s_per_rank": 80.0}, 2)["efficiency"] is None
+
+
+def test_the_pack_bodies_run_the_largest_size_spread_beside_its_one_tile_run(monkeypatch, tmp_path):
+    """--spread 2: a third body, the largest packed size as one 2-rank run of the study's strategy on 2 slots,
+    all three at once; the record holds it beside the one-tile runs with its measured speed-up."""
+    probe = Probe("text_image", "120k", "e2e", "data", "cal", 24, "cpu", "hsdp", 12, "local", 4.0, str(tmp_path),
+                  packed=(("30k", 8), ("120k", 4)), spread=2)  # fmt: skip
+    started = []
+
+    def body(run, procs, storage, limits, wrap):
+        argv = wrap(tmp_path / "body.sh")
+        started.append((run.backbone, run.strategy, procs, argv[argv.index("--devices") + 1], run.micro_batch, run.out))
+        return {"outcome": "checkpointed", "samples_per_s_per_rank": 80.0 if procs == 1 else 64.0}
+
+    monkeypatch.setattr(probe_module, "run_body", body)
+    record = run_packed(probe, "none")
+    assert sorted(started) == sorted([
+        ("30k", "none", 1, "1", 8, str(tmp_path / "packed-30k")),
+        ("120k", "none", 1, "1", 4, str(tmp_path / "packed-120k")),
+        ("120k", "hsdp", 2, "2", 4, str(tmp_path / "spread-120k-x2")),
+    ])  # fmt: skip
+    spread = record["spread"]
+    assert (spread["backbone"], spread["devices"], spread["micro_batch"]) == ("120k", 2, 4)
+    assert spread["speedup"] == pytest.approx(1.6) and spread["efficiency"] == pytest.approx(0.8)
+    assert set(record["packed"]) == {"30k", "120k"}
+    assert "spread 120k x2" in record_bodies(record)
+    # Without --spread, only the one-tile bodies.
+    started.clear()
+    assert "spread" not in run_packed(Probe(**{**probe.__dict__, "spread": 1}), "none") and len(started) == 2
+
+
+@needs_mpich
+@pytest.mark.slow
+@pytest.mark.distributed
+def test_the_spread_body_trains_its_size_on_two_slots_beside_its_one_tile_run(shards, tmp_path, monkeypatch):
+    """The real pack bodies: the aurora body of the 30k size on one slot and, at once, the same size as one
+    2-rank hsdp run on two slots (PALS's mpiexec stood in by MPICH's), each stopped by SIGTERM into its
+    checkpoint; the record's speed-up is the two bodies' measured ratio (whatever this host makes of it)."""
+    (tmp_path / "bin").mkdir()
+    (tmp_path / "bin" / "mpiexec").write_text(PALS_MPIEXEC)
+    (tmp_path / "bin" / "mpiexec").chmod(0o755)
+    (tmp_path / "nodefile").write_text("localhost\n")
+    (tmp_path / "env.sh").write_text(f"export PBS_NODEFILE={tmp_path / 'nodefile'}\nmodule() {{ :; }}\n")
+    monkeypatch.setenv("PATH", f"{tmp_path / 'bin'}:{os.environ['PATH']}")
+    monkeypatch.setenv("BASH_ENV", str(tmp_path / "env.sh"))
+    probe = Probe("text_image", "30k", "e2e", str(shards), "", 8, "cpu", "hsdp", 3, "local", 4.0,
+                  str(tmp_path / "probe"), packed=(("30k", 4),), spread=2, workers=1)  # fmt: skip
+    record = run_packed(probe, "none")
+    one, spread = record["packed"]["30k"], record["spread"]
+    assert one["outcome"] == spread["outcome"] == "checkpointed", record
+    assert (one["world_size"], spread["world_size"]) == (1, 2)
+    assert spread["speedup"] == pytest.approx(2 * spread["samples_per_s_per_rank"] / one["samples_per_s_per_rank"])
+    assert 0 < spread["efficiency"] <= 1

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import json
 from dataclasses import replace
+from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
@@ -13,6 +15,7 @@ from prism.isoflop.design.tuning import lr_label
 from prism.workflow import resources
 from prism.workflow.jobs import make_schedule
 from prism.workflow.planfile import WorkflowPlan
+from prism.workflow.probe import probe_file
 from prism.workflow.study import Study
 from prism.workflow.tune import TuneStage
 
@@ -196,3 +199,30 @@ def test_a_run_longer_than_its_packs_share_spreads_over_devices_of_its_pack(smok
     # Without a sharding strategy, or with a one-process launcher, nothing spreads.
     assert not schedule_of(smoke_config(cluster=spread, train={"launcher": "aurora"})).spreading
     assert not schedule_of(smoke_config(cluster=spread, train={"strategy": "fsdp"})).spreading
+
+
+@pytest.mark.parametrize("efficiency,spreads", [(0.95, True), (0.4, False)])
+def test_a_spread_run_is_priced_by_the_probes_measured_speed(smoke_config, monkeypatch, efficiency, spreads):
+    """Once the probe has run its spread body, its measured speed per doubling replaces the assumed
+    cluster.pack_efficiency: measured fast, the longest run spreads and the plan says what measured it;
+    measured slower on 2 devices than on 1 (0.4 a doubling: 0.8x), nothing spreads."""
+    spread = {**PACKED, "pack_spread": 2, "pack_efficiency": 0.9}
+    schedule = schedule_of(smoke_config(cluster=spread, train={"strategy": "fsdp", "launcher": "aurora"}))
+    record = Path(probe_file(schedule.study, "text_image"))
+    record.parent.mkdir(parents=True, exist_ok=True)
+    measured = {"backbone": "120k", "devices": 2, "speedup": 2 * efficiency, "efficiency": efficiency}
+    record.write_text(json.dumps({"startup_s": None, "backbone": "120k", "eager": {}, "spread": measured}))
+    units = schedule.units
+
+    def timed(rows, startup_s=0.0):
+        return [replace(u, seconds=600.0 if u.key == max(rows) else 100.0) for u in units(rows, startup_s)]
+
+    monkeypatch.setattr(schedule, "units", timed)
+    rows = schedule.plan.rows("text_image")
+    packs = {id(p): p for p in schedule.packs_by_job("text_image", rows).values()}.values()
+    assert any(u.devices == 2 for p in packs for u in p.units) is spreads
+    line = schedule.requested("text_image", rows)
+    if spreads:
+        assert f"k x {efficiency:g}^log2(k) one's speed, measured by the probe: 120k on 2 devices ran 1.90x" in line
+    else:
+        assert "spread over devices" not in line

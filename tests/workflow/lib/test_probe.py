@@ -97,6 +97,28 @@ def test_a_packed_study_probes_its_one_tile_sizes_and_an_unpacked_one_does_not(s
     assert sum("calibration" in path for path in probe_inputs(packed, sizes, "text_image")) == 2
     unpacked = probe_args(aurora_study(smoke_config, device_memory_gb=64), sizes, "text_image")
     assert not [a for a in unpacked if a.startswith("--packed")]
+    assert dict(zip(args, args[1:]))["--spread"] == "1"  # its packs never spread: no spread body
+
+
+def test_a_study_whose_packs_spread_probes_its_largest_one_tile_size_spread(smoke_config):
+    """cluster.pack_spread 4 with a sharding strategy: the largest one-tile size also runs spread, over the most
+    devices up to 4 that keep its batch of 8 in micro-batches of 8 (unaccumulated: 8 rows over 1, 2 or 4)."""
+
+    def spread(**cluster):
+        study = Study(
+            smoke_config(
+                train={"launcher": "aurora", "device": "cpu", "strategy": "hsdp"},
+                cluster={"probe_seconds": 60, "device_memory_gb": 64, "pack": True, **cluster},
+            )
+        )
+        args = probe_args(study, ["30k", "120k"], "text_image")
+        return int(dict(zip(args, args[1:]))["--spread"])
+
+    assert spread(pack_spread=4) == 4
+    assert spread(pack_spread=3) == 2  # 3 does not divide the batch
+    assert spread(pack_spread=1) == 1
+    # A node of 4 slots holds the two one-tile bodies and a spread one of 2 beside them.
+    assert spread(pack_spread=4, ranks_per_node=4) == 2
 
 
 def test_the_probes_walltime_is_its_bodies_limits_and_fits_the_debug_queue(smoke_config):
