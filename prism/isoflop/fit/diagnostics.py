@@ -36,12 +36,14 @@ from __future__ import annotations
 
 import itertools
 import math
+from collections.abc import Sequence
 
 import numpy as np
 
 from prism.core.ids import format_budget, split_budget
 from prism.isoflop.fit import goodness, sensitivity
 from prism.isoflop.fit.approach2 import budget_text as _bt
+from prism.isoflop.fit.method import BOTH
 from prism.isoflop.fit.misfit import LACK_OF_FIT_LEVEL, chi_median_factor
 from prism.isoflop.fit.parabola import parabola, parabola_batch
 from prism.isoflop.fit.result import BudgetDiagnostics, Move, SizeOffset, Verdict
@@ -352,37 +354,39 @@ def verdict(
     method: str,
     per_budget: list[BudgetFit],
     sigma: float,
-    a2_interval: tuple[float, float] | None,
-    a3,
-    a2_interval_source: str = "",
+    fits: list | tuple = (),
     n_runs: int = 0,
-    agreement: dict | None = None,
     vanished: list[str] | None = None,
     moves: list[Move] | None = None,
     heard: goodness.Speakers | None = None,
 ):
     """The Verdict: identifiable, the reasons (failures when false, the evidence when true).
 
-    `method` says which approaches were fitted and so which intervals decide: Approach 2's
-    (`a2_interval`), Approach 3's profile likelihood (`a3.a_ci`), or with both, the narrower of the two
-    when each holds the other's estimate (`combine`), else the span of the two, with the
-    disagreement among the reasons (and as the failure when that span is too wide). `vanished` names
-    budgets every run of which was excluded before the fit. `heard` (`goodness.speakers`) says which
-    approaches may decide: one that misfits beside one that fits is named and left out (its interval,
-    its failures and its sensitivity moves neither widen nor narrow the verdict); when none fits,
-    that is the failure.
+    `fits` are the fitted methods, (a `FitMethod`, its `MethodFit`) in registration order: each judges
+    its own fit (`FitMethod.judge`: its failures, its evidence, the interval it offers); with one
+    interval the verdict takes it, with several the narrowest when each holds the others' estimates
+    (`combine`), else the span of them all, with the disagreement among the reasons (and as the
+    failure when that span is too wide). `vanished` names budgets every run of which was excluded
+    before the fit. `heard` (`goodness.speakers`) says which methods may decide: one that misfits
+    beside one that fits is named and left out (its interval, its failures and its sensitivity
+    moves neither widen nor narrow the verdict); when none fits, that is the failure.
     """
     good, problems = informative(per_budget, sigma)
     problems = list(vanished or []) + problems
-    failures, evidence, intervals = [], [], []  # intervals: (interval, its source, the approach)
+    failures, evidence, intervals = [], [], []  # intervals: (interval, its source, the method, its a, its label)
     speaks = heard.may_speak if heard is not None and heard.heard else (lambda _a: True)
-    if method in ("approach2", "both") and speaks("approach2"):
-        _judge_approach2(good, a2_interval, a2_interval_source, failures, evidence, intervals)
-    if method in ("approach3", "both") and speaks("approach3"):
-        _judge_approach3(a3, n_runs, failures, intervals)
+    labels = {fit.name: m.label for m, fit in fits}
+    for m, fit in fits:
+        if not speaks(fit.name):
+            continue
+        judged = m.judge(fit, good, n_runs)
+        failures += judged.failures
+        evidence += judged.evidence
+        if judged.interval is not None:
+            intervals.append((judged.interval, judged.source, fit.name, fit.a, m.label))
     if heard is not None:
-        _heard_reasons(heard, failures, problems)
-    interval, source, rests_on = _deciding_interval(intervals, agreement, problems, failures)
+        _heard_reasons(heard, labels, failures, problems)
+    interval, source, rests_on = _deciding_interval(intervals, problems, failures)
     moves = [m for m in moves or [] if speaks(m.approach)]
     if interval is not None and moves:
         interval, moved = sensitivity.stretched(interval, moves)
@@ -401,82 +405,58 @@ def verdict(
     return Verdict(ok, reasons, interval, source, method, rests_on, list(heard.heard) if heard else None)
 
 
-def _heard_reasons(heard: goodness.Speakers, failures: list[str], problems: list[str]) -> None:
-    """The rule's part of the reasons: every approach that misfits, named with its evidence."""
+def _heard_reasons(heard: goodness.Speakers, labels: dict[str, str], failures: list[str], problems: list[str]) -> None:
+    """The rule's part of the reasons: every method that misfits, named with its evidence."""
     if heard.none_fits:
         failures.insert(0, heard.none_fits)
         return
-    others = " and ".join(goodness.NAMES[a] for a in heard.heard)
+    others = " and ".join(labels.get(a, a) for a in heard.heard)
     for why in heard.reasons[::-1]:
         problems.insert(0, f"{why}; it neither widens nor narrows the verdict, which rests on {others}")
 
 
-def _judge_approach2(good: list[str], a2_interval, a2_interval_source: str, failures, evidence, intervals) -> None:
-    """Approach 2's part of the verdict: enough informative budgets, and its interval."""
-    if len(good) < MIN_BUDGETS:
-        failures.append(
-            f"{len(good)} informative budget(s) ({', '.join(good) or 'none'}); the power law needs at least "
-            f"{MIN_BUDGETS} (through 2 minima the line passes exactly and nothing measures how far it could move)"
-        )
-    else:
-        evidence.append(f"{len(good)} informative budgets ({', '.join(good)})")
-    if a2_interval is None:
-        if len(good) >= MIN_BUDGETS:
-            failures.append("Approach 2 gave no interval of a")
-    else:
-        intervals.append((a2_interval, f"Approach 2: {a2_interval_source}", "approach2"))
-
-
-def _judge_approach3(a3, n_runs: int, failures, intervals) -> None:
-    """Approach 3's part of the verdict: fitted, converged, enough runs for its 5 parameters, its interval."""
-    if a3 is None or not a3.fitted:
-        failures.append(f"Approach 3 not fitted: {a3.reason if a3 is not None else 'not requested'}")
-        return
-    if not a3.converged:
-        failures.append(f"Approach 3 did not converge: {a3.convergence_note}")
-    if n_runs - 5 < MIN_NOISE_DOF:
-        failures.append(
-            f"{n_runs} runs for Approach 3's 5 parameters: under {MIN_NOISE_DOF} residual degrees of "
-            "freedom, its uncertainty cannot be measured"
-        )
-    if a3.a_ci is None:
-        if a3.converged:
-            failures.append("Approach 3 has no interval of a (too few runs to measure its residual scale)")
-    else:
-        how = a3.a_interval_method or f"bootstrap over runs ({a3.n_boot_used} resamples)"
-        intervals.append((a3.a_ci, f"Approach 3: {how}", "approach3"))
-
-
-def _deciding_interval(intervals: list, agreement: dict | None, problems: list[str], failures: list[str]):
-    """(interval, its source, the approach it rests on) of the verdict: one approach's; with two, the
-    narrower when they agree (`combine`), else the span of both, said among the problems, and a
+def _deciding_interval(intervals: list, problems: list[str], failures: list[str]):
+    """(interval, its source, the method it rests on) of the verdict: one method's; with several, the
+    narrowest when they agree (`combine`), else the span of all, said among the problems, and a
     failure naming the disagreement when that span is too wide to identify a."""
     if not intervals:
         return None, None, None
-    cis, sources, names = (list(x) for x in zip(*intervals))
+    cis, sources, names, estimates, labels = (list(x) for x in zip(*intervals))
     if len(cis) == 1:
         return cis[0], sources[0], names[0]
-    a2, a3 = (agreement or {}).get("approach2_a"), (agreement or {}).get("approach3_a")
-    combined = combine(a2, cis[0], a3, cis[1])
+    if len(cis) == 2:
+        combined = combine(estimates[0], cis[0], estimates[1], cis[1], names, labels)
+    else:
+        combined = combine_many(estimates, cis, names, labels)
     if combined["agree"]:
-        own, other = (sources[0], sources[1]) if combined["rests_on"] == "approach2" else (sources[1], sources[0])
+        own = sources[names.index(combined["rests_on"])]
+        other = "; ".join(s for s, n in zip(sources, names, strict=True) if n != combined["rests_on"])
         source = f"{own} (the narrower; {combined['text']}; the other: {other})"
         return combined["interval"], source, combined["rests_on"]
     interval = combined["interval"]
-    problems.append(f"Approach 2 and Approach 3 disagree: {combined['text']}: the interval spans both")
+    spans = "both" if len(cis) == 2 else "them all"
+    problems.append(f"{' and '.join(labels)} disagree: {combined['text']}: the interval spans {spans}")
     width = interval[1] - interval[0]
     if not (math.isfinite(width) and width <= MAX_CI_WIDTH) and combined["difference"] is not None:
+        said = ", ".join(f"{lab} {est:.3f}" for lab, est in zip(labels, estimates, strict=True))
         failures.insert(
             0,
-            f"the approaches disagree by {abs(combined['difference']):.3f} (Approach 2 {a2:.3f}, Approach 3 "
-            f"{a3:.3f}), more than their intervals allow: the data do not determine a to within either interval",
+            f"the approaches disagree by {abs(combined['difference']):.3f} ({said}), more than their intervals "
+            "allow: the data do not determine a to within either interval",
         )
     return interval, "span of " + "; and ".join(sources), "envelope"
 
 
-def combine(a2: float | None, a2_ci: tuple[float, float], a3: float | None, a3_ci: tuple[float, float]) -> dict:
-    """Whether the approaches agree, and the verdict's interval: the narrower one when they do, else
-    the span of both.
+def combine(
+    a2: float | None,
+    a2_ci: tuple[float, float],
+    a3: float | None,
+    a3_ci: tuple[float, float],
+    names: Sequence[str] = BOTH,
+    labels: Sequence[str] = ("Approach 2", "Approach 3"),
+) -> dict:
+    """Whether two methods (by default the approaches, `names`, in words `labels`) agree, and the
+    verdict's interval: the narrower one when they do, else the span of both.
 
     They agree when each one's estimate lies inside the other's interval. Both fit the same
     runs, so were both right their estimates would differ by less than either interval's
@@ -498,20 +478,51 @@ def combine(a2: float | None, a2_ci: tuple[float, float], a3: float | None, a3_c
     inside2, inside3 = a2_ci[0] <= a3 <= a2_ci[1], a3_ci[0] <= a2 <= a3_ci[1]
     agree = inside2 and inside3
     if agree:
-        rests_on = "approach2" if a2_ci[1] - a2_ci[0] <= a3_ci[1] - a3_ci[0] else "approach3"
-        interval = tuple(a2_ci) if rests_on == "approach2" else tuple(a3_ci)
-        text = f"each approach's interval holds the other's estimate: Approach 2 {a2:.3f}, Approach 3 {a3:.3f}"
+        rests_on = names[0] if a2_ci[1] - a2_ci[0] <= a3_ci[1] - a3_ci[0] else names[1]
+        interval = tuple(a2_ci) if rests_on == names[0] else tuple(a3_ci)
+        text = f"each approach's interval holds the other's estimate: {labels[0]} {a2:.3f}, {labels[1]} {a3:.3f}"
         return {"agree": True, "text": text, "interval": interval, "rests_on": rests_on, "difference": diff}
     missed = [
         f"{name} {est:.3f} is outside {other} [{ci[0]:.3f}, {ci[1]:.3f}]"
         for ok, name, est, other, ci in (
-            (inside3, "Approach 2's", a2, "Approach 3's", a3_ci),
-            (inside2, "Approach 3's", a3, "Approach 2's", a2_ci),
+            (inside3, f"{labels[0]}'s", a2, f"{labels[1]}'s", a3_ci),
+            (inside2, f"{labels[1]}'s", a3, f"{labels[0]}'s", a2_ci),
         )
         if not ok
     ]
     text = f"difference {diff:+.3f}; " + " and ".join(missed)
     return {"agree": False, "text": text, "interval": span, "rests_on": None, "difference": diff}
+
+
+def combine_many(estimates: list, cis: list, names: list[str], labels: list[str]) -> dict:
+    """`combine` for three methods or more: they agree when every pair does (the narrowest interval,
+    which holds every estimate), else the span of all, the difference being the estimates' range."""
+    span = (min(ci[0] for ci in cis), max(ci[1] for ci in cis))
+    pairs = [
+        combine(estimates[i], cis[i], estimates[j], cis[j], (names[i], names[j]), (labels[i], labels[j]))
+        for i, j in itertools.combinations(range(len(cis)), 2)
+    ]
+    if any(p["difference"] is None for p in pairs):
+        return {
+            "agree": False,
+            "text": "no difference measured",
+            "interval": span,
+            "rests_on": None,
+            "difference": None,
+        }
+    said = ", ".join(f"{lab} {est:.3f}" for lab, est in zip(labels, estimates, strict=True))
+    if all(p["agree"] for p in pairs):
+        k = min(range(len(cis)), key=lambda i: cis[i][1] - cis[i][0])
+        text = f"each method's interval holds the others' estimates: {said}"
+        return {"agree": True, "text": text, "interval": tuple(cis[k]), "rests_on": names[k], "difference": None}
+    text = "; ".join(p["text"] for p in pairs if not p["agree"])
+    return {
+        "agree": False,
+        "text": text,
+        "interval": span,
+        "rests_on": None,
+        "difference": max(estimates) - min(estimates),
+    }
 
 
 def vanished_budgets(budgets_in, kept_budgets, exclusions) -> list[str]:

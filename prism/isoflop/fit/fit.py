@@ -1,4 +1,7 @@
-"""The fit stage: records in, one FitResult out (input checks, outliers, Approach 2 and 3, the verdict).
+"""The fit stage: records in, one FitResult out (input checks, outliers, the fit methods, the verdict).
+
+The methods (Approach 2, Approach 3, any registered later) are prism.isoflop.fit.methods's; this
+module fits the grid they share, runs the ones `FitOptions.method` chooses and weighs their answers.
 
 `fit_records` is pure (records -> FitResult, no I/O); the files it is read from and written to
 are prism.isoflop.present.fitfiles's (`fit_csv`). Every option is a field of `FitOptions`, with
@@ -16,18 +19,22 @@ import numpy as np
 
 from prism.core.errors import PrismError
 from prism.core.options import option
-from prism.isoflop.fit import approach2, approach3, backtest, checks, diagnostics, goodness, linefit, sensitivity
-from prism.isoflop.fit import predict as prediction_maths
-from prism.isoflop.fit.result import (
-    Approach3Summary,
-    Diagnostics,
-    Exclusion,
-    FitResult,
-    PredictionSection,
+from prism.isoflop.fit import (
+    approach2,
+    approach3,
+    backtest,
+    checks,
+    diagnostics,
+    goodness,
+    linefit,
+    methods,
+    sensitivity,
 )
-from prism.isoflop.records import CI_LEVEL, RunRecord
-
-METHODS = ("approach2", "approach3", "both")
+from prism.isoflop.fit import predict as prediction_maths
+from prism.isoflop.fit.method import BOTH, MethodFit, MethodInput
+from prism.isoflop.fit.methods import METHODS
+from prism.isoflop.fit.result import Diagnostics, Exclusion, FitResult, MethodSummary, PredictionSection
+from prism.isoflop.records import RunRecord
 
 
 @dataclass(frozen=True)
@@ -168,98 +175,6 @@ def _arrays(records: list[RunRecord]):
     )
 
 
-def _approach3_summary(
-    fit: approach3.Approach3Fit,
-    boot: np.ndarray | None,
-    level: float,
-    delta: float,
-    profile: approach3.ProfileInterval | None = None,
-) -> Approach3Summary:
-    """The summary of a point fit: the bootstrap's percentile intervals of every parameter, except a and
-    b, whose interval is the profile likelihood's where there is one (the bootstrap's is kept beside it)."""
-    s = fit.surface
-    try:
-        k = float(s.n_opt(1.0)) if s.alpha > 0 and s.beta > 0 else None
-    except (ArithmeticError, ValueError):
-        k = None
-    if k is not None and not (math.isfinite(k) and k > 0):
-        k = None
-    has_exponents = s.alpha + s.beta > 0
-    cis = {}
-    n_used = 0
-    if boot is not None and len(boot):
-        e, a_, b_, alpha, beta = boot.T
-        with np.errstate(divide="ignore", invalid="ignore"):
-            cols = {
-                "E": e,
-                "A": a_,
-                "B": b_,
-                "alpha": alpha,
-                "beta": beta,
-                "a": beta / (alpha + beta),
-                "b": alpha / (alpha + beta),
-            }
-        for key, v in cols.items():
-            cis[f"{key}_ci"] = approach3.interval(v, level)
-        n_used = int(np.isfinite(cols["a"]).sum())
-    a_boot = cis.get("a_ci")
-    method = f"bootstrap over runs ({n_used} resamples)" if a_boot else ""
-    if profile is not None:
-        cis["a_ci"], cis["b_ci"] = profile.interval, (1 - profile.hi, 1 - profile.lo)
-        method = profile.describe()
-    return Approach3Summary(
-        converged=fit.converged,
-        reason="" if fit.converged else fit.convergence_note,
-        E=s.E,
-        A=s.A,
-        B=s.B,
-        alpha=s.alpha,
-        beta=s.beta,
-        a=s.a if has_exponents else None,
-        b=s.b if has_exponents else None,
-        k=k,
-        objective=fit.objective,
-        grad_norm=fit.grad_norm,
-        convergence_note=fit.convergence_note,
-        huber_delta=delta,
-        n_points=fit.n_points,
-        n_starts=fit.n_starts,
-        n_local=fit.n_local,
-        n_boot_used=n_used,
-        a_ci_bootstrap=a_boot,
-        a_interval_method=method,
-        **cis,
-    )
-
-
-def _fit_approach3(n, d, loss, options: FitOptions):
-    """Approach 3 and its bootstrap: (summary, the fit, the bootstrap's rows); never raises on valid runs
-    (an unusable optimum is a reason)."""
-    if len(n) < 5:
-        return Approach3Summary(converged=False, reason=f"{len(n)} runs; 5 parameters need at least 5"), None, None
-    opts = options.approach3_options()
-    try:
-        with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
-            fit = approach3.fit_approach3(n, d, loss, opts)
-    except (ArithmeticError, ValueError, np.linalg.LinAlgError) as err:
-        return (
-            Approach3Summary(converged=False, reason=f"Approach 3 failed ({err}): the runs do not constrain L(N, D)"),
-            None,
-            None,
-        )
-    boot, profile = None, None
-    if fit.converged:
-        with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
-            profile = approach3.profile_a(n, d, loss, fit, CI_LEVEL, opts)
-    if options.bootstrap > 0 and fit.converged:
-        try:
-            with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
-                boot = approach3.bootstrap_approach3(n, d, loss, fit, options.bootstrap, options.seed, opts)
-        except (ArithmeticError, ValueError, np.linalg.LinAlgError):
-            boot = None  # resamples diverge: no interval rather than a crash
-    return _approach3_summary(fit, boot, CI_LEVEL, options.huber_delta, profile), fit, boot
-
-
 def _checked(records: list[RunRecord], options: FitOptions, excluded) -> tuple[list, list, list[str]]:
     """Stage 1: the runs the fit may use (kept), the exclusions so far, and the warnings."""
     exclusions = list(excluded)
@@ -300,50 +215,59 @@ def _without_outliers(kept: list[RunRecord], loss_se: np.ndarray, has_se: bool, 
     return kept, loss_se[[i for i in range(len(loss_se)) if i not in drop]], excluded, [warning]
 
 
-def _approach2_on_approach3(a2, a3, a3_fit, n, d, budget) -> float | None:
+def _approach2_on_approach3(fits: dict[str, MethodFit], data: MethodInput) -> float | None:
     """Approach 2's exponent on Approach 3's noiseless surface, at the sizes the point fit used: the
     bias of this very fit, windows included (None when Approach 3 gave no exponent)."""
-    if a3_fit is None or a3 is None or a3.a is None:
+    a3 = fits.get("approach3")
+    a3_fit = a3.parts.get("a3_fit") if a3 is not None else None
+    if a3_fit is None or a3.a is None:
         return None
     try:
         with np.errstate(all="ignore"):
             windows = {
                 f.budget: (math.log10(f.window_n_min), math.log10(f.window_n_max))
-                for f in a2.per_budget
+                for f in data.grid.per_budget
                 if f.window_n_min is not None
             }
-            clean = approach2.fit_approach2(n, d, a3_fit.surface.loss(n, d), budget, window=windows)
+            loss = a3_fit.surface.loss(data.n, data.d)
+            clean = approach2.fit_approach2(data.n, data.d, loss, data.budget, window=windows)
         return clean.n_law.exponent if clean.n_law else None
     except (ArithmeticError, ValueError, np.linalg.LinAlgError):
         return None
 
 
+def _agreement(fits: dict[str, MethodFit], data: MethodInput) -> dict:
+    """How far the two approaches disagree (`diagnostics.approach_agreement`): reported beside the verdict,
+    in the shape earlier rounds wrote, whichever methods were fitted."""
+    two = [fits[name].a if name in fits else None for name in BOTH]
+    return diagnostics.approach_agreement(*two, _approach2_on_approach3(fits, data))
+
+
 def _fits(kept: list[RunRecord], loss_se: np.ndarray, has_se: bool, options: FitOptions):
-    """Stage 3: Approach 2 and/or 3, the noise, the sensitivity moves and which approaches fit the runs;
-    (a2, its summary, a3, noise, dof, source, agreement, moves, heard, Approach 3's fit and bootstrap)."""
+    """Stage 3: the grid every method shares (Approach 2's per-budget parabolas), the noise, and each
+    chosen method's fit; (the grid's input, {name: MethodFit}, the noise's source, the agreement)."""
     n, d, loss, budget = _arrays(kept)
-    uses2, uses3 = options.method in ("approach2", "both"), options.method in ("approach3", "both")
-    a2 = approach2.fit_approach2(
-        n, d, loss, budget, n_boot=options.bootstrap if uses2 else 0, seed=options.seed, window=options.span
-    )
+    chosen = methods.selected(options.method)
+    boot = options.bootstrap if any(m.grid_bootstrap for m in chosen) else 0
+    grid = approach2.fit_approach2(n, d, loss, budget, n_boot=boot, seed=options.seed, window=options.span)
     sigma, dof, source = diagnostics.noise_estimate(
-        a2.per_budget, loss, loss_se if has_se else None, reference=a2.reference
+        grid.per_budget, loss, loss_se if has_se else None, reference=grid.reference
     )
-    a3, a3_fit, a3_boot = _fit_approach3(n, d, loss, options) if uses3 else (None, None, None)
-    a2_summary = None
-    if uses2:
-        a2_summary = approach2.summarize(a2, CI_LEVEL, sigma, _within_dof(a2, dof))
-    agreement = diagnostics.approach_agreement(
-        a2.n_law.exponent if (uses2 and a2.n_law) else None,
-        a3.a if a3 is not None else None,
-        _approach2_on_approach3(a2, a3, a3_fit, n, d, budget),
+    data = MethodInput(
+        records=kept,
+        n=n,
+        d=d,
+        loss=loss,
+        budget=budget,
+        grid=grid,
+        sigma=sigma,
+        dof=dof,
+        within_dof=_within_dof(grid, dof),
+        tested=goodness.tested_against(grid.reference, sigma, dof, grid.per_budget),
+        options=options,
     )
-    moves = sensitivity.approach2_moves(n, d, loss, budget, a2) if uses2 else []
-    moves += sensitivity.approach3_moves(n, d, loss, budget, a3_fit, options.approach3_options()) if uses3 else []
-    heard, _ = goodness.judge(
-        options.method, n, d, loss, budget, a2, a3_fit, goodness.tested_against(a2.reference, sigma, dof, a2.per_budget)
-    )
-    return a2, a2_summary, a3, sigma, dof, source, agreement, moves, heard, (a3_fit, a3_boot)
+    fits = {m.name: m.fit(data) for m in chosen}
+    return data, fits, source, _agreement(fits, data)
 
 
 def _within_dof(a2, dof: int) -> int:
@@ -354,9 +278,9 @@ def _within_dof(a2, dof: int) -> int:
     return dof if dof >= diagnostics.MIN_NOISE_DOF else (linefit.ASSUMED_DOF if accepted == 2 else 0)
 
 
-def _diagnostics(kept, loss_se, has_se, a2, sigma, dof, source, agreement, options: FitOptions) -> Diagnostics:
+def _diagnostics(kept, loss_se, has_se, data: MethodInput, source, agreement, options: FitOptions) -> Diagnostics:
     """Stage 5: what the report shows beside the verdict (noise, budgets used, thresholds, offsets)."""
-    n, _, loss, budget = _arrays(kept)
+    n, loss, budget, a2, sigma, dof = data.n, data.loss, data.budget, data.grid, data.sigma, data.dof
     return Diagnostics(
         noise=sigma,
         noise_dof=dof,
@@ -401,43 +325,43 @@ def fit_records(
     kept, loss_se, outliers, outlier_warnings = _without_outliers(kept, loss_se, has_se, options)
     exclusions += outliers
     warnings += outlier_warnings
-    a2, a2_summary, a3, sigma, dof, source, agreement, moves, heard, a3_pieces = _fits(kept, loss_se, has_se, options)
+    data, fits, source, agreement = _fits(kept, loss_se, has_se, options)
+    moves = [m for fit in fits.values() for m in fit.moves]
+    heard = goodness.speakers(options.method, {name: fit.goodness for name, fit in fits.items()})
     # Stage 4: the verdict.
     verdict = diagnostics.verdict(
         options.method,
-        a2.per_budget,
-        sigma,
-        a2_summary.a_ci if a2_summary else None,
-        a3,
-        a2_summary.interval_method if a2_summary else "",
+        data.grid.per_budget,
+        data.sigma,
+        [(methods.get(name), fit) for name, fit in fits.items()],
         n_runs=len(kept),
-        agreement=agreement,
         vanished=diagnostics.vanished_budgets(
-            [r.budget for r in records] + [e.budget for e in excluded], _arrays(kept)[3], exclusions
+            [r.budget for r in records] + [e.budget for e in excluded], data.budget, exclusions
         ),
         moves=moves,
         heard=heard,
     )
     moves = sensitivity.placed(moves, verdict.interval)
-    # an approach that misfits decides nothing: its moves are in the table, not among the reasons
+    # a method that misfits decides nothing: its moves are in the table, not among the reasons
     if line := sensitivity.outside_line([m for m in moves if not heard.heard or heard.may_speak(m.approach)]):
         verdict.reasons.append(line)
     if any(e.kind == "outlier" for e in exclusions):
         verdict.reasons.append(
             f"{sum(e.kind == 'outlier' for e in exclusions)} outlier run(s) excluded (listed with their residuals)"
         )
-    uses2 = options.method in ("approach2", "both")
+    parts = {k: v for fit in fits.values() for k, v in fit.parts.items()}
     model = backtest.prediction_model(
         kept,
-        a2 if uses2 else None,
-        sigma,
-        _within_dof(a2, dof),
-        *a3_pieces,
+        parts.get("a2"),
+        data.sigma,
+        data.within_dof,
+        parts.get("a3_fit"),
+        parts.get("a3_boot"),
         verdict.rests_on,
         options.reach,
         tokens_per_sample,
     )
-    prediction = _prediction(kept, a2, model, options, with_backtest, tokens_per_sample)
+    prediction = _prediction(kept, data.grid, model, options, with_backtest, tokens_per_sample)
     warnings += [f"backtest: {backtest.backtest_line(b)}" for b in prediction.backtests if b.far]
     return FitResult(
         method=options.method,
@@ -446,9 +370,9 @@ def fit_records(
         huber_delta=options.huber_delta,
         budget_tolerance=options.budget_tolerance,
         verdict=verdict,
-        diagnostics=_diagnostics(kept, loss_se, has_se, a2, sigma, dof, source, agreement, options),
-        approach2=a2_summary,
-        approach3=a3,
+        diagnostics=_diagnostics(kept, loss_se, has_se, data, source, agreement, options),
+        **{fit.section: fit.summary for fit in fits.values() if fit.section},
+        methods=[MethodSummary.of(fit, methods.get(fit.name).label) for fit in fits.values() if not fit.section],
         exclusions=exclusions,
         warnings=warnings,
         sensitivity=moves,

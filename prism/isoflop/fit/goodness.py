@@ -19,7 +19,8 @@ moves no a.
 
 An approach misfits when its test's p is below MISFIT_LEVEL and the misfit is material: it
 moves the minima by at least MATERIAL times their errors in root mean square.
-`speakers` turns the two tests into the verdict's rule, which the prediction shares.
+Each method runs its own test (`MethodFit.goodness`); `speakers` turns the tests into the
+verdict's rule, which the prediction shares.
 """
 
 from __future__ import annotations
@@ -30,12 +31,11 @@ from dataclasses import dataclass
 import numpy as np
 
 from prism.isoflop.fit.approach2 import budget_text
+from prism.isoflop.fit.method import chosen
 from prism.isoflop.records import BudgetFit
 
 MISFIT_LEVEL = 0.01
 MATERIAL = 1.0
-APPROACHES = ("approach2", "approach3")
-NAMES = {"approach2": "Approach 2", "approach3": "Approach 3"}
 
 
 @dataclass(frozen=True)
@@ -71,7 +71,7 @@ def speakers(method: str, tests: dict[str, Goodness | None]) -> Speakers:
     """The verdict's rule: of the approaches `method` fitted, those whose test passes (or could not
     be run) speak; one that misfits beside one that fits is silenced and named; when all misfit,
     none speaks and `none_fits` says why."""
-    fitted = [a for a in APPROACHES if method in (a, "both")]
+    fitted = list(chosen(method))
     bad = [a for a in fitted if tests.get(a) is not None and tests[a].misfits]
     good = [a for a in fitted if a not in bad]
     reasons = tuple(tests[a].evidence for a in bad)
@@ -262,21 +262,3 @@ def tested_against(
     if pooled_dof >= min_dof:
         options.append((math.sqrt(sum(f.window_residual_ss for f in windows) / pooled_dof), pooled_dof))
     return max(options)
-
-
-def judge(method: str, n, d, loss, budget, a2, a3_fit, noise: tuple[float, int]) -> tuple[Speakers, dict]:
-    """Both tests on one fit's runs and the rule's decision: (Speakers, {approach: Goodness or None}).
-
-    `a2` is the `Approach2Result` (None when not fitted), `a3_fit` the `Approach3Fit` (None when
-    not fitted or unusable), `noise` (sigma, dof) from `tested_against`."""
-    sigma, dof = noise
-    tests: dict[str, Goodness | None] = {"approach2": None, "approach3": None}
-    if a2 is not None and method in ("approach2", "both"):
-        tests["approach2"] = approach2_goodness(n, loss, budget, a2.per_budget, sigma, dof)
-    if a3_fit is not None and a3_fit.converged and method in ("approach3", "both"):
-        with np.errstate(all="ignore"):
-            predicted = a3_fit.surface.loss(np.asarray(n, float), np.asarray(d, float))
-        if np.all(np.isfinite(predicted)):
-            per_budget = a2.per_budget if a2 is not None else []
-            tests["approach3"] = approach3_goodness(n, budget, predicted, per_budget, sigma, dof)
-    return speakers(method, tests), tests

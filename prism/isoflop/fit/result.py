@@ -211,6 +211,29 @@ class Approach3Summary:
 
 
 @dataclass(frozen=True)
+class MethodSummary:
+    """A registered fit method's answer where it has no section of its own (the approaches keep theirs,
+    whose keys older readers know): its a, its interval and how it was found, or why it gave none."""
+
+    name: str
+    label: str
+    a: float | None
+    a_ci: Interval | None = None
+    interval_method: str = ""
+    reason: str = ""
+
+    @classmethod
+    def of(cls, fit, label: str) -> MethodSummary:
+        """From a `prism.isoflop.fit.method.MethodFit`."""
+        return cls(fit.name, label, fit.a, fit.a_ci, fit.interval_method, fit.reason)
+
+    @classmethod
+    def from_json(cls, data: dict) -> MethodSummary:
+        d = _known(cls, data)
+        return cls(**{**d, "a_ci": _pair(d.get("a_ci"))})
+
+
+@dataclass(frozen=True)
 class BudgetDiagnostics:
     """Per budget: how many runs, their N spread, the signal sizes make, the noise of its parabola."""
 
@@ -363,7 +386,7 @@ class PredictionSection:
 
 @dataclass(frozen=True)
 class FitResult:
-    """Everything one fit decided: the options it ran with, what it left out, both approaches, the verdict."""
+    """Everything one fit decided: the options it ran with, what it left out, each method's answer, the verdict."""
 
     method: str
     bootstrap: int
@@ -383,6 +406,8 @@ class FitResult:
     sensitivity: list[Move] = field(default_factory=list)
     # N_opt, D_opt and loss at any budget, and the backtest (None from a fit that kept no laws)
     prediction: PredictionSection | None = None
+    # the methods fitted beside (or instead of) the approaches, which have no section of their own
+    methods: list[MethodSummary] = field(default_factory=list)
 
     @property
     def identifiable(self) -> bool:
@@ -392,6 +417,9 @@ class FitResult:
         """The exponent a of the method the verdict rests on (else Approach 3 first when it converged)."""
         if self.verdict.rests_on == "approach2" and self.approach2 is not None and self.approach2.a is not None:
             return self.approach2.a
+        for m in self.methods:
+            if m.name == self.verdict.rests_on and m.a is not None:
+                return m.a
         if self.approach3 is not None and self.approach3.converged and self.approach3.a is not None:
             return self.approach3.a
         return self.approach2.a if self.approach2 is not None else None
@@ -423,6 +451,8 @@ class FitResult:
             "sensitivity": [asdict(m) for m in self.sensitivity],
             "prediction": self.prediction.to_json() if self.prediction else None,
         }
+        if self.methods:  # absent when only the approaches were fitted: those results read as they always did
+            out["methods"] = [asdict(m) for m in self.methods]
         return json_safe(out, nonfinite="null")
 
     @classmethod
@@ -453,4 +483,5 @@ class FitResult:
             input=dict(data.get("input") or {}),
             sensitivity=[Move(**_known(Move, m)) for m in data.get("sensitivity") or []],
             prediction=PredictionSection.from_json(data["prediction"]) if data.get("prediction") else None,
+            methods=[MethodSummary.from_json(m) for m in data.get("methods") or []],
         )

@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
-from prism.isoflop.fit import diagnostics
+from prism.isoflop.fit import diagnostics, methods
 from prism.isoflop.fit.approach2 import budget_text
+from prism.isoflop.fit.method import chosen
 from prism.isoflop.fit.misfit import LACK_OF_FIT_LEVEL
 from prism.isoflop.fit.result import FitResult
 from prism.isoflop.present.notfitted import approach3_not_drawn, fitted_budgets
@@ -79,7 +80,7 @@ def _verdict(r: FitResult, lr_note: str = "") -> list[str]:
     """The verdict, its reasons and its interval; `lr_note`, its clause when the lr dominates a's interval."""
     v = r.verdict
     verdict = "**identifiable**" if v.identifiable else "**NOT identifiable**"
-    used = {"approach2": "Approach 2", "approach3": "Approach 3", "both": "Approach 2 and Approach 3"}[v.method]
+    used = methods.label(v.method)
     lines = [f"Verdict: the exponent a is {verdict} (method: {used}){lr_note}.", ""]
     lines += [f"- {reason}" for reason in v.reasons]
     lines.append("")
@@ -93,7 +94,7 @@ def _settings(r: FitResult) -> list[str]:
     """The noise, the objective and the bootstrap, the sizes off their curves, and the warnings."""
     diag = r.diagnostics
     objective = ""
-    if r.method in ("approach3", "both"):
+    if "approach3" in chosen(r.method):
         objective = (
             f"Objective of Approach 3: Huber on log L with delta {r.huber_delta:g} "
             f"({'least squares in effect' if r.huber_delta >= 1 else 'robust to outlying runs'}). "
@@ -147,7 +148,11 @@ def _power_laws(r: FitResult) -> list[str]:
         )
     if a3 is not None and a3.a is not None:
         lines.append(f"| Approach 3 | {a3.a:.4f} | {_ci(a3.a_ci)} | - | {_g(a3.b, '.4f')} | {_ci(a3.b_ci)} |")
+    lines += [f"| {m.label} | {_g(m.a, '.4f')} | {_ci(m.a_ci)} | - | - | - |" for m in r.methods]
     lines.append("")
+    for m in r.methods:
+        how = f"{m.label}'s interval of a: {m.interval_method}" if m.a_ci is not None else f"{m.label}: {m.reason}"
+        lines += [f"{how}.", ""]
     if a3 is not None and a3.a_ci is not None and a3.a_interval_method:
         boot = f"; the bootstrap over runs gives {_ci(a3.a_ci_bootstrap)}" if a3.a_ci_bootstrap else ""
         lines += [f"Approach 3's interval of a: {a3.a_interval_method}{boot}.", ""]

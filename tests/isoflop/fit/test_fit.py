@@ -260,7 +260,8 @@ def test_json_round_trip_and_old_shape_readable(tmp_path):
 
 
 def test_agreeing_approaches_rest_on_the_more_precise_and_disagreeing_ones_span_both():
-    from prism.isoflop.fit import diagnostics
+    from prism.isoflop.fit import diagnostics, methods
+    from prism.isoflop.fit.method import MethodFit
 
     # each estimate inside the other's interval: the narrower interval, which holds both
     out = diagnostics.combine(0.51, (0.50, 0.52), 0.515, (0.48, 0.56))
@@ -280,9 +281,10 @@ def test_agreeing_approaches_rest_on_the_more_precise_and_disagreeing_ones_span_
     assert fit.verdict.interval[1] >= max(fit.approach2.a, fit.approach3.a)
 
     def judged(a2_ci, a2_value):
-        agreement = {"approach2_a": a2_value, "approach3_a": fit.approach3.a}
-        args = ("both", fit.approach2.per_budget, fit.diagnostics.noise, a2_ci, fit.approach3, "x")
-        return diagnostics.verdict(*args, n_runs=35, agreement=agreement)
+        a2 = MethodFit("approach2", a2_value, a2_ci, "x", summary=fit.approach2)
+        a3 = MethodFit("approach3", fit.approach3.a, fit.approach3.a_ci, summary=fit.approach3)
+        fits = [(methods.get("approach2"), a2), (methods.get("approach3"), a3)]
+        return diagnostics.verdict("both", fit.approach2.per_budget, fit.diagnostics.noise, fits, n_runs=35)
 
     # a disagreement reaches the verdict's reasons, and the interval spans both
     bad = judged((0.30, 0.32), 0.31)

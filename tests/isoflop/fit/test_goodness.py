@@ -5,13 +5,13 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from prism.isoflop.fit import approach2, diagnostics, goodness
+from prism.isoflop.fit import approach2, diagnostics, goodness, methods
 from prism.isoflop.fit.goodness import Goodness
+from prism.isoflop.fit.method import MethodFit
 
-FITS = {a: Goodness(a, False, 0.5, 0.3, f"{goodness.NAMES[a]} fits") for a in goodness.APPROACHES}
-MISFITS = {
-    a: Goodness(a, True, 1e-6, 2.0, f"{goodness.NAMES[a]} misfits (lack of fit p=1e-06)") for a in goodness.APPROACHES
-}
+NAMES = {"approach2": "Approach 2", "approach3": "Approach 3"}
+FITS = {a: Goodness(a, False, 0.5, 0.3, f"{name} fits") for a, name in NAMES.items()}
+MISFITS = {a: Goodness(a, True, 1e-6, 2.0, f"{name} misfits (lack of fit p=1e-06)") for a, name in NAMES.items()}
 
 
 def test_the_approach_that_misfits_beside_one_that_fits_is_silenced_and_named():
@@ -84,36 +84,29 @@ def test_a_tilt_within_the_minimas_errors_does_not_silence():
 def test_the_verdict_spans_two_approaches_that_fit_and_disagree():
     """Both heard, estimates outside each other's intervals: the span, NOT identifiable when wide."""
     heard = goodness.speakers("both", FITS)
-    agreement = {"approach2_a": 0.40, "approach3_a": 0.55}
-    v = diagnostics.verdict(
-        "both", [], 0.01, (0.37, 0.43), _A3(0.55, (0.52, 0.58)), agreement=agreement, n_runs=60, heard=heard
-    )
+    v = diagnostics.verdict("both", [], 0.01, _fits(0.40, (0.37, 0.43), 0.55, (0.52, 0.58)), n_runs=60, heard=heard)
     assert not v.identifiable and v.rests_on == "envelope" and v.interval == (0.37, 0.58)
 
 
 def test_the_verdict_rests_on_the_approach_that_fits():
     heard = goodness.speakers("both", {"approach2": MISFITS["approach2"], "approach3": FITS["approach3"]})
-    agreement = {"approach2_a": 0.40, "approach3_a": 0.55}
-    v = diagnostics.verdict(
-        "both", [], 0.01, (0.37, 0.43), _A3(0.55, (0.52, 0.58)), agreement=agreement, n_runs=60, heard=heard
-    )
+    v = diagnostics.verdict("both", [], 0.01, _fits(0.40, (0.37, 0.43), 0.55, (0.52, 0.58)), n_runs=60, heard=heard)
     assert v.rests_on == "approach3" and v.interval == (0.52, 0.58) and v.heard == ["approach3"]
     assert v.identifiable and any(r.startswith("Approach 2 misfits") for r in v.reasons)
 
 
 def test_when_no_approach_fits_a_is_not_identifiable_with_that_reason():
     heard = goodness.speakers("both", MISFITS)
-    v = diagnostics.verdict(
-        "both",
-        [],
-        0.01,
-        (0.40, 0.42),
-        _A3(0.41, (0.40, 0.42)),
-        agreement={"approach2_a": 0.41, "approach3_a": 0.41},
-        n_runs=60,
-        heard=heard,
-    )
+    v = diagnostics.verdict("both", [], 0.01, _fits(0.41, (0.40, 0.42), 0.41, (0.40, 0.42)), n_runs=60, heard=heard)
     assert not v.identifiable and v.reasons[0].startswith("no approach fits the runs")
+
+
+def _fits(a2, a2_ci, a3, a3_ci) -> list:
+    """The verdict's input: Approach 2 (interval given "x") and Approach 3 as fitted."""
+    return [
+        (methods.get("approach2"), MethodFit("approach2", a2, a2_ci, "x")),
+        (methods.get("approach3"), MethodFit("approach3", a3, a3_ci, summary=_A3(a3, a3_ci))),
+    ]
 
 
 class _A3:
