@@ -1,12 +1,15 @@
-"""The modality families: what one sample of each looks like.
+"""The modality families: what one sample of each looks like, and where each stage's part of it lives.
 
 This is the contract between the data pipeline (which writes samples of these
-shapes) and the model (whose encoder for a family reads them). Pure Python, no
+shapes) and the model (whose encoder for a family reads them). A family is one
+bundle (`Family`: its spec, data source, encoder, parameter count and decoding),
+registered once (`register_family`; the built-in ones below). Pure Python, no
 torch, so the CLI and the planning maths can use it cheaply.
 """
 
 from __future__ import annotations
 
+import importlib
 from dataclasses import dataclass, field, fields, replace
 
 from prism.core.errors import PrismError, unknown_name
@@ -38,23 +41,120 @@ class FamilySpec:
         return self.n_modality_tokens + self.text_len
 
 
-FAMILIES: dict[str, FamilySpec] = {
-    spec.name: spec
-    for spec in (
-        # 8x8 grey digits, 2x2 patches -> 16 tokens.
+@dataclass(frozen=True)
+class Family:
+    """One modality family as one bundle: its laptop spec and the part each stage implements.
+
+    The parts are named ("module" or "module:attribute") rather than imported, so this layer stays
+    below the data and the model that hold them and `prism --help` imports no torch; `part(kind)`
+    imports one when a stage asks for it. `source`: the data source module (`SOURCE`, `versions()`,
+    `samples(seed)`, prism.data.sources); `encoder`: its encoder class (prism.model.encoders.Encoder,
+    built with the spec); `params`: the parameters of that encoder's tokenizer (spec -> int, pure
+    Python: the workflow counts N before anything is built); `decode`: a sample's tar members and
+    the spec -> its float32 modality array (prism.data.index.BadSample says why not).
+    """
+
+    spec: FamilySpec
+    source: str
+    encoder: str
+    params: str
+    decode: str
+
+    @property
+    def name(self) -> str:
+        return self.spec.name
+
+    def part(self, kind: str):
+        """The part `kind` ("source", "encoder", "params" or "decode"), imported."""
+        module, _, attribute = getattr(self, kind).partition(":")
+        loaded = importlib.import_module(module)
+        return getattr(loaded, attribute) if attribute else loaded
+
+
+# Every family's laptop spec by name (the registered bundles' specs).
+FAMILIES: dict[str, FamilySpec] = {}
+_BUNDLES: dict[str, Family] = {}
+
+
+def register_family(family: Family) -> Family:
+    """Make `family` known: its spec in FAMILIES, its parts to each stage. A second bundle of a name is refused."""
+    if family.name in _BUNDLES and _BUNDLES[family.name] != family:
+        raise PrismError(f"family {family.name} is registered already")
+    _BUNDLES[family.name] = family
+    FAMILIES[family.name] = family.spec
+    return family
+
+
+def unregister_family(name: str) -> None:
+    """Forget the family `name` (a test's own family, after the test)."""
+    _BUNDLES.pop(name, None)
+    FAMILIES.pop(name, None)
+
+
+def family_bundle(name: str) -> Family:
+    """The bundle of family `name`; an unknown name is a PrismError listing the known ones."""
+    try:
+        return _BUNDLES[name]
+    except KeyError:
+        raise unknown_name("family", name, _BUNDLES) from None
+
+
+# Where the built-in families' parts live.
+_SOURCES = "prism.data.sources."
+_ENCODERS = "prism.model.encoders:"
+_PARAMS = "prism.model.paramcount:"
+_DECODE = "prism.data.index:"
+for _family in (
+    # 8x8 grey digits, 2x2 patches -> 16 tokens.
+    Family(
         FamilySpec("text_image", (1, 8, 8), 16, 32, 48, "sklearn.datasets.load_digits"),
-        # 3 channels x 64 steps, patches of 8 steps -> 8 tokens.
+        _SOURCES + "image",
+        _ENCODERS + "ImageEncoder",
+        _PARAMS + "image_tokenizer",
+        _DECODE + "decode_image_sample",
+    ),
+    # 3 channels x 64 steps, patches of 8 steps -> 8 tokens.
+    Family(
         FamilySpec("text_ts", (3, 64), 8, 32, 56, "sktime + statsmodels bundled series"),
-        # adjacency of up to 16 nodes (zero-padded), one token per node slot.
+        _SOURCES + "ts",
+        _ENCODERS + "SeriesEncoder",
+        _PARAMS + "series_tokenizer",
+        _DECODE + "decode_series",
+    ),
+    # adjacency of up to 16 nodes (zero-padded), one token per node slot.
+    Family(
         FamilySpec("text_graph", (16, 16), 16, 32, 48, "networkx graph atlas + named graphs"),
-        # up to 32 standardised features (zero-padded), groups of 8 -> 4 tokens.
+        _SOURCES + "graph",
+        _ENCODERS + "GraphEncoder",
+        _PARAMS + "graph_tokenizer",
+        _DECODE + "decode_graph",
+    ),
+    # up to 32 standardised features (zero-padded), groups of 8 -> 4 tokens.
+    Family(
         FamilySpec("text_table", (32,), 4, 32, 60, "sklearn bundled tables"),
-        # 4 frames of 8x8 (a digit moving), one 4x4 patch grid per frame -> 16 tokens.
+        _SOURCES + "table",
+        _ENCODERS + "TableEncoder",
+        _PARAMS + "table_tokenizer",
+        _DECODE + "decode_npy",
+    ),
+    # 4 frames of 8x8 (a digit moving), one 4x4 patch grid per frame -> 16 tokens.
+    Family(
         FamilySpec("text_video", (4, 1, 8, 8), 16, 32, 48, "sklearn digits, moved across frames"),
-        # BabyAI 7x7 egocentric grid (object, colour, state), one token per row -> 7 tokens.
+        _SOURCES + "video",
+        _ENCODERS + "VideoEncoder",
+        _PARAMS + "video_tokenizer",
+        _DECODE + "decode_npy",
+    ),
+    # BabyAI 7x7 egocentric grid (object, colour, state), one token per row -> 7 tokens.
+    Family(
         FamilySpec("vla", (3, 7, 7), 7, 32, 57, "minigrid BabyAI levels + BabyAIBot expert"),
-    )
-}
+        _SOURCES + "vla",
+        _ENCODERS + "GridEncoder",
+        _PARAMS + "grid_tokenizer",
+        _DECODE + "decode_npy",
+    ),
+):
+    register_family(_family)
 
 # The families of the IsoFLOP studies (the per-modality sweep uses all of FAMILIES).
 STUDY_FAMILIES: tuple[str, ...] = ("text_image", "text_ts", "text_graph")
@@ -102,12 +202,13 @@ class ShapeOptions:
 
 
 IMAGE_FAMILIES = ("text_image", "text_video")
-SHAPE_KEYS: dict[str, tuple[str, ...]] = {
-    name: ("image_size", "channels", "patch", "text_len") + (("frames",) if name == "text_video" else ())
-    if name in IMAGE_FAMILIES
-    else ("text_len",)
-    for name in FAMILIES
-}
+
+
+def shape_keys(name: str) -> tuple[str, ...]:
+    """The `shapes.NAME` keys of a family (every other dimension of its sample is fixed)."""
+    if name not in IMAGE_FAMILIES:
+        return ("text_len",)
+    return ("image_size", "channels", "patch", "text_len") + (("frames",) if name == "text_video" else ())
 
 
 def default_shape(name: str) -> dict[str, int]:
@@ -129,10 +230,10 @@ def shape_of(spec: FamilySpec) -> dict[str, int]:
 
 def _checked_shape(name: str, shape: dict | None) -> dict[str, int]:
     given = {k: v for k, v in dict(shape or {}).items() if v is not None}
-    unknown = sorted(set(given) - set(SHAPE_KEYS[name]))
+    unknown = sorted(set(given) - set(shape_keys(name)))
     if unknown:
         raise PrismError(
-            f"shapes.{name}: unknown key(s) {', '.join(unknown)}; {name} has {', '.join(SHAPE_KEYS[name])}"
+            f"shapes.{name}: unknown key(s) {', '.join(unknown)}; {name} has {', '.join(shape_keys(name))}"
             + ("" if name in IMAGE_FAMILIES else " (its other dimensions are fixed)")
         )
     by_name = {f.name: f for f in fields(ShapeOptions)}

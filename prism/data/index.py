@@ -38,7 +38,7 @@ from pathlib import Path
 import numpy as np
 
 from prism.core.errors import PrismError
-from prism.core.families import TOKENIZER_FILE, FamilySpec, spec_from_manifest
+from prism.core.families import TOKENIZER_FILE, FamilySpec, family_bundle, spec_from_manifest
 from prism.core.studylayout import MANIFEST
 from prism.core.tokenizer import TextEncoder, Vocab
 from prism.data.format import Records, sha256
@@ -184,33 +184,63 @@ def _eight_bit(im):
     return Image.fromarray(np.clip(np.rint(arr * (255.0 / top)), 0, 255).astype(np.uint8), "L")
 
 
-def decode_array(blob: bytes, spec: FamilySpec) -> np.ndarray:
-    """A `.npy` member -> the family's float32 array (series resampled, graphs zero-padded)."""
+def _npy(members: dict[str, bytes]) -> np.ndarray:
+    """The sample's `.npy` member as float32; BadSample when it has none or it does not load."""
+    if "npy" not in members:
+        raise BadSample("no .npy array")
     try:
-        arr = np.load(io.BytesIO(blob), allow_pickle=False).astype(np.float32)
+        return np.load(io.BytesIO(members["npy"]), allow_pickle=False).astype(np.float32)
     except Exception as err:  # noqa: BLE001 - any unreadable .npy is one bad sample
         raise BadSample(f".npy does not load ({type(err).__name__})") from None
-    shape = spec.modality_shape
-    if spec.name == "text_ts":
-        from prism.data.sources.ts import CHANNELS, resample, to_window  # noqa: PLC0415 lazy: `prism --help` imports this module
 
-        if arr.ndim == 1:
-            arr = arr[None]
-        if arr.ndim != 2 or arr.shape[1] < 2:
-            raise BadSample(f".npy is {list(arr.shape)}, expected [channels, steps]")
-        x = np.zeros((CHANNELS, arr.shape[1]), np.float64)
-        x[: min(CHANNELS, len(arr))] = arr[:CHANNELS]
-        arr = to_window(resample(x, shape[1]) if arr.shape[1] != shape[1] else x)
-    elif spec.name == "text_graph":
-        n = arr.shape[0] if arr.ndim == 2 else -1
-        if arr.ndim != 2 or arr.shape[1] != n or n > shape[0]:
-            raise BadSample(f".npy is {list(arr.shape)}, expected a square adjacency of at most {shape[0]} nodes")
-        padded = np.zeros(shape, np.float32)
-        padded[:n, :n] = arr
-        arr = padded
+
+def _checked(arr: np.ndarray, spec: FamilySpec) -> np.ndarray:
+    shape = spec.modality_shape
     if arr.shape != shape or not np.isfinite(arr).all():
         raise BadSample(f".npy is {arr.dtype} {list(arr.shape)}, expected finite float32 {list(shape)}")
     return arr
+
+
+# Each built-in family's decoding (its bundle's `decode`): a sample's members -> its modality array.
+
+
+def decode_npy(members: dict[str, bytes], spec: FamilySpec) -> np.ndarray:
+    """A `.npy` member already of the family's shape."""
+    return _checked(_npy(members), spec)
+
+
+def decode_series(members: dict[str, bytes], spec: FamilySpec) -> np.ndarray:
+    """A `.npy` series of any length and up to the family's channels, resampled to its window."""
+    from prism.data.sources.ts import CHANNELS, resample, to_window  # noqa: PLC0415 lazy: `prism --help` imports this module
+
+    arr = _npy(members)
+    if arr.ndim == 1:
+        arr = arr[None]
+    if arr.ndim != 2 or arr.shape[1] < 2:
+        raise BadSample(f".npy is {list(arr.shape)}, expected [channels, steps]")
+    steps = spec.modality_shape[1]
+    x = np.zeros((CHANNELS, arr.shape[1]), np.float64)
+    x[: min(CHANNELS, len(arr))] = arr[:CHANNELS]
+    return _checked(to_window(resample(x, steps) if arr.shape[1] != steps else x), spec)
+
+
+def decode_graph(members: dict[str, bytes], spec: FamilySpec) -> np.ndarray:
+    """A `.npy` square adjacency of at most the family's nodes, zero-padded."""
+    arr, shape = _npy(members), spec.modality_shape
+    n = arr.shape[0] if arr.ndim == 2 else -1
+    if arr.ndim != 2 or arr.shape[1] != n or n > shape[0]:
+        raise BadSample(f".npy is {list(arr.shape)}, expected a square adjacency of at most {shape[0]} nodes")
+    padded = np.zeros(shape, np.float32)
+    padded[:n, :n] = arr
+    return _checked(padded, spec)
+
+
+def decode_image_sample(members: dict[str, bytes], spec: FamilySpec) -> np.ndarray:
+    """An image member (`IMAGE_EXTS`), resized to the family's shape."""
+    ext = next((e for e in IMAGE_EXTS if e in members), None)
+    if ext is None:
+        raise BadSample(f"no image ({'|'.join(IMAGE_EXTS)})")
+    return decode_image(members[ext], spec.modality_shape, ext)
 
 
 def caption_of(members: dict[str, bytes]) -> str:
@@ -235,14 +265,7 @@ def decode_sample(members: dict[str, bytes], spec: FamilySpec) -> tuple[str, int
     """(caption cut to the family's text length in its tokenizer, the caption's tokens, modality array);
     BadSample says why not."""
     caption, n_text, _ = text_encoder(spec.vocab).fit(caption_of(members), spec.text_len - 2)
-    if spec.name == "text_image":
-        ext = next((e for e in IMAGE_EXTS if e in members), None)
-        if ext is None:
-            raise BadSample(f"no image ({'|'.join(IMAGE_EXTS)})")
-        return caption, n_text, decode_image(members[ext], spec.modality_shape, ext)
-    if "npy" not in members:
-        raise BadSample("no .npy array")
-    return caption, n_text, decode_array(members["npy"], spec)
+    return caption, n_text, family_bundle(spec.name).part("decode")(members, spec)
 
 
 @functools.lru_cache(maxsize=4)

@@ -13,7 +13,7 @@ import hashlib
 import shlex
 from pathlib import Path
 
-from prism.core.families import SHAPE_KEYS, TOKENIZER_FILE, FamilySpec, shape_of, spec_from_manifest
+from prism.core.families import TOKENIZER_FILE, FamilySpec, shape_keys, shape_of, spec_from_manifest
 
 
 def tokenizer_path(data_dir: str | Path, manifest: dict) -> str | None:
@@ -35,7 +35,7 @@ def reindex_args(data_dir: str | Path, manifest: dict, **limits) -> list[str]:
     args = ["prism", "data", "index", str(manifest.get("shards_dir", "DIR")), "--family", family]
     args += ["--out", str(data_dir), "--overwrite"]
     shape = shape_of(spec_from_manifest(manifest, data_dir))
-    for key in SHAPE_KEYS[family]:
+    for key in shape_keys(family):
         args += ["--" + key.replace("_", "-"), str(shape[key])]
     tokenizer = tokenizer_path(data_dir, manifest)
     if tokenizer:

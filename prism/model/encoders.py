@@ -1,4 +1,4 @@
-"""Modality encoders, one per family in `prism.core.families.FAMILIES`.
+"""Modality encoders, one per family in `prism.core.families.FAMILIES` (its bundle's `encoder` names it).
 
 Each maps the family's float32 `[S, *modality_shape]` to `[S, n_modality_tokens,
 encoder_width]`: a family-appropriate tokeniser (patches, graph message passing,
@@ -13,8 +13,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from prism.core.errors import unknown_name
-from prism.core.families import FamilySpec
+from prism.core.families import FamilySpec, family_bundle
 from prism.model import kernels
 
 
@@ -215,19 +214,6 @@ class GridEncoder(Encoder):
         return self.cell_mlp(cells).mean(dim=2)
 
 
-ENCODERS: dict[str, type[Encoder]] = {
-    "text_image": ImageEncoder,
-    "text_ts": SeriesEncoder,
-    "text_graph": GraphEncoder,
-    "text_table": TableEncoder,
-    "text_video": VideoEncoder,
-    "vla": GridEncoder,
-}
-
-
 def build_encoder(spec: FamilySpec) -> Encoder:
-    try:
-        cls = ENCODERS[spec.name]
-    except KeyError:
-        raise unknown_name("family with an encoder", spec.name, ENCODERS) from None
-    return cls(spec)
+    """The encoder of `spec`'s family (the class its bundle names), built at `spec`."""
+    return family_bundle(spec.name).part("encoder")(spec)

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from functools import lru_cache
 
-from prism.core.families import FamilySpec, family_spec
+from prism.core.families import FamilySpec, family_bundle, family_spec
 from prism.model.config import backbone_config, projector_variant, regime_parts
 
 ENCODER_HEAD_MLP = 2  # EncoderBlock's mlp_mult
@@ -34,29 +34,42 @@ def encoder_params(spec: FamilySpec) -> int:
         + _linear(ENCODER_HEAD_MLP * w, w)
     )
     tail = t * w + block + 2 * w
-    shape = spec.modality_shape
-    if spec.name == "text_image":
-        c, h, wd = shape
-        patch = round((h * wd / t) ** 0.5)
-        tok = _linear(c * patch * patch, w)
-    elif spec.name == "text_ts":
-        c, steps = shape
-        tok = _linear(c * (steps // t), w)
-    elif spec.name == "text_graph":
-        n = shape[0]
-        tok = _linear(n + 1, w) + GRAPH_ROUNDS * _linear(w, w)
-    elif spec.name == "text_table":
-        tok = shape[0] * w + t * w
-    elif spec.name == "text_video":
-        frames, c, h, wd = shape
-        patch = round((h * wd / (t // frames)) ** 0.5)
-        tok = _linear(c * patch * patch, w)
-    elif spec.name == "vla":
-        planes, h, wd = shape
-        tok = planes * GRID_INDEX * w + h * wd * w + _linear(w, w)
-    else:
-        raise ValueError(f"no parameter count for the encoder of family {spec.name!r}")
-    return tok + tail
+    return family_bundle(spec.name).part("params")(spec) + tail
+
+
+# The tokenizer of each built-in family's encoder (its bundle's `params`), before the shared tail.
+
+
+def image_tokenizer(spec: FamilySpec) -> int:
+    c, h, wd = spec.modality_shape
+    patch = round((h * wd / spec.n_modality_tokens) ** 0.5)
+    return _linear(c * patch * patch, spec.encoder_width)
+
+
+def series_tokenizer(spec: FamilySpec) -> int:
+    c, steps = spec.modality_shape
+    return _linear(c * (steps // spec.n_modality_tokens), spec.encoder_width)
+
+
+def graph_tokenizer(spec: FamilySpec) -> int:
+    w = spec.encoder_width
+    return _linear(spec.modality_shape[0] + 1, w) + GRAPH_ROUNDS * _linear(w, w)
+
+
+def table_tokenizer(spec: FamilySpec) -> int:
+    return spec.modality_shape[0] * spec.encoder_width + spec.n_modality_tokens * spec.encoder_width
+
+
+def video_tokenizer(spec: FamilySpec) -> int:
+    frames, c, h, wd = spec.modality_shape
+    patch = round((h * wd / (spec.n_modality_tokens // frames)) ** 0.5)
+    return _linear(c * patch * patch, spec.encoder_width)
+
+
+def grid_tokenizer(spec: FamilySpec) -> int:
+    planes, h, wd = spec.modality_shape
+    w = spec.encoder_width
+    return planes * GRID_INDEX * w + h * wd * w + _linear(w, w)
 
 
 def projector_params(in_dim: int, d_model: int, width_mult: int, n_layers: int) -> int:

@@ -1,31 +1,21 @@
 """One module per family: bundled, offline data turned into captioned samples.
 
-Every source module exposes `SOURCE` (what it reads), `versions()` (the package
-versions the bytes depend on) and `samples(seed) -> Iterator[Sample]`. Captions
-are computed from the stored modality array itself, so the text is predictable
-only by a model that reads the modality.
+A family's bundle names its module (prism.core.families.Family.source). Every source
+module exposes `SOURCE` (what it reads), `versions()` (the package versions the bytes
+depend on) and `samples(seed) -> Iterator[Sample]`. Captions are computed from the
+stored modality array itself, so the text is predictable only by a model that reads
+the modality.
 """
 
 from __future__ import annotations
 
-import importlib
 from dataclasses import dataclass
 from importlib.metadata import version
 from types import ModuleType
 
 import numpy as np
 
-from prism.core.errors import unknown_name
-
-# family -> module under prism.data.sources
-SOURCE_MODULES: dict[str, str] = {
-    "text_image": "image",
-    "text_ts": "ts",
-    "text_graph": "graph",
-    "text_table": "table",
-    "text_video": "video",
-    "vla": "vla",
-}
+from prism.core.families import family_bundle
 
 
 @dataclass(frozen=True)
@@ -48,9 +38,8 @@ class Sample:
 
 
 def source_module(family: str) -> ModuleType:
-    if family not in SOURCE_MODULES:
-        raise unknown_name("family with a data source", family, SOURCE_MODULES)
-    return importlib.import_module(f"prism.data.sources.{SOURCE_MODULES[family]}")
+    """The data source module of `family` (its bundle's `source`)."""
+    return family_bundle(family).part("source")
 
 
 def package_versions(*names: str) -> dict[str, str]:
