@@ -64,6 +64,9 @@ class FamilyFolder:
     def fit_dir(self) -> Path:
         return self.path / FIT_DIR
 
+    def fit_file(self, regime: str, ext: str = "json") -> Path:
+        return self.fit_dir / f"{regime}.{ext}"
+
     def plot_dir(self, regime: str) -> Path:
         return self.path / PLOTS_DIR / regime
 

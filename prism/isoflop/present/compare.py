@@ -19,7 +19,9 @@ from prism.core.errors import PrismError
 from prism.core.ids import parse_run_id
 from prism.core.studylayout import FamilyFolder
 from prism.isoflop.design.trajectories import DEFAULT_COOLDOWN_FRACTION, plan_trajectories, saving
+from prism.isoflop.fit.result import FitResult
 from prism.isoflop.planread import plan_mapping
+from prism.isoflop.present.fitread import read_fit
 from prism.isoflop.runs.table import read_rows
 
 LOSS_TOLERANCE = 0.01
@@ -32,22 +34,19 @@ class Exponent:
     ci: tuple[float, float] | None
 
 
-def _read_json(path: Path) -> dict:
-    try:
-        return json.loads(path.read_text())
-    except FileNotFoundError:
-        raise PrismError(f"{path}: no fit (run `snakemake fit_FAMILY` for that study first)") from None
-    except ValueError as err:
-        raise PrismError(f"{path}: not JSON ({err})") from None
+def _read_fit(folder: Path, regime: str) -> FitResult:
+    return read_fit(FamilyFolder(folder).fit_file(regime), missing="run `snakemake fit_FAMILY` for that study first")
 
 
-def exponents(fit: dict) -> list[Exponent]:
+def exponents(fit: FitResult) -> list[Exponent]:
+    """Each fitted method's a and interval (the approaches, then any other registered method)."""
+    parts = [("Approach 2", fit.approach2), ("Approach 3", fit.approach3)]
+    parts += [(m.label, m) for m in fit.methods]
     out = []
-    for key, name in (("approach2", "Approach 2"), ("approach3", "Approach 3")):
-        part = fit.get(key) or {}
-        if part.get("a") is not None:
-            ci = part.get("a_ci")
-            out.append(Exponent(name, float(part["a"]), (float(ci[0]), float(ci[1])) if ci else None))
+    for name, part in parts:
+        if part is not None and part.a is not None:
+            ci = part.a_ci
+            out.append(Exponent(name, float(part.a), (float(ci[0]), float(ci[1])) if ci else None))
     return out
 
 
@@ -140,8 +139,7 @@ def compare_markdown(
     cooldown_fraction: float | None = None,
 ) -> str:
     a_dir, b_dir = Path(study_a), Path(study_b)
-    fit_a = _read_json(a_dir / family / "fit" / f"{regime}.json")
-    fit_b = _read_json(b_dir / family / "fit" / f"{regime}.json")
+    fit_a, fit_b = _read_fit(a_dir / family, regime), _read_fit(b_dir / family, regime)
     lines = [
         f"# {label_a} vs {label_b}: {family}, {regime}",
         "",

@@ -14,8 +14,9 @@ import json
 import math
 from pathlib import Path
 
+from prism.core.errors import PrismError
 from prism.core.ids import format_budget
-from prism.isoflop.fit.result import FitResult
+from prism.isoflop.present.fitread import read_fit
 from prism.isoflop.runs.table import read_rows
 
 FIGURE = "training_curves.png"
@@ -54,8 +55,8 @@ def _excluded_by_fit(fit_json: Path | None) -> tuple[set[float], dict[str, str]]
         return set(), {}
 
     try:
-        fit = FitResult.from_json(json.loads(Path(fit_json).read_text()))
-    except (OSError, ValueError, KeyError, TypeError, AttributeError):
+        fit = read_fit(fit_json)
+    except PrismError:
         return set(), {}
     budgets = {float(d["budget"]) for d in fit.diagnostics.budgets_dropped or [] if d.get("budget") is not None}
     return budgets, {e.run_id: e.kind for e in fit.exclusions if e.kind != "status"}

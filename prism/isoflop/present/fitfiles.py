@@ -9,7 +9,6 @@ and the summary alike.
 from __future__ import annotations
 
 import dataclasses
-import json
 from collections.abc import Callable
 from pathlib import Path
 
@@ -21,6 +20,7 @@ from prism.isoflop.design.totrain import row_length, study_plan
 from prism.isoflop.fit.fit import FitOptions, fit_records
 from prism.isoflop.fit.lr_sensitivity import LrShare, lr_offset, lr_sensitivity, reference_lines, sensitivity_lines
 from prism.isoflop.fit.result import Exclusion, FitResult
+from prism.isoflop.present.fitread import write_fit
 from prism.isoflop.present.report import fit_markdown
 from prism.isoflop.records import RunRecord
 from prism.isoflop.runs.table import load_runs
@@ -58,7 +58,7 @@ def fit_csv(
             f"{csv}: nothing could be fitted ({len(loaded.records)} runs): "
             f"{(a2.reason if a2 else '') or (a3.reason if a3 else '')}" + (f"; rejected budgets: {per}" if per else "")
         )
-    write_text_atomic(output_json, json.dumps(result.to_json(), indent=2) + "\n")
+    write_fit(output_json, result)
     lr = plan_lr_share(plan, a_interval(result), lambda: loaded.records)
     write_text_atomic(output_md, fit_markdown(result, lr_lines=lr.lines, lr_note=lr.verdict_note()))
     return result

@@ -14,7 +14,6 @@ deficiency); with more budgets than it has colours, the cividis map.
 
 from __future__ import annotations
 
-import json
 import math
 from pathlib import Path
 
@@ -27,6 +26,7 @@ from prism.isoflop.fit.diagnostics import MIN_BUDGETS
 from prism.isoflop.fit.fit import fit_records
 from prism.isoflop.fit.parabola import parabola
 from prism.isoflop.fit.result import Exclusion, FitResult
+from prism.isoflop.present.fitread import read_fit
 from prism.isoflop.present.notfitted import approach3_answers, approach3_not_drawn, fitted_budgets
 from prism.isoflop.runs.table import load_runs
 
@@ -409,14 +409,9 @@ def plot_study(
     records = loaded.records
     if fit_json is not None:
         try:
-            data = json.loads(Path(fit_json).read_text())
-        except (OSError, ValueError) as err:
-            raise PrismError(f"--fit-json {fit_json}: cannot read ({err}); make it with `prism isoflop fit`") from None
-        if not isinstance(data, dict) or "diagnostics" not in data:
-            raise PrismError(
-                f"--fit-json {fit_json}: not a fit JSON (no diagnostics); make it with `prism isoflop fit`"
-            )
-        fit = FitResult.from_json(data)
+            fit = read_fit(fit_json, missing="make it with `prism isoflop fit`")
+        except PrismError as err:
+            raise PrismError(f"--fit-json {err}") from None
     else:
         fit = fit_records(
             records,

@@ -6,14 +6,15 @@ same function the fit job used, so the two agree exactly for the same budgets.
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 from prism.core.errors import PrismError
+from prism.core.studylayout import FamilyFolder
 from prism.isoflop.design.totrain import row_length, study_plan
 from prism.isoflop.fit.approach2 import budget_text
 from prism.isoflop.fit.predict import PredictModel, parse_budgets, predict, tokens_at
 from prism.isoflop.fit.result import FitResult
+from prism.isoflop.present.fitread import read_fit
 from prism.isoflop.present.prediction import backtest_lines, prediction_lines
 
 
@@ -60,15 +61,12 @@ def _lines(result: FitResult, budgets: list[float], where: str, plan: dict | Non
 def predict_study(folder: str | Path, budget_text: str, regime: str = "e2e") -> list[str]:
     """The lines of `prism isoflop predict FAMILY_DIR --budget ...`."""
     budgets = parse_budgets(budget_text)
-    path = Path(folder) / "fit" / f"{regime}.json"
+    path = FamilyFolder(folder).fit_file(regime)
     if not path.is_file():
-        found = sorted(p.stem for p in (Path(folder) / "fit").glob("*.json")) if Path(folder).is_dir() else []
+        found = sorted(p.stem for p in FamilyFolder(folder).fit_dir.glob("*.json")) if Path(folder).is_dir() else []
         hint = f"fits there: {', '.join(found)} (--regime)" if found else "`snakemake fit_FAMILY` writes it"
         raise PrismError(f"{path}: no such fit; {hint} (FAMILY_DIR is e.g. scaling-study/text_image)")
-    try:
-        result = FitResult.from_json(json.loads(path.read_text()))
-    except (ValueError, KeyError, TypeError) as err:
-        raise PrismError(f"{path}: unreadable fit ({type(err).__name__}: {err}); refit it") from err
+    result = read_fit(path)
     return [f"== {path}"] + _lines(result, budgets, str(path), study_plan(Path(folder)))
 
 

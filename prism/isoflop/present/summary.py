@@ -18,13 +18,14 @@ import math
 import re
 from pathlib import Path
 
+from prism.core.errors import PrismError
 from prism.core.ids import format_budget
 from prism.core.studylayout import FamilyFolder
 from prism.isoflop.design.plantext import dropped_lines
 from prism.isoflop.design.totrain import study_plan
 from prism.isoflop.fit.diagnostics import MIN_BUDGETS
-from prism.isoflop.fit.result import FitResult
 from prism.isoflop.planread import PlanUnreadable, plan_mapping
+from prism.isoflop.present.fitread import read_fit
 from prism.isoflop.present.notfitted import approach3_answers, approach3_not_drawn, fitted_budgets
 from prism.isoflop.present.prediction import backtest_lines, prediction_lines
 from prism.isoflop.present.predictread import train_lines
@@ -244,7 +245,7 @@ def summarize(family_dirs: list[str | Path]) -> str:
     """The summary of every fit under each family folder."""
     out = []
     for folder in map(Path, family_dirs):
-        fits = sorted((folder / "fit").glob("*.json"))
+        fits = sorted(FamilyFolder(folder).fit_dir.glob("*.json"))
         if not fits:
             out.append(f"{folder}: no fit yet (fit/*.json)")
             continue
@@ -253,9 +254,9 @@ def summarize(family_dirs: list[str | Path]) -> str:
             regime = path.stem
             out.append(f"== {folder.name} ({regime}): {path}")
             try:
-                fit = FitResult.from_json(json.loads(path.read_text()))
-            except (OSError, ValueError, KeyError, TypeError, AttributeError) as err:
-                out.append(f"  unreadable: {type(err).__name__}: {err}")
+                fit = read_fit(path)
+            except PrismError as err:
+                out.append(f"  unreadable: {err}")
                 continue
             try:
                 lr = lr_share(folder, fit, plan)
@@ -362,7 +363,7 @@ def answer_html(fit_json: str | Path, plots_dir: str | Path) -> str:
     The report's first page includes it (rules/report/workflow.rst), so the report opens on
     the answer; the figures are data URIs so the fragment needs nothing beside it.
     """
-    fit = FitResult.from_json(json.loads(Path(fit_json).read_text()))
+    fit = read_fit(fit_json)
     verdict = "identifiable" if fit.verdict.identifiable else "NOT identifiable"
     reason = f": {fit.verdict.reasons[0]}" if fit.verdict.reasons else ""
     fit_path = Path(fit_json).resolve()

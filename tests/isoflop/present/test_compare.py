@@ -2,17 +2,32 @@
 
 from __future__ import annotations
 
+import dataclasses
+import functools
 import json
 
 import pytest
 
+from prism.isoflop.fit.fit import fit_records
 from prism.isoflop.present.compare import compare_markdown, overlap
+from prism.isoflop.present.fitread import write_fit
+from prism.isoflop.records import Surface
+from prism.isoflop.synthetic import isoflop_study
+
+
+@functools.cache
+def _fit():
+    """One real fit of Approach 2 (a study's fit JSON is a whole FitResult), its a and interval set per study."""
+    runs = isoflop_study(Surface(1.69, 406.4, 410.7, 0.34, 0.28), [1e18, 3e18, 1e19], per_budget=5, spread=1.0)
+    return fit_records(runs, method="approach2", bootstrap=0, with_backtest=False)
 
 
 def study(root, a, ci, losses):
     d = root / "text_image"
     (d / "fit").mkdir(parents=True)
-    (d / "fit" / "e2e.json").write_text(json.dumps({"approach2": {"a": a, "a_ci": ci}, "approach3": None}))
+    fit = _fit()
+    a2 = dataclasses.replace(fit.approach2, a=a, a_ci=ci)
+    write_fit(d / "fit" / "e2e.json", dataclasses.replace(fit, approach2=a2))
     rows = ["run_id,status,loss"] + [f"{rid},ok,{loss}" for rid, loss in losses.items()]
     (d / "runs.csv").write_text("\n".join(rows) + "\n")
     return root
