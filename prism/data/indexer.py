@@ -10,7 +10,6 @@ index's memory and disk do not grow with it. See prism.data.index for what an in
 
 from __future__ import annotations
 
-import json
 import os
 import shutil
 import sys
@@ -24,7 +23,7 @@ from prism.core.atomic import DiskFullError, disk_full, folder_kept, free_bytes,
 from prism.core.errors import PrismError
 from prism.core.families import FamilySpec, family_spec, manifest_fields
 from prism.core.progress import progress
-from prism.core.studylayout import MANIFEST
+from prism.core.studylayout import MANIFEST, manifest_file
 from prism.data.format import FORMAT_VERSION
 from prism.data.index import (
     EVAL_FRACTION,
@@ -43,6 +42,7 @@ from prism.data.index import (
     read_shard,
     unspool,
 )
+from prism.data.manifest import manifest_as_written, write_manifest
 from prism.data.options import DECODED_MAX_MB, decoded_mb, sample_bytes
 from prism.data.reindex import spec_change
 from prism.data.shardcount import shard_loss
@@ -96,7 +96,7 @@ def index(
         raise PrismError(f"--decoded-max-mb {decoded_max_mb} must be at least 0 (0: no split keeps a decoded copy)")
     if out.exists() and not overwrite:
         raise PrismError(f"{out} already exists; pass --overwrite to replace it, or choose another --out")
-    if out.exists() and not (out / MANIFEST).is_file():
+    if out.exists() and not manifest_file(out).is_file():
         raise PrismError(f"{out} exists and is not a shard directory (no {MANIFEST}); refusing to replace it")
     if out.exists() and not new_spec:
         _refuse_spec_change(out, spec)
@@ -135,7 +135,7 @@ def index(
                 unspool(part)  # the copy holds them now: free the disk before the next split's
         shutil.rmtree(tmp / ".spool")
         keep_tokenizer(spec, tmp)
-        (tmp / MANIFEST).write_text(json.dumps(manifest, indent=1, sort_keys=True) + "\n")
+        write_manifest(tmp, manifest)
         os.chmod(tmp, 0o755)
         replace_dir(tmp, out)
     except BaseException as err:
@@ -149,7 +149,7 @@ def index(
 def _refuse_spec_change(out: Path, spec: FamilySpec) -> None:
     """Refuse to replace an index made at another family, shape or tokenizer, naming both."""
     try:
-        old = json.loads((out / MANIFEST).read_text())
+        old = manifest_as_written(out)
     except (OSError, ValueError):
         return  # an unreadable manifest: nothing to keep
     line = spec_change(out, old, spec) if isinstance(old, dict) and old.get("kind") == KIND else None

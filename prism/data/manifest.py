@@ -42,6 +42,11 @@ def manifest_as_written(data_dir: str | Path) -> Any:
     return json.loads(manifest_file(data_dir).read_text())
 
 
+def write_manifest(data_dir: str | Path, manifest: dict) -> None:
+    """A data folder's manifest.json, as every writer of one (the build, the index) writes it."""
+    manifest_file(data_dir).write_text(json.dumps(manifest, indent=1, sort_keys=True) + "\n")
+
+
 def read_manifest(data_dir: str | Path, family: str | None = None) -> dict:
     """The checked manifest of a shard directory; with `family`, one of another family is refused."""
     data_dir = Path(data_dir)

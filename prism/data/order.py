@@ -7,7 +7,6 @@ so that the trainer's input fingerprint and the tests compute them without readi
 from __future__ import annotations
 
 import dataclasses
-from pathlib import Path
 
 import numpy as np
 
@@ -71,14 +70,22 @@ def order_of(manifest: dict, seed: int, world_size: int, workers: int, shuffle_b
     return f"stream: {world_size} ranks x {plan.workers} streams, shuffle buffer {shuffle_buffer}"
 
 
-def data_order(data_dir, loader: str, preload_max_mb: float, seed: int, world_size: int, workers: int, buffer: int):
-    """None for a preloaded split (its order is a function of the seed alone), else `order_of` the stream."""
-    from prism.data.manifest import MANIFEST, read_manifest  # noqa: PLC0415 lazy: the plan's imports stay numpy's
-    from prism.data.options import resolve  # noqa: PLC0415 lazy: as above
+def data_order(
+    manifest: dict | None,
+    data_dir,
+    loader: str,
+    preload_max_mb: float,
+    seed: int,
+    world_size: int,
+    workers: int,
+    buffer: int,
+):
+    """None for a preloaded split (its order is a function of the seed alone), else `order_of` the stream.
+    `manifest`: the data's, as its reader read it (None: no data, which the loader says in its words)."""
+    from prism.data.options import resolve  # noqa: PLC0415 lazy: the plan's imports stay numpy's
 
-    if not (Path(data_dir) / MANIFEST).is_file():
-        return None  # no data: the loader says so, in its words
-    manifest = read_manifest(data_dir)
+    if manifest is None:
+        return None
     if resolve(manifest, "train", loader, preload_max_mb, data_dir) == "preload":
         return None
     return order_of(manifest, seed, world_size, workers, buffer)

@@ -30,6 +30,7 @@ from prism.core.studylayout import MANIFEST
 from prism.data import decoded
 from prism.data.format import FORMAT_VERSION, sha256
 from prism.data.index import keep_tokenizer, text_encoder
+from prism.data.manifest import write_manifest
 from prism.data.sources import Sample, lm_text, source_module
 from prism.data.tarwriter import write_tar
 
@@ -205,7 +206,7 @@ def build(
             manifest["splits"][split] = {"samples": len(records), "shards": write_split(tmp, split, records)}
         decoded.save(tmp, manifest)  # verifies what was written; runs then open the decoded copy
         keep_tokenizer(spec, tmp)
-        (tmp / MANIFEST).write_text(json.dumps(manifest, indent=1, sort_keys=True) + "\n")
+        write_manifest(tmp, manifest)
         os.chmod(tmp, 0o755)
         replace_dir(tmp, out)  # --overwrite: the new set in, the old one dropped
     except BaseException as err:

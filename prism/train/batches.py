@@ -3,6 +3,7 @@ the streamed order, which is part of the run's inputs."""
 
 from __future__ import annotations
 
+from prism.core.studylayout import manifest_file
 from prism.data.loader import ShardLoader
 from prism.data.manifest import read_manifest
 from prism.data.options import resolve
@@ -37,7 +38,10 @@ def open_loader(config: RunConfig, env: DistEnv):
     )
 
 
-def run_order(config: RunConfig, world_size: int) -> str | None:
-    """The streamed split's order beyond the seed (None when preloaded): part of the run's inputs."""
+def run_order(config: RunConfig, world_size: int, manifest: dict | None = None) -> str | None:
+    """The streamed split's order beyond the seed (None when preloaded): part of the run's inputs.
+    `manifest`: the data's where the caller holds it (the trainer, its loader's), else read here."""
+    if manifest is None and manifest_file(config.data).is_file():
+        manifest = read_manifest(config.data)
     settings = (config.loader, config.preload_max_mb, config.seed, world_size, config.workers, config.shuffle_buffer)
-    return data_order(config.data, *settings)
+    return data_order(manifest, config.data, *settings)

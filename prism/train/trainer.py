@@ -306,7 +306,8 @@ class Trainer(Checkpointing, RunRecording):
         config, budget = self.config, self.budget
         with self.clock.phase("setup"):
             calibration = find_calibration(config)
-            self.inputs = resume.input_fingerprint(config, calibration, run_order(config, self.env.world_size))
+            order = run_order(config, self.env.world_size, self.loader.manifest)  # the manifest its loader read
+            self.inputs = resume.input_fingerprint(config, calibration, order)
             start = resume.prepare(config, self.inputs, budget.steps, self.is_main, log=log)
             if start.checkpoint is not None:
                 with self.startup.phase("resume"):
