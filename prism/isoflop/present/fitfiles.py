@@ -52,11 +52,12 @@ def fit_csv(
     result = fit_records(loaded.records, options, excluded=upstream, tokens_per_sample=row_length(plan))
     result = dataclasses.replace(result, input={"csv": str(csv), **loaded.summary()})
     a2, a3 = result.approach2, result.approach3
-    if (a2 is None or a2.a is None) and (a3 is None or a3.a is None):
+    if all(m is None or m.a is None for m in (a2, a3, *result.methods)):
         per = "; ".join(b.reason for b in (a2.per_budget if a2 else []) if not b.accepted)
+        why = next((m.reason for m in (a2, a3, *result.methods) if m is not None and m.reason), "")
         raise PrismError(
-            f"{csv}: nothing could be fitted ({len(loaded.records)} runs): "
-            f"{(a2.reason if a2 else '') or (a3.reason if a3 else '')}" + (f"; rejected budgets: {per}" if per else "")
+            f"{csv}: nothing could be fitted ({len(loaded.records)} runs): {why}"
+            + (f"; rejected budgets: {per}" if per else "")
         )
     write_fit(output_json, result)
     lr = plan_lr_share(plan, a_interval(result), lambda: loaded.records)

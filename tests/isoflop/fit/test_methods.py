@@ -91,3 +91,15 @@ def test_an_unknown_method_names_the_known_ones_and_a_method_is_registered_once(
         methods.register(MinimaLine())
     with pytest.raises(PrismError, match="not a fit method"):
         methods.register(object())  # type: ignore[arg-type]
+
+
+def test_prism_isoflop_fit_writes_a_registered_methods_answer(toy, tmp_path):
+    from prism.isoflop.present.fitfiles import fit_csv
+    from prism.isoflop.present.fitread import read_fit
+    from prism.isoflop.synthetic import write_csv
+
+    write_csv(_runs(), tmp_path / "runs.csv")
+    out = tmp_path / "fit.json"
+    result = fit_csv(tmp_path / "runs.csv", out, tmp_path / "fit.md", method="minima_line", bootstrap=0)
+    assert read_fit(out).methods == result.methods and result.methods[0].a is not None
+    assert "| Minima line |" in (tmp_path / "fit.md").read_text()
