@@ -169,7 +169,7 @@ def test_schema_enums_are_the_registries():
     assert tuple(train["storage"]["enum"]) == STORAGES
     assert set(train["launcher"]["enum"]) < set(LAUNCHERS)
     assert tuple(SCHEMA["properties"]["sweep"]["properties"]["storage"]["enum"]) == STORAGES
-    assert tuple(SCHEMA["properties"]["fit"]["properties"]["method"]["enum"]) == FIT_METHODS
+    assert tuple(SCHEMA["properties"]["fit"]["properties"]["method"]["enum"]) == tuple(FIT_METHODS)
 
 
 def _errors(override: dict) -> list[str]:
