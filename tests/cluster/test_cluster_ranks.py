@@ -21,13 +21,13 @@ from __future__ import annotations
 
 import json
 import re
-import shutil
 
 import pytest
 import yaml
 from workflow.wfhelpers import BIN, env, kernels_setup, make_workdir, planned_run_ids, snakemake
 
 from prism.isoflop.design.pricing import probe_body
+from tests.stand_ins import PALS_MPIEXEC, PBS_JOB_ENV, needs_mpich
 
 from .test_cluster import PBS_ARGS
 
@@ -51,34 +51,6 @@ TRAIN = {
     "device": "cpu",
     "eval_samples": 16,
 }
-# Sourced by every non-interactive bash of a job (the body included): PBS's node file and `module`.
-PBS_JOB_ENV = """if [ -n "${PBS_JOBID:-}" ] && [ -z "${PBS_NODEFILE:-}" ]; then
-  export PBS_NODEFILE="${TMPDIR:-/tmp}/prism-nodefile.$PBS_JOBID"
-  echo localhost > "$PBS_NODEFILE"
-fi
-module() { :; }
-"""
-
-# PALS's `mpiexec -n N --ppn P --cpu-bind=... [--no-vni] [--env K=V]` on MPICH's Hydra.
-PALS_MPIEXEC = """#!/bin/bash
-args=()
-while [[ $# -gt 0 ]]; do
-  case "$1" in
-    -n) args+=(-n "$2"); shift 2 ;;
-    --ppn) args+=(-ppn "$2"); shift 2 ;;
-    --cpu-bind=*|--no-vni) shift ;;
-    --env) args+=(-genv "${2%%=*}" "${2#*=}"); shift 2 ;;
-    *) break ;;
-  esac
-done
-echo "mpiexec $*" >> "$(dirname "$0")/calls.log"
-exec mpiexec.mpich "${args[@]}" "$@"
-"""
-
-
-needs_mpich = pytest.mark.skipif(
-    shutil.which("mpiexec.mpich") is None, reason="no MPICH (tools/install-system-deps.sh)"
-)
 
 
 @pytest.fixture(scope="module")

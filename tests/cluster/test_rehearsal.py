@@ -33,8 +33,7 @@ from local_pbs import completed_jobs, start, stop
 from workflow.wfhelpers import BIN, REPO, SNAKEMAKE, env, make_workdir
 
 from prism.workflow.probe import probe_walltime
-
-from .test_cluster_ranks import PALS_MPIEXEC, PBS_JOB_ENV
+from tests.stand_ins import PALS_MPIEXEC, PBS_JOB_ENV
 
 pytestmark = [pytest.mark.cluster, pytest.mark.slow, pytest.mark.rehearsal]
 

@@ -20,7 +20,7 @@ from prism.launch.probe import (
     startup_s,
     steady,
 )
-from tests.cluster.test_cluster_ranks import PALS_MPIEXEC, needs_mpich
+from tests.stand_ins import PALS_MPIEXEC, needs_mpich
 
 
 def test_compile_is_chosen_only_for_a_measured_gain():
