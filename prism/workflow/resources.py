@@ -179,3 +179,32 @@ def packs_text(cluster: dict, family: str, runs: int, packs: list[Pack], once_s:
         + (f"; {startup}" if startup else "")
         + ")"
     )
+
+
+# ---- Snakemake's Slurm executor (profiles/slurm) ----------------------------------------------------
+
+
+def slurm_names(res: dict[str, Any], device: str, mem_mb: int | None = None, ranks: Any = None) -> dict[str, Any]:
+    """A cluster job's resources with the names snakemake-executor-plugin-slurm reads added (profiles/slurm;
+    the PBS profile ignores them): `slurm_partition` is the job's queue (cluster.queue, or with cluster.queues
+    the one its nodes and walltime fit), `slurm_account` cluster.account (left out when empty: the executor
+    then submits without -A), `mem_mb` cluster.mem_mb (0 when null: no --mem, the partition's default, not
+    Snakemake's 1000 MB), and on cuda `gpu` one a rank (`ranks`, else `procs_per_node`, x `nodes`).
+    `runtime` (minutes of the walltime) and `nodes` are the executor's names already. A value may be a
+    function of the job's wildcards, as Snakemake takes them; so is the name added for it."""
+    out = {**res, "slurm_partition": res["queue"]}
+    if res.get("account"):
+        out["slurm_account"] = res["account"]
+    # 0: no --mem (the executor leaves it out), so the partition's default; else the study's
+    out["mem_mb"] = mem_mb or 0
+    if device == "cuda":
+        per_node = res.get("procs_per_node", 1) if ranks is None else ranks
+        out["gpu"] = _of_wildcards(lambda r, n: int(r) * int(n), per_node, res.get("nodes", 1))
+    return out
+
+
+def _of_wildcards(combine: Any, *values: Any) -> Any:
+    """`combine` of `values`, each a value or a function of the job's wildcards: a function of them where any is."""
+    if not any(callable(v) for v in values):
+        return combine(*values)
+    return lambda w: combine(*(v(w) if callable(v) else v for v in values))
