@@ -1,0 +1,110 @@
+"""The workflow through profiles/slurm (Snakemake's own Slurm executor) against the real local Slurm, natively.
+
+The documented command, `snakemake --profile profiles/slurm fit_text_image --configfile CONFIG`, on the tiny
+study: every scheduler job goes through `sbatch` and is tracked with `squeue` (the profile's status command:
+the local Slurm keeps no accounting database, as many sites do not), never through the Torque wrapper, whose
+`qsub`, `qstat` and `qdel` are shadowed by stand-ins that record any call and fail. Its jobs are counted from
+Slurm's own record of every job that ended (jobcomp/filetxt), not from the workflow's logs.
+
+The job's environment is the submitting shell's (the executor's `sbatch --export=ALL`): the venv first on
+PATH, two threads at most, the fused CPU kernels this session built. One stand-in more: the executor's job
+step (snakemake-executor-plugin-slurm-jobstep) drops every SLURM_ variable but the job's id before its
+`srun`, SLURM_CONF among them, so that srun looks for the site's /etc/slurm/slurm.conf, which a cluster has
+and this private instance has not: an `srun` first on PATH gives it this instance's config and runs the real one.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+import shlex
+import shutil
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+from workflow.wfhelpers import BIN, env, kernel_builds, make_workdir, planned_run_ids, snakemake
+
+pytestmark = [pytest.mark.cluster, pytest.mark.slow]
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "tools"))
+import local_pbs  # noqa: E402
+
+pytest.importorskip("snakemake_executor_plugin_slurm", reason="the `slurm` extra: pip install -e '.[slurm]'")
+
+# The study's `cluster:` section: no account (the local Slurm has no accounts to check one against), the
+# partition named like Aurora's debug queue; a walltime each job asks as its time limit.
+CLUSTER = {"account": "", "queue": "debug", "walltime": "00:30:00", "min_walltime": "00:02:00", "nodes": 1}
+# Status rounds as soon as a job can end (the executor's first check waits 40 s by default, and each round
+# without a finished job waits 10 s longer, up to 180 s); `--quiet=host`: the job blocks, which map Snakemake's
+# job ids to runs.
+FAST = ("--slurm-init-seconds-before-status-checks", "1", "--latency-wait", "5", "--cores", "2", "--quiet=host")
+# Stand-ins for the Torque wrapper's commands: any call is recorded in calls.log and fails.
+TORQUE_STANDIN = '#!/bin/sh\necho "$(basename "$0") $*" >> "$(dirname "$0")/calls.log"\nexit 1\n'
+
+
+@pytest.fixture(scope="module")
+def slurm_study(scheduler, tmp_path_factory, shape_shards):
+    root = tmp_path_factory.mktemp("slurm-study")
+    shims = root / "bin"
+    shims.mkdir()
+    for name in ("qsub", "qstat", "qdel"):
+        (shims / name).write_text(TORQUE_STANDIN)
+        (shims / name).chmod(0o755)
+    conf = scheduler["SLURM_CONF"]
+    srun = f'#!/bin/sh\nSLURM_CONF={shlex.quote(conf)} exec {shlex.quote(shutil.which("srun"))} "$@"\n'
+    (shims / "srun").write_text(srun)
+    (shims / "srun").chmod(0o755)
+    shape_shards(root / "shards", 2000, per_shard=500)
+    workdir = make_workdir(
+        root / "study", {"cluster": CLUSTER, "data": {"shards": {"text_image": str(root / "shards")}}}
+    )
+    # The tiny config as a file of its own, named by --configfile as the documented command names one.
+    (workdir / "config" / "tiny-slurm.yaml").write_text((workdir / "config" / "config.yaml").read_text())
+    client_env = {k: v for k, v in scheduler.items() if k != "folder"}
+    client_env |= {
+        "PATH": f"{shims}:{BIN}:{env()['PATH']}",
+        "OMP_NUM_THREADS": "2",
+        "TORCH_EXTENSIONS_DIR": kernel_builds(),
+    }
+    return {"workdir": workdir, "shims": shims, "env": client_env, "folder": scheduler["folder"]}
+
+
+def test_the_documented_command_runs_the_study_to_its_fit_through_sbatch(slurm_study):
+    workdir = slurm_study["workdir"]
+    out = snakemake(
+        workdir,
+        *("--profile", "profiles/slurm", "fit_text_image", "--configfile", "config/tiny-slurm.yaml"),
+        *FAST,
+        timeout=900,
+        extra_env=slurm_study["env"],
+    ).stdout
+    assert (workdir / "scaling-study" / "text_image" / "fit" / "e2e.json").is_file()
+    assert not (slurm_study["shims"] / "calls.log").exists(), (slurm_study["shims"] / "calls.log").read_text()
+
+    submitted = re.findall(r"has been submitted with SLURM jobid (\d+)", out)
+    speeds = list((workdir / "scaling-study" / "calibration").glob("*.speed.json"))
+    runs = planned_run_ids(workdir)
+    # Only the training runs and the timed steps are scheduler jobs; everything else ran where Snakemake ran.
+    assert len(submitted) == len(runs) + len(speeds) and len(speeds) > 0, out[-3000:]
+    assert "localrule train" not in out and "localrule speed" not in out
+
+    # Slurm's own record: every job of this study ended COMPLETED, one a submission, none other.
+    ours = [j for j in local_pbs.completed_jobs(slurm_study["folder"]) if j.get("WorkDir") == str(workdir)]
+    assert sorted(j["JobId"] for j in ours) == sorted(submitted), ours
+    assert {j["JobState"] for j in ours} == {"COMPLETED"}, ours
+    assert {j["Partition"] for j in ours} == {"debug"}
+
+    # Each training job's time limit is its plan walltime: its estimate x the factor, whole minutes, >= the floor.
+    rows = {
+        r["run_id"]: r
+        for r in yaml.safe_load((workdir / "scaling-study" / "text_image" / "plan.yaml").read_text())["runs"]
+    }
+    limits = {j["JobId"]: j["TimeLimit"] for j in ours}
+    train_jobs = dict(re.findall(r"Job (\d+) has been submitted with SLURM jobid (\d+)", out))
+    for block in out.split("rule train:")[1:]:
+        jobid = re.search(r"^\s+jobid: (\d+)$", block, flags=re.M).group(1)
+        run = re.search(r"runs/([^/]+)/metrics\.json", block).group(1)
+        minutes = min(30, max(2, math.ceil(rows[run]["hours_here"] * 3600 * 2 / 60)))
+        assert limits[train_jobs[jobid]] == str(minutes), (run, limits[train_jobs[jobid]])
