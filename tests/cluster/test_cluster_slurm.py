@@ -6,6 +6,9 @@ the local Slurm keeps no accounting database, as many sites do not), never throu
 `qsub`, `qstat` and `qdel` are shadowed by stand-ins that record any call and fail. Its jobs are counted from
 Slurm's own record of every job that ended (jobcomp/filetxt), not from the workflow's logs.
 
+Then a Ctrl-C while the study's next jobs wait in the queue: Snakemake stops and its jobs are cancelled
+(`scancel`), Slurm's record says so.
+
 The job's environment is the submitting shell's (the executor's `sbatch --export=ALL`): the venv first on
 PATH, two threads at most, the fused CPU kernels this session built. One stand-in more: the executor's job
 step (snakemake-executor-plugin-slurm-jobstep) drops every SLURM_ variable but the job's id before its
@@ -16,15 +19,21 @@ and this private instance has not: an `srun` first on PATH gives it this instanc
 from __future__ import annotations
 
 import math
+import os
 import re
 import shlex
 import shutil
+import signal
+import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
 import yaml
-from workflow.wfhelpers import BIN, env, kernel_builds, make_workdir, planned_run_ids, snakemake
+from workflow.wfhelpers import BIN, SNAKEMAKE, env, kernel_builds, make_workdir, planned_run_ids, snakemake
+
+from .test_cluster import MORE_BUDGETS, block_the_node, ctrl_c, queue
 
 pytestmark = [pytest.mark.cluster, pytest.mark.slow]
 
@@ -71,6 +80,9 @@ def slurm_study(scheduler, tmp_path_factory, shape_shards):
     return {"workdir": workdir, "shims": shims, "env": client_env, "folder": scheduler["folder"]}
 
 
+SLURM_ARGS = ("--profile", "profiles/slurm", "--configfile", "config/tiny-slurm.yaml", *FAST)
+
+
 def test_the_documented_command_runs_the_study_to_its_fit_through_sbatch(slurm_study):
     workdir = slurm_study["workdir"]
     out = snakemake(
@@ -108,3 +120,43 @@ def test_the_documented_command_runs_the_study_to_its_fit_through_sbatch(slurm_s
         run = re.search(r"runs/([^/]+)/metrics\.json", block).group(1)
         minutes = min(30, max(2, math.ceil(rows[run]["hours_here"] * 3600 * 2 / 60)))
         assert limits[train_jobs[jobid]] == str(minutes), (run, limits[train_jobs[jobid]])
+
+
+def test_ctrl_c_cancels_the_queued_jobs(slurm_study):
+    """More budgets for the study of the test before, its jobs held in the queue by a job that holds the node:
+    Ctrl-C to Snakemake's process group (a terminal's) stops it, and each of its jobs ends CANCELLED."""
+    workdir, client_env = slurm_study["workdir"], slurm_study["env"]
+    before = {j["JobId"] for j in local_pbs.completed_jobs(slurm_study["folder"])}
+    blocker = block_the_node(client_env)
+    log = open(workdir / "sigint.log", "w")
+    proc = subprocess.Popen(
+        [SNAKEMAKE, *SLURM_ARGS, "collect_text_image", "--config", MORE_BUDGETS],
+        cwd=workdir,
+        env={**env(), **client_env},
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        start_new_session=True,
+    )
+    try:
+        deadline, waiting = time.monotonic() + 240, []
+        while time.monotonic() < deadline and len(waiting) < 3:
+            waiting = [line for line in queue(client_env, "PD") if line.split()[0] != blocker]
+            assert proc.poll() is None, (workdir / "sigint.log").read_text()[-3000:]
+            time.sleep(0.5)
+        assert len(waiting) >= 3, waiting
+        assert ctrl_c(proc, workdir / "sigint.log") != 0
+        assert [line for line in queue(client_env) if line.split()[0] != blocker] == []
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+        log.close()
+        subprocess.run(["scancel", blocker], env={**env(), **client_env}, check=False)
+    ids = {line.split()[0] for line in waiting}
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        ended = {j["JobId"]: j for j in local_pbs.completed_jobs(slurm_study["folder"]) if j["JobId"] not in before}
+        if ids <= set(ended):
+            break
+        time.sleep(0.5)
+    assert {ended[i]["JobState"] for i in ids} == {"CANCELLED"}, ended
+    assert not (slurm_study["shims"] / "calls.log").exists()
