@@ -53,9 +53,8 @@ FAST = ("--slurm-init-seconds-before-status-checks", "1", "--latency-wait", "5",
 TORQUE_STANDIN = '#!/bin/sh\necho "$(basename "$0") $*" >> "$(dirname "$0")/calls.log"\nexit 1\n'
 
 
-@pytest.fixture(scope="module")
-def slurm_study(scheduler, tmp_path_factory, shape_shards):
-    root = tmp_path_factory.mktemp("slurm-study")
+def study_in(root: Path, scheduler: dict, shape_shards, overrides: dict) -> dict:
+    """The tiny study under `root` with `overrides`, its shards, its stand-ins and its client environment."""
     shims = root / "bin"
     shims.mkdir()
     for name in ("qsub", "qstat", "qdel"):
@@ -66,9 +65,7 @@ def slurm_study(scheduler, tmp_path_factory, shape_shards):
     (shims / "srun").write_text(srun)
     (shims / "srun").chmod(0o755)
     shape_shards(root / "shards", 2000, per_shard=500)
-    workdir = make_workdir(
-        root / "study", {"cluster": CLUSTER, "data": {"shards": {"text_image": str(root / "shards")}}}
-    )
+    workdir = make_workdir(root / "study", {"data": {"shards": {"text_image": str(root / "shards")}}, **overrides})
     # The tiny config as a file of its own, named by --configfile as the documented command names one.
     (workdir / "config" / "tiny-slurm.yaml").write_text((workdir / "config" / "config.yaml").read_text())
     client_env = {k: v for k, v in scheduler.items() if k != "folder"}
@@ -78,6 +75,11 @@ def slurm_study(scheduler, tmp_path_factory, shape_shards):
         "TORCH_EXTENSIONS_DIR": kernel_builds(),
     }
     return {"workdir": workdir, "shims": shims, "env": client_env, "folder": scheduler["folder"]}
+
+
+@pytest.fixture(scope="module")
+def slurm_study(scheduler, tmp_path_factory, shape_shards):
+    return study_in(tmp_path_factory.mktemp("slurm-study"), scheduler, shape_shards, {"cluster": CLUSTER})
 
 
 SLURM_ARGS = ("--profile", "profiles/slurm", "--configfile", "config/tiny-slurm.yaml", *FAST)
@@ -160,3 +162,27 @@ def test_ctrl_c_cancels_the_queued_jobs(slurm_study):
         time.sleep(0.5)
     assert {ended[i]["JobState"] for i in ids} == {"CANCELLED"}, ended
     assert not (slurm_study["shims"] / "calls.log").exists()
+
+
+def test_a_two_rank_run_of_the_slurm_launcher_starts_its_ranks_with_srun(scheduler, tmp_path_factory, shape_shards):
+    """train.launcher slurm, 2 ranks a node (gloo on this CPU): the job asks Slurm for a task a rank, and its body
+    (prism.launch.slurm) starts them with srun, each with its place from Slurm's variables, to the run's end."""
+    overrides = {
+        "cluster": {**CLUSTER, "ranks_per_node": 2},
+        "train": {"launcher": "slurm", "strategy": "ddp", "device": "cpu"},
+        "calibrate": {"measure_throughput": False},  # no timed steps: the one training job alone
+    }
+    study = study_in(tmp_path_factory.mktemp("slurm-ranks"), scheduler, shape_shards, overrides)
+    workdir, run = study["workdir"], "30k-BASE-e2e-C1e10"
+    metrics = f"scaling-study/text_image/runs/{run}/metrics.json"
+    out = snakemake(workdir, *SLURM_ARGS, metrics, timeout=600, extra_env=study["env"]).stdout
+    assert (workdir / metrics).is_file()
+    (job,) = re.findall(r"has been submitted with SLURM jobid (\d+)", out)
+    (record,) = [j for j in local_pbs.completed_jobs(study["folder"]) if j["JobId"] == job]
+    assert record["JobState"] == "COMPLETED" and record["ProcCnt"] == "2", record
+    body = (workdir / "scaling-study" / "text_image" / "runs" / run / "launch.sh").read_text()
+    assert "srun --nodes=1 --ntasks=2 --ntasks-per-node=2" in body
+    log = (workdir / "scaling-study" / "logs" / "train" / "text_image" / f"{run}.log").read_text()
+    host = record["NodeList"]
+    assert f"prism: 2 ranks on 1 node(s) meet at {host}:" in log and "ddp world=2" in log, log[-2000:]
+    assert not (study["shims"] / "calls.log").exists()

@@ -69,3 +69,14 @@ def test_a_cuda_job_asks_a_gpu_a_rank_and_follows_functions_of_its_wildcards():
     wc = SimpleNamespace(run_id="a")
     assert named["slurm_partition"](wc) == "q-a" and named["gpu"](wc) == 8
     assert resources.slurm_names({"queue": "q", "nodes": 1}, "cuda", ranks=4)["gpu"] == 4
+
+
+def test_a_slurm_launcher_job_asks_a_task_a_rank_and_runs_its_snakemake_in_the_batch_step():
+    """Its body's srun starts the ranks: the job has one task a rank, and with several the executor's `mpi` keeps
+    the job's Snakemake out of a one-task step the body's srun would have to share."""
+    several = resources.slurm_names({"queue": "q", "nodes": 2, "procs_per_node": 4, "launcher": "slurm"}, "cpu")
+    assert (several["tasks"], several["mpi"]) == (8, "srun") and "gpu" not in several
+    one = resources.slurm_names({"queue": "q", "nodes": 1, "procs_per_node": 1, "launcher": "slurm"}, "cuda")
+    assert (one["tasks"], one["mpi"], one["gpu"], one["tasks_per_gpu"]) == (1, "", 1, 1)
+    local = resources.slurm_names({"queue": "q", "nodes": 1, "procs_per_node": 1, "launcher": "local"}, "cpu")
+    assert "tasks" not in local and "mpi" not in local
