@@ -7,7 +7,8 @@ the local Slurm keeps no accounting database, as many sites do not), never throu
 Slurm's own record of every job that ended (jobcomp/filetxt), not from the workflow's logs.
 
 Then a Ctrl-C while the study's next jobs wait in the queue: Snakemake stops and its jobs are cancelled
-(`scancel`), Slurm's record says so.
+(`scancel`), Slurm's record says so; and a run longer than its time limit, stopped by Slurm (TIMEOUT) with a
+checkpoint, resubmitted by the profile and resumed to its end.
 
 The job's environment is the submitting shell's (the executor's `sbatch --export=ALL`): the venv first on
 PATH, two threads at most, the fused CPU kernels this session built. One stand-in more: the executor's job
@@ -18,6 +19,7 @@ and this private instance has not: an `srun` first on PATH gives it this instanc
 
 from __future__ import annotations
 
+import json
 import math
 import os
 import re
@@ -31,9 +33,22 @@ from pathlib import Path
 
 import pytest
 import yaml
-from workflow.wfhelpers import BIN, SNAKEMAKE, env, kernel_builds, make_workdir, planned_run_ids, snakemake
+from workflow.wfhelpers import (
+    BIN,
+    SMOKE,
+    SNAKEMAKE,
+    STUDY,
+    env,
+    kernel_builds,
+    make_workdir,
+    planned_run_ids,
+    snakemake,
+)
+
+from prism.core.ids import format_budget, run_id
 
 from .test_cluster import MORE_BUDGETS, block_the_node, ctrl_c, queue
+from .test_cluster_pack import step_seconds
 
 pytestmark = [pytest.mark.cluster, pytest.mark.slow]
 
@@ -162,6 +177,43 @@ def test_ctrl_c_cancels_the_queued_jobs(slurm_study):
         time.sleep(0.5)
     assert {ended[i]["JobState"] for i in ids} == {"CANCELLED"}, ended
     assert not (slurm_study["shims"] / "calls.log").exists()
+
+
+def test_a_run_stopped_at_its_time_limit_resumes_when_resubmitted(slurm_study):
+    """About 150 s of steps (at the speed this host ran the size minutes ago, which varies) under a 1-minute
+    limit: Slurm stops the job (TIMEOUT; SIGTERM, and the run writes a checkpoint), the profile's retries
+    resubmit it, and the run resumes from its checkpoint to its end."""
+    workdir, client_env = slurm_study["workdir"], slurm_study["env"]
+    before = {j["JobId"] for j in local_pbs.completed_jobs(slurm_study["folder"])}
+    runs_dir = workdir / STUDY / "runs"
+    # The largest size: its slower steps make fewer of them, and its loss stays above where a tiny loss's noise
+    # reads as a spike (the collapse check stops a run then: these shards are easy).
+    fps = json.loads(next(runs_dir.glob("120k-*/metrics.json")).read_text())["flops_per_sample"]
+    budget = float(f"{150 / step_seconds(runs_dir, '120k') * SMOKE['plan']['global_batch'] * fps:.1e}")
+    run = run_id("120k", "BASE", "e2e", budget)
+    target = str(STUDY / "runs" / run / "metrics.json")
+    out = snakemake(
+        workdir,
+        *SLURM_ARGS,
+        target,
+        "--config",
+        f"budgets=[{format_budget(budget)}]",
+        f'plan={{"prior_k": {6.5e4 / budget ** SMOKE["plan"]["prior_a"]:.6g}, "max_epochs": 1e6}}',
+        # An lr far below the tiny study's, for the same reason: this run only has to run long.
+        'tune={"rule": "given", "lr_c": 1e-05, "lr_p": 1.0, "lr_q": 0.0}',
+        'cluster={"walltime": "00:01:00", "min_walltime": "00:01:00", "walltime_factor": 1}',
+        "--retries",
+        "6",
+        extra_env=client_env,
+        timeout=900,
+    ).stdout
+    jobs = [j for j in local_pbs.completed_jobs(slurm_study["folder"]) if j["JobId"] not in before]
+    assert len(jobs) >= 2 and jobs[0]["JobState"] == "TIMEOUT" and jobs[-1]["JobState"] == "COMPLETED", jobs
+    assert {j["TimeLimit"] for j in jobs} == {"1"}
+    metrics = json.loads((workdir / target).read_text())
+    assert metrics["status"] == "ok" and metrics["steps"] == metrics["planned_steps"]
+    log = (workdir / "scaling-study" / "logs" / "train" / "text_image" / f"{run}.log").read_text()
+    assert f"[{run}] stopped (SIGTERM" in out and f"[{run}] resuming from" in out + log, out[-3000:]
 
 
 def test_a_two_rank_run_of_the_slurm_launcher_starts_its_ranks_with_srun(scheduler, tmp_path_factory, shape_shards):
