@@ -85,6 +85,12 @@ class ClusterOptions:
         "The most walltime per training job for particular backbones (their cap), e.g. {32b: 06:00:00}.",
         schema={**BY_BACKBONE, "additionalProperties": WALLTIME},
     )
+    mem_mb: int | None = option(
+        None,
+        "Memory of a cluster job in MB, under profiles/slurm (`sbatch --mem`); null: the partition's default "
+        "(Slurm's DefMemPerNode or DefMemPerCPU; no --mem). PBS profiles ignore it.",
+        minimum=1,
+    )
     # Placement (prism.isoflop.design.placement): the memory every run's estimate is placed against.
     device_memory_gb: float | None = option(
         None,

@@ -2,7 +2,7 @@
 
 `register(launcher)` adds one (a `prism.launch.base.Launcher`), `get(name)` returns it (an unknown
 name is an error naming the known ones), `names()` lists them in registration order. The built-in
-launchers, `local`, `torchrun` and `aurora`, are registered below; `prism.train.options.LAUNCHERS`
+launchers, `local`, `torchrun`, `aurora` and `slurm`, are registered below; `prism.train.options.LAUNCHERS`
 (the `--launcher` choices of `prism train` and `prism isoflop launch`, the config's `train.launcher`)
 reads `names()` each time it is asked, so a launcher registered later is a choice too
 (tests/launch/test_registry.py registers one and prints its body with `prism train --dry-run`).
@@ -14,6 +14,7 @@ from prism.core.errors import PrismError, check_name
 from prism.launch.aurora import AURORA
 from prism.launch.base import Launcher
 from prism.launch.local import LOCAL
+from prism.launch.slurm import SLURM
 from prism.launch.torchrun import TORCHRUN
 from prism.train.options import LAUNCHERS
 
@@ -47,6 +48,6 @@ def names() -> tuple[str, ...]:
     return tuple(_LAUNCHERS)
 
 
-for _launcher in (LOCAL, TORCHRUN, AURORA):
+for _launcher in (LOCAL, TORCHRUN, AURORA, SLURM):
     register(_launcher)
 LAUNCHERS.read_from(names)

@@ -161,14 +161,16 @@ class TrainOptions:
     )
     launcher: str = option(
         "local",
-        "local: train here; torchrun: re-run under torchrun on this node; aurora: PBS job body (with --dry-run)",
+        "local: train here; torchrun: re-run under torchrun on this node; aurora: PBS job body (with --dry-run); "
+        "slurm: Slurm job body (with --dry-run)",
         choices=LAUNCHERS,
         doc=(
-            "How a training job runs: `local` (one process, here) or `aurora` (the PBS job body: mpiexec over "
-            "all nodes of the job). Not a rerun trigger. `prism train --launcher` also takes torchrun (one "
+            "How a training job runs: `local` (one process, here), `aurora` (the PBS job body: mpiexec over "
+            "all nodes of the job) or `slurm` (the Slurm job body: srun over all nodes of the job, under "
+            "profiles/slurm). Not a rerun trigger. `prism train --launcher` also takes torchrun (one "
             "node's processes under torchrun), which no workflow job uses."
         ),
-        schema={"enum": ["local", "aurora"]},
+        schema={"enum": ["local", "aurora", "slurm"]},
     )
     strategy: str = option(
         "none",

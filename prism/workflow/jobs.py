@@ -145,6 +145,13 @@ class JobSchedule(Packs):
         """The resources of a training job; `retrain` is the rule's PRISM_RETRAIN function. A job none of the
         plan's runs (the lr sweep's) gives its own `estimate_s` and, with cluster.pack, `pack_of` (its pack);
         by default the plan's estimate and the grid's packs."""
+        return resources.slurm_names(
+            self._resources(retrain, estimate_s, pack_of), self.study.train.device, self.study.cluster.get("mem_mb")
+        )
+
+    def _resources(
+        self, retrain: Callable[[Any], str], estimate_s: Estimate | None = None, pack_of: PackOf | None = None
+    ) -> dict[str, Any]:
         study, train, cluster = self.study, self.study.train, self.study.cluster
         return {
             "nodes": self.nodes,

@@ -26,7 +26,7 @@ from prism.launch.registry import get
 from prism.launch.walltime import walltime_seconds, walltime_text
 from prism.model.paramcount import component_params, trainable_params
 from prism.workflow.packing import widths
-from prism.workflow.resources import walltime_minutes
+from prism.workflow.resources import slurm_names, walltime_minutes
 from prism.workflow.study import Study
 
 # The probe's two jobs: each runs its bodies for `cluster.probe_seconds` of steps after their start-up, each
@@ -212,7 +212,7 @@ def probe_resources(study: Study) -> dict[str, Any]:
     """One node of the debug queue for the walltime its bodies' limits add up to, set up as every job of the study."""
     cluster = study.cluster
     walltime = probe_walltime(cluster)
-    return {
+    res = {
         "nodes": 1,
         "walltime": walltime,
         "runtime": walltime_minutes(walltime),
@@ -221,6 +221,7 @@ def probe_resources(study: Study) -> dict[str, Any]:
         "setup": job_setup(cluster, study.dir),
         "env": job_env(cluster),
     }
+    return slurm_names(res, study.train.device, cluster.get("mem_mb"), ranks=study.ranks_per_node)
 
 
 def job_startup(study: Study, family: str) -> tuple[float, str]:

@@ -189,3 +189,41 @@ def packs_text(
         + (f"; {startup}" if startup else "")
         + ")"
     )
+
+
+# ---- Snakemake's Slurm executor (profiles/slurm) ----------------------------------------------------
+
+
+def slurm_names(res: dict[str, Any], device: str, mem_mb: int | None = None, ranks: Any = None) -> dict[str, Any]:
+    """A cluster job's resources with the names snakemake-executor-plugin-slurm reads added (profiles/slurm;
+    the PBS profile ignores them): `slurm_partition` is the job's queue (cluster.queue, or with cluster.queues
+    the one its nodes and walltime fit), `slurm_account` cluster.account (left out when empty: the executor
+    then submits without -A), `mem_mb` cluster.mem_mb (0 when null: no --mem, the partition's default, not
+    Snakemake's 1000 MB), on cuda `gpu` one a rank (`ranks`, else `procs_per_node`, x `nodes`) and a task a
+    GPU, and with the slurm launcher `tasks` one a rank and `mpi` where there are several.
+    `runtime` (minutes of the walltime) and `nodes` are the executor's names already. A value may be a
+    function of the job's wildcards, as Snakemake takes them; so is the name added for it."""
+    out = {**res, "slurm_partition": res["queue"]}
+    if res.get("account"):
+        out["slurm_account"] = res["account"]
+    # 0: no --mem (the executor leaves it out), so the partition's default; else the study's
+    out["mem_mb"] = mem_mb or 0
+    per_node = res.get("procs_per_node", 1) if ranks is None else ranks
+    job_ranks = _of_wildcards(lambda r, n: int(r) * int(n), per_node, res.get("nodes", 1))
+    if device == "cuda":
+        out["gpu"] = job_ranks
+        out["tasks_per_gpu"] = 1
+    if res.get("launcher") == "slurm":
+        # The slurm launcher's body starts its ranks with srun (prism.launch.slurm): the job asks one task a
+        # rank, and its Snakemake runs in the job's batch step (the executor's `mpi`), not in a one-task step
+        # that the body's srun would have to share.
+        out["tasks"] = job_ranks
+        out["mpi"] = _of_wildcards(lambda r: "srun" if int(r) > 1 else "", job_ranks)
+    return out
+
+
+def _of_wildcards(combine: Any, *values: Any) -> Any:
+    """`combine` of `values`, each a value or a function of the job's wildcards: a function of them where any is."""
+    if not any(callable(v) for v in values):
+        return combine(*values)
+    return lambda w: combine(*(v(w) if callable(v) else v for v in values))

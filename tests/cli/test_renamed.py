@@ -48,14 +48,14 @@ def test_a_launcher_script_is_refused_in_one_line_naming_what_to_give(script, ca
     assert exc.value.code == 2
     err = capsys.readouterr().err.splitlines()
     assert len(err) == 1
-    assert f"--launcher takes a launcher name (local, torchrun, aurora), not a script ({script})" in err[0]
+    assert f"--launcher takes a launcher name (local, torchrun, aurora, slurm), not a script ({script})" in err[0]
 
 
 def test_an_unknown_launcher_name_lists_the_names(capsys):
     with pytest.raises(SystemExit):
-        build_parser().parse_args([*LAUNCH[:5], "slurm", "--ledger", "l.csv"])
+        build_parser().parse_args([*LAUNCH[:5], "lsf", "--ledger", "l.csv"])
     (line,) = capsys.readouterr().err.splitlines()
-    assert line.endswith("error: --launcher 'slurm' is not a launcher; choose one of local, torchrun, aurora")
+    assert line.endswith("error: --launcher 'lsf' is not a launcher; choose one of local, torchrun, aurora, slurm")
 
 
 def test_perf_aggregate_runs_under_the_old_names(tmp_path, capsys):

@@ -23,7 +23,7 @@ from tests.launch.test_render import AURORA_RUN
 
 REPO = Path(__file__).resolve().parents[2]
 GOLDEN = Path(__file__).with_name("launchers.golden.json")
-BUILTIN = ("local", "torchrun", "aurora")
+BUILTIN = ("local", "torchrun", "aurora", "slurm")
 
 RUN = AURORA_RUN  # 48 rows: they divide among the ranks of every aurora case
 ONE = RunConfig(**{**RUN.to_dict(), "strategy": "none"})
@@ -91,8 +91,8 @@ def rendered() -> dict[str, object]:
     record("aurora/none/1/1", render, "aurora", ONE, 1, 1)
     record("aurora/none/1/2", render, "aurora", ONE, 1, 2)
     record("aurora/command", command, "aurora", RUN)
-    record("unknown", render, "slurm", RUN)
-    record("unknown/command", command, "slurm", RUN)
+    record("unknown", render, "lsf", RUN)
+    record("unknown/command", command, "lsf", RUN)
     record("nodes-0", render, "local", ONE, 0)
     record("storage", render, "aurora", RUN, storage="nfs")
     return out
@@ -182,10 +182,10 @@ def test_a_registered_launcher_answers_the_workflow_and_the_planner(toy):
 def test_an_unknown_launcher_is_one_error_naming_the_known_ones():
     from prism.launch.registry import get
 
-    with pytest.raises(PrismError, match="unknown launcher 'slurm'; valid: local, torchrun, aurora"):
-        get("slurm")
-    res = prism_cli("train", *CLI_FLAGS, "--launcher", "slurm", "--dry-run")
-    assert res[0] == 2 and "invalid choice: 'slurm'" in res[2] and "'local', 'torchrun', 'aurora'" in res[2]
+    with pytest.raises(PrismError, match="unknown launcher 'lsf'; valid: local, torchrun, aurora, slurm"):
+        get("lsf")
+    res = prism_cli("train", *CLI_FLAGS, "--launcher", "lsf", "--dry-run")
+    assert res[0] == 2 and "invalid choice: 'lsf'" in res[2] and "'local', 'torchrun', 'aurora', 'slurm'" in res[2]
 
 
 def test_a_launcher_is_registered_once_and_must_be_one():

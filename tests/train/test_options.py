@@ -68,7 +68,7 @@ def test_a_trackers_list_is_the_flags_comma_separated_names():
     [
         ({"cooldown_fraction": 1.5}, "--cooldown-fraction must be <= 1"),
         ({"eval_samples": 0}, "--eval-samples must be >= 1"),
-        ({"launcher": "slurm"}, "--launcher: 'slurm' is not one of local, torchrun, aurora"),
+        ({"launcher": "lsf"}, "--launcher: 'lsf' is not one of local, torchrun, aurora, slurm"),
         ({"eval_sample": 64}, "config train: unknown key(s) eval_sample"),
     ],
 )

@@ -95,7 +95,7 @@ def test_submit_command_quotes_every_resource():
 
 
 def test_every_profile_key_is_commented():
-    for name in ("local", "aurora"):
+    for name in ("local", "aurora", "slurm"):
         lines = (REPO / "profiles" / name / "config.yaml").read_text().splitlines()
         for i, line in enumerate(lines):
             if line and not line.startswith((" ", "#")) and ":" in line:

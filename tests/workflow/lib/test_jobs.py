@@ -191,3 +191,21 @@ def test_a_wsd_jobs_identity_holds_where_it_starts(smoke_config):
     segment = schedule.identity_param(schedule.segment_run, schedule.segment_inputs)
     run = schedule.segment_run(second, JobInputs(schedule.segment_inputs(second)))
     assert segment(second) == run_hash(run) and run.init_step == t.points[0]
+
+
+def test_a_training_jobs_slurm_names_come_from_the_cluster_section(smoke_config):
+    """The names profiles/slurm's executor reads: the partition is the job's queue, the account and memory the
+    study's, the time limit (runtime) its walltime's minutes."""
+    cluster = {"account": "proj", "queue": "gpu", "mem_mb": 32000}
+    schedule = schedule_of(smoke_config(cluster=cluster))
+    res = schedule.resources(retrain=schedule.run_retrain)
+    wc = wildcards(family="text_image", run_id="30k-BASE-e2e-C1e10")
+    assert (res["slurm_partition"], res["slurm_account"], res["mem_mb"]) == ("gpu", "proj", 32000)
+    assert "gpu" not in res  # a cpu study asks no GPU
+    assert res["runtime"](wc) == -(-resources_seconds(res["walltime"](wc)) // 60)
+
+
+def resources_seconds(walltime: str) -> int:
+    from prism.launch.walltime import walltime_seconds
+
+    return walltime_seconds(walltime)

@@ -48,3 +48,35 @@ def test_start_up_is_in_every_walltime_and_said_so():
     assert resources.train_walltime(CLUSTER, 1200.0, "g1e7", startup_s=300.0) == "00:50:00"
     text = resources.requested_text(CLUSTER, "text_image", [("g1e7", 4, 1200.0)], (300.0, "start-up 300 s assumed"))
     assert text.endswith("; estimate + start-up 300 s assumed)")
+
+
+def test_a_jobs_slurm_names_are_its_queue_account_and_memory():
+    """profiles/slurm's executor reads slurm_partition, slurm_account and mem_mb: the job's queue, the study's
+    account (left out when empty), its memory (0 when none is given: no --mem, the partition's default)."""
+    job = {"queue": "gpu-short", "account": "proj", "nodes": 2, "procs_per_node": 4}
+    named = resources.slurm_names(job, "cpu", 64000)
+    assert named == {**job, "slurm_partition": "gpu-short", "slurm_account": "proj", "mem_mb": 64000}
+    unnamed = resources.slurm_names({**job, "account": ""}, "cpu")
+    assert "slurm_account" not in unnamed and unnamed["mem_mb"] == 0 and "gpu" not in unnamed
+
+
+def test_a_cuda_job_asks_a_gpu_a_rank_and_follows_functions_of_its_wildcards():
+    def queue(w):
+        return f"q-{w.run_id}"
+
+    job = {"queue": queue, "account": "", "nodes": lambda w: 2, "procs_per_node": 4}
+    named = resources.slurm_names(job, "cuda")
+    wc = SimpleNamespace(run_id="a")
+    assert named["slurm_partition"](wc) == "q-a" and named["gpu"](wc) == 8
+    assert resources.slurm_names({"queue": "q", "nodes": 1}, "cuda", ranks=4)["gpu"] == 4
+
+
+def test_a_slurm_launcher_job_asks_a_task_a_rank_and_runs_its_snakemake_in_the_batch_step():
+    """Its body's srun starts the ranks: the job has one task a rank, and with several the executor's `mpi` keeps
+    the job's Snakemake out of a one-task step the body's srun would have to share."""
+    several = resources.slurm_names({"queue": "q", "nodes": 2, "procs_per_node": 4, "launcher": "slurm"}, "cpu")
+    assert (several["tasks"], several["mpi"]) == (8, "srun") and "gpu" not in several
+    one = resources.slurm_names({"queue": "q", "nodes": 1, "procs_per_node": 1, "launcher": "slurm"}, "cuda")
+    assert (one["tasks"], one["mpi"], one["gpu"], one["tasks_per_gpu"]) == (1, "", 1, 1)
+    local = resources.slurm_names({"queue": "q", "nodes": 1, "procs_per_node": 1, "launcher": "local"}, "cpu")
+    assert "tasks" not in local and "mpi" not in local
