@@ -4,6 +4,8 @@ PYTHON ?= python3.11
 VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
+# The `slurm` extra, on the PYTHONPATH of the Slurm tests' Snakemake alone (pyproject.toml says why).
+SLURM_PLUGINS := $(VENV)/slurm-plugins
 CORES  ?= 2
 
 .PHONY: setup study test test-fast rehearsal system-deps lint clean
@@ -14,6 +16,8 @@ $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install -q --upgrade pip
 	$(BIN)/python -m pip install -q -e '.[test]'
+	$(BIN)/python -m pip install -q --no-deps --upgrade --target $(SLURM_PLUGINS) $$($(BIN)/python -c \
+	  "import tomllib; print(*tomllib.load(open('pyproject.toml', 'rb'))['project']['optional-dependencies']['slurm'])")
 	$(BIN)/python -m prism.model.kernels
 	touch $@
 
