@@ -35,6 +35,7 @@ import pytest
 import yaml
 from workflow.wfhelpers import (
     BIN,
+    SLURM_PLUGINS,
     SMOKE,
     SNAKEMAKE,
     STUDY,
@@ -55,11 +56,8 @@ pytestmark = [pytest.mark.cluster, pytest.mark.slow]
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "tools"))
 import local_pbs  # noqa: E402
 
-# The `slurm` extra, installed by `make setup` in a folder of its own and put on these tests' PYTHONPATH alone
-# (pyproject.toml says why).
-PLUGINS = BIN.parent / "slurm-plugins"
-if not (PLUGINS / "snakemake_executor_plugin_slurm").is_dir():
-    pytest.skip(f"no Slurm executor plugin in {PLUGINS} (make setup)", allow_module_level=True)
+if not (SLURM_PLUGINS / "snakemake_executor_plugin_slurm").is_dir():
+    pytest.skip(f"no Slurm executor plugin in {SLURM_PLUGINS} (make setup)", allow_module_level=True)
 
 # The study's `cluster:` section: no account (the local Slurm has no accounts to check one against), the
 # partition named like Aurora's debug queue; a walltime each job asks as its time limit.
@@ -92,7 +90,7 @@ def study_in(root: Path, scheduler: dict, shape_shards, overrides: dict) -> dict
         "PATH": f"{shims}:{BIN}:{env()['PATH']}",
         "OMP_NUM_THREADS": "2",
         "TORCH_EXTENSIONS_DIR": kernel_builds(),
-        "PYTHONPATH": os.pathsep.join(filter(None, [str(PLUGINS), os.environ.get("PYTHONPATH")])),
+        "PYTHONPATH": env(slurm=True)["PYTHONPATH"],
     }
     return {"workdir": workdir, "shims": shims, "env": client_env, "folder": scheduler["folder"]}
 

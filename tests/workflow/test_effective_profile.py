@@ -5,6 +5,7 @@ the cores, latency-wait and keep-incomplete its profile intends (fast: no workfl
 from __future__ import annotations
 
 import shlex
+import sys
 from pathlib import Path
 
 import pytest
@@ -14,6 +15,11 @@ from prism.launch.profilecheck import check_profile, effective_settings, pack_sl
 from prism.launch.sitecheck import load_study_config
 
 from .test_docs import documented_commands
+from .wfhelpers import SLURM_PLUGINS
+
+# Snakemake's parser, run here in the test process, offers the executors of the plugins on its path: the Slurm
+# one is beside the venv (pyproject.toml says why). Added at collection, before any test makes the parser.
+sys.path.append(str(SLURM_PLUGINS))
 
 REPO = Path(__file__).resolve().parents[2]
 # Only what reports or checks runs without a profile: nothing is scheduled.

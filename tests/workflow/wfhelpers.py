@@ -18,6 +18,9 @@ import yaml
 REPO = Path(__file__).resolve().parents[2]
 BIN = Path(sys.executable).parent
 SNAKEMAKE = str(BIN / "snakemake")
+# The `slurm` extra, which `make setup` installs beside the venv rather than in it (pyproject.toml says why):
+# on the path of the Snakemake processes that run profiles/slurm, and of the test process (tests/conftest.py).
+SLURM_PLUGINS = BIN.parent / "slurm-plugins"
 
 # The tests' tiny study is the smoke study (config/smoke.yaml, merged over config.yaml as
 # `--configfile` merges it), in the work folder's scaling-study/: three sizes per budget (a
@@ -71,11 +74,14 @@ def kernels_setup() -> str:
     return f"export TORCH_EXTENSIONS_DIR={shlex.quote(kernel_builds())}"
 
 
-def env() -> dict[str, str]:
-    """The environment of a Snakemake call: this venv first on PATH, two threads at most."""
+def env(slurm: bool = False) -> dict[str, str]:
+    """The environment of a Snakemake call: this venv first on PATH, two threads at most; with `slurm`, the
+    Slurm executor's plugins on its path."""
     out = dict(os.environ)
     out["PATH"] = os.pathsep.join([str(BIN), out.get("PATH", "")])
     out.pop("SNAKEMAKE_PROFILE", None)
+    if slurm:
+        out["PYTHONPATH"] = os.pathsep.join(filter(None, [str(SLURM_PLUGINS), out.get("PYTHONPATH")]))
     return out
 
 
