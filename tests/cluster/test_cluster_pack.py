@@ -167,13 +167,15 @@ def test_a_pack_stopped_at_its_walltime_resumes_its_runs(packed):
         records = [
             json.loads(line) for line in (workdir / STUDY / "runs" / run / "slots.jsonl").read_text().splitlines()
         ]
-        assert records[-1]["exit"] == 0
+        log = (workdir / "scaling-study" / "logs" / "train" / "text_image" / f"{run}.log").read_text()
         # A retried pack reruns every run of it (its Snakemake forces them): one finished in an earlier attempt
-        # is put back before its body is launched, so it never holds a slot again.
-        assert [r["exit"] for r in records].index(0) == len(records) - 1, records
+        # is put back before its body is launched, so it never holds a slot again. Its last body exited 0, or
+        # finished and was stopped by the walltime as it exited (143): the next attempt then put it back.
+        exits = [r["exit"] for r in records]
+        assert 0 not in exits[:-1], records
+        assert exits[-1] == 0 or "finished earlier on the same inputs" in log, (records, log[-2000:])
         # Stopped at the walltime with a checkpoint (the failed attempt's log, which the profile shows), then
         # resumed from it, in a later attempt (shown too when that one was stopped again) or the last one.
-        log = (workdir / "scaling-study" / "logs" / "train" / "text_image" / f"{run}.log").read_text()
         if f"[{run}] stopped (SIGTERM" in out:
             assert f"[{run}] resuming from" in out + log and any(r["exit"] != 0 for r in records)
             resumed.append(run)

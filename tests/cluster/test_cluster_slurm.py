@@ -182,17 +182,16 @@ def test_ctrl_c_cancels_the_queued_jobs(slurm_study):
     assert not (slurm_study["shims"] / "calls.log").exists()
 
 
-def test_a_run_stopped_at_its_time_limit_resumes_when_resubmitted(slurm_study):
-    """About 150 s of steps (at the speed this host ran the size minutes ago, which varies) under a 1-minute
-    limit: Slurm stops the job (TIMEOUT; SIGTERM, and the run writes a checkpoint), the profile's retries
-    resubmit it, and the run resumes from its checkpoint to its end."""
-    workdir, client_env = slurm_study["workdir"], slurm_study["env"]
-    before = {j["JobId"] for j in local_pbs.completed_jobs(slurm_study["folder"])}
+def run_under_a_minute(study: dict, seconds: float) -> tuple[str, str, str, list[dict]]:
+    """A run of the largest size sized to `seconds` of steps at the speed this host ran the size minutes ago,
+    under a 1-minute limit, retried up to 6 times: (run id, its metrics' path, Snakemake's output, the Slurm
+    jobs it took). The largest size: its slower steps make fewer of them, and its loss stays above where a tiny
+    loss's noise reads as a spike (the collapse check stops a run then: these shards are easy)."""
+    workdir = study["workdir"]
+    before = {j["JobId"] for j in local_pbs.completed_jobs(study["folder"])}
     runs_dir = workdir / STUDY / "runs"
-    # The largest size: its slower steps make fewer of them, and its loss stays above where a tiny loss's noise
-    # reads as a spike (the collapse check stops a run then: these shards are easy).
     fps = json.loads(next(runs_dir.glob("120k-*/metrics.json")).read_text())["flops_per_sample"]
-    budget = float(f"{150 / step_seconds(runs_dir, '120k') * SMOKE['plan']['global_batch'] * fps:.1e}")
+    budget = float(f"{seconds / step_seconds(runs_dir, '120k') * SMOKE['plan']['global_batch'] * fps:.1e}")
     run = run_id("120k", "BASE", "e2e", budget)
     target = str(STUDY / "runs" / run / "metrics.json")
     out = snakemake(
@@ -207,10 +206,23 @@ def test_a_run_stopped_at_its_time_limit_resumes_when_resubmitted(slurm_study):
         'cluster={"walltime": "00:01:00", "min_walltime": "00:01:00", "walltime_factor": 1}',
         "--retries",
         "6",
-        extra_env=client_env,
+        extra_env=study["env"],
         timeout=900,
     ).stdout
-    jobs = [j for j in local_pbs.completed_jobs(slurm_study["folder"]) if j["JobId"] not in before]
+    jobs = [j for j in local_pbs.completed_jobs(study["folder"]) if j["JobId"] not in before]
+    return run, target, out, jobs
+
+
+def test_a_run_stopped_at_its_time_limit_resumes_when_resubmitted(slurm_study):
+    """About 150 s of steps under a 1-minute limit: Slurm stops the job (TIMEOUT; SIGTERM, and the run writes a
+    checkpoint), the profile's retries resubmit it, and the run resumes from its checkpoint to its end. The
+    host's speed varies (threefold within one suite): a run it finished inside the limit proves nothing, and
+    one twice as long is tried."""
+    workdir = slurm_study["workdir"]
+    for seconds in (150, 300):
+        run, target, out, jobs = run_under_a_minute(slurm_study, seconds)
+        if f"[{run}] stopped (SIGTERM" in out:
+            break
     assert len(jobs) >= 2 and jobs[0]["JobState"] == "TIMEOUT" and jobs[-1]["JobState"] == "COMPLETED", jobs
     assert {j["TimeLimit"] for j in jobs} == {"1"}
     metrics = json.loads((workdir / target).read_text())
