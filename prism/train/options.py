@@ -11,11 +11,10 @@ Pure Python: no torch, no yaml.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from prism.core.errors import PrismError
+from prism.core.names import LiveNames
 from prism.core.options import option
 from prism.parallel.config import STRATEGIES
 from prism.runtime import DEVICES
@@ -23,41 +22,9 @@ from prism.train.lr_schedule import COOLDOWN_FRACTION, SCHEDULES
 from prism.train.precision import PRECISIONS
 from prism.train.trackers import DEFAULT_PROJECT, TRACKERS, parse_trackers
 
-
-class LauncherNames(Sequence[str]):
-    """The launchers' names, as `prism.launch.registry` holds them, read each time they are asked: the
-    `launcher` field's choices (its flag's, its config key's), so a launcher registered there later is one
-    too. The launchers are defined a layer up (prism.launch), which tells this where to read them when it is
-    imported (`read_from`); asked before, it says so."""
-
-    def __init__(self) -> None:
-        self._names: Callable[[], tuple[str, ...]] | None = None
-
-    def read_from(self, names: Callable[[], tuple[str, ...]]) -> None:
-        self._names = names
-
-    def _now(self) -> tuple[str, ...]:
-        if self._names is None:
-            raise PrismError("no launcher is registered yet: import prism.launch, which registers them")
-        return self._names()
-
-    def __getitem__(self, index):  # an index or a slice, as a tuple's
-        return self._now()[index]
-
-    def __len__(self) -> int:
-        return len(self._now())
-
-    def __iter__(self) -> Iterator[str]:
-        return iter(self._now())
-
-    def __contains__(self, name: object) -> bool:
-        return name in self._now()
-
-    def __repr__(self) -> str:
-        return repr(self._now())
-
-
-LAUNCHERS = LauncherNames()
+# The launchers' names, as `prism.launch.registry` holds them: the `launcher` field's choices (its flag's,
+# its config key's). The launchers are defined a layer up (prism.launch), which says where to read them.
+LAUNCHERS = LiveNames(unset="no launcher is registered yet: import prism.launch, which registers them")
 STORAGES = ("local", "lustre", "daos")
 
 # The settings that decide a run's numbers: part of the run's command, so the workflow retrains a

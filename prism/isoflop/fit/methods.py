@@ -10,9 +10,8 @@ and Approach 3 are registered below; `METHODS` (the `fit.method` choices: a meth
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
-
 from prism.core.errors import PrismError, check_name
+from prism.core.names import LiveNames
 from prism.isoflop.fit.approach2_method import APPROACH2
 from prism.isoflop.fit.approach3_method import APPROACH3
 from prism.isoflop.fit.method import BOTH, FitMethod, chosen
@@ -58,29 +57,8 @@ def label(method: str) -> str:
     return " and ".join(_METHODS[n].label if n in _METHODS else n for n in chosen(method))
 
 
-class MethodNames(Sequence[str]):
-    """The `fit.method` choices, read each time they are asked: every registered name, then "both"."""
-
-    def _now(self) -> tuple[str, ...]:
-        return (*names(), "both")
-
-    def __getitem__(self, index):  # an index or a slice, as a tuple's
-        return self._now()[index]
-
-    def __len__(self) -> int:
-        return len(self._now())
-
-    def __iter__(self) -> Iterator[str]:
-        return iter(self._now())
-
-    def __contains__(self, name: object) -> bool:
-        return name in self._now()
-
-    def __repr__(self) -> str:
-        return repr(self._now())
-
-
-METHODS = MethodNames()
+# The `fit.method` choices, read each time they are asked: every registered name, then "both".
+METHODS = LiveNames(lambda: (*names(), "both"))
 
 for _method in (APPROACH2, APPROACH3):
     register(_method)
