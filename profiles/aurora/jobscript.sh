@@ -11,7 +11,7 @@
 # reads it there, because neither Torque-style qstat nor PBS Pro's qstat (after its history
 # window) can say how a finished job ended.
 # `-k doe`: PBS Pro writes the job's output straight to its -o/-e files (on Lustre) as it runs, so
-# `tail -f logs/pbs/RULE.JOBID.err` follows a job; without it they appear only once the job ends.
+# `tail -f logs/pbs/RULE.JOBID.TRY.err` follows a job; without it they appear only once the job ends.
 # TMPDIR: a short node-local folder of the job's own (ALCF's Known Issues: processes started by
 # mpiexec, PyTorch among them, fail with "AF_UNIX path too long" under a long one), removed at its end.
 # The pack's slot files are the node's, not the job's (/tmp/prism-slots-USER-HOST, whatever TMPDIR is),

@@ -129,6 +129,21 @@ def submit(tmp_path: Path, setup: list[str], names: str, environ: dict) -> tuple
     return (tmp_path / "qsub.args").read_text().splitlines(), tmp_path / "logs" / "pbs" / "setup" / "train.3.sh"
 
 
+def test_a_resubmitted_job_writes_its_output_beside_its_failed_trys(tmp_path):
+    """Snakemake resubmits a failed job (the profile's retries) under the same name and id: its -o and -e name
+    the next try, so the failed try's output, the evidence of what went wrong, is kept."""
+    first, _ = submit(tmp_path, [], "", dict(os.environ))
+    out, err = first[first.index("-o") + 1], first[first.index("-e") + 1]
+    assert (out, err) == ("logs/pbs/train.3.1.out", "logs/pbs/train.3.1.err")
+    (tmp_path / err).write_text("the first try's traceback\n")  # PBS writes it as the job runs (-k doe)
+    second, _ = submit(tmp_path, [], "", dict(os.environ))
+    assert (second[second.index("-o") + 1], second[second.index("-e") + 1]) == (
+        "logs/pbs/train.3.2.out",
+        "logs/pbs/train.3.2.err",
+    )
+    assert (tmp_path / err).read_text() == "the first try's traceback\n"
+
+
 def test_submit_passes_named_variables_in_the_set_up_file_and_never_the_environment(tmp_path):
     args, setup_file = submit(tmp_path, ["export A=1"], "DAOS_POOL DAOS_CONT", {**os.environ, "DAOS_POOL": "pool1"})
     assert "-V" not in args
