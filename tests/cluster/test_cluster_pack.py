@@ -130,13 +130,14 @@ def test_packed_runs_train_as_unpacked_ones(packed):
         assert not (plain / STUDY / "runs" / run / "slots.jsonl").exists()
 
 
-def test_a_pack_stopped_at_its_walltime_resumes_its_runs(packed):
+def pack_under_a_minute(packed, seconds: float) -> tuple[list[str], str, list[dict]]:
+    """A pack of two runs, each sized to `seconds` of steps at this host's speed minutes ago, under a 1-minute
+    walltime, retried up to 12 times: (the runs' metrics paths, Snakemake's output, the scheduler jobs)."""
     workdir, client_env, folder, _ = packed
     before = {j["JobId"] for j in study_jobs(folder, workdir)}
-    # About 4 minutes of steps at this host's speed for each of two runs (as test_cluster's walltime test).
     runs_dir = workdir / STUDY / "runs"
     fps = json.loads(next(runs_dir.glob("30k-*/metrics.json")).read_text())["flops_per_sample"]
-    budget = float(f"{240 / step_seconds(runs_dir, '30k') * SMOKE['plan']['global_batch'] * fps:.1e}")
+    budget = float(f"{seconds / step_seconds(runs_dir, '30k') * SMOKE['plan']['global_batch'] * fps:.1e}")
     targets = [str(STUDY / "runs" / run_id(b, "BASE", "e2e", budget) / "metrics.json") for b in ("30k", "60k")]
     # The grid centred between 30k and 60k at this budget (as test_cluster's walltime test).
     prior_k = 6.5e4 / budget ** SMOKE["plan"]["prior_a"]
@@ -153,7 +154,18 @@ def test_a_pack_stopped_at_its_walltime_resumes_its_runs(packed):
         extra_env=client_env,
         timeout=2400,
     ).stdout
-    jobs = [j for j in study_jobs(folder, workdir) if j["JobId"] not in before]
+    return targets, out, [j for j in study_jobs(folder, workdir) if j["JobId"] not in before]
+
+
+def test_a_pack_stopped_at_its_walltime_resumes_its_runs(packed):
+    """About 4 minutes of steps for each of two runs (as test_cluster's walltime test). The host's speed varies
+    (threefold within one suite): a pack it finished inside the walltime proves nothing, and one of runs twice
+    as long is tried."""
+    workdir = packed[0]
+    for seconds in (240, 480):
+        targets, out, jobs = pack_under_a_minute(packed, seconds)
+        if "stopped (SIGTERM" in out:
+            break
     # One pack of both runs, stopped at its walltime at least once and resubmitted until it finished (the
     # last one's body recorded exit status 0; the scheduler may still have stopped it while it exited).
     assert len(jobs) >= 2 and jobs[0]["JobState"] == "TIMEOUT", jobs
