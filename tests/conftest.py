@@ -17,7 +17,7 @@ import pytest
 FIXTURES = Path(__file__).resolve().parent / "fixtures"
 # Session fixtures that cost minutes and that tests in several modules read: one Slurm instance, the
 # wsd study, the tiny study. Heaviest first.
-SHARED_FIXTURES = ("scheduler", "wsd_study", "tiny_study")
+SHARED_FIXTURES = ("scheduler", "slurm_scheduler", "wsd_study", "tiny_study")
 SLOW_MARKS = {"slow", "workflow", "cluster", "distributed"}
 TINY_RUN = FIXTURES / "tiny_run.yaml"
 INJECT_NAN_ENV = "PRISM_TEST_INJECT_NAN_AT_STEP"

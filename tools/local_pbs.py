@@ -123,8 +123,10 @@ def write_config(folder: Path, cpus: int, host: str) -> Path:
         # Keep finished jobs visible to qstat for 10 minutes (state C).
         "MinJobAge=600",
         # Job ids differ between instances (Slurm would restart at 1), so a job's recorded
-        # exit status (logs/pbs/status/<id>) can never be mistaken for an older job's.
-        f"FirstJobId={int(time.time()) % 50_000_000 + 1}",
+        # exit status (logs/pbs/status/<id>) can never be mistaken for an older job's, nor a job's
+        # /tmp/prism.<id> for one of another instance running at once (the test suite runs two): each
+        # instance numbers from its own block of 4,000, chosen by its start's second and its port.
+        f"FirstJobId={(int(time.time()) + ctld_port) % 16_000 * 4_000 + 1}",
         "SchedulerParameters=sched_interval=1",
         "SlurmctldTimeout=30",
         "SlurmdTimeout=30",

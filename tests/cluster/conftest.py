@@ -15,8 +15,7 @@ sys.path.insert(0, str(REPO / "tools"))
 import local_pbs  # noqa: E402
 
 
-@pytest.fixture(scope="session")
-def scheduler(tmp_path_factory):
+def local_scheduler(tmp_path_factory, name: str):
     """Start munged, slurmctld and slurmd in a private folder; skip with the reason when impossible."""
     why = local_pbs.missing_requirements()
     if why and os.geteuid() == 0:
@@ -25,7 +24,7 @@ def scheduler(tmp_path_factory):
         why = local_pbs.missing_requirements()
     if why:
         pytest.skip(f"no local PBS-style scheduler: {why}")
-    folder = tmp_path_factory.mktemp("slurm")
+    folder = tmp_path_factory.mktemp(name)
     try:
         client_env = local_pbs.start(folder)
     except local_pbs.SchedulerUnavailable as err:
@@ -34,3 +33,16 @@ def scheduler(tmp_path_factory):
         yield {**client_env, "folder": str(folder)}
     finally:
         local_pbs.stop(folder)
+
+
+@pytest.fixture(scope="session")
+def scheduler(tmp_path_factory):
+    """The instance of the tests through profiles/aurora (the Torque wrapper's qsub)."""
+    yield from local_scheduler(tmp_path_factory, "slurm")
+
+
+@pytest.fixture(scope="session")
+def slurm_scheduler(tmp_path_factory):
+    """A second instance, of the tests through profiles/slurm: its own ports and folder, so that `make test`'s two
+    workers each run a share of the scheduler tests (tests/conftest.py groups them by this fixture)."""
+    yield from local_scheduler(tmp_path_factory, "slurm-native")
