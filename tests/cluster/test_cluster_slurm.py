@@ -230,14 +230,14 @@ def run_under_a_minute(study: dict, seconds: float, runs: str) -> tuple[str, str
 
 
 def test_a_run_stopped_at_its_time_limit_resumes_when_resubmitted(slurm_study):
-    """About 150 s of steps under a 1-minute limit: Slurm stops the job (TIMEOUT; SIGTERM, and the run writes a
+    """About 90 s of steps under a 1-minute limit: Slurm stops the job (TIMEOUT; SIGTERM, and the run writes a
     checkpoint), the profile's retries resubmit it, and the run resumes from its checkpoint to its end. The
     host's speed varies (fourfold within one suite): a run it finished inside the limit proves nothing, and one
     is tried again, sized at the speed of the first."""
     workdir = slurm_study["workdir"]
-    run, target, out, jobs = run_under_a_minute(slurm_study, 150, "120k-*")
+    run, target, out, jobs = run_under_a_minute(slurm_study, 90, "120k-*")
     if f"[{run}] stopped (SIGTERM" not in out:
-        run, target, out, jobs = run_under_a_minute(slurm_study, 150, run)
+        run, target, out, jobs = run_under_a_minute(slurm_study, 90, run)
     assert len(jobs) >= 2 and jobs[0]["JobState"] == "TIMEOUT" and jobs[-1]["JobState"] == "COMPLETED", jobs
     assert {j["TimeLimit"] for j in jobs} == {"1"}
     metrics = json.loads((workdir / target).read_text())
