@@ -85,6 +85,20 @@ def env_for(folder: str | os.PathLike) -> dict[str, str]:
     return {"SLURM_CONF": str(Path(folder).resolve() / "slurm.conf")}
 
 
+# Each instance numbers its jobs from one of ID_BLOCKS blocks of ID_BLOCK ids (all below Slurm's MaxJobId).
+ID_BLOCK, ID_BLOCKS = 4_000, 16_000
+
+
+def first_job_id(port: int, now: float) -> int:
+    """The first job id of an instance whose slurmctld listens on `port`, started at `now`.
+
+    Job ids differ between instances (Slurm would restart at 1), so that a job's recorded exit status
+    (logs/pbs/status/<id>) is never mistaken for an older job's, nor a job's /tmp/prism.<id> for that of
+    another instance running at once (the test suite runs two): instances running at once have
+    different ports, so blocks of their own, and one started later another block again."""
+    return (int(now) + port) % ID_BLOCKS * ID_BLOCK + 1
+
+
 def write_config(folder: Path, cpus: int, host: str) -> Path:
     """Write slurm.conf and plugstack.conf; return the slurm.conf path."""
     ctld_port, d_port = _free_ports(2)
@@ -122,11 +136,7 @@ def write_config(folder: Path, cpus: int, host: str) -> Path:
         "MailProg=/bin/true",
         # Keep finished jobs visible to qstat for 10 minutes (state C).
         "MinJobAge=600",
-        # Job ids differ between instances (Slurm would restart at 1), so a job's recorded
-        # exit status (logs/pbs/status/<id>) can never be mistaken for an older job's, nor a job's
-        # /tmp/prism.<id> for one of another instance running at once (the test suite runs two): each
-        # instance numbers from its own block of 4,000, chosen by its start's second and its port.
-        f"FirstJobId={(int(time.time()) + ctld_port) % 16_000 * 4_000 + 1}",
+        f"FirstJobId={first_job_id(ctld_port, time.time())}",
         "SchedulerParameters=sched_interval=1",
         "SlurmctldTimeout=30",
         "SlurmdTimeout=30",
