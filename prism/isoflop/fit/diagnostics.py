@@ -25,9 +25,9 @@ The verdict's rules (thresholds are module constants, quoted in every reason str
   MIN_SNR times the noise.
 - Approach 2 needs MIN_BUDGETS informative budgets: through 2 minima the line passes
   exactly, and nothing measures how far it could move.
-- The interval of `a` the verdict uses (Approach 2's, Approach 3's, or with both the
-  narrower of two that hold each other's estimate, else the span of the two) must be
-  narrower than MAX_CI_WIDTH.
+- The interval of `a` the verdict uses (Approach 2's, Approach 3's, or with both, when each
+  holds the other's estimate, the first in the fit's order that determines a alone, else the
+  narrower; when they do not, the span of the two) must be narrower than MAX_CI_WIDTH.
 - Approach 3 must have converged when it was fitted, with enough runs beyond its 5
   parameters to measure its uncertainty.
 """
@@ -416,9 +416,9 @@ def _heard_reasons(heard: goodness.Speakers, labels: dict[str, str], failures: l
 
 
 def _deciding_interval(intervals: list, problems: list[str], failures: list[str]):
-    """(interval, its source, the method it rests on) of the verdict: one method's; with several, the
-    narrowest when they agree (`combine`), else the span of all, said among the problems, and a
-    failure naming the disagreement when that span is too wide to identify a."""
+    """(interval, its source, the method it rests on) of the verdict: one method's; with several that agree
+    the one `combine` chooses, else the span of all, said among the problems, and a failure naming the
+    disagreement when that span is too wide to identify a."""
     if not intervals:
         return None, None, None
     cis, sources, names, estimates, labels = (list(x) for x in zip(*intervals))
@@ -431,7 +431,7 @@ def _deciding_interval(intervals: list, problems: list[str], failures: list[str]
     if combined["agree"]:
         own = sources[names.index(combined["rests_on"])]
         other = "; ".join(s for s, n in zip(sources, names, strict=True) if n != combined["rests_on"])
-        source = f"{own} (the narrower; {combined['text']}; the other: {other})"
+        source = f"{own} ({combined['why']}; {combined['text']}; the other: {other})"
         return combined["interval"], source, combined["rests_on"]
     interval = combined["interval"]
     spans = "both" if len(cis) == 2 else "them all"
@@ -447,6 +447,24 @@ def _deciding_interval(intervals: list, problems: list[str], failures: list[str]
     return interval, "span of " + "; and ".join(sources), "envelope"
 
 
+def resting_on(cis: Sequence[tuple[float, float]]) -> tuple[int, str]:
+    """Which of the intervals of methods that agree the verdict rests on, and why in words: the first, in the
+    fit's order, narrow enough to determine a alone (at most MAX_CI_WIDTH wide), else the narrowest.
+
+    The fit's order puts the fewest assumptions first (Approach 2: each budget's curve near its minimum, and a
+    line through the minima; Approach 3: one form of the whole surface). Agreement cannot see a bias smaller
+    than the intervals' half-widths, and a form wrong by that much passes every test the runs allow (a data
+    term with two curvatures moves Approach 3's a by about one half-width at a noise of 1%); the method that
+    assumes less is biased on fewer surfaces. A narrower interval is taken only where its precision is needed to
+    determine a at all: the verdict is then as decisive as before, and says what it rests on."""
+    widths = [hi - lo for lo, hi in cis]
+    for i, width in enumerate(widths):
+        if math.isfinite(width) and width <= MAX_CI_WIDTH:
+            return i, "the first in the fit's order that determines a alone"
+    k = min(range(len(cis)), key=lambda i: widths[i])
+    return k, "the narrower: none determines a alone"
+
+
 def combine(
     a2: float | None,
     a2_ci: tuple[float, float],
@@ -456,14 +474,15 @@ def combine(
     labels: Sequence[str] = ("Approach 2", "Approach 3"),
 ) -> dict:
     """Whether two methods (by default the approaches, `names`, in words `labels`) agree, and the
-    verdict's interval: the narrower one when they do, else the span of both.
+    verdict's interval: when they do, the first's where it determines a alone, else the narrower
+    (`resting_on`); when they do not, the span of both.
 
     They agree when each one's estimate lies inside the other's interval. Both fit the same
     runs, so were both right their estimates would differ by less than either interval's
     half-width (their errors are shared; when one is efficient, the variance of the difference
     is the difference of their variances). No correction estimated from one approach's own
-    surface excuses a larger difference: that would assume the very form in question. The
-    narrower interval of two that agree holds both estimates.
+    surface excuses a larger difference: that would assume the very form in question. Either
+    interval of two that agree holds both estimates.
     """
     span = (min(a2_ci[0], a3_ci[0]), max(a2_ci[1], a3_ci[1]))
     if a2 is None or a3 is None or not (math.isfinite(a2) and math.isfinite(a3)):
@@ -478,10 +497,10 @@ def combine(
     inside2, inside3 = a2_ci[0] <= a3 <= a2_ci[1], a3_ci[0] <= a2 <= a3_ci[1]
     agree = inside2 and inside3
     if agree:
-        rests_on = names[0] if a2_ci[1] - a2_ci[0] <= a3_ci[1] - a3_ci[0] else names[1]
-        interval = tuple(a2_ci) if rests_on == names[0] else tuple(a3_ci)
+        k, why = resting_on([a2_ci, a3_ci])
         text = f"each approach's interval holds the other's estimate: {labels[0]} {a2:.3f}, {labels[1]} {a3:.3f}"
-        return {"agree": True, "text": text, "interval": interval, "rests_on": rests_on, "difference": diff}
+        interval = tuple((a2_ci, a3_ci)[k])
+        return {"agree": True, "text": text, "interval": interval, "rests_on": names[k], "difference": diff, "why": why}
     missed = [
         f"{name} {est:.3f} is outside {other} [{ci[0]:.3f}, {ci[1]:.3f}]"
         for ok, name, est, other, ci in (
@@ -512,9 +531,10 @@ def combine_many(estimates: list, cis: list, names: list[str], labels: list[str]
         }
     said = ", ".join(f"{lab} {est:.3f}" for lab, est in zip(labels, estimates, strict=True))
     if all(p["agree"] for p in pairs):
-        k = min(range(len(cis)), key=lambda i: cis[i][1] - cis[i][0])
+        k, why = resting_on(cis)
         text = f"each method's interval holds the others' estimates: {said}"
-        return {"agree": True, "text": text, "interval": tuple(cis[k]), "rests_on": names[k], "difference": None}
+        return {"agree": True, "text": text, "interval": tuple(cis[k]), "rests_on": names[k], "difference": None,
+                "why": why}  # fmt: skip
     text = "; ".join(p["text"] for p in pairs if not p["agree"])
     return {
         "agree": False,
@@ -579,8 +599,8 @@ def approach_agreement(a2: float | None, a3: float | None, a2_on_a3_surface: flo
             f"surface sampled at these runs Approach 2 would be off by {bias:+.4f} (its method bias: "
             "the parabola in log N is not the true isoFLOP curve when alpha != beta or the grid is "
             f"wide/off-centre), so the rest is {explained:.4f}; that figure assumes Approach 3's form and "
-            "decides nothing. The verdict rests on the narrower approach when each interval holds the other's "
-            "estimate, else on the span of both."
+            "decides nothing. When each interval holds the other's estimate the verdict rests on the first approach "
+            "that determines a alone, else on the narrower; else on the span of both."
         )
     else:
         out["note"] = f"Approach 2 differs from Approach 3 by {a2 - a3:+.4f}"

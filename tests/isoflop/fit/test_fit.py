@@ -259,23 +259,31 @@ def test_json_round_trip_and_old_shape_readable(tmp_path):
     assert parsed.approach2.a == 0.5 and parsed.approach3.fitted is False
 
 
-def test_agreeing_approaches_rest_on_the_more_precise_and_disagreeing_ones_span_both():
+def test_agreeing_approaches_rest_on_the_first_that_decides_alone_and_disagreeing_ones_span_both():
     from prism.isoflop.fit import diagnostics, methods
     from prism.isoflop.fit.method import MethodFit
 
-    # each estimate inside the other's interval: the narrower interval, which holds both
+    # each estimate inside the other's interval: Approach 2's (the fewer assumptions) where it determines a alone,
+    # though Approach 3's is narrower; Approach 3's narrower one only where Approach 2's is too wide to
     out = diagnostics.combine(0.51, (0.50, 0.52), 0.515, (0.48, 0.56))
     assert out["agree"] and out["rests_on"] == "approach2" and out["interval"] == (0.50, 0.52)
-    assert diagnostics.combine(0.50, (0.40, 0.60), 0.51, (0.50, 0.52))["rests_on"] == "approach3"
+    out = diagnostics.combine(0.50, (0.44, 0.56), 0.51, (0.49, 0.53))
+    assert out["rests_on"] == "approach2" and out["interval"] == (0.44, 0.56) and "alone" in out["why"]
+    out = diagnostics.combine(0.50, (0.40, 0.60), 0.51, (0.50, 0.52))
+    assert out["rests_on"] == "approach3" and out["why"] == "the first in the fit's order that determines a alone"
+    # neither determines a alone: the narrower, said so (the verdict is then NOT identifiable on its width)
+    out = diagnostics.combine(0.50, (0.30, 0.70), 0.51, (0.40, 0.58))
+    assert out["rests_on"] == "approach3" and out["why"] == "the narrower: none determines a alone"
     # Approach 2's estimate outside Approach 3's narrow interval: no correction explains it away
     out = diagnostics.combine(0.369, (0.296, 0.442), 0.296, (0.280, 0.330))
     assert not out["agree"] and out["interval"] == (0.280, 0.442) and "0.369 is outside" in out["text"]
-    # end to end: a narrow-grid study where both agree rests on the narrower interval and says which
+    # end to end: a narrow-grid study where both agree rests on one of them and says which and why
     fit = fit_records(isoflop_study(SYMMETRIC, BUDGETS, per_budget=7, spread=1.0, noise=0.005, seed=2), bootstrap=100)
     a2, a3 = fit.approach2.a_ci, fit.approach3.a_ci
     assert fit.verdict.rests_on in ("approach2", "approach3")
     assert fit.verdict.interval[1] - fit.verdict.interval[0] <= max(a2[1] - a2[0], a3[1] - a3[0])
-    assert "the narrower" in fit.verdict.interval_source and "holds the other's estimate" in fit.verdict.interval_source
+    source = fit.verdict.interval_source
+    assert ("determines a alone" in source or "the narrower" in source) and "holds the other's estimate" in source
     assert fit.a() == (fit.approach2.a if fit.verdict.rests_on == "approach2" else fit.approach3.a)
     assert fit.verdict.interval[0] <= min(fit.approach2.a, fit.approach3.a)
     assert fit.verdict.interval[1] >= max(fit.approach2.a, fit.approach3.a)
