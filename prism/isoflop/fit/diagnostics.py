@@ -600,7 +600,7 @@ def approach_agreement(a2: float | None, a3: float | None, a2_on_a3_surface: flo
             "the parabola in log N is not the true isoFLOP curve when alpha != beta or the grid is "
             f"wide/off-centre), so the rest is {explained:.4f}; that figure assumes Approach 3's form and "
             "decides nothing. When each interval holds the other's estimate the verdict rests on the first approach "
-            "that determines a alone, else on the narrower; else on the span of both."
+            "that determines a alone, else on the narrower; when not, on the span of both."
         )
     else:
         out["note"] = f"Approach 2 differs from Approach 3 by {a2 - a3:+.4f}"

@@ -2,10 +2,12 @@
 
 `register(method)` adds one (a `prism.isoflop.fit.method.FitMethod`), `get(name)` returns it (an
 unknown name is an error naming the known ones), `names()` lists them in registration order, which
-is the order the fit runs them, their reasons are given and their intervals weighed. Approach 2
-and Approach 3 are registered below; `METHODS` (the `fit.method` choices: a method's name or
-"both") reads `names()` each time it is asked, so a method registered later is a choice too
-(tests/isoflop/fit/test_methods.py registers one and sees the verdict rest on it).
+is the order the fit runs them, their reasons are given and their intervals weighed: the fewest
+assumptions first, since of methods that agree the verdict rests on the first that determines a
+alone (`diagnostics.resting_on`). Approach 2 and Approach 3 are registered below; `METHODS` (the
+`fit.method` choices: a method's name or "both") reads `names()` each time it is asked, so a method
+registered later is a choice too (tests/isoflop/fit/test_methods.py registers one and sees the verdict
+rest on it).
 """
 
 from __future__ import annotations
