@@ -74,8 +74,8 @@ def test_identifiable_verdicts_hold_the_true_a_on_surfaces_not_of_approach3s_for
     """Four noisy studies a surface: most are identifiable, and their intervals hold the truth (within a
     tenth of their width) as an 80% interval does: at most one of four misses. Demanding all four would
     fail a calibrated interval in 4 of 10 draws; over 12 studies a surface the verdict holds the truth
-    in 11, 7 and 11 of 12 (the verdict with Approach 3's bootstrap interval: 10, 8 and 11), both
-    approaches being biased the same way on the two-curvature surface."""
+    in 11, 9 and 12 of 12 (resting on the narrower of two approaches that agree, as it did before: 11, 7
+    and 11), Approach 3 being biased by about half its interval's width on the two-curvature surface."""
     loss, kw = CASES[case]
     a = true_a(loss)
     identifiable, missed = 0, []
