@@ -182,8 +182,8 @@ def test_ctrl_c_cancels_the_queued_jobs(slurm_study):
 def wait_until_submitted(proc: subprocess.Popen, log: Path, client_env: dict, blocker: str) -> list[str]:
     """Until Snakemake has submitted every job it will and each waits in the queue: 3 or more, and no new
     `sbatch` for 3 s, as a user who saw the "submitted" lines would press it. (A Ctrl-C reaches a running
-    `sbatch` too, one process group: once, on a slow host, none of a round's jobs was cancelled after a Ctrl-C
-    among its submissions.) The pending jobs' queue lines."""
+    `sbatch` too, one process group: once, on a slow host, a Ctrl-C pressed when 3 of a round's 6 jobs were
+    queued left all six queued.) The pending jobs' queue lines."""
     deadline, waiting, stable_since = time.monotonic() + 240, [], time.monotonic()
     while time.monotonic() < deadline:
         text = log.read_text()
