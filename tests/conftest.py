@@ -15,8 +15,8 @@ from pathlib import Path
 import pytest
 
 FIXTURES = Path(__file__).resolve().parent / "fixtures"
-# Session fixtures that cost minutes and that tests in several modules read: one Slurm instance, the
-# wsd study, the tiny study. Heaviest first.
+# Session fixtures that cost minutes and that tests in several modules read: two Slurm instances (the
+# tests through profiles/aurora, those through profiles/slurm), the wsd study, the tiny study. Heaviest first.
 SHARED_FIXTURES = ("scheduler", "slurm_scheduler", "wsd_study", "tiny_study")
 SLOW_MARKS = {"slow", "workflow", "cluster", "distributed"}
 TINY_RUN = FIXTURES / "tiny_run.yaml"
