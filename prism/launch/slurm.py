@@ -6,9 +6,10 @@ pins with `CUDA_VISIBLE_DEVICES` (prism.launch.slots runs the body under that pi
 torch's names (`RANK`, `WORLD_SIZE`, `LOCAL_RANK`, `LOCAL_WORLD_SIZE`) from Slurm's (`SLURM_PROCID`,
 `SLURM_NTASKS`, `SLURM_LOCALID`) before it starts `prism train`; `MASTER_ADDR` is the job's first node
 (each task asks scontrol) and `MASTER_PORT` the slot's port where a pack's claim took one
-(`$PRISM_SLOT_PORT`), else 29500. Every task sees the node's GPUs and takes the one of its local rank
-(prism.parallel.config), NCCL on cuda, gloo on cpu. `--kill-on-bad-exit`: one rank that fails ends the
-others, not a hang in a collective.
+(`$PRISM_SLOT_PORT`), else one of 2,000 from 29500 chosen by the job's id: Slurm shares a node between
+jobs unless told not to, and two jobs of several ranks on one node must not both listen on 29500. Every
+task sees the node's GPUs and takes the one of its local rank (prism.parallel.config), NCCL on cuda,
+gloo on cpu. `--kill-on-bad-exit`: one rank that fails ends the others, not a hang in a collective.
 
 The `#SBATCH` lines make the body submittable on its own (`sbatch -A ACCOUNT -p PARTITION -t HH:MM:SS
 body.sh`); the node count is rendered as a number, which srun refuses when the job has fewer nodes.
@@ -30,6 +31,8 @@ from prism.launch.command import train_args
 from prism.train.config import RunConfig
 
 MASTER_PORT = 29500
+# Ports a job's id picks from (29500-31499: below Linux's ephemeral range, 32768 up).
+PORTS = 2000
 # What each srun task runs before `prism train`: torch's names of its place, from those Slurm gives every task
 # of a step (the job's own SLURM_ variables may be gone: the Slurm executor's job step drops them), and the
 # rendezvous host, the step's first node, which rank 0 says.
@@ -85,7 +88,7 @@ def render_slurm(
     else:
         lines += [
             ': "${SLURM_JOB_ID:?is not set: run this body as a Slurm job (sbatch): srun starts its ranks}"',
-            f"export MASTER_PORT=${{PRISM_SLOT_PORT:-{MASTER_PORT}}}",
+            f"export MASTER_PORT=${{PRISM_SLOT_PORT:-$(({MASTER_PORT} + SLURM_JOB_ID % {PORTS}))}}",
         ]
         srun = ["srun", f"--nodes={nodes}", f"--ntasks={ranks}", f"--ntasks-per-node={ppn}", "--kill-on-bad-exit=1"]
         task = TASK_ENV.format(ppn=ppn)

@@ -261,7 +261,9 @@ def test_a_two_rank_run_of_the_slurm_launcher_starts_its_ranks_with_srun(
     metrics = f"scaling-study/text_image/runs/{run}/metrics.json"
     out = snakemake(workdir, *SLURM_ARGS, metrics, timeout=600, extra_env=study["env"]).stdout
     assert (workdir / metrics).is_file()
-    (job,) = re.findall(r"has been submitted with SLURM jobid (\d+)", out)
+    submitted = re.findall(r"has been submitted with SLURM jobid (\d+)", out)
+    assert len(submitted) == 1, out[-6000:]
+    (job,) = submitted
     (record,) = [j for j in local_pbs.completed_jobs(study["folder"]) if j["JobId"] == job]
     assert record["JobState"] == "COMPLETED" and record["ProcCnt"] == "2", record
     body = (workdir / "scaling-study" / "text_image" / "runs" / run / "launch.sh").read_text()

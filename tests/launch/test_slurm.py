@@ -62,8 +62,11 @@ def test_several_ranks_start_with_srun_each_with_torchs_names_of_its_place(tmp_p
     assert done.returncode == 0, done.stderr
     lines = done.stdout.splitlines()
     assert [line.split(":")[0] for line in lines] == [f"rank {r}/8 local {r % 4}/4 at gpu-a" for r in range(8)]
-    assert all(":29500: -m prism train " in line and "--strategy ddp" in line for line in lines)
-    assert "prism: 8 ranks on 2 node(s) meet at gpu-a:29500" in done.stderr  # rank 0 says where
+    assert all(":29507: -m prism train " in line and "--strategy ddp" in line for line in lines)
+    assert "prism: 8 ranks on 2 node(s) meet at gpu-a:29507" in done.stderr  # rank 0 says where
+    # another job's ranks, on a node Slurm may share with the first, meet on another port
+    other = run_body(tmp_path, body, SLURM_JOB_ID="2008")
+    assert "meet at gpu-a:29508" in other.stderr
     # a pack's claim gives the rendezvous port of its own
     again = run_body(tmp_path, body, SLURM_JOB_ID="7", PRISM_SLOT_PORT="31001")
     assert ":31001: " in again.stdout
