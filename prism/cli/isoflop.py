@@ -10,6 +10,7 @@ from prism.cli.spec import add_spec_arguments, spec_from_args
 from prism.core.options import add_arguments, from_namespace, validate
 from prism.isoflop.design.calibrate import TIMED_RUN_SETTINGS, CalibrateOptions
 from prism.isoflop.design.planoptions import PlanOptions
+from prism.isoflop.design.tuning import FIT_FLAGS, RULE_FLAGS, RULE_PREFIX, TuneOptions
 from prism.isoflop.present.options import PlotOptions
 from prism.isoflop.runs.collect import CollectOptions
 from prism.train.config import RunConfig
@@ -268,11 +269,8 @@ def _register_plan(verbs: argparse._SubParsersAction) -> None:
 
 
 def _add_lr_rule_arguments(p) -> None:
-    """Every run's peak-lr rule (prism.train.lr_rule); the default: hand, today's."""
-    p.add_argument("--lr-rule", default="hand", choices=("hand", "given", "fitted"), help="default: hand")
-    p.add_argument("--lr-c", type=float, default=3e-3, metavar="C", help="given: lr at d_model 128 (default 3e-3)")
-    p.add_argument("--lr-p", type=float, default=1.0, metavar="P", help="given: exponent of d_model (default 1)")
-    p.add_argument("--lr-q", type=float, default=0.0, metavar="Q", help="given: exponent of tokens (default 0)")
+    """Every run's peak-lr rule (prism.train.lr_rule; TuneOptions' rule fields); the default: hand, today's."""
+    add_arguments(p, TuneOptions, RULE_FLAGS, prefix=RULE_PREFIX)
     p.add_argument("--lr-rule-file", metavar="FILE", help="fitted: the rule `prism isoflop tune` wrote")
     p.add_argument(
         "--batch-law", type=float, nargs=2, metavar=("C", "B"),
@@ -283,16 +281,12 @@ def _add_lr_rule_arguments(p) -> None:
         help="the tokens the rule sees: each run's own (default), or a size's geometric mean over its budgets "
         "(one lr per wsd trajectory)",
     )  # fmt: skip
-    p.add_argument(
-        "--lr-margin", type=float, default=0.3, metavar="DECADES",
-        help="fitted: decades of d_model beyond the swept widths the rule may extrapolate (default 0.3)",
-    )  # fmt: skip
 
 
 def _lr_rule(args: argparse.Namespace):
-    from prism.isoflop.design.tuning import TuneOptions, study_rule
+    from prism.isoflop.design.tuning import study_rule
 
-    options = TuneOptions(rule=args.lr_rule, lr_c=args.lr_c, lr_p=args.lr_p, lr_q=args.lr_q, margin=args.lr_margin)
+    options = validate(TuneOptions(**{name: getattr(args, name) for name in RULE_FLAGS}))
     return study_rule(options, args.lr_rule_file)
 
 
@@ -376,9 +370,7 @@ def _register_tune(verbs: argparse._SubParsersAction) -> None:
     )
     p.add_argument("metrics", nargs="+", help="the sweep runs' metrics.json (.../RUN_ID/lrLR/metrics.json)")
     p.add_argument("--out", required=True, help="the rule file to write (JSON)")
-    p.add_argument("--bootstrap", type=int, default=200, metavar="N", help="bootstrap draws (default 200)")
-    p.add_argument("--seed", type=int, default=0, metavar="S", help="bootstrap seed (default 0)")
-    p.add_argument("--margin", type=float, default=0.3, metavar="DECADES", help="extrapolation margin (default 0.3)")
+    add_arguments(p, TuneOptions, FIT_FLAGS)
     p.set_defaults(func=_tune)
 
 

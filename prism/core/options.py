@@ -60,7 +60,11 @@ def option(
     return field(default=default, metadata=meta)
 
 
-def flag(name: str) -> str:
+def flag(name: str, prefix: str = "") -> str:
+    """`--min-steps` for `min_steps`; under `prefix` (`lr_`), `--lr-rule` for `rule` and `--lr-c` for `lr_c`:
+    a section's fields among another verb's flags, named for their section without doubling it."""
+    if prefix and not name.startswith(prefix):
+        name = prefix + name
     return "--" + name.replace("_", "-")
 
 
@@ -76,25 +80,32 @@ def _parse(kind: str):
     return {"int": int, "float": float, "str": str}[kind]
 
 
+def _chosen(cls, names: tuple[str, ...] | None) -> list[dataclasses.Field]:
+    """The fields `names`, in that order (a command's flags keep their order), else every field."""
+    if names is None:
+        return list(fields(cls))
+    by_name = {f.name: f for f in fields(cls)}
+    return [by_name[name] for name in names]
+
+
 def add_arguments(
     parser: argparse.ArgumentParser | argparse._ArgumentGroup,
     cls: type,
     names: tuple[str, ...] | None = None,
     *,
     unset: bool = False,
+    prefix: str = "",
 ) -> None:
     """One flag per field of `cls` (or of its fields `names`), with the field's default and help
-    (`--x`/`--no-x` for booleans). `unset`: every flag defaults to None, for a file of the same keys
-    (or the dataclass) to fill what the command line leaves out; its help names a default only where
-    the field has one and is not `required`."""
-    for f in fields(cls):
-        if names is not None and f.name not in names:
-            continue
+    (`--x`/`--no-x` for booleans), its value under the field's name. `unset`: every flag defaults to None,
+    for a file of the same keys (or the dataclass) to fill what the command line leaves out; its help names
+    a default only where the field has one and is not `required`. `prefix`: the flags' names (`flag`)."""
+    for f in _chosen(cls, names):
         meta = f.metadata
         if unset:
             shown = "" if f.default is None or meta.get("required") else f" (default: {f.default})"
             parser.add_argument(
-                flag(f.name),
+                flag(f.name, prefix),
                 dest=f.name,
                 type=_parse(_kind(f)),
                 choices=meta.get("choices"),
@@ -105,7 +116,7 @@ def add_arguments(
             continue
         if _kind(f) == "bool":
             parser.add_argument(
-                flag(f.name),
+                flag(f.name, prefix),
                 dest=f.name,
                 action=argparse.BooleanOptionalAction,
                 default=f.default,
@@ -116,7 +127,7 @@ def add_arguments(
         said = f.default is None and "(default:" in meta["help"]
         shown = "" if said else f" (default: {'none' if f.default is None else f.default})"
         parser.add_argument(
-            flag(f.name),
+            flag(f.name, prefix),
             dest=f.name,
             type=_parse(_kind(f)),
             default=f.default,
@@ -209,15 +220,16 @@ def validate(opts):
     return opts
 
 
-def as_args(opts) -> list[str]:
-    """The flags that reproduce `opts` (every field, so the command line shows every setting)."""
+def as_args(opts, names: tuple[str, ...] | None = None, prefix: str = "") -> list[str]:
+    """The flags that reproduce `opts` (every field, or its fields `names` in that order, so the command line
+    shows every setting), named as `add_arguments` with the same `prefix` names them."""
     out: list[str] = []
-    for f in fields(opts):
+    for f in _chosen(opts, names):
         value = getattr(opts, f.name)
         if _kind(f) == "bool":
-            out.append(flag(f.name) if value else "--no-" + f.name.replace("_", "-"))
+            out.append(flag(f.name, prefix) if value else "--no-" + flag(f.name, prefix)[2:])
         elif value is not None:
-            out += [flag(f.name), repr(value) if isinstance(value, float) else str(value)]
+            out += [flag(f.name, prefix), repr(value) if isinstance(value, float) else str(value)]
     return out
 
 

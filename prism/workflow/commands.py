@@ -13,7 +13,7 @@ from typing import Any
 
 from prism.core.options import as_args
 from prism.isoflop.design.placement import study_devices
-from prism.isoflop.design.tuning import study_rule
+from prism.isoflop.design.tuning import RULE_PREFIX, study_rule
 from prism.isoflop.runs.launch import run_config, run_flags
 from prism.train.config import RunConfig
 from prism.workflow.probe import probe_file, probed
@@ -49,11 +49,10 @@ def lr_rule_flags(study: Study, family: str) -> list[str]:
     tune = study.tune
     per_size = ["--lr-tokens", "size"] if lr_tokens(study) == "size" else []
     if tune.rule == "given":
-        return ["--lr-rule", "given", "--lr-c", str(tune.lr_c), "--lr-p", str(tune.lr_p), "--lr-q", str(tune.lr_q),
-                *per_size]  # fmt: skip
+        return [*as_args(tune, ("rule", "lr_c", "lr_p", "lr_q"), RULE_PREFIX), *per_size]
     if tune.rule == "fitted":
-        return ["--lr-rule", "fitted", "--lr-rule-file", study.lr_rule_file(family), "--lr-margin", str(tune.margin),
-                *per_size]  # fmt: skip
+        rule_file = ["--lr-rule-file", study.lr_rule_file(family)]
+        return [*as_args(tune, ("rule",), RULE_PREFIX), *rule_file, *as_args(tune, ("margin",), RULE_PREFIX), *per_size]
     return []
 
 

@@ -12,7 +12,8 @@ from collections.abc import Callable
 from typing import Any
 
 from prism.core.ids import run_id
-from prism.isoflop.design.tuning import lr_label, sweep_lrs, sweep_sizes
+from prism.core.options import as_args
+from prism.isoflop.design.tuning import FIT_FLAGS, lr_label, sweep_lrs, sweep_sizes
 from prism.isoflop.runs.launch import run_flags
 from prism.model.config import backbone_config
 from prism.train.config import RunConfig
@@ -143,5 +144,4 @@ class TuneStage:
 
     def fit_args(self, wildcards: Any) -> list[str]:
         """`prism isoflop tune` flags (the bootstrap's and the margin's): rerun triggers of the rule."""
-        tune = self.study.tune
-        return ["--bootstrap", str(tune.bootstrap), "--seed", str(tune.seed), "--margin", str(tune.margin)]
+        return as_args(self.study.tune, FIT_FLAGS)

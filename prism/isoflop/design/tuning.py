@@ -49,6 +49,13 @@ LR_DIR = re.compile(r"^lr([0-9.]+(?:e-?[0-9]+)?)$")
 STEPS_DIR = re.compile(r"^s([0-9]+)$")
 
 
+# The fields `prism isoflop plan` takes as its lr rule's flags (named under RULE_PREFIX: --lr-rule, --lr-c,
+# --lr-margin), and those of `prism isoflop tune`'s fit of the rule (--bootstrap, --seed, --margin).
+RULE_FLAGS = ("rule", "lr_c", "lr_p", "lr_q", "margin")
+RULE_PREFIX = "lr_"
+FIT_FLAGS = ("bootstrap", "seed", "margin")
+
+
 @dataclass(frozen=True)
 class TuneOptions:
     """The study's learning-rate rule and its tuning stage: the config's `tune:` section."""

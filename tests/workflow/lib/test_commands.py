@@ -156,3 +156,34 @@ def test_an_empty_shards_folder_stops_the_dry_run_naming_its_key(smoke_config, t
         flow.data_inputs(wildcards(family="text_image"))
     (empty / "a.tar").write_bytes(b"")
     assert flow.data_inputs(wildcards(family="text_image")) == [str(empty)]
+
+
+@pytest.mark.parametrize("rule", ["given", "fitted"])
+def test_the_lr_rule_the_plan_job_passes_is_the_rule_the_plan_verb_reads(smoke_config, rule):
+    """The rule's flags are generated from TuneOptions' fields and parsed by flags generated from the same
+    fields: `prism isoflop plan` reads back the study's rule, whatever its values."""
+    from prism.cli import build_parser
+    from prism.isoflop.design.tuning import RULE_FLAGS
+
+    tune = {"rule": rule, "lr_c": 1.5e-05, "lr_p": 0.75, "lr_q": 0.125, "margin": 0.45}
+    study = Study(smoke_config(tune=tune))
+    args = build_parser().parse_args(
+        ["isoflop", "plan", "--family", "text_image", *commands.plan_command(study, "text_image")]
+    )
+    read = {name: getattr(args, name) for name in RULE_FLAGS}
+    if rule == "given":  # the margin bounds a fitted rule's extrapolation only: a given rule's job leaves it out
+        assert read == {**tune, "margin": 0.3}
+    else:  # a fitted rule's values are in its file; the job passes the file and the margin
+        assert read["rule"] == "fitted" and read["margin"] == 0.45
+        assert args.lr_rule_file == study.lr_rule_file("text_image")
+
+
+def test_the_tuning_fit_job_passes_the_bootstrap_the_tune_verb_reads(smoke_config):
+    from prism.cli import build_parser
+    from prism.workflow.tune import TuneStage
+
+    tune = {"rule": "fitted", "bootstrap": 77, "seed": 5, "margin": 0.45}
+    flags = TuneStage(Study(smoke_config(tune=tune)), None, None).fit_args(None)
+    assert flags == ["--bootstrap", "77", "--seed", "5", "--margin", "0.45"]  # the job's command, as before
+    args = build_parser().parse_args(["isoflop", "tune", "m.json", "--out", "r.json", *flags])
+    assert (args.bootstrap, args.seed, args.margin) == (77, 5, 0.45)
