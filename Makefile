@@ -32,9 +32,9 @@ test: setup system-deps lint
 	PATH=$(CURDIR)/$(BIN):$$PATH $(BIN)/python -m pytest -n $(CORES) --dist loadgroup --no-loadscope-reorder -m "not rehearsal"
 
 ## config/aurora.yaml's miniature through the documented commands and profiles/aurora as shipped, on a local
-## scheduler node of Aurora's 12 device slots, to a fit (tests/cluster/test_rehearsal.py; tens of minutes here).
+## scheduler node of Aurora's 12 device slots, to a fit (tests/profiles/test_rehearsal.py; tens of minutes here).
 rehearsal: setup system-deps
-	PATH=$(CURDIR)/$(BIN):$$PATH $(BIN)/python -m pytest -m rehearsal -s tests/cluster/test_rehearsal.py
+	PATH=$(CURDIR)/$(BIN):$$PATH $(BIN)/python -m pytest -m rehearsal -s tests/profiles/test_rehearsal.py
 
 ## Unit tests only: no Snakemake runs, no scheduler.
 test-fast: setup

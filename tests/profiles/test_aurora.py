@@ -3,7 +3,7 @@
 The tests run in order on one study: a full run, an interrupted one, a failing one, and the
 rerun that finishes it. Its data are shards the study writes itself (data.shards), which the data
 rule indexes where Snakemake runs and the jobs read where they lie. A job stopped at its walltime
-and resumed is test_cluster_pack.py's last test (the pack is how a cluster study's one-device runs
+and resumed is test_aurora_packs.py's last test (the pack is how a cluster study's one-device runs
 go out).
 """
 

@@ -1,4 +1,4 @@
-"""Shared by the tests of the benchmark scripts in tools/."""
+"""Shared by the tests of the scripts in tools/ (benchmarks, the GPU check, the local scheduler)."""
 
 import importlib.util
 import sys

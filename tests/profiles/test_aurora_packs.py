@@ -25,7 +25,7 @@ from workflow.wfhelpers import SMOKE, STUDY, kernel_builds, kernels_setup, make_
 from prism.core.ids import format_budget, run_id
 from prism.perf.reader import read_perf
 
-from .test_cluster import PBS_ARGS, status_records
+from .test_aurora import PBS_ARGS, status_records
 
 pytestmark = [pytest.mark.cluster, pytest.mark.slow]
 
@@ -139,7 +139,7 @@ def pack_under_a_minute(packed, seconds: float, runs: str) -> tuple[list[str], s
     fps = json.loads(next(runs_dir.glob("30k-*/metrics.json")).read_text())["flops_per_sample"]
     budget = float(f"{seconds / step_seconds(runs_dir, runs) * SMOKE['plan']['global_batch'] * fps:.1e}")
     targets = [str(STUDY / "runs" / run_id(b, "BASE", "e2e", budget) / "metrics.json") for b in ("30k", "60k")]
-    # The grid centred between 30k and 60k at this budget (as test_cluster's walltime test).
+    # The grid centred between 30k and 60k at this budget (as test_aurora.py's walltime test).
     prior_k = 6.5e4 / budget ** SMOKE["plan"]["prior_a"]
     out = snakemake(
         workdir,
@@ -158,7 +158,7 @@ def pack_under_a_minute(packed, seconds: float, runs: str) -> tuple[list[str], s
 
 
 def test_a_pack_stopped_at_its_walltime_resumes_its_runs(packed):
-    """About 4 minutes of steps for each of two runs (as test_cluster's walltime test), at the speed of the
+    """About 4 minutes of steps for each of two runs (as test_aurora.py's walltime test), at the speed of the
     study's 30k runs. That speed varies (fourfold within one suite: the study's runs shared the cores with
     a whole pack and the other tests): a pack finished inside the walltime proves nothing, and one is tried
     again, sized at the speed of its own 30k run."""

@@ -10,7 +10,7 @@ import re
 import pytest
 from workflow.wfhelpers import make_workdir, planned_run_ids, snakemake
 
-from .test_cluster import CLUSTER, PBS_ARGS, status_records, submitted
+from .test_aurora import CLUSTER, PBS_ARGS, status_records, submitted
 
 pytestmark = [pytest.mark.cluster, pytest.mark.slow]
 

@@ -48,8 +48,8 @@ from workflow.wfhelpers import (
 
 from prism.core.ids import format_budget, run_id
 
-from .test_cluster import MORE_BUDGETS, block_the_node, ctrl_c, queue
-from .test_cluster_pack import step_seconds
+from .test_aurora import MORE_BUDGETS, block_the_node, ctrl_c, queue
+from .test_aurora_packs import step_seconds
 
 pytestmark = [pytest.mark.cluster, pytest.mark.slow]
 

@@ -2,11 +2,9 @@
 
 from __future__ import annotations
 
-import sys
-from pathlib import Path
+from .conftest import load_tool
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "tools"))
-import local_pbs  # noqa: E402
+local_pbs = load_tool("local_pbs")
 
 # Slurm's default MaxJobId: a larger FirstJobId is refused.
 MAX_JOB_ID = 67_043_328

@@ -29,7 +29,7 @@ from workflow.wfhelpers import BIN, env, kernels_setup, make_workdir, planned_ru
 from prism.isoflop.design.pricing import probe_body
 from tests.stand_ins import PALS_MPIEXEC, PBS_JOB_ENV, needs_mpich
 
-from .test_cluster import PBS_ARGS
+from .test_aurora import PBS_ARGS
 
 pytestmark = [pytest.mark.cluster, pytest.mark.slow]
 
