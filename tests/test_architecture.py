@@ -96,3 +96,23 @@ def test_every_workflow_module_the_architecture_describes_exists():
     assert "planfile.WorkflowPlan" in entries and "jobs" in entries
     gone = [e for e in entries if not resolves(f"prism.workflow.{e}")]
     assert not gone, f"docs/architecture.md describes workflow modules that are gone: {gone}"
+
+
+# The test folders that mirror what is not a package of prism/ (docs/contributing.md): tools/'s scripts, the
+# cluster profiles against the local scheduler, and prism/workflow's library beside the Snakemake runs.
+NOT_PACKAGES = {"tools": ROOT / "tools", "profiles": ROOT / "profiles", "workflow/lib": ROOT / "prism" / "workflow"}
+
+
+def test_every_test_folder_mirrors_a_package_or_a_named_place():
+    folders = {p.parent for p in (ROOT / "tests").rglob("test_*.py")} - {ROOT / "tests"}
+    for folder in sorted(folders):
+        rel = folder.relative_to(ROOT / "tests").as_posix()
+        mirrored = NOT_PACKAGES.get(rel, ROOT / "prism" / rel)
+        assert (mirrored / "__init__.py").is_file() or rel in NOT_PACKAGES, f"tests/{rel} mirrors no package of prism"
+        assert mirrored.is_dir(), f"tests/{rel}: {mirrored.relative_to(ROOT)} is gone"
+
+
+def test_every_tool_test_names_a_script_of_tools():
+    """tests/tools/test_X.py tests tools/X.py (bench_X.py, gpu_check.py, local_pbs.py)."""
+    for path in (ROOT / "tests" / "tools").glob("test_*.py"):
+        assert (ROOT / "tools" / f"{path.stem.removeprefix('test_')}.py").is_file(), path.name
