@@ -66,6 +66,19 @@ def pending_or(default: T, value: Callable[[], T]) -> T:
         return default
 
 
+# Executors that run a group job's jobs one after another in its allocation, and why a pack is refused there.
+SERIAL_GROUPS = {
+    "slurm": (
+        "config cluster.pack: Snakemake's Slurm executor (profiles/slurm) runs the jobs of a group one after "
+        "another inside its allocation (snakemake-executor-plugin-slurm 2.8 starts the allocation's Snakemake "
+        "with --jobs 1, and its job step waits for each job before the next; "
+        "https://github.com/snakemake/snakemake-executor-plugin-slurm/issues/469), so a pack of N runs would "
+        "hold N devices for N runs' time: set cluster.pack: false, one run a Slurm job (docs/guide.md, "
+        "'Your Slurm cluster')"
+    ),
+}
+
+
 class Engine:
     """The Snakemake `workflow` object, seen through what the workflow's logic asks of it."""
 
@@ -105,6 +118,18 @@ class Engine:
     def in_job(self) -> bool:
         """Whether this is a job's own Snakemake (a cluster job, or a local job's subprocess)."""
         return bool(self.workflow.remote_exec or self.workflow.subprocess_exec)
+
+    @property
+    def executor(self) -> str:
+        """The executor plugin this Snakemake runs jobs with ("local", "cluster-generic", "slurm"; "dryrun" in
+        a dry run); "" while the Snakefile is read, before Snakemake executes."""
+        return str(getattr(getattr(self.workflow, "executor_plugin", None), "name", "") or "")
+
+    def check_groups_run_at_once(self) -> None:
+        """A pack is one scheduler job whose runs train at once, each on its own device: refused under an
+        executor that runs a group's jobs one after another (SERIAL_GROUPS), before a job is submitted."""
+        if self.executor in SERIAL_GROUPS:
+            self.stop(SERIAL_GROUPS[self.executor])
 
     def group_parent(self, group: str, parent: str) -> None:
         """Make `parent` the group whose `--group-components` count applies to `group` (as Snakemake does

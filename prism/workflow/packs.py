@@ -71,6 +71,7 @@ class Packs:
         pack_of = pack_of or self.pack_of
 
         def group(wildcards: Any) -> str | None:
+            self.engine.check_groups_run_at_once()
             name = pending_or(None, lambda: pack_of(wildcards).name)
             if name is not None:
                 self.engine.group_parent(name, resources.PACK_GROUP)

@@ -135,6 +135,7 @@ class StudyWorkflow:
             return None
 
         def group(wildcards: Any) -> str:
+            self.engine.check_groups_run_at_once()
             name = f"{wildcards.family}-speed"
             self.engine.group_parent(name, resources.PACK_GROUP)
             return name

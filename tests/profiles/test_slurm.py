@@ -142,6 +142,23 @@ def test_the_documented_command_runs_the_study_to_its_fit_through_sbatch(slurm_s
         assert limits[train_jobs[jobid]] == str(minutes), (run, limits[train_jobs[jobid]])
 
 
+def test_a_packed_study_is_refused_before_a_job_is_submitted(slurm_study):
+    """cluster.pack under the Slurm executor: the executor would run a pack's jobs one after another in its
+    allocation, its devices idle, so the workflow stops with the reason and the fix, and Slurm gets no job."""
+    workdir = slurm_study["workdir"]
+    before = {j["JobId"] for j in local_pbs.completed_jobs(slurm_study["folder"])}
+    done = subprocess.run(
+        [SNAKEMAKE, *SLURM_ARGS, "fit_text_image", "--config", MORE_BUDGETS,
+         'cluster={"pack": true, "ranks_per_node": 2}'],
+        cwd=workdir, env={**env(), **slurm_study["env"]}, capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    out = done.stdout + done.stderr
+    assert done.returncode != 0 and "runs the jobs of a group one after another" in out, out[-3000:]
+    assert "set cluster.pack: false" in out and "has been submitted with SLURM jobid" not in out
+    assert queue(slurm_study["env"]) == []
+    assert {j["JobId"] for j in local_pbs.completed_jobs(slurm_study["folder"])} == before
+
+
 def test_ctrl_c_cancels_the_queued_jobs(slurm_study):
     """More budgets for the study of the test before, its jobs held in the queue by a job that holds the node:
     Ctrl-C to Snakemake's process group (a terminal's) stops it, and each of its jobs ends CANCELLED."""

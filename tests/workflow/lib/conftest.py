@@ -61,6 +61,9 @@ class FakeEngine:
     def forced_targets(self) -> set[str]:
         return self.forced
 
+    def check_groups_run_at_once(self) -> None:
+        pass
+
     def force_rule(self, rule_name: str) -> None:
         self.forced_rules.append(rule_name)
 

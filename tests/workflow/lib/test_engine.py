@@ -73,3 +73,16 @@ def test_a_cluster_profile_submits_even_in_its_dry_run(local_exec, dryrun, use_t
     workflow.local_exec, workflow.dryrun = local_exec, dryrun
     workflow.execution_settings = SimpleNamespace(use_threads=use_threads)
     assert Engine(workflow).submits is submits
+
+
+def test_a_pack_is_refused_where_the_executor_runs_a_groups_jobs_one_after_another():
+    """Snakemake's Slurm executor runs a group's jobs in turn in its allocation: a pack there would hold its
+    devices idle, so its group function stops the workflow before any job is submitted; the PBS profile's
+    executor (cluster-generic), a local run and a dry run go on."""
+    for name in ("cluster-generic", "local", "dryrun"):
+        workflow = SimpleNamespace(**vars(fake_workflow()), executor_plugin=SimpleNamespace(name=name))
+        Engine(workflow).check_groups_run_at_once()
+    Engine(fake_workflow()).check_groups_run_at_once()  # the Snakefile being read: no executor yet
+    workflow = SimpleNamespace(**vars(fake_workflow()), executor_plugin=SimpleNamespace(name="slurm"))
+    with pytest.raises(SystemExit, match=r"cluster.pack: Snakemake's Slurm executor .* set cluster.pack: false"):
+        Engine(workflow).check_groups_run_at_once()
