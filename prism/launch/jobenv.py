@@ -46,6 +46,16 @@ def job_setup(cluster: dict, study_dir: str) -> str:
     return json.dumps([*(cluster.get("setup") or []), *cache_lines(study_dir)])
 
 
+def setup_shell(cluster: dict, study_dir: str) -> str:
+    """The set-up as the first lines of a job's shell command, for an executor whose jobs run no set-up of
+    their own (Snakemake's Slurm executor: a job inherits the submitting shell, `sbatch --export=ALL`): the
+    study's set-up lines, each stopping the job with its text when it fails, then the caches. Snakemake's
+    shell runs with `set -u`, and a site's set-up scripts read unset variables: off around them."""
+    lines = [*(cluster.get("setup") or []), *cache_lines(study_dir)]
+    fail = "{{ echo prism: set-up line failed: {} >&2; exit 2; }}"
+    return "".join(["set +u\n", *(f"{line} || {fail.format(shlex.quote(line))}\n" for line in lines), "set -u\n"])
+
+
 def job_env(cluster: dict) -> str:
     """The `env` resource: the names of the variables passed with `qsub -v`, space-separated."""
     return " ".join(cluster.get("env") or [])

@@ -134,9 +134,10 @@ class ClusterOptions:
     # (it can abort job start-up), so each job sets its environment up itself and names what it takes.
     setup: list[str] = option(
         [],
-        "Shell lines every cluster job runs first, in a login shell, before anything of prism (e.g. on Aurora "
-        "`module load frameworks`, then `source /lus/flare/projects/PROJECT/prism/.venv/bin/activate`); a "
-        "failing line fails the job.",
+        "Shell lines every cluster job runs first, before anything of prism (e.g. on Aurora `module load "
+        "frameworks`, then `source /lus/flare/projects/PROJECT/prism/.venv/bin/activate`): in a login shell "
+        "under profiles/aurora, at the start of the job's shell under profiles/slurm; a failing line fails the "
+        "job.",
         schema={"type": "array", "items": SETUP_LINE},
     )
     env: list[str] = option(

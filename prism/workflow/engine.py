@@ -26,6 +26,11 @@ T = TypeVar("T")
 # environment, which a local job inherits and a cluster job gets from its set-up file
 # (profiles/aurora/pbs_env.py), and read when they evaluate this again without the flags.
 FORCED_ENV = "PRISM_FORCED_TARGETS"
+# The executors of Snakemake's Slurm plugin: the submitting Snakemake's, and the job step's in the allocation.
+SLURM_EXECUTORS = ("slurm", "slurm-jobstep")
+# Set by a Snakemake whose executor is one of them, for the Snakemakes of its jobs, whose own executor is
+# another: the job step's srun starts the one that runs the job's shell, with the local executor.
+SLURM_ENV = "PRISM_SLURM_EXECUTOR"
 # Whether the Snakemake call keeps going after a failed job ("1"), passed to its jobs the same way.
 KEEP_GOING_ENV = "PRISM_KEEP_GOING"
 # How long the workflow waits for its worker to listen before starting jobs (it stops waiting at
@@ -124,6 +129,15 @@ class Engine:
         """The executor plugin this Snakemake runs jobs with ("local", "cluster-generic", "slurm"; "dryrun" in
         a dry run); "" while the Snakefile is read, before Snakemake executes."""
         return str(getattr(getattr(self.workflow, "executor_plugin", None), "name", "") or "")
+
+    def runs_under_slurm(self) -> bool:
+        """Whether this Snakemake's jobs, or the job this Snakemake runs, go through Snakemake's Slurm executor:
+        its own executor, else the mark (SLURM_ENV) the submitting Snakemake leaves in the environment every
+        job of it inherits (`sbatch --export=ALL`, then srun's)."""
+        if self.executor in SLURM_EXECUTORS:
+            os.environ[SLURM_ENV] = "1"
+            return True
+        return os.environ.get(SLURM_ENV) == "1"
 
     def check_groups_run_at_once(self) -> None:
         """A pack is one scheduler job whose runs train at once, each on its own device: refused under an

@@ -145,9 +145,12 @@ class JobSchedule(Packs):
         """The resources of a training job; `retrain` is the rule's PRISM_RETRAIN function. A job none of the
         plan's runs (the lr sweep's) gives its own `estimate_s` and, with cluster.pack, `pack_of` (its pack);
         by default the plan's estimate and the grid's packs."""
-        return resources.slurm_names(
-            self._resources(retrain, estimate_s, pack_of), self.study.train.device, self.study.cluster.get("mem_mb")
-        )
+        study = self.study
+        return {
+            **resources.slurm_names(self._resources(retrain, estimate_s, pack_of), study.train.device,
+                                    study.cluster.get("mem_mb")),
+            **resources.slurm_setup(study.cluster, study.dir, self.engine.runs_under_slurm),
+        }  # fmt: skip
 
     def _resources(
         self, retrain: Callable[[Any], str], estimate_s: Estimate | None = None, pack_of: PackOf | None = None

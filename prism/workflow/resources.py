@@ -9,10 +9,11 @@ exceeds the cap requests the cap and resumes from its checkpoint when resubmitte
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Callable
 from typing import Any
 
 from prism.core.ids import id_backbone
-from prism.launch.jobenv import job_env, job_setup
+from prism.launch.jobenv import job_env, job_setup, setup_shell
 from prism.launch.queues import choose_queue, fit_walltime, parse_queues
 from prism.launch.walltime import pieces, requested_seconds, walltime_seconds, walltime_text
 from prism.workflow.packing import Pack, summary
@@ -220,6 +221,15 @@ def slurm_names(res: dict[str, Any], device: str, mem_mb: int | None = None, ran
         out["tasks"] = job_ranks
         out["mpi"] = _of_wildcards(lambda r: "srun" if int(r) > 1 else "", job_ranks)
     return out
+
+
+def slurm_setup(cluster: dict, study_dir: str, under_slurm: Callable[[], bool]) -> dict[str, Any]:
+    """`slurm_setup`, the first lines of a cluster job's shell: the study's set-up lines and caches
+    (prism.launch.jobenv.setup_shell) where the job goes through Snakemake's Slurm executor (`under_slurm()`:
+    prism.workflow.engine.Engine.runs_under_slurm), "" otherwise (profiles/aurora's job script runs them
+    itself; a local or dry run needs none)."""
+    shell = setup_shell(cluster, study_dir)
+    return {"slurm_setup": lambda wildcards: shell if under_slurm() else ""}
 
 
 def _of_wildcards(combine: Any, *values: Any) -> Any:

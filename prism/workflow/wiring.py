@@ -111,23 +111,21 @@ class StudyWorkflow:
         """A speed job's resources: under a cluster profile it is a short job on a compute node; with
         cluster.pack all of a study's speed jobs are one job, each on its own device of the node."""
         cluster = self.study.cluster
-        device = self.study.train.device
-        if not cluster.get("pack"):
-            return resources.slurm_names(
-                {**resources.speed_job(cluster, self.study.dir), "pin": ""}, device, cluster.get("mem_mb")
-            )
-        slots = int(cluster["ranks_per_node"])
+        job = {**resources.speed_job(cluster, self.study.dir), "pin": ""}
+        if cluster.get("pack"):
+            slots = int(cluster["ranks_per_node"])
 
-        def pack(wildcards: Any) -> dict[str, Any]:  # a family's speed jobs: one a candidate size and variant
-            jobs = len(self.plan.backbones(wildcards.family)) * len(self.study.config["variants"])
-            return resources.speed_pack(cluster, jobs, slots, self.study.dir)
+            def pack(wildcards: Any) -> dict[str, Any]:  # a family's speed jobs: one a candidate size and variant
+                jobs = len(self.plan.backbones(wildcards.family)) * len(self.study.config["variants"])
+                return resources.speed_pack(cluster, jobs, slots, self.study.dir)
 
-        keys = ("nodes", "walltime", "runtime", "queue")
-        packed = {key: lambda w, key=key: pack(w)[key] for key in keys}
-        pin = resources.pin_prefix(slots, self.study.train.device)
-        return resources.slurm_names(
-            {**resources.speed_job(cluster, self.study.dir), **packed, "pin": pin}, device, cluster.get("mem_mb")
-        )
+            keys = ("nodes", "walltime", "runtime", "queue")
+            job |= {key: lambda w, key=key: pack(w)[key] for key in keys}
+            job["pin"] = resources.pin_prefix(slots, self.study.train.device)
+        return {
+            **resources.slurm_names(job, self.study.train.device, cluster.get("mem_mb")),
+            **resources.slurm_setup(cluster, self.study.dir, self.engine.runs_under_slurm),
+        }
 
     def speed_group(self) -> Callable[[Any], str] | None:
         """The speed rule's `group:` with cluster.pack: one pack of a family's timed steps."""

@@ -97,7 +97,11 @@ def study_in(root: Path, scheduler: dict, shape_shards, overrides: dict) -> dict
 
 @pytest.fixture(scope="module")
 def slurm_study(slurm_scheduler, tmp_path_factory, shape_shards):
-    return study_in(tmp_path_factory.mktemp("slurm-study"), slurm_scheduler, shape_shards, {"cluster": CLUSTER})
+    root = tmp_path_factory.mktemp("slurm-study")
+    # A set-up line of the study's, as a site's `module load` would be: each job that runs it says which.
+    setup = [f'echo "$SLURM_JOB_ID" >> {root / "setup.log"}']
+    study = study_in(root, slurm_scheduler, shape_shards, {"cluster": {**CLUSTER, "setup": setup}})
+    return {**study, "setup_log": root / "setup.log"}
 
 
 SLURM_ARGS = ("--profile", "profiles/slurm", "--configfile", "config/tiny-slurm.yaml", *FAST)
@@ -125,6 +129,8 @@ def test_the_documented_command_runs_the_study_to_its_fit_through_sbatch(slurm_s
     # Slurm's own record: every job of this study ended COMPLETED, one a submission, none other.
     ours = [j for j in local_pbs.completed_jobs(slurm_study["folder"]) if j.get("WorkDir") == str(workdir)]
     assert sorted(j["JobId"] for j in ours) == sorted(submitted), ours
+    # The study's set-up lines ran first in every Slurm job, once, and nowhere else.
+    assert sorted(slurm_study["setup_log"].read_text().split()) == sorted(submitted)
     assert {j["JobState"] for j in ours} == {"COMPLETED"}, ours
     assert {j["Partition"] for j in ours} == {"debug"}
 

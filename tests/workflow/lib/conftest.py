@@ -64,6 +64,9 @@ class FakeEngine:
     def check_groups_run_at_once(self) -> None:
         pass
 
+    def runs_under_slurm(self) -> bool:
+        return False
+
     def force_rule(self, rule_name: str) -> None:
         self.forced_rules.append(rule_name)
 

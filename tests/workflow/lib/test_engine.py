@@ -86,3 +86,16 @@ def test_a_pack_is_refused_where_the_executor_runs_a_groups_jobs_one_after_anoth
     workflow = SimpleNamespace(**vars(fake_workflow()), executor_plugin=SimpleNamespace(name="slurm"))
     with pytest.raises(SystemExit, match=r"cluster.pack: Snakemake's Slurm executor .* set cluster.pack: false"):
         Engine(workflow).check_groups_run_at_once()
+
+
+def test_a_job_of_the_slurm_executor_knows_it_from_the_snakemake_that_submitted_it(monkeypatch):
+    """The job's shell runs in a Snakemake of the local executor that the job step starts with srun: the
+    submitting Snakemake's mark in the environment (inherited through sbatch and srun) says Slurm."""
+    from prism.workflow.engine import SLURM_ENV
+
+    monkeypatch.delenv(SLURM_ENV, raising=False)
+    local = SimpleNamespace(**vars(fake_workflow()), executor_plugin=SimpleNamespace(name="local"))
+    assert not Engine(local).runs_under_slurm()
+    submitting = SimpleNamespace(**vars(fake_workflow()), executor_plugin=SimpleNamespace(name="slurm"))
+    assert Engine(submitting).runs_under_slurm()
+    assert Engine(local).runs_under_slurm()  # the job's Snakemake, in the environment it inherited

@@ -80,3 +80,14 @@ def test_a_slurm_launcher_job_asks_a_task_a_rank_and_runs_its_snakemake_in_the_b
     assert (one["tasks"], one["mpi"], one["gpu"], one["tasks_per_gpu"]) == (1, "", 1, 1)
     local = resources.slurm_names({"queue": "q", "nodes": 1, "procs_per_node": 1, "launcher": "local"}, "cpu")
     assert "tasks" not in local and "mpi" not in local
+
+
+def test_the_setup_starts_a_jobs_shell_only_under_the_slurm_executor(tmp_path):
+    """profiles/aurora's job script runs the set-up itself; Snakemake's Slurm executor runs none, so there
+    the job's shell starts with it."""
+    slurm = {"on": False}
+    setup = resources.slurm_setup({"setup": ["module load cuda"]}, str(tmp_path), lambda: slurm["on"])
+    assert setup["slurm_setup"](None) == ""
+    slurm["on"] = True
+    shell = setup["slurm_setup"](None)
+    assert shell.startswith("set +u\nmodule load cuda || ") and shell.endswith("set -u\n")
