@@ -46,6 +46,7 @@ rule speed:
     resources:
         **W.speed_resources(),
     shell:
-        "{resources.slurm_setup}{resources.pin}prism isoflop calibrate --family {wildcards.family:q} --backbone {wildcards.backbone:q}"
+        "{resources.slurm_setup}{resources.pin}"
+        "prism isoflop calibrate --family {wildcards.family:q} --backbone {wildcards.backbone:q}"
         " --projector-variant {wildcards.variant:q} --regime {wildcards.regime:q}"
         " --device {params.device:q} --threads {threads} {params.options:q} --out {output:q} > {log:q} 2>&1"
