@@ -49,6 +49,8 @@ ISOFLOP_LAYERS: dict[str, int] = {
     "prism.isoflop.synthetic": 0,
     # Maths on records, no file read: the design's forecast and gate fit simulated studies with it.
     "prism.isoflop.fit": 1,
+    # fit/REGIME.json's one reader and writer: a FitResult, for the next round's centre and the readers of a fit.
+    "prism.isoflop.fitread": 1,
     # Before training: calibrate, the grid, its price and forecast, plan.yaml.
     "prism.isoflop.design": 2,
     # A plan's rows as runs and back: launch, the runs table, status.

@@ -16,6 +16,7 @@ STUDY_FILES = ("plan.yaml", "runs.csv", "config.yaml", "manifest.json")
 STUDY_LAYER = {
     "core/studylayout.py": "every path of a study",
     "isoflop/planread.py": "plan.yaml",
+    "isoflop/fitread.py": "fit/REGIME.json",
     "isoflop/runs/table.py": "runs.csv",
     "train/rundir/runfiles.py": "a run directory's files",
     "train/config.py": "a run's config (RunConfig), written into its run directory",

@@ -13,6 +13,7 @@ from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 
 from prism.core.errors import PrismError
+from prism.isoflop.fitread import fit_from_json, is_fit_json
 from prism.isoflop.planread import PlanUnreadable, plan_mapping
 from prism.isoflop.records import SURFACE_KEYS
 from prism.model.config import REGIMES
@@ -123,11 +124,11 @@ def _centre_from_file(path: Path, regime: str) -> Centre | None:
         return None  # a prior of other regimes only
     if isinstance(data, dict) and "a" in data and "k" in data:
         return Centre(float(data["a"]), float(data["k"]), f"{path}", _surface(data, path), _noise(data, path))
-    if not isinstance(data, dict) or "diagnostics" not in data:
+    if not is_fit_json(data):
         raise PrismError(f"{path}: neither {{a, k}} nor a fit JSON from `prism isoflop fit`")
     from prism.isoflop.design.forecast import prior_from_fit  # noqa: PLC0415 lazy: numpy
 
-    prior = prior_from_fit(data, f"previous fit {path}")
+    prior = prior_from_fit(fit_from_json(data, path), f"previous fit {path}")
     if prior is None:
         return None
     surface = _surface(asdict(prior.surface), path) if prior.surface is not None else None

@@ -335,9 +335,8 @@ class Prior:
     source: str
 
 
-def prior_from_fit(fit, source: str = "previous fit") -> Prior | None:
-    """A FitResult (or its JSON) as the next round's prior; None when it determined nothing."""
-    fit = fit if isinstance(fit, FitResult) else FitResult.from_json(fit)
+def prior_from_fit(fit: FitResult, source: str = "previous fit") -> Prior | None:
+    """A FitResult (prism.isoflop.fitread reads one) as the next round's prior; None when it determined nothing."""
     if not fit.verdict.identifiable:
         return None
     noise = fit.diagnostics.noise if fit.diagnostics.noise_dof >= diagnostics.MIN_NOISE_DOF else None

@@ -20,8 +20,8 @@ from prism.core.ids import parse_run_id
 from prism.core.studylayout import FamilyFolder
 from prism.isoflop.design.trajectories import DEFAULT_COOLDOWN_FRACTION, plan_trajectories, saving
 from prism.isoflop.fit.result import FitResult
+from prism.isoflop.fitread import read_fit
 from prism.isoflop.planread import plan_mapping
-from prism.isoflop.present.fitread import read_fit
 from prism.isoflop.runs.table import read_rows
 
 LOSS_TOLERANCE = 0.01

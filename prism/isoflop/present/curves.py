@@ -16,7 +16,7 @@ from pathlib import Path
 
 from prism.core.errors import PrismError
 from prism.core.ids import format_budget
-from prism.isoflop.present.fitread import read_fit
+from prism.isoflop.fitread import read_fit
 from prism.isoflop.runs.table import read_rows
 
 FIGURE = "training_curves.png"

@@ -20,7 +20,7 @@ from prism.isoflop.design.totrain import row_length, study_plan
 from prism.isoflop.fit.fit import FitOptions, fit_records
 from prism.isoflop.fit.lr_sensitivity import LrShare, lr_offset, lr_sensitivity, reference_lines, sensitivity_lines
 from prism.isoflop.fit.result import Exclusion, FitResult
-from prism.isoflop.present.fitread import write_fit
+from prism.isoflop.fitread import write_fit
 from prism.isoflop.present.report import fit_markdown
 from prism.isoflop.records import RunRecord
 from prism.isoflop.runs.table import load_runs

@@ -26,7 +26,7 @@ from prism.isoflop.fit.diagnostics import MIN_BUDGETS
 from prism.isoflop.fit.fit import fit_records
 from prism.isoflop.fit.parabola import parabola
 from prism.isoflop.fit.result import Exclusion, FitResult
-from prism.isoflop.present.fitread import read_fit
+from prism.isoflop.fitread import read_fit
 from prism.isoflop.present.notfitted import approach3_answers, approach3_not_drawn, fitted_budgets
 from prism.isoflop.runs.table import load_runs
 

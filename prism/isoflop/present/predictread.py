@@ -14,7 +14,7 @@ from prism.isoflop.design.totrain import row_length, study_plan
 from prism.isoflop.fit.approach2 import budget_text
 from prism.isoflop.fit.predict import PredictModel, parse_budgets, predict, tokens_at
 from prism.isoflop.fit.result import FitResult
-from prism.isoflop.present.fitread import read_fit
+from prism.isoflop.fitread import read_fit
 from prism.isoflop.present.prediction import backtest_lines, prediction_lines
 
 

@@ -24,8 +24,8 @@ from prism.core.studylayout import FamilyFolder
 from prism.isoflop.design.plantext import dropped_lines
 from prism.isoflop.design.totrain import study_plan
 from prism.isoflop.fit.diagnostics import MIN_BUDGETS
+from prism.isoflop.fitread import read_fit
 from prism.isoflop.planread import PlanUnreadable, plan_mapping
-from prism.isoflop.present.fitread import read_fit
 from prism.isoflop.present.notfitted import approach3_answers, approach3_not_drawn, fitted_budgets
 from prism.isoflop.present.prediction import backtest_lines, prediction_lines
 from prism.isoflop.present.predictread import train_lines

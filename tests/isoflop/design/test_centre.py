@@ -42,6 +42,13 @@ def test_a_previous_rounds_fit_centres_the_grid_and_this_rounds_own_fit_does_not
         centre(study=study)
 
 
+def test_a_broken_fit_in_a_prior_file_is_named_not_a_traceback(tmp_path):
+    # read as every fit is read (prism.isoflop.fitread): the file named, and what to do
+    (tmp_path / "prior.json").write_text(json.dumps({"diagnostics": {"identifiable": "maybe"}, "approach2": 7}))
+    with pytest.raises(PrismError, match=r"prior.json: unreadable fit .*refit it"):
+        centre(study=tmp_path)
+
+
 def test_the_plan_already_written_keeps_its_centre_unless_a_prior_is_given(tmp_path):
     out = tmp_path / "plan.yaml"
     out.write_text(yaml.safe_dump({"centre": {"a": 0.5, "k": 0.2, "source": "prior"}}))

@@ -85,13 +85,14 @@ def test_relative_noise_makes_the_forecast_independent_of_the_loss_scale():
 def test_a_previous_fit_gives_its_surface_and_measured_noise():
     from prism.isoflop.design.forecast import prior_from_fit
     from prism.isoflop.fit.fit import fit_records
+    from prism.isoflop.fitread import fit_from_json
     from prism.isoflop.records import Surface
     from prism.isoflop.synthetic import isoflop_study
 
     truth = Surface(E=1.8, A=480.0, B=2000.0, alpha=0.35, beta=0.35)
     recs = isoflop_study(truth, [1e18, 3e18, 1e19, 3e19, 1e20], per_budget=5, spread=1.0, noise=0.004, seed=1)
     fit = fit_records(recs, bootstrap=20)
-    prior = prior_from_fit(fit.to_json(), "round 1")
+    prior = prior_from_fit(fit_from_json(fit.to_json(), "round1/fit/e2e.json"), "round 1")  # as a round reads it
     assert prior.source == "round 1 (Approach 3)" and prior.surface == fit.approach3.surface
     assert prior.noise == fit.diagnostics.noise and 0.002 < prior.noise < 0.008
     assert prior.a == pytest.approx(truth.a, abs=0.02)

@@ -94,8 +94,8 @@ def test_an_unknown_method_names_the_known_ones_and_a_method_is_registered_once(
 
 
 def test_prism_isoflop_fit_writes_a_registered_methods_answer(toy, tmp_path):
+    from prism.isoflop.fitread import read_fit
     from prism.isoflop.present.fitfiles import fit_csv
-    from prism.isoflop.present.fitread import read_fit
     from prism.isoflop.synthetic import write_csv
 
     write_csv(_runs(), tmp_path / "runs.csv")

@@ -9,8 +9,8 @@ import json
 import pytest
 
 from prism.isoflop.fit.fit import fit_records
+from prism.isoflop.fitread import write_fit
 from prism.isoflop.present.compare import compare_markdown, overlap
-from prism.isoflop.present.fitread import write_fit
 from prism.isoflop.records import Surface
 from prism.isoflop.synthetic import isoflop_study
 

@@ -2,8 +2,9 @@
 
 The file is `FitResult.to_json()` as `prism isoflop fit` wrote it; every reader of a study's fit (the
 plots, the curves, the summary, the answer page, `prism isoflop predict`, the comparison of two
-studies) takes the FitResult from here and so reads the file alike: a missing, broken or foreign file
-is one PrismError naming it.
+studies, the next round's centre) takes the FitResult from here and so reads the file alike: a
+missing, broken or foreign file is one PrismError naming it. `fit_from_json` is the same check on a
+mapping already read (a previous round's prior.json may hold a fit under its regime's key).
 """
 
 from __future__ import annotations
@@ -33,7 +34,17 @@ def read_fit(path: str | Path, missing: str = "`snakemake fit_FAMILY` writes it"
         raise FitMissing(f"{path}: no fit; {missing}") from None
     except (OSError, ValueError) as err:
         raise PrismError(f"{path}: cannot read ({err}); make it with `prism isoflop fit`") from None
-    if not isinstance(data, dict) or "diagnostics" not in data:
+    return fit_from_json(data, path)
+
+
+def is_fit_json(data: object) -> bool:
+    """Whether `data` (a JSON value) is shaped as a fit's results: what tells a fit from another record."""
+    return isinstance(data, dict) and "diagnostics" in data
+
+
+def fit_from_json(data: object, path: str | Path) -> FitResult:
+    """The FitResult a fit JSON read from `path` holds; anything else is a PrismError naming `path`."""
+    if not is_fit_json(data):
         raise PrismError(f"{path}: not a fit JSON (no diagnostics); make it with `prism isoflop fit`")
     try:
         return FitResult.from_json(data)
