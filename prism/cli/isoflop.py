@@ -137,11 +137,7 @@ def _fit(args: argparse.Namespace) -> int:
         regime=args.regime,
         options=opts,
     )
-    parts = [
-        f"{name} a={fit.a:.4f}"
-        for name, fit in (("approach2", result.approach2), ("approach3", result.approach3))
-        if fit is not None and fit.a is not None
-    ]
+    parts = [f"{name} a={a:.4f}" for name, a in result.exponents()]
     v = result.verdict
     verdict = "identifiable" if v.identifiable else "NOT identifiable: " + (v.reasons[0] if v.reasons else "")
     print(f"{', '.join(parts)}; {verdict}; wrote {args.output_json} and {args.output_md}")

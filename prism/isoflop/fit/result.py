@@ -413,6 +413,12 @@ class FitResult:
     def identifiable(self) -> bool:
         return self.verdict.identifiable
 
+    def exponents(self) -> list[tuple[str, float]]:
+        """Each method's name and a, where it gave one: the two approaches' sections, then the other methods."""
+        sections = [("approach2", self.approach2), ("approach3", self.approach3)]
+        named = [(name, s.a) for name, s in sections if s is not None] + [(m.name, m.a) for m in self.methods]
+        return [(name, a) for name, a in named if a is not None]
+
     def a(self) -> float | None:
         """The exponent a of the method the verdict rests on (else Approach 3 first when it converged)."""
         if self.verdict.rests_on == "approach2" and self.approach2 is not None and self.approach2.a is not None:

@@ -2,11 +2,17 @@
 
 from __future__ import annotations
 
+from prism.isoflop.fit import methods
 from prism.isoflop.fit.approach2 import budget_text
 from prism.isoflop.fit.backtest import backtest_line
 from prism.isoflop.fit.predict import Estimate, Prediction
 
-NAMES = {"approach2": "Approach 2", "approach3": "Approach 3", "both": "both approaches (they disagree)"}
+# An answer spanning the approaches where they disagree; any other is one method's, by its label.
+SPAN = "both approaches (they disagree)"
+
+
+def method_name(approach: str) -> str:
+    return SPAN if approach == "both" else methods.label(approach)
 
 
 def _g(v: float | None, digits: int = 3) -> str:
@@ -53,12 +59,12 @@ def prediction_lines(predictions: list[Prediction], reach: float, level: float =
         if e is None:
             lines.append(f"C = {budget_text(p.budget)}: no prediction (no law was fitted)")
             continue
-        lines.append(f"C = {budget_text(p.budget)} ({NAMES.get(e.approach, e.approach)}): {estimate_text(e)}")
+        lines.append(f"C = {budget_text(p.budget)} ({method_name(e.approach)}): {estimate_text(e)}")
         lines.append(f"  {reach_text(p, reach)}")
         if len(p.approaches) > 1:
             lines.append(
                 "  each approach: "
-                + "; ".join(f"{NAMES[a.approach]} N_opt {_g(a.n_opt)}{_ci(a.n_ci)}" for a in p.approaches)
+                + "; ".join(f"{method_name(a.approach)} N_opt {_g(a.n_opt)}{_ci(a.n_ci)}" for a in p.approaches)
             )
         lines += [f"  {line}" for line in (more(p) if more else [])]
     if predictions:

@@ -192,7 +192,7 @@ def _sensitivity(r: FitResult) -> list[str]:
         "|---|---|---|---|---|---|",
     ]
     for m in r.sensitivity:
-        approach = {"approach2": "Approach 2", "approach3": "Approach 3"}.get(m.approach, m.approach)
+        approach = methods.label(m.approach)
         outside = "-" if m.outside is None else ("inside" if not m.outside else f"{m.outside:.3f}")
         stretches = "yes" if m.stretches else "no"
         lines.append(f"| {m.choice} | {m.detail} | {approach} | {_g(m.a, '.3f')} | {outside} | {stretches} |")

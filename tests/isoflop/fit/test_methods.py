@@ -103,3 +103,5 @@ def test_prism_isoflop_fit_writes_a_registered_methods_answer(toy, tmp_path):
     result = fit_csv(tmp_path / "runs.csv", out, tmp_path / "fit.md", method="minima_line", bootstrap=0)
     assert read_fit(out).methods == result.methods and result.methods[0].a is not None
     assert "| Minima line |" in (tmp_path / "fit.md").read_text()
+    # the fit's one-line answer (`prism isoflop fit` prints it) names the method by its registered name
+    assert [name for name, _ in result.exponents()] == ["minima_line"]
