@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import importlib
 from dataclasses import dataclass, field, fields, replace
+from typing import ClassVar
 
 from prism.core.errors import PrismError, unknown_name
 from prism.core.options import check_field, option
@@ -42,6 +43,66 @@ class FamilySpec:
 
 
 @dataclass(frozen=True)
+class Shape:
+    """How a family's sample is shaped by a study's `shapes.FAMILY` keys: this one, by `text_len` alone
+    (the modality's own dimensions are fixed). A family whose modality has dimensions a study sets
+    (`ImageShape`) says which keys they are, reads them off a spec and sets them on one."""
+
+    keys: ClassVar[tuple[str, ...]] = ("text_len",)  # in the order a job's flags give them
+    fixed_note: ClassVar[str] = " (its other dimensions are fixed)"
+
+    def read(self, spec: FamilySpec) -> dict[str, int]:
+        """`spec`'s shape as `shapes:` keys (what a manifest's fields mean)."""
+        return {"text_len": spec.text_len}
+
+    def check(self, name: str, shape: dict[str, int]) -> None:
+        """Refuse keys that cannot go together (each key's own range is ShapeOptions')."""
+
+    def apply(self, spec: FamilySpec, shape: dict[str, int]) -> FamilySpec:
+        return spec
+
+
+@dataclass(frozen=True)
+class ImageShape(Shape):
+    """Square images of `channels`, cut into patches (`(image_size/patch)^2` tokens an image); a clip
+    of `frames` of them where `frames`."""
+
+    frames: bool = False
+    fixed_note: ClassVar[str] = ""
+
+    @property
+    def keys(self) -> tuple[str, ...]:  # type: ignore[override]  # frames only for a clip
+        return ("image_size", "channels", "patch", "text_len") + (("frames",) if self.frames else ())
+
+    def read(self, spec: FamilySpec) -> dict[str, int]:
+        *frames, c, side, _ = spec.modality_shape
+        per_frame = spec.n_modality_tokens // (frames[0] if frames else 1)
+        out = {"image_size": side, "channels": c, "patch": side // round(per_frame**0.5), "text_len": spec.text_len}
+        return out | ({"frames": frames[0]} if frames else {})
+
+    def check(self, name: str, shape: dict[str, int]) -> None:
+        if shape["channels"] not in (1, 3):
+            raise PrismError(f"shapes.{name}.channels: {shape['channels']} is not 1 (grey) or 3 (RGB)")
+        if shape["image_size"] % shape["patch"]:
+            side, patch = shape["image_size"], shape["patch"]
+            raise PrismError(
+                f"shapes.{name}.image_size {side} is not divisible by shapes.{name}.patch {patch}; "
+                f"choose a patch that divides it (e.g. {_divisor(side, patch)})"
+            )
+
+    def apply(self, spec: FamilySpec, shape: dict[str, int]) -> FamilySpec:
+        grid = (shape["image_size"] // shape["patch"]) ** 2
+        frame = (shape["channels"], shape["image_size"], shape["image_size"])
+        if self.frames:
+            return replace(spec, modality_shape=(shape["frames"], *frame), n_modality_tokens=shape["frames"] * grid)
+        return replace(spec, modality_shape=frame, n_modality_tokens=grid)
+
+
+def _divisor(side: int, near: int) -> int:
+    return min((d for d in range(1, side + 1) if side % d == 0), key=lambda d: (abs(d - near), d))
+
+
+@dataclass(frozen=True)
 class Family:
     """One modality family as one bundle: its laptop spec and the part each stage implements.
 
@@ -51,7 +112,8 @@ class Family:
     `samples(seed)`, prism.data.sources); `encoder`: its encoder class (prism.model.encoders.Encoder,
     built with the spec); `params`: the parameters of that encoder's tokenizer (spec -> int, pure
     Python: the workflow counts N before anything is built); `decode`: a sample's tar members and
-    the spec -> its float32 modality array (prism.data.index.BadSample says why not).
+    the spec -> its float32 modality array (prism.data.index.BadSample says why not); `shape`: which
+    `shapes:` keys a study may set (`Shape`: text_len alone, unless the modality has dimensions of its own).
     """
 
     spec: FamilySpec
@@ -59,6 +121,7 @@ class Family:
     encoder: str
     params: str
     decode: str
+    shape: Shape = Shape()
 
     @property
     def name(self) -> str:
@@ -112,6 +175,7 @@ for _family in (
         _ENCODERS + "ImageEncoder",
         _PARAMS + "image_tokenizer",
         _DECODE + "decode_image_sample",
+        ImageShape(),
     ),
     # 3 channels x 64 steps, patches of 8 steps -> 8 tokens.
     Family(
@@ -144,6 +208,7 @@ for _family in (
         _ENCODERS + "VideoEncoder",
         _PARAMS + "video_tokenizer",
         _DECODE + "decode_npy",
+        ImageShape(frames=True),
     ),
     # BabyAI 7x7 egocentric grid (object, colour, state), one token per row -> 7 tokens.
     Family(
@@ -201,14 +266,13 @@ class ShapeOptions:
     )
 
 
-IMAGE_FAMILIES = ("text_image", "text_video")
+def _shape(name: str) -> Shape:
+    return family_bundle(name).shape
 
 
 def shape_keys(name: str) -> tuple[str, ...]:
     """The `shapes.NAME` keys of a family (every other dimension of its sample is fixed)."""
-    if name not in IMAGE_FAMILIES:
-        return ("text_len",)
-    return ("image_size", "channels", "patch", "text_len") + (("frames",) if name == "text_video" else ())
+    return _shape(name).keys
 
 
 def default_shape(name: str) -> dict[str, int]:
@@ -218,14 +282,7 @@ def default_shape(name: str) -> dict[str, int]:
 
 def shape_of(spec: FamilySpec) -> dict[str, int]:
     """A spec's shape as `shapes:` keys (what a manifest's fields mean)."""
-    out: dict[str, int] = {"text_len": spec.text_len}
-    if spec.name in IMAGE_FAMILIES:
-        *frames, c, side, _ = spec.modality_shape
-        per_frame = spec.n_modality_tokens // (frames[0] if frames else 1)
-        out = {"image_size": side, "channels": c, "patch": side // round(per_frame**0.5)} | out
-        if frames:
-            out["frames"] = frames[0]
-    return out
+    return _shape(spec.name).read(spec)
 
 
 def _checked_shape(name: str, shape: dict | None) -> dict[str, int]:
@@ -234,40 +291,21 @@ def _checked_shape(name: str, shape: dict | None) -> dict[str, int]:
     if unknown:
         raise PrismError(
             f"shapes.{name}: unknown key(s) {', '.join(unknown)}; {name} has {', '.join(shape_keys(name))}"
-            + ("" if name in IMAGE_FAMILIES else " (its other dimensions are fixed)")
+            + _shape(name).fixed_note
         )
     by_name = {f.name: f for f in fields(ShapeOptions)}
     for key, value in given.items():
         check_field(by_name[key], value, f"shapes.{name}.{key}")
     out = default_shape(name) | given
-    if name in IMAGE_FAMILIES:
-        if out["channels"] not in (1, 3):
-            raise PrismError(f"shapes.{name}.channels: {out['channels']} is not 1 (grey) or 3 (RGB)")
-        if out["image_size"] % out["patch"]:
-            raise PrismError(
-                f"shapes.{name}.image_size {out['image_size']} is not divisible by shapes.{name}.patch "
-                f"{out['patch']}; choose a patch that divides it (e.g. {_divisor(out['image_size'], out['patch'])})"
-            )
+    _shape(name).check(name, out)
     return out
-
-
-def _divisor(side: int, near: int) -> int:
-    return min((d for d in range(1, side + 1) if side % d == 0), key=lambda d: (abs(d - near), d))
 
 
 def resolve_spec(name: str, shape: dict | None = None, tokenizer: str | None = None) -> FamilySpec:
     """The family's spec at `shape` (config `shapes.NAME`) with captions in `tokenizer` (`data.tokenizer`)."""
     base = family_spec(name)
     s = _checked_shape(name, shape)
-    spec = replace(base, text_len=s["text_len"], vocab=load_vocab(tokenizer))
-    if name in IMAGE_FAMILIES:
-        grid = (s["image_size"] // s["patch"]) ** 2
-        frame = (s["channels"], s["image_size"], s["image_size"])
-        if name == "text_video":
-            spec = replace(spec, modality_shape=(s["frames"], *frame), n_modality_tokens=s["frames"] * grid)
-        else:
-            spec = replace(spec, modality_shape=frame, n_modality_tokens=grid)
-    return spec
+    return _shape(name).apply(replace(base, text_len=s["text_len"], vocab=load_vocab(tokenizer)), s)
 
 
 def study_specs(shapes: dict | None, tokenizer: str | None) -> dict[str, FamilySpec]:

@@ -13,10 +13,13 @@ from prism.core.families import (
     FAMILIES,
     Family,
     FamilySpec,
+    ImageShape,
     family_bundle,
     family_spec,
     register_family,
     resolve_spec,
+    shape_keys,
+    spec_flags,
     unregister_family,
 )
 from prism.data.index import BadSample, decode_sample
@@ -100,3 +103,28 @@ def test_a_family_is_registered_once_and_an_unknown_one_names_the_known():
     with pytest.raises(PrismError, match="text_image"):
         family_bundle("text_nothing")
     assert "text_toy" not in FAMILIES
+
+
+def test_a_family_of_images_takes_its_shape_keys_from_its_bundle():
+    # a second image family: the same parts as text_image, its own name; the keys come with ImageShape
+    image = family_bundle("text_image")
+    sketch = Family(
+        FamilySpec("text_sketch", (1, 8, 8), 16, 32, 48, "digits again"),
+        image.source,
+        image.encoder,
+        image.params,
+        image.decode,
+        ImageShape(),
+    )
+    register_family(sketch)
+    try:
+        assert shape_keys("text_sketch") == ("image_size", "channels", "patch", "text_len")
+        spec = resolve_spec("text_sketch", {"image_size": 32, "patch": 8, "channels": 3})
+        assert (spec.modality_shape, spec.n_modality_tokens) == ((3, 32, 32), 16)
+        assert spec_flags(spec) == ["--image-size", "32", "--channels", "3", "--patch", "8"]
+        with pytest.raises(PrismError, match="not divisible by shapes.text_sketch.patch 5; .*e.g. 4"):
+            resolve_spec("text_sketch", {"image_size": 32, "patch": 5})
+    finally:
+        unregister_family("text_sketch")
+    # the toy family's bundle names no shape: text_len alone
+    assert TOY.shape.keys == ("text_len",)
