@@ -1,6 +1,6 @@
 """Benchmark: what the training loop costs beyond the step itself.
 
-    python -m prism.bench.loop --data DIR [--backbone 3m] [--global-batch 32] [--steps 60]
+    prism bench loop --data DIR [--backbone 3m] [--global-batch 32] [--steps 60]
 
 Times a bare step (forward + backward + AdamW step on one fixed batch, nothing
 else) and then `prism.train.train` on the same shapes (loader, loss weighting,
@@ -10,13 +10,12 @@ prints loop/bare samples/s, the loop's MFU against the measured peak
 (`prism.runtime.peak`), and the start-up time of a fresh `prism train` process to
 its first step. A figure for docs/measurements.md, not a test: it depends on the machine.
 
-torch and the trainer are imported inside the functions: `main` must tune the process
+torch and the trainer are imported inside the functions: `report_loop` must tune the process
 (`prism.runtime.host.tune_host`) before torch is imported, as `prism train` does.
 """
 
 from __future__ import annotations
 
-import argparse
 import json
 import statistics
 import subprocess
@@ -127,37 +126,36 @@ def startup_s(family: str, data: str, out: Path, threads: int) -> float | None:
     return first.get("startup_s")
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--data", required=True, help="shard directory (prism data build --family F)")
-    parser.add_argument("--family", default="text_image")
-    parser.add_argument("--backbone", default="3m")
-    parser.add_argument("--variant", default="BASE")
-    parser.add_argument("--regime", default="e2e")
-    parser.add_argument("--global-batch", type=int, default=32)
-    parser.add_argument("--steps", type=int, default=60)
-    parser.add_argument("--threads", type=int, default=2)
-    args = parser.parse_args(argv)
-
+def report_loop(
+    data: str,
+    family: str = "text_image",
+    backbone: str = "3m",
+    variant: str = "BASE",
+    regime: str = "e2e",
+    global_batch: int = 32,
+    steps: int = 60,
+    threads: int = 2,
+) -> None:
+    """Print the loop against the bare step (twice, around it), its MFU, and a fresh process's start-up."""
     tune_host()  # as `prism train` does, so both sides of the comparison run alike
     import torch  # noqa: PLC0415 lazy: torch
 
-    torch.set_num_threads(args.threads)  # before the peak: measured with the benchmark's thread count
-    shape = (args.family, args.backbone, args.variant, args.regime, args.data, args.global_batch)
+    torch.set_num_threads(threads)  # before the peak: measured with the benchmark's thread count
+    shape = (family, backbone, variant, regime, data, global_batch)
     peaks = [peak_now()]
     with tempfile.TemporaryDirectory() as tmp:
-        bare1 = bare_step_samples_per_s(*shape, args.steps, args.threads)
-        loop, mfu, rows = loop_samples_per_s(*shape, args.steps, args.threads, Path(tmp) / "loop")
+        bare1 = bare_step_samples_per_s(*shape, steps, threads)
+        loop, mfu, rows = loop_samples_per_s(*shape, steps, threads, Path(tmp) / "loop")
         peaks.append(peak_now())
-        bare2 = bare_step_samples_per_s(*shape, args.steps, args.threads)
+        bare2 = bare_step_samples_per_s(*shape, steps, threads)
         peaks.append(peak_now())
-        start = startup_s(args.family, args.data, Path(tmp) / "startup", args.threads)
+        start = startup_s(family, data, Path(tmp) / "startup", threads)
     bare = (bare1[0] + bare2[0]) / 2
     bare_cpu = (bare1[1] + bare2[1]) / 2
     loop_cpu = statistics.median(r["cpu_time_s"] for r in rows)
     mfu_cpu = statistics.median(r["mfu_cpu"] for r in rows)
     wait = statistics.median(r["data_wait_s"] / r["step_time_s"] for r in rows)
-    print(f"{args.backbone} {args.regime} batch {args.global_batch}, {args.threads} threads:")
+    print(f"{backbone} {regime} batch {global_batch}, {threads} threads:")
     print(f"  bare fwd+bwd+AdamW step: {bare1[0]:.1f} / {bare2[0]:.1f} samples/s (before / after the loop)")
     print(
         f"  training loop:           {loop:.1f} samples/s = {loop / bare:.1%} of the bare step "
@@ -182,8 +180,3 @@ def main(argv: list[str] | None = None) -> int:
         if start is not None
         else "  start-up: unknown (no /proc)"
     )
-    return 0
-
-
-if __name__ == "__main__":
-    raise SystemExit(main())

@@ -27,6 +27,35 @@ def register(verbs: argparse._SubParsersAction) -> None:
     p.add_argument("--refresh", action="store_true", help="re-measure even if a cached figure exists")
     p.set_defaults(func=_peak)
     register_throughput(verbs)
+    register_loop(verbs)
+
+
+def register_loop(verbs: argparse._SubParsersAction) -> None:
+    p = verbs.add_parser(
+        "loop",
+        help="What the training loop costs beyond the bare step (samples/s, MFU, start-up).",
+        description="Time a bare step, `prism train` on the same shapes, and the bare step again; print "
+        "loop/bare samples/s, the loop's MFU against the measured peak and a fresh process's start-up "
+        "(prism.bench.loop). A figure for docs/measurements.md: it depends on the machine.",
+    )
+    p.add_argument("--data", required=True, help="shard directory (prism data build --family F)")
+    p.add_argument("--family", default="text_image", help="modality family (default text_image)")
+    p.add_argument("--backbone", default="3m", help="backbone size (default 3m)")
+    p.add_argument("--variant", default="BASE", help="projector variant (default BASE)")
+    p.add_argument("--regime", default="e2e", help="training regime (default e2e)")
+    p.add_argument("--global-batch", type=int, default=32, help="samples a step (default 32)")
+    p.add_argument("--steps", type=int, default=60, help="timed steps each side (default 60)")
+    p.add_argument("--threads", type=int, default=2, help="torch threads (default 2)")
+    p.set_defaults(func=_loop)
+
+
+def _loop(args: argparse.Namespace) -> int:
+    from prism.bench.loop import report_loop
+
+    report_loop(
+        args.data, args.family, args.backbone, args.variant, args.regime, args.global_batch, args.steps, args.threads
+    )
+    return 0
 
 
 def _ints(text: str) -> tuple[int, ...]:
