@@ -116,3 +116,31 @@ def test_every_tool_test_names_a_script_of_tools():
     """tests/tools/test_X.py tests tools/X.py (bench_X.py, gpu_check.py, local_pbs.py)."""
     for path in (ROOT / "tests" / "tools").glob("test_*.py"):
         assert (ROOT / "tools" / f"{path.stem.removeprefix('test_')}.py").is_file(), path.name
+
+
+# ---- the files docs/architecture.md names exist, and every rule file is named -------------------
+
+PATH_ROOTS = ("prism", "rules", "profiles", "config", "tools", "tests", "docs", "workflow")
+
+
+def test_every_file_the_architecture_names_exists():
+    """A path spelled in the prose (`prism/data/index.py`, `rules/probe.smk`, `config/aurora.yaml`) is one of
+    the repository's: a file moved or renamed fails here until the page follows."""
+    text = (ROOT / "docs" / "architecture.md").read_text()
+    roots = "|".join(PATH_ROOTS)
+    paths = sorted(set(re.findall(rf"(?<![\w/.-])((?:{roots})/[\w./-]*\w)", text)))
+    assert len(paths) > 10
+    gone = [p for p in paths if not (ROOT / p).exists() and "*" not in p]
+    assert not gone, f"docs/architecture.md names files that are gone: {gone}"
+
+
+def test_every_rule_file_is_named_in_the_layout():
+    """rules/'s entry of the layout names each rule file by its stage (`probe` for probe.smk) and its folders."""
+    block = layout_block()
+    entry = block[block.index("\nrules/") : block.index("\ntools/")]
+    words = set(re.findall(r"[\w.]+/?", entry))
+    rules = ROOT / "rules"
+    files = [p.stem for p in rules.glob("*.smk")] + [f"{p.name}/" for p in rules.iterdir() if p.is_dir()]
+    assert len(files) > 5
+    missing = sorted(f for f in files if f not in words and f"{f}.smk" not in words)
+    assert not missing, f"rules/ holds what docs/architecture.md's layout does not name: {missing}"
