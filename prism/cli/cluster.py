@@ -11,11 +11,12 @@ def register(verbs: argparse._SubParsersAction) -> None:
     """Add this group's verbs; each sets `func` to a handler that calls one library function."""
     p = verbs.add_parser(
         "check",
-        help="Check a cluster study's environment: account and queue, shards, batch vs ranks, torch, collectives.",
+        help="Check a cluster study's environment: account and queue (or Slurm partitions), shards, batch vs ranks, "
+        "torch, collectives.",
         description=(
-            "Run on a compute node (e.g. in `qsub -I`) before submitting a study: one line per check, "
-            "exit 1 if any fails. The collective check starts --ranks processes on this node and all-reduces "
-            "over the device's backend (gloo, nccl, xccl)."
+            "Run on a compute node (e.g. in `qsub -I`, or `srun --gres=gpu:2 --pty` under Slurm) before submitting "
+            "a study: one line per check, exit 1 if any fails. The collective check starts --ranks processes on "
+            "this node and all-reduces over the device's backend (gloo, nccl, xccl)."
         ),
     )
     p.add_argument("--configfile", required=True, metavar="CONFIG", help="the study config, e.g. config/aurora.yaml")
@@ -27,6 +28,12 @@ def register(verbs: argparse._SubParsersAction) -> None:
     )
     p.add_argument("--device", choices=("cpu", "cuda", "xpu"), help="default: the config's train.device")
     p.add_argument("--ranks", type=int, default=2, metavar="N", help="processes of the collective check (default: 2)")
+    p.add_argument(
+        "--profile",
+        metavar="PROFILE",
+        help="the study's Snakemake profile: one whose executor is slurm (profiles/slurm) checks the partitions "
+        "(scontrol), their GPUs, this node's CUDA devices and NCCL; so does train.launcher slurm",
+    )
     p.set_defaults(func=_check)
     _register_probe(verbs)
 
@@ -115,4 +122,4 @@ def _check(args: argparse.Namespace) -> int:
         raise PrismError(f"--ranks must be at least 1, got {args.ranks}")
     config = load_study_config(args.configfile, args.default_config)
     schema = Path(args.default_config).parent / "schema.yaml"
-    return 0 if run_checks(config, args.device, args.ranks, schema) else 1
+    return 0 if run_checks(config, args.device, args.ranks, schema, profile=args.profile) else 1

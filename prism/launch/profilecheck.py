@@ -42,6 +42,19 @@ def effective_settings(argv: list[str], cwd: str | Path = ".") -> Effective:
     return Effective(args.cores, int(args.latency_wait), bool(args.keep_incomplete), loaded)
 
 
+def profile_executor(profile: str | Path, cwd: str | Path = ".") -> str | None:
+    """The `executor:` a profile's config.yaml names (slurm, cluster-generic), or None: which scheduler a study
+    submitted with `--profile PROFILE` goes to. Read from the file: parsing it as Snakemake does needs the
+    executor's plugin importable, which a login node's check should not need."""
+    import yaml  # noqa: PLC0415 lazy: as snakemake
+
+    path = Path(cwd) / profile / "config.yaml"
+    if not path.is_file():
+        return None
+    executor = (yaml.safe_load(path.read_text()) or {}).get("executor")
+    return str(executor) if executor else None
+
+
 def pack_slots(config: dict) -> tuple[int, int]:
     """(devices a node's pack fills, cores a run of it takes): cluster.ranks_per_node, train.threads."""
     slots = int((config.get("cluster") or {}).get("ranks_per_node") or 12)

@@ -105,3 +105,14 @@ def per_user_limit(queues: list[Queue], used: list[str]) -> int | None:
     """Jobs a user may have queued at once over the queues a study uses (the least of theirs); None: no limit."""
     limits = [q.max_queued for q in queues if q.name in used and q.max_queued]
     return min(limits) if limits else None
+
+
+def queue_for(cluster: dict, nodes: int, walltime_s: int) -> tuple[str, int]:
+    """(queue, walltime seconds) of a job: cluster.queue, or with cluster.queues the queue its size and
+    walltime fit (refused in one line naming the queue and the limit), its walltime raised to that queue's least.
+    The workflow's choice for every job (prism.workflow.resources), and `prism cluster check`'s."""
+    queues = parse_queues(cluster.get("queues") or {})
+    if not queues:
+        return cluster["queue"], walltime_s
+    chosen = choose_queue(nodes, walltime_s, queues, preferred=cluster["queue"])
+    return chosen.name, fit_walltime(walltime_s, chosen)

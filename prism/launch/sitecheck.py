@@ -8,6 +8,9 @@ what it found and, when it fails, what to do. The PBS checks (the queue's limits
 filesystems, the DAOS variables: prism.launch.sitepbs) ask `qstat`; the collective check
 starts real processes on this node through `mpiexec` (as a job's ranks start), so run the
 command on a compute node (`qsub -I`), then the study's probe (`snakemake probe_FAMILY`).
+A Slurm study (`--profile profiles/slurm`, or train.launcher slurm) gets Slurm's checks instead of
+the PBS ones: its partitions and their GPUs (prism.launch.siteslurm, from `scontrol`), this node's
+CUDA devices, and NCCL across two of them, its ranks started by `srun` inside a Slurm job.
 """
 
 from __future__ import annotations
@@ -17,16 +20,18 @@ import os
 import shutil
 import subprocess
 import sys
+from collections.abc import Mapping
 from pathlib import Path
 
 import yaml
 
 from prism.core.errors import PrismError
 from prism.data.batching import check_batch
-from prism.launch.profilecheck import check_profile
+from prism.launch.profilecheck import check_profile, profile_executor
 from prism.launch.ranks import cluster_ranks
 from prism.launch.sitejob import check_debug_queue, check_frameworks, check_helpers_python, check_tmpdir
 from prism.launch.sitepbs import Check, check_daos, check_filesystems, check_queue
+from prism.launch.siteslurm import NO_GPU, check_account, check_gres, check_partitions, in_allocation, srun_prefix
 from prism.parallel.config import BACKENDS
 from prism.parallel.env import free_port
 
@@ -168,19 +173,38 @@ def mpi_rank(device: str) -> int:
     return 0
 
 
-def mpiexec_collectives(device: str, ranks: int, mpiexec: str) -> Check:
-    """`ranks` processes started by `mpiexec`, as a job's are, join the device's backend and all-reduce."""
+def launched_collectives(device: str, ranks: int, prefix: list[str], via: str) -> Check:
+    """`ranks` processes started by a launcher (`prefix`: mpiexec's or srun's), as a job's are, join the
+    device's backend and all-reduce; each rank is `python -m prism.launch.sitecheck DEVICE`."""
     backend = BACKENDS[device]
     env = {**os.environ, "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(free_port())}
-    argv = [mpiexec, "-n", str(ranks), sys.executable, "-m", "prism.launch.sitecheck", device]
+    argv = [*prefix, sys.executable, "-m", "prism.launch.sitecheck", device]
     try:
         out = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=600)
     except (OSError, subprocess.TimeoutExpired) as err:
-        return Check("collectives", False, f"{backend} on {ranks} ranks through {mpiexec} failed: {err}")
+        return Check("collectives", False, f"{backend} on {ranks} ranks through {via} failed: {err}")
     if out.returncode != 0:
         last = (out.stderr.strip().splitlines() or [f"exit status {out.returncode}"])[-1]
-        return Check("collectives", False, f"{backend} on {ranks} ranks through {mpiexec} failed: {last}")
-    return Check("collectives", True, f"{backend} initialised on {ranks} ranks through {mpiexec} and all-reduced")
+        return Check("collectives", False, f"{backend} on {ranks} ranks through {via} failed: {last}")
+    return Check("collectives", True, f"{backend} initialised on {ranks} ranks through {via} and all-reduced")
+
+
+def mpiexec_collectives(device: str, ranks: int, mpiexec: str) -> Check:
+    """`ranks` processes started by `mpiexec`, as a job's are, join the device's backend and all-reduce."""
+    return launched_collectives(device, ranks, [mpiexec, "-n", str(ranks)], mpiexec)
+
+
+def spawned_collectives(device: str, ranks: int, hint: str) -> Check:
+    """`ranks` processes spawned from here join the device's backend and all-reduce; `hint` follows a failure."""
+    backend = BACKENDS[device]
+    try:
+        import torch.multiprocessing as mp  # noqa: PLC0415 lazy: torch
+
+        mp.spawn(_all_reduce, args=(ranks, device, free_port()), nprocs=ranks, join=True)
+    except Exception as err:  # noqa: BLE001 - any failure of the backend is the finding
+        first = str(err).strip().splitlines()[-1] if str(err).strip() else type(err).__name__
+        return Check("collectives", False, f"{backend} on {ranks} ranks failed: {first}{hint}")
+    return Check("collectives", True, f"{backend} initialised on {ranks} ranks and all-reduced")
 
 
 def check_collectives(device: str, ranks: int) -> Check:
@@ -189,19 +213,55 @@ def check_collectives(device: str, ranks: int) -> Check:
     mpiexec = shutil.which("mpiexec")
     if mpiexec:
         return mpiexec_collectives(device, ranks, mpiexec)
-    backend = BACKENDS[device]
-    try:
-        import torch.multiprocessing as mp  # noqa: PLC0415 lazy: torch
+    return spawned_collectives(device, ranks, " (on Aurora: module load frameworks provides oneCCL)")
 
-        mp.spawn(_all_reduce, args=(ranks, device, free_port()), nprocs=ranks, join=True)
-    except Exception as err:  # noqa: BLE001 - any failure of the backend is the finding
-        first = str(err).strip().splitlines()[-1] if str(err).strip() else type(err).__name__
-        return Check(
-            "collectives",
-            False,
-            f"{backend} on {ranks} ranks failed: {first} (on Aurora: module load frameworks provides oneCCL)",
-        )
-    return Check("collectives", True, f"{backend} initialised on {ranks} ranks and all-reduced")
+
+def slurm_collectives(device: str, ranks: int, environ: Mapping[str, str] | None = None) -> Check:
+    """The collective check of a Slurm study: inside a Slurm job its ranks are tasks of an srun step, as a
+    slurm-launcher job's are; elsewhere (no allocation) processes spawned from here."""
+    if in_allocation(environ):
+        return launched_collectives(device, ranks, srun_prefix(ranks), "srun")
+    return spawned_collectives(device, ranks, "" if device == "cpu" else " (check the node's NCCL and driver)")
+
+
+def check_gpus(ranks: int, needed: int, environ: Mapping[str, str] | None = None) -> list[Check]:
+    """The CUDA devices this node shows, and with two or more an all-reduce across `ranks` of them over NCCL.
+    No device is a failure, said plainly: the GPU and NCCL checks cannot pass where they did not run.
+    `needed`: GPUs a job of the study uses a node (one: a single GPU is enough, with a note)."""
+    try:
+        import torch  # noqa: PLC0415 lazy: the cheap checks run without it
+    except ImportError as err:
+        return [Check("torch", False, f"cannot import torch ({err}): install prism into this venv (docs/guide.md)")]
+    count = torch.cuda.device_count() if torch.cuda.is_available() else 0
+    if count == 0:
+        return [Check("gpus here", False, f"torch {torch.__version__}: {NO_GPU}")]
+    names = ", ".join(sorted({torch.cuda.get_device_name(i) for i in range(count)}))
+    found = Check("gpus here", True, f"torch {torch.__version__}, {count} CUDA device(s): {names}")
+    if count < 2:
+        enough = needed <= 1
+        why = "the study's jobs use one GPU" if enough else f"the study's jobs use {needed} a node"
+        note = "NCCL across two GPUs not checked (one visible; srun --gres=gpu:2 --pty ... checks it)"
+        return [found, Check("collectives", enough, f"{note}: {why}")]
+    return [found, slurm_collectives("cuda", max(2, min(ranks, count)), environ)]
+
+
+def slurm_study(config: dict, profile: str | None) -> bool:
+    """Whether the study goes to Slurm: its launcher is slurm, or its profile's executor is."""
+    launcher = (config.get("train") or {}).get("launcher")
+    return launcher == "slurm" or (profile is not None and profile_executor(profile) == "slurm")
+
+
+def slurm_checks(config: dict, device: str, ranks: int) -> list[Check]:
+    """What a Slurm study needs beside the checks every site shares: its partitions and their GPUs, then this
+    node's devices and the collective (NCCL across two GPUs on cuda, gloo on cpu)."""
+    checks = [*check_partitions(config), *check_gres(config)]
+    if device == "cuda":
+        per_node, _ = cluster_ranks((config.get("train") or {}).get("launcher", "local"), config.get("cluster") or {})
+        return [*checks, *check_gpus(ranks, per_node)]
+    checks.append(check_device(device))
+    if checks[-1].ok:
+        checks.append(slurm_collectives(device, ranks))
+    return checks
 
 
 def check_study_dir(config: dict) -> Check:
@@ -213,15 +273,29 @@ def check_study_dir(config: dict) -> Check:
 
 
 def run_checks(
-    config: dict, device: str | None = None, ranks: int = 2, schema: str | Path = "config/schema.yaml", log=print
+    config: dict,
+    device: str | None = None,
+    ranks: int = 2,
+    schema: str | Path = "config/schema.yaml",
+    log=print,
+    profile: str | None = None,
 ) -> bool:
     """Run every check, cheapest first, one line each; whether all passed.
 
     `device` defaults to the config's train.device; the collectives run only once torch sees it.
+    `profile`: the study's Snakemake profile; a Slurm study (its executor, or train.launcher slurm) gets the
+    Slurm checks (prism.launch.siteslurm) in place of the PBS ones.
     """
     device = device or (config.get("train") or {}).get("device", "cpu")
     if device not in BACKENDS:  # auto: what this node has
         device = "cpu"
+    if slurm_study(config, profile):
+        common = [check_schema(config, schema), check_account(config.get("cluster") or {}, PLACEHOLDER)]
+        common += [check_helpers_python(), *check_shards(config), check_batch_ranks(config), check_study_dir(config)]
+        checks = [*common, *slurm_checks(config, device, ranks)]
+        for check in checks:
+            log(check.line())
+        return all(check.ok for check in checks)
     checks = [
         check_schema(config, schema),
         check_scheduler(config),

@@ -17,6 +17,9 @@ import math
 
 from prism.core.errors import PrismError
 
+# What a speed job (a few timed steps, the compilation among them) may take on a compute node.
+SPEED_WALLTIME = "00:10:00"
+
 
 def walltime_seconds(text: str) -> int:
     """`HH:MM:SS` (hours may exceed 24) -> seconds; a clear error for anything else."""

@@ -14,15 +14,12 @@ from typing import Any
 
 from prism.core.ids import id_backbone
 from prism.launch.jobenv import job_env, job_setup, setup_shell
-from prism.launch.queues import choose_queue, fit_walltime, parse_queues
-from prism.launch.walltime import pieces, requested_seconds, walltime_seconds, walltime_text
+from prism.launch.queues import queue_for
+from prism.launch.walltime import SPEED_WALLTIME, pieces, requested_seconds, walltime_seconds, walltime_text
 from prism.workflow.packing import Pack, summary
 
 # (backbone, nodes, estimated seconds or None) of one training job.
 Job = tuple[str, int, "float | None"]
-
-# What a speed job (a few timed steps, the compilation among them) may take on a compute node.
-SPEED_WALLTIME = "00:10:00"
 
 
 def environment(cluster: dict, study_dir: str) -> dict[str, str]:
@@ -110,16 +107,6 @@ def pin_prefix(slots: int, device: str) -> str:
     of them, the job's ranks, else one) and pin to them (prism.launch.slots; a module call, so that the lock is
     held by this process, not a worker's fork)."""
     return f"python -m prism.launch.slots --slots {int(slots)} --device {device} -- "
-
-
-def queue_for(cluster: dict, nodes: int, walltime_s: int) -> tuple[str, int]:
-    """(queue, walltime seconds) of a job: cluster.queue, or with cluster.queues the queue its size and
-    walltime fit (refused in one line naming the queue and the limit), its walltime raised to that queue's least."""
-    queues = parse_queues(cluster.get("queues") or {})
-    if not queues:
-        return cluster["queue"], walltime_s
-    chosen = choose_queue(nodes, walltime_s, queues, preferred=cluster["queue"])
-    return chosen.name, fit_walltime(walltime_s, chosen)
 
 
 def pack_request(cluster: dict, pack: Pack, once_s: float = 0.0) -> tuple[str, int]:
