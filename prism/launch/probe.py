@@ -54,6 +54,7 @@ from prism.launch.probebody import (
     drive_body,
     note_job_stopped,
 )
+from prism.launch.slots import PROGRAM
 from prism.train.config import RunConfig
 
 # Steps no probe reaches: SIGTERM ends every body; evaluations and periodic checkpoints never come due.
@@ -122,7 +123,7 @@ class Probe:
 
     def slot_argv(self, body: Path, devices: int = 1) -> list[str]:
         """`bash body` on `devices` free slots of the node, as a pack's training job runs it (prism.launch.slots)."""
-        slots = ["-m", "prism.launch.slots", "--slots", str(self.procs_per_node), "--device", self.device]
+        slots = ["-m", PROGRAM, "--slots", str(self.procs_per_node), "--device", self.device]
         return [sys.executable, *slots, "--devices", str(devices), "--", "bash", str(body)]
 
 

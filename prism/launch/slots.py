@@ -3,7 +3,7 @@
 A pack (prism.workflow.packing) is one scheduler job whose Snakemake runs several one-device jobs
 at once. Each job's command starts with
 
-    python -m prism.launch.slots --slots N --device xpu -- COMMAND...
+    python -m prism.cli.slots --slots N --device xpu -- COMMAND...
 
 which takes the first free of the node's N slots (`--devices K`, else $PRISM_SLOT_DEVICES: K of
 them, for a run spread over K devices): slot i is an `flock`ed file in a folder of the node (and
@@ -37,7 +37,6 @@ slot is released when it has exited.
 
 from __future__ import annotations
 
-import argparse
 import ctypes
 import fcntl
 import json
@@ -52,6 +51,11 @@ import time
 from pathlib import Path
 
 from prism.launch.aurora import CPU_CORES
+
+# The program that starts a pack's run on its slots (its flags are prism.cli.slots'); a module run by
+# the job's python, not a `prism` verb, so that nothing (no worker, no parser of every group) stands
+# between the scheduler job and the lock.
+PROGRAM = "prism.cli.slots"
 
 # The variable that shows a process only its slot's device (auto: whichever the host has).
 DEVICE_VARS = {
@@ -308,27 +312,3 @@ def run_pinned(command: list[str], slots: int, device: str, folder: Path | None 
     for _, fd in held:
         os.close(fd)  # the slots are free again, once the command's own copies have gone with it
     return status
-
-
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m prism.launch.slots", description=__doc__.splitlines()[0])
-    parser.add_argument("--slots", type=int, required=True, help="devices of the node (cluster.ranks_per_node)")
-    parser.add_argument(
-        "--devices",
-        type=int,
-        default=int(os.environ.get(DEVICES_ENV) or 1),
-        help=f"slots the command holds at once, a spread run's ranks (default: ${DEVICES_ENV}, else 1)",
-    )
-    parser.add_argument("--device", default="cpu", help="xpu, cuda, cpu or auto: which variable pins the device")
-    parser.add_argument("command", nargs=argparse.REMAINDER, help="-- COMMAND ...")
-    args = parser.parse_args(argv)
-    command = args.command[1:] if args.command[:1] == ["--"] else args.command
-    if args.slots < 1 or not command:
-        parser.error("give --slots N (N >= 1) and a command after --")
-    if not 1 <= args.devices <= args.slots:
-        parser.error(f"--devices {args.devices}: give 1 to --slots ({args.slots})")
-    return run_pinned(command, args.slots, args.device, devices=args.devices)
-
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -15,6 +15,7 @@ from typing import Any
 from prism.core.ids import id_backbone
 from prism.launch.jobenv import job_env, job_setup, setup_shell
 from prism.launch.queues import queue_for
+from prism.launch.slots import PROGRAM
 from prism.launch.walltime import SPEED_WALLTIME, pieces, requested_seconds, walltime_seconds, walltime_text
 from prism.workflow.packing import Pack, summary
 
@@ -106,7 +107,7 @@ def pin_prefix(slots: int, device: str) -> str:
     """What a packed job's command starts with: claim free ones of the node's `slots` devices ($PRISM_SLOT_DEVICES
     of them, the job's ranks, else one) and pin to them (prism.launch.slots; a module call, so that the lock is
     held by this process, not a worker's fork)."""
-    return f"python -m prism.launch.slots --slots {int(slots)} --device {device} -- "
+    return f"python -m {PROGRAM} --slots {int(slots)} --device {device} -- "
 
 
 def pack_request(cluster: dict, pack: Pack, once_s: float = 0.0) -> tuple[str, int]:

@@ -165,7 +165,7 @@ def test_a_packs_body_is_stopped_at_its_mpiexec_under_the_slot_wrapper(tmp_path,
     (tmp_path / "mpiexec").chmod(0o755)
     script = Path(argv[1])
     script.write_text(f"{tmp_path / 'mpiexec'} " + script.read_text())
-    wrapped = [sys.executable, "-m", "prism.launch.slots", "--slots", "2", "--device", "cpu", "--", *argv]
+    wrapped = [sys.executable, "-m", "prism.cli.slots", "--slots", "2", "--device", "cpu", "--", *argv]
     did = drive_body(wrapped, perf, log, Limits(until=float("inf"), **LIMITS))
     assert did["outcome"] == "checkpointed" and not did["sigkill"], did
     claim = json.loads((tmp_path / "slots.jsonl").read_text())

@@ -114,11 +114,6 @@ def test_a_pinned_command_runs_on_its_slot_and_is_recorded_in_its_run_directory(
     assert (run / "seen").read_text().split()[0] == "0"
 
 
-def test_the_module_runs_the_command_after_the_double_dash(tmp_path, monkeypatch):
-    monkeypatch.setenv("PRISM_SLOT_DIR", str(tmp_path))
-    assert slots.main(["--slots", "2", "--device", "cpu", "--", sys.executable, "-c", "raise SystemExit(0)"]) == 0
-
-
 def test_a_one_rank_aurora_body_binds_to_the_cores_of_the_slot_it_holds():
     from prism.launch.aurora import render_aurora
     from prism.train.config import RunConfig
@@ -179,11 +174,11 @@ time.sleep(120)
 
 
 def wrapped_run(tmp_path, mode: str) -> tuple[subprocess.Popen, int]:
-    """A run under the slot wrapper (`python -m prism.launch.slots`) holding the node's one slot: (the
+    """A run under the slot wrapper (`python -m prism.cli.slots`) holding the node's one slot: (the
     wrapper, the run's pid)."""
     (tmp_path / "command.py").write_text(SLOT_COMMAND)
     env = {**os.environ, "PRISM_SLOT_DIR": str(tmp_path / "slots"), "PYTHONPATH": str(Path.cwd())}
-    argv = [sys.executable, "-m", "prism.launch.slots", "--slots", "1", "--device", "cpu", "--",
+    argv = [sys.executable, "-m", "prism.cli.slots", "--slots", "1", "--device", "cpu", "--",
             sys.executable, str(tmp_path / "command.py"), mode, str(tmp_path)]  # fmt: skip
     wrapper = subprocess.Popen(argv, env=env)
     for _ in range(200):

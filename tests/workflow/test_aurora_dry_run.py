@@ -158,7 +158,7 @@ def test_aurora_dry_run_on_an_index_prints_the_plan_determined_and_node_hours(tm
         assert (int(found.group(1)) > 1) == ("--strategy hsdp" in body) and "--global-batch 384" in body
     assert min(ranks) == 1 and 1 < max(ranks) <= config["cluster"]["pack_spread"]
     # each job claims as many tiles of its pack as its body runs ranks
-    claims = [int(k) for k in re.findall(r"PRISM_SLOT_DEVICES=(\d+) python -m prism.launch.slots --slots 12 ", out)]
+    claims = [int(k) for k in re.findall(r"PRISM_SLOT_DEVICES=(\d+) python -m prism.cli.slots --slots 12 ", out)]
     assert sorted(claims) == sorted(ranks)
     check_packed_jobs(out, counts, config)
 

@@ -58,7 +58,7 @@ def test_one_device_runs_share_a_pack_each_pinned_with_the_same_node_queue_and_w
     ]
     shared = {(j["nodes"], j["walltime"], j["queue"], j["pin"], j["strategy"]) for j in jobs}
     # no estimate here (the smoke plan has no speed): the pack asks for the cap, cluster.walltime
-    assert shared == {("1", "00:30:00", "debug", "python -m prism.launch.slots --slots 4 --device cpu -- ", "none")}
+    assert shared == {("1", "00:30:00", "debug", "python -m prism.cli.slots --slots 4 --device cpu -- ", "none")}
     assert {j["procs_per_node"] for j in jobs} == {1}
     line = schedule.requested("text_image", rows)
     assert line.startswith("plan text_image: 6 runs in 1 jobs on 1 nodes (up to 4 one-device runs a node")
@@ -110,7 +110,7 @@ def test_a_run_of_the_lr_sweep_is_never_looked_up_among_the_grids_packs_or_estim
     if cluster:
         assert tune.group()(sweep_job(tune)) == "text_image-tune0"
         assert (job["nodes"], job["procs_per_node"], job["pin"], job["strategy"]) == (
-            "1", 1, "python -m prism.launch.slots --slots 4 --device cpu -- ", "none")  # fmt: skip
+            "1", 1, "python -m prism.cli.slots --slots 4 --device cpu -- ", "none")  # fmt: skip
         assert job["walltime"] == resources.walltime_text(resources.pack_request(
             schedule.study.cluster, tune.pack_of(sweep_job(tune)), 0.0)[1])  # fmt: skip
     else:
@@ -191,7 +191,7 @@ def test_a_run_longer_than_its_packs_share_spreads_over_devices_of_its_pack(smok
     assert (nodes, queue, pin, strategy) == (
         "1",
         "debug",
-        "python -m prism.launch.slots --slots 4 --device cpu -- ",
+        "python -m prism.cli.slots --slots 4 --device cpu -- ",
         "fsdp",
     )
     line = schedule.requested("text_image", rows)
