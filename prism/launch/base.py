@@ -44,6 +44,9 @@ class Launcher(ABC):
     # Whether a body of several ranks on one node binds them to the devices (slots) its pack's job
     # holds (prism.launch.slots), so a pack's one-device runs may spread over several of them.
     binds_slots: ClassVar[bool] = False
+    # Whether its body starts a job's ranks with srun inside a Slurm job: then the job asks one task a rank
+    # and its Snakemake runs in the batch step (prism.workflow.resources.slurm_names).
+    srun_ranks: ClassVar[bool] = False
     # Whether the workflow's probe times one of its job bodies on a compute node before the plan prices
     # the study's jobs (prism.launch.probe).
     probed: ClassVar[bool] = False

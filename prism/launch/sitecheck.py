@@ -247,8 +247,11 @@ def check_gpus(ranks: int, needed: int, environ: Mapping[str, str] | None = None
 
 def slurm_study(config: dict, profile: str | None) -> bool:
     """Whether the study goes to Slurm: its launcher is slurm, or its profile's executor is."""
+    from prism.launch import registry  # noqa: PLC0415 lazy: the launchers import the job bodies
+
     launcher = (config.get("train") or {}).get("launcher")
-    return launcher == "slurm" or (profile is not None and profile_executor(profile) == "slurm")
+    submits_to_slurm = launcher in registry.names() and registry.get(launcher).scheduler == "Slurm"
+    return submits_to_slurm or (profile is not None and profile_executor(profile) == "slurm")
 
 
 def slurm_checks(config: dict, device: str, ranks: int) -> list[Check]:

@@ -110,6 +110,7 @@ class Slurm(Launcher):
     device = "cuda"
     scheduler = "Slurm"
     submit = "sbatch"
+    srun_ranks = True
 
     def render(self, run: RunConfig, nodes: int = 1, procs_per_node: int | None = None, storage: str = "local") -> str:
         return render_slurm(run, nodes, procs_per_node, storage)

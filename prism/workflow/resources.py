@@ -13,6 +13,7 @@ from collections.abc import Callable
 from typing import Any
 
 from prism.core.ids import id_backbone
+from prism.launch import registry as launchers
 from prism.launch.jobenv import job_env, job_setup, setup_shell
 from prism.launch.queues import queue_for
 from prism.launch.slots import PROGRAM
@@ -189,7 +190,8 @@ def slurm_names(res: dict[str, Any], device: str, mem_mb: int | None = None, ran
     the one its nodes and walltime fit), `slurm_account` cluster.account (left out when empty: the executor
     then submits without -A), `mem_mb` cluster.mem_mb (0 when null: no --mem, the partition's default, not
     Snakemake's 1000 MB), on cuda `gpu` one a rank (`ranks`, else `procs_per_node`, x `nodes`) and a task a
-    GPU, and with the slurm launcher `tasks` one a rank and `mpi` where there are several.
+    GPU, and with a launcher whose body starts ranks with srun (the slurm one) `tasks` one a rank and
+    `mpi` where there are several.
     `runtime` (minutes of the walltime) and `nodes` are the executor's names already. A value may be a
     function of the job's wildcards, as Snakemake takes them; so is the name added for it."""
     out = {**res, "slurm_partition": res["queue"]}
@@ -202,7 +204,7 @@ def slurm_names(res: dict[str, Any], device: str, mem_mb: int | None = None, ran
     if device == "cuda":
         out["gpu"] = job_ranks
         out["tasks_per_gpu"] = 1
-    if res.get("launcher") == "slurm":
+    if res.get("launcher") and launchers.get(res["launcher"]).srun_ranks:
         # The slurm launcher's body starts its ranks with srun (prism.launch.slurm): the job asks one task a
         # rank, and its Snakemake runs in the job's batch step (the executor's `mpi`), not in a one-task step
         # that the body's srun would have to share.
