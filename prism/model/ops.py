@@ -12,11 +12,12 @@ Under `torch.compile` the reference forms run instead: inductor fuses those itse
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager
 
 import torch
 import torch.nn.functional as F
+
+from prism.core.switch import turned_off
 
 _state = {"enabled": True}
 
@@ -26,15 +27,9 @@ def usable() -> bool:
     return _state["enabled"] and not torch.compiler.is_compiling()
 
 
-@contextmanager
-def disabled() -> Iterator[None]:
+def disabled() -> AbstractContextManager[None]:
     """The reference forms of `backbone` everywhere (tests; A/B measurements)."""
-    before = _state["enabled"]
-    _state["enabled"] = False
-    try:
-        yield
-    finally:
-        _state["enabled"] = before
+    return turned_off(_state)
 
 
 def wide(t: torch.Tensor) -> torch.Tensor:

@@ -42,11 +42,13 @@ import shutil
 import sys
 import warnings
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
 from pathlib import Path
 from types import ModuleType
 
 import torch
+
+from prism.core.switch import turned_off
 
 ENV = "PRISM_CPU_KERNELS"
 SOURCE = Path(__file__).with_name("cpu.cpp")
@@ -165,15 +167,9 @@ def _pinned_ninja() -> Iterator[None]:
         os.environ["PATH"] = before
 
 
-@contextmanager
-def disabled() -> Iterator[None]:
+def disabled() -> AbstractContextManager[None]:
     """The reference ATen path inside the block (FLOP counting, A/B measurements, tests)."""
-    before = _state["enabled"]
-    _state["enabled"] = False
-    try:
-        yield
-    finally:
-        _state["enabled"] = before
+    return turned_off(_state)
 
 
 def usable(x: torch.Tensor) -> bool:
