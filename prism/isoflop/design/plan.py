@@ -29,6 +29,7 @@ files it reads `planinputs.py`, and its text and files `plantext.py` and `planwr
 
 from __future__ import annotations
 
+import inspect
 import math
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
@@ -459,6 +460,15 @@ def with_lr(plans: list[BudgetPlan], rule: LrRule, lr_tokens: str = "run") -> No
     rule.check_covers([], "plan", [tokens(r) for p in plans if not p.refused for r in p.runs])
 
 
+# plan_runs' keyword arguments (what make_plan passes on; the rest of its keywords are PlanOptions fields).
+PLAN_RUNS_KEYWORDS = frozenset(inspect.signature(plan_runs).parameters) - {
+    "family",
+    "budgets",
+    "calibration_dir",
+    "options",
+}
+
+
 def lr_covers(runs: list[PlanRow], rule: LrRule) -> None:
     """Refuse a rule fitted on widths the grid's runs go beyond (by more than its margin)."""
     rule.check_covers([_width(r.backbone) for r in runs], "plan")
@@ -468,32 +478,18 @@ def make_plan(
     family: str,
     budgets: list[float],
     calibration_dir: str | Path | None,
-    scaling_study_dir: str | Path | None = None,
-    regime: str = "e2e",
-    backbones: list[str] | None = None,
-    variants: list[str] | None = None,
-    out: str | Path | None = None,
-    data: str | Path | None = None,
     options: PlanOptions | None = None,
     cooldown_fraction: float = DEFAULT_COOLDOWN_FRACTION,
-    job_ranks: int = 1,
-    ranks_per_node: int | None = None,
-    spec: FamilySpec | None = None,
-    devices: Devices | None = None,
-    lr_rule: LrRule | None = None,
-    probe: str | Path | None = None,
-    lr_tokens: str = "run",
-    batch_law: tuple[float, float] | None = None,
-    **overrides,
+    **keywords,
 ) -> dict:
     """The whole plan as a dict (the plan.yaml content): `plan_runs` plus the forecast. `cooldown_fraction`:
     the wsd cooldown the study trains with, what the grid costs as trajectories (`schedules`), not which runs
-    it holds. `overrides` replace fields of `options` (e.g. `window=0.3`), for tests and scripts."""
-    options = replace(options or PlanOptions(), **overrides)
-    study = plan_runs(family, budgets, calibration_dir, options, regime=regime, backbones=backbones, variants=variants,
-                      out=out, scaling_study_dir=scaling_study_dir, data=data, job_ranks=job_ranks,
-                      ranks_per_node=ranks_per_node, spec=spec, devices=devices, lr_rule=lr_rule,
-                      probe=probe, lr_tokens=lr_tokens, batch_law=batch_law)  # fmt: skip
+    it holds. `keywords` are plan_runs' own (regime, backbones, out, data, lr_rule, ...: passed on as given),
+    and fields of PlanOptions that replace `options`'s (e.g. `window=0.3`, for tests and scripts)."""
+    own = {key: keywords.pop(key) for key in list(keywords) if key in PLAN_RUNS_KEYWORDS}
+    options = replace(options or PlanOptions(), **keywords)
+    study = plan_runs(family, budgets, calibration_dir, options, **own)
+    regime, lr_rule = own.get("regime", "e2e"), own.get("lr_rule")
     centre, plans, runs = study.centre, study.plans, study.runs
     refused = [{"budget": p.budget, "reason": p.refused} for p in plans if p.refused]
     return {
