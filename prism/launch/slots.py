@@ -300,9 +300,15 @@ def run_pinned(command: list[str], slots: int, device: str, folder: Path | None 
     env = {**os.environ, **environment(numbers, device, per_slot), "PRISM_SLOT_PORT": str(port)}
     child = start_pinned(command, env, cores, [fd for _, fd in held])
     record["pid"] = child.pid
-    for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
-        signal.signal(sig, lambda signum, frame: child.send_signal(signum))
-    status = child.wait()
+    # Passed on while the command runs; the caller's handlers again after (the wrapper may run in a process
+    # that goes on: a test, a probe).
+    signals = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
+    before = {sig: signal.signal(sig, lambda signum, frame: child.send_signal(signum)) for sig in signals}
+    try:
+        status = child.wait()
+    finally:
+        for sig, handler in before.items():
+            signal.signal(sig, handler)
     status = 128 - status if status < 0 else status
     path = record_path(command)
     if path is not None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import signal
 import subprocess
 import sys
 
@@ -12,8 +13,11 @@ from prism.cli import slots
 
 def test_the_module_runs_the_command_after_the_double_dash_and_gives_its_status(tmp_path, monkeypatch):
     monkeypatch.setenv("PRISM_SLOT_DIR", str(tmp_path))
+    before = [signal.getsignal(sig) for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)]
     assert slots.main(["--slots", "2", "--device", "cpu", "--", sys.executable, "-c", "raise SystemExit(0)"]) == 0
     assert slots.main(["--slots", "2", "--", sys.executable, "-c", "raise SystemExit(3)"]) == 3
+    # the signals were passed on while the command ran; this process's own handlers are back after
+    assert [signal.getsignal(sig) for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)] == before
 
 
 @pytest.mark.parametrize(
