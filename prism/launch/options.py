@@ -87,7 +87,8 @@ class ClusterOptions:
     )
     mem_mb: int | None = option(
         None,
-        "Memory of a cluster job in MB, under profiles/slurm (`sbatch --mem`); null: the partition's default "
+        "Memory of a cluster job in MB, under profiles/slurm and slurm-packs (`sbatch --mem`); null: the "
+        "partition's default "
         "(Slurm's DefMemPerNode or DefMemPerCPU; no --mem). PBS profiles ignore it.",
         minimum=1,
     )
@@ -136,8 +137,8 @@ class ClusterOptions:
         [],
         "Shell lines every cluster job runs first, before anything of prism (e.g. on Aurora `module load "
         "frameworks`, then `source /lus/flare/projects/PROJECT/prism/.venv/bin/activate`): in a login shell "
-        "under profiles/aurora, at the start of the job's shell under profiles/slurm; a failing line fails the "
-        "job.",
+        "under profiles/aurora and slurm-packs, at the start of the job's shell under profiles/slurm; a failing "
+        "line fails the job.",
         schema={"type": "array", "items": SETUP_LINE},
     )
     env: list[str] = option(

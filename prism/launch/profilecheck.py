@@ -13,6 +13,7 @@ from __future__ import annotations
 import contextlib
 import io
 import os
+import re
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -53,6 +54,21 @@ def profile_executor(profile: str | Path, cwd: str | Path = ".") -> str | None:
         return None
     executor = (yaml.safe_load(path.read_text()) or {}).get("executor")
     return str(executor) if executor else None
+
+
+def profile_scheduler(profile: str | Path, cwd: str | Path = ".") -> str | None:
+    """The scheduler ("Slurm" or "PBS") a study submitted with `--profile PROFILE` goes to (Snakemake's Slurm
+    executor, else the command a cluster-generic profile submits with: sbatch or qsub), or None (no cluster)."""
+    import yaml  # noqa: PLC0415 lazy: as snakemake
+
+    executor = profile_executor(profile, cwd)
+    if executor == "slurm":
+        return "Slurm"
+    if executor != "cluster-generic":
+        return None
+    submit = str((yaml.safe_load((Path(cwd) / profile / "config.yaml").read_text()) or {}).get(
+        "cluster-generic-submit-cmd", ""))  # fmt: skip
+    return "Slurm" if re.search(r"\bsbatch\b", submit) else "PBS"
 
 
 def pack_slots(config: dict) -> tuple[int, int]:

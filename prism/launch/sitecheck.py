@@ -27,7 +27,7 @@ import yaml
 
 from prism.core.errors import PrismError
 from prism.data.batching import check_batch
-from prism.launch.profilecheck import check_profile, profile_executor
+from prism.launch.profilecheck import check_profile, profile_executor, profile_scheduler
 from prism.launch.ranks import cluster_ranks
 from prism.launch.sitejob import check_debug_queue, check_frameworks, check_helpers_python, check_tmpdir
 from prism.launch.sitepbs import Check, check_daos, check_filesystems, check_queue
@@ -246,12 +246,13 @@ def check_gpus(ranks: int, needed: int, environ: Mapping[str, str] | None = None
 
 
 def slurm_study(config: dict, profile: str | None) -> bool:
-    """Whether the study goes to Slurm: its launcher is slurm, or its profile's executor is."""
+    """Whether the study goes to Slurm: its launcher is slurm, or its profile submits there (Snakemake's Slurm
+    executor, or sbatch through cluster-generic: profiles/slurm-packs)."""
     from prism.launch import registry  # noqa: PLC0415 lazy: the launchers import the job bodies
 
     launcher = (config.get("train") or {}).get("launcher")
     submits_to_slurm = launcher in registry.names() and registry.get(launcher).scheduler == "Slurm"
-    return submits_to_slurm or (profile is not None and profile_executor(profile) == "slurm")
+    return submits_to_slurm or (profile is not None and profile_scheduler(profile) == "Slurm")
 
 
 def slurm_checks(config: dict, device: str, ranks: int) -> list[Check]:
@@ -294,6 +295,8 @@ def run_checks(
         device = "cpu"
     if slurm_study(config, profile):
         common = [check_schema(config, schema), check_account(config.get("cluster") or {}, PLACEHOLDER)]
+        if profile is not None and profile_executor(profile) == "cluster-generic":  # packs: a pack's runs at once
+            common.append(check_profile(config, profile))
         common += [check_helpers_python(), *check_shards(config), check_batch_ranks(config), check_study_dir(config)]
         checks = [*common, *slurm_checks(config, device, ranks)]
         for check in checks:

@@ -78,8 +78,9 @@ SERIAL_GROUPS = {
         "another inside its allocation (snakemake-executor-plugin-slurm 2.8 starts the allocation's Snakemake "
         "with --jobs 1, and its job step waits for each job before the next; "
         "https://github.com/snakemake/snakemake-executor-plugin-slurm/issues/469), so a pack of N runs would "
-        "hold N devices for N runs' time: set cluster.pack: false, one run a Slurm job (docs/guide.md, "
-        "'Your Slurm cluster')"
+        "hold N devices for N runs' time: run a packed study with --profile profiles/slurm-packs (sbatch through "
+        "the cluster-generic executor, whose group jobs run at once), or set cluster.pack: false, one run a Slurm "
+        "job (docs/guide.md, 'Your Slurm cluster')"
     ),
 }
 

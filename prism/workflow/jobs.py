@@ -148,7 +148,8 @@ class JobSchedule(Packs):
         study = self.study
         return {
             **resources.slurm_names(self._resources(retrain, estimate_s, pack_of), study.train.device,
-                                    study.cluster.get("mem_mb")),
+                                    study.cluster.get("mem_mb"), threads=study.train.threads,
+                                    node_devices=int(study.cluster["ranks_per_node"]) if self.packing else None),
             **resources.slurm_setup(study.cluster, study.dir, self.engine.runs_under_slurm),
         }  # fmt: skip
 

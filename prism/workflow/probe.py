@@ -221,7 +221,9 @@ def probe_resources(study: Study) -> dict[str, Any]:
         "setup": job_setup(cluster, study.dir),
         "env": job_env(cluster),
     }
-    return slurm_names(res, study.train.device, cluster.get("mem_mb"), ranks=study.ranks_per_node)
+    # the node's to itself: it times the node's devices, one at a time and all at once
+    return slurm_names(res, study.train.device, cluster.get("mem_mb"), ranks=study.ranks_per_node,
+                       threads=study.train.threads, node_devices=study.ranks_per_node)  # fmt: skip
 
 
 def job_startup(study: Study, family: str) -> tuple[float, str]:

@@ -8,6 +8,7 @@ exceeds the cap requests the cap and resumes from its checkpoint when resubmitte
 
 from __future__ import annotations
 
+import shlex
 from collections import Counter
 from collections.abc import Callable
 from typing import Any
@@ -184,7 +185,14 @@ def packs_text(
 # ---- Snakemake's Slurm executor (profiles/slurm) ----------------------------------------------------
 
 
-def slurm_names(res: dict[str, Any], device: str, mem_mb: int | None = None, ranks: Any = None) -> dict[str, Any]:
+def slurm_names(
+    res: dict[str, Any],
+    device: str,
+    mem_mb: int | None = None,
+    ranks: Any = None,
+    threads: int = 1,
+    node_devices: int | None = None,
+) -> dict[str, Any]:
     """A cluster job's resources with the names snakemake-executor-plugin-slurm reads added (profiles/slurm;
     the PBS profile ignores them): `slurm_partition` is the job's queue (cluster.queue, or with cluster.queues
     the one its nodes and walltime fit), `slurm_account` cluster.account (left out when empty: the executor
@@ -193,8 +201,12 @@ def slurm_names(res: dict[str, Any], device: str, mem_mb: int | None = None, ran
     GPU, and with a launcher whose body starts ranks with srun (the slurm one) `tasks` one a rank and
     `mpi` where there are several.
     `runtime` (minutes of the walltime) and `nodes` are the executor's names already. A value may be a
-    function of the job's wildcards, as Snakemake takes them; so is the name added for it."""
+    function of the job's wildcards, as Snakemake takes them; so is the name added for it.
+    `sbatch`: the same job as profiles/slurm-packs' sbatch flags (`sbatch_args`: `threads` a rank, whole nodes
+    of `node_devices` devices for a pack or the probe)."""
     out = {**res, "slurm_partition": res["queue"]}
+    out["sbatch"] = sbatch_args({**res, "procs_per_node": ranks or res.get("procs_per_node", 1)}, device, threads,
+                                mem_mb, node_devices)  # fmt: skip
     if res.get("account"):
         out["slurm_account"] = res["account"]
     # 0: no --mem (the executor leaves it out), so the partition's default; else the study's
@@ -211,6 +223,40 @@ def slurm_names(res: dict[str, Any], device: str, mem_mb: int | None = None, ran
         out["tasks"] = job_ranks
         out["mpi"] = _of_wildcards(lambda r: "srun" if int(r) > 1 else "", job_ranks)
     return out
+
+
+def sbatch_args(
+    res: dict[str, Any], device: str, threads: int = 1, mem_mb: int | None = None, node_devices: int | None = None
+) -> Any:
+    """`sbatch`'s flags for a job of profiles/slurm-packs (Slurm through the cluster-generic executor, whose group
+    jobs run at once), quoted for its submit command's shell: nodes, time limit (`runtime`), partition, account
+    where set, memory where cluster.mem_mb is set. A whole-node job (a pack, the probe: `node_devices`, the node's
+    devices) takes its nodes `--exclusive`, with as many GPUs each on cuda: a pack's runs pin themselves to the
+    node's devices by index (prism.launch.slots), which holds only on a node of its own. Any other job asks one
+    task a rank where its launcher starts ranks with srun, else one task, with `threads` cores a rank and a GPU a
+    rank on cuda. Text, equal for every job of a pack as Snakemake requires of a group's text resources; a
+    function of the job's wildcards where any value is."""
+
+    def flags(nodes: Any, runtime: Any, queue: Any, ranks: Any) -> str:
+        out = [f"--nodes={nodes}", *([f"--time={int(runtime)}"] if runtime else []), f"--partition={queue}"]
+        if res.get("account"):
+            out.append(f"--account={res['account']}")
+        if mem_mb:
+            out.append(f"--mem={int(mem_mb)}")
+        if node_devices:
+            out.append("--exclusive")
+            gpus = node_devices
+        else:
+            srun = bool(res.get("launcher")) and launchers.get(res["launcher"]).srun_ranks
+            tasks, cores = (int(ranks), int(threads)) if srun else (1, int(threads) * int(ranks))
+            out += [f"--ntasks-per-node={tasks}", f"--cpus-per-task={cores}"]
+            gpus = ranks
+        if device == "cuda":
+            out.append(f"--gpus-per-node={int(gpus)}")
+        return shlex.join(out)
+
+    ranks = res.get("procs_per_node", 1)
+    return _of_wildcards(flags, res.get("nodes", 1), res.get("runtime"), res["queue"], ranks)
 
 
 def slurm_setup(cluster: dict, study_dir: str, under_slurm: Callable[[], bool]) -> dict[str, Any]:

@@ -112,6 +112,7 @@ class StudyWorkflow:
         cluster.pack all of a study's speed jobs are one job, each on its own device of the node."""
         cluster = self.study.cluster
         job = {**resources.speed_job(cluster, self.study.dir), "pin": ""}
+        node_devices = None
         if cluster.get("pack"):
             slots = int(cluster["ranks_per_node"])
 
@@ -122,8 +123,12 @@ class StudyWorkflow:
             keys = ("nodes", "walltime", "runtime", "queue")
             job |= {key: lambda w, key=key: pack(w)[key] for key in keys}
             job["pin"] = resources.pin_prefix(slots, self.study.train.device)
+            node_devices = slots
+        threads = self.study.train.threads
         return {
-            **resources.slurm_names(job, self.study.train.device, cluster.get("mem_mb")),
+            **resources.slurm_names(
+                job, self.study.train.device, cluster.get("mem_mb"), threads=threads, node_devices=node_devices
+            ),
             **resources.slurm_setup(cluster, self.study.dir, self.engine.runs_under_slurm),
         }
 

@@ -17,12 +17,15 @@
 # The pack's slot files are the node's, not the job's (/tmp/prism-slots-USER-HOST, whatever TMPDIR is),
 # so that two jobs on one node share them.
 # The job's log starts with the Snakemake command it runs (its --cores, --latency-wait, ...).
+# profiles/slurm-packs submits this script with sbatch: the job's folder and id are then Slurm's
+# (SLURM_SUBMIT_DIR, SLURM_JOB_ID), and its status folder the one that profile passes (PRISM_STATUS_DIR).
 #PBS -k doe
 # properties = {properties}
 export PRISM_JOB_START=$(date +%s.%N)
-cd "${{PBS_O_WORKDIR:-$PWD}}" || exit 2
-status_dir="$PWD/logs/pbs/status"
-job_id="${{PBS_JOBID%%.*}}"
+cd "${{PBS_O_WORKDIR:-${{SLURM_SUBMIT_DIR:-$PWD}}}}" || exit 2
+status_dir="$PWD/${{PRISM_STATUS_DIR:-logs/pbs/status}}"
+job_id="${{PBS_JOBID:-${{SLURM_JOB_ID:-}}}}"
+job_id="${{job_id%%.*}}"
 mkdir -p "$status_dir"
 prism_tmp="/tmp/prism.$job_id"
 mkdir -p -m 700 "$prism_tmp" && export TMPDIR="$prism_tmp"

@@ -29,32 +29,34 @@ from pathlib import Path
 STATUS_DIR = Path("logs/pbs/status")
 
 
-def unfinished(registry: Path) -> list[str]:
+def unfinished(registry: Path, status_dir: Path = STATUS_DIR) -> list[str]:
     try:
         ids = [line.strip() for line in registry.read_text().splitlines() if line.strip()]
     except OSError:
         return []
-    return [i for i in dict.fromkeys(ids) if not (STATUS_DIR / i.split(".")[0]).exists()]
+    return [i for i in dict.fromkeys(ids) if not (status_dir / i.split(".")[0]).exists()]
 
 
-def cancel(registry: Path) -> None:
-    ids = unfinished(registry)
+def cancel(registry: Path, status_dir: Path = STATUS_DIR, command: str = "qdel") -> None:
+    ids = unfinished(registry, status_dir)
     if ids:
-        print(f"pbs_sidecar: qdel {' '.join(ids)}", file=sys.stderr, flush=True)
+        print(f"sidecar: {command} {' '.join(ids)}", file=sys.stderr, flush=True)
         try:
-            subprocess.run(["qdel", *ids], timeout=60, capture_output=True)
+            subprocess.run([command, *ids], timeout=60, capture_output=True)
         except (OSError, subprocess.TimeoutExpired) as err:
-            print(f"pbs_sidecar: qdel failed: {err}", file=sys.stderr, flush=True)
+            print(f"sidecar: {command} failed: {err}", file=sys.stderr, flush=True)
     try:
         registry.unlink()
     except OSError:
         pass
 
 
-def main() -> int:
-    folder = Path("logs/pbs")
+def main(status_dir: Path = STATUS_DIR, command: str = "qdel") -> int:
+    """Serve one Snakemake run: `status_dir` holds its jobs' exit records, `command` cancels job ids (profiles/
+    slurm-packs' sidecar calls this with its own folder and scancel)."""
+    folder = status_dir.parent
     folder.mkdir(parents=True, exist_ok=True)
-    STATUS_DIR.mkdir(parents=True, exist_ok=True)
+    status_dir.mkdir(parents=True, exist_ok=True)
     registry = (folder / f"submitted.{os.getpid()}.{int(time.time())}").resolve()
     registry.touch()
     done = False
@@ -63,7 +65,7 @@ def main() -> int:
         nonlocal done
         if not done:
             done = True
-            cancel(registry)
+            cancel(registry, status_dir, command)
         sys.exit(0)
 
     signal.signal(signal.SIGTERM, stop)

@@ -2,7 +2,7 @@
 """Status of one PBS job for Snakemake's cluster-generic executor: prints `running`, `success`
 or `failed` and always exits 0 (a non-zero exit would abort the whole workflow).
 
-    pbs_status.py JOBID [--status-dir logs/pbs/status]
+    pbs_status.py JOBID [--status-dir logs/pbs/status] [--scheduler pbs|slurm]
 
 The job's own record (`STATUS_DIR/<id>`, written by profiles/aurora/jobscript.sh when the job
 body ends) decides success or failure. The scheduler is asked only whether the job still
@@ -11,6 +11,8 @@ PBS Pro forgets finished jobs after its history window. A job the scheduler no l
 (or shows finished) without a record, even after a few retries, is `failed`: it was killed
 (walltime, qdel, node failure) or never started. When the scheduler cannot be reached at
 all, the answer is `running` (ask again later) rather than failing a healthy job.
+`--scheduler slurm` (profiles/slurm-packs, which submits this profile's job script with sbatch)
+asks `squeue` in place of `qstat`: Slurm lists a finished job for its MinJobAge, then forgets it.
 Standard library only: it runs under whatever python3 the login node has.
 
 Deaf to SIGINT: a Ctrl-C in Snakemake's terminal reaches every process of its foreground group,
@@ -55,8 +57,30 @@ def job_record(status_dir: Path, job_id: str) -> str | None:
     return None
 
 
-def scheduler_state(job_id: str, timeout: float) -> str:
+# Slurm's states of a job that has ended (squeue --states=all lists them for MinJobAge).
+SLURM_ENDED = {"BOOT_FAIL", "CANCELLED", "COMPLETED", "DEADLINE", "FAILED", "NODE_FAIL", "OUT_OF_MEMORY",
+               "PREEMPTED", "TIMEOUT", "SPECIAL_EXIT"}  # fmt: skip
+
+
+def slurm_state(job_id: str, timeout: float) -> str:
+    """`active`, `gone` (unknown or ended) or `unreachable`, from squeue."""
+    try:
+        command = ["squeue", "--noheader", "--states=all", "--format=%T", f"--jobs={job_id}"]
+        result = subprocess.run(command, capture_output=True, text=True, timeout=timeout)
+    except (OSError, subprocess.TimeoutExpired):
+        return "unreachable"
+    if "Invalid job id" in result.stderr:
+        return "gone"
+    if result.returncode != 0:
+        return "unreachable"
+    states = result.stdout.split()
+    return "active" if states and not set(states) <= SLURM_ENDED else "gone"
+
+
+def scheduler_state(job_id: str, timeout: float, scheduler: str = "pbs") -> str:
     """`active`, `gone` (unknown or finished) or `unreachable`."""
+    if scheduler == "slurm":
+        return slurm_state(job_id, timeout)
     try:
         result = subprocess.run(["qstat", "-f", job_id], capture_output=True, text=True, timeout=timeout)
     except (OSError, subprocess.TimeoutExpired):
@@ -84,11 +108,11 @@ def register(job_id: str) -> None:
             f.write(job_id + "\n")
 
 
-def status(job_id: str, status_dir: Path, retries: int, wait: float, timeout: float) -> str:
+def status(job_id: str, status_dir: Path, retries: int, wait: float, timeout: float, scheduler: str = "pbs") -> str:
     record = job_record(status_dir, job_id)
     if record:
         return record
-    state = scheduler_state(job_id, timeout)
+    state = scheduler_state(job_id, timeout, scheduler)
     if state in ("active", "unreachable"):
         register(job_id)
         return "running"
@@ -98,7 +122,7 @@ def status(job_id: str, status_dir: Path, retries: int, wait: float, timeout: fl
         record = job_record(status_dir, job_id)
         if record:
             return record
-        if scheduler_state(job_id, timeout) == "active":  # a transient answer before
+        if scheduler_state(job_id, timeout, scheduler) == "active":  # a transient answer before
             return "running"
     return "failed"
 
@@ -110,9 +134,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--retries", type=int, default=2)
     parser.add_argument("--wait", type=float, default=1.0, help="seconds between retries")
     parser.add_argument("--timeout", type=float, default=30.0, help="seconds qstat may take")
+    parser.add_argument("--scheduler", choices=("pbs", "slurm"), default="pbs", help="whom to ask: qstat or squeue")
     try:
         args = parser.parse_args(argv)
-        answer = status(args.job_id.strip(), args.status_dir, args.retries, args.wait, args.timeout)
+        job = args.job_id.strip()
+        answer = status(job, args.status_dir, args.retries, args.wait, args.timeout, args.scheduler)
     except SystemExit:
         answer = "failed"
     except Exception as err:  # never exit non-zero (Snakemake would abort); never hang a job forever

@@ -140,7 +140,9 @@ def test_the_account_may_be_empty_under_slurm_but_not_a_placeholder():
 
 def test_a_study_is_slurms_by_its_profiles_executor_or_its_launcher():
     assert sitecheck.slurm_study({}, str(REPO / "profiles" / "slurm"))
+    assert sitecheck.slurm_study({}, str(REPO / "profiles" / "slurm-packs"))  # sbatch through cluster-generic
     assert not sitecheck.slurm_study({}, str(REPO / "profiles" / "aurora"))
+    assert not sitecheck.slurm_study({}, str(REPO / "profiles" / "local"))
     assert not sitecheck.slurm_study({}, None)
     assert sitecheck.slurm_study({"train": {"launcher": "slurm"}}, None)
 

@@ -23,8 +23,6 @@ import json
 import math
 import os
 import re
-import shlex
-import shutil
 import signal
 import subprocess
 import sys
@@ -34,20 +32,18 @@ from pathlib import Path
 import pytest
 import yaml
 from workflow.wfhelpers import (
-    BIN,
     SLURM_PLUGINS,
     SMOKE,
     SNAKEMAKE,
     STUDY,
     env,
-    kernel_builds,
-    make_workdir,
     planned_run_ids,
     snakemake,
 )
 
 from prism.core.ids import format_budget, run_id
 
+from .slurmstudy import study_in
 from .test_aurora import MORE_BUDGETS, block_the_node, ctrl_c, queue
 from .test_aurora_packs import step_seconds
 
@@ -66,33 +62,6 @@ CLUSTER = {"account": "", "queue": "debug", "walltime": "00:30:00", "min_walltim
 # end (the executor's first check waits 40 s by default, and each round without a finished job waits 10 s
 # longer, up to 180 s); `--quiet=host`: the job blocks, which map Snakemake's job ids to runs.
 FAST = ("--slurm-init-seconds-before-status-checks", "1", "--latency-wait", "5", "--cores", "2", "--quiet=host")
-# Stand-ins for the Torque wrapper's commands: any call is recorded in calls.log and fails.
-TORQUE_STANDIN = '#!/bin/sh\necho "$(basename "$0") $*" >> "$(dirname "$0")/calls.log"\nexit 1\n'
-
-
-def study_in(root: Path, scheduler: dict, shape_shards, overrides: dict) -> dict:
-    """The tiny study under `root` with `overrides`, its shards, its stand-ins and its client environment."""
-    shims = root / "bin"
-    shims.mkdir()
-    for name in ("qsub", "qstat", "qdel"):
-        (shims / name).write_text(TORQUE_STANDIN)
-        (shims / name).chmod(0o755)
-    conf = scheduler["SLURM_CONF"]
-    srun = f'#!/bin/sh\nSLURM_CONF={shlex.quote(conf)} exec {shlex.quote(shutil.which("srun"))} "$@"\n'
-    (shims / "srun").write_text(srun)
-    (shims / "srun").chmod(0o755)
-    shape_shards(root / "shards", 2000, per_shard=500)
-    workdir = make_workdir(root / "study", {"data": {"shards": {"text_image": str(root / "shards")}}, **overrides})
-    # The tiny config as a file of its own, named by --configfile as the documented command names one.
-    (workdir / "config" / "tiny-slurm.yaml").write_text((workdir / "config" / "config.yaml").read_text())
-    client_env = {k: v for k, v in scheduler.items() if k != "folder"}
-    client_env |= {
-        "PATH": f"{shims}:{BIN}:{env()['PATH']}",
-        "OMP_NUM_THREADS": "2",
-        "TORCH_EXTENSIONS_DIR": kernel_builds(),
-        "PYTHONPATH": env(slurm=True)["PYTHONPATH"],
-    }
-    return {"workdir": workdir, "shims": shims, "env": client_env, "folder": scheduler["folder"]}
 
 
 @pytest.fixture(scope="module")

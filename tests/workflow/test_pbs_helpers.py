@@ -64,3 +64,24 @@ def test_the_sidecar_outlives_ctrl_c_and_cancels_at_the_executors_end(tmp_path):
     proc.terminate()  # the executor's end (after a Ctrl-C that Snakemake heard, too)
     assert proc.wait(timeout=30) == 0
     assert (tmp_path / "qdel.args").read_text().split() == ["7.pbs"] and not registry.exists()
+
+
+def test_the_slurm_sidecar_cancels_the_unfinished_jobs_with_scancel(tmp_path):
+    """profiles/slurm-packs' sidecar: the same, with Slurm's `scancel` and that profile's status folder."""
+    bindir = tmp_path / "bin"
+    bindir.mkdir()
+    (bindir / "scancel").write_text(f'#!/bin/sh\necho "$@" >> {tmp_path / "scancel.args"}\n')
+    (bindir / "scancel").chmod(0o755)
+    env = {**os.environ, "PATH": f"{bindir}:{os.environ['PATH']}"}
+    sidecar = REPO / "profiles" / "slurm-packs" / "slurm_sidecar.py"
+    proc = subprocess.Popen([str(sidecar)], cwd=tmp_path, env=env, stdout=subprocess.PIPE, text=True,
+                            start_new_session=True)  # fmt: skip
+    registry = Path(proc.stdout.readline().strip())
+    assert registry.parent == tmp_path / "logs" / "slurm"
+    registry.write_text("41\n42\n")
+    (tmp_path / "logs" / "slurm" / "status" / "42").write_text("0\n")  # 42 has finished
+    interrupt_group(proc, 0.5)
+    assert proc.poll() is None
+    proc.terminate()
+    assert proc.wait(timeout=30) == 0
+    assert (tmp_path / "scancel.args").read_text().split() == ["41"] and not registry.exists()

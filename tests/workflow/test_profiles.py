@@ -12,6 +12,8 @@ from pathlib import Path
 import pytest
 import yaml
 
+from prism.workflow import resources
+
 REPO = Path(__file__).resolve().parents[2]
 AURORA = REPO / "profiles" / "aurora"
 
@@ -67,6 +69,86 @@ def test_status_reads_the_record_and_asks_qstat_only_for_existence(tmp_path, rec
     assert status(tmp_path, "7.aurora-pbs-0001.hostmgmt", qstat_body) == expected + "\n"
 
 
+@pytest.mark.parametrize(
+    ("record", "squeue_body", "expected"),
+    [
+        (None, "echo RUNNING", "running"),
+        (None, "echo PENDING", "running"),
+        (None, "echo COMPLETING", "running"),
+        ("0", "echo COMPLETED", "success"),
+        ("1", "echo FAILED", "failed"),
+        (None, "echo TIMEOUT", "failed"),  # stopped at its time limit before it recorded anything
+        (None, "echo CANCELLED", "failed"),
+        (None, "echo 'slurm_load_jobs error: Invalid job id specified' >&2; exit 1", "failed"),  # forgotten
+        (None, "echo 'slurm_load_jobs error: Unable to contact slurm controller' >&2; exit 1", "running"),
+    ],
+)
+def test_slurm_status_reads_the_record_and_asks_squeue_only_for_existence(tmp_path, record, squeue_body, expected):
+    """profiles/slurm-packs: the same status command, asking squeue (the job's states) in place of qstat."""
+    (tmp_path / "status").mkdir()
+    if record is not None:
+        (tmp_path / "status" / "7").write_text(record + "\n")
+    env = fake_qstat(tmp_path, "exit 1")
+    (Path(env["PATH"].split(":")[0]) / "squeue").write_text("#!/bin/sh\n" + squeue_body + "\n")
+    (Path(env["PATH"].split(":")[0]) / "squeue").chmod(0o755)
+    command = [sys.executable, str(AURORA / "pbs_status.py"), "7", "--status-dir", str(tmp_path / "status"),
+               "--wait", "0.01", "--scheduler", "slurm"]  # fmt: skip
+    out = subprocess.run(command, env=env, capture_output=True, text=True)
+    assert (out.returncode, out.stdout) == (0, expected + "\n"), out.stderr
+
+
+def test_the_slurm_packs_profile_runs_aurora_s_status_command_for_slurm():
+    profile = yaml.safe_load((REPO / "profiles" / "slurm-packs" / "config.yaml").read_text())
+    words = shlex.split(profile["cluster-generic-status-cmd"])
+    assert words[1] == "profiles/aurora/pbs_status.py" and words[words.index("--scheduler") + 1] == "slurm"
+    assert words[words.index("--status-dir") + 1] == "logs/slurm/status"
+    assert (REPO / "profiles" / "slurm-packs" / profile["jobscript"]).resolve() == AURORA / "jobscript.sh"
+
+
+def sbatch_submit(tmp_path: Path, sbatch: str, answer: str = "42") -> tuple[str, list[str], Path]:
+    """Run profiles/slurm-packs' submit command with an `sbatch` that records its arguments and environment's
+    --export and prints `answer`: (what it printed, sbatch's arguments, the job's set-up file)."""
+    from snakemake.utils import format as sm_format
+
+    class Resources:
+        setup, env = json.dumps(["module load cuda"]), ""
+
+    Resources.sbatch = sbatch
+    bindir = tmp_path / "bin"
+    bindir.mkdir(exist_ok=True)
+    (bindir / "sbatch").write_text(f'#!/bin/sh\nprintf "%s\\n" "$@" > sbatch.args\necho "{answer}"\n')
+    (bindir / "sbatch").chmod(0o755)
+    profile = yaml.safe_load((REPO / "profiles" / "slurm-packs" / "config.yaml").read_text())
+    template = profile["cluster-generic-submit-cmd"]
+    command = sm_format(template, resources=Resources, rule="train", name="prism_pack_3", jobid=3)
+    if not (tmp_path / "profiles").exists():
+        (tmp_path / "profiles").symlink_to(REPO / "profiles")
+    env = {**os.environ, "PATH": f"{bindir}:{os.environ['PATH']}"}
+    env["SNAKEMAKE_CLUSTER_SIDECAR_VARS"] = str(tmp_path / "r")
+    out = subprocess.run(
+        ["sh", "-c", command + ' "$1"', "sh", "job.sh"], cwd=tmp_path, env=env, capture_output=True, text=True
+    )
+    assert out.returncode == 0, out.stderr
+    setup = tmp_path / "logs" / "slurm" / "setup" / "train.3.sh"
+    return out.stdout, (tmp_path / "sbatch.args").read_text().splitlines(), setup
+
+
+def test_slurm_packs_submits_the_jobs_flags_with_its_set_up_file_and_status_folder(tmp_path):
+    """The job's sbatch flags arrive as prism quoted them (an account holding `;` and a space stays one word);
+    --export keeps the submitting shell's environment and adds the set-up file and the status folder the job
+    script records its exit in; the job id goes to Snakemake and the sidecar without a federation's ";cluster"."""
+    flags = resources.slurm_names({"queue": "gpu", "account": "x; touch pwned", "nodes": "1", "runtime": 30},
+                                  "cuda", node_devices=4)["sbatch"]  # fmt: skip
+    printed, args, setup = sbatch_submit(tmp_path, flags, answer="42;cluster-a")
+    assert printed.strip() == "42" and (tmp_path / "r").read_text() == "42\n"
+    assert not (tmp_path / "pwned").exists()
+    assert args[:1] == ["--parsable"] and "--account=x; touch pwned" in args and "--exclusive" in args
+    assert f"--export=ALL,PRISM_SETUP={setup.resolve()},PRISM_STATUS_DIR=logs/slurm/status" in args
+    assert args[-1] == "job.sh" and "--job-name=prism.prism_pack_3" in args
+    assert "--output=logs/slurm/prism_pack_3.3.1.out" in args
+    assert "module load cuda" in setup.read_text()
+
+
 def test_status_never_exits_nonzero(tmp_path):
     out = subprocess.run([sys.executable, str(AURORA / "pbs_status.py")], capture_output=True, text=True)
     assert out.returncode == 0 and out.stdout == "failed\n"
@@ -95,7 +177,7 @@ def test_submit_command_quotes_every_resource():
 
 
 def test_every_profile_key_is_commented():
-    for name in ("local", "aurora", "slurm"):
+    for name in ("local", "aurora", "slurm", "slurm-packs"):
         lines = (REPO / "profiles" / name / "config.yaml").read_text().splitlines()
         for i, line in enumerate(lines):
             if line and not line.startswith((" ", "#")) and ":" in line:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import shlex
 from types import SimpleNamespace
 
 from prism.workflow import resources
@@ -55,6 +56,7 @@ def test_a_jobs_slurm_names_are_its_queue_account_and_memory():
     account (left out when empty), its memory (0 when none is given: no --mem, the partition's default)."""
     job = {"queue": "gpu-short", "account": "proj", "nodes": 2, "procs_per_node": 4}
     named = resources.slurm_names(job, "cpu", 64000)
+    named.pop("sbatch")
     assert named == {**job, "slurm_partition": "gpu-short", "slurm_account": "proj", "mem_mb": 64000}
     unnamed = resources.slurm_names({**job, "account": ""}, "cpu")
     assert "slurm_account" not in unnamed and unnamed["mem_mb"] == 0 and "gpu" not in unnamed
@@ -80,6 +82,29 @@ def test_a_slurm_launcher_job_asks_a_task_a_rank_and_runs_its_snakemake_in_the_b
     assert (one["tasks"], one["mpi"], one["gpu"], one["tasks_per_gpu"]) == (1, "", 1, 1)
     local = resources.slurm_names({"queue": "q", "nodes": 1, "procs_per_node": 1, "launcher": "local"}, "cpu")
     assert "tasks" not in local and "mpi" not in local
+
+
+def test_sbatch_flags_of_a_pack_take_its_node_whole_with_every_gpu():
+    """profiles/slurm-packs: a pack's runs pin themselves to the node's devices by index, so the pack holds the
+    node alone (--exclusive), every one of its GPUs on cuda; the flags are the same for every job of the pack
+    (its nodes, time and queue), whatever each job's ranks, as Snakemake requires of a group's text resources."""
+    job = {"queue": "gpu", "account": "", "nodes": "1", "runtime": 45}
+    flags = [resources.slurm_names({**job, "procs_per_node": n}, "cuda", node_devices=4)["sbatch"] for n in (1, 2)]
+    assert flags[0] == flags[1] == "--nodes=1 --time=45 --partition=gpu --exclusive --gpus-per-node=4"
+    assert "--gpus" not in resources.slurm_names(job, "cpu", node_devices=4)["sbatch"]
+
+
+def test_sbatch_flags_of_a_job_ask_its_ranks_cores_and_gpus_quoted_for_the_shell():
+    """One task with threads x ranks cores, or with a launcher whose body starts ranks with srun a task a rank;
+    a GPU a rank on cuda; the account and memory where given; every value one shell word, whatever it holds."""
+    job = {"queue": "a100", "account": "x; touch pwned", "nodes": 2, "runtime": 90, "procs_per_node": 4}
+    words = shlex.split(resources.slurm_names(job, "cuda", 64000, threads=8)["sbatch"])
+    assert words == ["--nodes=2", "--time=90", "--partition=a100", "--account=x; touch pwned", "--mem=64000",
+                     "--ntasks-per-node=1", "--cpus-per-task=32", "--gpus-per-node=4"]  # fmt: skip
+    srun = resources.slurm_names({**job, "account": "", "launcher": "slurm"}, "cpu", threads=8)["sbatch"]
+    assert srun == "--nodes=2 --time=90 --partition=a100 --ntasks-per-node=4 --cpus-per-task=8"
+    per_run = resources.slurm_names({**job, "queue": lambda w: f"q-{w.run_id}"}, "cpu")["sbatch"]
+    assert "--partition=q-a " in per_run(SimpleNamespace(run_id="a"))
 
 
 def test_the_setup_starts_a_jobs_shell_only_under_the_slurm_executor(tmp_path):
