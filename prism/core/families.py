@@ -113,7 +113,9 @@ class Family:
     built with the spec); `params`: the parameters of that encoder's tokenizer (spec -> int, pure
     Python: the workflow counts N before anything is built); `decode`: a sample's tar members and
     the spec -> its float32 modality array (prism.data.index.BadSample says why not); `shape`: which
-    `shapes:` keys a study may set (`Shape`: text_len alone, unless the modality has dimensions of its own).
+    `shapes:` keys a study may set (`Shape`: text_len alone, unless the modality has dimensions of its own);
+    `flops`: the training FLOPs of that encoder's tokenizer (spec, trained -> int, pure Python: a dry run
+    plans without torch; empty: the plan counts the family's sizes on the meta device instead).
     """
 
     spec: FamilySpec
@@ -122,13 +124,14 @@ class Family:
     params: str
     decode: str
     shape: Shape = Shape()
+    flops: str = ""
 
     @property
     def name(self) -> str:
         return self.spec.name
 
     def part(self, kind: str):
-        """The part `kind` ("source", "encoder", "params" or "decode"), imported."""
+        """The part `kind` ("source", "encoder", "params", "decode" or "flops"), imported."""
         module, _, attribute = getattr(self, kind).partition(":")
         loaded = importlib.import_module(module)
         return getattr(loaded, attribute) if attribute else loaded
@@ -167,6 +170,7 @@ _SOURCES = "prism.data.sources."
 _ENCODERS = "prism.model.encoders:"
 _PARAMS = "prism.model.paramcount:"
 _DECODE = "prism.data.index:"
+_FLOPS = "prism.model.flopcount:"
 for _family in (
     # 8x8 grey digits, 2x2 patches -> 16 tokens.
     Family(
@@ -176,6 +180,7 @@ for _family in (
         _PARAMS + "image_tokenizer",
         _DECODE + "decode_image_sample",
         ImageShape(),
+        flops=_FLOPS + "image_tokenizer",
     ),
     # 3 channels x 64 steps, patches of 8 steps -> 8 tokens.
     Family(
@@ -184,6 +189,7 @@ for _family in (
         _ENCODERS + "SeriesEncoder",
         _PARAMS + "series_tokenizer",
         _DECODE + "decode_series",
+        flops=_FLOPS + "series_tokenizer",
     ),
     # adjacency of up to 16 nodes (zero-padded), one token per node slot.
     Family(
@@ -192,6 +198,7 @@ for _family in (
         _ENCODERS + "GraphEncoder",
         _PARAMS + "graph_tokenizer",
         _DECODE + "decode_graph",
+        flops=_FLOPS + "graph_tokenizer",
     ),
     # up to 32 standardised features (zero-padded), groups of 8 -> 4 tokens.
     Family(
@@ -200,6 +207,7 @@ for _family in (
         _ENCODERS + "TableEncoder",
         _PARAMS + "table_tokenizer",
         _DECODE + "decode_npy",
+        flops=_FLOPS + "table_tokenizer",
     ),
     # 4 frames of 8x8 (a digit moving), one 4x4 patch grid per frame -> 16 tokens.
     Family(
@@ -209,6 +217,7 @@ for _family in (
         _PARAMS + "video_tokenizer",
         _DECODE + "decode_npy",
         ImageShape(frames=True),
+        flops=_FLOPS + "video_tokenizer",
     ),
     # BabyAI 7x7 egocentric grid (object, colour, state), one token per row -> 7 tokens.
     Family(
@@ -217,6 +226,7 @@ for _family in (
         _ENCODERS + "GridEncoder",
         _PARAMS + "grid_tokenizer",
         _DECODE + "decode_npy",
+        flops=_FLOPS + "grid_tokenizer",
     ),
 ):
     register_family(_family)

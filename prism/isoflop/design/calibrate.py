@@ -64,7 +64,8 @@ def load_speed(calibration_dir: str | Path, family: str, backbone: str, variant:
     return record if isinstance(record, dict) and record.get("samples_per_s") else None
 
 
-def _validate(family: str, backbone: str, variant: str, regime: str, spec: FamilySpec | None) -> None:
+def check_names(family: str, backbone: str, variant: str, regime: str, spec: FamilySpec | None) -> None:
+    """Refuse an unknown size, variant, family or regime (a PrismError listing the valid names)."""
     backbone_config(backbone), projector_variant(variant), family_spec(family, spec), regime_parts(regime)
 
 
@@ -89,7 +90,7 @@ def calibrate(
     `threads` sets torch's CPU threads for the timed steps (on a shared host one
     thread per process avoids OpenMP oversubscription, which is many times slower).
     """
-    _validate(family, backbone, variant, regime, spec)
+    check_names(family, backbone, variant, regime, spec)
     import torch  # noqa: PLC0415 lazy: torch
 
     from prism.model.accounting import count_training_flops, input_embedding_params, param_counts  # noqa: PLC0415 lazy: torch

@@ -1,12 +1,12 @@
 """The plan's candidates: each size's N, FLOPs and tokens per sample, and its speed here.
 
 Counting is planning, not a job: a size's parameters and training FLOPs per sample are
-counted in-process on the meta device (about 0.1 s a size once torch is imported), so the
-plan needs no calibration file. A file that exists is read instead: the same record
-`prism isoflop calibrate` writes (and training reads), so it is a cache, never a
-prerequisite. Speed is measured, not counted: a size without a `.speed.json` takes its
-samples/s interpolated in N (log-log) between the measured sizes, or, beyond them, the
-FLOP/s of the nearest measured size, and says so until it is measured.
+counted in-process by formula (prism.model.paramcount and flopcount: the meta device's
+numbers, without torch), so the plan needs no calibration file. A file that exists is
+read instead: the same record `prism isoflop calibrate` writes (and training reads), so
+it is a cache, never a prerequisite. Speed is measured, not counted: a size without a
+`.speed.json` takes its samples/s interpolated in N (log-log) between the measured sizes,
+or, beyond them, the FLOP/s of the nearest measured size, and says so until it is measured.
 """
 
 from __future__ import annotations
@@ -19,8 +19,10 @@ from pathlib import Path
 from prism.core.calibration import calibration_filename, load_calibration
 from prism.core.errors import PrismError
 from prism.core.families import FamilySpec, family_spec
-from prism.isoflop.design.calibrate import load_speed
+from prism.isoflop.design.calibrate import check_names, load_speed
 from prism.model.config import check_backbone, check_variant, expected_shape
+from prism.model.flopcount import training_flops
+from prism.model.paramcount import component_params, trainable_params
 
 INTERPOLATED = "interpolated in N (log-log) from the measured sizes"
 
@@ -45,16 +47,29 @@ class Candidate:
 
 
 def counted_record(family: str, backbone: str, variant: str, regime: str, spec: FamilySpec | None = None) -> dict:
-    """The calibration record of one size, counted here on the meta device (no file, no timing),
-    at `spec` (the family's shape and tokenizer; None: its laptop default)."""
+    """The numbers a plan reads of one size (N, total parameters, FLOPs and tokens per sample), counted
+    here with no file and no timing at `spec` (the family's shape and tokenizer; None: its laptop default)."""
     return _counted(family_spec(family, spec), backbone, variant, regime)
 
 
 @cache
 def _counted(spec: FamilySpec, backbone: str, variant: str, regime: str) -> dict:
-    from prism.isoflop.design.calibrate import calibrate  # noqa: PLC0415 lazy: torch
+    """By formula (no torch: a dry run plans in the Snakemake process); a family without FLOP
+    formulas gets the calibration record, counted on the meta device."""
+    check_names(spec.name, backbone, variant, regime, spec)
+    flops = training_flops(spec, backbone, variant, regime)
+    if flops is None:
+        from prism.isoflop.design.calibrate import calibrate  # noqa: PLC0415 lazy: torch
 
-    return calibrate(spec.name, backbone, variant, regime, device="cpu", spec=spec)
+        return calibrate(spec.name, backbone, variant, regime, device="cpu", spec=spec)
+    parts = component_params(spec.name, backbone, variant, spec)
+    return {
+        "params_total": sum(parts.values()),
+        "params_trainable": trainable_params(spec.name, backbone, variant, regime, spec),
+        "flops_per_sample": flops,
+        "tokens_per_sample": spec.tokens_per_sample,
+        "samples_per_s": None,
+    }
 
 
 def size_record(
