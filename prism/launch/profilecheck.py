@@ -43,32 +43,32 @@ def effective_settings(argv: list[str], cwd: str | Path = ".") -> Effective:
     return Effective(args.cores, int(args.latency_wait), bool(args.keep_incomplete), loaded)
 
 
-def profile_executor(profile: str | Path, cwd: str | Path = ".") -> str | None:
-    """The `executor:` a profile's config.yaml names (slurm, cluster-generic), or None: which scheduler a study
-    submitted with `--profile PROFILE` goes to. Read from the file: parsing it as Snakemake does needs the
-    executor's plugin importable, which a login node's check should not need."""
+def profile_settings(profile: str | Path, cwd: str | Path = ".") -> dict:
+    """A profile's config.yaml as written ({} where there is none). Read from the file: parsing it as Snakemake
+    does needs the executor's plugin importable, which a login node's check should not need."""
     import yaml  # noqa: PLC0415 lazy: as snakemake
 
     path = Path(cwd) / profile / "config.yaml"
-    if not path.is_file():
-        return None
-    executor = (yaml.safe_load(path.read_text()) or {}).get("executor")
+    return (yaml.safe_load(path.read_text()) or {}) if path.is_file() else {}
+
+
+def profile_executor(profile: str | Path, cwd: str | Path = ".") -> str | None:
+    """The `executor:` a profile's config.yaml names (slurm, cluster-generic), or None: which scheduler a study
+    submitted with `--profile PROFILE` goes to."""
+    executor = profile_settings(profile, cwd).get("executor")
     return str(executor) if executor else None
 
 
 def profile_scheduler(profile: str | Path, cwd: str | Path = ".") -> str | None:
     """The scheduler ("Slurm" or "PBS") a study submitted with `--profile PROFILE` goes to (Snakemake's Slurm
     executor, else the command a cluster-generic profile submits with: sbatch or qsub), or None (no cluster)."""
-    import yaml  # noqa: PLC0415 lazy: as snakemake
-
-    executor = profile_executor(profile, cwd)
+    settings = profile_settings(profile, cwd)
+    executor = settings.get("executor")
     if executor == "slurm":
         return "Slurm"
     if executor != "cluster-generic":
         return None
-    submit = str((yaml.safe_load((Path(cwd) / profile / "config.yaml").read_text()) or {}).get(
-        "cluster-generic-submit-cmd", ""))  # fmt: skip
-    return "Slurm" if re.search(r"\bsbatch\b", submit) else "PBS"
+    return "Slurm" if re.search(r"\bsbatch\b", str(settings.get("cluster-generic-submit-cmd", ""))) else "PBS"
 
 
 def pack_slots(config: dict) -> tuple[int, int]:

@@ -14,7 +14,14 @@ from __future__ import annotations
 
 from prism.core.families import FamilySpec, check_row_length, family_bundle
 from prism.model.config import BackboneConfig, ProjectorVariant, backbone_config, projector_variant, regime_parts
-from prism.model.paramcount import ENCODER_HEAD_MLP, GRAPH_ROUNDS
+from prism.model.paramcount import (
+    ENCODER_HEAD_MLP,
+    GRAPH_ROUNDS,
+    image_patch_values,
+    projector_dims,
+    series_patch_values,
+    video_patch_values,
+)
 
 ENCODER_HEAD_DIM = 16  # EncoderBlock's head_dim
 
@@ -33,14 +40,11 @@ def attention(heads: int, length: int, head_dim: int, grad: bool) -> int:
 
 
 def image_tokenizer(spec: FamilySpec, trained: bool) -> int:
-    c, h, wd = spec.modality_shape
-    patch = round((h * wd / spec.n_modality_tokens) ** 0.5)
-    return matmul(spec.n_modality_tokens, c * patch * patch, spec.encoder_width, False, trained)
+    return matmul(spec.n_modality_tokens, image_patch_values(spec), spec.encoder_width, False, trained)
 
 
 def series_tokenizer(spec: FamilySpec, trained: bool) -> int:
-    c, steps = spec.modality_shape
-    return matmul(spec.n_modality_tokens, c * (steps // spec.n_modality_tokens), spec.encoder_width, False, trained)
+    return matmul(spec.n_modality_tokens, series_patch_values(spec), spec.encoder_width, False, trained)
 
 
 def graph_tokenizer(spec: FamilySpec, trained: bool) -> int:
@@ -55,9 +59,7 @@ def table_tokenizer(spec: FamilySpec, trained: bool) -> int:
 
 
 def video_tokenizer(spec: FamilySpec, trained: bool) -> int:
-    frames, c, h, wd = spec.modality_shape
-    patch = round((h * wd / (spec.n_modality_tokens // frames)) ** 0.5)
-    return matmul(spec.n_modality_tokens, c * patch * patch, spec.encoder_width, False, trained)
+    return matmul(spec.n_modality_tokens, video_patch_values(spec), spec.encoder_width, False, trained)
 
 
 def grid_tokenizer(spec: FamilySpec, trained: bool) -> int:
@@ -84,8 +86,7 @@ def projector_flops(
     tokens: int, in_dim: int, d_model: int, variant: ProjectorVariant, encoder: bool, projector: bool
 ) -> int:
     """The projector's linears; `encoder`, `projector`: whether each is trained."""
-    hidden = variant.width_mult * d_model
-    dims = [in_dim] + [hidden] * (variant.n_layers - 1) + [d_model]
+    dims = projector_dims(in_dim, d_model, variant.width_mult, variant.n_layers)
     return sum(
         matmul(tokens, a, b, encoder or (projector and i > 0), projector)
         for i, (a, b) in enumerate(zip(dims[:-1], dims[1:]))

@@ -40,15 +40,36 @@ def encoder_params(spec: FamilySpec) -> int:
 # The tokenizer of each built-in family's encoder (its bundle's `params`), before the shared tail.
 
 
-def image_tokenizer(spec: FamilySpec) -> int:
+# The values one token of the modality holds: the input width of its tokenizer's linear (prism.model.flopcount
+# counts the same linear's FLOPs).
+
+
+def image_patch_values(spec: FamilySpec) -> int:
+    """channels x patch x patch, the patch the image's tokens tile it with."""
     c, h, wd = spec.modality_shape
     patch = round((h * wd / spec.n_modality_tokens) ** 0.5)
-    return _linear(c * patch * patch, spec.encoder_width)
+    return c * patch * patch
+
+
+def series_patch_values(spec: FamilySpec) -> int:
+    """channels x the steps of one token."""
+    c, steps = spec.modality_shape
+    return c * (steps // spec.n_modality_tokens)
+
+
+def video_patch_values(spec: FamilySpec) -> int:
+    """channels x patch x patch, the patch each frame's tokens tile it with."""
+    frames, c, h, wd = spec.modality_shape
+    patch = round((h * wd / (spec.n_modality_tokens // frames)) ** 0.5)
+    return c * patch * patch
+
+
+def image_tokenizer(spec: FamilySpec) -> int:
+    return _linear(image_patch_values(spec), spec.encoder_width)
 
 
 def series_tokenizer(spec: FamilySpec) -> int:
-    c, steps = spec.modality_shape
-    return _linear(c * (steps // spec.n_modality_tokens), spec.encoder_width)
+    return _linear(series_patch_values(spec), spec.encoder_width)
 
 
 def graph_tokenizer(spec: FamilySpec) -> int:
@@ -61,9 +82,7 @@ def table_tokenizer(spec: FamilySpec) -> int:
 
 
 def video_tokenizer(spec: FamilySpec) -> int:
-    frames, c, h, wd = spec.modality_shape
-    patch = round((h * wd / (spec.n_modality_tokens // frames)) ** 0.5)
-    return _linear(c * patch * patch, spec.encoder_width)
+    return _linear(video_patch_values(spec), spec.encoder_width)
 
 
 def grid_tokenizer(spec: FamilySpec) -> int:
@@ -72,9 +91,13 @@ def grid_tokenizer(spec: FamilySpec) -> int:
     return planes * GRID_INDEX * w + h * wd * w + _linear(w, w)
 
 
+def projector_dims(in_dim: int, d_model: int, width_mult: int, n_layers: int) -> list[int]:
+    """The widths the projector's `n_layers` linears map between, from the encoder's to the backbone's."""
+    return [in_dim] + [width_mult * d_model] * (n_layers - 1) + [d_model]
+
+
 def projector_params(in_dim: int, d_model: int, width_mult: int, n_layers: int) -> int:
-    hidden = width_mult * d_model
-    dims = [in_dim] + [hidden] * (n_layers - 1) + [d_model]
+    dims = projector_dims(in_dim, d_model, width_mult, n_layers)
     return sum(_linear(a, b) for a, b in zip(dims[:-1], dims[1:]))
 
 

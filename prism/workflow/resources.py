@@ -204,14 +204,13 @@ def slurm_names(
     function of the job's wildcards, as Snakemake takes them; so is the name added for it.
     `sbatch`: the same job as profiles/slurm-packs' sbatch flags (`sbatch_args`: `threads` a rank, whole nodes
     of `node_devices` devices for a pack or the probe)."""
+    per_node = res.get("procs_per_node", 1) if ranks is None else ranks
     out = {**res, "slurm_partition": res["queue"]}
-    out["sbatch"] = sbatch_args({**res, "procs_per_node": ranks or res.get("procs_per_node", 1)}, device, threads,
-                                mem_mb, node_devices)  # fmt: skip
+    out["sbatch"] = sbatch_args({**res, "procs_per_node": per_node}, device, threads, mem_mb, node_devices)
     if res.get("account"):
         out["slurm_account"] = res["account"]
     # 0: no --mem (the executor leaves it out), so the partition's default; else the study's
     out["mem_mb"] = mem_mb or 0
-    per_node = res.get("procs_per_node", 1) if ranks is None else ranks
     job_ranks = _of_wildcards(lambda r, n: int(r) * int(n), per_node, res.get("nodes", 1))
     if device == "cuda":
         out["gpu"] = job_ranks
